@@ -1,0 +1,171 @@
+//! `hookd-bench`: hookd's durable Enqueue measured side by side with a bare tonic server
+//! speaking the same protocol, in the same process run, alternating legs, because this
+//! machine is shared and noisy: only ratios from one run mean anything.
+//!
+//! ```sh
+//! cargo run --release -p hookd-bench -- --seconds 5 --rounds 3
+//! ```
+
+mod echo;
+mod fsync;
+mod load;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use load::{Outcome, Shape};
+use tokio::net::TcpListener;
+use tonic::transport::{Channel, Endpoint};
+
+#[derive(Debug, Parser)]
+#[command(about = "hookd Enqueue vs a bare tonic echo, side by side")]
+struct Args {
+    /// Seconds per leg.
+    #[arg(long, default_value_t = 5)]
+    seconds: u64,
+    /// Alternating rounds (echo, hookd) per measurement.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Calls in flight for the unary measurement.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// Calls in flight for the batch measurement.
+    #[arg(long, default_value_t = 8)]
+    batch_concurrency: usize,
+    #[arg(long, default_value_t = 100)]
+    batch_size: usize,
+    #[arg(long, default_value_t = 512)]
+    payload: usize,
+    /// HTTP/2 connections the load is spread over (same for both servers).
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
+}
+
+async fn channels(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<Channel>> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.push(
+            Endpoint::from_shared(format!("http://{addr}"))?
+                .tcp_nodelay(true)
+                .initial_stream_window_size(Some(4 << 20))
+                .initial_connection_window_size(Some(16 << 20))
+                .connect()
+                .await?,
+        );
+    }
+    Ok(out)
+}
+
+fn line(name: &str, o: &Outcome) {
+    println!(
+        "  {name:<6} {:>10.0} events/s  {:>9.0} calls/s  p50 {:>7.2} ms  p99 {:>7.2} ms  errors {}",
+        o.events_per_s(),
+        o.calls as f64 / o.elapsed.as_secs_f64(),
+        o.p(0.5),
+        o.p(0.99),
+        o.errors
+    );
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let dir = tempfile::tempdir()?;
+    let leg = Duration::from_secs(args.seconds);
+
+    // hookd, in-process, on a temp data dir, with its defaults.
+    let config = hookd::Config {
+        data_dir: dir.path().join("data"),
+        ..Default::default()
+    };
+    let grpc = TcpListener::bind("127.0.0.1:0").await?;
+    let http = TcpListener::bind("127.0.0.1:0").await?;
+    let hookd_addr = grpc.local_addr()?;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let hookd_task = tokio::spawn(hookd::run(
+        config,
+        grpc,
+        http,
+        Arc::new(hookd::clock::SystemClock),
+        async {
+            let _ = stop_rx.await;
+        },
+        None,
+    ));
+
+    // The baseline.
+    let echo_listener = TcpListener::bind("127.0.0.1:0").await?;
+    let echo_addr = echo_listener.local_addr()?;
+    tokio::spawn(
+        // Same transport settings as hookd's server, so only the service differs.
+        tonic::transport::Server::builder()
+            .initial_stream_window_size(Some(4 << 20))
+            .initial_connection_window_size(Some(16 << 20))
+            .add_service(echo::server())
+            .serve_with_incoming(
+                tonic::transport::server::TcpIncoming::from(echo_listener).with_nodelay(Some(true)),
+            ),
+    );
+
+    let hookd_ch = channels(hookd_addr, args.connections).await?;
+    let echo_ch = channels(echo_addr, args.connections).await?;
+    println!(
+        "hookd-bench: {} B payload, {} s legs, {} rounds, {} connections",
+        args.payload, args.seconds, args.rounds, args.connections
+    );
+    let probe = |label: &str| -> anyhow::Result<()> {
+        let rate = fsync::probe(dir.path(), Duration::from_millis(500))?;
+        println!("  fsync probe ({label}): {rate:.0} fdatasync/s (4 KiB appends)");
+        Ok(())
+    };
+
+    let measurements = [
+        ("unary Enqueue", Shape::Unary, args.concurrency),
+        (
+            "EnqueueBatch",
+            Shape::Batch(args.batch_size),
+            args.batch_concurrency,
+        ),
+    ];
+    let mut summary = Vec::new();
+    for (title, shape, concurrency) in measurements {
+        println!(
+            "\n{title}: {concurrency} calls in flight{}",
+            match shape {
+                Shape::Batch(n) => format!(", {n} events per call"),
+                Shape::Unary => String::new(),
+            }
+        );
+        probe("before")?;
+        let (mut ratios, mut hookd_rates) = (Vec::new(), Vec::new());
+        for round in 1..=args.rounds {
+            println!(" round {round}");
+            let e = load::run(&echo_ch, concurrency, shape, args.payload, leg).await?;
+            line("echo", &e);
+            let h = load::run(&hookd_ch, concurrency, shape, args.payload, leg).await?;
+            line("hookd", &h);
+            let ratio = h.events_per_s() / e.events_per_s();
+            println!("  ratio hookd/echo: {ratio:.2}");
+            ratios.push(ratio);
+            hookd_rates.push(h.events_per_s());
+        }
+        probe("after")?;
+        let (r, rate) = (median(ratios), median(hookd_rates));
+        println!(" median: hookd {rate:.0} events/s, ratio hookd/echo {r:.2}");
+        summary.push((title, rate, r));
+    }
+    println!("\nsummary");
+    for (title, rate, ratio) in summary {
+        println!("  {title:<14} hookd {rate:>10.0} events/s   hookd/echo {ratio:.2}");
+    }
+    let _ = stop_tx.send(());
+    hookd_task.await??;
+    Ok(())
+}

@@ -1,0 +1,284 @@
+//! A typed Rust client for hookd's gRPC API (`hookd.v1.Hookd`).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), hookd_client::Error> {
+//! let mut client = hookd_client::Client::connect("http://127.0.0.1:7700").await?;
+//! let receipt = client.enqueue(hookd_client::Event::to_queue("jobs", b"{\"n\":1}".to_vec())).await?;
+//! let leased = client.receive("jobs", 10, std::time::Duration::from_secs(30), None).await?;
+//! client.ack(leased.iter().map(|m| m.lease_id.clone())).await?;
+//! # let _ = receipt;
+//! # Ok(()) }
+//! ```
+//!
+//! Every event gets an idempotency key: the one given, or a fresh UUIDv4 made here, so a
+//! caller that retries `enqueue` after a timeout never stores the event twice.
+
+#![forbid(unsafe_code)]
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+pub use hookd_proto::v1 as pb;
+use pb::hookd_client::HookdClient;
+use tonic::transport::{Channel, Endpoint};
+
+/// What can go wrong talking to hookd.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("cannot connect: {0}")]
+    Connect(#[from] tonic::transport::Error),
+    #[error("{}: {}", .0.code(), .0.message())]
+    Status(#[from] tonic::Status),
+}
+
+/// One event to enqueue.
+#[derive(Debug, Clone, Default)]
+pub struct Event {
+    request: pb::EnqueueRequest,
+}
+
+impl Event {
+    fn with(destination: pb::enqueue_request::Destination, payload: Vec<u8>) -> Self {
+        Self {
+            request: pb::EnqueueRequest {
+                destination: Some(destination),
+                payload,
+                ..Default::default()
+            },
+        }
+    }
+
+    /// An event for a pull queue.
+    pub fn to_queue(queue: impl Into<String>, payload: impl Into<Vec<u8>>) -> Self {
+        Self::with(
+            pb::enqueue_request::Destination::Queue(queue.into()),
+            payload.into(),
+        )
+    }
+
+    /// An event for a registered endpoint.
+    pub fn to_endpoint(name: impl Into<String>, payload: impl Into<Vec<u8>>) -> Self {
+        Self::with(
+            pb::enqueue_request::Destination::Endpoint(name.into()),
+            payload.into(),
+        )
+    }
+
+    /// An event for an ad-hoc URL.
+    pub fn to_url(url: impl Into<String>, payload: impl Into<Vec<u8>>) -> Self {
+        Self::with(
+            pb::enqueue_request::Destination::Url(url.into()),
+            payload.into(),
+        )
+    }
+
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.request.idempotency_key = key.into();
+        self
+    }
+
+    pub fn event_type(mut self, t: impl Into<String>) -> Self {
+        self.request.event_type = t.into();
+        self
+    }
+
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.request.headers.insert(name.into(), value.into());
+        self
+    }
+
+    pub fn delay(mut self, d: Duration) -> Self {
+        self.request.delay_ms = d.as_millis() as u64;
+        self
+    }
+
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.request.max_attempts = n;
+        self
+    }
+
+    /// The request as sent, with a generated idempotency key if none was given.
+    pub fn into_request(mut self) -> pb::EnqueueRequest {
+        if self.request.idempotency_key.is_empty() {
+            self.request.idempotency_key = uuid::Uuid::new_v4().to_string();
+        }
+        self.request
+    }
+
+    /// The request exactly as built, without a generated key.
+    pub fn into_raw_request(self) -> pb::EnqueueRequest {
+        self.request
+    }
+}
+
+/// A connection to hookd; cheap to clone (clones share the HTTP/2 connection).
+#[derive(Debug, Clone)]
+pub struct Client {
+    inner: HookdClient<Channel>,
+}
+
+impl Client {
+    /// Connects to `http://host:port`.
+    pub async fn connect(addr: impl Into<String>) -> Result<Self, Error> {
+        let channel = Endpoint::from_shared(addr.into())?
+            .connect_timeout(Duration::from_secs(5))
+            .tcp_nodelay(true)
+            .initial_stream_window_size(Some(4 << 20))
+            .initial_connection_window_size(Some(16 << 20))
+            .connect()
+            .await?;
+        Ok(Self::from_channel(channel))
+    }
+
+    pub fn from_channel(channel: Channel) -> Self {
+        Self {
+            inner: HookdClient::new(channel)
+                .max_decoding_message_size(64 << 20)
+                .max_encoding_message_size(64 << 20),
+        }
+    }
+
+    /// The generated stub, for calls this wrapper does not cover.
+    pub fn raw(&mut self) -> &mut HookdClient<Channel> {
+        &mut self.inner
+    }
+
+    /// Stores one event; returns once it is durable.
+    pub async fn enqueue(&mut self, event: Event) -> Result<pb::EnqueueResponse, Error> {
+        Ok(self.inner.enqueue(event.into_request()).await?.into_inner())
+    }
+
+    /// Stores many events in one call; one result per event, in order.
+    pub async fn enqueue_batch(
+        &mut self,
+        events: impl IntoIterator<Item = Event>,
+    ) -> Result<Vec<pb::EnqueueResult>, Error> {
+        let events = events.into_iter().map(Event::into_request).collect();
+        Ok(self
+            .inner
+            .enqueue_batch(pb::EnqueueBatchRequest { events })
+            .await?
+            .into_inner()
+            .results)
+    }
+
+    /// Leases up to `max` messages of `queue` for `visibility`; with `wait`, long-polls.
+    pub async fn receive(
+        &mut self,
+        queue: impl Into<String>,
+        max: u32,
+        visibility: Duration,
+        wait: Option<Duration>,
+    ) -> Result<Vec<pb::ReceivedMessage>, Error> {
+        let request = pb::ReceiveRequest {
+            queue: queue.into(),
+            max_messages: max,
+            visibility_timeout_ms: visibility.as_millis() as u64,
+            wait_ms: wait.map_or(0, |w| w.as_millis() as u64),
+        };
+        Ok(self.inner.receive(request).await?.into_inner().messages)
+    }
+
+    /// Acknowledges leases, all or nothing.
+    pub async fn ack(&mut self, lease_ids: impl IntoIterator<Item = String>) -> Result<u32, Error> {
+        let lease_ids = lease_ids.into_iter().collect();
+        Ok(self
+            .inner
+            .ack(pb::AckRequest { lease_ids })
+            .await?
+            .into_inner()
+            .acked)
+    }
+
+    /// Gives a lease back for a retry after `delay` (or the backoff).
+    pub async fn nack(
+        &mut self,
+        lease_id: impl Into<String>,
+        delay: Option<Duration>,
+        reason: impl Into<String>,
+    ) -> Result<pb::NackResponse, Error> {
+        let request = pb::NackRequest {
+            lease_id: lease_id.into(),
+            delay_ms: delay.map_or(0, |d| d.as_millis() as u64),
+            reason: reason.into(),
+        };
+        Ok(self.inner.nack(request).await?.into_inner())
+    }
+
+    pub async fn stats(&mut self) -> Result<pb::StatsResponse, Error> {
+        Ok(self.inner.stats(pb::StatsRequest {}).await?.into_inner())
+    }
+
+    pub async fn get_message(
+        &mut self,
+        id: impl Into<String>,
+    ) -> Result<pb::GetMessageResponse, Error> {
+        Ok(self
+            .inner
+            .get_message(pb::GetMessageRequest { id: id.into() })
+            .await?
+            .into_inner())
+    }
+
+    pub async fn put_endpoint(
+        &mut self,
+        endpoint: pb::Endpoint,
+    ) -> Result<pb::PutEndpointResponse, Error> {
+        Ok(self
+            .inner
+            .put_endpoint(pb::PutEndpointRequest {
+                endpoint: Some(endpoint),
+            })
+            .await?
+            .into_inner())
+    }
+
+    pub async fn list_dead_letters(
+        &mut self,
+        destination: Option<pb::Destination>,
+        page_size: u32,
+        page_token: impl Into<String>,
+    ) -> Result<pb::ListDeadLettersResponse, Error> {
+        let request = pb::ListDeadLettersRequest {
+            destination,
+            page_size,
+            page_token: page_token.into(),
+        };
+        Ok(self.inner.list_dead_letters(request).await?.into_inner())
+    }
+
+    /// Replays dead letters by id.
+    pub async fn replay(&mut self, ids: impl IntoIterator<Item = String>) -> Result<u32, Error> {
+        let request = pb::ReplayDeadLettersRequest {
+            ids: ids.into_iter().collect(),
+            ..Default::default()
+        };
+        Ok(self
+            .inner
+            .replay_dead_letters(request)
+            .await?
+            .into_inner()
+            .replayed)
+    }
+
+    /// Per-destination stats keyed by destination (`queue:NAME`, ...).
+    pub async fn stats_by_destination(
+        &mut self,
+    ) -> Result<HashMap<String, pb::DestinationStats>, Error> {
+        Ok(self
+            .stats()
+            .await?
+            .destinations
+            .into_iter()
+            .map(|d| (d.destination.clone(), d))
+            .collect())
+    }
+}
+
+/// A queue destination, for filters.
+pub fn queue(name: impl Into<String>) -> pb::Destination {
+    pb::Destination {
+        kind: Some(pb::destination::Kind::Queue(name.into())),
+    }
+}

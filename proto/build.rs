@@ -1,0 +1,22 @@
+//! Compiles `hookd/v1/*.proto` with protox (a pure-Rust protobuf compiler), so a fresh
+//! machine needs no system `protoc`. The descriptor set is also written to `OUT_DIR`, where
+//! the server's reflection service picks it up.
+
+use std::path::PathBuf;
+
+use prost::Message;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let files = ["hookd/v1/hookd.proto"];
+    for file in files {
+        println!("cargo:rerun-if-changed={file}");
+    }
+    let fds = protox::compile(files, ["."])?;
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(out_dir.join("hookd_descriptor.bin"), fds.encode_to_vec())?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_fds(fds)?;
+    Ok(())
+}

@@ -1,0 +1,291 @@
+//! Turning client requests into validated values. Every error names the field it is about;
+//! nothing here touches the store.
+
+use std::collections::BTreeMap;
+
+use hookd_proto::v1::{self as pb, destination::Kind, enqueue_request};
+
+use crate::destination::{Destination, validate_name, validate_url};
+use crate::engine::NewMessage;
+use crate::error::ApiError;
+
+/// Limits from the configuration that requests are checked against.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub max_payload_bytes: usize,
+    pub max_batch_events: usize,
+    pub max_idempotency_key_bytes: usize,
+}
+
+pub const MAX_EVENT_TYPE_LEN: usize = 256;
+pub const MAX_HEADERS: usize = 64;
+pub const MAX_HEADER_BYTES: usize = 8 * 1024;
+pub const MAX_DELAY_MS: u64 = 365 * 24 * 3600 * 1000;
+pub const MAX_ATTEMPTS: u32 = 100;
+pub const MAX_RECEIVE: u32 = 1_000;
+pub const DEFAULT_VISIBILITY_MS: u64 = 30_000;
+pub const MAX_VISIBILITY_MS: u64 = 12 * 3600 * 1000;
+pub const MAX_WAIT_MS: u64 = 60_000;
+pub const MAX_ACK: usize = 1_000;
+pub const MAX_REASON_LEN: usize = 4_096;
+pub const DEFAULT_PAGE: u32 = 100;
+pub const MAX_PAGE: u32 = 1_000;
+pub const DEFAULT_REPLAY_LIMIT: u32 = 10_000;
+pub const MAX_REPLAY_LIMIT: u32 = 100_000;
+
+/// Headers hookd sets itself or that would break the HTTP request.
+const RESERVED_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "webhook-id",
+    "webhook-timestamp",
+    "webhook-signature",
+];
+
+fn invalid(message: String) -> ApiError {
+    ApiError::InvalidArgument(message)
+}
+
+/// Validates one event. `prefix` is put before field names (`events[3].` in a batch).
+pub fn new_message(req: pb::EnqueueRequest, limits: &Limits) -> Result<NewMessage, ApiError> {
+    let kind = req.destination.map(|d| match d {
+        enqueue_request::Destination::Endpoint(n) => Kind::Endpoint(n),
+        enqueue_request::Destination::Url(u) => Kind::Url(u),
+        enqueue_request::Destination::Queue(q) => Kind::Queue(q),
+    });
+    let destination = Destination::from_kind(kind, "destination", "")?;
+    if req.payload.len() > limits.max_payload_bytes {
+        return Err(invalid(format!(
+            "payload: {} bytes is over the limit of {} bytes",
+            req.payload.len(),
+            limits.max_payload_bytes
+        )));
+    }
+    if req.idempotency_key.len() > limits.max_idempotency_key_bytes {
+        return Err(invalid(format!(
+            "idempotency_key: {} bytes is over the limit of {} bytes",
+            req.idempotency_key.len(),
+            limits.max_idempotency_key_bytes
+        )));
+    }
+    if req.event_type.len() > MAX_EVENT_TYPE_LEN {
+        return Err(invalid(format!(
+            "event_type: {} bytes is over the limit of {MAX_EVENT_TYPE_LEN} bytes",
+            req.event_type.len()
+        )));
+    }
+    let headers = headers(req.headers)?;
+    if req.delay_ms > MAX_DELAY_MS {
+        return Err(invalid(format!(
+            "delay_ms: {} is over the limit of {MAX_DELAY_MS} (one year)",
+            req.delay_ms
+        )));
+    }
+    if req.max_attempts > MAX_ATTEMPTS {
+        return Err(invalid(format!(
+            "max_attempts: {} is over the limit of {MAX_ATTEMPTS}",
+            req.max_attempts
+        )));
+    }
+    Ok(NewMessage {
+        destination,
+        payload: req.payload,
+        idempotency_key: req.idempotency_key,
+        event_type: req.event_type,
+        headers,
+        delay_ms: req.delay_ms,
+        max_attempts: req.max_attempts,
+    })
+}
+
+fn headers(
+    raw: std::collections::HashMap<String, String>,
+) -> Result<BTreeMap<String, String>, ApiError> {
+    if raw.len() > MAX_HEADERS {
+        return Err(invalid(format!(
+            "headers: {} headers is over the limit of {MAX_HEADERS}",
+            raw.len()
+        )));
+    }
+    let total: usize = raw.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if total > MAX_HEADER_BYTES {
+        return Err(invalid(format!(
+            "headers: {total} bytes is over the limit of {MAX_HEADER_BYTES} bytes"
+        )));
+    }
+    let mut out = BTreeMap::new();
+    for (name, value) in raw {
+        let parsed = http::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| invalid(format!("headers[{name:?}]: not a valid HTTP header name")))?;
+        if RESERVED_HEADERS.contains(&parsed.as_str()) {
+            return Err(invalid(format!(
+                "headers[{name:?}]: hookd sets this header itself"
+            )));
+        }
+        http::HeaderValue::from_str(&value)
+            .map_err(|_| invalid(format!("headers[{name:?}]: not a valid HTTP header value")))?;
+        out.insert(parsed.as_str().to_owned(), value);
+    }
+    Ok(out)
+}
+
+/// `(max, visibility_ms, wait_ms)` of a Receive, with defaults applied.
+pub fn receive(req: &pb::ReceiveRequest) -> Result<(usize, u64, u64), ApiError> {
+    validate_name(&req.queue, "queue")?;
+    let max = match req.max_messages {
+        0 => 1,
+        n if n > MAX_RECEIVE => {
+            return Err(invalid(format!(
+                "max_messages: {n} is over the limit of {MAX_RECEIVE}"
+            )));
+        }
+        n => n,
+    };
+    let visibility = match req.visibility_timeout_ms {
+        0 => DEFAULT_VISIBILITY_MS,
+        v if v > MAX_VISIBILITY_MS => {
+            return Err(invalid(format!(
+                "visibility_timeout_ms: {v} is over the limit of {MAX_VISIBILITY_MS} (12 h)"
+            )));
+        }
+        v => v,
+    };
+    if req.wait_ms > MAX_WAIT_MS {
+        return Err(invalid(format!(
+            "wait_ms: {} is over the limit of {MAX_WAIT_MS}",
+            req.wait_ms
+        )));
+    }
+    Ok((max as usize, visibility, req.wait_ms))
+}
+
+/// Validates an endpoint given to PutEndpoint; server-owned fields are cleared.
+pub fn endpoint(e: Option<pb::Endpoint>) -> Result<pb::Endpoint, ApiError> {
+    let mut e = e.ok_or_else(|| invalid("endpoint: required".into()))?;
+    validate_name(&e.name, "endpoint.name")?;
+    validate_url(&e.url, "endpoint.url")?;
+    if e.description.len() > 1_024 {
+        return Err(invalid(
+            "endpoint.description: over the limit of 1024 bytes".into(),
+        ));
+    }
+    if e.max_attempts > MAX_ATTEMPTS {
+        return Err(invalid(format!(
+            "endpoint.max_attempts: {} is over the limit of {MAX_ATTEMPTS}",
+            e.max_attempts
+        )));
+    }
+    if e.retry_base_ms > 0 && e.retry_cap_ms > 0 && e.retry_cap_ms < e.retry_base_ms {
+        return Err(invalid(format!(
+            "endpoint.retry_cap_ms: {} is below retry_base_ms {}",
+            e.retry_cap_ms, e.retry_base_ms
+        )));
+    }
+    e.created_unix_ms = 0;
+    e.updated_unix_ms = 0;
+    Ok(e)
+}
+
+/// An optional destination filter (`destination` field of list/replay requests).
+pub fn destination_filter(d: Option<pb::Destination>) -> Result<Option<Destination>, ApiError> {
+    match d {
+        None => Ok(None),
+        Some(d) => Destination::from_kind(d.kind, "destination", "destination.").map(Some),
+    }
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn unhex(s: &str, field: &str) -> Result<Vec<u8>, ApiError> {
+    let bad = || invalid(format!("{field}: not a page token returned by this server"));
+    if !s.len().is_multiple_of(2) {
+        return Err(bad());
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| {
+            s.get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(bad)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Limits {
+        Limits {
+            max_payload_bytes: 10,
+            max_batch_events: 5,
+            max_idempotency_key_bytes: 4,
+        }
+    }
+
+    fn req() -> pb::EnqueueRequest {
+        pb::EnqueueRequest {
+            destination: Some(enqueue_request::Destination::Queue("q".into())),
+            ..Default::default()
+        }
+    }
+
+    fn err(r: pb::EnqueueRequest) -> String {
+        new_message(r, &limits())
+            .map(|_| ())
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        assert!(new_message(req(), &limits()).is_ok());
+        assert!(err(pb::EnqueueRequest::default()).starts_with("destination:"));
+        assert!(
+            err(pb::EnqueueRequest {
+                payload: vec![0; 11],
+                ..req()
+            })
+            .starts_with("payload:")
+        );
+        assert!(
+            err(pb::EnqueueRequest {
+                idempotency_key: "12345".into(),
+                ..req()
+            })
+            .starts_with("idempotency_key:")
+        );
+        assert!(
+            err(pb::EnqueueRequest {
+                delay_ms: MAX_DELAY_MS + 1,
+                ..req()
+            })
+            .starts_with("delay_ms:")
+        );
+        assert!(
+            err(pb::EnqueueRequest {
+                max_attempts: 101,
+                ..req()
+            })
+            .starts_with("max_attempts:")
+        );
+        let mut r = req();
+        r.headers.insert("bad header".into(), "v".into());
+        assert!(err(r).starts_with("headers[\"bad header\"]"));
+        let mut r = req();
+        r.headers.insert("Webhook-Signature".into(), "v".into());
+        assert!(err(r).contains("sets this header itself"));
+    }
+
+    #[test]
+    fn page_tokens_round_trip() {
+        let key = b"queue:a\x00\x01\xff";
+        assert_eq!(unhex(&hex(key), "page_token").unwrap(), key);
+        assert!(unhex("zz", "page_token").is_err());
+        assert!(unhex("abc", "page_token").is_err());
+    }
+}

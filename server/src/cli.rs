@@ -1,0 +1,154 @@
+//! The `hookd` command line: `hookd serve [--config FILE] [--data-dir DIR] [--grpc-addr
+//! HOST:PORT] [--http-addr HOST:PORT] [--log-level LEVEL]`. Flags override the file; the file
+//! overrides the defaults.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+use crate::clock::SystemClock;
+use crate::config::Config;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "hookd",
+    version,
+    about = "A durable webhook delivery queue with a gRPC API"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the server.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// TOML config file; every key is optional.
+    #[arg(long, env = "HOOKD_CONFIG")]
+    config: Option<PathBuf>,
+    /// Where the database lives (default ./hookd-data).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// gRPC listen address (default 127.0.0.1:7700).
+    #[arg(long)]
+    grpc_addr: Option<SocketAddr>,
+    /// HTTP listen address for /healthz (default 127.0.0.1:7701).
+    #[arg(long)]
+    http_addr: Option<SocketAddr>,
+    /// Log filter, e.g. `info` or `hookd=debug`; RUST_LOG is used when this is not given.
+    #[arg(long)]
+    log_level: Option<String>,
+}
+
+/// The binary's entry point; also the entry point of the test harness's crash-test binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => serve(args),
+    }
+}
+
+fn serve(args: ServeArgs) -> ExitCode {
+    let filter = match &args.log_level {
+        Some(level) => EnvFilter::try_new(level),
+        None => EnvFilter::try_from_default_env().or_else(|_| EnvFilter::try_new("info")),
+    };
+    let filter = match filter {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("hookd: bad log filter: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+
+    let mut config = match &args.config {
+        Some(path) => match Config::from_file(path) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("hookd: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => Config::default(),
+    };
+    if let Some(d) = args.data_dir {
+        config.data_dir = d;
+    }
+    if let Some(a) = args.grpc_addr {
+        config.grpc_addr = a;
+    }
+    if let Some(a) = args.http_addr {
+        config.http_addr = a;
+    }
+    if let Err(e) = config.validate() {
+        eprintln!("hookd: {e}");
+        return ExitCode::from(2);
+    }
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("hookd: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        let grpc = tokio::net::TcpListener::bind(config.grpc_addr).await?;
+        let http = tokio::net::TcpListener::bind(config.http_addr).await?;
+        crate::server::run(
+            config,
+            grpc,
+            http,
+            Arc::new(SystemClock),
+            shutdown_signal(),
+            None,
+        )
+        .await
+        .map_err(std::io::Error::other)
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hookd: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}

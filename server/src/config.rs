@@ -1,0 +1,166 @@
+//! Typed configuration: TOML file keys, their defaults, and validation at start.
+//!
+//! Every key has a default that works with no file at all (data in `./hookd-data`, both
+//! listeners on loopback). Unknown keys are rejected, and a bad value is reported with the
+//! key's name, before anything is opened.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::retry::RetryPolicy;
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Directory holding `hookd.redb`; created if missing.
+    pub data_dir: PathBuf,
+    pub grpc_addr: SocketAddr,
+    /// Serves `/healthz`.
+    pub http_addr: SocketAddr,
+    /// Largest accepted event payload.
+    pub max_payload_bytes: usize,
+    /// Most events in one EnqueueBatch call.
+    pub max_batch_events: usize,
+    pub max_idempotency_key_bytes: usize,
+    /// How long an idempotency key deduplicates.
+    pub idempotency_retention_secs: u64,
+    /// Most requests folded into one redb commit.
+    pub max_commit_batch: usize,
+    /// Default retry policy of queues, ad-hoc URLs and endpoints that set none.
+    pub retry: RetryPolicy,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("./hookd-data"),
+            grpc_addr: SocketAddr::from(([127, 0, 0, 1], 7700)),
+            http_addr: SocketAddr::from(([127, 0, 0, 1], 7701)),
+            max_payload_bytes: 1 << 20,
+            max_batch_events: 1_000,
+            max_idempotency_key_bytes: 256,
+            idempotency_retention_secs: 24 * 3600,
+            max_commit_batch: 8_192,
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+/// A configuration that cannot be used; the message names the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("config key `{key}`: {message}")]
+    Invalid { key: &'static str, message: String },
+}
+
+impl Config {
+    /// Reads a TOML file; keys it omits keep their defaults.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_toml(&text).map_err(|message| ConfigError::Parse {
+            path: path.to_owned(),
+            message,
+        })
+    }
+
+    pub fn from_toml(text: &str) -> Result<Self, String> {
+        toml::from_str(text).map_err(|e| e.to_string())
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key, message: String| Err(ConfigError::Invalid { key, message });
+        if !(1..=64 << 20).contains(&self.max_payload_bytes) {
+            return invalid(
+                "max_payload_bytes",
+                format!("{} is not within 1..=67108864", self.max_payload_bytes),
+            );
+        }
+        if !(1..=10_000).contains(&self.max_batch_events) {
+            return invalid(
+                "max_batch_events",
+                format!("{} is not within 1..=10000", self.max_batch_events),
+            );
+        }
+        if !(1..=4_096).contains(&self.max_idempotency_key_bytes) {
+            return invalid(
+                "max_idempotency_key_bytes",
+                format!("{} is not within 1..=4096", self.max_idempotency_key_bytes),
+            );
+        }
+        if self.idempotency_retention_secs == 0 {
+            return invalid("idempotency_retention_secs", "must be at least 1".into());
+        }
+        if !(1..=1_000_000).contains(&self.max_commit_batch) {
+            return invalid(
+                "max_commit_batch",
+                format!("{} is not within 1..=1000000", self.max_commit_batch),
+            );
+        }
+        validate_retry(&self.retry, "retry")
+    }
+}
+
+/// Checks a retry policy; `key` is its place in the config (or API request).
+pub fn validate_retry(p: &RetryPolicy, key: &'static str) -> Result<(), ConfigError> {
+    let invalid = |message: String| Err(ConfigError::Invalid { key, message });
+    if !(1..=100).contains(&p.max_attempts) {
+        return invalid(format!(
+            "max_attempts {} is not within 1..=100",
+            p.max_attempts
+        ));
+    }
+    if p.base_ms == 0 {
+        return invalid("base_ms must be at least 1".into());
+    }
+    if p.cap_ms < p.base_ms {
+        return invalid(format!(
+            "cap_ms {} is below base_ms {}",
+            p.cap_ms, p.base_ms
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_is_the_defaults() {
+        assert_eq!(Config::from_toml(""), Ok(Config::default()));
+        assert!(Config::default().validate().is_ok());
+    }
+
+    #[test]
+    fn unknown_key_and_bad_type_are_named_with_line() {
+        let e = Config::from_toml("data_dir = \"x\"\nmax_batch_event = 3\n").unwrap_err();
+        assert!(e.contains("max_batch_event") && e.contains("line 2"), "{e}");
+        let e = Config::from_toml("[retry]\nbase_ms = \"fast\"\n").unwrap_err();
+        assert!(e.contains("base_ms"), "{e}");
+    }
+
+    #[test]
+    fn invalid_values_name_the_key() {
+        let mut c = Config::from_toml("max_batch_events = 0").unwrap();
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("`max_batch_events`")
+        );
+        c = Config::from_toml("[retry]\nbase_ms = 10\ncap_ms = 5").unwrap();
+        assert!(c.validate().unwrap_err().to_string().contains("`retry`"));
+    }
+}

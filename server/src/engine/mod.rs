@@ -1,0 +1,523 @@
+//! The engine: one thread that owns every write to redb and the in-memory index.
+//!
+//! Requests arrive as [`Command`]s on a channel. The thread takes every command waiting at
+//! that moment (up to `max_commit_batch`), together with every timer that has come due,
+//! applies them all to one redb write transaction, commits it with
+//! `Durability::Immediate`, and only then answers each caller (group commit). One fsync is
+//! thus shared by everything that arrived while the previous one ran.
+//!
+//! Ground rules:
+//! - No caller is answered success before the commit holding its change has returned.
+//! - A storage error is fatal for this process's writes: the engine answers UNAVAILABLE to
+//!   every request from then on (redb itself refuses writes after a failed commit until the
+//!   file is reopened) and reports unhealthy. A restart recovers from the last commit.
+//! - The engine reads the time only through its [`Clock`], once per round.
+//! - Why a std thread and not a tokio task: every round blocks in fsync for milliseconds;
+//!   on a runtime worker that would stall unrelated requests.
+
+mod index;
+mod ops;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use hookd_proto::v1 as pb;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use tokio::sync::oneshot;
+
+use crate::clock::Clock;
+use crate::destination::Destination;
+use crate::error::ApiError;
+use crate::ids::{LeaseId, MessageId};
+use crate::retry::RetryPolicy;
+use crate::store::{State, Store, StoreError};
+use crate::wheel::Wheel;
+use index::{Index, Live, LiveState, Timer};
+
+/// An event that passed validation, on its way to the store.
+#[derive(Debug, Clone)]
+pub struct NewMessage {
+    pub destination: Destination,
+    pub payload: Vec<u8>,
+    pub idempotency_key: String,
+    pub event_type: String,
+    pub headers: std::collections::BTreeMap<String, String>,
+    pub delay_ms: u64,
+    /// 0 = the destination's default.
+    pub max_attempts: u32,
+}
+
+/// Settings the engine needs.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    pub retry: RetryPolicy,
+    pub idempotency_retention_ms: u64,
+    pub max_commit_batch: usize,
+}
+
+type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
+
+/// A request to the engine thread. Each carries the channel its answer goes back on.
+#[derive(Debug)]
+pub(crate) enum Command {
+    Enqueue {
+        messages: Vec<NewMessage>,
+        reply: oneshot::Sender<Vec<Result<pb::EnqueueResponse, ApiError>>>,
+    },
+    Receive {
+        queue: String,
+        max: usize,
+        visibility_ms: u64,
+        wait_ms: u64,
+        reply: index::ReceiveReply,
+    },
+    Ack {
+        leases: Vec<LeaseId>,
+        reply: Reply<u32>,
+    },
+    Nack {
+        lease: LeaseId,
+        delay_ms: u64,
+        reason: String,
+        reply: Reply<pb::NackResponse>,
+    },
+    Replay {
+        ids: Vec<MessageId>,
+        destination: Option<Destination>,
+        limit: usize,
+        reply: Reply<u32>,
+    },
+    PutEndpoint {
+        endpoint: pb::Endpoint,
+        reply: Reply<pb::PutEndpointResponse>,
+    },
+    DeleteEndpoint {
+        name: String,
+        reply: Reply<()>,
+    },
+    Stats {
+        reply: Reply<pb::StatsResponse>,
+    },
+    /// Wake up and look at the clock (an injected clock moved).
+    Tick,
+    /// Answer waiting long polls now and stop waiting in new ones.
+    Drain,
+    /// Finish this round and stop.
+    Shutdown,
+}
+
+/// Called after the round's commit: `None` if it succeeded, else the error to answer.
+type Completion = Box<dyn FnOnce(Option<ApiError>) + Send>;
+
+/// The async side's handle to the engine. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct EngineHandle {
+    tx: mpsc::Sender<Command>,
+    healthy: Arc<AtomicBool>,
+}
+
+/// Owns the engine thread; `shutdown` finishes the round in progress and joins it.
+#[derive(Debug)]
+pub struct EngineThread {
+    handle: EngineHandle,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EngineThread {
+    pub fn shutdown(mut self) {
+        let _ = self.handle.tx.send(Command::Shutdown);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for EngineThread {
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = self.handle.tx.send(Command::Shutdown);
+            let _ = t.join();
+        }
+    }
+}
+
+fn stopped() -> ApiError {
+    ApiError::Unavailable("the engine has stopped".into())
+}
+
+impl EngineHandle {
+    async fn call<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<T>) -> Command,
+    ) -> Result<T, ApiError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(make(tx)).map_err(|_| stopped())?;
+        // A dropped sender means the engine stopped (or failed) before answering: nothing
+        // was acknowledged.
+        rx.await.map_err(|_| stopped())
+    }
+
+    /// Stores the messages in one commit; one result per message, in order.
+    pub async fn enqueue(
+        &self,
+        messages: Vec<NewMessage>,
+    ) -> Result<Vec<Result<pb::EnqueueResponse, ApiError>>, ApiError> {
+        self.call(|reply| Command::Enqueue { messages, reply })
+            .await
+    }
+
+    pub async fn receive(
+        &self,
+        queue: String,
+        max: usize,
+        visibility_ms: u64,
+        wait_ms: u64,
+    ) -> Result<Vec<pb::ReceivedMessage>, ApiError> {
+        self.call(|reply| Command::Receive {
+            queue,
+            max,
+            visibility_ms,
+            wait_ms,
+            reply,
+        })
+        .await?
+    }
+
+    pub async fn ack(&self, leases: Vec<LeaseId>) -> Result<u32, ApiError> {
+        self.call(|reply| Command::Ack { leases, reply }).await?
+    }
+
+    pub async fn nack(
+        &self,
+        lease: LeaseId,
+        delay_ms: u64,
+        reason: String,
+    ) -> Result<pb::NackResponse, ApiError> {
+        self.call(|reply| Command::Nack {
+            lease,
+            delay_ms,
+            reason,
+            reply,
+        })
+        .await?
+    }
+
+    pub async fn replay(
+        &self,
+        ids: Vec<MessageId>,
+        destination: Option<Destination>,
+        limit: usize,
+    ) -> Result<u32, ApiError> {
+        self.call(|reply| Command::Replay {
+            ids,
+            destination,
+            limit,
+            reply,
+        })
+        .await?
+    }
+
+    pub async fn put_endpoint(
+        &self,
+        endpoint: pb::Endpoint,
+    ) -> Result<pb::PutEndpointResponse, ApiError> {
+        self.call(|reply| Command::PutEndpoint { endpoint, reply })
+            .await?
+    }
+
+    pub async fn delete_endpoint(&self, name: String) -> Result<(), ApiError> {
+        self.call(|reply| Command::DeleteEndpoint { name, reply })
+            .await?
+    }
+
+    pub async fn stats(&self) -> Result<pb::StatsResponse, ApiError> {
+        self.call(|reply| Command::Stats { reply }).await?
+    }
+
+    /// Makes the engine re-read its clock now (tests move an injected clock).
+    pub fn tick(&self) {
+        let _ = self.tx.send(Command::Tick);
+    }
+
+    /// Answers every waiting long poll (empty) and stops new ones from waiting.
+    pub fn drain(&self) {
+        let _ = self.tx.send(Command::Drain);
+    }
+
+    /// False once a storage error has stopped the engine from writing.
+    pub fn is_healthy(&self) -> bool {
+        self.healthy.load(Ordering::Relaxed)
+    }
+}
+
+pub(crate) struct Engine {
+    store: Store,
+    clock: Arc<dyn Clock>,
+    config: EngineConfig,
+    /// Unix ms of wheel tick 0.
+    origin_ms: u64,
+    started_ms: u64,
+    wheel: Wheel<Timer>,
+    index: Index,
+    endpoints: std::collections::HashMap<String, pb::Endpoint>,
+    total: crate::stats::Activity,
+    rng: StdRng,
+    next_waiter: u64,
+    draining: bool,
+    /// Why writes stopped, once they have.
+    failed: Option<String>,
+    healthy: Arc<AtomicBool>,
+    next_sweep_ms: u64,
+    /// Set when the round's transaction holds a change worth committing.
+    dirty: bool,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("live", &self.index.live.len())
+            .finish()
+    }
+}
+
+/// How often expired idempotency keys are swept, and how many per round at most.
+const SWEEP_EVERY_MS: u64 = 10_000;
+const SWEEP_LIMIT: usize = 10_000;
+/// The longest the engine sleeps without looking at the clock.
+const MAX_IDLE: Duration = Duration::from_millis(500);
+
+/// Recovers the index from the store and starts the engine thread.
+pub fn start(
+    store: Store,
+    config: EngineConfig,
+    clock: Arc<dyn Clock>,
+) -> Result<(EngineHandle, EngineThread), StoreError> {
+    let now = clock.now_ms();
+    let recovered = store.recover()?;
+    let healthy = Arc::new(AtomicBool::new(true));
+    let mut engine = Engine {
+        store,
+        clock,
+        config,
+        origin_ms: now,
+        started_ms: now,
+        wheel: Wheel::new(),
+        index: Index::default(),
+        endpoints: Default::default(),
+        total: Default::default(),
+        rng: StdRng::from_rng(&mut rand::rng()),
+        next_waiter: 0,
+        draining: false,
+        failed: None,
+        healthy: healthy.clone(),
+        next_sweep_ms: now,
+        dirty: false,
+    };
+    let live = recovered.scheduled.len();
+    for (id, entry) in recovered.scheduled {
+        let Some(destination) = Destination::decode(&entry.destination) else {
+            return Err(StoreError::Corrupt(format!("destination of {id}")));
+        };
+        let dest = engine.index.dest(&destination.key());
+        let mut live = Live {
+            dest,
+            state: LiveState::Scheduled,
+            attempts: entry.attempts,
+            max_attempts: entry.max_attempts,
+            timer: None,
+        };
+        match entry.state {
+            // A lease outlives a restart: the consumer may still ack it before its deadline;
+            // after that it expires and is retried like any other.
+            State::Leased => {
+                live.state = LiveState::Leased;
+                live.timer = Some(
+                    engine
+                        .wheel
+                        .insert(engine.tick(entry.due_ms), Timer::Lease(id)),
+                );
+            }
+            State::Pending | State::Retry if entry.due_ms > now => {
+                live.timer = Some(
+                    engine
+                        .wheel
+                        .insert(engine.tick(entry.due_ms), Timer::Due(id)),
+                );
+            }
+            State::Pending | State::Retry => live.state = LiveState::Ready,
+            State::Dead => continue,
+        }
+        engine.index.insert(id, live);
+    }
+    for (key, n) in recovered.dead {
+        let d = engine.index.dest(&key);
+        engine.index.dests[d].dead = n;
+    }
+    for endpoint in recovered.endpoints {
+        engine.endpoints.insert(endpoint.name.clone(), endpoint);
+    }
+    tracing::info!(
+        live,
+        endpoints = engine.endpoints.len(),
+        "recovered state from the store"
+    );
+
+    let (tx, rx) = mpsc::channel();
+    let handle = EngineHandle { tx, healthy };
+    let thread = std::thread::Builder::new()
+        .name("hookd-engine".into())
+        .spawn(move || engine.run(rx))?;
+    Ok((
+        handle.clone(),
+        EngineThread {
+            handle,
+            thread: Some(thread),
+        },
+    ))
+}
+
+impl Engine {
+    /// Wheel tick of a Unix-ms time (times before start are due at once).
+    fn tick(&self, unix_ms: u64) -> u64 {
+        unix_ms.saturating_sub(self.origin_ms)
+    }
+
+    fn run(mut self, rx: mpsc::Receiver<Command>) {
+        let mut commands = Vec::new();
+        loop {
+            let now = self.clock.now_ms();
+            let mut wake_at = self.next_sweep_ms;
+            if let Some(tick) = self.wheel.next_expiration() {
+                wake_at = wake_at.min(self.origin_ms + tick);
+            }
+            let idle = Duration::from_millis(wake_at.saturating_sub(now)).min(MAX_IDLE);
+            match rx.recv_timeout(idle) {
+                Ok(c) => commands.push(c),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            while commands.len() < self.config.max_commit_batch {
+                match rx.try_recv() {
+                    Ok(c) => commands.push(c),
+                    Err(_) => break,
+                }
+            }
+            let stop = commands.iter().any(|c| matches!(c, Command::Shutdown));
+            self.round(std::mem::take(&mut commands));
+            if stop {
+                tracing::info!("engine stopped after its last commit");
+                return;
+            }
+        }
+    }
+
+    /// One group commit: due timers and every command taken, in one transaction.
+    fn round(&mut self, commands: Vec<Command>) {
+        if let Some(reason) = &self.failed {
+            let err = ApiError::Unavailable(format!("storage failed earlier: {reason}"));
+            for c in commands {
+                answer_failed(c, err.clone());
+            }
+            return;
+        }
+        let now = self.clock.now_ms();
+        let txn = match self.store.begin_write() {
+            Ok(t) => t,
+            Err(e) => return self.fail(e, commands, Vec::new()),
+        };
+        let mut done: Vec<Completion> = Vec::new();
+        self.dirty = false;
+        let applied = (|| -> Result<(), (StoreError, Vec<Command>)> {
+            let mut tables = crate::store::Tables::open(&txn).map_err(|e| (e, Vec::new()))?;
+            self.fire_timers(&mut tables, now, &mut done)
+                .map_err(|e| (e, Vec::new()))?;
+            let mut rest = commands.into_iter();
+            while let Some(command) = rest.next() {
+                if let Err(e) = self.apply(&mut tables, now, command, &mut done) {
+                    return Err((e, rest.collect()));
+                }
+            }
+            self.serve_waiters(&mut tables, now, &mut done)
+                .map_err(|e| (e, Vec::new()))?;
+            if now >= self.next_sweep_ms {
+                self.next_sweep_ms = now + SWEEP_EVERY_MS;
+                let before = now.saturating_sub(self.config.idempotency_retention_ms);
+                let n = tables
+                    .expire_idempotency(before, SWEEP_LIMIT)
+                    .map_err(|e| (e, Vec::new()))?;
+                if n > 0 {
+                    self.dirty = true;
+                    if n == SWEEP_LIMIT {
+                        // More to do: come back next round rather than hold this one up.
+                        self.next_sweep_ms = now;
+                    }
+                }
+            }
+            Ok(())
+        })();
+        if let Err((e, rest)) = applied {
+            drop(txn);
+            return self.fail(e, rest, done);
+        }
+        if self.dirty {
+            if let Err(e) = txn.commit() {
+                return self.fail(e.into(), Vec::new(), done);
+            }
+        } else if let Err(e) = txn.abort() {
+            return self.fail(e.into(), Vec::new(), done);
+        }
+        for d in done {
+            d(None);
+        }
+    }
+
+    /// Stops all writing after a storage error; everyone waiting is told UNAVAILABLE.
+    fn fail(&mut self, e: StoreError, commands: Vec<Command>, done: Vec<Completion>) {
+        tracing::error!(error = %e, "storage failed; refusing writes until restart");
+        self.failed = Some(e.to_string());
+        self.healthy.store(false, Ordering::Relaxed);
+        let err = ApiError::from(e);
+        for d in done {
+            d(Some(err.clone()));
+        }
+        for c in commands {
+            answer_failed(c, err.clone());
+        }
+        for dest in &mut self.index.dests {
+            for w in dest.waiters.drain(..) {
+                let _ = w.reply.send(Err(err.clone()));
+            }
+        }
+    }
+}
+
+fn answer_failed(command: Command, err: ApiError) {
+    match command {
+        Command::Enqueue { messages, reply } => {
+            let _ = reply.send(messages.iter().map(|_| Err(err.clone())).collect());
+        }
+        Command::Receive { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::Ack { reply, .. } | Command::Replay { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::Nack { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::PutEndpoint { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::DeleteEndpoint { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::Stats { reply } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::Tick | Command::Drain | Command::Shutdown => {}
+    }
+}

@@ -1,0 +1,33 @@
+//! hookd: a durable webhook delivery queue with a gRPC API.
+//!
+//! # Layout
+//! Data flows one way: `api -> engine (store + wheel) -> stats`.
+//! - [`api`]: the gRPC service `hookd.v1.Hookd`: validation and mapping to the wire.
+//! - [`engine`]: the single writer thread. Group commit of every request and timer into one
+//!   redb transaction; owns the in-memory index of live messages.
+//! - [`store`]: the redb tables and their encodings; reads from any thread.
+//! - [`wheel`]: the hierarchical timer wheel (pure).
+//! - [`retry`], [`stats`]: backoff and rolling statistics (pure).
+//! - [`server`]: wiring, [`server::run`] is the entry point tests call; [`cli`]: the binary.
+//!
+//! See `ARCHITECTURE.md` and `docs/durability.md` at the repository root.
+
+#![forbid(unsafe_code)]
+
+pub mod api;
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod destination;
+pub mod engine;
+pub mod error;
+pub mod http;
+pub mod ids;
+pub mod retry;
+pub mod server;
+pub mod stats;
+pub mod store;
+pub mod wheel;
+
+pub use config::Config;
+pub use server::{ServeError, run};

@@ -1,0 +1,158 @@
+//! Wiring: open the store, start the engine, serve gRPC and HTTP until shutdown.
+//!
+//! [`run`] takes already-bound listeners and a shutdown future, so tests start a real server
+//! on `127.0.0.1:0` in-process and stop it cleanly; the binary passes SIGTERM/SIGINT.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hookd_proto::v1::hookd_server::HookdServer;
+use tokio::net::TcpListener;
+
+use crate::api::{HookdService, validate::Limits};
+use crate::clock::Clock;
+use crate::config::{Config, ConfigError};
+use crate::engine::{self, EngineConfig, EngineHandle};
+use crate::store::{Store, StoreError};
+
+/// Why the server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot open the store: {0}")]
+    Store(#[from] StoreError),
+    #[error("gRPC server: {0}")]
+    Transport(#[from] tonic::transport::Error),
+    #[error("reflection service: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    #[error("HTTP server: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Called once the engine is up, with its handle (tests use it to wake the engine after
+/// moving an injected clock).
+pub type OnReady = Box<dyn FnOnce(EngineHandle) + Send>;
+
+/// Runs hookd on the given listeners until `shutdown` resolves. Then: stop accepting, answer
+/// waiting long polls, let in-flight calls finish, commit the engine's last round, return.
+pub async fn run(
+    config: Config,
+    grpc: TcpListener,
+    http: TcpListener,
+    clock: Arc<dyn Clock>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    on_ready: Option<OnReady>,
+) -> Result<(), ServeError> {
+    config.validate()?;
+    let store = {
+        let dir = config.data_dir.clone();
+        tokio::task::spawn_blocking(move || Store::open(&dir))
+            .await
+            .map_err(|e| StoreError::Io(std::io::Error::other(e)))??
+    };
+    let engine_config = EngineConfig {
+        retry: config.retry,
+        idempotency_retention_ms: config.idempotency_retention_secs.saturating_mul(1000),
+        max_commit_batch: config.max_commit_batch,
+    };
+    let (engine, engine_thread) = {
+        let (store, clock) = (store.clone(), clock.clone());
+        tokio::task::spawn_blocking(move || engine::start(store, engine_config, clock))
+            .await
+            .map_err(|e| StoreError::Io(std::io::Error::other(e)))??
+    };
+    if let Some(f) = on_ready {
+        f(engine.clone());
+    }
+
+    let limits = Limits {
+        max_payload_bytes: config.max_payload_bytes,
+        max_batch_events: config.max_batch_events,
+        max_idempotency_key_bytes: config.max_idempotency_key_bytes,
+    };
+    // A batch of max-size events must fit, plus room for the envelope.
+    let max_message = config
+        .max_payload_bytes
+        .saturating_mul(config.max_batch_events.min(16))
+        .max(4 << 20)
+        .saturating_add(1 << 20);
+    let service = HookdServer::new(HookdService::new(engine.clone(), store, limits, clock))
+        .max_decoding_message_size(max_message)
+        .max_encoding_message_size(max_message);
+
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_serving::<HookdServer<HookdService>>().await;
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(hookd_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(hookd_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+
+    // Health follows the engine: NOT_SERVING once storage has failed.
+    let watch_health = {
+        let (engine, health) = (engine.clone(), health.clone());
+        let mut rx = stop_rx.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = rx.wait_for(|s| *s) => break,
+                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                }
+                if !engine.is_healthy() {
+                    health.set_not_serving::<HookdServer<HookdService>>().await;
+                }
+            }
+        })
+    };
+
+    let grpc_addr = grpc.local_addr()?;
+    let http_addr = http.local_addr()?;
+    // TCP_NODELAY: without it Nagle's algorithm and delayed ACKs hold small responses back
+    // by up to 40 ms. Bigger HTTP/2 windows let a batch of large events go out in one burst.
+    let incoming = tonic::transport::server::TcpIncoming::from(grpc).with_nodelay(Some(true));
+    let grpc_server = tonic::transport::Server::builder()
+        .initial_stream_window_size(Some(4 << 20))
+        .initial_connection_window_size(Some(16 << 20))
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(service)
+        .serve_with_incoming_shutdown(incoming, stopped(stop_rx.clone()));
+    let http_server = axum::serve(http, crate::http::router(engine.clone()))
+        .with_graceful_shutdown(stopped(stop_rx.clone()));
+    tracing::info!(%grpc_addr, %http_addr, data_dir = %config.data_dir.display(), "hookd serving");
+
+    let trigger = {
+        let engine = engine.clone();
+        let health = health.clone();
+        async move {
+            shutdown.await;
+            tracing::info!("shutting down: no new connections; finishing in-flight requests");
+            health.set_not_serving::<HookdServer<HookdService>>().await;
+            // Long polls answer now, so the servers' graceful drain does not wait for them.
+            engine.drain();
+            let _ = stop_tx.send(true);
+        }
+    };
+    let (grpc_result, http_result, ()) = tokio::join!(grpc_server, http_server, trigger);
+    let _ = watch_health.await;
+    // Every request has been answered; the engine commits what it holds and stops.
+    tokio::task::spawn_blocking(move || engine_thread.shutdown())
+        .await
+        .map_err(std::io::Error::other)?;
+    tracing::info!("hookd stopped cleanly");
+    grpc_result?;
+    http_result?;
+    Ok(())
+}

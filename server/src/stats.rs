@@ -1,0 +1,210 @@
+//! Rolling statistics: counters and HDR latency histograms over sliding windows.
+//!
+//! A window is a ring of sub-windows ("buckets"), each tagged with the bucket number it
+//! holds; a bucket whose tag is older than the window is treated as empty and reused. So the
+//! "last hour" really is the last hour (give or take one bucket), not "since start".
+//! Pure: every method takes `now_ms`.
+
+use hdrhistogram::Histogram;
+use hookd_proto::v1 as pb;
+
+/// Latencies are recorded in microseconds, clamped to this (7 days).
+const MAX_LATENCY_US: u64 = 7 * 24 * 3600 * 1_000_000;
+
+/// A counter over the last `buckets * bucket_ms` milliseconds.
+#[derive(Debug, Clone)]
+pub struct RollingCounter {
+    bucket_ms: u64,
+    slots: Vec<(u64, u64)>,
+}
+
+impl RollingCounter {
+    pub fn new(bucket_ms: u64, buckets: usize) -> Self {
+        Self {
+            bucket_ms,
+            slots: vec![(u64::MAX, 0); buckets],
+        }
+    }
+
+    pub fn add(&mut self, now_ms: u64, n: u64) {
+        let bucket = now_ms / self.bucket_ms;
+        let len = self.slots.len() as u64;
+        let slot = &mut self.slots[(bucket % len) as usize];
+        if slot.0 != bucket {
+            *slot = (bucket, 0);
+        }
+        slot.1 += n;
+    }
+
+    /// Sum over the window ending at `now_ms`.
+    pub fn sum(&self, now_ms: u64) -> u64 {
+        let current = now_ms / self.bucket_ms;
+        let len = self.slots.len() as u64;
+        self.slots
+            .iter()
+            .filter(|(b, _)| *b != u64::MAX && *b <= current && current - *b < len)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Average per second over the window.
+    pub fn rate_per_s(&self, now_ms: u64) -> f64 {
+        let window_s = (self.bucket_ms * self.slots.len() as u64) as f64 / 1000.0;
+        self.sum(now_ms) as f64 / window_s
+    }
+}
+
+/// An HDR histogram over the last `buckets * bucket_ms` milliseconds. Buckets are allocated
+/// on first use, so an idle destination costs almost nothing.
+#[derive(Debug, Clone)]
+pub struct RollingHistogram {
+    bucket_ms: u64,
+    slots: Vec<Option<(u64, Histogram<u32>)>>,
+}
+
+impl RollingHistogram {
+    pub fn new(bucket_ms: u64, buckets: usize) -> Self {
+        Self {
+            bucket_ms,
+            slots: vec![None; buckets],
+        }
+    }
+
+    pub fn record(&mut self, now_ms: u64, micros: u64) {
+        let bucket = now_ms / self.bucket_ms;
+        let len = self.slots.len() as u64;
+        let slot = &mut self.slots[(bucket % len) as usize];
+        let fresh = !matches!(slot, Some((b, _)) if *b == bucket);
+        if fresh {
+            // Two significant digits: 1 % precision in ~17 KB per bucket.
+            match Histogram::new_with_bounds(1, MAX_LATENCY_US, 2) {
+                Ok(h) => *slot = Some((bucket, h)),
+                Err(_) => return,
+            }
+        }
+        if let Some((_, h)) = slot {
+            h.saturating_record(micros.clamp(1, MAX_LATENCY_US));
+        }
+    }
+
+    /// Percentiles over the window ending at `now_ms`.
+    pub fn summary(&self, now_ms: u64) -> pb::LatencyStats {
+        let current = now_ms / self.bucket_ms;
+        let len = self.slots.len() as u64;
+        let mut merged: Option<Histogram<u32>> = None;
+        for (bucket, h) in self.slots.iter().flatten() {
+            if *bucket > current || current - *bucket >= len {
+                continue;
+            }
+            match &mut merged {
+                None => merged = Some(h.clone()),
+                Some(m) => {
+                    // Same bounds everywhere, so adding cannot fail; ignore rather than panic.
+                    let _ = m.add(h);
+                }
+            }
+        }
+        let Some(h) = merged else {
+            return pb::LatencyStats::default();
+        };
+        let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+        pb::LatencyStats {
+            count: h.len(),
+            p50_ms: ms(0.50),
+            p95_ms: ms(0.95),
+            p99_ms: ms(0.99),
+            p999_ms: ms(0.999),
+            max_ms: h.max() as f64 / 1000.0,
+        }
+    }
+}
+
+/// The time-windowed statistics of one destination (or of all).
+#[derive(Debug, Clone)]
+pub struct Activity {
+    pub enqueued: RollingCounter,
+    pub completed: RollingCounter,
+    pub delivered: RollingCounter,
+    pub failed: RollingCounter,
+    pub latency_1h: RollingHistogram,
+    pub latency_24h: RollingHistogram,
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        Self {
+            // Rates over the last minute, in 1 s buckets.
+            enqueued: RollingCounter::new(1_000, 60),
+            completed: RollingCounter::new(1_000, 60),
+            // Counts over the last hour, in 1 min buckets.
+            delivered: RollingCounter::new(60_000, 60),
+            failed: RollingCounter::new(60_000, 60),
+            // 12 x 5 min and 24 x 1 h.
+            latency_1h: RollingHistogram::new(300_000, 12),
+            latency_24h: RollingHistogram::new(3_600_000, 24),
+        }
+    }
+}
+
+impl Activity {
+    pub fn enqueued(&mut self, now_ms: u64) {
+        self.enqueued.add(now_ms, 1);
+    }
+
+    /// A message completed successfully, `latency_ms` after it was enqueued.
+    pub fn delivered(&mut self, now_ms: u64, latency_us: u64) {
+        self.completed.add(now_ms, 1);
+        self.delivered.add(now_ms, 1);
+        self.latency_1h.record(now_ms, latency_us);
+        self.latency_24h.record(now_ms, latency_us);
+    }
+
+    /// A message was dead-lettered.
+    pub fn failed(&mut self, now_ms: u64) {
+        self.completed.add(now_ms, 1);
+        self.failed.add(now_ms, 1);
+    }
+
+    pub fn fill(&self, now_ms: u64, out: &mut pb::DestinationStats) {
+        out.delivered_last_hour = self.delivered.sum(now_ms);
+        out.failed_last_hour = self.failed.sum(now_ms);
+        out.enqueue_rate_per_s = self.enqueued.rate_per_s(now_ms);
+        out.completion_rate_per_s = self.completed.rate_per_s(now_ms);
+        out.latency_last_hour = Some(self.latency_1h.summary(now_ms));
+        out.latency_last_24h = Some(self.latency_24h.summary(now_ms));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_forgets_what_left_the_window() {
+        let mut c = RollingCounter::new(1_000, 60);
+        c.add(0, 5);
+        c.add(59_999, 1);
+        assert_eq!(c.sum(59_999), 6);
+        assert_eq!(c.sum(60_000), 1);
+        assert_eq!(c.sum(200_000), 0);
+        c.add(200_000, 2);
+        assert_eq!(c.sum(200_500), 2);
+        assert!((c.rate_per_s(200_500) - 2.0 / 60.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn histogram_window_slides() {
+        let mut h = RollingHistogram::new(300_000, 12);
+        for i in 1..=100u64 {
+            h.record(0, i * 1_000);
+        }
+        let s = h.summary(1_000);
+        assert_eq!(s.count, 100);
+        assert!((s.p50_ms - 50.0).abs() <= 1.0, "{}", s.p50_ms);
+        assert!((s.p99_ms - 99.0).abs() <= 1.5, "{}", s.p99_ms);
+        h.record(3_600_000, 7_000);
+        let later = h.summary(3_600_000);
+        assert_eq!(later.count, 1, "the first bucket is an hour old");
+        assert!((later.max_ms - 7.0).abs() < 0.1);
+    }
+}

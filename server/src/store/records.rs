@@ -1,0 +1,172 @@
+//! What hookd keeps in redb, and how it is encoded.
+//!
+//! Records are protobuf (prost) so fields can be added without a migration. The schedule
+//! entry is a fixed little layout instead: it is the one table read in full at start, and
+//! must stay compact so a restart with a million waiting messages is quick.
+
+use std::collections::BTreeMap;
+
+use crate::store::StoreError;
+
+/// Durable state of a message, numbered as `hookd.v1.MessageState`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Waiting for its first attempt (maybe delayed) or ready for it.
+    Pending = 1,
+    /// Waiting for a retry after a failed attempt.
+    Retry = 2,
+    /// Leased to a consumer (or being delivered) until its deadline.
+    Leased = 3,
+    Dead = 4,
+}
+
+impl State {
+    pub fn from_u8(v: u8) -> Option<Self> {
+        match v {
+            1 => Some(Self::Pending),
+            2 => Some(Self::Retry),
+            3 => Some(Self::Leased),
+            4 => Some(Self::Dead),
+            _ => None,
+        }
+    }
+}
+
+/// Everything about a message but its payload, which lives in its own table so that state
+/// changes never rewrite it.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct MessageMeta {
+    /// `Destination::encode()`.
+    #[prost(string, tag = "1")]
+    pub destination: String,
+    #[prost(string, tag = "2")]
+    pub event_type: String,
+    #[prost(string, tag = "3")]
+    pub idempotency_key: String,
+    #[prost(btree_map = "string, string", tag = "4")]
+    pub headers: BTreeMap<String, String>,
+    #[prost(uint64, tag = "5")]
+    pub created_ms: u64,
+    #[prost(uint32, tag = "6")]
+    pub max_attempts: u32,
+    /// Attempts used since the message was enqueued or last replayed.
+    #[prost(uint32, tag = "7")]
+    pub attempts: u32,
+    /// A `State` as u32.
+    #[prost(uint32, tag = "8")]
+    pub state: u32,
+    /// Due time when pending or awaiting retry; lease deadline when leased.
+    #[prost(uint64, tag = "9")]
+    pub next_attempt_ms: u64,
+    /// The most recent attempts, oldest first (capped at `MAX_HISTORY`).
+    #[prost(message, repeated, tag = "10")]
+    pub history: Vec<AttemptRecord>,
+    #[prost(string, tag = "11")]
+    pub last_error: String,
+    #[prost(uint64, tag = "12")]
+    pub payload_size: u64,
+    #[prost(uint64, tag = "13")]
+    pub dead_lettered_ms: u64,
+}
+
+/// How many attempts a message keeps in its history.
+pub const MAX_HISTORY: usize = 32;
+
+impl MessageMeta {
+    pub fn push_history(&mut self, attempt: AttemptRecord) {
+        if self.history.len() >= MAX_HISTORY {
+            self.history.remove(0);
+        }
+        self.history.push(attempt);
+    }
+
+    /// Closes the open (last) attempt with its outcome.
+    pub fn close_attempt(&mut self, ended_ms: u64, outcome: &str, error: &str) {
+        if let Some(last) = self.history.last_mut()
+            && last.ended_ms == 0
+        {
+            last.ended_ms = ended_ms;
+            last.outcome = outcome.to_owned();
+            last.error = error.to_owned();
+        }
+    }
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AttemptRecord {
+    #[prost(uint32, tag = "1")]
+    pub number: u32,
+    #[prost(uint64, tag = "2")]
+    pub started_ms: u64,
+    /// 0 while the attempt is still open.
+    #[prost(uint64, tag = "3")]
+    pub ended_ms: u64,
+    #[prost(string, tag = "4")]
+    pub outcome: String,
+    #[prost(string, tag = "5")]
+    pub error: String,
+}
+
+/// One row of the schedule table: what the engine needs to rebuild its index at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleEntry {
+    pub due_ms: u64,
+    pub state: State,
+    pub attempts: u32,
+    pub max_attempts: u32,
+    /// `Destination::encode()`.
+    pub destination: String,
+}
+
+impl ScheduleEntry {
+    const FIXED: usize = 8 + 1 + 4 + 4;
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(Self::FIXED + self.destination.len());
+        out.extend_from_slice(&self.due_ms.to_be_bytes());
+        out.push(self.state as u8);
+        out.extend_from_slice(&self.attempts.to_be_bytes());
+        out.extend_from_slice(&self.max_attempts.to_be_bytes());
+        out.extend_from_slice(self.destination.as_bytes());
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Self, StoreError> {
+        let corrupt = || StoreError::Corrupt(format!("schedule entry of {} bytes", bytes.len()));
+        if bytes.len() < Self::FIXED {
+            return Err(corrupt());
+        }
+        let (due, rest) = bytes.split_at(8);
+        let (state, rest) = rest.split_at(1);
+        let (attempts, rest) = rest.split_at(4);
+        let (max_attempts, dest) = rest.split_at(4);
+        Ok(Self {
+            due_ms: u64::from_be_bytes(due.try_into().map_err(|_| corrupt())?),
+            state: State::from_u8(state[0]).ok_or_else(corrupt)?,
+            attempts: u32::from_be_bytes(attempts.try_into().map_err(|_| corrupt())?),
+            max_attempts: u32::from_be_bytes(max_attempts.try_into().map_err(|_| corrupt())?),
+            destination: String::from_utf8(dest.to_vec()).map_err(|_| corrupt())?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_entry_round_trips_and_rejects_garbage() {
+        let e = ScheduleEntry {
+            due_ms: 1_700_000_000_123,
+            state: State::Leased,
+            attempts: 3,
+            max_attempts: 12,
+            destination: "qjobs".into(),
+        };
+        assert_eq!(ScheduleEntry::decode(&e.encode()).ok(), Some(e));
+        assert!(ScheduleEntry::decode(&[1, 2, 3]).is_err());
+        let mut bad = vec![0u8; 17];
+        bad[8] = 9;
+        assert!(ScheduleEntry::decode(&bad).is_err());
+    }
+}

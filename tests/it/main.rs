@@ -1,0 +1,16 @@
+//! End-to-end tests: a real hookd on `127.0.0.1:0` with a temp data dir, driven through the
+//! Rust client. Time-dependent behaviour (backoff, leases, long polls) runs on an injected
+//! clock that the tests move forward; only the crash test uses real time.
+//!
+//! One test binary (this file and its modules) so the workspace links once.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod bad_input;
+mod crash;
+mod harness;
+mod idempotency;
+mod queue;
+mod restart;
+mod retry;
+mod service;
