@@ -41,6 +41,9 @@ struct Args {
     /// HTTP/2 connections the load is spread over (same for both servers).
     #[arg(long, default_value_t = 4)]
     connections: usize,
+    /// Run only the measurement whose name contains this (e.g. "unary", "batch").
+    #[arg(long)]
+    only: Option<String>,
 }
 
 async fn channels(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<Channel>> {
@@ -136,6 +139,13 @@ async fn main() -> anyhow::Result<()> {
     ];
     let mut summary = Vec::new();
     for (title, shape, concurrency) in measurements {
+        if args
+            .only
+            .as_ref()
+            .is_some_and(|o| !title.to_lowercase().contains(&o.to_lowercase()))
+        {
+            continue;
+        }
         println!(
             "\n{title}: {concurrency} calls in flight{}",
             match shape {

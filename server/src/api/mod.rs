@@ -13,7 +13,7 @@ use crate::destination::{Destination, validate_name};
 use crate::engine::EngineHandle;
 use crate::error::ApiError;
 use crate::ids::{LeaseId, MessageId};
-use crate::store::{MessageMeta, State, Store};
+use crate::store::{State, Store, StoredMessage};
 use validate::Limits;
 
 /// The service; cheap to clone.
@@ -61,7 +61,8 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::EnqueueRequest>,
     ) -> Result<Response<pb::EnqueueResponse>, Status> {
-        let message = validate::new_message(request.into_inner(), &self.limits)?;
+        let message =
+            validate::new_message(request.into_inner(), &self.limits, self.clock.now_ms())?;
         let mut results = self.engine.enqueue(vec![message]).await?;
         match results.pop() {
             Some(result) => Ok(Response::new(result?)),
@@ -86,8 +87,9 @@ impl Hookd for HookdService {
         let mut results: Vec<Option<pb::EnqueueResult>> = Vec::with_capacity(events.len());
         let mut valid = Vec::with_capacity(events.len());
         let mut slots = Vec::with_capacity(events.len());
+        let now = self.clock.now_ms();
         for (i, event) in events.into_iter().enumerate() {
-            match validate::new_message(event, &self.limits) {
+            match validate::new_message(event, &self.limits, now) {
                 Ok(m) => {
                     valid.push(m);
                     slots.push(i);
@@ -212,7 +214,7 @@ impl Hookd for HookdService {
                     "id: no message {id} (acknowledged messages are removed)"
                 ))
             })?;
-        Ok(Response::new(message_view(id, meta, self.clock.now_ms())))
+        Ok(Response::new(message_view(meta, self.clock.now_ms())))
     }
 
     async fn put_endpoint(
@@ -287,15 +289,15 @@ impl Hookd for HookdService {
         Ok(Response::new(pb::ListDeadLettersResponse {
             dead_letters: page
                 .into_iter()
-                .map(|(id, meta)| pb::DeadLetter {
-                    id: id.to_string(),
-                    destination: Destination::decode(&meta.destination).map(|d| d.to_proto()),
-                    attempts: meta.attempts,
-                    last_error: meta.last_error,
-                    enqueued_unix_ms: meta.created_ms,
-                    dead_lettered_unix_ms: meta.dead_lettered_ms,
-                    event_type: meta.event_type,
-                    payload_size: meta.payload_size,
+                .map(|m| pb::DeadLetter {
+                    id: m.id.to_string(),
+                    destination: Destination::decode(&m.record.destination).map(|d| d.to_proto()),
+                    attempts: m.entry.attempts,
+                    last_error: m.history.last_error,
+                    enqueued_unix_ms: m.record.created_ms,
+                    dead_lettered_unix_ms: m.entry.since_ms,
+                    event_type: m.record.event_type,
+                    payload_size: m.record.payload.len() as u64,
                 })
                 .collect(),
             next_page_token: next.map(|k| validate::hex(&k)).unwrap_or_default(),
@@ -340,42 +342,48 @@ impl Hookd for HookdService {
 }
 
 /// The client's view of a stored message.
-fn message_view(id: MessageId, meta: MessageMeta, now: u64) -> pb::GetMessageResponse {
-    let state = match State::from_u8(meta.state as u8) {
+fn message_view(m: StoredMessage, now: u64) -> pb::GetMessageResponse {
+    let state = match m.entry.state {
         // A retry whose time has come is waiting for a consumer like any pending message.
-        Some(State::Retry) if meta.next_attempt_ms <= now => pb::MessageState::Pending,
-        Some(State::Pending) => pb::MessageState::Pending,
-        Some(State::Retry) => pb::MessageState::AwaitingRetry,
-        Some(State::Leased) => pb::MessageState::InFlight,
-        Some(State::Dead) => pb::MessageState::DeadLetter,
-        None => pb::MessageState::Unspecified,
+        State::Retry if m.entry.due_ms <= now => pb::MessageState::Pending,
+        State::Retry => pb::MessageState::AwaitingRetry,
+        State::Pending => pb::MessageState::Pending,
+        State::Leased => pb::MessageState::InFlight,
+        State::Dead => pb::MessageState::DeadLetter,
     };
+    let mut history: Vec<pb::Attempt> = m
+        .history
+        .attempts
+        .into_iter()
+        .map(|a| pb::Attempt {
+            number: a.number,
+            started_unix_ms: a.started_ms,
+            ended_unix_ms: a.ended_ms,
+            outcome: a.outcome,
+            error: a.error,
+        })
+        .collect();
+    if m.entry.state == State::Leased {
+        history.push(pb::Attempt {
+            number: m.entry.attempts,
+            started_unix_ms: m.entry.since_ms,
+            ended_unix_ms: 0,
+            outcome: "in_progress".into(),
+            error: String::new(),
+        });
+    }
     pb::GetMessageResponse {
-        id: id.to_string(),
-        destination: Destination::decode(&meta.destination).map(|d| d.to_proto()),
+        id: m.id.to_string(),
+        destination: Destination::decode(&m.record.destination).map(|d| d.to_proto()),
         state: state as i32,
-        attempts: meta.attempts,
-        max_attempts: meta.max_attempts,
-        enqueued_unix_ms: meta.created_ms,
-        next_attempt_unix_ms: meta.next_attempt_ms,
-        history: meta
-            .history
-            .into_iter()
-            .map(|a| pb::Attempt {
-                number: a.number,
-                started_unix_ms: a.started_ms,
-                ended_unix_ms: a.ended_ms,
-                outcome: if a.ended_ms == 0 && a.outcome.is_empty() {
-                    "in_progress".into()
-                } else {
-                    a.outcome
-                },
-                error: a.error,
-            })
-            .collect(),
-        last_error: meta.last_error,
-        event_type: meta.event_type,
-        idempotency_key: meta.idempotency_key,
-        payload_size: meta.payload_size,
+        attempts: m.entry.attempts,
+        max_attempts: m.entry.max_attempts,
+        enqueued_unix_ms: m.record.created_ms,
+        next_attempt_unix_ms: m.entry.due_ms,
+        history,
+        last_error: m.history.last_error,
+        event_type: m.record.event_type,
+        idempotency_key: m.record.idempotency_key,
+        payload_size: m.record.payload.len() as u64,
     }
 }

@@ -5,9 +5,13 @@ use std::collections::BTreeMap;
 
 use hookd_proto::v1::{self as pb, destination::Kind, enqueue_request};
 
+use prost::Message;
+
 use crate::destination::{Destination, validate_name, validate_url};
 use crate::engine::NewMessage;
 use crate::error::ApiError;
+use crate::ids::MessageId;
+use crate::store::MessageRecord;
 
 /// Limits from the configuration that requests are checked against.
 #[derive(Debug, Clone)]
@@ -48,8 +52,13 @@ fn invalid(message: String) -> ApiError {
     ApiError::InvalidArgument(message)
 }
 
-/// Validates one event. `prefix` is put before field names (`events[3].` in a batch).
-pub fn new_message(req: pb::EnqueueRequest, limits: &Limits) -> Result<NewMessage, ApiError> {
+/// Validates one event and prepares it for the engine: id, destination key and the encoded
+/// record are made here, on the request's own task, so the serial engine only inserts.
+pub fn new_message(
+    req: pb::EnqueueRequest,
+    limits: &Limits,
+    now_ms: u64,
+) -> Result<NewMessage, ApiError> {
     let kind = req.destination.map(|d| match d {
         enqueue_request::Destination::Endpoint(n) => Kind::Endpoint(n),
         enqueue_request::Destination::Url(u) => Kind::Url(u),
@@ -89,12 +98,20 @@ pub fn new_message(req: pb::EnqueueRequest, limits: &Limits) -> Result<NewMessag
             req.max_attempts
         )));
     }
-    Ok(NewMessage {
-        destination,
-        payload: req.payload,
-        idempotency_key: req.idempotency_key,
+    let record = MessageRecord {
+        destination: destination.encode(),
         event_type: req.event_type,
+        idempotency_key: req.idempotency_key.clone(),
         headers,
+        created_ms: now_ms,
+        payload: req.payload,
+    };
+    Ok(NewMessage {
+        id: MessageId::generate(now_ms),
+        key: destination.key(),
+        destination,
+        record: record.encode_to_vec(),
+        idempotency_key: req.idempotency_key,
         delay_ms: req.delay_ms,
         max_attempts: req.max_attempts,
     })
@@ -235,7 +252,7 @@ mod tests {
     }
 
     fn err(r: pb::EnqueueRequest) -> String {
-        new_message(r, &limits())
+        new_message(r, &limits(), 0)
             .map(|_| ())
             .unwrap_err()
             .to_string()
@@ -243,7 +260,7 @@ mod tests {
 
     #[test]
     fn each_bad_field_is_named() {
-        assert!(new_message(req(), &limits()).is_ok());
+        assert!(new_message(req(), &limits(), 0).is_ok());
         assert!(err(pb::EnqueueRequest::default()).starts_with("destination:"));
         assert!(
             err(pb::EnqueueRequest {

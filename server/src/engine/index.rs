@@ -7,6 +7,7 @@
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use hookd_proto::v1 as pb;
+use rustc_hash::FxHashMap;
 use tokio::sync::oneshot;
 
 use crate::error::ApiError;
@@ -119,7 +120,9 @@ impl Dest {
 /// Live messages and destinations.
 #[derive(Debug, Default)]
 pub struct Index {
-    pub live: HashMap<MessageId, Live>,
+    /// FxHash, not SipHash: the keys are server-made ids (no flooding risk), and this map
+    /// takes an insert and a removal per message on the single engine thread.
+    pub live: FxHashMap<MessageId, Live>,
     pub dests: Vec<Dest>,
     by_key: HashMap<String, DestId>,
     /// Destinations that gained ready messages while they had waiters, this round.

@@ -38,14 +38,19 @@ use crate::store::{State, Store, StoreError};
 use crate::wheel::Wheel;
 use index::{Index, Live, LiveState, Timer};
 
-/// An event that passed validation, on its way to the store.
+/// An event that passed validation, prepared for the store. Everything that can be done off
+/// the engine thread (id, destination key, record encoding) already is: the engine is the
+/// one serial stage, so it only does the table inserts and the index.
 #[derive(Debug, Clone)]
 pub struct NewMessage {
+    /// Used unless the idempotency key finds an earlier message.
+    pub id: MessageId,
     pub destination: Destination,
-    pub payload: Vec<u8>,
+    /// `destination.key()`.
+    pub key: String,
+    /// The encoded `MessageRecord`, payload included.
+    pub record: Vec<u8>,
     pub idempotency_key: String,
-    pub event_type: String,
-    pub headers: std::collections::BTreeMap<String, String>,
     pub delay_ms: u64,
     /// 0 = the destination's default.
     pub max_attempts: u32,
@@ -272,6 +277,8 @@ pub(crate) struct Engine {
     failed: Option<String>,
     healthy: Arc<AtomicBool>,
     next_sweep_ms: u64,
+    /// Where the incremental idempotency sweep continues.
+    sweep_cursor: Option<Vec<u8>>,
     /// Set when the round's transaction holds a change worth committing.
     dirty: bool,
 }
@@ -284,9 +291,9 @@ impl std::fmt::Debug for Engine {
     }
 }
 
-/// How often expired idempotency keys are swept, and how many per round at most.
-const SWEEP_EVERY_MS: u64 = 10_000;
-const SWEEP_LIMIT: usize = 10_000;
+/// How often a step of the idempotency sweep runs, and how many keys one step looks at.
+const SWEEP_EVERY_MS: u64 = 250;
+const SWEEP_SCAN: usize = 5_000;
 /// The longest the engine sleeps without looking at the clock.
 const MAX_IDLE: Duration = Duration::from_millis(500);
 
@@ -315,6 +322,7 @@ pub fn start(
         failed: None,
         healthy: healthy.clone(),
         next_sweep_ms: now,
+        sweep_cursor: None,
         dirty: false,
     };
     let live = recovered.scheduled.len();
@@ -425,6 +433,8 @@ impl Engine {
             return;
         }
         let now = self.clock.now_ms();
+        let started = std::time::Instant::now();
+        let taken = commands.len();
         let txn = match self.store.begin_write() {
             Ok(t) => t,
             Err(e) => return self.fail(e, commands, Vec::new()),
@@ -446,15 +456,12 @@ impl Engine {
             if now >= self.next_sweep_ms {
                 self.next_sweep_ms = now + SWEEP_EVERY_MS;
                 let before = now.saturating_sub(self.config.idempotency_retention_ms);
-                let n = tables
-                    .expire_idempotency(before, SWEEP_LIMIT)
+                let (removed, cursor) = tables
+                    .sweep_idempotency(self.sweep_cursor.as_deref(), before, SWEEP_SCAN)
                     .map_err(|e| (e, Vec::new()))?;
-                if n > 0 {
+                self.sweep_cursor = cursor;
+                if removed > 0 {
                     self.dirty = true;
-                    if n == SWEEP_LIMIT {
-                        // More to do: come back next round rather than hold this one up.
-                        self.next_sweep_ms = now;
-                    }
                 }
             }
             Ok(())
@@ -464,9 +471,16 @@ impl Engine {
             return self.fail(e, rest, done);
         }
         if self.dirty {
+            let applied_at = std::time::Instant::now();
             if let Err(e) = txn.commit() {
                 return self.fail(e.into(), Vec::new(), done);
             }
+            tracing::trace!(
+                commands = taken,
+                apply_us = (applied_at - started).as_micros() as u64,
+                commit_us = applied_at.elapsed().as_micros() as u64,
+                "round committed"
+            );
         } else if let Err(e) = txn.abort() {
             return self.fail(e.into(), Vec::new(), done);
         }

@@ -15,9 +15,7 @@ use crate::destination::Destination;
 use crate::error::ApiError;
 use crate::ids::{LeaseId, MessageId};
 use crate::retry::RetryPolicy;
-use crate::store::{
-    AttemptRecord, MessageMeta, ScheduleEntry, State, StoreError, Tables, idempotency_scope,
-};
+use crate::store::{AttemptRecord, ScheduleEntry, State, StoreError, Tables, idempotency_scope};
 
 type Tx<'a, 'txn> = &'a mut Tables<'txn>;
 
@@ -180,52 +178,34 @@ impl Engine {
             },
             _ => self.config.retry,
         };
-        let key = m.destination.key();
-        let scoped =
-            (!m.idempotency_key.is_empty()).then(|| idempotency_scope(&key, &m.idempotency_key));
-        if let Some(scoped) = &scoped {
+        let id = m.id;
+        if !m.idempotency_key.is_empty() {
+            let scoped = idempotency_scope(&m.key, &m.idempotency_key);
             let not_before = now.saturating_sub(self.config.idempotency_retention_ms);
-            if let Some(original) = t.idempotent(scoped, not_before)? {
+            if let Some(original) = t.claim_idempotency_key(&scoped, id, now, not_before)? {
                 return Ok(Ok(pb::EnqueueResponse {
                     id: original.to_string(),
                     duplicate: true,
                 }));
             }
         }
-        let id = MessageId::generate(now);
         let max_attempts = if m.max_attempts > 0 {
             m.max_attempts
         } else {
             policy.max_attempts
         };
         let due = now.saturating_add(m.delay_ms);
-        let encoded = m.destination.encode();
-        let meta = MessageMeta {
-            destination: encoded.clone(),
-            event_type: m.event_type,
-            idempotency_key: m.idempotency_key,
-            headers: m.headers,
-            created_ms: now,
-            max_attempts,
-            attempts: 0,
-            state: State::Pending as u32,
-            next_attempt_ms: due,
-            payload_size: m.payload.len() as u64,
-            ..Default::default()
-        };
         let entry = ScheduleEntry {
             due_ms: due,
             state: State::Pending,
             attempts: 0,
             max_attempts,
-            destination: encoded,
+            since_ms: 0,
+            destination: m.destination.encode(),
         };
-        t.insert_message(id, &meta, &m.payload, &entry)?;
-        if let Some(scoped) = &scoped {
-            t.put_idempotent(scoped, id, now)?;
-        }
+        t.insert_message(id, &m.record, &entry)?;
         self.dirty = true;
-        let dest = self.index.dest(&key);
+        let dest = self.index.dest(&m.key);
         self.schedule(id, dest, due, 0, max_attempts, now);
         self.index.dests[dest].activity.enqueued(now);
         self.total.enqueued(now);
@@ -259,7 +239,8 @@ impl Engine {
         self.index.insert(id, live);
     }
 
-    /// Leases up to `max` ready messages of destination `d`.
+    /// Leases up to `max` ready messages of destination `d`. Only the small schedule row is
+    /// rewritten; the record (with the payload) is only read.
     fn lease(
         &mut self,
         t: Tx<'_, '_>,
@@ -282,21 +263,16 @@ impl Engine {
             }
             let attempt = live.attempts + 1;
             let max_attempts = live.max_attempts;
+            let Some(record) = t.record(id)? else {
+                return Err(StoreError::Corrupt(format!(
+                    "message {id} is indexed but not stored"
+                )));
+            };
             self.index.set_state(id, LiveState::Leased, attempt);
             let timer = self.wheel.insert(self.tick(deadline), Timer::Lease(id));
             if let Some(live) = self.index.live.get_mut(&id) {
                 live.timer = Some(timer);
             }
-            let mut meta = t.meta(id)?;
-            meta.attempts = attempt;
-            meta.state = State::Leased as u32;
-            meta.next_attempt_ms = deadline;
-            meta.push_history(AttemptRecord {
-                number: attempt,
-                started_ms: now,
-                ..Default::default()
-            });
-            t.put_meta(id, &meta)?;
             t.put_schedule(
                 id,
                 &ScheduleEntry {
@@ -304,10 +280,10 @@ impl Engine {
                     state: State::Leased,
                     attempts: attempt,
                     max_attempts,
-                    destination: meta.destination.clone(),
+                    since_ms: now,
+                    destination: record.destination,
                 },
             )?;
-            let payload = t.payload(id)?;
             self.dirty = true;
             out.push(pb::ReceivedMessage {
                 id: id.to_string(),
@@ -316,13 +292,13 @@ impl Engine {
                     attempt,
                 }
                 .to_string(),
-                payload,
-                event_type: meta.event_type,
-                headers: meta.headers.into_iter().collect(),
-                idempotency_key: meta.idempotency_key,
+                payload: record.payload,
+                event_type: record.event_type,
+                headers: record.headers.into_iter().collect(),
+                idempotency_key: record.idempotency_key,
                 attempt,
                 max_attempts,
-                enqueued_unix_ms: meta.created_ms,
+                enqueued_unix_ms: record.created_ms,
                 lease_deadline_unix_ms: deadline,
             });
         }
@@ -396,17 +372,23 @@ impl Engine {
         if let Some(timer) = live.timer {
             self.wheel.remove(timer);
         }
-        let mut meta = t.meta(id)?;
-        meta.close_attempt(now, outcome, error);
-        meta.last_error = error.to_owned();
+        let mut entry = t.schedule(id)?;
+        let mut history = t.history(id)?;
+        history.push(AttemptRecord {
+            number: live.attempts,
+            started_ms: entry.since_ms,
+            ended_ms: now,
+            outcome: outcome.to_owned(),
+            error: error.to_owned(),
+        });
+        t.put_history(id, &history)?;
         self.dirty = true;
         let key = self.index.dests[live.dest].key.clone();
         if live.attempts >= live.max_attempts {
-            meta.state = State::Dead as u32;
-            meta.next_attempt_ms = 0;
-            meta.dead_lettered_ms = now;
-            t.put_meta(id, &meta)?;
-            t.bury(id, &key)?;
+            entry.state = State::Dead;
+            entry.due_ms = 0;
+            entry.since_ms = now;
+            t.bury(id, &key, &entry)?;
             self.index.remove(id);
             self.index.dests[live.dest].dead += 1;
             self.index.dests[live.dest].activity.failed(now);
@@ -414,22 +396,13 @@ impl Engine {
             tracing::debug!(%id, destination = %key, attempts = live.attempts, error, "dead-lettered");
             return Ok(None);
         }
-        let policy = self.policy_of(&meta.destination);
+        let policy = self.policy_of(&entry.destination);
         let delay = delay_ms.unwrap_or_else(|| policy.backoff_ms(live.attempts, &mut self.rng));
         let due = now.saturating_add(delay);
-        meta.state = State::Retry as u32;
-        meta.next_attempt_ms = due;
-        t.put_meta(id, &meta)?;
-        t.put_schedule(
-            id,
-            &ScheduleEntry {
-                due_ms: due,
-                state: State::Retry,
-                attempts: live.attempts,
-                max_attempts: live.max_attempts,
-                destination: meta.destination,
-            },
-        )?;
+        entry.state = State::Retry;
+        entry.due_ms = due;
+        entry.since_ms = 0;
+        t.put_schedule(id, &entry)?;
         if due > now {
             self.index
                 .set_state(id, LiveState::Scheduled, live.attempts);
@@ -466,7 +439,8 @@ impl Engine {
         destination: Option<Destination>,
         limit: usize,
     ) -> Result<Result<u32, ApiError>, StoreError> {
-        let mut targets = Vec::new();
+        // (id, destination key)
+        let mut targets: Vec<(MessageId, String)> = Vec::new();
         if let Some(destination) = destination {
             if let Destination::Endpoint(name) = &destination
                 && !self.endpoints.contains_key(name)
@@ -475,8 +449,9 @@ impl Engine {
                     "destination.endpoint: endpoint {name:?} no longer exists; put it again before replaying"
                 ))));
             }
-            for id in t.dead_of(&destination.key(), limit)? {
-                targets.push((id, t.meta(id)?));
+            let key = destination.key();
+            for id in t.dead_of(&key, limit)? {
+                targets.push((id, key.clone()));
             }
         }
         let mut seen = HashSet::new();
@@ -484,60 +459,51 @@ impl Engine {
             if !seen.insert(id) {
                 continue;
             }
-            let Some(meta) = t.meta_opt(id)? else {
+            let Some(record) = t.record(id)? else {
                 return Ok(Err(ApiError::NotFound(format!(
                     "ids[{i}]: no message {id}"
                 ))));
             };
-            if meta.state != State::Dead as u32 {
+            if self.index.live.contains_key(&id) {
                 return Ok(Err(ApiError::FailedPrecondition(format!(
                     "ids[{i}]: message {id} is not a dead letter"
                 ))));
             }
-            if let Some(Destination::Endpoint(name)) = Destination::decode(&meta.destination)
-                && !self.endpoints.contains_key(&name)
+            let Some(destination) = Destination::decode(&record.destination) else {
+                return Err(StoreError::Corrupt(format!("destination of {id}")));
+            };
+            if let Destination::Endpoint(name) = &destination
+                && !self.endpoints.contains_key(name)
             {
                 return Ok(Err(ApiError::FailedPrecondition(format!(
                     "ids[{i}]: endpoint {name:?} of message {id} no longer exists"
                 ))));
             }
-            targets.push((id, meta));
+            targets.push((id, destination.key()));
         }
         let mut replayed = 0;
-        for (id, mut meta) in targets {
-            let Some(destination) = Destination::decode(&meta.destination) else {
-                return Err(StoreError::Corrupt(format!("destination of {id}")));
-            };
-            let key = destination.key();
-            if !t.unbury(id, &key)? {
+        for (id, key) in targets {
+            let Some(mut entry) = t.unbury(id, &key)? else {
                 continue;
-            }
-            meta.state = State::Pending as u32;
-            meta.attempts = 0;
-            meta.next_attempt_ms = now;
-            meta.dead_lettered_ms = 0;
-            meta.push_history(AttemptRecord {
+            };
+            let mut history = t.history(id)?;
+            history.push(AttemptRecord {
                 number: 0,
                 started_ms: now,
                 ended_ms: now,
                 outcome: "replayed".into(),
                 error: String::new(),
             });
-            t.put_meta(id, &meta)?;
-            t.put_schedule(
-                id,
-                &ScheduleEntry {
-                    due_ms: now,
-                    state: State::Pending,
-                    attempts: 0,
-                    max_attempts: meta.max_attempts,
-                    destination: meta.destination.clone(),
-                },
-            )?;
+            t.put_history(id, &history)?;
+            entry.state = State::Pending;
+            entry.attempts = 0;
+            entry.due_ms = now;
+            entry.since_ms = 0;
+            t.put_schedule(id, &entry)?;
             self.dirty = true;
             let d = self.index.dest(&key);
             self.index.dests[d].dead = self.index.dests[d].dead.saturating_sub(1);
-            self.schedule(id, d, now, 0, meta.max_attempts, now);
+            self.schedule(id, d, now, 0, entry.max_attempts, now);
             replayed += 1;
         }
         Ok(Ok(replayed))

@@ -13,13 +13,16 @@
 //! Tables:
 //! | table | key | value |
 //! |---|---|---|
-//! | `messages` | id (u128) | [`MessageMeta`] (protobuf) |
-//! | `payloads` | id | payload bytes |
-//! | `schedule` | id | [`ScheduleEntry`]: due time, state, attempts, destination |
-//! | `dead` | destination key, 0, id (16 bytes BE) | () |
+//! | `messages` | id (u128) | [`MessageRecord`] (protobuf, with the payload): written once |
+//! | `schedule` | id | [`ScheduleEntry`] of a live message: due time, state, attempts, destination |
+//! | `history` | id | [`HistoryRecord`]: finished attempts; written when an attempt ends |
+//! | `dead` | destination key, 0, id (16 bytes BE) | [`ScheduleEntry`] of a dead letter |
 //! | `idempotency` | destination key, 0, client key | id (16) + created ms (8) |
-//! | `idempotency_expiry` | created ms (8 BE), scoped key | () |
 //! | `endpoints` | name | `hookd.v1.Endpoint` (protobuf) |
+//!
+//! An enqueue writes three rows (`messages`, `schedule`, and `idempotency` when a key is
+//! given); a lease rewrites one small `schedule` row. Every table insert costs B-tree work in
+//! the single writer, so the layout keeps that count low.
 
 pub mod records;
 
@@ -33,17 +36,16 @@ use redb::{
     TableDefinition, WriteTransaction,
 };
 
-pub use records::{AttemptRecord, MessageMeta, ScheduleEntry, State};
+pub use records::{AttemptRecord, HistoryRecord, MessageRecord, ScheduleEntry, State};
 
 use crate::destination::Destination;
 use crate::ids::MessageId;
 
 const MESSAGES: TableDefinition<u128, &[u8]> = TableDefinition::new("messages");
-const PAYLOADS: TableDefinition<u128, &[u8]> = TableDefinition::new("payloads");
 const SCHEDULE: TableDefinition<u128, &[u8]> = TableDefinition::new("schedule");
-const DEAD: TableDefinition<&[u8], ()> = TableDefinition::new("dead");
+const HISTORY: TableDefinition<u128, &[u8]> = TableDefinition::new("history");
+const DEAD: TableDefinition<&[u8], &[u8]> = TableDefinition::new("dead");
 const IDEMPOTENCY: TableDefinition<&[u8], &[u8]> = TableDefinition::new("idempotency");
-const IDEMPOTENCY_EXPIRY: TableDefinition<&[u8], ()> = TableDefinition::new("idempotency_expiry");
 const ENDPOINTS: TableDefinition<&str, &[u8]> = TableDefinition::new("endpoints");
 
 /// A storage failure. Never answered as success; mapped to UNAVAILABLE.
@@ -82,8 +84,18 @@ impl From<prost::DecodeError> for StoreError {
     }
 }
 
+/// Everything stored about one message.
+#[derive(Debug, Clone)]
+pub struct StoredMessage {
+    pub id: MessageId,
+    pub record: MessageRecord,
+    /// Its live schedule row, or its dead-letter row.
+    pub entry: ScheduleEntry,
+    pub history: HistoryRecord,
+}
+
 /// A page of dead letters and, if more follow, the key to continue after.
-pub type DeadLetterPage = (Vec<(MessageId, MessageMeta)>, Option<Vec<u8>>);
+pub type DeadLetterPage = (Vec<StoredMessage>, Option<Vec<u8>>);
 
 /// Handle to the database; cheap to clone, shared by the engine and readers.
 #[derive(Debug, Clone)]
@@ -154,13 +166,37 @@ impl Store {
         Ok(out)
     }
 
-    pub fn message(&self, id: MessageId) -> Result<Option<MessageMeta>, StoreError> {
+    pub fn message(&self, id: MessageId) -> Result<Option<StoredMessage>, StoreError> {
         let txn = self.db.begin_read()?;
-        let table = txn.open_table(MESSAGES)?;
-        match table.get(id.0)? {
-            Some(v) => Ok(Some(MessageMeta::decode(v.value())?)),
-            None => Ok(None),
-        }
+        let messages = txn.open_table(MESSAGES)?;
+        let Some(record) = messages.get(id.0)? else {
+            return Ok(None);
+        };
+        let record = MessageRecord::decode(record.value())?;
+        let entry = match txn.open_table(SCHEDULE)?.get(id.0)? {
+            Some(e) => ScheduleEntry::decode(e.value())?,
+            None => {
+                let key = dead_key(&dest_key_of(&record.destination)?, id);
+                match txn.open_table(DEAD)?.get(key.as_slice())? {
+                    Some(e) => ScheduleEntry::decode(e.value())?,
+                    None => {
+                        return Err(StoreError::Corrupt(format!(
+                            "message {id} has neither schedule nor dead row"
+                        )));
+                    }
+                }
+            }
+        };
+        let history = match txn.open_table(HISTORY)?.get(id.0)? {
+            Some(h) => HistoryRecord::decode(h.value())?,
+            None => HistoryRecord::default(),
+        };
+        Ok(Some(StoredMessage {
+            id,
+            record,
+            entry,
+            history,
+        }))
     }
 
     pub fn endpoint(&self, name: &str) -> Result<Option<pb::Endpoint>, StoreError> {
@@ -193,6 +229,7 @@ impl Store {
         let txn = self.db.begin_read()?;
         let dead = txn.open_table(DEAD)?;
         let messages = txn.open_table(MESSAGES)?;
+        let history = txn.open_table(HISTORY)?;
         let prefix = destination.map(|d| dead_prefix(&d.key()));
         let start: Vec<u8> = match (after, &prefix) {
             (Some(after), _) => {
@@ -206,7 +243,7 @@ impl Store {
         let mut page = Vec::new();
         let mut last_key = None;
         for row in dead.range(start.as_slice()..)? {
-            let (key, _) = row?;
+            let (key, entry) = row?;
             let key = key.value();
             if let Some(p) = &prefix
                 && !key.starts_with(p)
@@ -217,8 +254,17 @@ impl Store {
                 return Ok((page, last_key));
             }
             let id = dead_key_id(key)?;
-            if let Some(meta) = messages.get(id.0)? {
-                page.push((id, MessageMeta::decode(meta.value())?));
+            if let Some(record) = messages.get(id.0)? {
+                let history = match history.get(id.0)? {
+                    Some(h) => HistoryRecord::decode(h.value())?,
+                    None => HistoryRecord::default(),
+                };
+                page.push(StoredMessage {
+                    id,
+                    record: MessageRecord::decode(record.value())?,
+                    entry: ScheduleEntry::decode(entry.value())?,
+                    history,
+                });
             }
             last_key = Some(key.to_vec());
         }
@@ -229,11 +275,10 @@ impl Store {
 /// Every table, opened once per write transaction.
 pub struct Tables<'txn> {
     messages: Table<'txn, u128, &'static [u8]>,
-    payloads: Table<'txn, u128, &'static [u8]>,
     schedule: Table<'txn, u128, &'static [u8]>,
-    dead: Table<'txn, &'static [u8], ()>,
+    history: Table<'txn, u128, &'static [u8]>,
+    dead: Table<'txn, &'static [u8], &'static [u8]>,
     idempotency: Table<'txn, &'static [u8], &'static [u8]>,
-    idempotency_expiry: Table<'txn, &'static [u8], ()>,
     endpoints: Table<'txn, &'static str, &'static [u8]>,
 }
 
@@ -247,57 +292,40 @@ impl<'txn> Tables<'txn> {
     pub fn open(txn: &'txn WriteTransaction) -> Result<Self, StoreError> {
         Ok(Self {
             messages: txn.open_table(MESSAGES)?,
-            payloads: txn.open_table(PAYLOADS)?,
             schedule: txn.open_table(SCHEDULE)?,
+            history: txn.open_table(HISTORY)?,
             dead: txn.open_table(DEAD)?,
             idempotency: txn.open_table(IDEMPOTENCY)?,
-            idempotency_expiry: txn.open_table(IDEMPOTENCY_EXPIRY)?,
             endpoints: txn.open_table(ENDPOINTS)?,
         })
     }
 
+    /// Stores a new message: its encoded [`MessageRecord`] and its schedule row.
     pub fn insert_message(
         &mut self,
         id: MessageId,
-        meta: &MessageMeta,
-        payload: &[u8],
+        record: &[u8],
         entry: &ScheduleEntry,
     ) -> Result<(), StoreError> {
-        self.messages
-            .insert(id.0, meta.encode_to_vec().as_slice())?;
-        self.payloads.insert(id.0, payload)?;
+        self.messages.insert(id.0, record)?;
         self.schedule.insert(id.0, entry.encode().as_slice())?;
         Ok(())
     }
 
-    pub fn meta(&self, id: MessageId) -> Result<MessageMeta, StoreError> {
+    pub fn record(&self, id: MessageId) -> Result<Option<MessageRecord>, StoreError> {
         match self.messages.get(id.0)? {
-            Some(v) => Ok(MessageMeta::decode(v.value())?),
-            None => Err(StoreError::Corrupt(format!(
-                "message {id} is indexed but not stored"
-            ))),
-        }
-    }
-
-    /// The meta of `id`, or `None` if no such message is stored.
-    pub fn meta_opt(&self, id: MessageId) -> Result<Option<MessageMeta>, StoreError> {
-        match self.messages.get(id.0)? {
-            Some(v) => Ok(Some(MessageMeta::decode(v.value())?)),
+            Some(v) => Ok(Some(MessageRecord::decode(v.value())?)),
             None => Ok(None),
         }
     }
 
-    pub fn payload(&self, id: MessageId) -> Result<Vec<u8>, StoreError> {
-        match self.payloads.get(id.0)? {
-            Some(v) => Ok(v.value().to_vec()),
-            None => Err(StoreError::Corrupt(format!("payload of {id} missing"))),
+    pub fn schedule(&self, id: MessageId) -> Result<ScheduleEntry, StoreError> {
+        match self.schedule.get(id.0)? {
+            Some(v) => ScheduleEntry::decode(v.value()),
+            None => Err(StoreError::Corrupt(format!(
+                "message {id} is live but has no schedule row"
+            ))),
         }
-    }
-
-    pub fn put_meta(&mut self, id: MessageId, meta: &MessageMeta) -> Result<(), StoreError> {
-        self.messages
-            .insert(id.0, meta.encode_to_vec().as_slice())?;
-        Ok(())
     }
 
     pub fn put_schedule(&mut self, id: MessageId, entry: &ScheduleEntry) -> Result<(), StoreError> {
@@ -305,25 +333,54 @@ impl<'txn> Tables<'txn> {
         Ok(())
     }
 
+    pub fn history(&self, id: MessageId) -> Result<HistoryRecord, StoreError> {
+        match self.history.get(id.0)? {
+            Some(v) => Ok(HistoryRecord::decode(v.value())?),
+            None => Ok(HistoryRecord::default()),
+        }
+    }
+
+    pub fn put_history(
+        &mut self,
+        id: MessageId,
+        history: &HistoryRecord,
+    ) -> Result<(), StoreError> {
+        self.history
+            .insert(id.0, history.encode_to_vec().as_slice())?;
+        Ok(())
+    }
+
     /// Removes a completed message entirely (its idempotency key stays until it expires).
     pub fn remove_message(&mut self, id: MessageId) -> Result<(), StoreError> {
         self.messages.remove(id.0)?;
-        self.payloads.remove(id.0)?;
         self.schedule.remove(id.0)?;
+        self.history.remove(id.0)?;
         Ok(())
     }
 
-    pub fn bury(&mut self, id: MessageId, dest_key: &str) -> Result<(), StoreError> {
+    /// Moves a live message to the dead-letter index.
+    pub fn bury(
+        &mut self,
+        id: MessageId,
+        dest_key: &str,
+        entry: &ScheduleEntry,
+    ) -> Result<(), StoreError> {
         self.schedule.remove(id.0)?;
-        self.dead.insert(dead_key(dest_key, id).as_slice(), ())?;
+        self.dead
+            .insert(dead_key(dest_key, id).as_slice(), entry.encode().as_slice())?;
         Ok(())
     }
 
-    pub fn unbury(&mut self, id: MessageId, dest_key: &str) -> Result<bool, StoreError> {
-        Ok(self
-            .dead
-            .remove(dead_key(dest_key, id).as_slice())?
-            .is_some())
+    /// Takes a message out of the dead-letter index; its dead row, if it was there.
+    pub fn unbury(
+        &mut self,
+        id: MessageId,
+        dest_key: &str,
+    ) -> Result<Option<ScheduleEntry>, StoreError> {
+        match self.dead.remove(dead_key(dest_key, id).as_slice())? {
+            Some(v) => Ok(Some(ScheduleEntry::decode(v.value())?)),
+            None => Ok(None),
+        }
     }
 
     /// Ids of up to `limit` dead letters of one destination.
@@ -341,75 +398,70 @@ impl<'txn> Tables<'txn> {
         Ok(out)
     }
 
-    /// The id an idempotency key maps to, if it was recorded at or after `not_before_ms`.
-    pub fn idempotent(
-        &self,
-        scoped_key: &[u8],
-        not_before_ms: u64,
-    ) -> Result<Option<MessageId>, StoreError> {
-        let Some(v) = self.idempotency.get(scoped_key)? else {
-            return Ok(None);
-        };
-        let v = v.value();
-        let corrupt = || StoreError::Corrupt("idempotency record".into());
-        let id = u128::from_be_bytes(
-            v.get(..16)
-                .ok_or_else(corrupt)?
-                .try_into()
-                .map_err(|_| corrupt())?,
-        );
-        let created = u64::from_be_bytes(
-            v.get(16..24)
-                .ok_or_else(corrupt)?
-                .try_into()
-                .map_err(|_| corrupt())?,
-        );
-        Ok((created >= not_before_ms).then_some(MessageId(id)))
-    }
-
-    pub fn put_idempotent(
+    /// Records that `scoped_key` names message `id`, unless it already names a message
+    /// recorded at or after `not_before_ms`: then nothing changes and that earlier id is
+    /// returned. One B-tree insert in the common (new key) case instead of a lookup and an
+    /// insert; a duplicate, the rare case, pays a second insert to put the original back.
+    pub fn claim_idempotency_key(
         &mut self,
         scoped_key: &[u8],
         id: MessageId,
         created_ms: u64,
-    ) -> Result<(), StoreError> {
+        not_before_ms: u64,
+    ) -> Result<Option<MessageId>, StoreError> {
         let mut v = [0u8; 24];
         v[..16].copy_from_slice(&id.0.to_be_bytes());
         v[16..].copy_from_slice(&created_ms.to_be_bytes());
-        self.idempotency.insert(scoped_key, v.as_slice())?;
-        let mut exp = created_ms.to_be_bytes().to_vec();
-        exp.extend_from_slice(scoped_key);
-        self.idempotency_expiry.insert(exp.as_slice(), ())?;
-        Ok(())
+        let previous = self
+            .idempotency
+            .insert(scoped_key, v.as_slice())?
+            .map(|old| old.value().to_vec());
+        if let Some(old) = previous {
+            let (original, created) = decode_idempotency(&old)?;
+            if created >= not_before_ms {
+                self.idempotency.insert(scoped_key, old.as_slice())?;
+                return Ok(Some(original));
+            }
+        }
+        Ok(None)
     }
 
-    /// Forgets up to `limit` idempotency keys recorded before `before_ms`. Returns how many.
-    pub fn expire_idempotency(
+    /// One step of the idempotency sweep: looks at up to `scan` keys after `cursor` and
+    /// forgets those recorded before `before_ms`. Returns how many were removed and where to
+    /// continue (`None`: the pass is complete). Keys are random, so there is no time-ordered
+    /// index to range over; an incremental pass keeps each round short instead, and lookups
+    /// ignore expired keys anyway, so the sweep only reclaims space.
+    pub fn sweep_idempotency(
         &mut self,
+        cursor: Option<&[u8]>,
         before_ms: u64,
-        limit: usize,
-    ) -> Result<usize, StoreError> {
-        let end = before_ms.to_be_bytes();
+        scan: usize,
+    ) -> Result<(usize, Option<Vec<u8>>), StoreError> {
         let mut expired = Vec::new();
-        for row in self.idempotency_expiry.range(..end.as_slice())? {
-            if expired.len() >= limit {
+        let mut last = None;
+        let mut seen = 0;
+        let range = match cursor {
+            Some(c) => self
+                .idempotency
+                .range::<&[u8]>((std::ops::Bound::Excluded(c), std::ops::Bound::Unbounded))?,
+            None => self.idempotency.range::<&[u8]>(..)?,
+        };
+        for row in range {
+            let (key, value) = row?;
+            let (_, created) = decode_idempotency(value.value())?;
+            if created < before_ms {
+                expired.push(key.value().to_vec());
+            }
+            seen += 1;
+            if seen >= scan {
+                last = Some(key.value().to_vec());
                 break;
             }
-            expired.push(row?.0.value().to_vec());
         }
         for key in &expired {
-            self.idempotency_expiry.remove(key.as_slice())?;
-            let scoped = &key[8..];
-            // A key re-recorded later (after it had expired) has a newer expiry row; keep it.
-            let current = self
-                .idempotency
-                .get(scoped)?
-                .map(|v| v.value().get(16..24).map(<[u8]>::to_vec));
-            if current.flatten().as_deref() == Some(&key[..8]) {
-                self.idempotency.remove(scoped)?;
-            }
+            self.idempotency.remove(key.as_slice())?;
         }
-        Ok(expired.len())
+        Ok((expired.len(), last))
     }
 
     pub fn put_endpoint(&mut self, endpoint: &pb::Endpoint) -> Result<(), StoreError> {
@@ -422,6 +474,23 @@ impl<'txn> Tables<'txn> {
         self.endpoints.remove(name)?;
         Ok(())
     }
+}
+
+fn decode_idempotency(v: &[u8]) -> Result<(MessageId, u64), StoreError> {
+    let corrupt = || StoreError::Corrupt("idempotency record".into());
+    let id = <[u8; 16]>::try_from(v.get(..16).ok_or_else(corrupt)?).map_err(|_| corrupt())?;
+    let created = <[u8; 8]>::try_from(v.get(16..24).ok_or_else(corrupt)?).map_err(|_| corrupt())?;
+    Ok((
+        MessageId(u128::from_be_bytes(id)),
+        u64::from_be_bytes(created),
+    ))
+}
+
+/// The destination key of an encoded destination.
+fn dest_key_of(encoded: &str) -> Result<String, StoreError> {
+    Destination::decode(encoded)
+        .map(|d| d.key())
+        .ok_or_else(|| StoreError::Corrupt(format!("destination {encoded:?}")))
 }
 
 /// Scopes a client's idempotency key to its destination.
@@ -462,4 +531,61 @@ fn dead_key_destination(key: &[u8]) -> Result<String, StoreError> {
         .and_then(|at| key.get(..at))
         .ok_or_else(|| StoreError::Corrupt("dead-letter key".into()))?;
     String::from_utf8(dest.to_vec()).map_err(|_| StoreError::Corrupt("dead-letter key".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idempotency_claim_duplicate_expiry_and_sweep() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (a, b, c) = (MessageId(1), MessageId(2), MessageId(3));
+        let txn = store.begin_write().unwrap();
+        {
+            let mut t = Tables::open(&txn).unwrap();
+            assert_eq!(t.claim_idempotency_key(b"q\0k", a, 1_000, 0).unwrap(), None);
+            // Within the window: the original wins and stays recorded.
+            assert_eq!(
+                t.claim_idempotency_key(b"q\0k", b, 2_000, 500).unwrap(),
+                Some(a)
+            );
+            assert_eq!(
+                t.claim_idempotency_key(b"q\0k", b, 2_000, 500).unwrap(),
+                Some(a)
+            );
+            // Past the window (recorded before not_before): the new id takes the key.
+            assert_eq!(
+                t.claim_idempotency_key(b"q\0k", c, 9_000, 5_000).unwrap(),
+                None
+            );
+            assert_eq!(
+                t.claim_idempotency_key(b"q\0k", b, 9_500, 5_000).unwrap(),
+                Some(c)
+            );
+            t.claim_idempotency_key(b"q\0old", a, 100, 0).unwrap();
+            // A sweep in steps of one key visits every key and removes only expired ones.
+            let mut cursor = None;
+            let mut removed = 0;
+            for _ in 0..10 {
+                let (n, next) = t.sweep_idempotency(cursor.as_deref(), 5_000, 1).unwrap();
+                removed += n;
+                cursor = next;
+                if cursor.is_none() {
+                    break;
+                }
+            }
+            assert_eq!(removed, 1);
+            assert_eq!(
+                t.claim_idempotency_key(b"q\0old", b, 9_000, 0).unwrap(),
+                None
+            );
+            assert_eq!(
+                t.claim_idempotency_key(b"q\0k", b, 9_500, 5_000).unwrap(),
+                Some(c)
+            );
+        }
+        txn.commit().unwrap();
+    }
 }

@@ -32,10 +32,10 @@ impl State {
     }
 }
 
-/// Everything about a message but its payload, which lives in its own table so that state
-/// changes never rewrite it.
+/// The immutable part of a message, written once at enqueue and never rewritten: state
+/// changes touch only the small schedule row (and the history when an attempt ends).
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct MessageMeta {
+pub struct MessageRecord {
     /// `Destination::encode()`.
     #[prost(string, tag = "1")]
     pub destination: String,
@@ -47,48 +47,32 @@ pub struct MessageMeta {
     pub headers: BTreeMap<String, String>,
     #[prost(uint64, tag = "5")]
     pub created_ms: u64,
-    #[prost(uint32, tag = "6")]
-    pub max_attempts: u32,
-    /// Attempts used since the message was enqueued or last replayed.
-    #[prost(uint32, tag = "7")]
-    pub attempts: u32,
-    /// A `State` as u32.
-    #[prost(uint32, tag = "8")]
-    pub state: u32,
-    /// Due time when pending or awaiting retry; lease deadline when leased.
-    #[prost(uint64, tag = "9")]
-    pub next_attempt_ms: u64,
+    #[prost(bytes = "vec", tag = "6")]
+    pub payload: Vec<u8>,
+}
+
+/// Finished attempts of a message, written when an attempt ends (not at enqueue or lease).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct HistoryRecord {
     /// The most recent attempts, oldest first (capped at `MAX_HISTORY`).
-    #[prost(message, repeated, tag = "10")]
-    pub history: Vec<AttemptRecord>,
-    #[prost(string, tag = "11")]
+    #[prost(message, repeated, tag = "1")]
+    pub attempts: Vec<AttemptRecord>,
+    #[prost(string, tag = "2")]
     pub last_error: String,
-    #[prost(uint64, tag = "12")]
-    pub payload_size: u64,
-    #[prost(uint64, tag = "13")]
-    pub dead_lettered_ms: u64,
 }
 
 /// How many attempts a message keeps in its history.
 pub const MAX_HISTORY: usize = 32;
 
-impl MessageMeta {
-    pub fn push_history(&mut self, attempt: AttemptRecord) {
-        if self.history.len() >= MAX_HISTORY {
-            self.history.remove(0);
+impl HistoryRecord {
+    pub fn push(&mut self, attempt: AttemptRecord) {
+        if self.attempts.len() >= MAX_HISTORY {
+            self.attempts.remove(0);
         }
-        self.history.push(attempt);
-    }
-
-    /// Closes the open (last) attempt with its outcome.
-    pub fn close_attempt(&mut self, ended_ms: u64, outcome: &str, error: &str) {
-        if let Some(last) = self.history.last_mut()
-            && last.ended_ms == 0
-        {
-            last.ended_ms = ended_ms;
-            last.outcome = outcome.to_owned();
-            last.error = error.to_owned();
+        if !attempt.error.is_empty() {
+            self.last_error.clone_from(&attempt.error);
         }
+        self.attempts.push(attempt);
     }
 }
 
@@ -98,7 +82,6 @@ pub struct AttemptRecord {
     pub number: u32,
     #[prost(uint64, tag = "2")]
     pub started_ms: u64,
-    /// 0 while the attempt is still open.
     #[prost(uint64, tag = "3")]
     pub ended_ms: u64,
     #[prost(string, tag = "4")]
@@ -107,19 +90,24 @@ pub struct AttemptRecord {
     pub error: String,
 }
 
-/// One row of the schedule table: what the engine needs to rebuild its index at start.
+/// The mutable state of a message: a row of the schedule table while it is live (what the
+/// engine needs to rebuild its index at start), a row of the dead table once dead.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScheduleEntry {
+    /// Due time when pending or awaiting retry; lease deadline when leased; 0 when dead.
     pub due_ms: u64,
     pub state: State,
+    /// Attempts used since enqueue or the last replay.
     pub attempts: u32,
     pub max_attempts: u32,
+    /// When the current lease started, or when the message was dead-lettered.
+    pub since_ms: u64,
     /// `Destination::encode()`.
     pub destination: String,
 }
 
 impl ScheduleEntry {
-    const FIXED: usize = 8 + 1 + 4 + 4;
+    const FIXED: usize = 8 + 1 + 4 + 4 + 8;
 
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(Self::FIXED + self.destination.len());
@@ -127,6 +115,7 @@ impl ScheduleEntry {
         out.push(self.state as u8);
         out.extend_from_slice(&self.attempts.to_be_bytes());
         out.extend_from_slice(&self.max_attempts.to_be_bytes());
+        out.extend_from_slice(&self.since_ms.to_be_bytes());
         out.extend_from_slice(self.destination.as_bytes());
         out
     }
@@ -139,12 +128,14 @@ impl ScheduleEntry {
         let (due, rest) = bytes.split_at(8);
         let (state, rest) = rest.split_at(1);
         let (attempts, rest) = rest.split_at(4);
-        let (max_attempts, dest) = rest.split_at(4);
+        let (max_attempts, rest) = rest.split_at(4);
+        let (since, dest) = rest.split_at(8);
         Ok(Self {
             due_ms: u64::from_be_bytes(due.try_into().map_err(|_| corrupt())?),
             state: State::from_u8(state[0]).ok_or_else(corrupt)?,
             attempts: u32::from_be_bytes(attempts.try_into().map_err(|_| corrupt())?),
             max_attempts: u32::from_be_bytes(max_attempts.try_into().map_err(|_| corrupt())?),
+            since_ms: u64::from_be_bytes(since.try_into().map_err(|_| corrupt())?),
             destination: String::from_utf8(dest.to_vec()).map_err(|_| corrupt())?,
         })
     }
@@ -161,11 +152,12 @@ mod tests {
             state: State::Leased,
             attempts: 3,
             max_attempts: 12,
+            since_ms: 1_700_000_000_000,
             destination: "qjobs".into(),
         };
         assert_eq!(ScheduleEntry::decode(&e.encode()).ok(), Some(e));
         assert!(ScheduleEntry::decode(&[1, 2, 3]).is_err());
-        let mut bad = vec![0u8; 17];
+        let mut bad = vec![0u8; 25];
         bad[8] = 9;
         assert!(ScheduleEntry::decode(&bad).is_err());
     }
