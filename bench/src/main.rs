@@ -83,26 +83,6 @@ async fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let leg = Duration::from_secs(args.seconds);
 
-    // hookd, in-process, on a temp data dir, with its defaults.
-    let config = hookd::Config {
-        data_dir: dir.path().join("data"),
-        ..Default::default()
-    };
-    let grpc = TcpListener::bind("127.0.0.1:0").await?;
-    let http = TcpListener::bind("127.0.0.1:0").await?;
-    let hookd_addr = grpc.local_addr()?;
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let hookd_task = tokio::spawn(hookd::run(
-        config,
-        grpc,
-        http,
-        Arc::new(hookd::clock::SystemClock),
-        async {
-            let _ = stop_rx.await;
-        },
-        None,
-    ));
-
     // The baseline.
     let echo_listener = TcpListener::bind("127.0.0.1:0").await?;
     let echo_addr = echo_listener.local_addr()?;
@@ -117,7 +97,6 @@ async fn main() -> anyhow::Result<()> {
             ),
     );
 
-    let hookd_ch = channels(hookd_addr, args.connections).await?;
     let echo_ch = channels(echo_addr, args.connections).await?;
     println!(
         "hookd-bench: {} B payload, {} s legs, {} rounds, {} connections",
@@ -159,7 +138,13 @@ async fn main() -> anyhow::Result<()> {
             println!(" round {round}");
             let e = load::run(&echo_ch, concurrency, shape, args.payload, leg).await?;
             line("echo", &e);
+            // A fresh hookd (new data dir) per leg, so every round starts from the same state
+            // instead of inheriting the backlog the earlier legs left behind.
+            let hookd = Hookd::start(dir.path(), round).await?;
+            let hookd_ch = channels(hookd.addr, args.connections).await?;
             let h = load::run(&hookd_ch, concurrency, shape, args.payload, leg).await?;
+            drop(hookd_ch);
+            hookd.stop().await?;
             line("hookd", &h);
             let ratio = h.events_per_s() / e.events_per_s();
             println!("  ratio hookd/echo: {ratio:.2}");
@@ -175,7 +160,54 @@ async fn main() -> anyhow::Result<()> {
     for (title, rate, ratio) in summary {
         println!("  {title:<14} hookd {rate:>10.0} events/s   hookd/echo {ratio:.2}");
     }
-    let _ = stop_tx.send(());
-    hookd_task.await??;
     Ok(())
+}
+
+/// hookd in-process with its default configuration on a temp data dir.
+struct Hookd {
+    addr: SocketAddr,
+    data_dir: std::path::PathBuf,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), hookd::ServeError>>,
+}
+
+impl Hookd {
+    async fn start(base: &std::path::Path, round: usize) -> anyhow::Result<Self> {
+        let data_dir = base.join(format!("hookd-{round}-{}", uuid::Uuid::new_v4().simple()));
+        let config = hookd::Config {
+            data_dir: data_dir.clone(),
+            ..Default::default()
+        };
+        let grpc = TcpListener::bind("127.0.0.1:0").await?;
+        let http = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = grpc.local_addr()?;
+        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(hookd::run(
+            config,
+            grpc,
+            http,
+            Arc::new(hookd::clock::SystemClock),
+            async {
+                let _ = stop_rx.await;
+            },
+            Some(Box::new(move |_| {
+                let _ = ready_tx.send(());
+            })),
+        ));
+        ready_rx.await?;
+        Ok(Self {
+            addr,
+            data_dir,
+            stop,
+            task,
+        })
+    }
+
+    async fn stop(self) -> anyhow::Result<()> {
+        let _ = self.stop.send(());
+        self.task.await??;
+        std::fs::remove_dir_all(&self.data_dir)?;
+        Ok(())
+    }
 }

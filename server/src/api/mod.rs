@@ -65,7 +65,7 @@ impl Hookd for HookdService {
             validate::new_message(request.into_inner(), &self.limits, self.clock.now_ms())?;
         let mut results = self.engine.enqueue(vec![message]).await?;
         match results.pop() {
-            Some(result) => Ok(Response::new(result?)),
+            Some(result) => Ok(Response::new(result?.into())),
             None => Err(Status::internal("the engine gave no result")),
         }
     }
@@ -106,7 +106,7 @@ impl Hookd for HookdService {
             let stored = self.engine.enqueue(valid).await?;
             for (slot, result) in slots.into_iter().zip(stored) {
                 let result = match result {
-                    Ok(ok) => pb::enqueue_result::Result::Ok(ok),
+                    Ok(ok) => pb::enqueue_result::Result::Ok(ok.into()),
                     Err(e) => pb::enqueue_result::Result::Error(error_proto(
                         &e.within(&format!("events[{slot}].")),
                     )),

@@ -56,6 +56,24 @@ pub struct NewMessage {
     pub max_attempts: u32,
 }
 
+/// The engine's answer to one enqueued event. The id is formatted by the caller: every
+/// microsecond on the engine thread is serial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Enqueued {
+    pub id: MessageId,
+    /// The idempotency key was seen within the window; `id` is the original's.
+    pub duplicate: bool,
+}
+
+impl From<Enqueued> for pb::EnqueueResponse {
+    fn from(e: Enqueued) -> Self {
+        Self {
+            id: e.id.to_string(),
+            duplicate: e.duplicate,
+        }
+    }
+}
+
 /// Settings the engine needs.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -71,7 +89,7 @@ type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
 pub(crate) enum Command {
     Enqueue {
         messages: Vec<NewMessage>,
-        reply: oneshot::Sender<Vec<Result<pb::EnqueueResponse, ApiError>>>,
+        reply: oneshot::Sender<Vec<Result<Enqueued, ApiError>>>,
     },
     Receive {
         queue: String,
@@ -170,7 +188,7 @@ impl EngineHandle {
     pub async fn enqueue(
         &self,
         messages: Vec<NewMessage>,
-    ) -> Result<Vec<Result<pb::EnqueueResponse, ApiError>>, ApiError> {
+    ) -> Result<Vec<Result<Enqueued, ApiError>>, ApiError> {
         self.call(|reply| Command::Enqueue { messages, reply })
             .await
     }

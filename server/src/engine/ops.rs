@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use hookd_proto::v1 as pb;
 
 use super::index::{DestId, Live, LiveState, Timer, Waiter};
-use super::{Command, Completion, Engine, NewMessage};
+use super::{Command, Completion, Engine, Enqueued, NewMessage};
 use crate::destination::Destination;
 use crate::error::ApiError;
 use crate::ids::{LeaseId, MessageId};
@@ -166,7 +166,7 @@ impl Engine {
         t: Tx<'_, '_>,
         now: u64,
         m: NewMessage,
-    ) -> Result<Result<pb::EnqueueResponse, ApiError>, StoreError> {
+    ) -> Result<Result<Enqueued, ApiError>, StoreError> {
         let policy = match &m.destination {
             Destination::Endpoint(name) => match self.endpoints.get(name) {
                 Some(e) => endpoint_policy(e, &self.config.retry),
@@ -183,8 +183,8 @@ impl Engine {
             let scoped = idempotency_scope(&m.key, &m.idempotency_key);
             let not_before = now.saturating_sub(self.config.idempotency_retention_ms);
             if let Some(original) = t.claim_idempotency_key(&scoped, id, now, not_before)? {
-                return Ok(Ok(pb::EnqueueResponse {
-                    id: original.to_string(),
+                return Ok(Ok(Enqueued {
+                    id: original,
                     duplicate: true,
                 }));
             }
@@ -209,8 +209,8 @@ impl Engine {
         self.schedule(id, dest, due, 0, max_attempts, now);
         self.index.dests[dest].activity.enqueued(now);
         self.total.enqueued(now);
-        Ok(Ok(pb::EnqueueResponse {
-            id: id.to_string(),
+        Ok(Ok(Enqueued {
+            id,
             duplicate: false,
         }))
     }
