@@ -3,7 +3,7 @@
 //! [`run`] takes already-bound listeners and a shutdown future, so tests start a real server
 //! on `127.0.0.1:0` in-process and stop it cleanly; the binary passes SIGTERM/SIGINT.
 
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -130,22 +130,38 @@ pub async fn run(
         .add_service(service)
         .serve_with_incoming_shutdown(incoming, stopped(stop_rx.clone()));
     let http_server = axum::serve(http, crate::http::router(engine.clone()))
-        .with_graceful_shutdown(stopped(stop_rx.clone()));
+        .with_graceful_shutdown(stopped(stop_rx.clone()))
+        .into_future();
     tracing::info!(%grpc_addr, %http_addr, data_dir = %config.data_dir.display(), "hookd serving");
 
-    let trigger = {
-        let engine = engine.clone();
-        let health = health.clone();
-        async move {
-            shutdown.await;
-            tracing::info!("shutting down: no new connections; finishing in-flight requests");
-            health.set_not_serving::<HookdServer<HookdService>>().await;
-            // Long polls answer now, so the servers' graceful drain does not wait for them.
-            engine.drain();
-            let _ = stop_tx.send(true);
+    // Run until asked to stop, or until a listener fails on its own; either way, stop
+    // everything in order.
+    let mut grpc_server = std::pin::pin!(grpc_server);
+    let mut http_server = std::pin::pin!(http_server);
+    let (mut grpc_done, mut http_done) = (None, None);
+    tokio::select! {
+        () = shutdown => tracing::info!("shutting down: no new connections; finishing in-flight requests"),
+        r = &mut grpc_server => {
+            tracing::error!(result = ?r, "gRPC server stopped unexpectedly; shutting down");
+            grpc_done = Some(r);
         }
+        r = &mut http_server => {
+            tracing::error!(result = ?r, "HTTP server stopped unexpectedly; shutting down");
+            http_done = Some(r);
+        }
+    }
+    health.set_not_serving::<HookdServer<HookdService>>().await;
+    // Long polls answer now, so the servers' graceful drain does not wait for them.
+    engine.drain();
+    let _ = stop_tx.send(true);
+    let grpc_result = match grpc_done {
+        Some(r) => r,
+        None => grpc_server.await,
     };
-    let (grpc_result, http_result, ()) = tokio::join!(grpc_server, http_server, trigger);
+    let http_result = match http_done {
+        Some(r) => r,
+        None => http_server.await,
+    };
     let _ = watch_health.await;
     // Every request has been answered; the engine commits what it holds and stops.
     tokio::task::spawn_blocking(move || engine_thread.shutdown())

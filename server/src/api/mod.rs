@@ -267,17 +267,12 @@ impl Hookd for HookdService {
     ) -> Result<Response<pb::ListDeadLettersResponse>, Status> {
         let req = request.into_inner();
         let destination = validate::destination_filter(req.destination)?;
-        let limit = match req.page_size {
-            0 => validate::DEFAULT_PAGE,
-            n if n > validate::MAX_PAGE => {
-                return Err(ApiError::InvalidArgument(format!(
-                    "page_size: {n} is over the limit of {}",
-                    validate::MAX_PAGE
-                ))
-                .into());
-            }
-            n => n,
-        } as usize;
+        let limit = validate::count_or_default(
+            req.page_size,
+            validate::DEFAULT_PAGE,
+            validate::MAX_PAGE,
+            "page_size",
+        )? as usize;
         let after = if req.page_token.is_empty() {
             None
         } else {
@@ -316,17 +311,12 @@ impl Hookd for HookdService {
             )
             .into());
         }
-        let limit = match req.limit {
-            0 => validate::DEFAULT_REPLAY_LIMIT,
-            n if n > validate::MAX_REPLAY_LIMIT => {
-                return Err(ApiError::InvalidArgument(format!(
-                    "limit: {n} is over the limit of {}",
-                    validate::MAX_REPLAY_LIMIT
-                ))
-                .into());
-            }
-            n => n,
-        } as usize;
+        let limit = validate::count_or_default(
+            req.limit,
+            validate::DEFAULT_REPLAY_LIMIT,
+            validate::MAX_REPLAY_LIMIT,
+            "limit",
+        )? as usize;
         let ids = req
             .ids
             .iter()

@@ -151,15 +151,7 @@ fn headers(
 /// `(max, visibility_ms, wait_ms)` of a Receive, with defaults applied.
 pub fn receive(req: &pb::ReceiveRequest) -> Result<(usize, u64, u64), ApiError> {
     validate_name(&req.queue, "queue")?;
-    let max = match req.max_messages {
-        0 => 1,
-        n if n > MAX_RECEIVE => {
-            return Err(invalid(format!(
-                "max_messages: {n} is over the limit of {MAX_RECEIVE}"
-            )));
-        }
-        n => n,
-    };
+    let max = count_or_default(req.max_messages, 1, MAX_RECEIVE, "max_messages")?;
     let visibility = match req.visibility_timeout_ms {
         0 => DEFAULT_VISIBILITY_MS,
         v if v > MAX_VISIBILITY_MS => {
@@ -176,6 +168,15 @@ pub fn receive(req: &pb::ReceiveRequest) -> Result<(usize, u64, u64), ApiError> 
         )));
     }
     Ok((max as usize, visibility, req.wait_ms))
+}
+
+/// A count where 0 means `default`, refused above `max`.
+pub fn count_or_default(n: u32, default: u32, max: u32, field: &str) -> Result<u32, ApiError> {
+    match n {
+        0 => Ok(default),
+        n if n > max => Err(invalid(format!("{field}: {n} is over the limit of {max}"))),
+        n => Ok(n),
+    }
 }
 
 /// Validates an endpoint given to PutEndpoint; server-owned fields are cleared.
