@@ -11,7 +11,6 @@ mod fsync;
 mod load;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
@@ -187,13 +186,15 @@ impl Hookd {
             config,
             grpc,
             http,
-            Arc::new(hookd::clock::SystemClock),
             async {
                 let _ = stop_rx.await;
             },
-            Some(Box::new(move |_| {
-                let _ = ready_tx.send(());
-            })),
+            hookd::Hooks {
+                on_ready: Some(Box::new(move |_| {
+                    let _ = ready_tx.send(());
+                })),
+                ..Default::default()
+            },
         ));
         ready_rx.await?;
         Ok(Self {

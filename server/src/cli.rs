@@ -5,12 +5,10 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
-use crate::clock::SystemClock;
 use crate::config::Config;
 
 #[derive(Debug, Parser)]
@@ -111,16 +109,9 @@ fn serve(args: ServeArgs) -> ExitCode {
     let result = runtime.block_on(async move {
         let grpc = tokio::net::TcpListener::bind(config.grpc_addr).await?;
         let http = tokio::net::TcpListener::bind(config.http_addr).await?;
-        crate::server::run(
-            config,
-            grpc,
-            http,
-            Arc::new(SystemClock),
-            shutdown_signal(),
-            None,
-        )
-        .await
-        .map_err(std::io::Error::other)
+        crate::server::run(config, grpc, http, shutdown_signal(), Default::default())
+            .await
+            .map_err(std::io::Error::other)
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -30,4 +30,4 @@ pub mod store;
 pub mod wheel;
 
 pub use config::Config;
-pub use server::{ServeError, run};
+pub use server::{Hooks, ServeError, run};

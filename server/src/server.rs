@@ -11,9 +11,10 @@ use hookd_proto::v1::hookd_server::HookdServer;
 use tokio::net::TcpListener;
 
 use crate::api::{HookdService, validate::Limits};
-use crate::clock::Clock;
+use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, ConfigError};
 use crate::engine::{self, EngineConfig, EngineHandle};
+use crate::store::faults::Faults;
 use crate::store::{Store, StoreError};
 
 /// Why the server could not start or stopped with an error.
@@ -36,20 +37,52 @@ pub enum ServeError {
 /// moving an injected clock).
 pub type OnReady = Box<dyn FnOnce(EngineHandle) + Send>;
 
+/// What a caller of [`run`] may plug in; the binary uses the defaults.
+pub struct Hooks {
+    /// Where time comes from (tests inject a manual clock).
+    pub clock: Arc<dyn Clock>,
+    pub on_ready: Option<OnReady>,
+    /// Storage that fails on demand (tests of storage failure).
+    pub faults: Option<Faults>,
+}
+
+impl Default for Hooks {
+    fn default() -> Self {
+        Self {
+            clock: Arc::new(SystemClock),
+            on_ready: None,
+            faults: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hooks")
+            .field("clock", &self.clock)
+            .field("faults", &self.faults)
+            .finish()
+    }
+}
+
 /// Runs hookd on the given listeners until `shutdown` resolves. Then: stop accepting, answer
 /// waiting long polls, let in-flight calls finish, commit the engine's last round, return.
 pub async fn run(
     config: Config,
     grpc: TcpListener,
     http: TcpListener,
-    clock: Arc<dyn Clock>,
     shutdown: impl Future<Output = ()> + Send + 'static,
-    on_ready: Option<OnReady>,
+    hooks: Hooks,
 ) -> Result<(), ServeError> {
     config.validate()?;
+    let Hooks {
+        clock,
+        on_ready,
+        faults,
+    } = hooks;
     let store = {
         let dir = config.data_dir.clone();
-        tokio::task::spawn_blocking(move || Store::open(&dir))
+        tokio::task::spawn_blocking(move || Store::open_with(&dir, faults))
             .await
             .map_err(|e| StoreError::Io(std::io::Error::other(e)))??
     };

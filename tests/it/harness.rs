@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use hookd::clock::{Clock, ManualClock, SystemClock};
 use hookd::engine::EngineHandle;
-use hookd::{Config, ServeError};
+use hookd::store::faults::Faults;
+use hookd::{Config, Hooks, ServeError};
 use hookd_client::Client;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -40,6 +41,10 @@ impl TestServer {
     }
 
     pub async fn start_with(config: Config, clock: ManualClock) -> Self {
+        Self::start_full(config, clock, None).await
+    }
+
+    pub async fn start_full(config: Config, clock: ManualClock, faults: Option<Faults>) -> Self {
         let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let grpc_addr = grpc.local_addr().unwrap();
@@ -52,13 +57,16 @@ impl TestServer {
             config,
             grpc,
             http,
-            shared,
             async {
                 let _ = stop_rx.await;
             },
-            Some(Box::new(move |engine| {
-                let _ = ready_tx.send(engine);
-            })),
+            Hooks {
+                clock: shared,
+                on_ready: Some(Box::new(move |engine| {
+                    let _ = ready_tx.send(engine);
+                })),
+                faults,
+            },
         ));
         let engine = ready_rx.await.expect("hookd failed to start");
         Self {

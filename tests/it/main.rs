@@ -14,3 +14,4 @@ mod queue;
 mod restart;
 mod retry;
 mod service;
+mod storage_failure;

@@ -24,6 +24,7 @@
 //! given); a lease rewrites one small `schedule` row. Every table insert costs B-tree work in
 //! the single writer, so the layout keeps that count low.
 
+pub mod faults;
 pub mod records;
 
 use std::path::Path;
@@ -115,10 +116,27 @@ pub struct Recovered {
 impl Store {
     /// Opens (or creates) `<dir>/hookd.redb` and makes sure every table exists.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        Self::open_with(dir, None)
+    }
+
+    /// As [`Store::open`]; with `faults`, on storage that fails when a test says so.
+    pub fn open_with(dir: &Path, faults: Option<faults::Faults>) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir)?;
-        let db = Database::builder()
-            .set_cache_size(256 << 20)
-            .create(dir.join("hookd.redb"))?;
+        let path = dir.join("hookd.redb");
+        let mut builder = Database::builder();
+        builder.set_cache_size(256 << 20);
+        let db = match faults {
+            None => builder.create(path)?,
+            Some(faults) => {
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(path)?;
+                builder.create_with_backend(faults::FaultyFile::new(file, faults)?)?
+            }
+        };
         let store = Self { db: Arc::new(db) };
         let txn = store.begin_write()?;
         Tables::open(&txn)?;

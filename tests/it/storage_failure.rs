@@ -1,0 +1,104 @@
+//! When the disk fails, hookd never answers success: the commit's callers get UNAVAILABLE,
+//! health turns NOT_SERVING, and every later write is refused until a restart, which
+//! recovers everything acknowledged before the failure.
+
+use std::time::{Duration, Instant};
+
+use hookd::clock::{Clock, ManualClock, SystemClock};
+use hookd::store::faults::Faults;
+use hookd_client::Event;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tonic::Code;
+
+use crate::harness::{TestServer, code, test_config};
+
+async fn healthz(server: &TestServer) -> String {
+    let mut tcp = tokio::net::TcpStream::connect(server.http).await.unwrap();
+    tcp.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut response = String::new();
+    tcp.read_to_string(&mut response).await.unwrap();
+    response
+}
+
+#[tokio::test]
+async fn failed_fsync_is_unavailable_never_success_and_restart_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Faults::default();
+    let clock = ManualClock::new(SystemClock.now_ms());
+    let server =
+        TestServer::start_full(test_config(dir.path()), clock.clone(), Some(faults.clone())).await;
+    let mut c = server.client().await;
+    let kept = c
+        .enqueue(Event::to_queue("f", b"before".to_vec()))
+        .await
+        .unwrap();
+
+    faults.fail_syncs(true);
+    let err = c
+        .enqueue(Event::to_queue("f", b"during".to_vec()))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), Code::Unavailable, "{err}");
+    assert!(healthz(&server).await.starts_with("HTTP/1.1 503"));
+
+    // The disk is back, but this process does not trust its store any more: redb needs a
+    // reopen after a failed commit, so writes stay refused until a restart.
+    faults.fail_syncs(false);
+    let err = c
+        .enqueue(Event::to_queue("f", b"after".to_vec()))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), Code::Unavailable);
+    let err = c
+        .receive("f", 10, Duration::from_secs(5), None)
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), Code::Unavailable);
+
+    // gRPC health follows within its polling interval (bounded wait, not a fixed sleep).
+    let channel = tonic::transport::Endpoint::from_shared(server.grpc.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = health
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: "hookd.v1.Hookd".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .status;
+        if status == tonic_health::pb::health_check_response::ServingStatus::NotServing as i32 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "health still SERVING after a storage failure"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let server = server.restart().await;
+    let mut c = server.client().await;
+    assert!(healthz(&server).await.starts_with("HTTP/1.1 200"));
+    let got = c
+        .receive("f", 10, Duration::from_secs(5), None)
+        .await
+        .unwrap();
+    let payloads: Vec<_> = got.iter().map(|m| m.payload.clone()).collect();
+    assert!(
+        got.iter().any(|m| m.id == kept.id),
+        "acknowledged event lost: {payloads:?}"
+    );
+    assert!(
+        !payloads.contains(&b"after".to_vec()),
+        "a refused write was stored"
+    );
+    server.stop().await;
+}
