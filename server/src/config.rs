@@ -28,6 +28,9 @@ pub struct Config {
     pub idempotency_retention_secs: u64,
     /// Most requests folded into one redb commit.
     pub max_commit_batch: usize,
+    /// Bytes of accepted writes that may wait for the engine at once; beyond that, Enqueue
+    /// answers RESOURCE_EXHAUSTED instead of buffering without bound.
+    pub max_queued_write_bytes: u64,
     /// Default retry policy of queues, ad-hoc URLs and endpoints that set none.
     pub retry: RetryPolicy,
 }
@@ -43,6 +46,7 @@ impl Default for Config {
             max_idempotency_key_bytes: 256,
             idempotency_retention_secs: 24 * 3600,
             max_commit_batch: 8_192,
+            max_queued_write_bytes: 256 << 20,
             retry: RetryPolicy::default(),
         }
     }
@@ -107,6 +111,9 @@ impl Config {
                 "max_commit_batch",
                 format!("{} is not within 1..=1000000", self.max_commit_batch),
             );
+        }
+        if self.max_queued_write_bytes == 0 {
+            return invalid("max_queued_write_bytes", "must be at least 1".into());
         }
         validate_retry(&self.retry, "retry")
     }

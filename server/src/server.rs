@@ -88,6 +88,7 @@ pub async fn run(
     };
     let engine_config = EngineConfig {
         retry: config.retry,
+        max_queued_write_bytes: config.max_queued_write_bytes,
         idempotency_retention_ms: config.idempotency_retention_secs.saturating_mul(1000),
         max_commit_batch: config.max_commit_batch,
     };

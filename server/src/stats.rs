@@ -119,6 +119,43 @@ impl RollingHistogram {
     }
 }
 
+/// The engine's own figures: commits, their size and latency.
+#[derive(Debug, Clone)]
+pub struct CommitStats {
+    commits: RollingCounter,
+    requests: RollingCounter,
+    latency_1h: RollingHistogram,
+}
+
+impl Default for CommitStats {
+    fn default() -> Self {
+        Self {
+            commits: RollingCounter::new(1_000, 60),
+            requests: RollingCounter::new(1_000, 60),
+            latency_1h: RollingHistogram::new(300_000, 12),
+        }
+    }
+}
+
+impl CommitStats {
+    pub fn committed(&mut self, now_ms: u64, requests: u64, micros: u64) {
+        self.commits.add(now_ms, 1);
+        self.requests.add(now_ms, requests);
+        self.latency_1h.record(now_ms, micros);
+    }
+
+    pub fn fill(&self, now_ms: u64, out: &mut pb::StorageStats) {
+        let commits = self.commits.sum(now_ms);
+        out.commits_per_s = self.commits.rate_per_s(now_ms);
+        out.requests_per_commit = if commits == 0 {
+            0.0
+        } else {
+            self.requests.sum(now_ms) as f64 / commits as f64
+        };
+        out.commit_latency_last_hour = Some(self.latency_1h.summary(now_ms));
+    }
+}
+
 /// The time-windowed statistics of one destination (or of all).
 #[derive(Debug, Clone)]
 pub struct Activity {

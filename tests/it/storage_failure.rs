@@ -102,3 +102,64 @@ async fn failed_fsync_is_unavailable_never_success_and_restart_recovers() {
     );
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_disk_bounds_the_queue_with_resource_exhausted() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Faults::default();
+    let mut config = test_config(dir.path());
+    // Room for two 1.5 KB events waiting for the disk.
+    config.max_queued_write_bytes = 4_096;
+    let server = TestServer::start_full(
+        config,
+        ManualClock::new(SystemClock.now_ms()),
+        Some(faults.clone()),
+    )
+    .await;
+    faults.delay_syncs(300);
+
+    // Ten at once against a disk that takes 300 ms per commit: the engine applies at most
+    // one round while the others wait, so at most a few fit in the queue.
+    let mut calls = Vec::new();
+    for i in 0..10u8 {
+        let mut c = server.client().await;
+        calls.push(tokio::spawn(async move {
+            c.enqueue(Event::to_queue("bp", vec![i; 1_500]).idempotency_key(format!("bp-{i}")))
+                .await
+        }));
+    }
+    let (mut stored, mut refused) = (Vec::new(), Vec::new());
+    for (i, call) in calls.into_iter().enumerate() {
+        match call.await.unwrap() {
+            Ok(r) => stored.push(r.id),
+            Err(e) => {
+                assert_eq!(code(&e), Code::ResourceExhausted, "{e}");
+                assert!(crate::harness::message(&e).contains("at capacity"), "{e}");
+                refused.push(i as u8);
+            }
+        }
+    }
+    assert!(
+        !stored.is_empty() && !refused.is_empty(),
+        "stored {} refused {}",
+        stored.len(),
+        refused.len()
+    );
+
+    // Once the disk keeps up again, the refused ones go through on retry; nothing was lost
+    // or half-stored.
+    faults.delay_syncs(0);
+    let mut c = server.client().await;
+    for i in refused {
+        c.enqueue(Event::to_queue("bp", vec![i; 1_500]).idempotency_key(format!("bp-{i}")))
+            .await
+            .unwrap();
+    }
+    let stats = c.stats().await.unwrap();
+    assert_eq!(stats.total.unwrap().pending, 10);
+    let storage = stats.storage.unwrap();
+    assert_eq!(storage.queued_write_bytes, 0);
+    assert_eq!(storage.live_messages, 10);
+    assert!(storage.commit_latency_last_hour.unwrap().count >= 2);
+    server.stop().await;
+}

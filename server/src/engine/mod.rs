@@ -19,7 +19,7 @@ mod index;
 mod ops;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -78,6 +78,7 @@ impl From<Enqueued> for pb::EnqueueResponse {
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     pub retry: RetryPolicy,
+    pub max_queued_write_bytes: u64,
     pub idempotency_retention_ms: u64,
     pub max_commit_batch: usize,
 }
@@ -89,6 +90,8 @@ type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
 pub(crate) enum Command {
     Enqueue {
         messages: Vec<NewMessage>,
+        /// Reserved in `EngineHandle::queued`; released when the engine takes the command.
+        bytes: u64,
         reply: oneshot::Sender<Vec<Result<Enqueued, ApiError>>>,
     },
     Receive {
@@ -141,6 +144,9 @@ type Completion = Box<dyn FnOnce(Option<ApiError>) + Send>;
 pub struct EngineHandle {
     tx: mpsc::Sender<Command>,
     healthy: Arc<AtomicBool>,
+    /// Bytes of enqueued records sent to the engine and not yet applied.
+    queued: Arc<AtomicU64>,
+    max_queued: u64,
 }
 
 /// Owns the engine thread; `shutdown` finishes the round in progress and joins it.
@@ -184,13 +190,38 @@ impl EngineHandle {
         rx.await.map_err(|_| stopped())
     }
 
-    /// Stores the messages in one commit; one result per message, in order.
+    /// Stores the messages in one commit; one result per message, in order. Refused with
+    /// RESOURCE_EXHAUSTED while too many bytes already wait for the engine (the disk is
+    /// slower than the clients): a bounded queue, not unbounded memory.
     pub async fn enqueue(
         &self,
         messages: Vec<NewMessage>,
     ) -> Result<Vec<Result<Enqueued, ApiError>>, ApiError> {
-        self.call(|reply| Command::Enqueue { messages, reply })
-            .await
+        let bytes: u64 = messages.iter().map(|m| m.record.len() as u64).sum();
+        let before = self.queued.fetch_add(bytes, Ordering::AcqRel);
+        // A request alone is always admitted (so no payload is too big to ever pass); a
+        // request that would take the queue over its limit waits its turn at the client.
+        if before > 0 && before + bytes > self.max_queued {
+            self.queued.fetch_sub(bytes, Ordering::AcqRel);
+            return Err(ApiError::ResourceExhausted(format!(
+                "hookd is at capacity: {before} bytes of accepted writes are waiting for the disk \
+                 (limit {}); retry with backoff",
+                self.max_queued
+            )));
+        }
+        // The engine releases the reservation when it takes the command. If the engine has
+        // stopped, the count no longer matters.
+        self.call(|reply| Command::Enqueue {
+            messages,
+            bytes,
+            reply,
+        })
+        .await
+    }
+
+    /// Bytes of accepted writes waiting for the engine.
+    pub fn queued_write_bytes(&self) -> u64 {
+        self.queued.load(Ordering::Relaxed)
     }
 
     pub async fn receive(
@@ -299,6 +330,9 @@ pub(crate) struct Engine {
     sweep_cursor: Option<Vec<u8>>,
     /// Set when the round's transaction holds a change worth committing.
     dirty: bool,
+    /// Shared with the handles: bytes of enqueues sent and not yet applied.
+    queued: Arc<AtomicU64>,
+    commits: crate::stats::CommitStats,
 }
 
 impl std::fmt::Debug for Engine {
@@ -342,6 +376,8 @@ pub fn start(
         next_sweep_ms: now,
         sweep_cursor: None,
         dirty: false,
+        queued: Arc::new(AtomicU64::new(0)),
+        commits: Default::default(),
     };
     let live = recovered.scheduled.len();
     for (id, entry) in recovered.scheduled {
@@ -393,7 +429,12 @@ pub fn start(
     );
 
     let (tx, rx) = mpsc::channel();
-    let handle = EngineHandle { tx, healthy };
+    let handle = EngineHandle {
+        tx,
+        healthy,
+        queued: engine.queued.clone(),
+        max_queued: engine.config.max_queued_write_bytes,
+    };
     let thread = std::thread::Builder::new()
         .name("hookd-engine".into())
         .spawn(move || engine.run(rx))?;
@@ -443,6 +484,15 @@ impl Engine {
 
     /// One group commit: due timers and every command taken, in one transaction.
     fn round(&mut self, commands: Vec<Command>) {
+        // These writes have left the queue: their memory is now the round's.
+        let taken_bytes: u64 = commands
+            .iter()
+            .map(|c| match c {
+                Command::Enqueue { bytes, .. } => *bytes,
+                _ => 0,
+            })
+            .sum();
+        self.queued.fetch_sub(taken_bytes, Ordering::AcqRel);
         if let Some(reason) = &self.failed {
             let err = ApiError::Unavailable(format!("storage failed earlier: {reason}"));
             for c in commands {
@@ -493,10 +543,12 @@ impl Engine {
             if let Err(e) = txn.commit() {
                 return self.fail(e.into(), Vec::new(), done);
             }
+            let commit_us = applied_at.elapsed().as_micros() as u64;
+            self.commits.committed(now, taken as u64, commit_us);
             tracing::trace!(
                 commands = taken,
                 apply_us = (applied_at - started).as_micros() as u64,
-                commit_us = applied_at.elapsed().as_micros() as u64,
+                commit_us,
                 "round committed"
             );
         } else if let Err(e) = txn.abort() {
@@ -529,7 +581,9 @@ impl Engine {
 
 fn answer_failed(command: Command, err: ApiError) {
     match command {
-        Command::Enqueue { messages, reply } => {
+        Command::Enqueue {
+            messages, reply, ..
+        } => {
             let _ = reply.send(messages.iter().map(|_| Err(err.clone())).collect());
         }
         Command::Receive { reply, .. } => {

@@ -41,7 +41,9 @@ impl Engine {
         done: &mut Vec<Completion>,
     ) -> Result<(), StoreError> {
         match command {
-            Command::Enqueue { messages, reply } => {
+            Command::Enqueue {
+                messages, reply, ..
+            } => {
                 let mut results = Vec::with_capacity(messages.len());
                 for m in messages {
                     results.push(self.enqueue(t, now, m)?);
@@ -628,10 +630,17 @@ impl Engine {
         }
         self.total.fill(now, &mut total);
         total.oldest_pending_age_ms = oldest.map_or(0, |id| now.saturating_sub(id.unix_ms()));
+        let mut storage = pb::StorageStats {
+            live_messages: self.index.live.len() as u64,
+            queued_write_bytes: self.queued.load(std::sync::atomic::Ordering::Relaxed),
+            ..Default::default()
+        };
+        self.commits.fill(now, &mut storage);
         pb::StatsResponse {
             total: Some(total),
             destinations,
             uptime_ms: now.saturating_sub(self.started_ms),
+            storage: Some(storage),
         }
     }
 }

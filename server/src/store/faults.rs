@@ -1,14 +1,14 @@
 //! Storage that fails on demand, for tests of what hookd does when the disk does.
 //!
-//! [`FaultyFile`] is redb's own file backend with a switch in front of `sync_data`: while
+//! [`FaultyFile`] is redb's own file backend with switches in front of `sync_data`: while
 //! [`Faults::fail_syncs`] is on, every fsync fails, so every commit fails as it would on a
-//! full or dying disk. Production never constructs it (`Store::open` uses a plain file);
+//! full or dying disk; [`Faults::delay_syncs`] makes the disk slow. Production never constructs it (`Store::open` uses a plain file);
 //! tests pass a [`Faults`] through `server::Hooks`.
 
 use std::fs::File;
 use std::ops::Bound;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use redb::backends::FileBackend;
 use redb::{BackendError, StorageBackend};
@@ -17,11 +17,18 @@ use redb::{BackendError, StorageBackend};
 #[derive(Debug, Clone, Default)]
 pub struct Faults {
     fail_syncs: Arc<AtomicBool>,
+    sync_delay_ms: Arc<AtomicU64>,
 }
 
 impl Faults {
+    /// While on, every fsync fails.
     pub fn fail_syncs(&self, on: bool) {
         self.fail_syncs.store(on, Ordering::SeqCst);
+    }
+
+    /// Makes every fsync take this much longer (a slow or throttled disk).
+    pub fn delay_syncs(&self, ms: u64) {
+        self.sync_delay_ms.store(ms, Ordering::SeqCst);
     }
 }
 
@@ -56,6 +63,10 @@ impl StorageBackend for FaultyFile {
     fn sync_data(&self) -> Result<(), std::io::Error> {
         if self.faults.fail_syncs.load(Ordering::SeqCst) {
             return Err(std::io::Error::other("injected fault: fsync failed"));
+        }
+        let delay = self.faults.sync_delay_ms.load(Ordering::SeqCst);
+        if delay > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(delay));
         }
         self.inner.sync_data()
     }
