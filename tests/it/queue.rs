@@ -142,3 +142,21 @@ async fn delayed_message_is_not_ready_before_its_time() {
     assert_eq!(c.receive("d", 1, VIS, None).await.unwrap().len(), 1);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn receive_stays_within_a_default_client_message_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let mut c = server.client().await;
+    // Six 1 MiB payloads: more than a 4 MiB gRPC message holds.
+    c.enqueue_batch((0..6u8).map(|i| Event::to_queue("big", vec![i; 1 << 20])))
+        .await
+        .unwrap();
+    let first = c.receive("big", 100, VIS, None).await.unwrap();
+    assert_eq!(first.len(), 3, "3 MiB of payload per Receive");
+    let rest = c.receive("big", 100, VIS, None).await.unwrap();
+    assert_eq!(rest.len(), 3);
+    // Order kept: the one that did not fit came first next time.
+    assert_eq!(rest[0].payload[0], 3);
+    server.stop().await;
+}

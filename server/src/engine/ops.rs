@@ -19,6 +19,9 @@ use crate::store::{AttemptRecord, ScheduleEntry, State, StoreError, Tables, idem
 
 type Tx<'a, 'txn> = &'a mut Tables<'txn>;
 
+/// Payload bytes one Receive hands out at most (a single larger message still goes alone).
+const MAX_RECEIVE_BYTES: usize = 3 << 20;
+
 fn reply_after<T: Send + 'static>(
     done: &mut Vec<Completion>,
     reply: tokio::sync::oneshot::Sender<Result<T, ApiError>>,
@@ -252,6 +255,7 @@ impl Engine {
         visibility_ms: u64,
     ) -> Result<Vec<pb::ReceivedMessage>, StoreError> {
         let mut out = Vec::new();
+        let mut bytes = 0usize;
         let deadline = now.saturating_add(visibility_ms);
         while out.len() < max {
             let Some(id) = self.index.dests[d].ready.pop_front() else {
@@ -270,6 +274,13 @@ impl Engine {
                     "message {id} is indexed but not stored"
                 )));
             };
+            // Keep the response within what any gRPC client accepts by default (4 MiB):
+            // leasing more than the client can decode would only burn an attempt.
+            if !out.is_empty() && bytes + record.payload.len() > MAX_RECEIVE_BYTES {
+                self.index.dests[d].ready.push_front(id);
+                break;
+            }
+            bytes += record.payload.len();
             self.index.set_state(id, LiveState::Leased, attempt);
             let timer = self.wheel.insert(self.tick(deadline), Timer::Lease(id));
             if let Some(live) = self.index.live.get_mut(&id) {
