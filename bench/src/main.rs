@@ -25,8 +25,8 @@ struct Args {
     #[arg(long, default_value_t = 5)]
     seconds: u64,
     /// Alternating rounds (echo, hookd) per measurement.
-    #[arg(long, default_value_t = 3)]
-    rounds: usize,
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..))]
+    rounds: u16,
     /// Calls in flight for the unary measurement.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
@@ -73,7 +73,12 @@ fn line(name: &str, o: &Outcome) {
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    let mid = v.len() / 2;
+    if v.len().is_multiple_of(2) {
+        (v[mid - 1] + v[mid]) / 2.0
+    } else {
+        v[mid]
+    }
 }
 
 #[tokio::main]
@@ -133,7 +138,7 @@ async fn main() -> anyhow::Result<()> {
         );
         probe("before")?;
         let (mut ratios, mut hookd_rates) = (Vec::new(), Vec::new());
-        for round in 1..=args.rounds {
+        for round in 1..=usize::from(args.rounds) {
             println!(" round {round}");
             let e = load::run(&echo_ch, concurrency, shape, args.payload, leg).await?;
             line("echo", &e);
