@@ -9,6 +9,7 @@
 mod echo;
 mod fsync;
 mod load;
+mod rawredb;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -152,6 +153,20 @@ async fn main() -> anyhow::Result<()> {
             line("hookd", &h);
             let ratio = h.events_per_s() / e.events_per_s();
             println!("  ratio hookd/echo: {ratio:.2}");
+            if let Shape::Batch(size) = shape {
+                // The storage floor, with commits as large as hookd's rounds can be.
+                let per_commit = size * concurrency;
+                let dir = dir.path().to_owned();
+                let payload = args.payload;
+                let raw = tokio::task::spawn_blocking(move || {
+                    rawredb::run(&dir, per_commit, payload, leg)
+                })
+                .await??;
+                println!(
+                    "  redb   {raw:>10.0} events/s  (bare inserts, {per_commit} per Immediate commit, 1 row per event)  ratio hookd/redb: {:.2}",
+                    h.events_per_s() / raw
+                );
+            }
             ratios.push(ratio);
             hookd_rates.push(h.events_per_s());
         }

@@ -1,0 +1,43 @@
+//! The storage floor: bare redb inserts of the same events, one commit per round of the
+//! same size as hookd's, `Durability::Immediate` and quick-repair like hookd. One table and
+//! one row per event (hookd writes three), no gRPC, no index: what redb alone sustains here.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use redb::{Database, Durability, TableDefinition};
+
+const EVENTS: TableDefinition<u128, &[u8]> = TableDefinition::new("events");
+
+/// Inserts `per_commit` rows of `payload` bytes per commit for `duration`; events per second.
+pub fn run(
+    dir: &Path,
+    per_commit: usize,
+    payload: usize,
+    duration: Duration,
+) -> anyhow::Result<f64> {
+    let path = dir.join(format!("raw-{}.redb", uuid::Uuid::new_v4().simple()));
+    let db = Database::create(&path)?;
+    let value = vec![b'x'; payload];
+    let started = Instant::now();
+    let mut id = 0u128;
+    let mut events = 0u64;
+    while started.elapsed() < duration {
+        let mut txn = db.begin_write()?;
+        txn.set_durability(Durability::Immediate)?;
+        txn.set_quick_repair(true);
+        {
+            let mut table = txn.open_table(EVENTS)?;
+            for _ in 0..per_commit {
+                id += 1;
+                table.insert(id, value.as_slice())?;
+            }
+        }
+        txn.commit()?;
+        events += per_commit as u64;
+    }
+    let rate = events as f64 / started.elapsed().as_secs_f64();
+    drop(db);
+    std::fs::remove_file(path)?;
+    Ok(rate)
+}
