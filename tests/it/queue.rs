@@ -45,6 +45,10 @@ async fn enqueue_receive_ack() {
     assert_eq!((q.pending, q.in_flight, q.awaiting_retry), (0, 0, 0));
     assert_eq!(q.delivered_last_hour, 1);
     assert_eq!(q.latency_last_hour.as_ref().unwrap().count, 1);
+
+    // Polling a queue nobody has used answers empty and creates nothing.
+    assert!(c.receive("ghost", 10, VIS, None).await.unwrap().is_empty());
+    assert!(!c.stats_by_destination().await.unwrap().contains_key("queue:ghost"));
     server.stop().await;
 }
 

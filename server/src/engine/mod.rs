@@ -454,6 +454,8 @@ impl Engine {
     }
 
     fn run(mut self, rx: mpsc::Receiver<Command>) {
+        // A bug that panics this thread must not leave health saying SERVING.
+        let _health = PanicGuard(self.healthy.clone());
         let mut commands = Vec::new();
         loop {
             let now = self.clock.now_ms();
@@ -575,6 +577,18 @@ impl Engine {
             for w in dest.waiters.drain(..) {
                 let _ = w.reply.send(Err(err.clone()));
             }
+        }
+    }
+}
+
+/// Marks the engine unhealthy if its thread unwinds.
+struct PanicGuard(Arc<AtomicBool>);
+
+impl Drop for PanicGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            tracing::error!("the engine thread panicked; refusing writes until restart");
+            self.0.store(false, Ordering::Relaxed);
         }
     }
 }

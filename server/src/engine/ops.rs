@@ -66,8 +66,19 @@ impl Engine {
                 wait_ms,
                 reply,
             } => {
-                let d = self.index.dest(&Destination::Queue(queue).key());
-                if self.index.dests[d].ready.is_empty() && wait_ms > 0 && !self.draining {
+                let key = Destination::Queue(queue).key();
+                let will_wait = wait_ms > 0 && !self.draining;
+                // Polling a queue nobody has used creates nothing: a client cannot grow the
+                // index by guessing names (a long poll does create it, for as long as it waits).
+                let d = match self.index.find(&key) {
+                    Some(d) => d,
+                    None if will_wait => self.index.dest(&key),
+                    None => {
+                        reply_after(done, reply, Ok(Vec::new()));
+                        return Ok(());
+                    }
+                };
+                if self.index.dests[d].ready.is_empty() && will_wait {
                     let id = self.next_waiter;
                     self.next_waiter += 1;
                     let timer = self.wheel.insert(self.tick(now + wait_ms), Timer::Wait(id));
