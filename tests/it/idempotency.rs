@@ -28,6 +28,18 @@ async fn duplicate_returns_original_also_after_restart() {
         .unwrap();
     assert!(!other.duplicate);
 
+    // Two URLs of one origin are two destinations: the same key does not collide.
+    let u1 = c
+        .enqueue(Event::to_url("https://example.com/a", b"x".to_vec()).idempotency_key("k"))
+        .await
+        .unwrap();
+    let u2 = c
+        .enqueue(Event::to_url("https://example.com/b", b"x".to_vec()).idempotency_key("k"))
+        .await
+        .unwrap();
+    assert!(!u2.duplicate);
+    assert_ne!(u1.id, u2.id);
+
     // Duplicates inside one batch (one commit) are caught too.
     let results = c
         .enqueue_batch([

@@ -48,7 +48,12 @@ async fn enqueue_receive_ack() {
 
     // Polling a queue nobody has used answers empty and creates nothing.
     assert!(c.receive("ghost", 10, VIS, None).await.unwrap().is_empty());
-    assert!(!c.stats_by_destination().await.unwrap().contains_key("queue:ghost"));
+    assert!(
+        !c.stats_by_destination()
+            .await
+            .unwrap()
+            .contains_key("queue:ghost")
+    );
     server.stop().await;
 }
 

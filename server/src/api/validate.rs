@@ -98,8 +98,9 @@ pub fn new_message(
             req.max_attempts
         )));
     }
+    let encoded = destination.encode();
     let record = MessageRecord {
-        destination: destination.encode(),
+        destination: encoded.clone(),
         event_type: req.event_type,
         idempotency_key: req.idempotency_key.clone(),
         headers,
@@ -109,6 +110,7 @@ pub fn new_message(
     Ok(NewMessage {
         id: MessageId::generate(now_ms),
         key: destination.key(),
+        encoded,
         destination,
         record: record.encode_to_vec(),
         idempotency_key: req.idempotency_key,

@@ -46,8 +46,11 @@ pub struct NewMessage {
     /// Used unless the idempotency key finds an earlier message.
     pub id: MessageId,
     pub destination: Destination,
-    /// `destination.key()`.
+    /// `destination.key()`: groups stats and dead letters (an ad-hoc URL by its origin).
     pub key: String,
+    /// `destination.encode()`: the exact destination (an ad-hoc URL in full), which also
+    /// scopes the idempotency key.
+    pub encoded: String,
     /// The encoded `MessageRecord`, payload included.
     pub record: Vec<u8>,
     pub idempotency_key: String,

@@ -196,7 +196,7 @@ impl Engine {
         };
         let id = m.id;
         if !m.idempotency_key.is_empty() {
-            let scoped = idempotency_scope(&m.key, &m.idempotency_key);
+            let scoped = idempotency_scope(&m.encoded, &m.idempotency_key);
             let not_before = now.saturating_sub(self.config.idempotency_retention_ms);
             if let Some(original) = t.claim_idempotency_key(&scoped, id, now, not_before)? {
                 return Ok(Ok(Enqueued {
@@ -217,7 +217,7 @@ impl Engine {
             attempts: 0,
             max_attempts,
             since_ms: 0,
-            destination: m.destination.encode(),
+            destination: m.encoded,
         };
         t.insert_message(id, &m.record, &entry)?;
         self.dirty = true;

@@ -17,7 +17,7 @@
 //! | `schedule` | id | [`ScheduleEntry`] of a live message: due time, state, attempts, destination |
 //! | `history` | id | [`HistoryRecord`]: finished attempts; written when an attempt ends |
 //! | `dead` | destination key, 0, id (16 bytes BE) | [`ScheduleEntry`] of a dead letter |
-//! | `idempotency` | destination key, 0, client key | id (16) + created ms (8) |
+//! | `idempotency` | encoded destination, 0, client key | id (16) + created ms (8) |
 //! | `endpoints` | name | `hookd.v1.Endpoint` (protobuf) |
 //!
 //! An enqueue writes three rows (`messages`, `schedule`, and `idempotency` when a key is
@@ -511,10 +511,11 @@ fn dest_key_of(encoded: &str) -> Result<String, StoreError> {
         .ok_or_else(|| StoreError::Corrupt(format!("destination {encoded:?}")))
 }
 
-/// Scopes a client's idempotency key to its destination.
-pub fn idempotency_scope(dest_key: &str, key: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(dest_key.len() + 1 + key.len());
-    out.extend_from_slice(dest_key.as_bytes());
+/// Scopes a client's idempotency key to its exact destination (`Destination::encode()`:
+/// two ad-hoc URLs of one origin are different destinations here).
+pub fn idempotency_scope(destination: &str, key: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(destination.len() + 1 + key.len());
+    out.extend_from_slice(destination.as_bytes());
     out.push(0);
     out.extend_from_slice(key.as_bytes());
     out
