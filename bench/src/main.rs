@@ -12,7 +12,7 @@ mod load;
 mod rawredb;
 
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use load::{Outcome, Shape};
@@ -44,6 +44,9 @@ struct Args {
     /// Run only the measurement whose name contains this (e.g. "unary", "batch").
     #[arg(long)]
     only: Option<String>,
+    /// Also measure a restart holding this many pending messages (0 = skip).
+    #[arg(long, default_value_t = 0)]
+    restart_messages: u64,
 }
 
 async fn channels(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<Channel>> {
@@ -175,10 +178,92 @@ async fn main() -> anyhow::Result<()> {
         println!(" median: hookd {rate:.0} events/s, ratio hookd/echo {r:.2}");
         summary.push((title, rate, r));
     }
+    if args.restart_messages > 0 {
+        restart(
+            dir.path(),
+            args.restart_messages,
+            args.payload,
+            args.connections,
+        )
+        .await?;
+    }
     println!("\nsummary");
     for (title, rate, ratio) in summary {
         println!("  {title:<14} hookd {rate:>10.0} events/s   hookd/echo {ratio:.2}");
     }
+    Ok(())
+}
+
+/// Fills a hookd with `n` pending messages, stops it, and times the start that follows:
+/// opening the file and rebuilding the index from the schedule table, to the first answer.
+async fn restart(
+    base: &std::path::Path,
+    n: u64,
+    payload: usize,
+    connections: usize,
+) -> anyhow::Result<()> {
+    println!("\nrestart with {n} pending messages of {payload} B");
+    let data_dir = base.join(format!("restart-{}", uuid::Uuid::new_v4().simple()));
+    let hookd = Hookd::start_in(data_dir.clone()).await?;
+    let ch = channels(hookd.addr, connections).await?;
+    let filled = Instant::now();
+    // Enough time for a slow disk; the fill stops when `n` are stored.
+    let mut stored = 0u64;
+    let mut tasks = Vec::new();
+    let per_task = n.div_ceil(8);
+    for t in 0..8u64 {
+        let mut client =
+            hookd_proto::v1::hookd_client::HookdClient::new(ch[t as usize % ch.len()].clone());
+        let body = vec![b'x'; payload];
+        tasks.push(tokio::spawn(async move {
+            let mut done = 0u64;
+            while done < per_task {
+                let k = (per_task - done).min(1_000);
+                let events = (0..k)
+                    .map(|i| hookd_proto::v1::EnqueueRequest {
+                        destination: Some(hookd_proto::v1::enqueue_request::Destination::Queue(
+                            "restart".into(),
+                        )),
+                        payload: body.clone(),
+                        idempotency_key: format!("r{t}-{}", done + i),
+                        ..Default::default()
+                    })
+                    .collect();
+                client
+                    .enqueue_batch(hookd_proto::v1::EnqueueBatchRequest { events })
+                    .await?;
+                done += k;
+            }
+            anyhow::Ok(done)
+        }));
+    }
+    for t in tasks {
+        stored += t.await??;
+    }
+    println!(
+        "  filled {stored} in {:.1} s",
+        filled.elapsed().as_secs_f64()
+    );
+    drop(ch);
+    hookd.stop_keep().await?;
+    let size = std::fs::metadata(data_dir.join("hookd.redb"))?.len();
+    let started = Instant::now();
+    let hookd = Hookd::start_in(data_dir.clone()).await?;
+    let ready = started.elapsed();
+    let mut client = hookd_client::Client::connect(format!("http://{}", hookd.addr)).await?;
+    let first = client
+        .receive("restart", 1, Duration::from_secs(60), None)
+        .await?;
+    let first_lease = started.elapsed();
+    let stats = client.stats().await?;
+    println!(
+        "  file {:.0} MB; restart to ready {:.2} s, to first lease {:.2} s; pending after restart {}",
+        size as f64 / 1e6,
+        ready.as_secs_f64(),
+        first_lease.as_secs_f64(),
+        stats.total.map_or(0, |t| t.pending) + first.len() as u64,
+    );
+    hookd.stop().await?;
     Ok(())
 }
 
@@ -192,7 +277,10 @@ struct Hookd {
 
 impl Hookd {
     async fn start(base: &std::path::Path, round: usize) -> anyhow::Result<Self> {
-        let data_dir = base.join(format!("hookd-{round}-{}", uuid::Uuid::new_v4().simple()));
+        Self::start_in(base.join(format!("hookd-{round}-{}", uuid::Uuid::new_v4().simple()))).await
+    }
+
+    async fn start_in(data_dir: std::path::PathBuf) -> anyhow::Result<Self> {
         let config = hookd::Config {
             data_dir: data_dir.clone(),
             ..Default::default()
@@ -226,9 +314,16 @@ impl Hookd {
     }
 
     async fn stop(self) -> anyhow::Result<()> {
+        let dir = self.data_dir.clone();
+        self.stop_keep().await?;
+        std::fs::remove_dir_all(dir)?;
+        Ok(())
+    }
+
+    /// Stops, keeping the data dir.
+    async fn stop_keep(self) -> anyhow::Result<()> {
         let _ = self.stop.send(());
         self.task.await??;
-        std::fs::remove_dir_all(&self.data_dir)?;
         Ok(())
     }
 }
