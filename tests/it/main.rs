@@ -10,6 +10,7 @@ mod bad_input;
 mod crash;
 mod harness;
 mod idempotency;
+mod python;
 mod queue;
 mod restart;
 mod retry;
