@@ -15,13 +15,18 @@
 //! - Why a std thread and not a tokio task: every round blocks in fsync for milliseconds;
 //!   on a runtime worker that would stall unrelated requests.
 
+mod admin;
+mod apply;
+mod enqueue;
+mod handle;
 mod index;
-mod ops;
+mod lease;
+
+pub use handle::{EngineHandle, EngineThread};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use hookd_proto::v1 as pb;
@@ -139,177 +144,11 @@ pub(crate) enum Command {
     Shutdown,
 }
 
+/// The round's open tables, as every operation takes them.
+type Tx<'a, 'txn> = &'a mut crate::store::Tables<'txn>;
+
 /// Called after the round's commit: `None` if it succeeded, else the error to answer.
 type Completion = Box<dyn FnOnce(Option<ApiError>) + Send>;
-
-/// The async side's handle to the engine. Cheap to clone.
-#[derive(Debug, Clone)]
-pub struct EngineHandle {
-    tx: mpsc::Sender<Command>,
-    healthy: Arc<AtomicBool>,
-    /// Bytes of enqueued records sent to the engine and not yet applied.
-    queued: Arc<AtomicU64>,
-    max_queued: u64,
-}
-
-/// Owns the engine thread; `shutdown` finishes the round in progress and joins it.
-#[derive(Debug)]
-pub struct EngineThread {
-    handle: EngineHandle,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl EngineThread {
-    pub fn shutdown(mut self) {
-        let _ = self.handle.tx.send(Command::Shutdown);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for EngineThread {
-    fn drop(&mut self) {
-        if let Some(t) = self.thread.take() {
-            let _ = self.handle.tx.send(Command::Shutdown);
-            let _ = t.join();
-        }
-    }
-}
-
-fn stopped() -> ApiError {
-    ApiError::Unavailable("the engine has stopped".into())
-}
-
-impl EngineHandle {
-    async fn call<T>(
-        &self,
-        make: impl FnOnce(oneshot::Sender<T>) -> Command,
-    ) -> Result<T, ApiError> {
-        let (tx, rx) = oneshot::channel();
-        self.tx.send(make(tx)).map_err(|_| stopped())?;
-        // A dropped sender means the engine stopped (or failed) before answering: nothing
-        // was acknowledged.
-        rx.await.map_err(|_| stopped())
-    }
-
-    /// Stores the messages in one commit; one result per message, in order. Refused with
-    /// RESOURCE_EXHAUSTED while too many bytes already wait for the engine (the disk is
-    /// slower than the clients): a bounded queue, not unbounded memory.
-    pub async fn enqueue(
-        &self,
-        messages: Vec<NewMessage>,
-    ) -> Result<Vec<Result<Enqueued, ApiError>>, ApiError> {
-        let bytes: u64 = messages.iter().map(|m| m.record.len() as u64).sum();
-        let before = self.queued.fetch_add(bytes, Ordering::AcqRel);
-        // A request alone is always admitted (so no payload is too big to ever pass); a
-        // request that would take the queue over its limit waits its turn at the client.
-        if before > 0 && before + bytes > self.max_queued {
-            self.queued.fetch_sub(bytes, Ordering::AcqRel);
-            return Err(ApiError::ResourceExhausted(format!(
-                "hookd is at capacity: {before} bytes of accepted writes are waiting for the disk \
-                 (limit {}); retry with backoff",
-                self.max_queued
-            )));
-        }
-        // The engine releases the reservation when it takes the command. If the engine has
-        // stopped, the count no longer matters.
-        self.call(|reply| Command::Enqueue {
-            messages,
-            bytes,
-            reply,
-        })
-        .await
-    }
-
-    /// Bytes of accepted writes waiting for the engine.
-    pub fn queued_write_bytes(&self) -> u64 {
-        self.queued.load(Ordering::Relaxed)
-    }
-
-    pub async fn receive(
-        &self,
-        queue: String,
-        max: usize,
-        visibility_ms: u64,
-        wait_ms: u64,
-    ) -> Result<Vec<pb::ReceivedMessage>, ApiError> {
-        self.call(|reply| Command::Receive {
-            queue,
-            max,
-            visibility_ms,
-            wait_ms,
-            reply,
-        })
-        .await?
-    }
-
-    pub async fn ack(&self, leases: Vec<LeaseId>) -> Result<u32, ApiError> {
-        self.call(|reply| Command::Ack { leases, reply }).await?
-    }
-
-    pub async fn nack(
-        &self,
-        lease: LeaseId,
-        delay_ms: u64,
-        reason: String,
-    ) -> Result<pb::NackResponse, ApiError> {
-        self.call(|reply| Command::Nack {
-            lease,
-            delay_ms,
-            reason,
-            reply,
-        })
-        .await?
-    }
-
-    pub async fn replay(
-        &self,
-        ids: Vec<MessageId>,
-        destination: Option<Destination>,
-        limit: usize,
-    ) -> Result<u32, ApiError> {
-        self.call(|reply| Command::Replay {
-            ids,
-            destination,
-            limit,
-            reply,
-        })
-        .await?
-    }
-
-    pub async fn put_endpoint(
-        &self,
-        endpoint: pb::Endpoint,
-    ) -> Result<pb::PutEndpointResponse, ApiError> {
-        self.call(|reply| Command::PutEndpoint { endpoint, reply })
-            .await?
-    }
-
-    pub async fn delete_endpoint(&self, name: String) -> Result<(), ApiError> {
-        self.call(|reply| Command::DeleteEndpoint { name, reply })
-            .await?
-    }
-
-    pub async fn stats(&self) -> Result<pb::StatsResponse, ApiError> {
-        self.call(|reply| Command::Stats { reply }).await?
-    }
-
-    /// Makes the engine re-read its clock now (tests move an injected clock).
-    pub fn tick(&self) {
-        let _ = self.tx.send(Command::Tick);
-    }
-
-    /// Answers every waiting long poll (empty) and stops new ones from waiting.
-    pub fn drain(&self) {
-        let _ = self.tx.send(Command::Drain);
-    }
-
-    /// False once a storage error has stopped the engine from writing.
-    pub fn is_healthy(&self) -> bool {
-        self.healthy.load(Ordering::Relaxed)
-    }
-}
 
 pub(crate) struct Engine {
     store: Store,

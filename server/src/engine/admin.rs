@@ -1,0 +1,151 @@
+//! Dead-letter replay, endpoint deletion and the stats snapshot.
+
+use std::collections::HashSet;
+
+use hookd_proto::v1 as pb;
+
+use super::{Engine, Tx};
+use crate::destination::Destination;
+use crate::error::ApiError;
+use crate::ids::MessageId;
+use crate::store::{AttemptRecord, State, StoreError};
+
+impl Engine {
+    /// Makes dead letters ready again. With ids, all-or-nothing: each must be a dead letter.
+    pub(super) fn replay(
+        &mut self,
+        t: Tx<'_, '_>,
+        now: u64,
+        ids: Vec<MessageId>,
+        destination: Option<Destination>,
+        limit: usize,
+    ) -> Result<Result<u32, ApiError>, StoreError> {
+        // (id, destination key)
+        let mut targets: Vec<(MessageId, String)> = Vec::new();
+        if let Some(destination) = destination {
+            if let Destination::Endpoint(name) = &destination
+                && !self.endpoints.contains_key(name)
+            {
+                return Ok(Err(ApiError::FailedPrecondition(format!(
+                    "destination.endpoint: endpoint {name:?} no longer exists; put it again before replaying"
+                ))));
+            }
+            let key = destination.key();
+            for id in t.dead_of(&key, limit)? {
+                targets.push((id, key.clone()));
+            }
+        }
+        let mut seen = HashSet::new();
+        for (i, id) in ids.into_iter().enumerate() {
+            if !seen.insert(id) {
+                continue;
+            }
+            let Some(record) = t.record(id)? else {
+                return Ok(Err(ApiError::NotFound(format!(
+                    "ids[{i}]: no message {id}"
+                ))));
+            };
+            if self.index.live.contains_key(&id) {
+                return Ok(Err(ApiError::FailedPrecondition(format!(
+                    "ids[{i}]: message {id} is not a dead letter"
+                ))));
+            }
+            let Some(destination) = Destination::decode(&record.destination) else {
+                return Err(StoreError::Corrupt(format!("destination of {id}")));
+            };
+            if let Destination::Endpoint(name) = &destination
+                && !self.endpoints.contains_key(name)
+            {
+                return Ok(Err(ApiError::FailedPrecondition(format!(
+                    "ids[{i}]: endpoint {name:?} of message {id} no longer exists"
+                ))));
+            }
+            targets.push((id, destination.key()));
+        }
+        let mut replayed = 0;
+        for (id, key) in targets {
+            let Some(mut entry) = t.unbury(id, &key)? else {
+                continue;
+            };
+            let mut history = t.history(id)?;
+            history.push(AttemptRecord {
+                number: 0,
+                started_ms: now,
+                ended_ms: now,
+                outcome: "replayed".into(),
+                error: String::new(),
+            });
+            t.put_history(id, &history)?;
+            entry.state = State::Pending;
+            entry.attempts = 0;
+            entry.due_ms = now;
+            entry.since_ms = 0;
+            t.put_schedule(id, &entry)?;
+            self.dirty = true;
+            let d = self.index.dest(&key);
+            self.index.dests[d].dead = self.index.dests[d].dead.saturating_sub(1);
+            self.schedule(id, d, now, 0, entry.max_attempts, now);
+            replayed += 1;
+        }
+        Ok(Ok(replayed))
+    }
+
+    pub(super) fn delete_endpoint(
+        &mut self,
+        t: Tx<'_, '_>,
+        name: &str,
+    ) -> Result<Result<(), ApiError>, StoreError> {
+        if !self.endpoints.contains_key(name) {
+            return Ok(Err(ApiError::NotFound(format!(
+                "name: no endpoint named {name:?}"
+            ))));
+        }
+        let key = Destination::Endpoint(name.to_owned()).key();
+        if let Some(d) = self.index.find(&key) {
+            let live = self.index.live_count(d);
+            if live > 0 {
+                return Ok(Err(ApiError::FailedPrecondition(format!(
+                    "name: endpoint {name:?} still has {live} live messages; delete it once they are delivered or dead-lettered"
+                ))));
+            }
+        }
+        t.remove_endpoint(name)?;
+        self.dirty = true;
+        self.endpoints.remove(name);
+        Ok(Ok(()))
+    }
+
+    pub(super) fn stats(&self, now: u64) -> pb::StatsResponse {
+        let mut total = pb::DestinationStats {
+            destination: "*".into(),
+            ..Default::default()
+        };
+        let mut destinations = Vec::with_capacity(self.index.dests.len());
+        let mut oldest: Option<MessageId> = None;
+        for dest in &self.index.dests {
+            let s = dest.stats(now);
+            total.pending += s.pending;
+            total.awaiting_retry += s.awaiting_retry;
+            total.in_flight += s.in_flight;
+            total.dead_letter += s.dead_letter;
+            if let Some(first) = dest.live_ids.first() {
+                oldest = Some(oldest.map_or(*first, |o| o.min(*first)));
+            }
+            destinations.push(s);
+        }
+        self.total.fill(now, &mut total);
+        total.oldest_pending_age_ms = oldest.map_or(0, |id| now.saturating_sub(id.unix_ms()));
+        let mut storage = pb::StorageStats {
+            live_messages: self.index.live.len() as u64,
+            queued_write_bytes: self.queued.load(std::sync::atomic::Ordering::Relaxed),
+            ..Default::default()
+        };
+        self.commits.fill(now, &mut storage);
+        pb::StatsResponse {
+            total: Some(total),
+            destinations,
+            uptime_ms: now.saturating_sub(self.started_ms),
+            storage: Some(storage),
+        }
+    }
+}

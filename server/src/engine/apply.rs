@@ -1,0 +1,244 @@
+//! Dispatch of each command and timer inside the round's write transaction.
+//!
+//! Every operation changes the transaction and the in-memory index together; its answer is
+//! queued as a completion that runs only after the commit. A `StoreError` aborts the whole
+//! round (see `Engine::fail`); a bad request is answered with its own `ApiError` and changes
+//! nothing.
+
+use hookd_proto::v1 as pb;
+
+use super::index::{LiveState, Timer, Waiter};
+use super::{Command, Completion, Engine, Tx};
+use crate::destination::Destination;
+use crate::error::ApiError;
+use crate::store::StoreError;
+
+pub(super) fn reply_after<T: Send + 'static>(
+    done: &mut Vec<Completion>,
+    reply: tokio::sync::oneshot::Sender<Result<T, ApiError>>,
+    result: Result<T, ApiError>,
+) {
+    done.push(Box::new(move |failure| {
+        let _ = reply.send(match failure {
+            None => result,
+            Some(e) => Err(e),
+        });
+    }));
+}
+
+impl Engine {
+    pub(super) fn apply(
+        &mut self,
+        t: Tx<'_, '_>,
+        now: u64,
+        command: Command,
+        done: &mut Vec<Completion>,
+    ) -> Result<(), StoreError> {
+        match command {
+            Command::Enqueue {
+                messages, reply, ..
+            } => {
+                let mut results = Vec::with_capacity(messages.len());
+                for m in messages {
+                    results.push(self.enqueue(t, now, m)?);
+                }
+                done.push(Box::new(move |failure| {
+                    let results = match failure {
+                        None => results,
+                        Some(e) => results.iter().map(|_| Err(e.clone())).collect(),
+                    };
+                    let _ = reply.send(results);
+                }));
+            }
+            Command::Receive {
+                queue,
+                max,
+                visibility_ms,
+                wait_ms,
+                reply,
+            } => {
+                let key = Destination::Queue(queue).key();
+                let will_wait = wait_ms > 0 && !self.draining;
+                // Polling a queue nobody has used creates nothing: a client cannot grow the
+                // index by guessing names (a long poll does create it, for as long as it waits).
+                let d = match self.index.find(&key) {
+                    Some(d) => d,
+                    None if will_wait => self.index.dest(&key),
+                    None => {
+                        reply_after(done, reply, Ok(Vec::new()));
+                        return Ok(());
+                    }
+                };
+                if self.index.dests[d].ready.is_empty() && will_wait {
+                    let id = self.next_waiter;
+                    self.next_waiter += 1;
+                    let timer = self.wheel.insert(self.tick(now + wait_ms), Timer::Wait(id));
+                    self.index.dests[d].waiters.push_back(Waiter {
+                        id,
+                        max,
+                        visibility_ms,
+                        timer,
+                        reply,
+                    });
+                } else {
+                    let leased = self.lease(t, now, d, max, visibility_ms)?;
+                    reply_after(done, reply, Ok(leased));
+                }
+            }
+            Command::Ack { leases, reply } => {
+                let result = self.ack(t, now, &leases)?;
+                reply_after(done, reply, result);
+            }
+            Command::Nack {
+                lease,
+                delay_ms,
+                reason,
+                reply,
+            } => {
+                let result = match self.check_lease(&lease, "lease_id") {
+                    Err(e) => Err(e),
+                    Ok(()) => {
+                        let reason = if reason.is_empty() {
+                            "nacked by consumer".to_owned()
+                        } else {
+                            reason
+                        };
+                        let delay = (delay_ms > 0).then_some(delay_ms);
+                        let next =
+                            self.fail_attempt(t, now, lease.message, "nacked", &reason, delay)?;
+                        Ok(pb::NackResponse {
+                            dead_lettered: next.is_none(),
+                            next_attempt_unix_ms: next.unwrap_or(0),
+                        })
+                    }
+                };
+                reply_after(done, reply, result);
+            }
+            Command::Replay {
+                ids,
+                destination,
+                limit,
+                reply,
+            } => {
+                let result = self.replay(t, now, ids, destination, limit)?;
+                reply_after(done, reply, result);
+            }
+            Command::PutEndpoint {
+                mut endpoint,
+                reply,
+            } => {
+                let existing = self.endpoints.get(&endpoint.name);
+                let created = existing.is_none();
+                endpoint.created_unix_ms = existing.map_or(now, |e| e.created_unix_ms);
+                endpoint.updated_unix_ms = now;
+                // Putting an endpoint (re-)enables it.
+                endpoint.disabled = false;
+                t.put_endpoint(&endpoint)?;
+                self.dirty = true;
+                self.endpoints
+                    .insert(endpoint.name.clone(), endpoint.clone());
+                reply_after(
+                    done,
+                    reply,
+                    Ok(pb::PutEndpointResponse {
+                        endpoint: Some(endpoint),
+                        created,
+                    }),
+                );
+            }
+            Command::DeleteEndpoint { name, reply } => {
+                let result = self.delete_endpoint(t, &name)?;
+                reply_after(done, reply, result);
+            }
+            Command::Stats { reply } => {
+                let response = self.stats(now);
+                reply_after(done, reply, Ok(response));
+            }
+            Command::Drain => {
+                self.draining = true;
+                for d in 0..self.index.dests.len() {
+                    while let Some(w) = self.index.dests[d].waiters.pop_front() {
+                        self.wheel.remove(w.timer);
+                        reply_after(done, w.reply, Ok(Vec::new()));
+                    }
+                }
+            }
+            Command::Tick | Command::Shutdown => {}
+        }
+        Ok(())
+    }
+
+    /// Handles every timer due by `now`.
+    pub(super) fn fire_timers(
+        &mut self,
+        t: Tx<'_, '_>,
+        now: u64,
+        done: &mut Vec<Completion>,
+    ) -> Result<(), StoreError> {
+        let tick = self.tick(now);
+        while let Some((_, timer)) = self.wheel.poll(tick) {
+            match timer {
+                Timer::Due(id) => {
+                    let attempts = match self.index.live.get_mut(&id) {
+                        Some(live) if live.state == LiveState::Scheduled => {
+                            live.timer = None;
+                            live.attempts
+                        }
+                        _ => continue,
+                    };
+                    self.index.set_state(id, LiveState::Ready, attempts);
+                }
+                Timer::Lease(id) => {
+                    if let Some(live) = self.index.live.get_mut(&id)
+                        && live.state == LiveState::Leased
+                    {
+                        live.timer = None;
+                        self.fail_attempt(
+                            t,
+                            now,
+                            id,
+                            "lease_expired",
+                            "visibility timeout expired before Ack",
+                            None,
+                        )?;
+                    }
+                }
+                Timer::Wait(waiter) => {
+                    for dest in &mut self.index.dests {
+                        if let Some(pos) = dest.waiters.iter().position(|w| w.id == waiter) {
+                            if let Some(w) = dest.waiters.remove(pos) {
+                                reply_after(done, w.reply, Ok(Vec::new()));
+                            }
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives ready messages to long polls that were waiting for them.
+    pub(super) fn serve_waiters(
+        &mut self,
+        t: Tx<'_, '_>,
+        now: u64,
+        done: &mut Vec<Completion>,
+    ) -> Result<(), StoreError> {
+        let touched = std::mem::take(&mut self.index.touched);
+        for d in touched {
+            while !self.index.dests[d].ready.is_empty() {
+                let Some(w) = self.index.dests[d].waiters.pop_front() else {
+                    break;
+                };
+                self.wheel.remove(w.timer);
+                if w.reply.is_closed() {
+                    continue; // the caller gave up; don't lease to nobody
+                }
+                let leased = self.lease(t, now, d, w.max, w.visibility_ms)?;
+                reply_after(done, w.reply, Ok(leased));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,123 @@
+//! Enqueue: the idempotency claim, the two rows of a new message, and its place in the
+//! index (ready now, or in the wheel).
+
+use hookd_proto::v1 as pb;
+
+use super::index::{DestId, Live, LiveState, Timer};
+use super::{Engine, Enqueued, NewMessage, Tx};
+use crate::destination::Destination;
+use crate::error::ApiError;
+use crate::ids::MessageId;
+use crate::retry::RetryPolicy;
+use crate::store::{ScheduleEntry, State, StoreError, idempotency_scope};
+
+impl Engine {
+    pub(super) fn enqueue(
+        &mut self,
+        t: Tx<'_, '_>,
+        now: u64,
+        m: NewMessage,
+    ) -> Result<Result<Enqueued, ApiError>, StoreError> {
+        let policy = match &m.destination {
+            Destination::Endpoint(name) => match self.endpoints.get(name) {
+                Some(e) => endpoint_policy(e, &self.config.retry),
+                None => {
+                    return Ok(Err(ApiError::NotFound(format!(
+                        "endpoint: no endpoint named {name:?} (register it with PutEndpoint)"
+                    ))));
+                }
+            },
+            _ => self.config.retry,
+        };
+        let id = m.id;
+        if !m.idempotency_key.is_empty() {
+            let scoped = idempotency_scope(&m.encoded, &m.idempotency_key);
+            let not_before = now.saturating_sub(self.config.idempotency_retention_ms);
+            if let Some(original) = t.claim_idempotency_key(&scoped, id, now, not_before)? {
+                return Ok(Ok(Enqueued {
+                    id: original,
+                    duplicate: true,
+                }));
+            }
+        }
+        let max_attempts = if m.max_attempts > 0 {
+            m.max_attempts
+        } else {
+            policy.max_attempts
+        };
+        let due = now.saturating_add(m.delay_ms);
+        let entry = ScheduleEntry {
+            due_ms: due,
+            state: State::Pending,
+            attempts: 0,
+            max_attempts,
+            since_ms: 0,
+            destination: m.encoded,
+        };
+        t.insert_message(id, &m.record, &entry)?;
+        self.dirty = true;
+        let dest = self.index.dest(&m.key);
+        self.schedule(id, dest, due, 0, max_attempts, now);
+        self.index.dests[dest].activity.enqueued(now);
+        self.total.enqueued(now);
+        Ok(Ok(Enqueued {
+            id,
+            duplicate: false,
+        }))
+    }
+
+    /// Puts a message that waits for `due` into the index: ready now, or in the wheel.
+    pub(super) fn schedule(
+        &mut self,
+        id: MessageId,
+        dest: DestId,
+        due: u64,
+        attempts: u32,
+        max_attempts: u32,
+        now: u64,
+    ) {
+        let mut live = Live {
+            dest,
+            state: LiveState::Ready,
+            attempts,
+            max_attempts,
+            timer: None,
+        };
+        if due > now {
+            live.state = LiveState::Scheduled;
+            live.timer = Some(self.wheel.insert(self.tick(due), Timer::Due(id)));
+        }
+        self.index.insert(id, live);
+    }
+
+    pub(super) fn policy_of(&self, encoded_destination: &str) -> RetryPolicy {
+        match Destination::decode(encoded_destination) {
+            Some(Destination::Endpoint(name)) => {
+                self.endpoints.get(&name).map_or(self.config.retry, |e| {
+                    endpoint_policy(e, &self.config.retry)
+                })
+            }
+            _ => self.config.retry,
+        }
+    }
+}
+
+pub(super) fn endpoint_policy(e: &pb::Endpoint, default: &RetryPolicy) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: if e.max_attempts > 0 {
+            e.max_attempts
+        } else {
+            default.max_attempts
+        },
+        base_ms: if e.retry_base_ms > 0 {
+            e.retry_base_ms
+        } else {
+            default.base_ms
+        },
+        cap_ms: if e.retry_cap_ms > 0 {
+            e.retry_cap_ms
+        } else {
+            default.cap_ms
+        },
+    }
+}

@@ -1,0 +1,285 @@
+//! The write side: every table opened once per round's write transaction, and the row
+//! operations the engine composes. Only the engine thread holds a [`Tables`].
+
+use hookd_proto::v1 as pb;
+use prost::Message;
+use redb::{ReadableTable, Table, WriteTransaction};
+
+use super::records::{HistoryRecord, MessageRecord, ScheduleEntry};
+use super::{
+    DEAD, ENDPOINTS, HISTORY, IDEMPOTENCY, MESSAGES, SCHEDULE, StoreError, dead_key, dead_key_id,
+    dead_prefix,
+};
+use crate::ids::MessageId;
+
+/// Every table, opened once per write transaction.
+pub struct Tables<'txn> {
+    messages: Table<'txn, u128, &'static [u8]>,
+    schedule: Table<'txn, u128, &'static [u8]>,
+    history: Table<'txn, u128, &'static [u8]>,
+    dead: Table<'txn, &'static [u8], &'static [u8]>,
+    idempotency: Table<'txn, &'static [u8], &'static [u8]>,
+    endpoints: Table<'txn, &'static str, &'static [u8]>,
+}
+
+impl std::fmt::Debug for Tables<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Tables")
+    }
+}
+
+impl<'txn> Tables<'txn> {
+    pub fn open(txn: &'txn WriteTransaction) -> Result<Self, StoreError> {
+        Ok(Self {
+            messages: txn.open_table(MESSAGES)?,
+            schedule: txn.open_table(SCHEDULE)?,
+            history: txn.open_table(HISTORY)?,
+            dead: txn.open_table(DEAD)?,
+            idempotency: txn.open_table(IDEMPOTENCY)?,
+            endpoints: txn.open_table(ENDPOINTS)?,
+        })
+    }
+
+    /// Stores a new message: its encoded [`MessageRecord`] and its schedule row.
+    pub fn insert_message(
+        &mut self,
+        id: MessageId,
+        record: &[u8],
+        entry: &ScheduleEntry,
+    ) -> Result<(), StoreError> {
+        self.messages.insert(id.0, record)?;
+        self.schedule.insert(id.0, entry.encode().as_slice())?;
+        Ok(())
+    }
+
+    pub fn record(&self, id: MessageId) -> Result<Option<MessageRecord>, StoreError> {
+        match self.messages.get(id.0)? {
+            Some(v) => Ok(Some(MessageRecord::decode(v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    pub fn schedule(&self, id: MessageId) -> Result<ScheduleEntry, StoreError> {
+        match self.schedule.get(id.0)? {
+            Some(v) => ScheduleEntry::decode(v.value()),
+            None => Err(StoreError::Corrupt(format!(
+                "message {id} is live but has no schedule row"
+            ))),
+        }
+    }
+
+    pub fn put_schedule(&mut self, id: MessageId, entry: &ScheduleEntry) -> Result<(), StoreError> {
+        self.schedule.insert(id.0, entry.encode().as_slice())?;
+        Ok(())
+    }
+
+    pub fn history(&self, id: MessageId) -> Result<HistoryRecord, StoreError> {
+        match self.history.get(id.0)? {
+            Some(v) => Ok(HistoryRecord::decode(v.value())?),
+            None => Ok(HistoryRecord::default()),
+        }
+    }
+
+    pub fn put_history(
+        &mut self,
+        id: MessageId,
+        history: &HistoryRecord,
+    ) -> Result<(), StoreError> {
+        self.history
+            .insert(id.0, history.encode_to_vec().as_slice())?;
+        Ok(())
+    }
+
+    /// Removes a completed message entirely (its idempotency key stays until it expires).
+    pub fn remove_message(&mut self, id: MessageId) -> Result<(), StoreError> {
+        self.messages.remove(id.0)?;
+        self.schedule.remove(id.0)?;
+        self.history.remove(id.0)?;
+        Ok(())
+    }
+
+    /// Moves a live message to the dead-letter index.
+    pub fn bury(
+        &mut self,
+        id: MessageId,
+        dest_key: &str,
+        entry: &ScheduleEntry,
+    ) -> Result<(), StoreError> {
+        self.schedule.remove(id.0)?;
+        self.dead
+            .insert(dead_key(dest_key, id).as_slice(), entry.encode().as_slice())?;
+        Ok(())
+    }
+
+    /// Takes a message out of the dead-letter index; its dead row, if it was there.
+    pub fn unbury(
+        &mut self,
+        id: MessageId,
+        dest_key: &str,
+    ) -> Result<Option<ScheduleEntry>, StoreError> {
+        match self.dead.remove(dead_key(dest_key, id).as_slice())? {
+            Some(v) => Ok(Some(ScheduleEntry::decode(v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Ids of up to `limit` dead letters of one destination.
+    pub fn dead_of(&self, dest_key: &str, limit: usize) -> Result<Vec<MessageId>, StoreError> {
+        let prefix = dead_prefix(dest_key);
+        let mut out = Vec::new();
+        for row in self.dead.range(prefix.as_slice()..)? {
+            let (key, _) = row?;
+            let key = key.value();
+            if !key.starts_with(&prefix) || out.len() >= limit {
+                break;
+            }
+            out.push(dead_key_id(key)?);
+        }
+        Ok(out)
+    }
+
+    /// Records that `scoped_key` names message `id`, unless it already names a message
+    /// recorded at or after `not_before_ms`: then nothing changes and that earlier id is
+    /// returned. One B-tree insert in the common (new key) case instead of a lookup and an
+    /// insert; a duplicate, the rare case, pays a second insert to put the original back.
+    pub fn claim_idempotency_key(
+        &mut self,
+        scoped_key: &[u8],
+        id: MessageId,
+        created_ms: u64,
+        not_before_ms: u64,
+    ) -> Result<Option<MessageId>, StoreError> {
+        let mut v = [0u8; 24];
+        v[..16].copy_from_slice(&id.0.to_be_bytes());
+        v[16..].copy_from_slice(&created_ms.to_be_bytes());
+        let previous = self
+            .idempotency
+            .insert(scoped_key, v.as_slice())?
+            .map(|old| old.value().to_vec());
+        if let Some(old) = previous {
+            let (original, created) = decode_idempotency(&old)?;
+            if created >= not_before_ms {
+                self.idempotency.insert(scoped_key, old.as_slice())?;
+                return Ok(Some(original));
+            }
+        }
+        Ok(None)
+    }
+
+    /// One step of the idempotency sweep: looks at up to `scan` keys after `cursor` and
+    /// forgets those recorded before `before_ms`. Returns how many were removed and where to
+    /// continue (`None`: the pass is complete). Keys are random, so there is no time-ordered
+    /// index to range over; an incremental pass keeps each round short instead, and lookups
+    /// ignore expired keys anyway, so the sweep only reclaims space.
+    pub fn sweep_idempotency(
+        &mut self,
+        cursor: Option<&[u8]>,
+        before_ms: u64,
+        scan: usize,
+    ) -> Result<(usize, Option<Vec<u8>>), StoreError> {
+        let mut expired = Vec::new();
+        let mut last = None;
+        let mut seen = 0;
+        let range = match cursor {
+            Some(c) => self
+                .idempotency
+                .range::<&[u8]>((std::ops::Bound::Excluded(c), std::ops::Bound::Unbounded))?,
+            None => self.idempotency.range::<&[u8]>(..)?,
+        };
+        for row in range {
+            let (key, value) = row?;
+            let (_, created) = decode_idempotency(value.value())?;
+            if created < before_ms {
+                expired.push(key.value().to_vec());
+            }
+            seen += 1;
+            if seen >= scan {
+                last = Some(key.value().to_vec());
+                break;
+            }
+        }
+        for key in &expired {
+            self.idempotency.remove(key.as_slice())?;
+        }
+        Ok((expired.len(), last))
+    }
+
+    pub fn put_endpoint(&mut self, endpoint: &pb::Endpoint) -> Result<(), StoreError> {
+        self.endpoints
+            .insert(endpoint.name.as_str(), endpoint.encode_to_vec().as_slice())?;
+        Ok(())
+    }
+
+    pub fn remove_endpoint(&mut self, name: &str) -> Result<(), StoreError> {
+        self.endpoints.remove(name)?;
+        Ok(())
+    }
+}
+
+fn decode_idempotency(v: &[u8]) -> Result<(MessageId, u64), StoreError> {
+    let corrupt = || StoreError::Corrupt("idempotency record".into());
+    let id = <[u8; 16]>::try_from(v.get(..16).ok_or_else(corrupt)?).map_err(|_| corrupt())?;
+    let created = <[u8; 8]>::try_from(v.get(16..24).ok_or_else(corrupt)?).map_err(|_| corrupt())?;
+    Ok((
+        MessageId(u128::from_be_bytes(id)),
+        u64::from_be_bytes(created),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    #[test]
+    fn idempotency_claim_duplicate_expiry_and_sweep() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (a, b, c) = (MessageId(1), MessageId(2), MessageId(3));
+        let txn = store.begin_write().unwrap();
+        {
+            let mut t = Tables::open(&txn).unwrap();
+            assert_eq!(t.claim_idempotency_key(b"q\0k", a, 1_000, 0).unwrap(), None);
+            // Within the window: the original wins and stays recorded.
+            assert_eq!(
+                t.claim_idempotency_key(b"q\0k", b, 2_000, 500).unwrap(),
+                Some(a)
+            );
+            assert_eq!(
+                t.claim_idempotency_key(b"q\0k", b, 2_000, 500).unwrap(),
+                Some(a)
+            );
+            // Past the window (recorded before not_before): the new id takes the key.
+            assert_eq!(
+                t.claim_idempotency_key(b"q\0k", c, 9_000, 5_000).unwrap(),
+                None
+            );
+            assert_eq!(
+                t.claim_idempotency_key(b"q\0k", b, 9_500, 5_000).unwrap(),
+                Some(c)
+            );
+            t.claim_idempotency_key(b"q\0old", a, 100, 0).unwrap();
+            // A sweep in steps of one key visits every key and removes only expired ones.
+            let mut cursor = None;
+            let mut removed = 0;
+            for _ in 0..10 {
+                let (n, next) = t.sweep_idempotency(cursor.as_deref(), 5_000, 1).unwrap();
+                removed += n;
+                cursor = next;
+                if cursor.is_none() {
+                    break;
+                }
+            }
+            assert_eq!(removed, 1);
+            assert_eq!(
+                t.claim_idempotency_key(b"q\0old", b, 9_000, 0).unwrap(),
+                None
+            );
+            assert_eq!(
+                t.claim_idempotency_key(b"q\0k", b, 9_500, 5_000).unwrap(),
+                Some(c)
+            );
+        }
+        txn.commit().unwrap();
+    }
+}
