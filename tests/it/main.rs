@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod bad_input;
+mod cli;
 mod crash;
 mod harness;
 mod idempotency;
