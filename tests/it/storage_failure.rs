@@ -41,7 +41,11 @@ async fn failed_fsync_is_unavailable_never_success_and_restart_recovers() {
         .await
         .unwrap_err();
     assert_eq!(code(&err), Code::Unavailable, "{err}");
-    assert!(healthz(&server).await.starts_with("HTTP/1.1 503"));
+    let health = healthz(&server).await;
+    assert!(
+        health.starts_with("HTTP/1.1 503"),
+        "{health}\nafter error: {err}"
+    );
 
     // The disk is back, but this process does not trust its store any more: redb needs a
     // reopen after a failed commit, so writes stay refused until a restart.

@@ -26,6 +26,27 @@ pub(super) fn reply_after<T: Send + 'static>(
     }));
 }
 
+/// Queues a command's answer. On a storage error the reply is queued too, so that
+/// `Engine::fail` answers it (with that error) only after marking the engine failed; the
+/// error is then passed on to abort the round. No reply is ever dropped unanswered.
+fn settle<T: Send + 'static>(
+    done: &mut Vec<Completion>,
+    reply: tokio::sync::oneshot::Sender<Result<T, ApiError>>,
+    outcome: Result<Result<T, ApiError>, StoreError>,
+) -> Result<(), StoreError> {
+    match outcome {
+        Ok(result) => {
+            reply_after(done, reply, result);
+            Ok(())
+        }
+        Err(e) => {
+            // Replaced by the storage error when `fail` runs the completion.
+            reply_after(done, reply, Err(ApiError::Unavailable(String::new())));
+            Err(e)
+        }
+    }
+}
+
 impl Engine {
     pub(super) fn apply(
         &mut self,
@@ -38,17 +59,26 @@ impl Engine {
             Command::Enqueue {
                 messages, reply, ..
             } => {
-                let mut results = Vec::with_capacity(messages.len());
+                let count = messages.len();
+                let mut results = Vec::with_capacity(count);
+                let mut outcome = Ok(());
                 for m in messages {
-                    results.push(self.enqueue(t, now, m)?);
+                    match self.enqueue(t, now, m) {
+                        Ok(result) => results.push(result),
+                        Err(e) => {
+                            outcome = Err(e);
+                            break;
+                        }
+                    }
                 }
                 done.push(Box::new(move |failure| {
                     let results = match failure {
                         None => results,
-                        Some(e) => results.iter().map(|_| Err(e.clone())).collect(),
+                        Some(e) => (0..count).map(|_| Err(e.clone())).collect(),
                     };
                     let _ = reply.send(results);
                 }));
+                outcome?;
             }
             Command::Receive {
                 queue,
@@ -81,13 +111,13 @@ impl Engine {
                         reply,
                     });
                 } else {
-                    let leased = self.lease(t, now, d, max, visibility_ms)?;
-                    reply_after(done, reply, Ok(leased));
+                    let outcome = self.lease(t, now, d, max, visibility_ms).map(Ok);
+                    settle(done, reply, outcome)?;
                 }
             }
             Command::Ack { leases, reply } => {
-                let result = self.ack(t, now, &leases)?;
-                reply_after(done, reply, result);
+                let outcome = self.ack(t, now, &leases);
+                settle(done, reply, outcome)?;
             }
             Command::Nack {
                 lease,
@@ -95,8 +125,8 @@ impl Engine {
                 reason,
                 reply,
             } => {
-                let result = match self.check_lease(&lease, "lease_id") {
-                    Err(e) => Err(e),
+                let outcome = match self.check_lease(&lease, "lease_id") {
+                    Err(e) => Ok(Err(e)),
                     Ok(()) => {
                         let reason = if reason.is_empty() {
                             "nacked by consumer".to_owned()
@@ -104,15 +134,16 @@ impl Engine {
                             reason
                         };
                         let delay = (delay_ms > 0).then_some(delay_ms);
-                        let next =
-                            self.fail_attempt(t, now, lease.message, "nacked", &reason, delay)?;
-                        Ok(pb::NackResponse {
-                            dead_lettered: next.is_none(),
-                            next_attempt_unix_ms: next.unwrap_or(0),
-                        })
+                        self.fail_attempt(t, now, lease.message, "nacked", &reason, delay)
+                            .map(|next| {
+                                Ok(pb::NackResponse {
+                                    dead_lettered: next.is_none(),
+                                    next_attempt_unix_ms: next.unwrap_or(0),
+                                })
+                            })
                     }
                 };
-                reply_after(done, reply, result);
+                settle(done, reply, outcome)?;
             }
             Command::Replay {
                 ids,
@@ -120,8 +151,8 @@ impl Engine {
                 limit,
                 reply,
             } => {
-                let result = self.replay(t, now, ids, destination, limit)?;
-                reply_after(done, reply, result);
+                let outcome = self.replay(t, now, ids, destination, limit);
+                settle(done, reply, outcome)?;
             }
             Command::PutEndpoint {
                 mut endpoint,
@@ -133,7 +164,9 @@ impl Engine {
                 endpoint.updated_unix_ms = now;
                 // Putting an endpoint (re-)enables it.
                 endpoint.disabled = false;
-                t.put_endpoint(&endpoint)?;
+                if let Err(e) = t.put_endpoint(&endpoint) {
+                    return settle::<pb::PutEndpointResponse>(done, reply, Err(e));
+                }
                 self.dirty = true;
                 self.endpoints
                     .insert(endpoint.name.clone(), endpoint.clone());
@@ -147,8 +180,8 @@ impl Engine {
                 );
             }
             Command::DeleteEndpoint { name, reply } => {
-                let result = self.delete_endpoint(t, &name)?;
-                reply_after(done, reply, result);
+                let outcome = self.delete_endpoint(t, &name);
+                settle(done, reply, outcome)?;
             }
             Command::Stats { reply } => {
                 let response = self.stats(now);
@@ -235,8 +268,8 @@ impl Engine {
                 if w.reply.is_closed() {
                     continue; // the caller gave up; don't lease to nobody
                 }
-                let leased = self.lease(t, now, d, w.max, w.visibility_ms)?;
-                reply_after(done, w.reply, Ok(leased));
+                let outcome = self.lease(t, now, d, w.max, w.visibility_ms).map(Ok);
+                settle(done, w.reply, outcome)?;
             }
         }
         Ok(())

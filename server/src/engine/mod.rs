@@ -353,31 +353,7 @@ impl Engine {
         };
         let mut done: Vec<Completion> = Vec::new();
         self.dirty = false;
-        let applied = (|| -> Result<(), (StoreError, Vec<Command>)> {
-            let mut tables = crate::store::Tables::open(&txn).map_err(|e| (e, Vec::new()))?;
-            self.fire_timers(&mut tables, now, &mut done)
-                .map_err(|e| (e, Vec::new()))?;
-            let mut rest = commands.into_iter();
-            while let Some(command) = rest.next() {
-                if let Err(e) = self.apply(&mut tables, now, command, &mut done) {
-                    return Err((e, rest.collect()));
-                }
-            }
-            self.serve_waiters(&mut tables, now, &mut done)
-                .map_err(|e| (e, Vec::new()))?;
-            if now >= self.next_sweep_ms {
-                self.next_sweep_ms = now + SWEEP_EVERY_MS;
-                let before = now.saturating_sub(self.config.idempotency_retention_ms);
-                let (removed, cursor) = tables
-                    .sweep_idempotency(self.sweep_cursor.as_deref(), before, SWEEP_SCAN)
-                    .map_err(|e| (e, Vec::new()))?;
-                self.sweep_cursor = cursor;
-                if removed > 0 {
-                    self.dirty = true;
-                }
-            }
-            Ok(())
-        })();
+        let applied = self.apply_round(&txn, now, commands, &mut done);
         if let Err((e, rest)) = applied {
             drop(txn);
             return self.fail(e, rest, done);
@@ -401,6 +377,45 @@ impl Engine {
         for d in done {
             d(None);
         }
+    }
+
+    /// Applies due timers, the commands, waiting long polls and a sweep step to the round's
+    /// transaction. On a storage error, returns it with every command not yet applied, so
+    /// that each is still answered.
+    fn apply_round(
+        &mut self,
+        txn: &redb::WriteTransaction,
+        now: u64,
+        commands: Vec<Command>,
+        done: &mut Vec<Completion>,
+    ) -> Result<(), (StoreError, Vec<Command>)> {
+        let mut tables = match crate::store::Tables::open(txn) {
+            Ok(t) => t,
+            Err(e) => return Err((e, commands)),
+        };
+        if let Err(e) = self.fire_timers(&mut tables, now, done) {
+            return Err((e, commands));
+        }
+        let mut rest = commands.into_iter();
+        while let Some(command) = rest.next() {
+            if let Err(e) = self.apply(&mut tables, now, command, done) {
+                return Err((e, rest.collect()));
+            }
+        }
+        self.serve_waiters(&mut tables, now, done)
+            .map_err(|e| (e, Vec::new()))?;
+        if now >= self.next_sweep_ms {
+            self.next_sweep_ms = now + SWEEP_EVERY_MS;
+            let before = now.saturating_sub(self.config.idempotency_retention_ms);
+            let (removed, cursor) = tables
+                .sweep_idempotency(self.sweep_cursor.as_deref(), before, SWEEP_SCAN)
+                .map_err(|e| (e, Vec::new()))?;
+            self.sweep_cursor = cursor;
+            if removed > 0 {
+                self.dirty = true;
+            }
+        }
+        Ok(())
     }
 
     /// Stops all writing after a storage error; everyone waiting is told UNAVAILABLE.
