@@ -151,9 +151,23 @@ async fn main() -> anyhow::Result<()> {
             let hookd = Hookd::start(dir.path(), round).await?;
             let hookd_ch = channels(hookd.addr, args.connections).await?;
             let h = load::run(&hookd_ch, concurrency, shape, args.payload, leg).await?;
+            // The writer's own view of the leg: how many commits, how full, how long.
+            let stats = hookd_client::Client::from_channel(hookd_ch[0].clone())
+                .stats()
+                .await?;
             drop(hookd_ch);
             hookd.stop().await?;
             line("hookd", &h);
+            if let Some(storage) = stats.storage {
+                let lat = storage.commit_latency_last_hour.unwrap_or_default();
+                println!(
+                    "         writer: {:.0} commits, {:.1} requests per commit, commit p50 {:.2} ms p99 {:.2} ms",
+                    storage.commits_per_s * 60.0,
+                    storage.requests_per_commit,
+                    lat.p50_ms,
+                    lat.p99_ms
+                );
+            }
             let ratio = h.events_per_s() / e.events_per_s();
             println!("  ratio hookd/echo: {ratio:.2}");
             if let Shape::Batch(size) = shape {
