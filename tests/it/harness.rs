@@ -9,6 +9,7 @@ use hookd::engine::EngineHandle;
 use hookd::store::faults::Faults;
 use hookd::{Config, Hooks, ServeError};
 use hookd_client::Client;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -82,6 +83,17 @@ impl TestServer {
 
     pub async fn client(&self) -> Client {
         Client::connect(self.grpc.clone()).await.unwrap()
+    }
+
+    /// The raw HTTP response of `GET /healthz`.
+    pub async fn healthz(&self) -> String {
+        let mut tcp = tokio::net::TcpStream::connect(self.http).await.unwrap();
+        tcp.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut response = String::new();
+        tcp.read_to_string(&mut response).await.unwrap();
+        response
     }
 
     pub fn clock_now(&self) -> u64 {

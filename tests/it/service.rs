@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use hookd_client::{Event, pb};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::Code;
 
 use crate::harness::{TestServer, code};
@@ -198,12 +197,7 @@ async fn health_reflection_and_healthz() {
         .into_inner();
     assert!(stream.message().await.unwrap().is_some());
 
-    let mut tcp = tokio::net::TcpStream::connect(server.http).await.unwrap();
-    tcp.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut body = String::new();
-    tcp.read_to_string(&mut body).await.unwrap();
+    let body = server.healthz().await;
     assert!(body.starts_with("HTTP/1.1 200"), "{body}");
     assert!(body.ends_with("ok\n"));
     server.stop().await;

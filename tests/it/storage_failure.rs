@@ -7,20 +7,9 @@ use std::time::{Duration, Instant};
 use hookd::clock::{Clock, ManualClock, SystemClock};
 use hookd::store::faults::Faults;
 use hookd_client::Event;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::Code;
 
 use crate::harness::{TestServer, code, test_config};
-
-async fn healthz(server: &TestServer) -> String {
-    let mut tcp = tokio::net::TcpStream::connect(server.http).await.unwrap();
-    tcp.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut response = String::new();
-    tcp.read_to_string(&mut response).await.unwrap();
-    response
-}
 
 #[tokio::test]
 async fn failed_fsync_is_unavailable_never_success_and_restart_recovers() {
@@ -41,7 +30,7 @@ async fn failed_fsync_is_unavailable_never_success_and_restart_recovers() {
         .await
         .unwrap_err();
     assert_eq!(code(&err), Code::Unavailable, "{err}");
-    let health = healthz(&server).await;
+    let health = server.healthz().await;
     assert!(
         health.starts_with("HTTP/1.1 503"),
         "{health}\nafter error: {err}"
@@ -90,7 +79,7 @@ async fn failed_fsync_is_unavailable_never_success_and_restart_recovers() {
 
     let server = server.restart().await;
     let mut c = server.client().await;
-    assert!(healthz(&server).await.starts_with("HTTP/1.1 200"));
+    assert!(server.healthz().await.starts_with("HTTP/1.1 200"));
     let got = c
         .receive("f", 10, Duration::from_secs(5), None)
         .await
