@@ -3,8 +3,8 @@
 //! Requests arrive as [`Command`]s on a channel. The thread takes every command waiting at
 //! that moment (up to `max_commit_batch`), together with every timer that has come due,
 //! applies them all to one redb write transaction, commits it with
-//! `Durability::Immediate`, and only then answers each caller (group commit). One fsync is
-//! thus shared by everything that arrived while the previous one ran.
+//! `Durability::Immediate`, and only then answers each caller (group commit). One commit
+//! and its fsyncs are thus shared by everything that arrived while the previous one ran.
 //!
 //! Ground rules:
 //! - No caller is answered success before the commit holding its change has returned.
