@@ -4,6 +4,7 @@ use std::collections::HashSet;
 
 use hookd_proto::v1 as pb;
 
+use super::index::LiveState;
 use super::{Engine, Tx};
 use crate::destination::Destination;
 use crate::error::ApiError;
@@ -84,7 +85,7 @@ impl Engine {
             self.dirty = true;
             let d = self.index.dest(&key);
             self.index.dests[d].dead = self.index.dests[d].dead.saturating_sub(1);
-            self.schedule(id, d, now, 0, entry.max_attempts, now);
+            self.track(id, d, LiveState::Ready, 0, entry.max_attempts, now);
             replayed += 1;
         }
         Ok(Ok(replayed))

@@ -212,14 +212,11 @@ impl Engine {
         while let Some((_, timer)) = self.wheel.poll(tick) {
             match timer {
                 Timer::Due(id) => {
-                    let attempts = match self.index.live.get_mut(&id) {
-                        Some(live) if live.state == LiveState::Scheduled => {
-                            live.timer = None;
-                            live.attempts
-                        }
+                    let attempts = match self.index.live.get(&id) {
+                        Some(live) if live.state == LiveState::Scheduled => live.attempts,
                         _ => continue,
                     };
-                    self.index.set_state(id, LiveState::Ready, attempts);
+                    self.transition(id, LiveState::Ready, attempts, now);
                 }
                 Timer::Lease(id) => {
                     if let Some(live) = self.index.live.get_mut(&id)

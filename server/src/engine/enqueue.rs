@@ -10,6 +10,7 @@ use crate::error::ApiError;
 use crate::ids::MessageId;
 use crate::retry::RetryPolicy;
 use crate::store::{ScheduleEntry, State, StoreError, idempotency_scope};
+use crate::wheel::TimerKey;
 
 impl Engine {
     pub(super) fn enqueue(
@@ -57,7 +58,7 @@ impl Engine {
         t.insert_message(id, &m.record, &entry)?;
         self.dirty = true;
         let dest = self.index.dest(&m.key);
-        self.schedule(id, dest, due, 0, max_attempts, now);
+        self.track(id, dest, waiting(due, now), 0, max_attempts, due);
         self.index.dests[dest].activity.enqueued(now);
         self.total.enqueued(now);
         Ok(Ok(Enqueued {
@@ -66,28 +67,58 @@ impl Engine {
         }))
     }
 
-    /// Puts a message that waits for `due` into the index: ready now, or in the wheel.
-    pub(super) fn schedule(
+    /// Puts a new live message into the index, with the wheel entry it waits on.
+    pub(super) fn track(
         &mut self,
         id: MessageId,
         dest: DestId,
-        due: u64,
+        state: LiveState,
         attempts: u32,
         max_attempts: u32,
-        now: u64,
+        due_ms: u64,
     ) {
-        let mut live = Live {
-            dest,
-            state: LiveState::Ready,
-            attempts,
-            max_attempts,
-            timer: None,
-        };
-        if due > now {
-            live.state = LiveState::Scheduled;
-            live.timer = Some(self.wheel.insert(self.tick(due), Timer::Due(id)));
+        let timer = self.arm(id, state, due_ms);
+        self.index.insert(
+            id,
+            Live {
+                dest,
+                state,
+                attempts,
+                max_attempts,
+                timer,
+            },
+        );
+    }
+
+    /// Moves a live message to `state`, replacing whatever wheel entry it waited on.
+    pub(super) fn transition(
+        &mut self,
+        id: MessageId,
+        state: LiveState,
+        attempts: u32,
+        due_ms: u64,
+    ) {
+        if let Some(old) = self.index.live.get_mut(&id).and_then(|l| l.timer.take()) {
+            self.wheel.remove(old);
         }
-        self.index.insert(id, live);
+        if !self.index.set_state(id, state, attempts) {
+            return;
+        }
+        let timer = self.arm(id, state, due_ms);
+        if let Some(live) = self.index.live.get_mut(&id) {
+            live.timer = timer;
+        }
+    }
+
+    /// The wheel entry a message in `state` waits on: its due time while scheduled, its
+    /// lease deadline while leased, none while ready.
+    fn arm(&mut self, id: MessageId, state: LiveState, due_ms: u64) -> Option<TimerKey> {
+        let timer = match state {
+            LiveState::Scheduled => Timer::Due(id),
+            LiveState::Leased => Timer::Lease(id),
+            LiveState::Ready => return None,
+        };
+        Some(self.wheel.insert(self.tick(due_ms), timer))
     }
 
     pub(super) fn policy_of(&self, encoded_destination: &str) -> RetryPolicy {
@@ -119,5 +150,14 @@ pub(super) fn endpoint_policy(e: &pb::Endpoint, default: &RetryPolicy) -> RetryP
         } else {
             default.cap_ms
         },
+    }
+}
+
+/// The state of a message waiting for `due`: ready if that time has come, else scheduled.
+pub(super) fn waiting(due_ms: u64, now: u64) -> LiveState {
+    if due_ms > now {
+        LiveState::Scheduled
+    } else {
+        LiveState::Ready
     }
 }

@@ -5,7 +5,8 @@ use std::collections::HashSet;
 
 use hookd_proto::v1 as pb;
 
-use super::index::{DestId, LiveState, Timer};
+use super::enqueue::waiting;
+use super::index::{DestId, LiveState};
 use super::{Engine, Tx};
 use crate::error::ApiError;
 use crate::ids::{LeaseId, MessageId};
@@ -52,11 +53,7 @@ impl Engine {
                 break;
             }
             bytes += record.payload.len();
-            self.index.set_state(id, LiveState::Leased, attempt);
-            let timer = self.wheel.insert(self.tick(deadline), Timer::Lease(id));
-            if let Some(live) = self.index.live.get_mut(&id) {
-                live.timer = Some(timer);
-            }
+            self.transition(id, LiveState::Leased, attempt, deadline);
             t.put_schedule(
                 id,
                 &ScheduleEntry {
@@ -187,19 +184,7 @@ impl Engine {
         entry.due_ms = due;
         entry.since_ms = 0;
         t.put_schedule(id, &entry)?;
-        if due > now {
-            self.index
-                .set_state(id, LiveState::Scheduled, live.attempts);
-            let timer = self.wheel.insert(self.tick(due), Timer::Due(id));
-            if let Some(l) = self.index.live.get_mut(&id) {
-                l.timer = Some(timer);
-            }
-        } else {
-            self.index.set_state(id, LiveState::Ready, live.attempts);
-            if let Some(l) = self.index.live.get_mut(&id) {
-                l.timer = None;
-            }
-        }
+        self.transition(id, waiting(due, now), live.attempts, due);
         Ok(Some(due))
     }
 }

@@ -41,7 +41,7 @@ use crate::ids::{LeaseId, MessageId};
 use crate::retry::RetryPolicy;
 use crate::store::{State, Store, StoreError};
 use crate::wheel::Wheel;
-use index::{Index, Live, LiveState, Timer};
+use index::{Index, LiveState, Timer};
 
 /// An event that passed validation, prepared for the store. Everything that can be done off
 /// the engine thread (id, destination key, record encoding) already is: the engine is the
@@ -227,35 +227,21 @@ pub fn start(
             return Err(StoreError::Corrupt(format!("destination of {id}")));
         };
         let dest = engine.index.dest(&destination.key());
-        let mut live = Live {
-            dest,
-            state: LiveState::Scheduled,
-            attempts: entry.attempts,
-            max_attempts: entry.max_attempts,
-            timer: None,
-        };
-        match entry.state {
+        let state = match entry.state {
             // A lease outlives a restart: the consumer may still ack it before its deadline;
             // after that it expires and is retried like any other.
-            State::Leased => {
-                live.state = LiveState::Leased;
-                live.timer = Some(
-                    engine
-                        .wheel
-                        .insert(engine.tick(entry.due_ms), Timer::Lease(id)),
-                );
-            }
-            State::Pending | State::Retry if entry.due_ms > now => {
-                live.timer = Some(
-                    engine
-                        .wheel
-                        .insert(engine.tick(entry.due_ms), Timer::Due(id)),
-                );
-            }
-            State::Pending | State::Retry => live.state = LiveState::Ready,
+            State::Leased => LiveState::Leased,
+            State::Pending | State::Retry => enqueue::waiting(entry.due_ms, now),
             State::Dead => continue,
-        }
-        engine.index.insert(id, live);
+        };
+        engine.track(
+            id,
+            dest,
+            state,
+            entry.attempts,
+            entry.max_attempts,
+            entry.due_ms,
+        );
     }
     for (key, n) in recovered.dead {
         let d = engine.index.dest(&key);
