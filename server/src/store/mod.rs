@@ -208,10 +208,7 @@ impl Store {
                 }
             }
         };
-        let history = match txn.open_table(HISTORY)?.get(id.0)? {
-            Some(h) => HistoryRecord::decode(h.value())?,
-            None => HistoryRecord::default(),
-        };
+        let history = history_of(&txn.open_table(HISTORY)?, id)?;
         Ok(Some(StoredMessage {
             id,
             record,
@@ -276,10 +273,7 @@ impl Store {
             }
             let id = dead_key_id(key)?;
             if let Some(record) = messages.get(id.0)? {
-                let history = match history.get(id.0)? {
-                    Some(h) => HistoryRecord::decode(h.value())?,
-                    None => HistoryRecord::default(),
-                };
+                let history = history_of(&history, id)?;
                 page.push(StoredMessage {
                     id,
                     record: MessageRecord::decode(record.value())?,
@@ -298,6 +292,17 @@ fn dest_key_of(encoded: &str) -> Result<String, StoreError> {
     Destination::decode(encoded)
         .map(|d| d.key())
         .ok_or_else(|| StoreError::Corrupt(format!("destination {encoded:?}")))
+}
+
+/// A message's finished attempts; none recorded yet is an empty history.
+fn history_of(
+    table: &impl ReadableTable<u128, &'static [u8]>,
+    id: MessageId,
+) -> Result<HistoryRecord, StoreError> {
+    match table.get(id.0)? {
+        Some(v) => Ok(HistoryRecord::decode(v.value())?),
+        None => Ok(HistoryRecord::default()),
+    }
 }
 
 /// Scopes a client's idempotency key to its exact destination (`Destination::encode()`:

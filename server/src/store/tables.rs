@@ -74,10 +74,7 @@ impl<'txn> Tables<'txn> {
     }
 
     pub fn history(&self, id: MessageId) -> Result<HistoryRecord, StoreError> {
-        match self.history.get(id.0)? {
-            Some(v) => Ok(HistoryRecord::decode(v.value())?),
-            None => Ok(HistoryRecord::default()),
-        }
+        super::history_of(&self.history, id)
     }
 
     pub fn put_history(
