@@ -32,10 +32,6 @@ impl Destination {
         }
     }
 
-    pub fn is_queue(&self) -> bool {
-        matches!(self, Self::Queue(_))
-    }
-
     /// Validates a destination given by a client. `field` names the message that holds it
     /// (e.g. `destination`) in errors; `prefix` is put before the oneof's field names (e.g.
     /// `destination.`, or nothing when the oneof is inline).

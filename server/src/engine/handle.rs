@@ -97,11 +97,6 @@ impl EngineHandle {
         .await
     }
 
-    /// Bytes of accepted writes waiting for the engine.
-    pub fn queued_write_bytes(&self) -> u64 {
-        self.queued.load(Ordering::Relaxed)
-    }
-
     pub async fn receive(
         &self,
         queue: String,
