@@ -1,5 +1,5 @@
 //! The `hookd` command line: `hookd serve [--config FILE] [--data-dir DIR] [--grpc-addr
-//! HOST:PORT] [--http-addr HOST:PORT] [--log-level LEVEL]`. Flags override the file; the file
+//! HOST:PORT] [--http-addr HOST:PORT] [--log-level LEVEL] [--allow-destination CIDR]...`. Flags override the file; the file
 //! overrides the defaults.
 
 use std::net::SocketAddr;
@@ -45,6 +45,10 @@ struct ServeArgs {
     /// Log filter, e.g. `info` or `hookd=debug`; RUST_LOG is used when this is not given.
     #[arg(long)]
     log_level: Option<String>,
+    /// Let push delivery reach this network although it is loopback, private, link-local,
+    /// ... (e.g. 127.0.0.1/32). Repeatable; added to `delivery.allow_destinations`.
+    #[arg(long = "allow-destination", value_name = "CIDR")]
+    allow_destinations: Vec<ipnet::IpNet>,
 }
 
 /// The binary's entry point; also the entry point of the test harness's crash-test binary.
@@ -91,6 +95,10 @@ fn serve(args: ServeArgs) -> ExitCode {
     if let Some(a) = args.http_addr {
         config.http_addr = a;
     }
+    config
+        .delivery
+        .allow_destinations
+        .extend(args.allow_destinations);
     if let Err(e) = config.validate() {
         eprintln!("hookd: {e}");
         return ExitCode::from(2);

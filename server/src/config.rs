@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use ipnet::IpNet;
+
+use crate::breaker::BreakerConfig;
 use crate::retry::RetryPolicy;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -33,6 +36,51 @@ pub struct Config {
     pub max_queued_write_bytes: u64,
     /// Default retry policy of queues, ad-hoc URLs and endpoints that set none.
     pub retry: RetryPolicy,
+    /// Push delivery to endpoints and ad-hoc URLs.
+    pub delivery: DeliveryConfig,
+}
+
+/// Push delivery defaults (an endpoint may override the per-endpoint ones) and limits.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeliveryConfig {
+    pub connect_timeout_ms: u64,
+    /// The whole attempt, response body included.
+    pub timeout_ms: u64,
+    /// Attempts in flight at once per destination.
+    pub max_in_flight: u32,
+    /// A `Retry-After` pauses the endpoint at most this long.
+    pub max_retry_after_secs: u64,
+    /// Response-body bytes read per attempt (an excerpt is kept as the error detail).
+    pub max_response_body_bytes: usize,
+    /// p95 attempt latency (last hour) above which an endpoint is reported slow.
+    pub slow_threshold_ms: u64,
+    /// p95 attempt latency above which the breaker opens after
+    /// `breaker.slow_failure_threshold` failures instead of `breaker.failure_threshold`.
+    pub slow_breaker_threshold_ms: u64,
+    /// Networks hookd may deliver to although they are loopback, private, link-local, ...
+    /// (e.g. `["127.0.0.1/32"]`). Everything else non-public is refused.
+    pub allow_destinations: Vec<IpNet>,
+    /// On shutdown, how long attempts in flight may take to finish.
+    pub shutdown_grace_ms: u64,
+    pub breaker: BreakerConfig,
+}
+
+impl Default for DeliveryConfig {
+    fn default() -> Self {
+        Self {
+            connect_timeout_ms: 5_000,
+            timeout_ms: 15_000,
+            max_in_flight: 64,
+            max_retry_after_secs: 3_600,
+            max_response_body_bytes: 64 << 10,
+            slow_threshold_ms: 2_000,
+            slow_breaker_threshold_ms: 5_000,
+            allow_destinations: Vec::new(),
+            shutdown_grace_ms: 10_000,
+            breaker: BreakerConfig::default(),
+        }
+    }
 }
 
 impl Default for Config {
@@ -48,6 +96,7 @@ impl Default for Config {
             max_commit_batch: 8_192,
             max_queued_write_bytes: 256 << 20,
             retry: RetryPolicy::default(),
+            delivery: DeliveryConfig::default(),
         }
     }
 }
@@ -115,7 +164,58 @@ impl Config {
         if self.max_queued_write_bytes == 0 {
             return invalid("max_queued_write_bytes", "must be at least 1".into());
         }
-        validate_retry(&self.retry, "retry")
+        validate_retry(&self.retry, "retry")?;
+        self.delivery.validate()
+    }
+}
+
+impl DeliveryConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key, message: String| Err(ConfigError::Invalid { key, message });
+        let ms = |key, v: u64, max: u64| {
+            if (1..=max).contains(&v) {
+                Ok(())
+            } else {
+                invalid(key, format!("{v} is not within 1..={max}"))
+            }
+        };
+        ms("delivery.connect_timeout_ms", self.connect_timeout_ms, 600_000)?;
+        ms("delivery.timeout_ms", self.timeout_ms, 3_600_000)?;
+        ms("delivery.max_in_flight", u64::from(self.max_in_flight), 100_000)?;
+        ms("delivery.max_retry_after_secs", self.max_retry_after_secs, 7 * 86_400)?;
+        ms(
+            "delivery.max_response_body_bytes",
+            self.max_response_body_bytes as u64,
+            16 << 20,
+        )?;
+        ms("delivery.slow_threshold_ms", self.slow_threshold_ms, 3_600_000)?;
+        ms(
+            "delivery.slow_breaker_threshold_ms",
+            self.slow_breaker_threshold_ms,
+            3_600_000,
+        )?;
+        let b = &self.breaker;
+        ms(
+            "delivery.breaker.failure_threshold",
+            u64::from(b.failure_threshold),
+            1_000_000,
+        )?;
+        ms(
+            "delivery.breaker.slow_failure_threshold",
+            u64::from(b.slow_failure_threshold),
+            1_000_000,
+        )?;
+        ms("delivery.breaker.cooldown_ms", b.cooldown_ms, 86_400_000)?;
+        if b.max_cooldown_ms < b.cooldown_ms {
+            return invalid(
+                "delivery.breaker.max_cooldown_ms",
+                format!(
+                    "{} is below cooldown_ms {}",
+                    b.max_cooldown_ms, b.cooldown_ms
+                ),
+            );
+        }
+        Ok(())
     }
 }
 
@@ -169,5 +269,21 @@ mod tests {
         );
         c = Config::from_toml("[retry]\nbase_ms = 10\ncap_ms = 5").unwrap();
         assert!(c.validate().unwrap_err().to_string().contains("`retry`"));
+        c = Config::from_toml("[delivery]\ntimeout_ms = 0").unwrap();
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("`delivery.timeout_ms`")
+        );
+    }
+
+    #[test]
+    fn allow_list_is_parsed_and_bad_cidrs_are_named() {
+        let c = Config::from_toml("[delivery]\nallow_destinations = [\"127.0.0.1/32\", \"::1/128\"]")
+            .unwrap();
+        assert_eq!(c.delivery.allow_destinations.len(), 2);
+        let e = Config::from_toml("[delivery]\nallow_destinations = [\"127.0.0.1/33\"]").unwrap_err();
+        assert!(e.contains("allow_destinations"), "{e}");
     }
 }

@@ -15,14 +15,17 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod breaker;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod delivery;
 pub mod destination;
 pub mod engine;
 pub mod error;
 pub mod http;
 pub mod ids;
+pub mod limiter;
 pub mod retry;
 pub mod server;
 pub mod stats;

@@ -13,6 +13,8 @@ use tokio::net::TcpListener;
 use crate::api::{HookdService, validate::Limits};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, ConfigError};
+use crate::delivery::guard::AddressGuard;
+use crate::delivery::{Dispatcher, DispatcherConfig};
 use crate::engine::{self, EngineConfig, EngineHandle};
 use crate::store::faults::Faults;
 use crate::store::{Store, StoreError};
@@ -31,6 +33,8 @@ pub enum ServeError {
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("HTTP server: {0}")]
     Io(#[from] std::io::Error),
+    #[error("TLS setup for push delivery: {0}")]
+    Tls(String),
 }
 
 /// Called once the engine is up, with its handle (tests use it to wake the engine after
@@ -88,16 +92,36 @@ pub async fn run(
     };
     let engine_config = EngineConfig {
         retry: config.retry,
+        delivery: config.delivery.clone(),
         max_queued_write_bytes: config.max_queued_write_bytes,
         idempotency_retention_ms: config.idempotency_retention_secs.saturating_mul(1000),
         max_commit_batch: config.max_commit_batch,
     };
+    // Engine -> dispatcher: attempts, after their commit. Dispatcher -> engine: outcomes,
+    // through the handle (a callback, so `delivery` never depends on the engine).
+    let (deliveries_tx, deliveries_rx) = tokio::sync::mpsc::unbounded_channel();
     let (engine, engine_thread) = {
         let (store, clock) = (store.clone(), clock.clone());
-        tokio::task::spawn_blocking(move || engine::start(store, engine_config, clock))
-            .await
-            .map_err(|e| StoreError::Io(std::io::Error::other(e)))??
+        tokio::task::spawn_blocking(move || {
+            engine::start(store, engine_config, clock, Some(deliveries_tx))
+        })
+        .await
+        .map_err(|e| StoreError::Io(std::io::Error::other(e)))??
     };
+    let dispatcher = {
+        let engine = engine.clone();
+        Dispatcher::new(
+            DispatcherConfig {
+                guard: AddressGuard::new(config.delivery.allow_destinations.clone()),
+                max_response_body_bytes: config.delivery.max_response_body_bytes,
+            },
+            deliveries_rx,
+            Arc::new(move |report| engine.report(report)),
+        )
+        .map_err(|e| ServeError::Tls(e.to_string()))?
+    };
+    let in_flight = dispatcher.in_flight();
+    let dispatcher_task = tokio::spawn(dispatcher.run());
     if let Some(f) = on_ready {
         f(engine.clone());
     }
@@ -197,10 +221,19 @@ pub async fn run(
         None => http_server.await,
     };
     let _ = watch_health.await;
+    // The engine stopped handing out attempts at `drain`; let those in flight finish so
+    // their outcomes are recorded (any left are simply sent again after a restart).
+    let grace = Duration::from_millis(config.delivery.shutdown_grace_ms);
+    let left = in_flight.settle(grace).await;
+    if left > 0 {
+        tracing::warn!(left, "push attempts still in flight at shutdown; they will be retried");
+    }
     // Every request has been answered; the engine commits what it holds and stops.
     tokio::task::spawn_blocking(move || engine_thread.shutdown())
         .await
         .map_err(std::io::Error::other)?;
+    // The engine's sender is gone with it, so the dispatcher's loop ends.
+    dispatcher_task.abort();
     tracing::info!("hookd stopped cleanly");
     grpc_result?;
     http_result?;

@@ -351,6 +351,8 @@ fn message_view(m: StoredMessage, now: u64) -> pb::GetMessageResponse {
             ended_unix_ms: a.ended_ms,
             outcome: a.outcome,
             error: a.error,
+            http_status: a.http_status,
+            latency_us: a.latency_us,
         })
         .collect();
     if m.entry.state == State::Leased {
@@ -360,6 +362,8 @@ fn message_view(m: StoredMessage, now: u64) -> pb::GetMessageResponse {
             ended_unix_ms: 0,
             outcome: "in_progress".into(),
             error: String::new(),
+            http_status: 0,
+            latency_us: 0,
         });
     }
     pb::GetMessageResponse {

@@ -203,10 +203,45 @@ pub fn endpoint(e: Option<pb::Endpoint>) -> Result<pb::Endpoint, ApiError> {
             e.retry_cap_ms, e.retry_base_ms
         )));
     }
+    if e.secrets.len() > MAX_SECRETS {
+        return Err(invalid(format!(
+            "endpoint.secrets: {} secrets is over the limit of {MAX_SECRETS}",
+            e.secrets.len()
+        )));
+    }
+    for (i, secret) in e.secrets.iter().enumerate() {
+        crate::delivery::signing::Secret::parse(secret)
+            .map_err(|err| invalid(format!("endpoint.secrets[{i}]: {err}")))?;
+    }
+    let within = |field: &str, v: u64, max: u64| {
+        if v > max {
+            Err(invalid(format!(
+                "endpoint.{field}: {v} is over the limit of {max}"
+            )))
+        } else {
+            Ok(())
+        }
+    };
+    within("connect_timeout_ms", e.connect_timeout_ms, 600_000)?;
+    within("timeout_ms", e.timeout_ms, 3_600_000)?;
+    within("max_in_flight", u64::from(e.max_in_flight), 100_000)?;
+    within("rate_limit_burst", u64::from(e.rate_limit_burst), 1_000_000)?;
+    if !e.rate_limit_per_s.is_finite() || !(0.0..=1_000_000.0).contains(&e.rate_limit_per_s) {
+        return Err(invalid(format!(
+            "endpoint.rate_limit_per_s: {} is not within 0 (no limit) to 1000000",
+            e.rate_limit_per_s
+        )));
+    }
     e.created_unix_ms = 0;
     e.updated_unix_ms = 0;
+    e.disabled = false;
+    e.disabled_reason.clear();
+    e.disabled_unix_ms = 0;
     Ok(e)
 }
+
+/// Signing secrets per endpoint (two are enough to rotate; a few more for staged rollouts).
+const MAX_SECRETS: usize = 8;
 
 /// An optional destination filter (`destination` field of list/replay requests).
 pub fn destination_filter(d: Option<pb::Destination>) -> Result<Option<Destination>, ApiError> {

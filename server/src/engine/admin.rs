@@ -74,7 +74,7 @@ impl Engine {
                 started_ms: now,
                 ended_ms: now,
                 outcome: "replayed".into(),
-                error: String::new(),
+                ..Default::default()
             });
             t.put_history(id, &history)?;
             entry.state = State::Pending;
@@ -83,7 +83,7 @@ impl Engine {
             entry.since_ms = 0;
             t.put_schedule(id, &entry)?;
             self.dirty = true;
-            let d = self.index.dest(&key);
+            let d = self.dest(&key, now);
             self.index.dests[d].dead = self.index.dests[d].dead.saturating_sub(1);
             self.track(id, d, LiveState::Ready, 0, entry.max_attempts, now);
             replayed += 1;
@@ -124,7 +124,14 @@ impl Engine {
         let mut destinations = Vec::with_capacity(self.index.dests.len());
         let mut oldest: Option<MessageId> = None;
         for dest in &self.index.dests {
-            let s = dest.stats(now);
+            let mut s = dest.stats(now);
+            if let Some(push) = &dest.push {
+                s.push = Some(push.stats(
+                    now,
+                    dest.in_flight,
+                    self.config.delivery.slow_threshold_ms,
+                ));
+            }
             total.pending += s.pending;
             total.awaiting_retry += s.awaiting_retry;
             total.in_flight += s.in_flight;

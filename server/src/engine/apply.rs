@@ -8,6 +8,7 @@
 use hookd_proto::v1 as pb;
 
 use super::index::{LiveState, Timer, Waiter};
+use super::lease::AttemptEnd;
 use super::{Command, Completion, Engine, Tx};
 use crate::destination::Destination;
 use crate::error::ApiError;
@@ -93,7 +94,7 @@ impl Engine {
                 // index by guessing names (a long poll does create it, for as long as it waits).
                 let d = match self.index.find(&key) {
                     Some(d) => d,
-                    None if will_wait => self.index.dest(&key),
+                    None if will_wait => self.dest(&key, now),
                     None => {
                         reply_after(done, reply, Ok(Vec::new()));
                         return Ok(());
@@ -134,7 +135,8 @@ impl Engine {
                             reason
                         };
                         let delay = (delay_ms > 0).then_some(delay_ms);
-                        self.fail_attempt(t, now, lease.message, "nacked", &reason, delay)
+                        let end = AttemptEnd::lease("nacked", &reason);
+                        self.fail_attempt(t, now, lease.message, end, delay, false)
                             .map(|next| {
                                 Ok(pb::NackResponse {
                                     dead_lettered: next.is_none(),
@@ -164,12 +166,18 @@ impl Engine {
                 endpoint.updated_unix_ms = now;
                 // Putting an endpoint (re-)enables it.
                 endpoint.disabled = false;
+                endpoint.disabled_reason.clear();
+                endpoint.disabled_unix_ms = 0;
                 if let Err(e) = t.put_endpoint(&endpoint) {
                     return settle::<pb::PutEndpointResponse>(done, reply, Err(e));
                 }
                 self.dirty = true;
                 self.endpoints
                     .insert(endpoint.name.clone(), endpoint.clone());
+                let key = Destination::Endpoint(endpoint.name.clone()).key();
+                if let Some(d) = self.index.find(&key) {
+                    self.refresh_push(d, now);
+                }
                 reply_after(
                     done,
                     reply,
@@ -196,6 +204,7 @@ impl Engine {
                     }
                 }
             }
+            Command::Attempted(report) => self.attempted(t, now, report)?,
             Command::Tick | Command::Shutdown => {}
         }
         Ok(())
@@ -223,16 +232,19 @@ impl Engine {
                         && live.state == LiveState::Leased
                     {
                         live.timer = None;
-                        self.fail_attempt(
-                            t,
-                            now,
-                            id,
-                            "lease_expired",
-                            "visibility timeout expired before Ack",
-                            None,
-                        )?;
+                        let (d, attempt) = (live.dest, live.attempts);
+                        if self.index.dests[d].push.is_some() {
+                            self.attempt_lost(t, now, id, attempt)?;
+                        } else {
+                            let end = AttemptEnd::lease(
+                                "lease_expired",
+                                "visibility timeout expired before Ack",
+                            );
+                            self.fail_attempt(t, now, id, end, None, false)?;
+                        }
                     }
                 }
+                Timer::Wake(d) => self.woken(d),
                 Timer::Wait(waiter) => {
                     for dest in &mut self.index.dests {
                         if let Some(pos) = dest.waiters.iter().position(|w| w.id == waiter) {

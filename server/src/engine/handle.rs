@@ -57,6 +57,12 @@ fn stopped() -> ApiError {
 }
 
 impl EngineHandle {
+    /// Hands a push attempt's outcome to the engine (the dispatcher's way back). If the
+    /// engine has stopped, the attempt is simply made again after a restart.
+    pub fn report(&self, report: crate::delivery::AttemptReport) {
+        let _ = self.tx.send(Command::Attempted(report));
+    }
+
     async fn call<T>(
         &self,
         make: impl FnOnce(oneshot::Sender<T>) -> Command,

@@ -26,6 +26,8 @@ pub enum Timer {
     Lease(MessageId),
     /// A long poll's wait runs out.
     Wait(u64),
+    /// A push destination may send again (pause over, breaker cooldown over, token due).
+    Wake(DestId),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +76,10 @@ pub struct Dest {
     pub dead: u64,
     pub waiters: VecDeque<Waiter>,
     pub activity: Activity,
+    /// Set for endpoints and ad-hoc URL origins: how they are delivered to.
+    pub push: Option<Box<super::push::Push>>,
+    /// In `Index::dispatch` already.
+    pub dispatch_queued: bool,
 }
 
 impl Dest {
@@ -88,6 +94,8 @@ impl Dest {
             dead: 0,
             waiters: VecDeque::new(),
             activity: Activity::default(),
+            push: None,
+            dispatch_queued: false,
         }
     }
 
@@ -127,6 +135,9 @@ pub struct Index {
     by_key: HashMap<String, DestId>,
     /// Destinations that gained ready messages while they had waiters, this round.
     pub touched: Vec<DestId>,
+    /// Push destinations that may be able to send: ready messages arrived, an attempt
+    /// ended, or a pause ended. Looked at once at the end of the round.
+    pub dispatch: Vec<DestId>,
 }
 
 impl Index {
@@ -155,6 +166,10 @@ impl Index {
             if !dest.waiters.is_empty() {
                 self.touched.push(live.dest);
             }
+            if dest.push.is_some() && !dest.dispatch_queued {
+                dest.dispatch_queued = true;
+                self.dispatch.push(live.dest);
+            }
         }
         self.live.insert(id, live);
     }
@@ -175,6 +190,10 @@ impl Index {
             if !dest.waiters.is_empty() {
                 self.touched.push(live.dest);
             }
+            if dest.push.is_some() && !dest.dispatch_queued {
+                dest.dispatch_queued = true;
+                self.dispatch.push(live.dest);
+            }
         }
         true
     }
@@ -186,6 +205,15 @@ impl Index {
         *dest.counter(live.state, live.attempts) -= 1;
         dest.live_ids.remove(&id);
         Some(live)
+    }
+
+    /// Asks for destination `d` to be looked at by the end-of-round dispatch.
+    pub fn want_dispatch(&mut self, d: DestId) {
+        let dest = &mut self.dests[d];
+        if dest.push.is_some() && !dest.dispatch_queued {
+            dest.dispatch_queued = true;
+            self.dispatch.push(d);
+        }
     }
 
     /// Live messages of a destination (pending, awaiting retry or in flight).

@@ -12,6 +12,30 @@ use crate::error::ApiError;
 use crate::ids::{LeaseId, MessageId};
 use crate::store::{AttemptRecord, ScheduleEntry, State, StoreError};
 
+/// How an attempt ended, for its history entry.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct AttemptEnd<'a> {
+    /// `None`: when the lease started (from the schedule row).
+    pub started_ms: Option<u64>,
+    pub outcome: &'a str,
+    pub error: &'a str,
+    pub http_status: u32,
+    pub latency_us: u64,
+}
+
+impl<'a> AttemptEnd<'a> {
+    /// The end of a pull consumer's lease.
+    pub fn lease(outcome: &'a str, error: &'a str) -> Self {
+        Self {
+            started_ms: None,
+            outcome,
+            error,
+            http_status: 0,
+            latency_us: 0,
+        }
+    }
+}
+
 /// Payload bytes one Receive hands out at most (a single larger message still goes alone).
 const MAX_RECEIVE_BYTES: usize = 3 << 20;
 
@@ -93,6 +117,12 @@ impl Engine {
                 "{field}: message {} is not in flight (already acknowledged, dead-lettered or never enqueued)",
                 lease.message
             ))),
+            Some(live) if self.index.dests[live.dest].push.is_some() => {
+                Err(ApiError::FailedPrecondition(format!(
+                    "{field}: message {} is delivered by hookd over HTTP, not leased to consumers",
+                    lease.message
+                )))
+            }
             Some(live) if live.state != LiveState::Leased || live.attempts != lease.attempt => {
                 Err(ApiError::FailedPrecondition(format!(
                     "{field}: lease {lease} has expired; the message is now at attempt {} and will be (or was) delivered again",
@@ -118,34 +148,45 @@ impl Engine {
             seen.insert(lease.message);
         }
         for id in &seen {
-            let Some(live) = self.index.remove(*id) else {
-                continue;
-            };
-            if let Some(timer) = live.timer {
-                self.wheel.remove(timer);
-            }
-            t.remove_message(*id)?;
-            self.dirty = true;
-            let latency_us = now.saturating_sub(id.unix_ms()).saturating_mul(1_000);
-            self.index.dests[live.dest]
-                .activity
-                .delivered(now, latency_us);
-            self.total.delivered(now, latency_us);
+            self.complete(t, now, *id)?;
         }
         Ok(Ok(seen.len() as u32))
     }
 
-    /// Ends the current attempt of a leased message as failed: schedules a retry (after
-    /// `delay_ms`, or the backoff) or, after the last attempt, dead-letters it. Returns the
-    /// next attempt's time, or `None` if it was dead-lettered.
+    /// A message was delivered (acked, or its push attempt succeeded): it is removed.
+    pub(super) fn complete(
+        &mut self,
+        t: Tx<'_, '_>,
+        now: u64,
+        id: MessageId,
+    ) -> Result<(), StoreError> {
+        let Some(live) = self.index.remove(id) else {
+            return Ok(());
+        };
+        if let Some(timer) = live.timer {
+            self.wheel.remove(timer);
+        }
+        t.remove_message(id)?;
+        self.dirty = true;
+        let latency_us = now.saturating_sub(id.unix_ms()).saturating_mul(1_000);
+        self.index.dests[live.dest]
+            .activity
+            .delivered(now, latency_us);
+        self.total.delivered(now, latency_us);
+        Ok(())
+    }
+
+    /// Ends the current attempt of an in-flight message as failed: schedules a retry (after
+    /// `delay_ms`, or the backoff) or, after the last attempt or when `permanent`,
+    /// dead-letters it. Returns the next attempt's time, or `None` if it was dead-lettered.
     pub(super) fn fail_attempt(
         &mut self,
         t: Tx<'_, '_>,
         now: u64,
         id: MessageId,
-        outcome: &str,
-        error: &str,
+        end: AttemptEnd<'_>,
         delay_ms: Option<u64>,
+        permanent: bool,
     ) -> Result<Option<u64>, StoreError> {
         let Some(live) = self.index.live.get(&id).cloned() else {
             return Ok(None);
@@ -157,15 +198,17 @@ impl Engine {
         let mut history = t.history(id)?;
         history.push(AttemptRecord {
             number: live.attempts,
-            started_ms: entry.since_ms,
+            started_ms: end.started_ms.unwrap_or(entry.since_ms),
             ended_ms: now,
-            outcome: outcome.to_owned(),
-            error: error.to_owned(),
+            outcome: end.outcome.to_owned(),
+            error: end.error.to_owned(),
+            http_status: end.http_status,
+            latency_us: end.latency_us,
         });
         t.put_history(id, &history)?;
         self.dirty = true;
         let key = self.index.dests[live.dest].key.clone();
-        if live.attempts >= live.max_attempts {
+        if permanent || live.attempts >= live.max_attempts {
             entry.state = State::Dead;
             entry.due_ms = 0;
             entry.since_ms = now;
@@ -174,7 +217,7 @@ impl Engine {
             self.index.dests[live.dest].dead += 1;
             self.index.dests[live.dest].activity.failed(now);
             self.total.failed(now);
-            tracing::debug!(%id, destination = %key, attempts = live.attempts, error, "dead-lettered");
+            tracing::debug!(%id, destination = %key, attempts = live.attempts, error = end.error, "dead-lettered");
             return Ok(None);
         }
         let policy = self.policy_of(&entry.destination);

@@ -21,6 +21,7 @@ mod enqueue;
 mod handle;
 mod index;
 mod lease;
+mod push;
 
 pub use handle::{EngineHandle, EngineThread};
 
@@ -35,6 +36,7 @@ use rand::rngs::StdRng;
 use tokio::sync::oneshot;
 
 use crate::clock::Clock;
+use crate::delivery::Delivery;
 use crate::destination::Destination;
 use crate::error::ApiError;
 use crate::ids::{LeaseId, MessageId};
@@ -86,6 +88,7 @@ impl From<Enqueued> for pb::EnqueueResponse {
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     pub retry: RetryPolicy,
+    pub delivery: crate::config::DeliveryConfig,
     pub max_queued_write_bytes: u64,
     pub idempotency_retention_ms: u64,
     pub max_commit_batch: usize,
@@ -136,6 +139,8 @@ pub(crate) enum Command {
     Stats {
         reply: Reply<pb::StatsResponse>,
     },
+    /// A push attempt ended (from the dispatcher).
+    Attempted(crate::delivery::AttemptReport),
     /// Wake up and look at the clock (an injected clock moved).
     Tick,
     /// Answer waiting long polls now and stop waiting in new ones.
@@ -175,7 +180,16 @@ pub(crate) struct Engine {
     /// Shared with the handles: bytes of enqueues sent and not yet applied.
     queued: Arc<AtomicU64>,
     commits: crate::stats::CommitStats,
+    /// Where push attempts go once their round has committed (`None`: push is off).
+    deliveries: Option<DeliverySender>,
+    /// This round's push attempts, sent after its commit.
+    outbox: Vec<Delivery>,
+    /// Bumped whenever a push destination's settings change.
+    generation: u64,
 }
+
+/// The engine's end of the channel to the dispatcher.
+pub type DeliverySender = tokio::sync::mpsc::UnboundedSender<Vec<Delivery>>;
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -192,10 +206,12 @@ const SWEEP_SCAN: usize = 5_000;
 const MAX_IDLE: Duration = Duration::from_millis(500);
 
 /// Recovers the index from the store and starts the engine thread.
+/// Push attempts go to `deliveries` (none: messages for endpoints and URLs wait).
 pub fn start(
     store: Store,
     config: EngineConfig,
     clock: Arc<dyn Clock>,
+    deliveries: Option<DeliverySender>,
 ) -> Result<(EngineHandle, EngineThread), StoreError> {
     let now = clock.now_ms();
     let recovered = store.recover()?;
@@ -220,13 +236,20 @@ pub fn start(
         dirty: false,
         queued: Arc::new(AtomicU64::new(0)),
         commits: Default::default(),
+        deliveries,
+        outbox: Vec::new(),
+        generation: 0,
     };
+    // Endpoints first: a destination's push settings come from its endpoint.
+    for endpoint in recovered.endpoints {
+        engine.endpoints.insert(endpoint.name.clone(), endpoint);
+    }
     let live = recovered.scheduled.len();
     for (id, entry) in recovered.scheduled {
         let Some(destination) = Destination::decode(&entry.destination) else {
             return Err(StoreError::Corrupt(format!("destination of {id}")));
         };
-        let dest = engine.index.dest(&destination.key());
+        let dest = engine.dest(&destination.key(), now);
         let state = match entry.state {
             // A lease outlives a restart: the consumer may still ack it before its deadline;
             // after that it expires and is retried like any other.
@@ -244,11 +267,8 @@ pub fn start(
         );
     }
     for (key, n) in recovered.dead {
-        let d = engine.index.dest(&key);
+        let d = engine.dest(&key, now);
         engine.index.dests[d].dead = n;
-    }
-    for endpoint in recovered.endpoints {
-        engine.endpoints.insert(endpoint.name.clone(), endpoint);
     }
     tracing::info!(
         live,
@@ -363,6 +383,13 @@ impl Engine {
         for d in done {
             d(None);
         }
+        // Only now are the messages behind these attempts known to be durable.
+        if !self.outbox.is_empty()
+            && let Some(tx) = &self.deliveries
+            && tx.send(std::mem::take(&mut self.outbox)).is_err()
+        {
+            tracing::error!("the dispatcher has stopped; push attempts will be retried");
+        }
     }
 
     /// Applies due timers, the commands, waiting long polls and a sweep step to the round's
@@ -390,6 +417,8 @@ impl Engine {
         }
         self.serve_waiters(&mut tables, now, done)
             .map_err(|e| (e, Vec::new()))?;
+        self.dispatch(&mut tables, now)
+            .map_err(|e| (e, Vec::new()))?;
         if now >= self.next_sweep_ms {
             self.next_sweep_ms = now + SWEEP_EVERY_MS;
             let before = now.saturating_sub(self.config.idempotency_retention_ms);
@@ -408,6 +437,7 @@ impl Engine {
     fn fail(&mut self, e: StoreError, commands: Vec<Command>, done: Vec<Completion>) {
         tracing::error!(error = %e, "storage failed; refusing writes until restart");
         self.failed = Some(e.to_string());
+        self.outbox.clear();
         self.healthy.store(false, Ordering::Relaxed);
         let err = ApiError::from(e);
         for d in done {
@@ -461,6 +491,6 @@ fn answer_failed(command: Command, err: ApiError) {
         Command::Stats { reply } => {
             let _ = reply.send(Err(err));
         }
-        Command::Tick | Command::Drain | Command::Shutdown => {}
+        Command::Attempted(_) | Command::Tick | Command::Drain | Command::Shutdown => {}
     }
 }

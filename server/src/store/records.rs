@@ -88,6 +88,11 @@ pub struct AttemptRecord {
     pub outcome: String,
     #[prost(string, tag = "5")]
     pub error: String,
+    /// Push attempts: the HTTP status (0 = no response) and the attempt's duration.
+    #[prost(uint32, tag = "6")]
+    pub http_status: u32,
+    #[prost(uint64, tag = "7")]
+    pub latency_us: u64,
 }
 
 /// The mutable state of a message: a row of the schedule table while it is live (what the

@@ -1,0 +1,235 @@
+//! Push delivery: the HTTP side of hookd.
+//!
+//! The engine decides *what* goes and *when* (ready queues, per-endpoint concurrency, token
+//! bucket, circuit breaker, Retry-After pauses: all engine state, changed in one thread) and
+//! hands each attempt to the [`Dispatcher`] as a [`Delivery`] once the commit that made the
+//! message durable has returned. The dispatcher only does I/O: one task per attempt, through
+//! the destination's own keep-alive pool, bounded by the attempt's timeout, and reports an
+//! [`AttemptReport`] back through the callback it was handed at wiring time. It never
+//! touches the store; the engine makes every outcome durable in its next round.
+//!
+//! Ground rules: every delivery handed in produces exactly one report (the timeout bounds
+//! every await); a report that arrives after its attempt was given up (the engine's lease
+//! deadline) is ignored by the engine.
+
+pub mod attempt;
+pub mod connect;
+pub mod guard;
+pub mod signing;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper_rustls::{ConfigBuilderExt, HttpsConnector, HttpsConnectorBuilder};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use tokio::sync::mpsc;
+
+pub use attempt::RetryAfter;
+use connect::GuardedConnector;
+use guard::AddressGuard;
+use signing::Secret;
+
+use crate::ids::MessageId;
+
+/// How one push destination is reached. Rebuilt (with a new `generation`) whenever its
+/// endpoint is changed, so the dispatcher knows to build a fresh pool.
+#[derive(Debug)]
+pub struct Target {
+    /// The destination key (`endpoint:NAME` or `url:ORIGIN`).
+    pub key: String,
+    pub generation: u64,
+    pub secrets: Vec<Secret>,
+    pub connect_timeout: Duration,
+    /// The whole attempt, response body included.
+    pub timeout: Duration,
+    /// Idle keep-alive connections kept (the destination's concurrency limit).
+    pub pool_size: usize,
+}
+
+/// One attempt to hand to the dispatcher.
+#[derive(Debug)]
+pub struct Delivery {
+    pub id: MessageId,
+    pub attempt: u32,
+    pub target: Arc<Target>,
+    pub url: String,
+    pub payload: Bytes,
+    pub headers: BTreeMap<String, String>,
+    /// Sent as `idempotency-key` (the message id when the event had none).
+    pub idempotency_key: String,
+    /// `webhook-timestamp`: when the engine handed the attempt out.
+    pub timestamp_s: u64,
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Delivered {
+        status: u16,
+    },
+    /// Worth another attempt. `status` 0: no response.
+    Retry {
+        status: u16,
+        /// "http_error", "timeout" or "network_error".
+        outcome: &'static str,
+        error: String,
+        retry_after: Option<RetryAfter>,
+    },
+    /// Another attempt cannot succeed: straight to the dead-letter queue.
+    Permanent {
+        status: u16,
+        error: String,
+    },
+    /// The destination guard refused every address: dead letter with that reason.
+    Refused {
+        error: String,
+    },
+}
+
+#[derive(Debug)]
+pub struct AttemptReport {
+    pub id: MessageId,
+    pub attempt: u32,
+    pub verdict: Verdict,
+    pub latency_us: u64,
+}
+
+/// Where the dispatcher sends reports (the engine's handle, at wiring time).
+pub type ReportFn = Arc<dyn Fn(AttemptReport) + Send + Sync>;
+
+pub type HttpClient = Client<HttpsConnector<GuardedConnector>, Full<Bytes>>;
+
+/// Settings of the HTTP side that are not per endpoint.
+#[derive(Debug, Clone)]
+pub struct DispatcherConfig {
+    pub guard: AddressGuard,
+    /// Most response-body bytes read per attempt.
+    pub max_response_body_bytes: usize,
+}
+
+/// Counts attempts in flight, so shutdown can wait for them.
+#[derive(Debug, Clone, Default)]
+pub struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    pub fn get(&self) -> usize {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Waits until no attempt is in flight, or `grace` has passed; returns those left.
+    pub async fn settle(&self, grace: Duration) -> usize {
+        let deadline = tokio::time::Instant::now() + grace;
+        while self.get() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        self.get()
+    }
+}
+
+struct InFlightGuard(Arc<AtomicUsize>);
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+pub struct Dispatcher {
+    rx: mpsc::UnboundedReceiver<Vec<Delivery>>,
+    report: ReportFn,
+    guard: Arc<AddressGuard>,
+    tls: rustls::ClientConfig,
+    body_cap: usize,
+    /// One pool per destination key, with the target generation it was built for.
+    clients: HashMap<String, (u64, HttpClient)>,
+    in_flight: InFlight,
+}
+
+impl std::fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher")
+            .field("pools", &self.clients.len())
+            .field("in_flight", &self.in_flight.get())
+            .finish()
+    }
+}
+
+impl Dispatcher {
+    pub fn new(
+        config: DispatcherConfig,
+        rx: mpsc::UnboundedReceiver<Vec<Delivery>>,
+        report: ReportFn,
+    ) -> Result<Self, rustls::Error> {
+        // The provider is passed explicitly: if another one is ever linked in, rustls's
+        // process-wide default would be ambiguous and panic.
+        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()?
+        .with_webpki_roots()
+        .with_no_client_auth();
+        Ok(Self {
+            rx,
+            report,
+            guard: Arc::new(config.guard),
+            tls,
+            body_cap: config.max_response_body_bytes,
+            clients: HashMap::new(),
+            in_flight: InFlight::default(),
+        })
+    }
+
+    pub fn in_flight(&self) -> InFlight {
+        self.in_flight.clone()
+    }
+
+    /// Runs until the engine drops its sender.
+    pub async fn run(mut self) {
+        while let Some(batch) = self.rx.recv().await {
+            for delivery in batch {
+                let client = self.client_for(&delivery.target);
+                let report = self.report.clone();
+                let cap = self.body_cap;
+                self.in_flight.0.fetch_add(1, Ordering::AcqRel);
+                let guard = InFlightGuard(self.in_flight.0.clone());
+                tokio::spawn(async move {
+                    let _guard = guard;
+                    let (verdict, latency) = attempt::send(&client, &delivery, cap).await;
+                    report(AttemptReport {
+                        id: delivery.id,
+                        attempt: delivery.attempt,
+                        verdict,
+                        latency_us: latency.as_micros() as u64,
+                    });
+                });
+            }
+        }
+    }
+
+    fn client_for(&mut self, target: &Target) -> HttpClient {
+        if let Some((generation, client)) = self.clients.get(&target.key)
+            && *generation == target.generation
+        {
+            return client.clone();
+        }
+        let connector = GuardedConnector::new(self.guard.clone(), target.connect_timeout);
+        let https = HttpsConnectorBuilder::new()
+            .with_tls_config(self.tls.clone())
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(connector);
+        let client: HttpClient = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(target.pool_size)
+            .build(https);
+        self.clients
+            .insert(target.key.clone(), (target.generation, client.clone()));
+        client
+    }
+}
