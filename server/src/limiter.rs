@@ -90,7 +90,7 @@ mod tests {
         assert_eq!(b.next_token_ms(1_999), 2_000);
         assert!(b.try_take(2_000));
         let mut taken = 0;
-        for t in (2_001..=62_010).step_by(7) {
+        for t in 2_001..=62_000 {
             if b.try_take(t) {
                 taken += 1;
             }
