@@ -39,9 +39,13 @@ impl Default for BreakerConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BreakerState {
     Closed,
-    Open { until_ms: u64 },
+    Open {
+        until_ms: u64,
+    },
     /// The cooldown has passed; `probing` once the one probe is out.
-    HalfOpen { probing: bool },
+    HalfOpen {
+        probing: bool,
+    },
 }
 
 /// What the breaker says about sending one more attempt now.
@@ -97,9 +101,10 @@ impl Breaker {
     /// Takes a new configuration; the state is kept, a cooldown beyond the new cap shrinks.
     pub fn reconfigure(&mut self, config: BreakerConfig) {
         self.config = config;
-        self.cooldown_ms = self
-            .cooldown_ms
-            .clamp(config.cooldown_ms.min(config.max_cooldown_ms), config.max_cooldown_ms);
+        self.cooldown_ms = self.cooldown_ms.clamp(
+            config.cooldown_ms.min(config.max_cooldown_ms),
+            config.max_cooldown_ms,
+        );
     }
 
     /// May one more attempt go now? A `Probe` answer marks the probe as out: call this only

@@ -179,16 +179,32 @@ impl DeliveryConfig {
                 invalid(key, format!("{v} is not within 1..={max}"))
             }
         };
-        ms("delivery.connect_timeout_ms", self.connect_timeout_ms, 600_000)?;
+        ms(
+            "delivery.connect_timeout_ms",
+            self.connect_timeout_ms,
+            600_000,
+        )?;
         ms("delivery.timeout_ms", self.timeout_ms, 3_600_000)?;
-        ms("delivery.max_in_flight", u64::from(self.max_in_flight), 100_000)?;
-        ms("delivery.max_retry_after_secs", self.max_retry_after_secs, 7 * 86_400)?;
+        ms(
+            "delivery.max_in_flight",
+            u64::from(self.max_in_flight),
+            100_000,
+        )?;
+        ms(
+            "delivery.max_retry_after_secs",
+            self.max_retry_after_secs,
+            7 * 86_400,
+        )?;
         ms(
             "delivery.max_response_body_bytes",
             self.max_response_body_bytes as u64,
             16 << 20,
         )?;
-        ms("delivery.slow_threshold_ms", self.slow_threshold_ms, 3_600_000)?;
+        ms(
+            "delivery.slow_threshold_ms",
+            self.slow_threshold_ms,
+            3_600_000,
+        )?;
         ms(
             "delivery.slow_breaker_threshold_ms",
             self.slow_breaker_threshold_ms,
@@ -280,10 +296,12 @@ mod tests {
 
     #[test]
     fn allow_list_is_parsed_and_bad_cidrs_are_named() {
-        let c = Config::from_toml("[delivery]\nallow_destinations = [\"127.0.0.1/32\", \"::1/128\"]")
-            .unwrap();
+        let c =
+            Config::from_toml("[delivery]\nallow_destinations = [\"127.0.0.1/32\", \"::1/128\"]")
+                .unwrap();
         assert_eq!(c.delivery.allow_destinations.len(), 2);
-        let e = Config::from_toml("[delivery]\nallow_destinations = [\"127.0.0.1/33\"]").unwrap_err();
+        let e =
+            Config::from_toml("[delivery]\nallow_destinations = [\"127.0.0.1/33\"]").unwrap_err();
         assert!(e.contains("allow_destinations"), "{e}");
     }
 }

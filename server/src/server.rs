@@ -226,7 +226,10 @@ pub async fn run(
     let grace = Duration::from_millis(config.delivery.shutdown_grace_ms);
     let left = in_flight.settle(grace).await;
     if left > 0 {
-        tracing::warn!(left, "push attempts still in flight at shutdown; they will be retried");
+        tracing::warn!(
+            left,
+            "push attempts still in flight at shutdown; they will be retried"
+        );
     }
     // Every request has been answered; the engine commits what it holds and stops.
     tokio::task::spawn_blocking(move || engine_thread.shutdown())

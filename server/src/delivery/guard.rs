@@ -55,12 +55,7 @@ impl AddressGuard {
 /// The IPv4 address an IPv6 address stands for, if it is one of the embedding forms.
 fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
     let s = v6.segments();
-    let tail = Ipv4Addr::new(
-        (s[6] >> 8) as u8,
-        s[6] as u8,
-        (s[7] >> 8) as u8,
-        s[7] as u8,
-    );
+    let tail = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
     match s {
         // ::ffff:a.b.c.d (mapped)
         [0, 0, 0, 0, 0, 0xffff, _, _] => Some(tail),

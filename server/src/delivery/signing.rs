@@ -37,9 +37,7 @@ pub enum SecretError {
 impl Secret {
     pub fn parse(s: &str) -> Result<Self, SecretError> {
         let encoded = s.strip_prefix(SECRET_PREFIX).ok_or(SecretError::Prefix)?;
-        let key = STANDARD
-            .decode(encoded)
-            .map_err(|_| SecretError::Base64)?;
+        let key = STANDARD.decode(encoded).map_err(|_| SecretError::Base64)?;
         if !(MIN_KEY_BYTES..=MAX_KEY_BYTES).contains(&key.len()) {
             return Err(SecretError::Length(key.len()));
         }
@@ -107,13 +105,19 @@ mod tests {
         let header = signature_header(&[a, b.clone()], "m", 1, b"{}").unwrap();
         let parts: Vec<&str> = header.split(' ').collect();
         assert_eq!(parts.len(), 2);
-        assert_eq!(Some(parts[1]), signature_header(&[b], "m", 1, b"{}").as_deref());
+        assert_eq!(
+            Some(parts[1]),
+            signature_header(&[b], "m", 1, b"{}").as_deref()
+        );
         assert!(signature_header(&[], "m", 1, b"{}").is_none());
     }
 
     #[test]
     fn bad_secrets_are_refused() {
-        assert_eq!(Secret::parse("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), Err(SecretError::Prefix));
+        assert_eq!(
+            Secret::parse("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
+            Err(SecretError::Prefix)
+        );
         assert_eq!(Secret::parse("whsec_!!!"), Err(SecretError::Base64));
         assert_eq!(Secret::parse("whsec_c2hvcnQ="), Err(SecretError::Length(5)));
     }

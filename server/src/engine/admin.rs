@@ -126,11 +126,8 @@ impl Engine {
         for dest in &self.index.dests {
             let mut s = dest.stats(now);
             if let Some(push) = &dest.push {
-                s.push = Some(push.stats(
-                    now,
-                    dest.in_flight,
-                    self.config.delivery.slow_threshold_ms,
-                ));
+                s.push =
+                    Some(push.stats(now, dest.in_flight, self.config.delivery.slow_threshold_ms));
             }
             total.pending += s.pending;
             total.awaiting_retry += s.awaiting_retry;

@@ -195,6 +195,8 @@ impl Engine {
             self.wheel.remove(timer);
         }
         let mut entry = t.schedule(id)?;
+        // A push attempt is not written when it starts (see `push.rs`): it counts from here.
+        entry.attempts = live.attempts;
         let mut history = t.history(id)?;
         history.push(AttemptRecord {
             number: live.attempts,

@@ -150,7 +150,11 @@ impl Engine {
             return Some(Settings {
                 url: Some(e.url.clone()),
                 // Validated by PutEndpoint; a secret that no longer parses is skipped.
-                secrets: e.secrets.iter().filter_map(|s| Secret::parse(s).ok()).collect(),
+                secrets: e
+                    .secrets
+                    .iter()
+                    .filter_map(|s| Secret::parse(s).ok())
+                    .collect(),
                 connect_timeout_ms: or(e.connect_timeout_ms, c.connect_timeout_ms),
                 timeout_ms: or(e.timeout_ms, c.timeout_ms),
                 max_in_flight: if e.max_in_flight > 0 {
@@ -328,7 +332,11 @@ impl Engine {
             _ => return Ok(()),
         };
         let slow_ms = self.config.delivery.slow_breaker_threshold_ms;
-        let max_pause_ms = self.config.delivery.max_retry_after_secs.saturating_mul(1_000);
+        let max_pause_ms = self
+            .config
+            .delivery
+            .max_retry_after_secs
+            .saturating_mul(1_000);
         let Some(push) = self.index.dests[d].push.as_deref_mut() else {
             return Ok(());
         };

@@ -1,0 +1,670 @@
+//! Push delivery against real HTTP sinks on loopback. hookd runs on an injected clock
+//! (retries, pauses, breaker cooldowns and the rate limit follow it); the HTTP exchanges
+//! themselves are real and waited for with bounded polls.
+
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use hmac::{KeyInit, Mac};
+use hookd::clock::{Clock, ManualClock, SystemClock};
+use hookd_client::{Client, Event, pb};
+
+use crate::harness::{TestServer, code, test_config};
+use crate::sink::{Reply, Sink};
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+fn endpoint(name: &str, url: String) -> pb::Endpoint {
+    pb::Endpoint {
+        name: name.into(),
+        url,
+        ..Default::default()
+    }
+}
+
+/// Stats of one destination.
+async fn stats(c: &mut Client, key: &str) -> pb::DestinationStats {
+    c.stats_by_destination()
+        .await
+        .unwrap()
+        .remove(key)
+        .unwrap_or_default()
+}
+
+fn push(s: &pb::DestinationStats) -> pb::PushStats {
+    s.push.clone().expect("push destinations report push stats")
+}
+
+/// Polls (real time, bounded) until `pred` holds for the destination's stats.
+async fn until_stats(
+    c: &mut Client,
+    key: &str,
+    what: &str,
+    pred: impl Fn(&pb::DestinationStats) -> bool,
+) -> pb::DestinationStats {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let s = stats(c, key).await;
+        if pred(&s) {
+            return s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: {s:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Waits until nothing is in flight to `key` (every outcome recorded).
+async fn settled(c: &mut Client, key: &str) -> pb::DestinationStats {
+    until_stats(c, key, "no attempt in flight", |s| s.in_flight == 0).await
+}
+
+/// Polls until the message satisfies `pred` (NOT_FOUND, i.e. completed, gives `None`).
+async fn until_message(
+    c: &mut Client,
+    id: &str,
+    what: &str,
+    pred: impl Fn(Option<&pb::GetMessageResponse>) -> bool,
+) -> Option<pb::GetMessageResponse> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let m = match c.get_message(id).await {
+            Ok(m) => Some(m),
+            Err(e) if code(&e) == tonic::Code::NotFound => None,
+            Err(e) => panic!("get_message: {e}"),
+        };
+        if pred(m.as_ref()) {
+            return m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: {m:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn delivered(c: &mut Client, id: &str) {
+    until_message(c, id, "completion", |m| m.is_none()).await;
+}
+
+#[tokio::test]
+async fn delivers_with_headers_and_standard_webhooks_signatures() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let sink = Sink::start(Reply::Status(204)).await;
+    let mut c = server.client().await;
+    let second = format!(
+        "whsec_{}",
+        base64::engine::general_purpose::STANDARD.encode([9u8; 32])
+    );
+    c.put_endpoint(pb::Endpoint {
+        secrets: vec![SECRET.into(), second.clone()],
+        ..endpoint("orders", sink.url("/hooks/orders"))
+    })
+    .await
+    .unwrap();
+    let body = br#"{"order":42}"#.to_vec();
+    let sent = c
+        .enqueue(
+            Event::to_endpoint("orders", body.clone())
+                .idempotency_key("order-42")
+                .event_type("order.created")
+                .header("x-tenant", "acme"),
+        )
+        .await
+        .unwrap();
+    let got = sink.wait_for(1).await;
+    let r = &got[0];
+    assert_eq!(r.method, "POST");
+    assert_eq!(r.uri.path(), "/hooks/orders");
+    assert_eq!(&r.body[..], &body[..]);
+    let h = |name: &str| r.headers[name].to_str().unwrap().to_owned();
+    assert_eq!(h("content-type"), "application/json");
+    assert!(h("user-agent").starts_with("hookd/"));
+    assert_eq!(h("idempotency-key"), "order-42");
+    assert_eq!(h("x-tenant"), "acme");
+    assert_eq!(h("webhook-id"), sent.id);
+    let timestamp = h("webhook-timestamp");
+    assert_eq!(timestamp, (server.clock_now() / 1000).to_string());
+    // Verified independently of hookd's signing code: HMAC-SHA256 over id.timestamp.body,
+    // one "v1," entry per secret.
+    let signatures: Vec<String> = h("webhook-signature")
+        .split(' ')
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(signatures.len(), 2);
+    for (secret, signature) in [SECRET, second.as_str()].iter().zip(&signatures) {
+        let key = base64::engine::general_purpose::STANDARD
+            .decode(secret.trim_start_matches("whsec_"))
+            .unwrap();
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&key).unwrap();
+        mac.update(format!("{}.{timestamp}.", sent.id).as_bytes());
+        mac.update(&body);
+        let expected =
+            base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
+        assert_eq!(signature, &format!("v1,{expected}"));
+    }
+    delivered(&mut c, &sent.id).await;
+    let s = settled(&mut c, "endpoint:orders").await;
+    assert_eq!(s.delivered_last_hour, 1);
+    assert_eq!(s.pending, 0);
+    let p = push(&s);
+    assert_eq!(p.attempts_last_hour, 1);
+    assert_eq!(p.success_rate_last_hour, 1.0);
+    assert_eq!(p.attempt_latency_last_hour.unwrap().count, 1);
+    assert_eq!(s.latency_last_hour.unwrap().count, 1, "end-to-end latency");
+    assert_eq!(p.breaker, pb::BreakerState::Closed as i32);
+
+    // An ad-hoc URL: delivered to its exact path and query, no signature, message id as
+    // the idempotency key when the event has none.
+    let adhoc = c
+        .raw()
+        .enqueue(pb::EnqueueRequest {
+            destination: Some(pb::enqueue_request::Destination::Url(
+                sink.url("/adhoc?x=1"),
+            )),
+            payload: b"{}".to_vec(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let got = sink.wait_for(2).await;
+    assert_eq!(got[1].uri.to_string(), "/adhoc?x=1");
+    assert!(got[1].headers.get("webhook-signature").is_none());
+    assert_eq!(got[1].headers["idempotency-key"], adhoc.id.as_str());
+    delivered(&mut c, &adhoc.id).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn server_error_is_retried_with_backoff_then_delivered() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let sink = Sink::start(Reply::Status(200)).await;
+    sink.script([Reply::Full(500, vec![], b"db down".to_vec())]);
+    let mut c = server.client().await;
+    c.put_endpoint(endpoint("e", sink.url("/"))).await.unwrap();
+    let sent = c
+        .enqueue(Event::to_endpoint("e", b"x".to_vec()))
+        .await
+        .unwrap();
+    sink.wait_for(1).await;
+    let m = until_message(&mut c, &sent.id, "a recorded failure", |m| {
+        m.is_some_and(|m| m.attempts == 1)
+    })
+    .await
+    .unwrap();
+    assert_eq!(m.state, pb::MessageState::AwaitingRetry as i32);
+    assert_eq!(m.history[0].http_status, 500);
+    assert_eq!(m.history[0].outcome, "http_error");
+    assert_eq!(m.last_error, "HTTP 500: db down");
+    let delay = m.next_attempt_unix_ms - server.clock_now();
+    assert!(
+        delay <= 100,
+        "full jitter under base * 2^0 = 100 ms, got {delay}"
+    );
+    sink.stays_at(1).await;
+    server.advance(100).await;
+    sink.wait_for(2).await;
+    delivered(&mut c, &sent.id).await;
+    // Both attempts carried the same webhook-id.
+    let got = sink.received();
+    assert_eq!(got[0].headers["webhook-id"], got[1].headers["webhook-id"]);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn client_error_is_permanent_and_gone_disables_the_endpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let sink = Sink::start(Reply::Status(200)).await;
+    sink.script([
+        Reply::Full(400, vec![], b"bad schema".to_vec()),
+        Reply::Status(410),
+    ]);
+    let mut c = server.client().await;
+    c.put_endpoint(pb::Endpoint {
+        max_in_flight: 1,
+        ..endpoint("e", sink.url("/"))
+    })
+    .await
+    .unwrap();
+    let a = c
+        .enqueue(Event::to_endpoint("e", b"a".to_vec()))
+        .await
+        .unwrap();
+    let m = until_message(&mut c, &a.id, "dead letter", |m| {
+        m.is_some_and(|m| m.state == pb::MessageState::DeadLetter as i32)
+    })
+    .await
+    .unwrap();
+    assert_eq!(m.attempts, 1, "a 400 is not retried");
+    assert_eq!(m.history[0].http_status, 400);
+    assert_eq!(m.last_error, "HTTP 400: bad schema");
+    let dl = c.list_dead_letters(None, 10, "").await.unwrap();
+    assert_eq!(dl.dead_letters.len(), 1);
+
+    let b = c
+        .enqueue(Event::to_endpoint("e", b"b".to_vec()))
+        .await
+        .unwrap();
+    until_message(&mut c, &b.id, "dead letter after 410", |m| {
+        m.is_some_and(|m| m.state == pb::MessageState::DeadLetter as i32)
+    })
+    .await;
+    let e = c
+        .raw()
+        .get_endpoint(pb::GetEndpointRequest { name: "e".into() })
+        .await
+        .unwrap()
+        .into_inner()
+        .endpoint
+        .unwrap();
+    assert!(e.disabled);
+    assert!(e.disabled_reason.contains("410"), "{}", e.disabled_reason);
+    let s = settled(&mut c, "endpoint:e").await;
+    assert!(push(&s).disabled);
+
+    // While disabled, messages wait (nothing is dropped)...
+    let held = c
+        .enqueue(Event::to_endpoint("e", b"c".to_vec()))
+        .await
+        .unwrap();
+    sink.stays_at(2).await;
+    assert_eq!(stats(&mut c, "endpoint:e").await.pending, 1);
+    // ...and PutEndpoint re-enables it.
+    let e = c.put_endpoint(endpoint("e", sink.url("/"))).await.unwrap();
+    assert!(!e.endpoint.unwrap().disabled);
+    sink.wait_for(3).await;
+    delivered(&mut c, &held.id).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn retry_after_pauses_the_whole_endpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let sink = Sink::start(Reply::Status(200)).await;
+    sink.script([Reply::Full(429, vec![("retry-after", "30".into())], vec![])]);
+    let mut c = server.client().await;
+    c.put_endpoint(endpoint("e", sink.url("/"))).await.unwrap();
+    let first = c
+        .enqueue(Event::to_endpoint("e", b"1".to_vec()))
+        .await
+        .unwrap();
+    sink.wait_for(1).await;
+    let s = settled(&mut c, "endpoint:e").await;
+    let paused_until = push(&s).paused_until_unix_ms;
+    assert_eq!(paused_until, server.clock_now() + 30_000);
+    // Another message, and the first one's retry (backoff <= 100 ms), wait for the pause.
+    let second = c
+        .enqueue(Event::to_endpoint("e", b"2".to_vec()))
+        .await
+        .unwrap();
+    server.advance(29_000).await;
+    sink.stays_at(1).await;
+    server.advance(1_000).await;
+    sink.wait_for(3).await;
+    delivered(&mut c, &first.id).await;
+    delivered(&mut c, &second.id).await;
+    assert!(
+        sink.received()[1..]
+            .iter()
+            .all(|r| r.at > sink.received()[0].at)
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn breaker_opens_probes_once_doubles_and_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(dir.path());
+    config.delivery.breaker.failure_threshold = 3;
+    config.delivery.breaker.cooldown_ms = 10_000;
+    config.delivery.breaker.max_cooldown_ms = 25_000;
+    let server = TestServer::start_with(config, ManualClock::new(SystemClock.now_ms())).await;
+    let sink = Sink::start(Reply::Status(500)).await;
+    let mut c = server.client().await;
+    c.put_endpoint(pb::Endpoint {
+        max_in_flight: 1,
+        max_attempts: 50,
+        ..endpoint("e", sink.url("/"))
+    })
+    .await
+    .unwrap();
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let sent = c.enqueue(Event::to_endpoint("e", vec![i])).await.unwrap();
+        ids.push(sent.id);
+    }
+    // Three consecutive failures open it.
+    sink.wait_for(3).await;
+    sink.stays_at(3).await;
+    let s = settled(&mut c, "endpoint:e").await;
+    let p = push(&s);
+    assert_eq!(p.breaker, pb::BreakerState::Open as i32);
+    assert_eq!(p.consecutive_failures, 3);
+    assert_eq!(p.breaker_open_until_unix_ms, server.clock_now() + 10_000);
+    assert_eq!(p.breaker_openings, 1);
+    assert_eq!(
+        s.pending + s.awaiting_retry,
+        5,
+        "nothing dropped while open"
+    );
+
+    // Cooldown not over: nothing goes.
+    server.advance(9_999).await;
+    sink.stays_at(3).await;
+    // Over: exactly one probe; it fails and the cooldown doubles.
+    server.advance(1).await;
+    sink.wait_for(4).await;
+    sink.stays_at(4).await;
+    let p = push(&settled(&mut c, "endpoint:e").await);
+    assert_eq!(p.breaker, pb::BreakerState::Open as i32);
+    assert_eq!(p.breaker_cooldown_ms, 20_000);
+    assert_eq!(p.breaker_open_until_unix_ms, server.clock_now() + 20_000);
+    server.advance(19_999).await;
+    sink.stays_at(4).await;
+    server.advance(1).await;
+    sink.wait_for(5).await;
+    sink.stays_at(5).await;
+    let p = push(&settled(&mut c, "endpoint:e").await);
+    assert_eq!(p.breaker_cooldown_ms, 25_000, "capped");
+    assert_eq!(p.breaker_openings, 3);
+
+    // The endpoint recovers: the next probe succeeds, the breaker closes and resets, and
+    // everything waiting is delivered.
+    sink.set_default(Reply::Status(200));
+    server.advance(25_000).await;
+    sink.wait_for(6).await;
+    let s = until_stats(&mut c, "endpoint:e", "closed", |s| {
+        s.push
+            .as_ref()
+            .is_some_and(|p| p.breaker == pb::BreakerState::Closed as i32)
+    })
+    .await;
+    let p = push(&s);
+    assert_eq!(p.breaker_cooldown_ms, 10_000);
+    assert_eq!(p.consecutive_failures, 0);
+    // Retries of the failed ones are due within the backoff cap (1 s in tests).
+    server.advance(1_000).await;
+    for id in &ids {
+        delivered(&mut c, id).await;
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn rate_limit_holds_over_a_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let sink = Sink::start(Reply::Status(200)).await;
+    let mut c = server.client().await;
+    c.put_endpoint(pb::Endpoint {
+        rate_limit_per_s: 20.0,
+        rate_limit_burst: 5,
+        ..endpoint("e", sink.url("/"))
+    })
+    .await
+    .unwrap();
+    let events: Vec<Event> = (0..300u32)
+        .map(|i| Event::to_endpoint("e", i.to_le_bytes().to_vec()))
+        .collect();
+    c.enqueue_batch(events).await.unwrap();
+    sink.wait_for(5).await;
+    sink.stays_at(5).await;
+    // 10 s in 100 ms steps: 20/s allows 200 more.
+    for _ in 0..100 {
+        server.advance(100).await;
+    }
+    settled(&mut c, "endpoint:e").await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let sent = sink.count();
+    let expected = 5 + 200;
+    assert!(
+        sent.abs_diff(expected) * 10 <= expected,
+        "{sent} deliveries in 10 s at 20/s + burst 5: not within 10 % of {expected}"
+    );
+    assert!(
+        sent <= expected,
+        "the limit was exceeded: {sent} > {expected}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn redirects_are_not_followed_and_bodies_are_capped() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let sink = Sink::start(Reply::Status(200)).await;
+    sink.script([
+        Reply::Full(302, vec![("location", sink.url("/elsewhere"))], vec![]),
+        Reply::Full(500, vec![], vec![b'z'; 4 << 20]),
+    ]);
+    let mut c = server.client().await;
+    c.put_endpoint(pb::Endpoint {
+        max_in_flight: 1,
+        ..endpoint("e", sink.url("/target"))
+    })
+    .await
+    .unwrap();
+    let a = c
+        .enqueue(Event::to_endpoint("e", b"a".to_vec()))
+        .await
+        .unwrap();
+    let m = until_message(&mut c, &a.id, "a failed attempt", |m| {
+        m.is_some_and(|m| m.attempts == 1)
+    })
+    .await
+    .unwrap();
+    assert_eq!(m.history[0].http_status, 302);
+    assert!(m.last_error.contains("not followed"), "{}", m.last_error);
+    sink.stays_at(1).await;
+    assert!(sink.received().iter().all(|r| r.uri.path() == "/target"));
+
+    let b = c
+        .enqueue(Event::to_endpoint("e", b"b".to_vec()))
+        .await
+        .unwrap();
+    let m = until_message(&mut c, &b.id, "a failed attempt", |m| {
+        m.is_some_and(|m| m.attempts == 1)
+    })
+    .await
+    .unwrap();
+    assert_eq!(m.history[0].http_status, 500);
+    assert!(
+        m.last_error.ends_with("[truncated]"),
+        "{}",
+        &m.last_error[..40]
+    );
+    assert!(
+        m.last_error.len() < 2_048,
+        "{} bytes kept",
+        m.last_error.len()
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn hanging_endpoint_times_out_and_does_not_hold_up_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let hang = Sink::start(Reply::Hang).await;
+    let ok = Sink::start(Reply::Status(200)).await;
+    let mut c = server.client().await;
+    c.put_endpoint(pb::Endpoint {
+        timeout_ms: 300,
+        max_in_flight: 4,
+        ..endpoint("slow", hang.url("/"))
+    })
+    .await
+    .unwrap();
+    c.put_endpoint(endpoint("fast", ok.url("/"))).await.unwrap();
+    let stuck = c
+        .enqueue(Event::to_endpoint("slow", b"s".to_vec()))
+        .await
+        .unwrap();
+    let mut fast = Vec::new();
+    for i in 0..20u8 {
+        fast.push(
+            c.enqueue(Event::to_endpoint("fast", vec![i]))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    // The healthy endpoint is served while the other hangs.
+    for id in &fast {
+        delivered(&mut c, id).await;
+    }
+    let started = Instant::now();
+    let m = until_message(&mut c, &stuck.id, "the timeout", |m| {
+        m.is_some_and(|m| m.attempts == 1)
+    })
+    .await
+    .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(m.history[0].outcome, "timeout");
+    assert_eq!(m.history[0].http_status, 0);
+    assert!(
+        m.history[0].latency_us >= 300_000,
+        "{}",
+        m.history[0].latency_us
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn destination_guard_refuses_private_addresses_unless_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(dir.path());
+    config.delivery.allow_destinations.clear();
+    let server = TestServer::start_with(config, ManualClock::new(SystemClock.now_ms())).await;
+    let sink = Sink::start(Reply::Status(200)).await;
+    let mut c = server.client().await;
+    let port = sink.addr.port();
+    for url in [
+        format!("http://127.0.0.1:{port}/"),
+        // Resolved, then each address checked as it is dialed.
+        format!("http://localhost:{port}/"),
+        "http://10.0.0.1/".to_owned(),
+        "http://[::ffff:127.0.0.1]:1/".to_owned(),
+        "http://169.254.169.254/latest/meta-data".to_owned(),
+    ] {
+        let sent = c
+            .raw()
+            .enqueue(pb::EnqueueRequest {
+                destination: Some(pb::enqueue_request::Destination::Url(url.clone())),
+                payload: b"x".to_vec(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let m = until_message(&mut c, &sent.id, "dead letter", |m| {
+            m.is_some_and(|m| m.state == pb::MessageState::DeadLetter as i32)
+        })
+        .await
+        .unwrap();
+        assert_eq!(m.attempts, 1, "{url}: refusal is not retried");
+        assert_eq!(m.history[0].outcome, "refused");
+        assert!(
+            m.last_error.contains("not in the allow-list"),
+            "{url}: {}",
+            m.last_error
+        );
+    }
+    assert_eq!(sink.count(), 0, "no connection reached the sink");
+    server.stop().await;
+
+    // The same sink, allow-listed.
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    assert_eq!(
+        server.config.delivery.allow_destinations,
+        vec!["127.0.0.1/32".parse().unwrap()]
+    );
+    let mut c = server.client().await;
+    c.put_endpoint(endpoint("e", sink.url("/"))).await.unwrap();
+    let sent = c
+        .enqueue(Event::to_endpoint("e", b"x".to_vec()))
+        .await
+        .unwrap();
+    sink.wait_for(1).await;
+    delivered(&mut c, &sent.id).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn restart_mid_retry_keeps_the_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let sink = Sink::start(Reply::Status(200)).await;
+    sink.script([Reply::Status(503)]);
+    let mut c = server.client().await;
+    c.put_endpoint(endpoint("e", sink.url("/"))).await.unwrap();
+    let sent = c
+        .enqueue(Event::to_endpoint("e", b"x".to_vec()))
+        .await
+        .unwrap();
+    let before = until_message(&mut c, &sent.id, "a failed attempt", |m| {
+        m.is_some_and(|m| m.attempts == 1)
+    })
+    .await
+    .unwrap();
+    let server = server.restart().await;
+    let mut c = server.client().await;
+    let after = c.get_message(&sent.id).await.unwrap();
+    assert_eq!(after.attempts, 1);
+    assert_eq!(after.next_attempt_unix_ms, before.next_attempt_unix_ms);
+    assert_eq!(after.history, before.history);
+    sink.stays_at(1).await;
+    let due = after
+        .next_attempt_unix_ms
+        .saturating_sub(server.clock_now());
+    server.advance(due).await;
+    sink.wait_for(2).await;
+    delivered(&mut c, &sent.id).await;
+    assert_eq!(sink.count(), 2);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn put_endpoint_refuses_bad_delivery_settings_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let mut c = server.client().await;
+    for (e, field) in [
+        (
+            pb::Endpoint {
+                secrets: vec!["not-a-secret".into()],
+                ..endpoint("e", "http://127.0.0.1:1/".into())
+            },
+            "endpoint.secrets[0]",
+        ),
+        (
+            pb::Endpoint {
+                rate_limit_per_s: -1.0,
+                ..endpoint("e", "http://127.0.0.1:1/".into())
+            },
+            "endpoint.rate_limit_per_s",
+        ),
+        (
+            pb::Endpoint {
+                timeout_ms: 99_999_999,
+                ..endpoint("e", "http://127.0.0.1:1/".into())
+            },
+            "endpoint.timeout_ms",
+        ),
+    ] {
+        let err = c.put_endpoint(e).await.unwrap_err();
+        assert_eq!(code(&err), tonic::Code::InvalidArgument);
+        assert!(crate::harness::message(&err).starts_with(field), "{err}");
+    }
+    let _ = SystemClock.now_ms();
+    server.stop().await;
+}
