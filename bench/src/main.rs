@@ -9,6 +9,7 @@
 mod echo;
 mod fsync;
 mod load;
+mod push;
 mod rawredb;
 
 use std::net::SocketAddr;
@@ -44,6 +45,18 @@ struct Args {
     /// Run only the measurement whose name contains this (e.g. "unary", "batch").
     #[arg(long)]
     only: Option<String>,
+    /// Attempts in flight for the bare hyper baseline (hookd's default per endpoint).
+    #[arg(long, default_value_t = 64)]
+    push_concurrency: usize,
+    /// Events stored before the push drain is timed.
+    #[arg(long, default_value_t = 200_000)]
+    push_backlog: usize,
+    /// Events per second offered to each endpoint in the isolation run.
+    #[arg(long, default_value_t = 500)]
+    isolation_rate: u64,
+    /// Timeout of the hanging endpoints in the isolation run.
+    #[arg(long, default_value_t = 2_000)]
+    isolation_timeout_ms: u64,
     /// Also measure a restart holding this many pending messages (0 = skip).
     #[arg(long, default_value_t = 0)]
     restart_messages: u64,
@@ -192,6 +205,118 @@ async fn main() -> anyhow::Result<()> {
         println!(" median: hookd {rate:.0} events/s, ratio hookd/echo {r:.2}");
         summary.push((title, rate, r));
     }
+    let wants = |name: &str| {
+        args.only
+            .as_ref()
+            .is_none_or(|o| name.contains(&o.to_lowercase()))
+    };
+    if wants("push delivery") {
+        let sink = push::Sink::start(false).await?;
+        println!(
+            "\npush delivery: hookd end to end (EnqueueBatch {} x {} in flight in, POST to a loopback sink out, every outcome committed) vs a bare hyper client with {} in flight to the same sink",
+            args.batch_concurrency, args.batch_size, args.push_concurrency
+        );
+        probe("before")?;
+        let (mut ratios, mut rates) = (Vec::new(), Vec::new());
+        for round in 1..=usize::from(args.rounds) {
+            println!(" round {round}");
+            let bare = push::bare_hyper(&sink, args.push_concurrency, args.payload, leg).await?;
+            println!("  hyper  {bare:>10.0} requests/s");
+            let hookd = Hookd::start(dir.path(), round).await?;
+            let ch = channels(hookd.addr, 1).await?.remove(0);
+            let (drain, stats) = push::hookd_drain(
+                &ch,
+                &sink,
+                args.push_backlog,
+                args.payload,
+                Duration::from_secs(120),
+            )
+            .await?;
+            hookd.stop().await?;
+            println!(
+                "  hookd  {drain:>10.0} deliveries/s  (draining {} stored events)",
+                args.push_backlog
+            );
+            if let Some(storage) = stats.storage {
+                let lat = storage.commit_latency_last_hour.unwrap_or_default();
+                println!(
+                    "         writer: {:.1} requests per commit, commit p50 {:.2} ms p99 {:.2} ms (whole run, enqueue included)",
+                    storage.requests_per_commit, lat.p50_ms, lat.p99_ms
+                );
+            }
+            let ratio = drain / bare;
+            println!("  ratio hookd/hyper: {ratio:.2}");
+            ratios.push(ratio);
+            rates.push(drain);
+
+            // The same with clients enqueueing as fast as they can at the same time.
+            let hookd = Hookd::start(dir.path(), round).await?;
+            let ch = channels(hookd.addr, 1).await?.remove(0);
+            let t = push::hookd_end_to_end(
+                &ch,
+                &sink,
+                args.batch_concurrency,
+                args.batch_size,
+                args.payload,
+                leg,
+            )
+            .await?;
+            let stats = hookd_client::Client::from_channel(ch.clone())
+                .stats()
+                .await?;
+            drop(ch);
+            hookd.stop().await?;
+            println!(
+                "  hookd  {:>10.0} deliveries/s  while enqueueing {:.0}/s closed loop (backlog at the end {})",
+                t.delivered_per_s, t.enqueued_per_s, t.backlog
+            );
+            if let Some(storage) = stats.storage {
+                let lat = storage.commit_latency_last_hour.unwrap_or_default();
+                println!(
+                    "         writer: {:.1} requests per commit, commit p50 {:.2} ms p99 {:.2} ms",
+                    storage.requests_per_commit, lat.p50_ms, lat.p99_ms
+                );
+            }
+        }
+        probe("after")?;
+        let (r, rate) = (median(ratios), median(rates));
+        println!(" median: hookd {rate:.0} deliveries/s, ratio hookd/hyper {r:.2}");
+        summary.push(("push delivery", rate, r));
+    }
+    if wants("isolation") {
+        let (n, hanging, measured) = (8, 4, 4);
+        println!(
+            "\nisolation: {n} endpoints at {} events/s each; the first {measured} are always healthy; then the last {hanging} hang until their {} ms timeout",
+            args.isolation_rate, args.isolation_timeout_ms
+        );
+        for round in 1..=usize::from(args.rounds) {
+            println!(" round {round}");
+            for hang in [0, hanging] {
+                let hookd = Hookd::start(dir.path(), round).await?;
+                let ch = channels(hookd.addr, 1).await?.remove(0);
+                let r = push::isolation(
+                    &ch,
+                    n,
+                    hang,
+                    measured,
+                    args.isolation_rate,
+                    args.isolation_timeout_ms,
+                    args.payload,
+                    leg,
+                )
+                .await?;
+                drop(ch);
+                hookd.stop().await?;
+                println!(
+                    "  {hang} hanging: healthy {:>8.0} deliveries/s  end-to-end p50 {:>7.2} ms  p99 {:>7.2} ms  (attempts on hanging endpoints: {})",
+                    r.healthy_delivered_per_s,
+                    r.healthy_p50_ms,
+                    r.healthy_p99_ms,
+                    r.hanging_attempts
+                );
+            }
+        }
+    }
     if args.restart_messages > 0 {
         restart(
             dir.path(),
@@ -203,7 +328,12 @@ async fn main() -> anyhow::Result<()> {
     }
     println!("\nsummary");
     for (title, rate, ratio) in summary {
-        println!("  {title:<14} hookd {rate:>10.0} events/s   hookd/echo {ratio:.2}");
+        let baseline = if title == "push delivery" {
+            "hookd/hyper"
+        } else {
+            "hookd/echo"
+        };
+        println!("  {title:<14} hookd {rate:>10.0} events/s   {baseline} {ratio:.2}");
     }
     Ok(())
 }
@@ -295,10 +425,12 @@ impl Hookd {
     }
 
     async fn start_in(data_dir: std::path::PathBuf) -> anyhow::Result<Self> {
-        let config = hookd::Config {
+        let mut config = hookd::Config {
             data_dir: data_dir.clone(),
             ..Default::default()
         };
+        // The push measurements' sinks are on loopback.
+        config.delivery.allow_destinations = vec!["127.0.0.1/32".parse()?];
         let grpc = TcpListener::bind("127.0.0.1:0").await?;
         let http = TcpListener::bind("127.0.0.1:0").await?;
         let addr = grpc.local_addr()?;
