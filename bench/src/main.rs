@@ -48,6 +48,11 @@ struct Args {
     /// Attempts in flight for the bare hyper baseline (hookd's default per endpoint).
     #[arg(long, default_value_t = 64)]
     push_concurrency: usize,
+    /// The endpoint's max_in_flight in the run with concurrent enqueues (0 = hookd's
+    /// default, 64): under a flood of enqueues, deliveries per second are about this many
+    /// per engine round.
+    #[arg(long, default_value_t = 0)]
+    push_max_in_flight: u32,
     /// Events stored before the push drain is timed.
     #[arg(long, default_value_t = 200_000)]
     push_backlog: usize,
@@ -255,6 +260,7 @@ async fn main() -> anyhow::Result<()> {
             let t = push::hookd_end_to_end(
                 &ch,
                 &sink,
+                args.push_max_in_flight,
                 args.batch_concurrency,
                 args.batch_size,
                 args.payload,

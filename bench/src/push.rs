@@ -137,11 +137,14 @@ pub struct Throughput {
 }
 
 /// hookd end to end: closed-loop EnqueueBatch (`batch_concurrency` x `batch` events) to
-/// one endpoint on the sink while hookd delivers; deliveries counted at the sink over the
+/// one endpoint (`max_in_flight` attempts at once, 0 = hookd's default) on the sink while
+/// hookd delivers; deliveries counted at the sink over the
 /// leg, after a warm-up second.
+#[allow(clippy::too_many_arguments)]
 pub async fn hookd_end_to_end(
     ch: &Channel,
     sink: &Sink,
+    max_in_flight: u32,
     batch_concurrency: usize,
     batch: usize,
     payload: usize,
@@ -153,6 +156,7 @@ pub async fn hookd_end_to_end(
             endpoint: Some(pb::Endpoint {
                 name: "bench".into(),
                 url: sink.url(),
+                max_in_flight,
                 ..Default::default()
             }),
         })
