@@ -93,6 +93,14 @@ impl Event {
         self
     }
 
+    /// This event's own backoff: the delay after the n-th failure is drawn uniformly from
+    /// `0..=min(cap, base * 2^(n-1))`.
+    pub fn retry_backoff(mut self, base: Duration, cap: Duration) -> Self {
+        self.request.retry_base_ms = base.as_millis() as u64;
+        self.request.retry_cap_ms = cap.as_millis() as u64;
+        self
+    }
+
     pub fn max_attempts(mut self, n: u32) -> Self {
         self.request.max_attempts = n;
         self

@@ -668,3 +668,42 @@ async fn put_endpoint_refuses_bad_delivery_settings_naming_the_field() {
     let _ = SystemClock.now_ms();
     server.stop().await;
 }
+
+#[tokio::test]
+async fn slow_endpoint_trips_the_breaker_sooner_and_is_flagged() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(dir.path());
+    config.delivery.breaker.failure_threshold = 10;
+    config.delivery.breaker.slow_failure_threshold = 2;
+    config.delivery.slow_threshold_ms = 100;
+    config.delivery.slow_breaker_threshold_ms = 200;
+    let server = TestServer::start_with(config, ManualClock::new(SystemClock.now_ms())).await;
+    let sink = Sink::start(Reply::Hang).await;
+    let mut c = server.client().await;
+    c.put_endpoint(pb::Endpoint {
+        timeout_ms: 250,
+        max_in_flight: 1,
+        max_attempts: 20,
+        ..endpoint("e", sink.url("/"))
+    })
+    .await
+    .unwrap();
+    for i in 0..4u8 {
+        c.enqueue(Event::to_endpoint("e", vec![i])).await.unwrap();
+    }
+    // Each attempt hangs for the whole 250 ms timeout: p95 over the 200 ms threshold, so
+    // the second consecutive failure opens the breaker instead of the tenth.
+    sink.wait_for(2).await;
+    let s = until_stats(&mut c, "endpoint:e", "open", |s| {
+        s.push
+            .as_ref()
+            .is_some_and(|p| p.breaker == pb::BreakerState::Open as i32)
+    })
+    .await;
+    let p = push(&s);
+    assert_eq!(p.consecutive_failures, 2);
+    assert!(p.slow, "p95 {:?}", p.attempt_latency_last_hour);
+    assert_eq!(p.success_rate_last_hour, 0.0);
+    sink.stays_at(2).await;
+    server.stop().await;
+}

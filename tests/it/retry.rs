@@ -193,3 +193,37 @@ async fn nack_with_explicit_delay_and_replay_by_destination() {
     assert_eq!(c.receive("n2", 1, VIS, None).await.unwrap().len(), 1);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_message_can_carry_its_own_backoff() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let mut c = server.client().await;
+    // The server default ceiling after the first failure is 100 ms; these events say 50.
+    // Under the default, ten draws would all land at or below 50 with probability 2^-10.
+    let events = (0..10u8).map(|i| {
+        Event::to_queue("own", vec![i])
+            .retry_backoff(Duration::from_millis(50), Duration::from_millis(50))
+    });
+    c.enqueue_batch(events).await.unwrap();
+    let got = c.receive("own", 10, VIS, None).await.unwrap();
+    assert_eq!(got.len(), 10);
+    for m in got {
+        let nack = c.nack(m.lease_id, None, "again").await.unwrap();
+        let delay = nack.next_attempt_unix_ms - server.clock_now();
+        assert!(
+            delay <= 50,
+            "delay {delay} over the message's own cap of 50 ms"
+        );
+    }
+    let err = c
+        .enqueue(
+            Event::to_queue("own", b"x".to_vec())
+                .retry_backoff(Duration::from_millis(500), Duration::from_millis(100)),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), Code::InvalidArgument);
+    assert!(crate::harness::message(&err).starts_with("retry_cap_ms:"));
+    server.stop().await;
+}

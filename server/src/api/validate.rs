@@ -25,6 +25,8 @@ pub const MAX_EVENT_TYPE_LEN: usize = 256;
 pub const MAX_HEADERS: usize = 64;
 pub const MAX_HEADER_BYTES: usize = 8 * 1024;
 pub const MAX_DELAY_MS: u64 = 365 * 24 * 3600 * 1000;
+/// Longest per-message retry base or cap.
+const MAX_RETRY_MS: u64 = 86_400_000;
 pub const MAX_ATTEMPTS: u32 = 100;
 pub const MAX_RECEIVE: u32 = 1_000;
 pub const DEFAULT_VISIBILITY_MS: u64 = 30_000;
@@ -98,6 +100,22 @@ pub fn new_message(
             req.max_attempts
         )));
     }
+    if req.retry_base_ms > MAX_RETRY_MS || req.retry_cap_ms > MAX_RETRY_MS {
+        let (field, v) = if req.retry_base_ms > MAX_RETRY_MS {
+            ("retry_base_ms", req.retry_base_ms)
+        } else {
+            ("retry_cap_ms", req.retry_cap_ms)
+        };
+        return Err(invalid(format!(
+            "{field}: {v} is over the limit of {MAX_RETRY_MS} (one day)"
+        )));
+    }
+    if req.retry_base_ms > 0 && req.retry_cap_ms > 0 && req.retry_cap_ms < req.retry_base_ms {
+        return Err(invalid(format!(
+            "retry_cap_ms: {} is below retry_base_ms {}",
+            req.retry_cap_ms, req.retry_base_ms
+        )));
+    }
     let encoded = destination.encode();
     let record = MessageRecord {
         destination: encoded.clone(),
@@ -106,6 +124,8 @@ pub fn new_message(
         headers,
         created_ms: now_ms,
         payload: req.payload,
+        retry_base_ms: req.retry_base_ms,
+        retry_cap_ms: req.retry_cap_ms,
     };
     Ok(NewMessage {
         id: MessageId::generate(now_ms),

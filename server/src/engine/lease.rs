@@ -222,7 +222,17 @@ impl Engine {
             tracing::debug!(%id, destination = %key, attempts = live.attempts, error = end.error, "dead-lettered");
             return Ok(None);
         }
-        let policy = self.policy_of(&entry.destination);
+        let mut policy = self.policy_of(&entry.destination);
+        // The message's own backoff, if it has one (read only on this failure path).
+        if let Some(record) = t.record(id)? {
+            if record.retry_base_ms > 0 {
+                policy.base_ms = record.retry_base_ms;
+            }
+            if record.retry_cap_ms > 0 {
+                policy.cap_ms = record.retry_cap_ms;
+            }
+            policy.cap_ms = policy.cap_ms.max(policy.base_ms);
+        }
         let delay = delay_ms.unwrap_or_else(|| policy.backoff_ms(live.attempts, &mut self.rng));
         let due = now.saturating_add(delay);
         entry.state = State::Retry;

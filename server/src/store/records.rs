@@ -49,6 +49,11 @@ pub struct MessageRecord {
     pub created_ms: u64,
     #[prost(bytes = "vec", tag = "6")]
     pub payload: Vec<u8>,
+    /// The message's own backoff (0 = the destination's).
+    #[prost(uint64, tag = "7")]
+    pub retry_base_ms: u64,
+    #[prost(uint64, tag = "8")]
+    pub retry_cap_ms: u64,
 }
 
 /// Finished attempts of a message, written when an attempt ends (not at enqueue or lease).
