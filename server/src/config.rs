@@ -63,6 +63,9 @@ pub struct DeliveryConfig {
     pub allow_destinations: Vec<IpNet>,
     /// On shutdown, how long attempts in flight may take to finish.
     pub shutdown_grace_ms: u64,
+    /// PEM file of extra CA certificates trusted for HTTPS endpoints (an internal CA),
+    /// on top of the Mozilla roots built in.
+    pub ca_file: Option<PathBuf>,
     pub breaker: BreakerConfig,
 }
 
@@ -78,6 +81,7 @@ impl Default for DeliveryConfig {
             slow_breaker_threshold_ms: 5_000,
             allow_destinations: Vec::new(),
             shutdown_grace_ms: 10_000,
+            ca_file: None,
             breaker: BreakerConfig::default(),
         }
     }

@@ -33,8 +33,8 @@ pub enum ServeError {
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("HTTP server: {0}")]
     Io(#[from] std::io::Error),
-    #[error("TLS setup for push delivery: {0}")]
-    Tls(String),
+    #[error("push delivery setup: {0}")]
+    Delivery(String),
 }
 
 /// Called once the engine is up, with its handle (tests use it to wake the engine after
@@ -114,11 +114,12 @@ pub async fn run(
             DispatcherConfig {
                 guard: AddressGuard::new(config.delivery.allow_destinations.clone()),
                 max_response_body_bytes: config.delivery.max_response_body_bytes,
+                ca_file: config.delivery.ca_file.clone(),
             },
             deliveries_rx,
             Arc::new(move |report| engine.report(report)),
         )
-        .map_err(|e| ServeError::Tls(e.to_string()))?
+        .map_err(|e| ServeError::Delivery(e.to_string()))?
     };
     let in_flight = dispatcher.in_flight();
     let dispatcher_task = tokio::spawn(dispatcher.run());

@@ -707,3 +707,103 @@ async fn slow_endpoint_trips_the_breaker_sooner_and_is_flagged() {
     sink.stays_at(2).await;
     server.stop().await;
 }
+
+/// An HTTPS receiver for `localhost` with a self-signed certificate; returns its address,
+/// the certificate as PEM, and the request bodies it got.
+async fn tls_sink() -> (
+    std::net::SocketAddr,
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+) {
+    use http_body_util::BodyExt;
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let cert_der = certified.cert.der().clone();
+    let key_der =
+        rustls::pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
+    let server = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![cert_der], key_der)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(server));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let bodies = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = bodies.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (acceptor, seen) = (acceptor.clone(), seen.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let service = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        let seen = seen.clone();
+                        async move {
+                            let body = req.into_body().collect().await?.to_bytes();
+                            seen.lock().unwrap().push(body.to_vec());
+                            Ok::<_, hyper::Error>(hyper::Response::new(http_body_util::Empty::<
+                                bytes::Bytes,
+                            >::new(
+                            )))
+                        }
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    (addr, certified.cert.pem(), bodies)
+}
+
+#[tokio::test]
+async fn https_endpoints_are_verified_against_the_trusted_roots() {
+    let (addr, ca_pem, bodies) = tls_sink().await;
+    let url = format!("https://localhost:{}/secure", addr.port());
+
+    // Not trusted by default: a TLS failure, retried like any network error.
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let mut c = server.client().await;
+    c.put_endpoint(endpoint("tls", url.clone())).await.unwrap();
+    let sent = c
+        .enqueue(Event::to_endpoint("tls", b"one".to_vec()))
+        .await
+        .unwrap();
+    let m = until_message(&mut c, &sent.id, "a failed attempt", |m| {
+        m.is_some_and(|m| m.attempts == 1)
+    })
+    .await
+    .unwrap();
+    assert_eq!(m.history[0].outcome, "network_error");
+    assert!(
+        m.last_error.to_lowercase().contains("certificate"),
+        "{}",
+        m.last_error
+    );
+    assert!(bodies.lock().unwrap().is_empty());
+    server.stop().await;
+
+    // Trusted through delivery.ca_file: delivered over TLS.
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, ca_pem).unwrap();
+    let mut config = test_config(dir.path());
+    config.delivery.ca_file = Some(ca);
+    let server = TestServer::start_with(config, ManualClock::new(SystemClock.now_ms())).await;
+    let mut c = server.client().await;
+    c.put_endpoint(endpoint("tls", url)).await.unwrap();
+    let sent = c
+        .enqueue(Event::to_endpoint("tls", b"two".to_vec()))
+        .await
+        .unwrap();
+    delivered(&mut c, &sent.id).await;
+    assert_eq!(bodies.lock().unwrap().as_slice(), [b"two".to_vec()]);
+    server.stop().await;
+}

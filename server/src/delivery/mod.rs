@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper_rustls::{ConfigBuilderExt, HttpsConnector, HttpsConnectorBuilder};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::sync::mpsc;
@@ -110,6 +110,20 @@ pub struct DispatcherConfig {
     pub guard: AddressGuard,
     /// Most response-body bytes read per attempt.
     pub max_response_body_bytes: usize,
+    /// Extra trusted CA certificates (PEM), on top of the built-in Mozilla roots.
+    pub ca_file: Option<std::path::PathBuf>,
+}
+
+/// Why the HTTP side could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("TLS: {0}")]
+    Tls(#[from] rustls::Error),
+    #[error("delivery.ca_file {path}: {message}")]
+    CaFile {
+        path: std::path::PathBuf,
+        message: String,
+    },
 }
 
 /// Counts attempts in flight, so shutdown can wait for them.
@@ -164,14 +178,35 @@ impl Dispatcher {
         config: DispatcherConfig,
         rx: mpsc::UnboundedReceiver<Vec<Delivery>>,
         report: ReportFn,
-    ) -> Result<Self, rustls::Error> {
+    ) -> Result<Self, SetupError> {
+        let mut roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        };
+        if let Some(path) = &config.ca_file {
+            use rustls::pki_types::CertificateDer;
+            use rustls::pki_types::pem::PemObject;
+            let bad = |message: String| SetupError::CaFile {
+                path: path.clone(),
+                message,
+            };
+            let certs = CertificateDer::pem_file_iter(path)
+                .map_err(|e| bad(e.to_string()))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| bad(e.to_string()))?;
+            if certs.is_empty() {
+                return Err(bad("no certificate in the file".into()));
+            }
+            for cert in certs {
+                roots.add(cert).map_err(|e| bad(e.to_string()))?;
+            }
+        }
         // The provider is passed explicitly: if another one is ever linked in, rustls's
         // process-wide default would be ambiguous and panic.
         let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
         .with_safe_default_protocol_versions()?
-        .with_webpki_roots()
+        .with_root_certificates(roots)
         .with_no_client_auth();
         Ok(Self {
             rx,
