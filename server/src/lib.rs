@@ -1,13 +1,17 @@
 //! hookd: a durable webhook delivery queue with a gRPC API.
 //!
 //! # Layout
-//! Data flows one way: `api -> engine (store + wheel) -> stats`.
+//! Data flows one way: `api -> engine (store + wheel) -> delivery -> endpoint`; the only
+//! way back is an attempt's report, through a callback handed to [`delivery`] at wiring.
 //! - [`api`]: the gRPC service `hookd.v1.Hookd`: validation and mapping to the wire.
 //! - [`engine`]: the single writer thread. Group commit of every request and timer into one
 //!   redb transaction; owns the in-memory index of live messages.
 //! - [`store`]: the redb tables and their encodings; reads from any thread.
+//! - [`delivery`]: push over HTTP(S): dispatcher, per-destination pools, SSRF guard at
+//!   dial time, Standard Webhooks signing, outcome classification. Never touches the store.
 //! - [`wheel`]: the hierarchical timer wheel (pure).
-//! - [`retry`], [`stats`]: backoff and rolling statistics (pure).
+//! - [`retry`], [`breaker`], [`limiter`], [`stats`]: backoff, circuit breaker, token bucket
+//!   and rolling statistics (pure; time is a parameter).
 //! - [`server`]: wiring, [`server::run`] is the entry point tests call; [`cli`]: the binary.
 //!
 //! See `ARCHITECTURE.md` and `docs/durability.md` at the repository root.
