@@ -86,6 +86,23 @@ async fn until_message(
     }
 }
 
+/// The message once its first attempt has failed (and is recorded).
+async fn first_failure(c: &mut Client, id: &str) -> pb::GetMessageResponse {
+    until_message(c, id, "a failed attempt", |m| {
+        m.is_some_and(|m| m.attempts == 1)
+    })
+    .await
+    .expect("a message with a failed attempt exists")
+}
+
+async fn dead_lettered(c: &mut Client, id: &str) -> pb::GetMessageResponse {
+    until_message(c, id, "dead letter", |m| {
+        m.is_some_and(|m| m.state == pb::MessageState::DeadLetter as i32)
+    })
+    .await
+    .expect("a dead letter exists")
+}
+
 async fn delivered(c: &mut Client, id: &str) {
     until_message(c, id, "completion", |m| m.is_none()).await;
 }
@@ -193,11 +210,7 @@ async fn server_error_is_retried_with_backoff_then_delivered() {
         .await
         .unwrap();
     sink.wait_for(1).await;
-    let m = until_message(&mut c, &sent.id, "a recorded failure", |m| {
-        m.is_some_and(|m| m.attempts == 1)
-    })
-    .await
-    .unwrap();
+    let m = first_failure(&mut c, &sent.id).await;
     assert_eq!(m.state, pb::MessageState::AwaitingRetry as i32);
     assert_eq!(m.history[0].http_status, 500);
     assert_eq!(m.history[0].outcome, "http_error");
@@ -237,11 +250,7 @@ async fn client_error_is_permanent_and_gone_disables_the_endpoint() {
         .enqueue(Event::to_endpoint("e", b"a".to_vec()))
         .await
         .unwrap();
-    let m = until_message(&mut c, &a.id, "dead letter", |m| {
-        m.is_some_and(|m| m.state == pb::MessageState::DeadLetter as i32)
-    })
-    .await
-    .unwrap();
+    let m = dead_lettered(&mut c, &a.id).await;
     assert_eq!(m.attempts, 1, "a 400 is not retried");
     assert_eq!(m.history[0].http_status, 400);
     assert_eq!(m.last_error, "HTTP 400: bad schema");
@@ -252,10 +261,7 @@ async fn client_error_is_permanent_and_gone_disables_the_endpoint() {
         .enqueue(Event::to_endpoint("e", b"b".to_vec()))
         .await
         .unwrap();
-    until_message(&mut c, &b.id, "dead letter after 410", |m| {
-        m.is_some_and(|m| m.state == pb::MessageState::DeadLetter as i32)
-    })
-    .await;
+    dead_lettered(&mut c, &b.id).await;
     let e = c
         .raw()
         .get_endpoint(pb::GetEndpointRequest { name: "e".into() })
@@ -456,11 +462,7 @@ async fn redirects_are_not_followed_and_bodies_are_capped() {
         .enqueue(Event::to_endpoint("e", b"a".to_vec()))
         .await
         .unwrap();
-    let m = until_message(&mut c, &a.id, "a failed attempt", |m| {
-        m.is_some_and(|m| m.attempts == 1)
-    })
-    .await
-    .unwrap();
+    let m = first_failure(&mut c, &a.id).await;
     assert_eq!(m.history[0].http_status, 302);
     assert!(m.last_error.contains("not followed"), "{}", m.last_error);
     sink.stays_at(1).await;
@@ -470,11 +472,7 @@ async fn redirects_are_not_followed_and_bodies_are_capped() {
         .enqueue(Event::to_endpoint("e", b"b".to_vec()))
         .await
         .unwrap();
-    let m = until_message(&mut c, &b.id, "a failed attempt", |m| {
-        m.is_some_and(|m| m.attempts == 1)
-    })
-    .await
-    .unwrap();
+    let m = first_failure(&mut c, &b.id).await;
     assert_eq!(m.history[0].http_status, 500);
     assert!(
         m.last_error.ends_with("[truncated]"),
@@ -522,11 +520,7 @@ async fn hanging_endpoint_times_out_and_does_not_hold_up_others() {
         delivered(&mut c, id).await;
     }
     let started = Instant::now();
-    let m = until_message(&mut c, &stuck.id, "the timeout", |m| {
-        m.is_some_and(|m| m.attempts == 1)
-    })
-    .await
-    .unwrap();
+    let m = first_failure(&mut c, &stuck.id).await;
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(m.history[0].outcome, "timeout");
     assert_eq!(m.history[0].http_status, 0);
@@ -565,11 +559,7 @@ async fn destination_guard_refuses_private_addresses_unless_allowed() {
             .await
             .unwrap()
             .into_inner();
-        let m = until_message(&mut c, &sent.id, "dead letter", |m| {
-            m.is_some_and(|m| m.state == pb::MessageState::DeadLetter as i32)
-        })
-        .await
-        .unwrap();
+        let m = dead_lettered(&mut c, &sent.id).await;
         assert_eq!(m.attempts, 1, "{url}: refusal is not retried");
         assert_eq!(m.history[0].outcome, "refused");
         assert!(
@@ -611,11 +601,7 @@ async fn restart_mid_retry_keeps_the_schedule() {
         .enqueue(Event::to_endpoint("e", b"x".to_vec()))
         .await
         .unwrap();
-    let before = until_message(&mut c, &sent.id, "a failed attempt", |m| {
-        m.is_some_and(|m| m.attempts == 1)
-    })
-    .await
-    .unwrap();
+    let before = first_failure(&mut c, &sent.id).await;
     let server = server.restart().await;
     let mut c = server.client().await;
     let after = c.get_message(&sent.id).await.unwrap();
@@ -776,11 +762,7 @@ async fn https_endpoints_are_verified_against_the_trusted_roots() {
         .enqueue(Event::to_endpoint("tls", b"one".to_vec()))
         .await
         .unwrap();
-    let m = until_message(&mut c, &sent.id, "a failed attempt", |m| {
-        m.is_some_and(|m| m.attempts == 1)
-    })
-    .await
-    .unwrap();
+    let m = first_failure(&mut c, &sent.id).await;
     assert_eq!(m.history[0].outcome, "network_error");
     assert!(
         m.last_error.to_lowercase().contains("certificate"),
