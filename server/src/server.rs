@@ -95,6 +95,7 @@ pub async fn run(
         delivery: config.delivery.clone(),
         max_queued_write_bytes: config.max_queued_write_bytes,
         idempotency_retention_ms: config.idempotency_retention_secs.saturating_mul(1000),
+        completed_retention_ms: config.completed_retention_secs.saturating_mul(1000),
         max_commit_batch: config.max_commit_batch,
     };
     // Engine -> dispatcher: attempts, after their commit. Dispatcher -> engine: outcomes,

@@ -103,8 +103,13 @@ async fn dead_lettered(c: &mut Client, id: &str) -> pb::GetMessageResponse {
     .expect("a dead letter exists")
 }
 
-async fn delivered(c: &mut Client, id: &str) {
-    until_message(c, id, "completion", |m| m.is_none()).await;
+/// Waits until the message is delivered; returns what GetMessage shows of it then.
+async fn delivered(c: &mut Client, id: &str) -> pb::GetMessageResponse {
+    until_message(c, id, "delivery", |m| {
+        m.is_some_and(|m| m.state == pb::MessageState::Delivered as i32)
+    })
+    .await
+    .expect("a delivered message is kept")
 }
 
 #[tokio::test]
@@ -164,7 +169,14 @@ async fn delivers_with_headers_and_standard_webhooks_signatures() {
             base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
         assert_eq!(signature, &format!("v1,{expected}"));
     }
-    delivered(&mut c, &sent.id).await;
+    let m = delivered(&mut c, &sent.id).await;
+    assert_eq!(m.attempts, 1);
+    assert_eq!(m.history.len(), 1);
+    assert_eq!(m.history[0].outcome, "delivered");
+    assert_eq!(m.history[0].http_status, 204);
+    assert!(m.history[0].latency_us > 0);
+    assert_eq!(m.event_type, "order.created");
+    assert_eq!(m.payload_size, body.len() as u64);
     let s = settled(&mut c, "endpoint:orders").await;
     assert_eq!(s.delivered_last_hour, 1);
     assert_eq!(s.pending, 0);
@@ -223,7 +235,9 @@ async fn server_error_is_retried_with_backoff_then_delivered() {
     sink.stays_at(1).await;
     server.advance(100).await;
     sink.wait_for(2).await;
-    delivered(&mut c, &sent.id).await;
+    let m = delivered(&mut c, &sent.id).await;
+    let statuses: Vec<u32> = m.history.iter().map(|a| a.http_status).collect();
+    assert_eq!(statuses, [500, 200], "every attempt is kept");
     // Both attempts carried the same webhook-id.
     let got = sink.received();
     assert_eq!(got[0].headers["webhook-id"], got[1].headers["webhook-id"]);

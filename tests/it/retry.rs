@@ -110,8 +110,18 @@ async fn expired_lease_is_retried_with_backoff_and_its_ack_is_refused() {
     let err = c.ack([first.lease_id.clone()]).await.unwrap_err();
     assert_eq!(code(&err), Code::FailedPrecondition);
     assert_eq!(c.ack([second.lease_id.clone()]).await.unwrap(), 1);
-    let view = c.get_message(&second.id).await.unwrap_err();
-    assert_eq!(code(&view), Code::NotFound);
+    // Completed: the payload is gone, the attempts are kept for completed_retention_secs.
+    let view = c.get_message(&second.id).await.unwrap();
+    assert_eq!(view.state, pb::MessageState::Delivered as i32);
+    assert_eq!(view.completed_unix_ms, server.clock_now());
+    let outcomes: Vec<&str> = view.history.iter().map(|a| a.outcome.as_str()).collect();
+    assert_eq!(outcomes, ["lease_expired", "acked"]);
+    assert_eq!(view.history[1].number, 2);
+    assert_eq!(view.payload_size, first.payload.len() as u64);
+    // ...and forgotten after it (24 h by default).
+    server.advance(24 * 3600 * 1000).await;
+    let err = c.get_message(&second.id).await.unwrap_err();
+    assert_eq!(code(&err), Code::NotFound);
     server.stop().await;
 }
 

@@ -156,3 +156,37 @@ async fn slow_disk_bounds_the_queue_with_resource_exhausted() {
     assert!(storage.commit_latency_last_hour.unwrap().count >= 2);
     server.stop().await;
 }
+
+/// A pushed event leaves hookd only once it is durable: an enqueue whose commit fails is
+/// never POSTed (the client was told UNAVAILABLE; delivering it anyway would be a phantom).
+#[tokio::test]
+async fn an_event_whose_commit_failed_is_never_delivered() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Faults::default();
+    let clock = ManualClock::new(SystemClock.now_ms());
+    let server =
+        TestServer::start_full(test_config(dir.path()), clock.clone(), Some(faults.clone())).await;
+    let sink = crate::sink::Sink::start(crate::sink::Reply::Status(200)).await;
+    let mut c = server.client().await;
+    c.put_endpoint(hookd_client::pb::Endpoint {
+        name: "e".into(),
+        url: sink.url("/"),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    c.enqueue(Event::to_endpoint("e", b"durable".to_vec()))
+        .await
+        .unwrap();
+    sink.wait_for(1).await;
+
+    faults.fail_syncs(true);
+    let err = c
+        .enqueue(Event::to_endpoint("e", b"lost".to_vec()))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), Code::Unavailable, "{err}");
+    sink.stays_at(1).await;
+    assert_eq!(&sink.received()[0].body[..], b"durable");
+    drop(server);
+}

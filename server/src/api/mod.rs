@@ -13,7 +13,7 @@ use crate::destination::{Destination, validate_name};
 use crate::engine::EngineHandle;
 use crate::error::ApiError;
 use crate::ids::{LeaseId, MessageId};
-use crate::store::{State, Store, StoredMessage};
+use crate::store::{AttemptRecord, DoneRecord, State, Store, StoredMessage};
 use validate::Limits;
 
 /// The service; cheap to clone.
@@ -206,15 +206,25 @@ impl Hookd for HookdService {
         let id: MessageId = raw
             .parse()
             .map_err(|e| ApiError::InvalidArgument(format!("id: {e}")))?;
-        let meta = self
-            .read(move |s| Ok(s.message(id)?))
+        // Live or dead first, then completed: a message moves to `done` in one commit, so
+        // reading in this order cannot miss it.
+        let found = self
+            .read(move |s| {
+                Ok(match s.message(id)? {
+                    Some(m) => Some(Ok(m)),
+                    None => s.done(id)?.map(Err),
+                })
+            })
             .await?
             .ok_or_else(|| {
                 ApiError::NotFound(format!(
-                    "id: no message {id} (acknowledged messages are removed)"
+                    "id: no message {id} (or it completed longer ago than completed_retention_secs)"
                 ))
             })?;
-        Ok(Response::new(message_view(meta, self.clock.now_ms())))
+        Ok(Response::new(match found {
+            Ok(live) => message_view(live, self.clock.now_ms()),
+            Err(done) => done_view(id, done),
+        }))
     }
 
     async fn put_endpoint(
@@ -341,20 +351,7 @@ fn message_view(m: StoredMessage, now: u64) -> pb::GetMessageResponse {
         State::Leased => pb::MessageState::InFlight,
         State::Dead => pb::MessageState::DeadLetter,
     };
-    let mut history: Vec<pb::Attempt> = m
-        .history
-        .attempts
-        .into_iter()
-        .map(|a| pb::Attempt {
-            number: a.number,
-            started_unix_ms: a.started_ms,
-            ended_unix_ms: a.ended_ms,
-            outcome: a.outcome,
-            error: a.error,
-            http_status: a.http_status,
-            latency_us: a.latency_us,
-        })
-        .collect();
+    let mut history = attempts_view(m.history.attempts);
     if m.entry.state == State::Leased {
         history.push(pb::Attempt {
             number: m.entry.attempts,
@@ -379,5 +376,41 @@ fn message_view(m: StoredMessage, now: u64) -> pb::GetMessageResponse {
         event_type: m.record.event_type,
         idempotency_key: m.record.idempotency_key,
         payload_size: m.record.payload.len() as u64,
+        completed_unix_ms: 0,
     }
+}
+
+/// The client's view of a delivered (acked) message.
+fn done_view(id: MessageId, d: DoneRecord) -> pb::GetMessageResponse {
+    let history = d.history.unwrap_or_default();
+    pb::GetMessageResponse {
+        id: id.to_string(),
+        destination: Destination::decode(&d.destination).map(|d| d.to_proto()),
+        state: pb::MessageState::Delivered as i32,
+        attempts: d.attempts,
+        max_attempts: d.max_attempts,
+        enqueued_unix_ms: d.created_ms,
+        next_attempt_unix_ms: 0,
+        history: attempts_view(history.attempts),
+        last_error: history.last_error,
+        event_type: d.event_type,
+        idempotency_key: d.idempotency_key,
+        payload_size: d.payload_size,
+        completed_unix_ms: d.completed_ms,
+    }
+}
+
+fn attempts_view(attempts: Vec<AttemptRecord>) -> Vec<pb::Attempt> {
+    attempts
+        .into_iter()
+        .map(|a| pb::Attempt {
+            number: a.number,
+            started_unix_ms: a.started_ms,
+            ended_unix_ms: a.ended_ms,
+            outcome: a.outcome,
+            error: a.error,
+            http_status: a.http_status,
+            latency_us: a.latency_us,
+        })
+        .collect()
 }

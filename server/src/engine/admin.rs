@@ -83,6 +83,8 @@ impl Engine {
             entry.since_ms = 0;
             t.put_schedule(id, &entry)?;
             self.dirty = true;
+            // Not out of the dead-letter index on disk before this round commits.
+            self.fresh.insert(id);
             let d = self.dest(&key, now);
             self.index.dests[d].dead = self.index.dests[d].dead.saturating_sub(1);
             self.track(id, d, LiveState::Ready, 0, entry.max_attempts, now);

@@ -10,7 +10,7 @@ use super::index::{DestId, LiveState};
 use super::{Engine, Tx};
 use crate::error::ApiError;
 use crate::ids::{LeaseId, MessageId};
-use crate::store::{AttemptRecord, ScheduleEntry, State, StoreError};
+use crate::store::{AttemptRecord, DoneRecord, ScheduleEntry, State, StoreError};
 
 /// How an attempt ended, for its history entry.
 #[derive(Debug, Clone, Copy)]
@@ -148,17 +148,20 @@ impl Engine {
             seen.insert(lease.message);
         }
         for id in &seen {
-            self.complete(t, now, *id)?;
+            self.complete(t, now, *id, AttemptEnd::lease("acked", ""))?;
         }
         Ok(Ok(seen.len() as u32))
     }
 
-    /// A message was delivered (acked, or its push attempt succeeded): it is removed.
+    /// A message was delivered (acked, or its push attempt succeeded): its record and
+    /// payload are removed; its metadata and attempts, `last` included, are kept for
+    /// `completed_retention_ms` (unless that is 0).
     pub(super) fn complete(
         &mut self,
         t: Tx<'_, '_>,
         now: u64,
         id: MessageId,
+        last: AttemptEnd<'_>,
     ) -> Result<(), StoreError> {
         let Some(live) = self.index.remove(id) else {
             return Ok(());
@@ -166,7 +169,41 @@ impl Engine {
         if let Some(timer) = live.timer {
             self.wheel.remove(timer);
         }
-        t.remove_message(id)?;
+        if self.config.completed_retention_ms == 0 {
+            t.remove_message(id)?;
+        } else {
+            let Some(record) = t.record(id)? else {
+                return Err(StoreError::Corrupt(format!(
+                    "message {id} is live but not stored"
+                )));
+            };
+            let started_ms = match last.started_ms {
+                Some(ms) => ms,
+                None => t.schedule(id)?.since_ms,
+            };
+            let mut history = t.history(id)?;
+            history.push(AttemptRecord {
+                number: live.attempts,
+                started_ms,
+                ended_ms: now,
+                outcome: last.outcome.to_owned(),
+                error: last.error.to_owned(),
+                http_status: last.http_status,
+                latency_us: last.latency_us,
+            });
+            let done = DoneRecord {
+                destination: record.destination,
+                event_type: record.event_type,
+                idempotency_key: record.idempotency_key,
+                payload_size: record.payload.len() as u64,
+                created_ms: record.created_ms,
+                completed_ms: now,
+                attempts: live.attempts,
+                max_attempts: live.max_attempts,
+                history: Some(history),
+            };
+            t.complete(id, &done)?;
+        }
         self.dirty = true;
         let latency_us = now.saturating_sub(id.unix_ms()).saturating_mul(1_000);
         self.index.dests[live.dest]

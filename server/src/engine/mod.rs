@@ -91,6 +91,8 @@ pub struct EngineConfig {
     pub delivery: crate::config::DeliveryConfig,
     pub max_queued_write_bytes: u64,
     pub idempotency_retention_ms: u64,
+    /// How long a completed message's attempts stay readable (0: not kept).
+    pub completed_retention_ms: u64,
     pub max_commit_batch: usize,
 }
 
@@ -182,8 +184,15 @@ pub(crate) struct Engine {
     commits: crate::stats::CommitStats,
     /// Where push attempts go once their round has committed (`None`: push is off).
     deliveries: Option<DeliverySender>,
-    /// This round's push attempts, sent after its commit.
+    /// This round's push attempts of messages stored by this very round: sent only after
+    /// its commit, so that hookd never delivers an event it could still lose.
     outbox: Vec<Delivery>,
+    /// This round's push attempts of messages stored by earlier commits: sent as soon as
+    /// the round is applied, without waiting for its fsync (the outcome of an earlier
+    /// attempt that freed the slot being uncommitted changes nothing about this message).
+    early: Vec<Delivery>,
+    /// Messages enqueued or replayed in this round (not durable as such yet).
+    fresh: rustc_hash::FxHashSet<MessageId>,
     /// Bumped whenever a push destination's settings change.
     generation: u64,
 }
@@ -202,6 +211,8 @@ impl std::fmt::Debug for Engine {
 /// How often a step of the idempotency sweep runs, and how many keys one step looks at.
 const SWEEP_EVERY_MS: u64 = 250;
 const SWEEP_SCAN: usize = 5_000;
+/// Completed messages forgotten per sweep step at most (80,000/s at one step per 250 ms).
+const DONE_SWEEP: usize = 20_000;
 /// The longest the engine sleeps without looking at the clock.
 const MAX_IDLE: Duration = Duration::from_millis(500);
 
@@ -238,6 +249,8 @@ pub fn start(
         commits: Default::default(),
         deliveries,
         outbox: Vec::new(),
+        early: Vec::new(),
+        fresh: Default::default(),
         generation: 0,
     };
     // Endpoints first: a destination's push settings come from its endpoint.
@@ -359,11 +372,13 @@ impl Engine {
         };
         let mut done: Vec<Completion> = Vec::new();
         self.dirty = false;
+        self.fresh.clear();
         let applied = self.apply_round(&txn, now, commands, &mut done);
         if let Err((e, rest)) = applied {
             drop(txn);
             return self.fail(e, rest, done);
         }
+        self.send_deliveries(true);
         if self.dirty {
             let applied_at = std::time::Instant::now();
             if let Err(e) = txn.commit() {
@@ -384,9 +399,23 @@ impl Engine {
             d(None);
         }
         // Only now are the messages behind these attempts known to be durable.
-        if !self.outbox.is_empty()
-            && let Some(tx) = &self.deliveries
-            && tx.send(std::mem::take(&mut self.outbox)).is_err()
+        self.send_deliveries(false);
+    }
+
+    /// Hands the round's `early` (or, after the commit, its other) attempts to the
+    /// dispatcher.
+    fn send_deliveries(&mut self, early: bool) {
+        let batch = if early {
+            &mut self.early
+        } else {
+            &mut self.outbox
+        };
+        if batch.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(batch);
+        if let Some(tx) = &self.deliveries
+            && tx.send(batch).is_err()
         {
             tracing::error!("the dispatcher has stopped; push attempts will be retried");
         }
@@ -429,6 +458,17 @@ impl Engine {
             if removed > 0 {
                 self.dirty = true;
             }
+            if self.config.completed_retention_ms > 0 {
+                let before = now.saturating_sub(self.config.completed_retention_ms);
+                // Ids are time-ordered, so this is a range from the start of the table; the
+                // limit keeps a round short, and is above any sustained delivery rate.
+                let removed = tables
+                    .sweep_done(before, DONE_SWEEP)
+                    .map_err(|e| (e, Vec::new()))?;
+                if removed > 0 {
+                    self.dirty = true;
+                }
+            }
         }
         Ok(())
     }
@@ -438,6 +478,7 @@ impl Engine {
         tracing::error!(error = %e, "storage failed; refusing writes until restart");
         self.failed = Some(e.to_string());
         self.outbox.clear();
+        self.early.clear();
         self.healthy.store(false, Ordering::Relaxed);
         let err = ApiError::from(e);
         for d in done {

@@ -10,7 +10,8 @@
 //! (the message is still `Pending`/`Retry` on disk), so after a crash it is simply sent
 //! again: at-least-once. The outcome is what is written: success removes the message, a
 //! failure records the attempt and its retry (or dead letter), in the next round's commit.
-//! Deliveries leave the engine only after the commit that made their message durable.
+//! Deliveries leave the engine only once their message is durable: at the end of the round
+//! for messages stored by earlier commits, after the round's commit for those it stored.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -179,8 +180,8 @@ impl Engine {
         })
     }
 
-    /// Hands out every attempt that may go now. Runs at the end of each round; the
-    /// deliveries wait in `outbox` until the round has committed.
+    /// Hands out every attempt that may go now. Runs at the end of each round; attempts of
+    /// messages stored in this round wait in `outbox` until the round has committed.
     pub(super) fn dispatch(&mut self, t: Tx<'_, '_>, now: u64) -> Result<(), StoreError> {
         let queued = std::mem::take(&mut self.index.dispatch);
         for &d in &queued {
@@ -274,7 +275,12 @@ impl Engine {
                 .saturating_add(target.timeout.as_millis() as u64)
                 .saturating_add(LOST_AFTER_TIMEOUT_MS);
             self.transition(id, LiveState::Leased, attempts, deadline);
-            self.outbox.push(Delivery {
+            let queue = if self.fresh.contains(&id) {
+                &mut self.outbox
+            } else {
+                &mut self.early
+            };
+            queue.push(Delivery {
                 id,
                 attempt: attempts,
                 target,
@@ -350,13 +356,20 @@ impl Engine {
         self.index.want_dispatch(d);
         let started_ms = now.saturating_sub(latency_us / 1_000);
         match verdict {
-            Verdict::Delivered { .. } => {
+            Verdict::Delivered { status } => {
                 let Some(push) = self.index.dests[d].push.as_deref_mut() else {
                     return Ok(());
                 };
                 push.successes.add(now, 1);
                 push.breaker.on_success(probe);
-                self.complete(t, now, id)?;
+                let end = AttemptEnd {
+                    started_ms: Some(started_ms),
+                    outcome: "delivered",
+                    error: "",
+                    http_status: u32::from(status),
+                    latency_us,
+                };
+                self.complete(t, now, id, end)?;
             }
             Verdict::Retry {
                 status,

@@ -40,7 +40,7 @@ use redb::{
     WriteTransaction,
 };
 
-pub use records::{AttemptRecord, HistoryRecord, MessageRecord, ScheduleEntry, State};
+pub use records::{AttemptRecord, DoneRecord, HistoryRecord, MessageRecord, ScheduleEntry, State};
 
 use crate::destination::Destination;
 use crate::ids::MessageId;
@@ -48,6 +48,9 @@ use crate::ids::MessageId;
 const MESSAGES: TableDefinition<u128, &[u8]> = TableDefinition::new("messages");
 const SCHEDULE: TableDefinition<u128, &[u8]> = TableDefinition::new("schedule");
 const HISTORY: TableDefinition<u128, &[u8]> = TableDefinition::new("history");
+/// Completed messages (id -> `DoneRecord`), kept for `completed_retention_secs`. Ids are
+/// UUIDv7, so the oldest are first and expiry is a range from the start.
+const DONE: TableDefinition<u128, &[u8]> = TableDefinition::new("done");
 const DEAD: TableDefinition<&[u8], &[u8]> = TableDefinition::new("dead");
 const IDEMPOTENCY: TableDefinition<&[u8], &[u8]> = TableDefinition::new("idempotency");
 const ENDPOINTS: TableDefinition<&str, &[u8]> = TableDefinition::new("endpoints");
@@ -185,6 +188,16 @@ impl Store {
             out.endpoints.push(pb::Endpoint::decode(value.value())?);
         }
         Ok(out)
+    }
+
+    /// A completed message's record, while it is kept.
+    pub fn done(&self, id: MessageId) -> Result<Option<DoneRecord>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(DONE)?;
+        match table.get(id.0)? {
+            Some(v) => Ok(Some(DoneRecord::decode(v.value())?)),
+            None => Ok(None),
+        }
     }
 
     pub fn message(&self, id: MessageId) -> Result<Option<StoredMessage>, StoreError> {

@@ -100,6 +100,30 @@ pub struct AttemptRecord {
     pub latency_us: u64,
 }
 
+/// What is kept of a message once it has been acknowledged or delivered: its metadata and
+/// every attempt, not the payload. Swept after `completed_retention_secs`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct DoneRecord {
+    #[prost(string, tag = "1")]
+    pub destination: String,
+    #[prost(string, tag = "2")]
+    pub event_type: String,
+    #[prost(string, tag = "3")]
+    pub idempotency_key: String,
+    #[prost(uint64, tag = "4")]
+    pub payload_size: u64,
+    #[prost(uint64, tag = "5")]
+    pub created_ms: u64,
+    #[prost(uint64, tag = "6")]
+    pub completed_ms: u64,
+    #[prost(uint32, tag = "7")]
+    pub attempts: u32,
+    #[prost(uint32, tag = "8")]
+    pub max_attempts: u32,
+    #[prost(message, optional, tag = "9")]
+    pub history: Option<HistoryRecord>,
+}
+
 /// The mutable state of a message: a row of the schedule table while it is live (what the
 /// engine needs to rebuild its index at start), a row of the dead table once dead.
 #[derive(Debug, Clone, PartialEq, Eq)]

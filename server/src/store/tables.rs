@@ -5,10 +5,10 @@ use hookd_proto::v1 as pb;
 use prost::Message;
 use redb::{ReadableTable, Table, WriteTransaction};
 
-use super::records::{HistoryRecord, MessageRecord, ScheduleEntry};
+use super::records::{DoneRecord, HistoryRecord, MessageRecord, ScheduleEntry};
 use super::{
-    DEAD, ENDPOINTS, HISTORY, IDEMPOTENCY, MESSAGES, SCHEDULE, StoreError, dead_key, dead_key_id,
-    dead_prefix,
+    DEAD, DONE, ENDPOINTS, HISTORY, IDEMPOTENCY, MESSAGES, SCHEDULE, StoreError, dead_key,
+    dead_key_id, dead_prefix,
 };
 use crate::ids::MessageId;
 
@@ -17,6 +17,7 @@ pub struct Tables<'txn> {
     messages: Table<'txn, u128, &'static [u8]>,
     schedule: Table<'txn, u128, &'static [u8]>,
     history: Table<'txn, u128, &'static [u8]>,
+    done: Table<'txn, u128, &'static [u8]>,
     dead: Table<'txn, &'static [u8], &'static [u8]>,
     idempotency: Table<'txn, &'static [u8], &'static [u8]>,
     endpoints: Table<'txn, &'static str, &'static [u8]>,
@@ -34,6 +35,7 @@ impl<'txn> Tables<'txn> {
             messages: txn.open_table(MESSAGES)?,
             schedule: txn.open_table(SCHEDULE)?,
             history: txn.open_table(HISTORY)?,
+            done: txn.open_table(DONE)?,
             dead: txn.open_table(DEAD)?,
             idempotency: txn.open_table(IDEMPOTENCY)?,
             endpoints: txn.open_table(ENDPOINTS)?,
@@ -93,6 +95,30 @@ impl<'txn> Tables<'txn> {
         self.schedule.remove(id.0)?;
         self.history.remove(id.0)?;
         Ok(())
+    }
+
+    /// Removes a completed message and keeps `done` (metadata and attempts) in its place.
+    pub fn complete(&mut self, id: MessageId, done: &DoneRecord) -> Result<(), StoreError> {
+        self.remove_message(id)?;
+        self.done.insert(id.0, done.encode_to_vec().as_slice())?;
+        Ok(())
+    }
+
+    /// Forgets up to `limit` completed messages created before `before_ms`; how many.
+    pub fn sweep_done(&mut self, before_ms: u64, limit: usize) -> Result<usize, StoreError> {
+        // UUIDv7: the top 48 bits are the creation time in ms.
+        let bound = u128::from(before_ms) << 80;
+        let mut expired = Vec::new();
+        for row in self.done.range(..bound)? {
+            expired.push(row?.0.value());
+            if expired.len() >= limit {
+                break;
+            }
+        }
+        for id in &expired {
+            self.done.remove(*id)?;
+        }
+        Ok(expired.len())
     }
 
     /// Moves a live message to the dead-letter index.
