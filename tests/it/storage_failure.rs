@@ -175,10 +175,19 @@ async fn an_event_whose_commit_failed_is_never_delivered() {
     })
     .await
     .unwrap();
-    c.enqueue(Event::to_endpoint("e", b"durable".to_vec()))
+    let first = c
+        .enqueue(Event::to_endpoint("e", b"durable".to_vec()))
         .await
         .unwrap();
     sink.wait_for(1).await;
+    // Its outcome committed too, so the next commit to fail is the enqueue's own.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.get_message(&first.id).await.unwrap().state
+        != hookd_client::pb::MessageState::Delivered as i32
+    {
+        assert!(Instant::now() < deadline, "first event not delivered");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 
     faults.fail_syncs(true);
     let err = c
