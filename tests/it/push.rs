@@ -803,3 +803,63 @@ async fn https_endpoints_are_verified_against_the_trusted_roots() {
     assert_eq!(bodies.lock().unwrap().as_slice(), [b"two".to_vec()]);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn shutdown_waits_a_grace_period_then_an_interrupted_attempt_is_sent_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(dir.path());
+    config.delivery.shutdown_grace_ms = 200;
+    let server = TestServer::start_with(config, ManualClock::new(SystemClock.now_ms())).await;
+    let sink = Sink::start(Reply::Hang).await;
+    let mut c = server.client().await;
+    c.put_endpoint(pb::Endpoint {
+        timeout_ms: 60_000,
+        ..endpoint("e", sink.url("/"))
+    })
+    .await
+    .unwrap();
+    let sent = c
+        .enqueue(Event::to_endpoint("e", b"x".to_vec()))
+        .await
+        .unwrap();
+    sink.wait_for(1).await;
+    // The attempt hangs: shutdown waits the 200 ms grace, not the 60 s timeout.
+    let stopping = Instant::now();
+    let server = server.restart().await;
+    assert!(stopping.elapsed() < Duration::from_secs(5));
+    // The interrupted attempt was never recorded: the message is pending, no attempt
+    // used, and it is sent again with the same webhook-id.
+    sink.set_default(Reply::Status(200));
+    let got = sink.wait_for(2).await;
+    assert_eq!(got[0].headers["webhook-id"], got[1].headers["webhook-id"]);
+    let mut c = server.client().await;
+    let m = delivered(&mut c, &sent.id).await;
+    assert_eq!(m.attempts, 1);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn retry_after_is_capped_by_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(dir.path());
+    config.delivery.max_retry_after_secs = 60;
+    let server = TestServer::start_with(config, ManualClock::new(SystemClock.now_ms())).await;
+    let sink = Sink::start(Reply::Status(200)).await;
+    sink.script([Reply::Full(
+        503,
+        vec![("retry-after", "86400".into())],
+        vec![],
+    )]);
+    let mut c = server.client().await;
+    c.put_endpoint(endpoint("e", sink.url("/"))).await.unwrap();
+    let sent = c
+        .enqueue(Event::to_endpoint("e", b"1".to_vec()))
+        .await
+        .unwrap();
+    sink.wait_for(1).await;
+    let s = settled(&mut c, "endpoint:e").await;
+    assert_eq!(push(&s).paused_until_unix_ms, server.clock_now() + 60_000);
+    server.advance(60_000).await;
+    delivered(&mut c, &sent.id).await;
+    server.stop().await;
+}
