@@ -863,3 +863,36 @@ async fn retry_after_is_capped_by_config() {
     delivered(&mut c, &sent.id).await;
     server.stop().await;
 }
+
+#[tokio::test]
+async fn after_the_last_attempt_the_message_is_dead_with_the_last_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let sink = Sink::start(Reply::Status(502)).await;
+    sink.script([Reply::Full(500, vec![], b"first".to_vec())]);
+    let mut c = server.client().await;
+    c.put_endpoint(pb::Endpoint {
+        max_attempts: 2,
+        ..endpoint("e", sink.url("/"))
+    })
+    .await
+    .unwrap();
+    let sent = c
+        .enqueue(Event::to_endpoint("e", b"x".to_vec()))
+        .await
+        .unwrap();
+    first_failure(&mut c, &sent.id).await;
+    server.advance(100).await;
+    let m = dead_lettered(&mut c, &sent.id).await;
+    assert_eq!(m.attempts, 2);
+    let statuses: Vec<u32> = m.history.iter().map(|a| a.http_status).collect();
+    assert_eq!(statuses, [500, 502]);
+    assert_eq!(m.last_error, "HTTP 502");
+    let dl = c.list_dead_letters(None, 10, "").await.unwrap();
+    assert_eq!(dl.dead_letters[0].id, sent.id);
+    assert_eq!(dl.dead_letters[0].last_error, "HTTP 502");
+    let s = settled(&mut c, "endpoint:e").await;
+    assert_eq!(s.dead_letter, 1);
+    assert_eq!(s.failed_last_hour, 1);
+    server.stop().await;
+}
