@@ -48,6 +48,9 @@ pub struct Hooks {
     pub on_ready: Option<OnReady>,
     /// Storage that fails on demand (tests of storage failure).
     pub faults: Option<Faults>,
+    /// Seeds the engine's random source (retry jitter), so a test sees the same draws on
+    /// every run. `None`: seeded from the OS.
+    pub rng_seed: Option<u64>,
 }
 
 impl Default for Hooks {
@@ -56,6 +59,7 @@ impl Default for Hooks {
             clock: Arc::new(SystemClock),
             on_ready: None,
             faults: None,
+            rng_seed: None,
         }
     }
 }
@@ -83,6 +87,7 @@ pub async fn run(
         clock,
         on_ready,
         faults,
+        rng_seed,
     } = hooks;
     let store = {
         let dir = config.data_dir.clone();
@@ -97,6 +102,7 @@ pub async fn run(
         idempotency_retention_ms: config.idempotency_retention_secs.saturating_mul(1000),
         completed_retention_ms: config.completed_retention_secs.saturating_mul(1000),
         max_commit_batch: config.max_commit_batch,
+        rng_seed,
     };
     // Engine -> dispatcher: attempts, after their commit. Dispatcher -> engine: outcomes,
     // through the handle (a callback, so `delivery` never depends on the engine).

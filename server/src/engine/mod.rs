@@ -94,6 +94,8 @@ pub struct EngineConfig {
     /// How long a completed message's attempts stay readable (0: not kept).
     pub completed_retention_ms: u64,
     pub max_commit_batch: usize,
+    /// A fixed seed for the retry jitter (tests); `None`: from the OS.
+    pub rng_seed: Option<u64>,
 }
 
 type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
@@ -226,6 +228,10 @@ pub fn start(
 ) -> Result<(EngineHandle, EngineThread), StoreError> {
     let now = clock.now_ms();
     let recovered = store.recover()?;
+    let rng = match config.rng_seed {
+        Some(seed) => StdRng::seed_from_u64(seed),
+        None => StdRng::from_rng(&mut rand::rng()),
+    };
     let healthy = Arc::new(AtomicBool::new(true));
     let mut engine = Engine {
         store,
@@ -237,7 +243,7 @@ pub fn start(
         index: Index::default(),
         endpoints: Default::default(),
         total: Default::default(),
-        rng: StdRng::from_rng(&mut rand::rng()),
+        rng,
         next_waiter: 0,
         draining: false,
         failed: None,
