@@ -1,12 +1,12 @@
-//! A Python client generated from the .proto files talks to hookd (tests/python/smoke.py).
-//! Needs a Python with grpcio, so it is opt-in: `.ci/run` installs the pinned packages into
+//! Python against hookd: a client generated from the .proto files (tests/python/smoke.py),
+//! and the Standard Webhooks reference library verifying hookd's deliveries
+//! (tests/python/webhooks_verify.py). Needs a Python with the packages, so it is opt-in: `.ci/run` installs the pinned packages into
 //! a venv and runs it with `--ignored`, passing the interpreter in HOOKD_PYTHON.
 
 use crate::harness::TestServer;
 
-#[tokio::test]
-#[ignore = "needs Python with grpcio (tests/python/requirements.txt); .ci/run runs it"]
-async fn python_client_speaks_the_contract() {
+/// Runs `tests/python/{script}` against a fresh hookd; fails with its output unless it exits 0.
+async fn run_python(script: &str) {
     let python = std::env::var("HOOKD_PYTHON").expect(
         "HOOKD_PYTHON must name a Python with tests/python/requirements.txt installed (.ci/run sets it)",
     );
@@ -14,9 +14,10 @@ async fn python_client_speaks_the_contract() {
     let server = TestServer::start(dir.path()).await;
     let addr = server.grpc.trim_start_matches("http://").to_owned();
     let root = env!("CARGO_MANIFEST_DIR");
+    let path = format!("{root}/python/{script}");
     let output = tokio::task::spawn_blocking(move || {
         std::process::Command::new(python)
-            .arg(format!("{root}/python/smoke.py"))
+            .arg(path)
             .arg(addr)
             .arg(format!("{root}/../proto"))
             .output()
@@ -28,8 +29,22 @@ async fn python_client_speaks_the_contract() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
-        "python smoke failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        "{script} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
     eprintln!("{stdout}");
     server.stop().await;
+}
+
+#[tokio::test]
+#[ignore = "needs Python with grpcio (tests/python/requirements.txt); .ci/run runs it"]
+async fn python_client_speaks_the_contract() {
+    run_python("smoke.py").await;
+}
+
+/// The signatures hookd sends, checked by the Standard Webhooks reference library
+/// (`standardwebhooks` on PyPI), not by code of ours.
+#[tokio::test]
+#[ignore = "needs Python with standardwebhooks (tests/python/requirements.txt); .ci/run runs it"]
+async fn python_standard_webhooks_library_verifies_deliveries() {
+    run_python("webhooks_verify.py").await;
 }
