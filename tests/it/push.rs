@@ -896,3 +896,53 @@ async fn after_the_last_attempt_the_message_is_dead_with_the_last_status() {
     assert_eq!(s.failed_last_hour, 1);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn connect_timeout_applies_when_the_receiver_does_not_accept() {
+    // A listener whose accept queue is full and never drained: the kernel drops further
+    // SYNs, so a connect hangs, as to an overloaded or firewalled receiver.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(1).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut fillers = Vec::new();
+    for _ in 0..4 {
+        if let Ok(Ok(s)) = tokio::time::timeout(
+            Duration::from_millis(200),
+            tokio::net::TcpStream::connect(addr),
+        )
+        .await
+        {
+            fillers.push(s);
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let mut c = server.client().await;
+    c.put_endpoint(pb::Endpoint {
+        connect_timeout_ms: 300,
+        timeout_ms: 10_000,
+        ..endpoint("e", format!("http://{addr}/"))
+    })
+    .await
+    .unwrap();
+    let started = Instant::now();
+    let sent = c
+        .enqueue(Event::to_endpoint("e", b"x".to_vec()))
+        .await
+        .unwrap();
+    let m = first_failure(&mut c, &sent.id).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(m.history[0].outcome, "network_error");
+    assert!(
+        m.last_error.contains("connect timed out after 300 ms"),
+        "{}",
+        m.last_error
+    );
+    drop(fillers);
+    server.stop().await;
+}
