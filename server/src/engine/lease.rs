@@ -10,7 +10,7 @@ use super::index::{DestId, LiveState};
 use super::{Engine, Tx};
 use crate::error::ApiError;
 use crate::ids::{LeaseId, MessageId};
-use crate::store::{AttemptRecord, DoneRecord, ScheduleEntry, State, StoreError};
+use crate::store::{AttemptRecord, DoneRecord, MessageRecord, ScheduleEntry, State, StoreError};
 
 /// How an attempt ended, for its history entry.
 #[derive(Debug, Clone, Copy)]
@@ -32,6 +32,28 @@ impl<'a> AttemptEnd<'a> {
             error,
             http_status: 0,
             latency_us: 0,
+        }
+    }
+}
+
+/// What a completed message keeps of its record (the payload's size, not the payload).
+#[derive(Debug, Clone)]
+pub(super) struct Meta {
+    pub destination: String,
+    pub event_type: String,
+    pub idempotency_key: String,
+    pub payload_size: u64,
+    pub created_ms: u64,
+}
+
+impl Meta {
+    pub fn of(record: MessageRecord) -> Self {
+        Self {
+            payload_size: record.payload.len() as u64,
+            destination: record.destination,
+            event_type: record.event_type,
+            idempotency_key: record.idempotency_key,
+            created_ms: record.created_ms,
         }
     }
 }
@@ -148,7 +170,7 @@ impl Engine {
             seen.insert(lease.message);
         }
         for id in &seen {
-            self.complete(t, now, *id, AttemptEnd::lease("acked", ""))?;
+            self.complete(t, now, *id, AttemptEnd::lease("acked", ""), None)?;
         }
         Ok(Ok(seen.len() as u32))
     }
@@ -162,6 +184,7 @@ impl Engine {
         now: u64,
         id: MessageId,
         last: AttemptEnd<'_>,
+        meta: Option<Meta>,
     ) -> Result<(), StoreError> {
         let Some(live) = self.index.remove(id) else {
             return Ok(());
@@ -172,10 +195,16 @@ impl Engine {
         if self.config.completed_retention_ms == 0 {
             t.remove_message(id)?;
         } else {
-            let Some(record) = t.record(id)? else {
-                return Err(StoreError::Corrupt(format!(
-                    "message {id} is live but not stored"
-                )));
+            let meta = match meta {
+                Some(m) => m,
+                None => match t.record(id)? {
+                    Some(record) => Meta::of(record),
+                    None => {
+                        return Err(StoreError::Corrupt(format!(
+                            "message {id} is live but not stored"
+                        )));
+                    }
+                },
             };
             let started_ms = match last.started_ms {
                 Some(ms) => ms,
@@ -192,11 +221,11 @@ impl Engine {
                 latency_us: last.latency_us,
             });
             let done = DoneRecord {
-                destination: record.destination,
-                event_type: record.event_type,
-                idempotency_key: record.idempotency_key,
-                payload_size: record.payload.len() as u64,
-                created_ms: record.created_ms,
+                destination: meta.destination,
+                event_type: meta.event_type,
+                idempotency_key: meta.idempotency_key,
+                payload_size: meta.payload_size,
+                created_ms: meta.created_ms,
                 completed_ms: now,
                 attempts: live.attempts,
                 max_attempts: live.max_attempts,

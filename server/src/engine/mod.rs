@@ -193,6 +193,9 @@ pub(crate) struct Engine {
     /// the round is applied, without waiting for its fsync (the outcome of an earlier
     /// attempt that freed the slot being uncommitted changes nothing about this message).
     early: Vec<Delivery>,
+    /// What completing each push attempt in flight will keep of its message (read from
+    /// the record at dispatch, so a success need not read it again).
+    flight: rustc_hash::FxHashMap<MessageId, lease::Meta>,
     /// Messages enqueued or replayed in this round (not durable as such yet).
     fresh: rustc_hash::FxHashSet<MessageId>,
     /// Bumped whenever a push destination's settings change.
@@ -257,6 +260,7 @@ pub fn start(
         outbox: Vec::new(),
         early: Vec::new(),
         fresh: Default::default(),
+        flight: Default::default(),
         generation: 0,
     };
     // Endpoints first: a destination's push settings come from its endpoint.

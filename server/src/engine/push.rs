@@ -19,7 +19,7 @@ use std::time::Duration;
 use hookd_proto::v1 as pb;
 
 use super::index::{DestId, LiveState, Timer};
-use super::lease::AttemptEnd;
+use super::lease::{AttemptEnd, Meta};
 use super::{Engine, Tx};
 use crate::breaker::{Admit, Breaker, BreakerState};
 use crate::delivery::signing::Secret;
@@ -271,6 +271,15 @@ impl Engine {
                 },
             };
             let attempts = self.index.live.get(&id).map_or(0, |l| l.attempts) + 1;
+            // Kept so that a success need not read the record again.
+            let meta = Meta {
+                destination: record.destination,
+                event_type: record.event_type,
+                idempotency_key: record.idempotency_key.clone(),
+                payload_size: record.payload.len() as u64,
+                created_ms: record.created_ms,
+            };
+            self.flight.insert(id, meta);
             let deadline = now
                 .saturating_add(target.timeout.as_millis() as u64)
                 .saturating_add(LOST_AFTER_TIMEOUT_MS);
@@ -337,6 +346,7 @@ impl Engine {
             Some(live) if live.state == LiveState::Leased && live.attempts == attempt => live.dest,
             _ => return Ok(()),
         };
+        let meta = self.flight.remove(&id);
         let slow_ms = self.config.delivery.slow_breaker_threshold_ms;
         let max_pause_ms = self
             .config
@@ -369,7 +379,7 @@ impl Engine {
                     http_status: u32::from(status),
                     latency_us,
                 };
-                self.complete(t, now, id, end)?;
+                self.complete(t, now, id, end, meta)?;
             }
             Verdict::Retry {
                 status,
