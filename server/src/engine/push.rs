@@ -197,109 +197,130 @@ impl Engine {
     }
 
     fn dispatch_dest(&mut self, t: Tx<'_, '_>, now: u64, d: DestId) -> Result<(), StoreError> {
-        loop {
-            let dest = &mut self.index.dests[d];
-            let in_flight = dest.in_flight;
-            let Some(push) = dest.push.as_deref_mut() else {
-                return Ok(());
-            };
-            if dest.ready.is_empty() || push.disabled.is_some() {
-                return Ok(());
-            }
-            // An attempt that ends queues the destination again.
-            if in_flight >= push.max_in_flight {
-                return Ok(());
-            }
-            if push.paused_until > now {
-                let at = push.paused_until;
+        while let Some(id) = self.admit_next(d, now) {
+            self.hand_out(t, now, d, id)?;
+        }
+        Ok(())
+    }
+
+    /// The next ready message of `d` that may go now, if any: it has a free slot, a token,
+    /// no pause, and a closed breaker (or the half-open probe, which this marks as out).
+    /// When the answer is "not before some time", arranges to be woken then.
+    fn admit_next(&mut self, d: DestId, now: u64) -> Option<MessageId> {
+        let dest = &mut self.index.dests[d];
+        let in_flight = dest.in_flight;
+        let push = dest.push.as_deref_mut()?;
+        // A full destination is queued again when one of its attempts ends.
+        if dest.ready.is_empty() || push.disabled.is_some() || in_flight >= push.max_in_flight {
+            return None;
+        }
+        let not_before = if push.paused_until > now {
+            Some(push.paused_until)
+        } else {
+            push.bucket
+                .as_mut()
+                .map(|b| b.next_token_ms(now))
+                .filter(|&at| at > now)
+        };
+        if let Some(at) = not_before {
+            self.wake_at(d, at, now);
+            return None;
+        }
+        let probe = match push.breaker.admit(now) {
+            Admit::Yes => false,
+            Admit::Probe => true,
+            Admit::NotUntil(at) => {
                 self.wake_at(d, at, now);
-                return Ok(());
+                return None;
             }
-            if let Some(bucket) = &mut push.bucket {
-                let at = bucket.next_token_ms(now);
-                if at > now {
-                    self.wake_at(d, at, now);
-                    return Ok(());
+            Admit::AwaitingProbe => return None,
+        };
+        // The ready queue may hold ids that left the Ready state since; skip them.
+        let next = std::iter::from_fn(|| dest.ready.pop_front()).find(|id| {
+            self.index
+                .live
+                .get(id)
+                .is_some_and(|l| l.state == LiveState::Ready)
+        });
+        match next {
+            Some(id) => {
+                if let Some(bucket) = &mut push.bucket {
+                    bucket.try_take(now);
                 }
+                if probe {
+                    push.probe = Some(id);
+                }
+                Some(id)
             }
-            let probe = match push.breaker.admit(now) {
-                Admit::Yes => false,
-                Admit::Probe => true,
-                Admit::NotUntil(at) => {
-                    self.wake_at(d, at, now);
-                    return Ok(());
-                }
-                Admit::AwaitingProbe => return Ok(()),
-            };
-            let next = loop {
-                match dest.ready.pop_front() {
-                    None => break None,
-                    Some(id) => match self.index.live.get(&id) {
-                        Some(live) if live.state == LiveState::Ready => break Some(id),
-                        _ => continue,
-                    },
-                }
-            };
-            let Some(id) = next else {
+            None => {
                 if probe {
                     push.breaker.probe_lost();
                 }
-                return Ok(());
-            };
-            if let Some(bucket) = &mut push.bucket {
-                bucket.try_take(now);
+                None
             }
-            if probe {
-                push.probe = Some(id);
-            }
-            let target = push.target.clone();
-            let endpoint_url = push.url.clone();
-            let Some(record) = t.record(id)? else {
-                return Err(StoreError::Corrupt(format!(
-                    "message {id} is indexed but not stored"
-                )));
-            };
-            let url = match endpoint_url {
-                Some(url) => url,
-                None => match Destination::decode(&record.destination) {
-                    Some(Destination::Url(url)) => url,
-                    _ => {
-                        return Err(StoreError::Corrupt(format!(
-                            "message {id} in a URL destination has no URL"
-                        )));
-                    }
-                },
-            };
-            let attempts = self.index.live.get(&id).map_or(0, |l| l.attempts) + 1;
-            // Kept so that a success need not read the record again.
-            let meta = Meta {
-                destination: record.destination,
-                event_type: record.event_type,
-                idempotency_key: record.idempotency_key.clone(),
-                payload_size: record.payload.len() as u64,
-                created_ms: record.created_ms,
-            };
-            self.flight.insert(id, meta);
-            let deadline = now
-                .saturating_add(target.timeout.as_millis() as u64)
-                .saturating_add(LOST_AFTER_TIMEOUT_MS);
-            self.transition(id, LiveState::Leased, attempts, deadline);
-            let queue = if self.fresh.contains(&id) {
-                &mut self.outbox
-            } else {
-                &mut self.early
-            };
-            queue.push(Delivery {
-                id,
-                attempt: attempts,
-                target,
-                url,
-                payload: record.payload.into(),
-                headers: record.headers,
-                idempotency_key: record.idempotency_key,
-                timestamp_s: now / 1_000,
-            });
         }
+    }
+
+    /// Starts attempt n+1 of ready message `id`: reads its record, marks it in flight (in
+    /// memory only) with a safety deadline, and queues the delivery.
+    fn hand_out(
+        &mut self,
+        t: Tx<'_, '_>,
+        now: u64,
+        d: DestId,
+        id: MessageId,
+    ) -> Result<(), StoreError> {
+        let Some(push) = self.index.dests[d].push.as_deref() else {
+            return Ok(());
+        };
+        let target = push.target.clone();
+        let endpoint_url = push.url.clone();
+        let Some(record) = t.record(id)? else {
+            return Err(StoreError::Corrupt(format!(
+                "message {id} is indexed but not stored"
+            )));
+        };
+        let url = match endpoint_url {
+            Some(url) => url,
+            None => match Destination::decode(&record.destination) {
+                Some(Destination::Url(url)) => url,
+                _ => {
+                    return Err(StoreError::Corrupt(format!(
+                        "message {id} in a URL destination has no URL"
+                    )));
+                }
+            },
+        };
+        let attempt = self.index.live.get(&id).map_or(0, |l| l.attempts) + 1;
+        // Kept so that a success need not read the record again.
+        let meta = Meta {
+            destination: record.destination,
+            event_type: record.event_type,
+            idempotency_key: record.idempotency_key.clone(),
+            payload_size: record.payload.len() as u64,
+            created_ms: record.created_ms,
+        };
+        self.flight.insert(id, meta);
+        let deadline = now
+            .saturating_add(target.timeout.as_millis() as u64)
+            .saturating_add(LOST_AFTER_TIMEOUT_MS);
+        self.transition(id, LiveState::Leased, attempt, deadline);
+        let delivery = Delivery {
+            id,
+            attempt,
+            target,
+            url,
+            payload: record.payload.into(),
+            headers: record.headers,
+            idempotency_key: record.idempotency_key,
+            timestamp_s: now / 1_000,
+        };
+        if self.fresh.contains(&id) {
+            self.outbox.push(delivery);
+        } else {
+            self.early.push(delivery);
+        }
+        Ok(())
     }
 
     /// Makes sure destination `d` is looked at again by `at`.
