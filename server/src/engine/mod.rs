@@ -1,6 +1,6 @@
 //! The engine: one thread that owns every write to redb and the in-memory index.
 //!
-//! Requests arrive as [`Command`]s on a channel. The thread takes every command waiting at
+//! Requests arrive as `Command`s on a channel. The thread takes every command waiting at
 //! that moment (up to `max_commit_batch`), together with every timer that has come due,
 //! applies them all to one redb write transaction, commits it with
 //! `Durability::Immediate`, and only then answers each caller (group commit). One commit

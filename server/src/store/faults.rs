@@ -1,6 +1,6 @@
 //! Storage that fails on demand, for tests of what hookd does when the disk does.
 //!
-//! [`FaultyFile`] is redb's own file backend with switches in front of `sync_data`: while
+//! `FaultyFile` is redb's own file backend with switches in front of `sync_data`: while
 //! [`Faults::fail_syncs`] is on, every fsync fails, so every commit fails as it would on a
 //! full or dying disk; [`Faults::delay_syncs`] makes the disk slow. Production never constructs it (`Store::open` uses a plain file);
 //! tests pass a [`Faults`] through `server::Hooks`.
