@@ -34,6 +34,37 @@ impl<'a> AttemptEnd<'a> {
             latency_us: 0,
         }
     }
+
+    /// The end, at `now`, of a push attempt that took `latency_us`.
+    pub fn http(
+        now: u64,
+        latency_us: u64,
+        outcome: &'a str,
+        error: &'a str,
+        http_status: u16,
+    ) -> Self {
+        Self {
+            started_ms: Some(now.saturating_sub(latency_us / 1_000)),
+            outcome,
+            error,
+            http_status: u32::from(http_status),
+            latency_us,
+        }
+    }
+
+    /// The history entry of attempt `number`, ended at `now`; `lease_started_ms` is used
+    /// when the attempt's own start is not known (a pull lease).
+    fn record(&self, number: u32, lease_started_ms: u64, now: u64) -> AttemptRecord {
+        AttemptRecord {
+            number,
+            started_ms: self.started_ms.unwrap_or(lease_started_ms),
+            ended_ms: now,
+            outcome: self.outcome.to_owned(),
+            error: self.error.to_owned(),
+            http_status: self.http_status,
+            latency_us: self.latency_us,
+        }
+    }
 }
 
 /// What a completed message keeps of its record (the payload's size, not the payload).
@@ -47,12 +78,12 @@ pub(super) struct Meta {
 }
 
 impl Meta {
-    pub fn of(record: MessageRecord) -> Self {
+    pub fn of(record: &MessageRecord) -> Self {
         Self {
+            destination: record.destination.clone(),
+            event_type: record.event_type.clone(),
+            idempotency_key: record.idempotency_key.clone(),
             payload_size: record.payload.len() as u64,
-            destination: record.destination,
-            event_type: record.event_type,
-            idempotency_key: record.idempotency_key,
             created_ms: record.created_ms,
         }
     }
@@ -198,7 +229,7 @@ impl Engine {
             let meta = match meta {
                 Some(m) => m,
                 None => match t.record(id)? {
-                    Some(record) => Meta::of(record),
+                    Some(record) => Meta::of(&record),
                     None => {
                         return Err(StoreError::Corrupt(format!(
                             "message {id} is live but not stored"
@@ -206,20 +237,13 @@ impl Engine {
                     }
                 },
             };
-            let started_ms = match last.started_ms {
-                Some(ms) => ms,
+            // Only a pull lease needs its schedule row read for when the attempt started.
+            let lease_started_ms = match last.started_ms {
+                Some(_) => 0,
                 None => t.schedule(id)?.since_ms,
             };
             let mut history = t.history(id)?;
-            history.push(AttemptRecord {
-                number: live.attempts,
-                started_ms,
-                ended_ms: now,
-                outcome: last.outcome.to_owned(),
-                error: last.error.to_owned(),
-                http_status: last.http_status,
-                latency_us: last.latency_us,
-            });
+            history.push(last.record(live.attempts, lease_started_ms, now));
             let done = DoneRecord {
                 destination: meta.destination,
                 event_type: meta.event_type,
@@ -264,15 +288,7 @@ impl Engine {
         // A push attempt is not written when it starts (see `push.rs`): it counts from here.
         entry.attempts = live.attempts;
         let mut history = t.history(id)?;
-        history.push(AttemptRecord {
-            number: live.attempts,
-            started_ms: end.started_ms.unwrap_or(entry.since_ms),
-            ended_ms: now,
-            outcome: end.outcome.to_owned(),
-            error: end.error.to_owned(),
-            http_status: end.http_status,
-            latency_us: end.latency_us,
-        });
+        history.push(end.record(live.attempts, entry.since_ms, now));
         t.put_history(id, &history)?;
         self.dirty = true;
         let key = self.index.dests[live.dest].key.clone();

@@ -293,14 +293,7 @@ impl Engine {
         };
         let attempt = self.index.live.get(&id).map_or(0, |l| l.attempts) + 1;
         // Kept so that a success need not read the record again.
-        let meta = Meta {
-            destination: record.destination,
-            event_type: record.event_type,
-            idempotency_key: record.idempotency_key.clone(),
-            payload_size: record.payload.len() as u64,
-            created_ms: record.created_ms,
-        };
-        self.flight.insert(id, meta);
+        self.flight.insert(id, Meta::of(&record));
         let deadline = now
             .saturating_add(target.timeout.as_millis() as u64)
             .saturating_add(LOST_AFTER_TIMEOUT_MS);
@@ -385,7 +378,6 @@ impl Engine {
         push.attempt_latency_1h.record(now, latency_us);
         push.attempt_latency_24h.record(now, latency_us);
         self.index.want_dispatch(d);
-        let started_ms = now.saturating_sub(latency_us / 1_000);
         match verdict {
             Verdict::Delivered { status } => {
                 let Some(push) = self.index.dests[d].push.as_deref_mut() else {
@@ -393,13 +385,7 @@ impl Engine {
                 };
                 push.successes.add(now, 1);
                 push.breaker.on_success(probe);
-                let end = AttemptEnd {
-                    started_ms: Some(started_ms),
-                    outcome: "delivered",
-                    error: "",
-                    http_status: u32::from(status),
-                    latency_us,
-                };
+                let end = AttemptEnd::http(now, latency_us, "delivered", "", status);
                 self.complete(t, now, id, end, meta)?;
             }
             Verdict::Retry {
@@ -425,13 +411,7 @@ impl Engine {
                     .min(now.saturating_add(max_pause_ms));
                     push.paused_until = push.paused_until.max(until);
                 }
-                let end = AttemptEnd {
-                    started_ms: Some(started_ms),
-                    outcome,
-                    error: &error,
-                    http_status: u32::from(status),
-                    latency_us,
-                };
+                let end = AttemptEnd::http(now, latency_us, outcome, &error, status);
                 self.fail_attempt(t, now, id, end, None, false)?;
             }
             Verdict::Permanent { status, error } => {
@@ -439,13 +419,7 @@ impl Engine {
                     // The endpoint answered: it is up, whatever it thinks of the message.
                     push.breaker.on_success(probe);
                 }
-                let end = AttemptEnd {
-                    started_ms: Some(started_ms),
-                    outcome: "rejected",
-                    error: &error,
-                    http_status: u32::from(status),
-                    latency_us,
-                };
+                let end = AttemptEnd::http(now, latency_us, "rejected", &error, status);
                 self.fail_attempt(t, now, id, end, None, true)?;
                 if status == 410 {
                     self.disable(t, now, d, format!("410 Gone from message {id}: {error}"))?;
@@ -455,13 +429,7 @@ impl Engine {
                 if probe && let Some(push) = self.index.dests[d].push.as_deref_mut() {
                     push.breaker.probe_lost();
                 }
-                let end = AttemptEnd {
-                    started_ms: Some(started_ms),
-                    outcome: "refused",
-                    error: &error,
-                    http_status: 0,
-                    latency_us,
-                };
+                let end = AttemptEnd::http(now, latency_us, "refused", &error, 0);
                 self.fail_attempt(t, now, id, end, None, true)?;
             }
         }
