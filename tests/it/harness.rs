@@ -145,3 +145,49 @@ pub fn message(e: &hookd_client::Error) -> String {
         other => other.to_string(),
     }
 }
+
+/// Fetches until `pred` holds, every 5 ms of real time for at most 15 s (for effects that
+/// follow real I/O, such as an HTTP attempt's outcome); the last value otherwise fails the
+/// test, named by `what`.
+pub async fn eventually<T: std::fmt::Debug>(
+    what: &str,
+    mut fetch: impl AsyncFnMut() -> T,
+    pred: impl Fn(&T) -> bool,
+) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let value = fetch().await;
+        if pred(&value) {
+            return value;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}: {value:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
+/// Polls GetMessage until `pred` holds (NOT_FOUND gives `None`).
+pub async fn until_message(
+    c: &mut Client,
+    id: &str,
+    what: &str,
+    pred: impl Fn(Option<&hookd_client::pb::GetMessageResponse>) -> bool,
+) -> Option<hookd_client::pb::GetMessageResponse> {
+    let fetch = async || match c.get_message(id).await {
+        Ok(m) => Some(m),
+        Err(e) if code(&e) == tonic::Code::NotFound => None,
+        Err(e) => panic!("get_message: {e}"),
+    };
+    eventually(what, fetch, |m| pred(m.as_ref())).await
+}
+
+/// Waits until the message is delivered; returns what GetMessage shows of it then.
+pub async fn delivered(c: &mut Client, id: &str) -> hookd_client::pb::GetMessageResponse {
+    until_message(c, id, "delivery", |m| {
+        m.is_some_and(|m| m.state == hookd_client::pb::MessageState::Delivered as i32)
+    })
+    .await
+    .expect("a delivered message is kept")
+}

@@ -9,7 +9,7 @@ use hmac::{KeyInit, Mac};
 use hookd::clock::{Clock, ManualClock, SystemClock};
 use hookd_client::{Client, Event, pb};
 
-use crate::harness::{TestServer, code, test_config};
+use crate::harness::{TestServer, code, delivered, eventually, test_config, until_message};
 use crate::sink::{Reply, Sink};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -42,48 +42,12 @@ async fn until_stats(
     what: &str,
     pred: impl Fn(&pb::DestinationStats) -> bool,
 ) -> pb::DestinationStats {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let s = stats(c, key).await;
-        if pred(&s) {
-            return s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}: {s:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    eventually(what, async || stats(c, key).await, pred).await
 }
 
 /// Waits until nothing is in flight to `key` (every outcome recorded).
 async fn settled(c: &mut Client, key: &str) -> pb::DestinationStats {
     until_stats(c, key, "no attempt in flight", |s| s.in_flight == 0).await
-}
-
-/// Polls until the message satisfies `pred` (NOT_FOUND, i.e. completed, gives `None`).
-async fn until_message(
-    c: &mut Client,
-    id: &str,
-    what: &str,
-    pred: impl Fn(Option<&pb::GetMessageResponse>) -> bool,
-) -> Option<pb::GetMessageResponse> {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let m = match c.get_message(id).await {
-            Ok(m) => Some(m),
-            Err(e) if code(&e) == tonic::Code::NotFound => None,
-            Err(e) => panic!("get_message: {e}"),
-        };
-        if pred(m.as_ref()) {
-            return m;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}: {m:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
 }
 
 /// The message once its first attempt has failed (and is recorded).
@@ -101,15 +65,6 @@ async fn dead_lettered(c: &mut Client, id: &str) -> pb::GetMessageResponse {
     })
     .await
     .expect("a dead letter exists")
-}
-
-/// Waits until the message is delivered; returns what GetMessage shows of it then.
-async fn delivered(c: &mut Client, id: &str) -> pb::GetMessageResponse {
-    until_message(c, id, "delivery", |m| {
-        m.is_some_and(|m| m.state == pb::MessageState::Delivered as i32)
-    })
-    .await
-    .expect("a delivered message is kept")
 }
 
 #[tokio::test]

@@ -181,13 +181,7 @@ async fn an_event_whose_commit_failed_is_never_delivered() {
         .unwrap();
     sink.wait_for(1).await;
     // Its outcome committed too, so the next commit to fail is the enqueue's own.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while c.get_message(&first.id).await.unwrap().state
-        != hookd_client::pb::MessageState::Delivered as i32
-    {
-        assert!(Instant::now() < deadline, "first event not delivered");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    crate::harness::delivered(&mut c, &first.id).await;
 
     faults.fail_syncs(true);
     let err = c
