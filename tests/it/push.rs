@@ -901,3 +901,28 @@ async fn connect_timeout_applies_when_the_receiver_does_not_accept() {
     drop(fillers);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn changing_the_burst_takes_effect() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let sink = Sink::start(Reply::Status(200)).await;
+    let mut c = server.client().await;
+    let limited = |burst| pb::Endpoint {
+        rate_limit_per_s: 20.0,
+        rate_limit_burst: burst,
+        ..endpoint("e", sink.url("/"))
+    };
+    c.put_endpoint(limited(5)).await.unwrap();
+    let events: Vec<Event> = (0..100u32)
+        .map(|i| Event::to_endpoint("e", i.to_le_bytes().to_vec()))
+        .collect();
+    c.enqueue_batch(events).await.unwrap();
+    sink.wait_for(5).await;
+    sink.stays_at(5).await;
+    // Same rate, bigger burst: a full bucket of 50 (the clock does not move).
+    c.put_endpoint(limited(50)).await.unwrap();
+    sink.wait_for(55).await;
+    sink.stays_at(55).await;
+    server.stop().await;
+}

@@ -43,6 +43,8 @@ pub struct Push {
     pub url: Option<String>,
     pub max_in_flight: u64,
     pub rate_limit_per_s: f64,
+    /// As set on the endpoint (0 = the rate, at least 1).
+    pub rate_limit_burst: u32,
     pub bucket: Option<TokenBucket>,
     pub breaker: Breaker,
     /// Retry-After: nothing goes before this time.
@@ -112,10 +114,14 @@ impl Engine {
                 push.target = target;
                 push.url = settings.url;
                 push.max_in_flight = u64::from(settings.max_in_flight);
-                if push.rate_limit_per_s != settings.rate_limit_per_s || bucket.is_none() {
+                // A changed limit (rate or burst) starts a fresh bucket; an unchanged one
+                // keeps its tokens, so re-putting an endpoint grants no extra burst.
+                let limit = (settings.rate_limit_per_s, settings.rate_limit_burst);
+                if (push.rate_limit_per_s, push.rate_limit_burst) != limit || bucket.is_none() {
                     push.bucket = bucket;
                 }
                 push.rate_limit_per_s = settings.rate_limit_per_s;
+                push.rate_limit_burst = settings.rate_limit_burst;
                 push.breaker.reconfigure(breaker_config);
                 push.disabled = settings.disabled;
             }
@@ -125,6 +131,7 @@ impl Engine {
                     url: settings.url,
                     max_in_flight: u64::from(settings.max_in_flight),
                     rate_limit_per_s: settings.rate_limit_per_s,
+                    rate_limit_burst: settings.rate_limit_burst,
                     bucket,
                     breaker: Breaker::new(breaker_config),
                     paused_until: 0,
