@@ -53,7 +53,20 @@ struct ServeArgs {
 
 /// The binary's entry point; also the entry point of the test harness's crash-test binary.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    main_from(std::env::args_os())
+}
+
+/// [`main`] with its arguments given (the first is the program name): how `hookd-loadtest`
+/// runs the hookd it measures as a child process of its own binary.
+pub fn main_from<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     match cli.command {
         Command::Serve(args) => serve(args),
     }

@@ -1,0 +1,161 @@
+//! Capacity search: multiply the offered rate by `growth` while each step holds the SLO,
+//! then bisect between the last rate that held and the first that broke.
+
+use std::future::Future;
+
+use serde::Serialize;
+
+use crate::scenario::Capacity;
+
+/// One step's result.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Step {
+    pub rate: f64,
+    pub passed: bool,
+    /// Why it failed, or a summary of what it measured.
+    pub detail: String,
+    pub acked_per_s: f64,
+    pub delivered_per_s: f64,
+    pub enqueue_p99_ms: f64,
+    pub e2e_p99_ms: f64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Outcome {
+    /// The highest rate that held the SLO; `None` if even the start rate broke it.
+    pub sustainable_rate: Option<f64>,
+    /// The lowest rate that broke it; `None` if `max_rate` held.
+    pub broke_at: Option<f64>,
+    pub steps: Vec<Step>,
+}
+
+/// Runs the search; `step(rate)` offers `rate` for one step and judges it.
+pub async fn search<F, Fut>(c: &Capacity, mut step: F) -> anyhow::Result<Outcome>
+where
+    F: FnMut(f64) -> Fut,
+    Fut: Future<Output = anyhow::Result<Step>>,
+{
+    let mut steps = Vec::new();
+    let mut good: Option<f64> = None;
+    let mut bad: Option<f64> = None;
+    let mut rate = c.start_rate;
+    loop {
+        let s = step(rate).await?;
+        let passed = s.passed;
+        steps.push(s);
+        if !passed {
+            bad = Some(rate);
+            break;
+        }
+        good = Some(rate);
+        if rate >= c.max_rate {
+            break;
+        }
+        rate = (rate * c.growth).min(c.max_rate);
+    }
+    if let (Some(mut lo), Some(mut hi)) = (good, bad) {
+        for _ in 0..c.refine {
+            let mid = (lo + hi) / 2.0;
+            let s = step(mid).await?;
+            if s.passed {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+            steps.push(s);
+        }
+        good = Some(lo);
+        bad = Some(hi);
+    }
+    Ok(Outcome {
+        sustainable_rate: good,
+        broke_at: bad,
+        steps,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{RngExt, SeedableRng};
+    use std::time::Duration;
+
+    fn capacity() -> Capacity {
+        Capacity {
+            start_rate: 500.0,
+            max_rate: 200_000.0,
+            growth: 1.5,
+            step: Duration::from_secs(1),
+            refine: 4,
+            settle: Duration::from_secs(1),
+        }
+    }
+
+    /// A simulated service that holds the SLO up to `limit` events/s, give or take the
+    /// noise a shared machine adds to each step.
+    async fn find(limit: f64, noise: f64, seed: u64) -> Outcome {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        search(&capacity(), |rate| {
+            let jitter = 1.0 + noise * (rng.random::<f64>() * 2.0 - 1.0);
+            let passed = rate <= limit * jitter;
+            async move {
+                Ok(Step {
+                    rate,
+                    passed,
+                    detail: String::new(),
+                    acked_per_s: rate,
+                    delivered_per_s: rate,
+                    enqueue_p99_ms: 0.0,
+                    e2e_p99_ms: 0.0,
+                })
+            }
+        })
+        .await
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn finds_the_limit_of_a_simulated_service() {
+        let o = find(12_000.0, 0.0, 1).await;
+        let found = o.sustainable_rate.unwrap();
+        // Growth 1.5 from 500: 500 .. 8,543 held, 12,814 broke; 4 bisections narrow that to
+        // 1/16 of the gap.
+        assert!(found <= 12_000.0 && found > 12_000.0 * 0.97, "{found}");
+        assert!(o.broke_at.unwrap() > 12_000.0);
+        assert_eq!(o.steps.len(), 9 + 4);
+        assert!(o.steps.windows(2).take(8).all(|w| w[1].rate > w[0].rate));
+    }
+
+    #[tokio::test]
+    async fn repeated_searches_agree_within_15_percent_under_noise() {
+        let found: Vec<f64> =
+            futures_lite_join((1..=10).map(|seed| find(12_000.0, 0.05, seed))).await;
+        let (lo, hi) = found
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(lo, hi), f| (lo.min(*f), hi.max(*f)));
+        let mid = (lo + hi) / 2.0;
+        assert!((hi - lo) / 2.0 <= mid * 0.15, "{found:?}");
+    }
+
+    async fn futures_lite_join<F: Future<Output = Outcome>>(
+        f: impl Iterator<Item = F>,
+    ) -> Vec<f64> {
+        let mut out = Vec::new();
+        for o in f {
+            out.push(o.await.sustainable_rate.unwrap());
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn edges() {
+        // Even the start rate breaks the SLO.
+        let o = find(100.0, 0.0, 1).await;
+        assert_eq!(o.sustainable_rate, None);
+        assert_eq!(o.steps.len(), 1);
+        // The service holds up to the maximum asked for.
+        let o = find(1e9, 0.0, 1).await;
+        assert_eq!(o.sustainable_rate, Some(200_000.0));
+        assert_eq!(o.broke_at, None);
+    }
+}

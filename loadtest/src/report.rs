@@ -1,0 +1,381 @@
+//! The report: JSON for machines, a table for the terminal, SVG plots.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use hdrhistogram::Histogram;
+use plotters::prelude::*;
+use serde::Serialize;
+
+use crate::capacity::Outcome;
+use crate::checker::Verdict;
+use crate::drive::QueueCounts;
+use crate::sim::GroupCounts;
+use crate::tally::Second;
+
+/// Percentiles of one latency, in ms.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Percentiles {
+    pub count: u64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub p9999: f64,
+    pub max: f64,
+    /// (percentile, ms) pairs for the percentile plot.
+    #[serde(skip)]
+    pub curve: Vec<(f64, f64)>,
+}
+
+impl Percentiles {
+    pub fn of(h: &Histogram<u64>) -> Self {
+        let ms = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
+        let curve = h
+            .iter_quantiles(2)
+            .map(|v| {
+                (
+                    v.quantile_iterated_to() * 100.0,
+                    v.value_iterated_to() as f64 / 1e3,
+                )
+            })
+            .filter(|(q, _)| *q < 100.0)
+            .collect();
+        Self {
+            count: h.len(),
+            p50: ms(0.5),
+            p90: ms(0.9),
+            p99: ms(0.99),
+            p999: ms(0.999),
+            p9999: ms(0.9999),
+            max: h.max() as f64 / 1e3,
+            curve,
+        }
+    }
+}
+
+/// What hookd itself reported at the end of the run.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct HookdFigures {
+    /// Push attempts over the run (hookd's stats cover the last hour).
+    pub push_attempts: u64,
+    /// Push attempts beyond the first per event.
+    pub retries: u64,
+    pub dead_letters: u64,
+    pub breaker_openings: u64,
+    pub cpu_avg_pct: Option<f64>,
+    pub cpu_max_pct: Option<f64>,
+    pub rss_max_mb: Option<f64>,
+    pub commits_per_s: f64,
+    pub requests_per_commit: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub scenario: String,
+    pub description: String,
+    pub target: String,
+    pub traffic: String,
+    pub duration_s: f64,
+    pub drain_s: f64,
+    pub verdict: Verdict,
+    /// The SLO limits the run broke (`[slo]`, and groups' `end_to_end_p99_ms`).
+    pub slo_broken: Vec<String>,
+    /// The checker passed and no SLO limit was broken.
+    pub passed: bool,
+    /// Acknowledged events per second over the traffic phase.
+    pub acked_per_s: f64,
+    /// First deliveries per second over the traffic phase.
+    pub delivered_per_s: f64,
+    /// Enqueue latency from the intended send time (coordinated-omission corrected).
+    pub enqueue_latency_ms: Percentiles,
+    /// Enqueue latency from the actual send (what a closed loop would report).
+    pub enqueue_service_ms: Percentiles,
+    /// Intended send time to delivery (2xx answered or Ack accepted).
+    pub end_to_end_ms: Percentiles,
+    pub hookd: HookdFigures,
+    pub endpoints: Vec<GroupCounts>,
+    pub queues: Vec<QueueCounts>,
+    pub timeline: Vec<Second>,
+    pub capacity: Option<Outcome>,
+}
+
+impl Report {
+    /// The table printed at the end of a run.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let v = &self.verdict;
+        let _ = writeln!(s, "\n== {} ({}) ==", self.scenario, self.target);
+        let _ = writeln!(s, "traffic   {}", self.traffic);
+        let _ = writeln!(
+            s,
+            "events    sent {}  acked {}  rejected {}  indeterminate {}",
+            v.sent, v.acked, v.rejected, v.indeterminate
+        );
+        let _ = writeln!(
+            s,
+            "checker   delivered {}  lost {}  unexpected {}  duplicated {}  dead-lettered {}  undelivered {}  recovered {}  {}",
+            v.delivered,
+            v.lost,
+            v.unexpected,
+            v.duplicated,
+            v.dead_lettered,
+            v.undelivered,
+            v.recovered,
+            if v.passed() { "PASS" } else { "FAIL" }
+        );
+        for (reason, n) in &v.dead_letter_reasons {
+            let _ = writeln!(s, "          dead letter: {n} x {reason}");
+        }
+        for e in &v.examples {
+            let _ = writeln!(s, "          {e}");
+        }
+        for b in &self.slo_broken {
+            let _ = writeln!(s, "SLO       broken: {b}");
+        }
+        let _ = writeln!(
+            s,
+            "rate      acked {:.0}/s  delivered {:.0}/s over {:.1} s (+ {:.1} s drain)",
+            self.acked_per_s, self.delivered_per_s, self.duration_s, self.drain_s
+        );
+        let _ = writeln!(
+            s,
+            "{:<28} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "latency (ms)", "count", "p50", "p90", "p99", "p99.9", "p99.99", "max"
+        );
+        for (name, p) in [
+            ("enqueue (from intended)", &self.enqueue_latency_ms),
+            ("enqueue (from sent)", &self.enqueue_service_ms),
+            ("end to end (from intended)", &self.end_to_end_ms),
+        ] {
+            let _ = writeln!(
+                s,
+                "{name:<28} {:>8} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
+                p.count, p.p50, p.p90, p.p99, p.p999, p.p9999, p.max
+            );
+        }
+        let h = &self.hookd;
+        let opt = |v: Option<f64>, unit: &str| v.map_or("n/a".into(), |v| format!("{v:.0}{unit}"));
+        let _ = writeln!(
+            s,
+            "hookd     push attempts {}  retries {}  dead letters {}  breaker openings {}",
+            h.push_attempts, h.retries, h.dead_letters, h.breaker_openings
+        );
+        let _ = writeln!(
+            s,
+            "          cpu avg {} max {}  rss max {}  commits {:.0}/s  {:.1} requests/commit (last minute)",
+            opt(h.cpu_avg_pct, "%"),
+            opt(h.cpu_max_pct, "%"),
+            opt(h.rss_max_mb, " MB"),
+            h.commits_per_s,
+            h.requests_per_commit
+        );
+        for g in &self.endpoints {
+            let _ = writeln!(
+                s,
+                "endpoint  {:<16} e2e p50 {:.2} ms p99 {:.2} ms  requests {}  ok {}  errors {}  throttled {}  rate-limited {}  hung {}  reset {}  down {}",
+                g.name,
+                g.e2e_p50_ms,
+                g.e2e_p99_ms,
+                g.requests,
+                g.ok,
+                g.errors,
+                g.throttled,
+                g.rate_limited,
+                g.hung,
+                g.reset,
+                g.down
+            );
+        }
+        for q in &self.queues {
+            let _ = writeln!(
+                s,
+                "queue     {:<16} e2e p50 {:.2} ms p99 {:.2} ms  received {}  acked {}  nacked {}  ack refused {}",
+                q.name, q.e2e_p50_ms, q.e2e_p99_ms, q.received, q.acked, q.nacked, q.ack_failed
+            );
+        }
+        let _ = writeln!(s, "result    {}", if self.passed { "PASS" } else { "FAIL" });
+        if let Some(c) = &self.capacity {
+            let _ = writeln!(s, "capacity steps:");
+            for st in &c.steps {
+                let _ = writeln!(
+                    s,
+                    "  {:>10.0}/s  {}  acked {:.0}/s delivered {:.0}/s  enqueue p99 {:.2} ms  e2e p99 {:.2} ms  {}",
+                    st.rate,
+                    if st.passed { "held " } else { "broke" },
+                    st.acked_per_s,
+                    st.delivered_per_s,
+                    st.enqueue_p99_ms,
+                    st.e2e_p99_ms,
+                    st.detail
+                );
+            }
+            match c.sustainable_rate {
+                Some(r) => {
+                    let _ = writeln!(s, "highest sustainable rate: {r:.0} events/s");
+                }
+                None => {
+                    let _ = writeln!(
+                        s,
+                        "highest sustainable rate: none (the start rate broke the SLO)"
+                    );
+                }
+            }
+        }
+        s
+    }
+
+    /// Writes `report.json` and the SVG plots into `dir`.
+    pub fn write(&self, dir: &Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
+        std::fs::create_dir_all(dir)?;
+        let json = dir.join("report.json");
+        std::fs::write(&json, serde_json::to_vec_pretty(self)?)?;
+        let files = [
+            (dir.join("latency-percentiles.svg"), Plot::Percentiles),
+            (dir.join("throughput.svg"), Plot::Throughput),
+            (dir.join("latency-over-time.svg"), Plot::LatencyOverTime),
+        ];
+        let mut out = vec![json];
+        for (path, plot) in files {
+            self.plot(&path, plot)
+                .map_err(|e| anyhow::anyhow!("cannot draw {}: {e}", path.display()))?;
+            out.push(path);
+        }
+        Ok(out)
+    }
+
+    fn plot(&self, path: &Path, plot: Plot) -> Result<(), Box<dyn std::error::Error>> {
+        let root = SVGBackend::new(path, (900, 500)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let colours = [BLUE, RED, GREEN, MAGENTA];
+        match plot {
+            Plot::Percentiles => {
+                // x = -log10(1 - percentile/100): 0 = p0, 1 = p90, 2 = p99, 3 = p99.9 ...
+                let series = [
+                    ("enqueue (from intended)", &self.enqueue_latency_ms.curve),
+                    ("enqueue (from sent)", &self.enqueue_service_ms.curve),
+                    ("end to end", &self.end_to_end_ms.curve),
+                ];
+                let nines = |q: f64| -(1.0 - q / 100.0).max(1e-6).log10();
+                let xmax = series
+                    .iter()
+                    .flat_map(|(_, c)| c.iter().map(|(q, _)| nines(*q)))
+                    .fold(1.0f64, f64::max);
+                let ymax = series
+                    .iter()
+                    .flat_map(|(_, c)| c.iter().map(|(_, v)| *v))
+                    .fold(1.0f64, f64::max);
+                let mut chart = ChartBuilder::on(&root)
+                    .caption(
+                        format!("{}: latency by percentile", self.scenario),
+                        ("sans-serif", 20),
+                    )
+                    .margin(10)
+                    .x_label_area_size(40)
+                    .y_label_area_size(60)
+                    .build_cartesian_2d(0.0..xmax.ceil(), (0.01..ymax * 1.2).log_scale())?;
+                chart
+                    .configure_mesh()
+                    .x_desc("percentile")
+                    .y_desc("ms")
+                    .x_label_formatter(&|x| format!("{}", 100.0 - 100.0 * 10f64.powf(-x)))
+                    .draw()?;
+                for (i, (name, curve)) in series.iter().enumerate() {
+                    let c = colours[i % colours.len()];
+                    chart
+                        .draw_series(LineSeries::new(
+                            curve.iter().map(|(q, v)| (nines(*q), v.max(0.01))),
+                            c.stroke_width(2),
+                        ))?
+                        .label(*name)
+                        .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], c));
+                }
+                chart.configure_series_labels().border_style(BLACK).draw()?;
+            }
+            Plot::Throughput => {
+                let t = &self.timeline;
+                let at = |f: fn(&Second) -> u64| -> Vec<(f64, f64)> {
+                    t.iter().map(|s| (s.t_s as f64, f(s) as f64)).collect()
+                };
+                let series = [
+                    ("offered", at(|s| s.offered)),
+                    ("acked", at(|s| s.acked)),
+                    ("delivered", at(|s| s.delivered)),
+                    ("enqueue failed", at(|s| s.failed)),
+                ];
+                self.over_time(&root, "events per second", "events/s", &series, false)?;
+            }
+            Plot::LatencyOverTime => {
+                let t = &self.timeline;
+                // Seconds without a sample have no point (a log axis has no 0).
+                let at = |f: fn(&Second) -> f64| -> Vec<(f64, f64)> {
+                    t.iter()
+                        .filter(|s| f(s) > 0.0)
+                        .map(|s| (s.t_s as f64, f(s).max(0.01)))
+                        .collect()
+                };
+                let series = [
+                    ("enqueue p50", at(|s| s.enqueue_p50_ms)),
+                    ("enqueue p99", at(|s| s.enqueue_p99_ms)),
+                    ("end to end p50", at(|s| s.e2e_p50_ms)),
+                    ("end to end p99", at(|s| s.e2e_p99_ms)),
+                ];
+                self.over_time(&root, "latency over time", "ms", &series, true)?;
+            }
+        }
+        root.present()?;
+        Ok(())
+    }
+}
+
+impl Report {
+    /// A line per series against the run's seconds.
+    fn over_time(
+        &self,
+        root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+        title: &str,
+        unit: &str,
+        series: &[(&str, Vec<(f64, f64)>)],
+        log: bool,
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let xmax = self.timeline.len().max(1) as f64;
+        let ymax = series
+            .iter()
+            .flat_map(|(_, points)| points.iter().map(|p| p.1))
+            .fold(1.0, f64::max);
+        let mut builder = ChartBuilder::on(root);
+        builder
+            .caption(format!("{}: {title}", self.scenario), ("sans-serif", 20))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(70);
+        let colours = [BLUE, RED, GREEN, MAGENTA];
+        macro_rules! draw {
+            ($chart:expr) => {{
+                let mut chart = $chart;
+                chart.configure_mesh().x_desc("s").y_desc(unit).draw()?;
+                for (i, (name, points)) in series.iter().enumerate() {
+                    let c = colours[i % colours.len()];
+                    chart
+                        .draw_series(LineSeries::new(points.iter().copied(), c.stroke_width(2)))?
+                        .label(*name)
+                        .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], c));
+                }
+                chart.configure_series_labels().border_style(BLACK).draw()?;
+            }};
+        }
+        if log {
+            draw!(builder.build_cartesian_2d(0.0..xmax, (0.01..ymax * 1.2).log_scale())?);
+        } else {
+            draw!(builder.build_cartesian_2d(0.0..xmax, 0.0..ymax * 1.1)?);
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Plot {
+    Percentiles,
+    Throughput,
+    LatencyOverTime,
+}

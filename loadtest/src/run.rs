@@ -1,0 +1,574 @@
+//! One run of a scenario, start to verdict.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hookd_proto::v1 as pb;
+use hookd_proto::v1::hookd_client::HookdClient;
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio::time::Instant;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::capacity::{self, Step};
+use crate::checker::{self, Held};
+use crate::drive::{Consumers, Sender, Targets};
+use crate::report::{HookdFigures, Percentiles, Report};
+use crate::scenario::{Load, Scenario, Shape};
+use crate::sim::Sim;
+use crate::tally::{Enqueue, Tally};
+use crate::target::{Meter, Target};
+
+/// How to run a scenario.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Overrides the scenario's `duration`.
+    pub duration: Option<Duration>,
+    /// A running hookd (`http://host:port`); `None` starts one.
+    pub target: Option<String>,
+    /// The running hookd's pid, for its CPU and RSS.
+    pub target_pid: Option<u32>,
+    /// Draw a progress bar on the terminal.
+    pub progress: bool,
+}
+
+async fn channels(addr: &str, n: usize) -> anyhow::Result<Vec<HookdClient<Channel>>> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let ch = Endpoint::from_shared(addr.to_owned())?
+            .tcp_nodelay(true)
+            .initial_stream_window_size(Some(4 << 20))
+            .initial_connection_window_size(Some(16 << 20))
+            .connect()
+            .await?;
+        out.push(HookdClient::new(ch).max_decoding_message_size(64 << 20));
+    }
+    Ok(out)
+}
+
+/// A short id that keeps this run's endpoints, queues and keys apart from other runs'
+/// on a shared hookd.
+fn run_id() -> String {
+    let ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "lt{:x}",
+        (ns as u64) ^ u64::from(std::process::id()).rotate_left(40)
+    )
+}
+
+/// Samples the timeline once a second until dropped.
+struct Sampler {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Sampler {
+    fn start(tally: Arc<Tally>, pid: Option<u32>, bar: Option<ProgressBar>) -> Self {
+        let task = tokio::spawn(async move {
+            let mut meter = Meter::new(pid);
+            let mut tick = tokio::time::interval_at(
+                Instant::now() + Duration::from_secs(1),
+                Duration::from_secs(1),
+            );
+            loop {
+                tick.tick().await;
+                let (cpu, rss) = meter.read();
+                let s = tally.tick(cpu, rss);
+                if let Some(bar) = &bar {
+                    bar.inc(1);
+                    bar.set_message(format!(
+                        "{} acked/s  {} delivered/s  enqueue p99 {:.1} ms  e2e p99 {:.1} ms  backlog {}",
+                        s.acked,
+                        s.delivered,
+                        s.enqueue_p99_ms,
+                        s.e2e_p99_ms,
+                        tally.undelivered()
+                    ));
+                }
+            }
+        });
+        Self { task }
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn bar(len: u64, what: &str, show: bool) -> Option<ProgressBar> {
+    if !show {
+        return None;
+    }
+    let b = ProgressBar::new(len);
+    if let Ok(style) = ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} s  {wide_msg}")
+    {
+        b.set_style(style.progress_chars("=> "));
+    }
+    b.set_prefix(what.to_owned());
+    Some(b)
+}
+
+/// Everything set up for a run.
+struct World {
+    target: Target,
+    sim: Sim,
+    clients: Vec<HookdClient<Channel>>,
+    sender: Sender,
+    consumers: Consumers,
+    tally: Arc<Tally>,
+}
+
+async fn setup(s: &Scenario, o: &Options) -> anyhow::Result<World> {
+    let tally = Arc::new(Tally::new());
+    let target = match &o.target {
+        Some(addr) => Target::remote(addr.clone(), o.target_pid),
+        None => Target::spawn(&s.hookd.config).await?,
+    };
+    let sim = Sim::start(&s.endpoints, tally.clone()).await?;
+    let clients = channels(&target.grpc, s.traffic.connections).await?;
+    let id = run_id();
+    let mut admin = clients[0].clone();
+    let mut endpoints = Vec::new();
+    for (gi, g) in s.endpoints.iter().enumerate() {
+        let mut names = Vec::new();
+        for i in 0..g.count {
+            let name = format!("{id}-{}-{i}", g.name);
+            let h = &g.hookd;
+            let endpoint = pb::Endpoint {
+                name: name.clone(),
+                url: sim.url(gi, i),
+                description: format!("hookd-loadtest {} / {}", s.name, g.name),
+                max_attempts: h.max_attempts,
+                retry_base_ms: h.retry_base_ms,
+                retry_cap_ms: h.retry_cap_ms,
+                connect_timeout_ms: h.connect_timeout_ms,
+                timeout_ms: h.timeout_ms,
+                max_in_flight: h.max_in_flight,
+                rate_limit_per_s: h.rate_limit_per_s,
+                rate_limit_burst: h.rate_limit_burst,
+                ..Default::default()
+            };
+            admin
+                .put_endpoint(pb::PutEndpointRequest {
+                    endpoint: Some(endpoint),
+                })
+                .await
+                .map_err(|e| {
+                    anyhow::anyhow!("hookd refused endpoint `{}`: {}", g.name, e.message())
+                })?;
+            names.push(name);
+        }
+        endpoints.push((names, g.weight));
+    }
+    let queues: Vec<_> = s
+        .queues
+        .iter()
+        .map(|q| (q.clone(), format!("{id}-{}", q.name)))
+        .collect();
+    let targets = Arc::new(Targets::new(
+        &endpoints,
+        &queues
+            .iter()
+            .map(|(q, name)| (name.clone(), q.weight))
+            .collect::<Vec<_>>(),
+    ));
+    let consumers = Consumers::start(&queues, &clients, &tally, s.seed);
+    let sender = Sender {
+        clients: clients.clone(),
+        targets,
+        tally: tally.clone(),
+        batch: s.traffic.batch,
+        payload_bytes: s.traffic.payload_bytes,
+        seed: s.seed,
+        run_id: id,
+    };
+    Ok(World {
+        target,
+        sim,
+        clients,
+        sender,
+        consumers,
+        tally,
+    })
+}
+
+/// Messages of this run hookd still holds (pending, awaiting a retry or in flight);
+/// `None` if its stats cannot be read.
+async fn still_queued(client: &HookdClient<Channel>, run_id: &str) -> Option<u64> {
+    let stats = client.clone().stats(pb::StatsRequest {}).await.ok()?;
+    let ours = format!(":{run_id}-");
+    Some(
+        stats
+            .into_inner()
+            .destinations
+            .iter()
+            .filter(|d| d.destination.contains(&ours))
+            .map(|d| d.pending + d.awaiting_retry + d.in_flight)
+            .sum(),
+    )
+}
+
+/// Waits, `within` at most, until every acknowledged event is delivered or hookd holds
+/// none of this run's messages any more (the rest are dead letters, or lost: the checker
+/// tells); returns the wait.
+async fn drain(world: &World, within: Duration) -> Duration {
+    let start = Instant::now();
+    let mut asked = start;
+    while world.tally.undelivered() > 0 && start.elapsed() < within {
+        if asked.elapsed() >= Duration::from_millis(500) {
+            asked = Instant::now();
+            if still_queued(&world.clients[0], &world.sender.run_id).await == Some(0) {
+                // A delivery answered just now may not be counted yet.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    start.elapsed()
+}
+
+/// Asks hookd what became of every acknowledged event nobody received.
+async fn lookups(
+    client: &HookdClient<Channel>,
+    events: &[crate::tally::Entry],
+) -> HashMap<u64, Held> {
+    let missing: Vec<(u64, String)> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.enqueue == Enqueue::Acked && e.deliveries == 0)
+        .map(|(i, e)| (i as u64, e.id.as_deref().unwrap_or_default().to_owned()))
+        .collect();
+    let mut out = HashMap::new();
+    for chunk in missing.chunks(64) {
+        let mut tasks = tokio::task::JoinSet::new();
+        for (seq, id) in chunk.iter().cloned() {
+            let mut client = client.clone();
+            tasks.spawn(async move {
+                let held = match client
+                    .get_message(pb::GetMessageRequest { id: id.clone() })
+                    .await
+                {
+                    Ok(m) => {
+                        let m = m.into_inner();
+                        match pb::MessageState::try_from(m.state) {
+                            Ok(pb::MessageState::DeadLetter) => Held::DeadLetter(reason(&m)),
+                            Ok(pb::MessageState::Delivered) => Held::CompletedUnseen,
+                            Ok(_) => Held::Queued,
+                            Err(_) => Held::Unknown(format!("state {}", m.state)),
+                        }
+                    }
+                    Err(s) if s.code() == tonic::Code::NotFound => Held::NotFound,
+                    Err(s) => Held::Unknown(s.message().to_owned()),
+                };
+                (seq, held)
+            });
+        }
+        while let Some(Ok((seq, held))) = tasks.join_next().await {
+            out.insert(seq, held);
+        }
+    }
+    out
+}
+
+/// A dead letter's reason as hookd states it, without per-message details.
+fn reason(m: &pb::GetMessageResponse) -> String {
+    let last = m.history.last();
+    let what = match last {
+        Some(a) if a.http_status != 0 => format!("HTTP {}", a.http_status),
+        Some(a) => a.outcome.clone(),
+        None => "no attempt".into(),
+    };
+    if m.max_attempts > 0 && m.attempts >= m.max_attempts {
+        format!("max attempts ({}) reached, last: {what}", m.max_attempts)
+    } else {
+        format!("permanent failure: {what}")
+    }
+}
+
+async fn hookd_figures(
+    client: &HookdClient<Channel>,
+    timeline: &[crate::tally::Second],
+    acked_push: u64,
+) -> HookdFigures {
+    let mut f = HookdFigures::default();
+    let cpu: Vec<f64> = timeline.iter().filter_map(|s| s.hookd_cpu_pct).collect();
+    if !cpu.is_empty() {
+        f.cpu_avg_pct = Some(cpu.iter().sum::<f64>() / cpu.len() as f64);
+        f.cpu_max_pct = cpu.iter().copied().reduce(f64::max);
+    }
+    f.rss_max_mb = timeline
+        .iter()
+        .filter_map(|s| s.hookd_rss_mb)
+        .reduce(f64::max);
+    if let Ok(stats) = client.clone().stats(pb::StatsRequest {}).await {
+        let stats = stats.into_inner();
+        for d in &stats.destinations {
+            if let Some(p) = &d.push {
+                f.push_attempts += p.attempts_last_hour;
+                f.breaker_openings += p.breaker_openings;
+            }
+        }
+        f.dead_letters = stats.total.map_or(0, |t| t.dead_letter);
+        if let Some(st) = stats.storage {
+            f.commits_per_s = st.commits_per_s;
+            f.requests_per_commit = st.requests_per_commit;
+        }
+    }
+    f.retries = f.push_attempts.saturating_sub(acked_push);
+    f
+}
+
+fn describe(s: &Scenario, duration: Duration) -> String {
+    if let Some(c) = s.capacity {
+        return format!(
+            "capacity search: open loop from {:.0} events/s, x{} per {:?} step up to {:.0}, {} bisections; {}",
+            c.start_rate,
+            c.growth,
+            c.step,
+            c.max_rate,
+            c.refine,
+            mix(s)
+        );
+    }
+    let how = if s.traffic.batch == 1 {
+        "unary Enqueue".to_owned()
+    } else {
+        format!("EnqueueBatch of {}", s.traffic.batch)
+    };
+    let load = match &s.traffic.load {
+        Load::Open { shape, .. } => match shape {
+            Shape::Constant(r) => format!("open loop at {r:.0} events/s"),
+            Shape::Ramp(a, b) => format!("open loop ramping {a:.0} -> {b:.0} events/s"),
+            Shape::Bursty { rate, on, off } => {
+                format!("bursts of {rate:.0} events/s for {on:?}, then {off:?} of silence")
+            }
+        },
+        Load::Closed { concurrency } => format!("closed loop, {concurrency} calls in flight"),
+    };
+    format!("{load}, {how}, {duration:?}; {}", mix(s))
+}
+
+fn mix(s: &Scenario) -> String {
+    let endpoints: u32 = s.endpoints.iter().map(|e| e.count).sum();
+    format!(
+        "{} B payloads; {endpoints} endpoints, {} queues",
+        s.traffic.payload_bytes,
+        s.queues.len()
+    )
+}
+
+/// Runs `s` and returns its report.
+pub async fn run(s: &Scenario, o: &Options) -> anyhow::Result<Report> {
+    let duration = o.duration.unwrap_or(s.duration);
+    let world = setup(s, o).await?;
+    let target_name = match &o.target {
+        Some(a) => a.clone(),
+        None => format!("hookd started by the tool at {}", world.target.grpc),
+    };
+    let tally = world.tally.clone();
+    let capacity = match s.capacity {
+        Some(c) => Some(search(s, &world, c, o.progress).await?),
+        None => {
+            let progress = bar(duration.as_secs(), &s.name, o.progress);
+            let _sampler = Sampler::start(tally.clone(), world.target.pid, progress.clone());
+            match &s.traffic.load {
+                Load::Open {
+                    shape,
+                    max_outstanding,
+                } => {
+                    world.sender.open(shape, duration, *max_outstanding).await;
+                }
+                Load::Closed { concurrency } => {
+                    world.sender.closed(*concurrency, duration).await;
+                }
+            }
+            if let Some(b) = progress {
+                b.finish();
+            }
+            None
+        }
+    };
+    let traffic_s = tally.start().elapsed().as_secs_f64();
+    let drained = {
+        let _sampler = Sampler::start(tally.clone(), world.target.pid, None);
+        drain(&world, s.drain_timeout).await
+    };
+    let queues = world.consumers.counts();
+    let snap = tally.snapshot();
+    let held = lookups(&world.clients[0], &snap.events).await;
+    let verdict = checker::check(
+        &snap.events,
+        snap.unexpected,
+        &snap.unexpected_samples,
+        |seq, _| {
+            held.get(&seq)
+                .cloned()
+                .unwrap_or_else(|| Held::Unknown("lookup failed".into()))
+        },
+    );
+    let endpoints = world.sim.counts();
+    // Every acknowledged push event had one first attempt; the rest were retries.
+    let acked_push = snap
+        .events
+        .iter()
+        .filter(|e| e.push && e.enqueue == Enqueue::Acked)
+        .count() as u64;
+    let hookd = hookd_figures(&world.clients[0], &snap.timeline, acked_push).await;
+    let mut slo_broken = Vec::new();
+    // A capacity search breaks the SLO on purpose; its steps carry the verdicts.
+    if let Some(slo) = s.slo.filter(|_| s.capacity.is_none()) {
+        let (enq, e2e) = (
+            snap.latencies.enqueue.value_at_quantile(0.99) as f64 / 1e3,
+            snap.latencies.e2e.value_at_quantile(0.99) as f64 / 1e3,
+        );
+        if enq > slo.enqueue_p99_ms {
+            slo_broken.push(format!(
+                "enqueue p99 {enq:.2} ms > {} ms",
+                slo.enqueue_p99_ms
+            ));
+        }
+        if e2e > slo.end_to_end_p99_ms {
+            slo_broken.push(format!(
+                "end-to-end p99 {e2e:.2} ms > {} ms",
+                slo.end_to_end_p99_ms
+            ));
+        }
+    }
+    for (g, counts) in s
+        .endpoints
+        .iter()
+        .zip(&endpoints)
+        .filter(|_| s.capacity.is_none())
+    {
+        if let Some(limit) = g.end_to_end_p99_ms
+            && counts.e2e_p99_ms > limit
+        {
+            slo_broken.push(format!(
+                "endpoints `{}`: end-to-end p99 {:.2} ms > {limit} ms",
+                g.name, counts.e2e_p99_ms
+            ));
+        }
+    }
+    let passed = verdict.passed() && slo_broken.is_empty();
+    let report = Report {
+        slo_broken,
+        scenario: s.name.clone(),
+        description: s.description.clone(),
+        target: target_name,
+        traffic: describe(s, duration),
+        duration_s: traffic_s,
+        drain_s: drained.as_secs_f64(),
+        passed,
+        acked_per_s: verdict.acked as f64 / traffic_s.max(1e-9),
+        delivered_per_s: verdict.delivered as f64 / (traffic_s + drained.as_secs_f64()).max(1e-9),
+        verdict,
+        enqueue_latency_ms: Percentiles::of(&snap.latencies.enqueue),
+        enqueue_service_ms: Percentiles::of(&snap.latencies.service),
+        end_to_end_ms: Percentiles::of(&snap.latencies.e2e),
+        hookd,
+        endpoints,
+        queues,
+        timeline: snap.timeline,
+        capacity,
+    };
+    world.stop().await?;
+    Ok(report)
+}
+
+impl World {
+    async fn stop(self) -> anyhow::Result<()> {
+        self.consumers.stop().await;
+        self.sim.stop().await;
+        drop(self.clients);
+        drop(self.sender);
+        self.target.stop().await
+    }
+}
+
+/// The capacity search on `world`: each step an open loop at a constant rate.
+async fn search(
+    s: &Scenario,
+    world: &World,
+    c: crate::scenario::Capacity,
+    progress: bool,
+) -> anyhow::Result<capacity::Outcome> {
+    let max_outstanding = match s.traffic.load {
+        Load::Open {
+            max_outstanding, ..
+        } => max_outstanding,
+        Load::Closed { concurrency } => concurrency,
+    };
+    let tally = &world.tally;
+    let slo = s.slo.unwrap_or_default();
+    let _sampler = Sampler::start(tally.clone(), world.target.pid, None);
+    capacity::search(&c, |rate| async move {
+        let phase = tally.phase();
+        let started = Instant::now();
+        world
+            .sender
+            .open(&Shape::Constant(rate), c.step, max_outstanding)
+            .await;
+        let secs = started.elapsed().as_secs_f64();
+        // Deliveries get the end-to-end limit (at least a second) to arrive.
+        let grace = Duration::from_secs_f64((slo.end_to_end_p99_ms / 1e3).max(1.0));
+        let deadline = Instant::now() + grace;
+        loop {
+            let (_, acked, delivered) = tally.counts_since(&phase);
+            if delivered >= acked || Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let (sent, acked, delivered) = tally.counts_since(&phase);
+        let lat = tally.since(&phase);
+        let enqueue_p99_ms = lat.enqueue.value_at_quantile(0.99) as f64 / 1e3;
+        let e2e_p99_ms = lat.e2e.value_at_quantile(0.99) as f64 / 1e3;
+        let mut broke = Vec::new();
+        if (acked as f64) < sent as f64 * 0.99 {
+            broke.push(format!("{} of {sent} enqueues failed", sent - acked));
+        }
+        if (delivered as f64) < acked as f64 * 0.99 {
+            broke.push(format!(
+                "{} of {acked} not delivered within {grace:?}",
+                acked - delivered
+            ));
+        }
+        if enqueue_p99_ms > slo.enqueue_p99_ms {
+            broke.push(format!("enqueue p99 above {} ms", slo.enqueue_p99_ms));
+        }
+        if e2e_p99_ms > slo.end_to_end_p99_ms {
+            broke.push(format!("end-to-end p99 above {} ms", slo.end_to_end_p99_ms));
+        }
+        // Let the backlog drain so the next step starts clean.
+        let settled = drain(world, c.settle).await;
+        if still_queued(&world.clients[0], &world.sender.run_id).await != Some(0) {
+            broke.push(format!("backlog not drained in {settled:?}"));
+        }
+        let step = Step {
+            rate,
+            passed: broke.is_empty(),
+            detail: broke.join("; "),
+            acked_per_s: acked as f64 / secs,
+            delivered_per_s: delivered as f64 / secs,
+            enqueue_p99_ms,
+            e2e_p99_ms,
+        };
+        if progress {
+            eprintln!(
+                "  step {:>9.0}/s: {} (acked {:.0}/s, enqueue p99 {:.2} ms, e2e p99 {:.2} ms) {}",
+                rate,
+                if step.passed { "held" } else { "broke" },
+                step.acked_per_s,
+                enqueue_p99_ms,
+                e2e_p99_ms,
+                step.detail
+            );
+        }
+        Ok(step)
+    })
+    .await
+}

@@ -1,0 +1,141 @@
+//! Runs the `hookd-loadtest` binary end to end: every shipped scenario, briefly and at a
+//! tenth of its volume (a debug build on a shared CI machine), against a hookd the tool
+//! starts itself; the checker must find nothing lost, unexpected or undelivered. Also a
+//! small capacity search and a bad scenario file.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn tool() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_hookd-loadtest"))
+}
+
+fn scenarios() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")
+}
+
+fn report(dir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("report.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn run(scenario: &Path, out: &Path, extra: &[&str]) -> (bool, String) {
+    let output = tool()
+        .arg("run")
+        .arg(scenario)
+        .arg("--out")
+        .arg(out)
+        .arg("--quiet")
+        .args(extra)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), text)
+}
+
+#[test]
+fn every_shipped_scenario_runs_clean() {
+    let out = tempfile::tempdir().unwrap();
+    for name in [
+        "agent-bursty",
+        "flaky-endpoints",
+        "slow-endpoint-isolation",
+        "retry-storm-recovery",
+        "pull-workers",
+    ] {
+        let dir = out.path().join(name);
+        let (ok, text) = run(
+            &scenarios().join(format!("{name}.toml")),
+            &dir,
+            &["--duration", "4s", "--scale", "0.1"],
+        );
+        assert!(ok, "{name}:\n{text}");
+        let r = report(&dir);
+        let v = &r["verdict"];
+        assert_eq!(v["lost"], 0, "{name}: {text}");
+        assert_eq!(v["unexpected"], 0, "{name}: {text}");
+        assert_eq!(v["undelivered"], 0, "{name}: {text}");
+        assert!(v["acked"].as_u64().unwrap() > 0, "{name}: {text}");
+        assert_eq!(
+            v["acked"].as_u64().unwrap(),
+            v["delivered"].as_u64().unwrap() + v["dead_lettered"].as_u64().unwrap(),
+            "{name}: {text}"
+        );
+        assert!(r["timeline"].as_array().unwrap().len() >= 3, "{name}");
+        for svg in [
+            "latency-percentiles.svg",
+            "throughput.svg",
+            "latency-over-time.svg",
+        ] {
+            let body = std::fs::read_to_string(dir.join(svg)).unwrap();
+            assert!(
+                body.starts_with("<svg") && body.contains("<polyline"),
+                "{name}/{svg}"
+            );
+        }
+        assert!(text.contains("result    PASS"), "{name}: {text}");
+    }
+}
+
+#[test]
+fn a_small_capacity_search_finds_a_rate() {
+    let out = tempfile::tempdir().unwrap();
+    let scenario = out.path().join("cap.toml");
+    std::fs::write(
+        &scenario,
+        r#"name = "cap"
+[traffic]
+mode = "open"
+rate = 1
+[capacity]
+start_rate = 50
+max_rate = 150
+growth = 2
+step = "1s"
+refine = 1
+settle = "10s"
+[slo]
+enqueue_p99_ms = 2000
+end_to_end_p99_ms = 5000
+[[endpoints]]
+name = "ok"
+"#,
+    )
+    .unwrap();
+    let (ok, text) = run(&scenario, &out.path().join("r"), &[]);
+    assert!(ok, "{text}");
+    let r = report(&out.path().join("r"));
+    // 50 and 100 hold at these limits; 150 (the maximum) too.
+    assert_eq!(r["capacity"]["sustainable_rate"], 150.0, "{text}");
+    assert_eq!(
+        r["capacity"]["steps"].as_array().unwrap().len(),
+        3,
+        "{text}"
+    );
+    assert!(
+        text.contains("highest sustainable rate: 150 events/s"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_bad_scenario_is_refused_with_key_and_line() {
+    let out = tempfile::tempdir().unwrap();
+    let scenario = out.path().join("bad.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"bad\"\n[traffic]\nmode = \"open\"\nrate = 100\n[[endpoints]]\nname = \"a\"\nhang_rate = 2\n",
+    )
+    .unwrap();
+    let output = tool().arg("run").arg(&scenario).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(err.contains("line 7") && err.contains("hang_rate"), "{err}");
+    assert!(err.contains("bad.toml"), "{err}");
+}
