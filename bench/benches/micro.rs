@@ -1,0 +1,186 @@
+//! Microbenchmarks of hookd's hot pieces: the timer wheel, the store's group commit, HMAC
+//! signing, latency histograms, the circuit breaker and the token bucket.
+//!
+//! ```sh
+//! cargo bench -p hookd-bench --bench micro
+//! ```
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use hookd::breaker::{Admit, Breaker, BreakerConfig};
+use hookd::delivery::signing::{Secret, signature_header};
+use hookd::ids::MessageId;
+use hookd::limiter::TokenBucket;
+use hookd::stats::RollingHistogram;
+use hookd::store::records::{MessageRecord, ScheduleEntry, State};
+
+use hookd::store::{Store, Tables};
+use hookd::wheel::Wheel;
+use prost::Message;
+
+const MILLION: u64 = 1_000_000;
+
+/// Deadlines spread over an hour at 1 ms ticks, in a fixed pseudo-random order.
+fn deadlines(n: u64) -> Vec<u64> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % 3_600_000
+        })
+        .collect()
+}
+
+fn wheel(c: &mut Criterion) {
+    let mut g = c.benchmark_group("wheel");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(MILLION));
+    let due = deadlines(MILLION);
+    g.bench_function("insert 1M", |b| {
+        b.iter_batched(
+            Wheel::<u64>::new,
+            |mut w| {
+                for (i, d) in due.iter().enumerate() {
+                    w.insert(*d, i as u64);
+                }
+                w
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    g.bench_function("expire 1M", |b| {
+        b.iter_batched(
+            || {
+                let mut w = Wheel::<u64>::new();
+                for (i, d) in due.iter().enumerate() {
+                    w.insert(*d, i as u64);
+                }
+                w
+            },
+            |mut w| {
+                // The engine polls once per round; here one round per simulated second.
+                let mut n = 0u64;
+                for now in (1_000..=3_600_000).step_by(1_000) {
+                    while let Some((_, v)) = w.poll(now) {
+                        n += black_box(v) & 1;
+                    }
+                }
+                assert!(w.is_empty());
+                n
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    g.finish();
+}
+
+/// One commit holding `batch` enqueued messages (record + schedule row each, 512 B
+/// payloads), `Durability::Immediate`: the engine's round at that size.
+fn group_commit(c: &mut Criterion) {
+    let mut g = c.benchmark_group("store group commit");
+    g.sample_size(20);
+    g.measurement_time(Duration::from_secs(5));
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let record = MessageRecord {
+        destination: "q:bench".into(),
+        payload: vec![b'x'; 512],
+        created_ms: 1,
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let entry = ScheduleEntry {
+        due_ms: 1,
+        state: State::Pending,
+        attempts: 0,
+        max_attempts: 10,
+        since_ms: 0,
+        destination: "q:bench".into(),
+    };
+    let mut now = 1_000_000u64;
+    for batch in [1u64, 10, 100, 1000] {
+        g.throughput(Throughput::Elements(batch));
+        g.bench_with_input(BenchmarkId::from_parameter(batch), &batch, |b, &batch| {
+            b.iter(|| {
+                let txn = store.begin_write().unwrap();
+                {
+                    let mut t = Tables::open(&txn).unwrap();
+                    for _ in 0..batch {
+                        now += 1;
+                        t.insert_message(MessageId::generate(now / 1000), &record, &entry)
+                            .unwrap();
+                    }
+                }
+                txn.commit().unwrap();
+            })
+        });
+    }
+    g.finish();
+}
+
+fn signing(c: &mut Criterion) {
+    let mut g = c.benchmark_group("signing");
+    let secret = Secret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
+    let body = vec![b'x'; 512];
+    g.throughput(Throughput::Bytes(body.len() as u64));
+    g.bench_function("HMAC-SHA256 webhook-signature, 512 B", |b| {
+        b.iter(|| {
+            signature_header(
+                std::slice::from_ref(&secret),
+                black_box("msg_2KWPBgLlAfxdpx2AI54pPJ85f4W"),
+                1_674_087_231,
+                black_box(&body),
+            )
+        })
+    });
+    g.finish();
+}
+
+fn histogram(c: &mut Criterion) {
+    let mut g = c.benchmark_group("histogram");
+    let mut h = RollingHistogram::new(60_000, 60);
+    let mut now = 0u64;
+    g.bench_function("rolling record", |b| {
+        b.iter(|| {
+            now += 1;
+            h.record(now / 16, black_box(now % 50_000 + 100));
+        })
+    });
+    g.finish();
+}
+
+fn breaker_limiter(c: &mut Criterion) {
+    let mut g = c.benchmark_group("gates");
+    let mut breaker = Breaker::new(BreakerConfig::default());
+    let mut now = 0u64;
+    g.bench_function("breaker admit + success", |b| {
+        b.iter(|| {
+            now += 1;
+            if let Admit::Yes | Admit::Probe = breaker.admit(black_box(now)) {
+                breaker.on_success(false);
+            }
+        })
+    });
+    let mut bucket = TokenBucket::new(1_000_000.0, 1_000.0, 0);
+    let start = Instant::now();
+    g.bench_function("token bucket try_take", |b| {
+        b.iter(|| bucket.try_take(black_box(start.elapsed().as_millis() as u64)))
+    });
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    wheel,
+    group_commit,
+    signing,
+    histogram,
+    breaker_limiter
+);
+criterion_main!(benches);
