@@ -11,6 +11,7 @@ mod fsync;
 mod load;
 mod push;
 mod rawredb;
+mod scale;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -65,6 +66,10 @@ struct Args {
     /// Also measure a restart holding this many pending messages (0 = skip).
     #[arg(long, default_value_t = 0)]
     restart_messages: u64,
+    /// Also measure a separate hookd process holding this many pending push messages: its
+    /// RSS, and the time from a restart after kill -9 to the first delivery (0 = skip).
+    #[arg(long, default_value_t = 0)]
+    scale_messages: u64,
 }
 
 async fn channels(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<Channel>> {
@@ -103,9 +108,35 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+/// The allocator the `hookd` binary ships with, so the figures are the binary's (the echo
+/// baseline runs on it too).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() -> std::process::ExitCode {
+    // `hookd-bench __hookd serve ...` is hookd itself: the scale measurement runs it as a
+    // separate process, to read its RSS and kill it.
+    let mut argv = std::env::args_os();
+    if argv.nth(1).is_some_and(|a| a == "__hookd") {
+        return hookd::cli::main_from(std::iter::once("hookd".into()).chain(argv));
+    }
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(bench(Args::parse())) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hookd-bench: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn bench(args: Args) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let leg = Duration::from_secs(args.seconds);
 
@@ -331,6 +362,9 @@ async fn main() -> anyhow::Result<()> {
             args.connections,
         )
         .await?;
+    }
+    if args.scale_messages > 0 {
+        scale::run(dir.path(), args.scale_messages, args.payload).await?;
     }
     println!("\nsummary");
     for (title, rate, ratio) in summary {

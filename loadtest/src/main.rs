@@ -59,6 +59,10 @@ enum Command {
     },
 }
 
+/// The allocator of the `hookd` binary: the hookd this tool starts runs in this binary.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {

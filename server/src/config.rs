@@ -34,6 +34,9 @@ pub struct Config {
     pub completed_retention_secs: u64,
     /// Most requests folded into one redb commit.
     pub max_commit_batch: usize,
+    /// redb's page cache (reads and the pages a commit writes). Most of hookd's memory
+    /// beyond its index of live messages (about 200 B each).
+    pub cache_size_mb: u64,
     /// Bytes of accepted writes that may wait for the engine at once; beyond that, Enqueue
     /// answers RESOURCE_EXHAUSTED instead of buffering without bound.
     pub max_queued_write_bytes: u64,
@@ -102,6 +105,7 @@ impl Default for Config {
             idempotency_retention_secs: 24 * 3600,
             completed_retention_secs: 24 * 3600,
             max_commit_batch: 8_192,
+            cache_size_mb: 32,
             max_queued_write_bytes: 256 << 20,
             retry: RetryPolicy::default(),
             delivery: DeliveryConfig::default(),
@@ -167,6 +171,12 @@ impl Config {
             return invalid(
                 "max_commit_batch",
                 format!("{} is not within 1..=1000000", self.max_commit_batch),
+            );
+        }
+        if !(4..=1 << 20).contains(&self.cache_size_mb) {
+            return invalid(
+                "cache_size_mb",
+                format!("{} is not within 4..=1048576", self.cache_size_mb),
             );
         }
         if self.max_queued_write_bytes == 0 {
@@ -290,6 +300,13 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("`max_batch_events`")
+        );
+        c = Config::from_toml("cache_size_mb = 1").unwrap();
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("`cache_size_mb`")
         );
         c = Config::from_toml("[retry]\nbase_ms = 10\ncap_ms = 5").unwrap();
         assert!(c.validate().unwrap_err().to_string().contains("`retry`"));

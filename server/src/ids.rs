@@ -14,14 +14,16 @@ use std::str::FromStr;
 pub struct MessageId(pub u128);
 
 impl MessageId {
-    /// A fresh UUIDv7 for a message enqueued at `now_ms`.
+    /// A fresh UUIDv7 for a message enqueued at `now_ms`. The 74 random bits come from the
+    /// thread's user-space CSPRNG (`rand::rng()`), not a `getrandom` system call per id:
+    /// that call was 5 % of the CPU of a batch enqueue in a profile.
     pub fn generate(now_ms: u64) -> Self {
-        let ts = uuid::Timestamp::from_unix(
-            uuid::NoContext,
-            now_ms / 1000,
-            ((now_ms % 1000) * 1_000_000) as u32,
-        );
-        Self(uuid::Uuid::new_v7(ts).as_u128())
+        let random: [u8; 10] = rand::RngExt::random(&mut rand::rng());
+        Self(
+            uuid::Builder::from_unix_timestamp_millis(now_ms, &random)
+                .into_uuid()
+                .as_u128(),
+        )
     }
 
     /// Milliseconds since the Unix epoch at which the id was made.

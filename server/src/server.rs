@@ -91,7 +91,8 @@ pub async fn run(
     } = hooks;
     let store = {
         let dir = config.data_dir.clone();
-        tokio::task::spawn_blocking(move || Store::open_with(&dir, faults))
+        let cache = usize::try_from(config.cache_size_mb << 20).unwrap_or(usize::MAX);
+        tokio::task::spawn_blocking(move || Store::open_with(&dir, cache, faults))
             .await
             .map_err(|e| StoreError::Io(std::io::Error::other(e)))??
     };

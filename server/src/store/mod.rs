@@ -120,17 +120,23 @@ pub struct Recovered {
 }
 
 impl Store {
-    /// Opens (or creates) `<dir>/hookd.redb` and makes sure every table exists.
+    /// Opens (or creates) `<dir>/hookd.redb` with the default 32 MiB page cache and makes
+    /// sure every table exists.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        Self::open_with(dir, None)
+        Self::open_with(dir, 32 << 20, None)
     }
 
-    /// As [`Store::open`]; with `faults`, on storage that fails when a test says so.
-    pub fn open_with(dir: &Path, faults: Option<faults::Faults>) -> Result<Self, StoreError> {
+    /// As [`Store::open`], with a page cache of `cache_bytes`; with `faults`, on storage
+    /// that fails when a test says so.
+    pub fn open_with(
+        dir: &Path,
+        cache_bytes: usize,
+        faults: Option<faults::Faults>,
+    ) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir)?;
         let path = dir.join("hookd.redb");
         let mut builder = Database::builder();
-        builder.set_cache_size(256 << 20);
+        builder.set_cache_size(cache_bytes);
         let db = match faults {
             None => builder.create(path)?,
             Some(faults) => {

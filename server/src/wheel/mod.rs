@@ -13,6 +13,8 @@
 
 mod level;
 
+use std::num::NonZeroU64;
+
 use level::{Expiration, LEVEL_MULT, Level};
 use slab::Slab;
 
@@ -24,11 +26,12 @@ const BITS_PER_LEVEL: usize = 6;
 const MAX_DURATION: u64 = (1 << (BITS_PER_LEVEL * NUM_LEVELS)) - 1;
 
 /// Names an entry so it can be cancelled. Stale keys (of entries that already fired or were
-/// removed) are detected by the generation and ignored.
+/// removed) are detected by the generation and ignored. The generation is never 0, so an
+/// `Option<TimerKey>` (one per live message in the engine's index) takes no extra word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TimerKey {
     index: usize,
-    generation: u64,
+    generation: NonZeroU64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -46,7 +49,7 @@ enum Place {
 #[derive(Debug)]
 struct Entry<T> {
     when: u64,
-    generation: u64,
+    generation: NonZeroU64,
     place: Place,
     value: T,
 }
@@ -60,7 +63,7 @@ pub struct Wheel<T> {
     entries: Slab<Entry<T>>,
     /// Entries whose deadline has come, waiting to be handed out by `poll`.
     pending: Vec<usize>,
-    next_generation: u64,
+    next_generation: NonZeroU64,
 }
 
 impl<T> Default for Wheel<T> {
@@ -76,7 +79,7 @@ impl<T> Wheel<T> {
             levels: (0..NUM_LEVELS).map(Level::new).collect(),
             entries: Slab::new(),
             pending: Vec::new(),
-            next_generation: 0,
+            next_generation: NonZeroU64::MIN,
         }
     }
 
@@ -97,7 +100,8 @@ impl<T> Wheel<T> {
     /// Adds `value`, due at tick `when`. A `when` already past is due at the next `poll`.
     pub fn insert(&mut self, when: u64, value: T) -> TimerKey {
         let generation = self.next_generation;
-        self.next_generation += 1;
+        // 2^64 inserts do not happen; saturating keeps this free of a panic path anyway.
+        self.next_generation = generation.saturating_add(1);
         let index = self.entries.insert(Entry {
             when,
             generation,
