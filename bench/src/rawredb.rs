@@ -1,6 +1,6 @@
-//! The storage floor: bare redb inserts of the same events, one commit per round of the
-//! same size as hookd's, `Durability::Immediate` and quick-repair like hookd. One table and
-//! one row per event (hookd writes three), no gRPC, no index: what redb alone sustains here.
+//! The storage floor: bare redb inserts of the same events, `Durability::Immediate`,
+//! quick-repair and page cache like hookd's. One table and one row per event (hookd writes
+//! three), no gRPC, no index: what redb alone sustains here, with commits of a given size.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -17,7 +17,9 @@ pub fn run(
     duration: Duration,
 ) -> anyhow::Result<f64> {
     let path = dir.join(format!("raw-{}.redb", uuid::Uuid::new_v4().simple()));
-    let db = Database::create(&path)?;
+    let db = Database::builder()
+        .set_cache_size(hookd::Config::default().cache_size_mb as usize * (1 << 20))
+        .create(&path)?;
     let value = vec![b'x'; payload];
     let started = Instant::now();
     let mut id = 0u128;
