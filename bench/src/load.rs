@@ -123,3 +123,46 @@ pub async fn run(
     out.elapsed = started.elapsed();
     Ok(out)
 }
+
+/// Stores `n` events of `payload` bytes for `destination` as fast as 8 tasks with
+/// 1,000-event batches go (spread over `channels`), each with an idempotency key
+/// `PREFIX<task>-<n>`; returns how many were stored.
+pub async fn fill(
+    channels: &[Channel],
+    n: u64,
+    payload: usize,
+    destination: pb::enqueue_request::Destination,
+    prefix: &str,
+) -> anyhow::Result<u64> {
+    let mut tasks = Vec::new();
+    let per_task = n.div_ceil(8);
+    for t in 0..8u64 {
+        let mut client = HookdClient::new(channels[t as usize % channels.len()].clone());
+        let body = vec![b'x'; payload];
+        let (destination, prefix) = (destination.clone(), format!("{prefix}{t}"));
+        tasks.push(tokio::spawn(async move {
+            let mut done = 0u64;
+            while done < per_task {
+                let k = (per_task - done).min(1_000);
+                let events = (0..k)
+                    .map(|i| pb::EnqueueRequest {
+                        destination: Some(destination.clone()),
+                        payload: body.clone(),
+                        idempotency_key: format!("{prefix}-{}", done + i),
+                        ..Default::default()
+                    })
+                    .collect();
+                client
+                    .enqueue_batch(pb::EnqueueBatchRequest { events })
+                    .await?;
+                done += k;
+            }
+            anyhow::Ok(done)
+        }));
+    }
+    let mut stored = 0;
+    for t in tasks {
+        stored += t.await??;
+    }
+    Ok(stored)
+}

@@ -407,39 +407,14 @@ async fn restart(
     let hookd = Hookd::start_in(data_dir.clone()).await?;
     let ch = channels(hookd.addr, connections).await?;
     let filled = Instant::now();
-    // Enough time for a slow disk; the fill stops when `n` are stored.
-    let mut stored = 0u64;
-    let mut tasks = Vec::new();
-    let per_task = n.div_ceil(8);
-    for t in 0..8u64 {
-        let mut client =
-            hookd_proto::v1::hookd_client::HookdClient::new(ch[t as usize % ch.len()].clone());
-        let body = vec![b'x'; payload];
-        tasks.push(tokio::spawn(async move {
-            let mut done = 0u64;
-            while done < per_task {
-                let k = (per_task - done).min(1_000);
-                let events = (0..k)
-                    .map(|i| hookd_proto::v1::EnqueueRequest {
-                        destination: Some(hookd_proto::v1::enqueue_request::Destination::Queue(
-                            "restart".into(),
-                        )),
-                        payload: body.clone(),
-                        idempotency_key: format!("r{t}-{}", done + i),
-                        ..Default::default()
-                    })
-                    .collect();
-                client
-                    .enqueue_batch(hookd_proto::v1::EnqueueBatchRequest { events })
-                    .await?;
-                done += k;
-            }
-            anyhow::Ok(done)
-        }));
-    }
-    for t in tasks {
-        stored += t.await??;
-    }
+    let stored = load::fill(
+        &ch,
+        n,
+        payload,
+        hookd_proto::v1::enqueue_request::Destination::Queue("restart".into()),
+        "r",
+    )
+    .await?;
     println!(
         "  filled {stored} in {:.1} s",
         filled.elapsed().as_secs_f64()

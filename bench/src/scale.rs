@@ -17,6 +17,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::process::{Child, Command};
+use tonic::transport::{Channel, Endpoint};
 
 /// A receiver that hangs until told to answer.
 struct Receiver {
@@ -95,13 +96,10 @@ async fn spawn(data: &Path) -> anyhow::Result<(Child, String)> {
     Ok((child, format!("http://{grpc}")))
 }
 
-async fn connect(
-    child: &mut Child,
-    addr: &str,
-) -> anyhow::Result<HookdClient<tonic::transport::Channel>> {
+async fn connect(child: &mut Child, addr: &str) -> anyhow::Result<Channel> {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        if let Ok(c) = HookdClient::connect(addr.to_owned()).await {
+        if let Ok(c) = Endpoint::from_shared(addr.to_owned())?.connect().await {
             return Ok(c);
         }
         if let Some(status) = child.try_wait()? {
@@ -131,7 +129,8 @@ pub async fn run(base: &Path, n: u64, payload: usize) -> anyhow::Result<()> {
     let data = base.join(format!("scale-{}", uuid::Uuid::new_v4().simple()));
     let receiver = Receiver::start().await?;
     let (mut child, addr) = spawn(&data).await?;
-    let mut client = connect(&mut child, &addr).await?;
+    let channel = connect(&mut child, &addr).await?;
+    let mut client = HookdClient::new(channel.clone());
     client
         .put_endpoint(pb::PutEndpointRequest {
             endpoint: Some(pb::Endpoint {
@@ -145,37 +144,14 @@ pub async fn run(base: &Path, n: u64, payload: usize) -> anyhow::Result<()> {
         .await?;
     let idle = rss_mb(&child).unwrap_or(0.0);
     let filled = Instant::now();
-    let mut tasks = Vec::new();
-    let per_task = n.div_ceil(8);
-    for t in 0..8u64 {
-        let mut client = client.clone();
-        let body = vec![b'x'; payload];
-        tasks.push(tokio::spawn(async move {
-            let mut done = 0u64;
-            while done < per_task {
-                let k = (per_task - done).min(1_000);
-                let events = (0..k)
-                    .map(|i| pb::EnqueueRequest {
-                        destination: Some(pb::enqueue_request::Destination::Endpoint(
-                            "scale".into(),
-                        )),
-                        payload: body.clone(),
-                        idempotency_key: format!("s{t}-{}", done + i),
-                        ..Default::default()
-                    })
-                    .collect();
-                client
-                    .enqueue_batch(pb::EnqueueBatchRequest { events })
-                    .await?;
-                done += k;
-            }
-            anyhow::Ok(done)
-        }));
-    }
-    let mut stored = 0;
-    for t in tasks {
-        stored += t.await??;
-    }
+    let stored = crate::load::fill(
+        &[channel],
+        n,
+        payload,
+        pb::enqueue_request::Destination::Endpoint("scale".into()),
+        "s",
+    )
+    .await?;
     let fill_s = filled.elapsed().as_secs_f64();
     // Let the writer settle, then read what the process holds.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -195,7 +171,7 @@ pub async fn run(base: &Path, n: u64, payload: usize) -> anyhow::Result<()> {
 
     let started = Instant::now();
     let (mut child, addr) = spawn(&data).await?;
-    let mut client = connect(&mut child, &addr).await?;
+    let mut client = HookdClient::new(connect(&mut child, &addr).await?);
     let ready = started.elapsed();
     while receiver.received.load(Ordering::Relaxed) == before {
         anyhow::ensure!(

@@ -370,6 +370,8 @@ pub async fn run(s: &Scenario, o: &Options) -> anyhow::Result<Report> {
         None => format!("hookd started by the tool at {}", world.target.grpc),
     };
     let tally = world.tally.clone();
+    // Setup (hookd's start, endpoint registration) is not part of the traffic's time.
+    let traffic_start = Instant::now();
     let capacity = match s.capacity {
         Some(c) => Some(search(s, &world, c, o.progress).await?),
         None => {
@@ -392,7 +394,7 @@ pub async fn run(s: &Scenario, o: &Options) -> anyhow::Result<Report> {
             None
         }
     };
-    let traffic_s = tally.start().elapsed().as_secs_f64();
+    let traffic_s = traffic_start.elapsed().as_secs_f64();
     let drained = {
         let _sampler = Sampler::start(tally.clone(), world.target.pid, None);
         drain(&world, s.drain_timeout).await
