@@ -96,6 +96,10 @@ fn main() -> ExitCode {
                 eprintln!("--scale must be above 0");
                 return ExitCode::from(2);
             }
+            if duration.is_some_and(|d| d < Duration::from_secs(1)) {
+                eprintln!("--duration must be at least 1s");
+                return ExitCode::from(2);
+            }
             let s = match Scenario::from_file(&scenario) {
                 Ok(s) => s.scaled(scale),
                 Err(e) => {

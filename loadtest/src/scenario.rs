@@ -18,7 +18,7 @@ pub struct Scenario {
     #[serde(default)]
     pub description: String,
     /// How long traffic is offered (`--duration` overrides it).
-    #[serde(default = "defaults::duration", deserialize_with = "duration")]
+    #[serde(default = "defaults::duration", deserialize_with = "run_length")]
     pub duration: Duration,
     /// After the traffic stops, how long to wait for every acknowledged event to be
     /// delivered (or dead-lettered) before the checker calls the rest undelivered.
@@ -101,6 +101,17 @@ pub fn duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::E
             "`{s}` is not a duration ({e}); write e.g. \"30s\" or \"250ms\""
         ))
     })
+}
+
+/// A run's length: at least a second.
+fn run_length<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let v = duration(d)?;
+    if v < Duration::from_secs(1) {
+        return Err(serde::de::Error::custom(format!(
+            "{v:?} is too short; a run lasts at least 1s"
+        )));
+    }
+    Ok(v)
 }
 
 fn opt_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
@@ -758,9 +769,11 @@ mod tests {
         // A fraction out of range.
         let e = err(&format!("{MIN}error_rate = 1.5\n"));
         assert!(e.contains("line 7") && e.contains("error_rate"), "{e}");
-        // A bad duration.
+        // A bad duration, and one too short.
         let e = err(&MIN.replace("name = \"t\"\n", "name = \"t\"\nduration = \"soon\"\n"));
         assert!(e.contains("line 2") && e.contains("duration"), "{e}");
+        let e = err(&MIN.replace("name = \"t\"\n", "name = \"t\"\nduration = \"10ms\"\n"));
+        assert!(e.contains("line 2") && e.contains("at least 1s"), "{e}");
         // A key that does not fit the mode.
         let e = err(&MIN.replace("rate = 100", "rate = 100\nconcurrency = 4"));
         assert!(e.contains("line 2") && e.contains("concurrency"), "{e}");

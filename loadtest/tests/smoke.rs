@@ -1,7 +1,9 @@
 //! Runs the `hookd-loadtest` binary end to end: every shipped scenario, briefly and at a
 //! tenth of its volume (a debug build on a shared CI machine), against a hookd the tool
-//! starts itself; the checker must find nothing lost, unexpected or undelivered. Also a
-//! small capacity search and a bad scenario file.
+//! starts itself; the checker must find nothing lost, unexpected or undelivered. SLO
+//! limits are not judged here (a debug build on a busy machine; performance is measured by
+//! release runs, README "Performance"), only the checker. Also a small capacity search and
+//! a bad scenario file.
 
 #![allow(clippy::unwrap_used)]
 
@@ -21,7 +23,8 @@ fn report(dir: &Path) -> serde_json::Value {
     serde_json::from_str(&text).unwrap()
 }
 
-fn run(scenario: &Path, out: &Path, extra: &[&str]) -> (bool, String) {
+/// Runs the tool; returns its exit code and its output.
+fn run(scenario: &Path, out: &Path, extra: &[&str]) -> (Option<i32>, String) {
     let output = tool()
         .arg("run")
         .arg(scenario)
@@ -36,7 +39,7 @@ fn run(scenario: &Path, out: &Path, extra: &[&str]) -> (bool, String) {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    (output.status.success(), text)
+    (output.status.code(), text)
 }
 
 #[test]
@@ -50,13 +53,19 @@ fn every_shipped_scenario_runs_clean() {
         "pull-workers",
     ] {
         let dir = out.path().join(name);
-        let (ok, text) = run(
+        let (code, text) = run(
             &scenarios().join(format!("{name}.toml")),
             &dir,
             &["--duration", "4s", "--scale", "0.1"],
         );
-        assert!(ok, "{name}:\n{text}");
+        // 1 = the checker or an SLO failed the run; the report says which.
+        assert!(matches!(code, Some(0 | 1)), "{name}:\n{text}");
         let r = report(&dir);
+        assert_eq!(
+            code == Some(0),
+            r["slo_broken"].as_array().unwrap().is_empty(),
+            "{name}: {text}"
+        );
         let v = &r["verdict"];
         assert_eq!(v["lost"], 0, "{name}: {text}");
         assert_eq!(v["unexpected"], 0, "{name}: {text}");
@@ -79,7 +88,7 @@ fn every_shipped_scenario_runs_clean() {
                 "{name}/{svg}"
             );
         }
-        assert!(text.contains("result    PASS"), "{name}: {text}");
+        assert!(text.contains("lost 0  unexpected 0"), "{name}: {text}");
     }
 }
 
@@ -108,8 +117,8 @@ name = "ok"
 "#,
     )
     .unwrap();
-    let (ok, text) = run(&scenario, &out.path().join("r"), &[]);
-    assert!(ok, "{text}");
+    let (code, text) = run(&scenario, &out.path().join("r"), &[]);
+    assert_eq!(code, Some(0), "{text}");
     let r = report(&out.path().join("r"));
     // 50 and 100 hold at these limits; 150 (the maximum) too.
     assert_eq!(r["capacity"]["sustainable_rate"], 150.0, "{text}");
