@@ -51,6 +51,7 @@ fn every_shipped_scenario_runs_clean() {
         "slow-endpoint-isolation",
         "retry-storm-recovery",
         "pull-workers",
+        "many-endpoints",
     ] {
         let dir = out.path().join(name);
         let (code, text) = run(

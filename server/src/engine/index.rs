@@ -93,7 +93,7 @@ impl Dest {
             in_flight: 0,
             dead: 0,
             waiters: VecDeque::new(),
-            activity: Activity::default(),
+            activity: Activity::per_destination(),
             push: None,
             dispatch_queued: false,
         }

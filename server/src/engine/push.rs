@@ -27,7 +27,7 @@ use crate::delivery::{AttemptReport, Delivery, RetryAfter, Target, Verdict};
 use crate::destination::Destination;
 use crate::ids::MessageId;
 use crate::limiter::TokenBucket;
-use crate::stats::{RollingCounter, RollingHistogram};
+use crate::stats::{self, Precision, RollingCounter, RollingHistogram};
 use crate::store::StoreError;
 use crate::wheel::TimerKey;
 
@@ -138,8 +138,8 @@ impl Engine {
                     disabled: settings.disabled,
                     probe: None,
                     wake: None,
-                    attempt_latency_1h: RollingHistogram::new(300_000, 12),
-                    attempt_latency_24h: RollingHistogram::new(3_600_000, 24),
+                    attempt_latency_1h: stats::last_hour(Precision::Coarse),
+                    attempt_latency_24h: stats::last_day(Precision::Coarse),
                     attempts: RollingCounter::new(60_000, 60),
                     successes: RollingCounter::new(60_000, 60),
                 }));
