@@ -149,3 +149,29 @@ fn a_bad_scenario_is_refused_with_key_and_line() {
     assert!(err.contains("line 7") && err.contains("hang_rate"), "{err}");
     assert!(err.contains("bad.toml"), "{err}");
 }
+
+/// The traffic modes no shipped scenario uses: a closed loop and a ramp.
+#[test]
+fn closed_loop_and_ramp_run_clean() {
+    let out = tempfile::tempdir().unwrap();
+    for (name, traffic) in [
+        ("closed", "mode = \"closed\"\nconcurrency = 2"),
+        ("ramp", "mode = \"ramp\"\nfrom_rate = 20\nto_rate = 200"),
+    ] {
+        let scenario = out.path().join(format!("{name}.toml"));
+        std::fs::write(
+            &scenario,
+            format!(
+                "name = \"{name}\"\nduration = \"3s\"\n[traffic]\n{traffic}\n[[endpoints]]\nname = \"e\"\ncount = 3\n[[queues]]\nname = \"q\"\nworkers = 2\n"
+            ),
+        )
+        .unwrap();
+        let dir = out.path().join(name);
+        let (code, text) = run(&scenario, &dir, &[]);
+        assert_eq!(code, Some(0), "{name}: {text}");
+        let v = &report(&dir)["verdict"];
+        assert!(v["acked"].as_u64().unwrap() > 50, "{name}: {text}");
+        assert_eq!(v["acked"], v["delivered"], "{name}: {text}");
+        assert!(text.contains("lost 0  unexpected 0"), "{name}: {text}");
+    }
+}
