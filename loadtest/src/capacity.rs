@@ -1,5 +1,10 @@
 //! Capacity search: multiply the offered rate by `growth` while each step holds the SLO,
 //! then bisect between the last rate that held and the first that broke.
+//!
+//! A step that breaks the SLO is run once more before it counts: on a shared machine one
+//! stall can push a 5 s step's p99 over its limit, and a single false break would end the
+//! growth early (three runs measured 10,679 / 11,153 / 14,238 events/s before this; two of
+//! them broke at 54 ms against a 50 ms limit and held the same rate on other runs).
 
 use std::future::Future;
 
@@ -40,9 +45,7 @@ where
     let mut bad: Option<f64> = None;
     let mut rate = c.start_rate;
     loop {
-        let s = step(rate).await?;
-        let passed = s.passed;
-        steps.push(s);
+        let passed = confirmed(&mut step, rate, &mut steps).await?;
         if !passed {
             bad = Some(rate);
             break;
@@ -56,13 +59,11 @@ where
     if let (Some(mut lo), Some(mut hi)) = (good, bad) {
         for _ in 0..c.refine {
             let mid = (lo + hi) / 2.0;
-            let s = step(mid).await?;
-            if s.passed {
+            if confirmed(&mut step, mid, &mut steps).await? {
                 lo = mid;
             } else {
                 hi = mid;
             }
-            steps.push(s);
         }
         good = Some(lo);
         bad = Some(hi);
@@ -72,6 +73,23 @@ where
         broke_at: bad,
         steps,
     })
+}
+
+/// Runs a step at `rate`, and once more if it broke; whether it held.
+async fn confirmed<F, Fut>(step: &mut F, rate: f64, steps: &mut Vec<Step>) -> anyhow::Result<bool>
+where
+    F: FnMut(f64) -> Fut,
+    Fut: Future<Output = anyhow::Result<Step>>,
+{
+    for _ in 0..2 {
+        let s = step(rate).await?;
+        let passed = s.passed;
+        steps.push(s);
+        if passed {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 #[cfg(test)]
@@ -92,12 +110,14 @@ mod tests {
     }
 
     /// A simulated service that holds the SLO up to `limit` events/s, give or take the
-    /// noise a shared machine adds to each step.
-    async fn find(limit: f64, noise: f64, seed: u64) -> Outcome {
+    /// noise a shared machine adds to each step, and breaks it anyway on a `stall`
+    /// fraction of steps.
+    async fn find_with(limit: f64, noise: f64, stall: f64, seed: u64) -> Outcome {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         search(&capacity(), |rate| {
             let jitter = 1.0 + noise * (rng.random::<f64>() * 2.0 - 1.0);
-            let passed = rate <= limit * jitter;
+            let stalled = rng.random::<f64>() < stall;
+            let passed = rate <= limit * jitter && !stalled;
             async move {
                 Ok(Step {
                     rate,
@@ -114,16 +134,30 @@ mod tests {
         .unwrap()
     }
 
+    async fn find(limit: f64, noise: f64, seed: u64) -> Outcome {
+        find_with(limit, noise, 0.0, seed).await
+    }
+
     #[tokio::test]
     async fn finds_the_limit_of_a_simulated_service() {
         let o = find(12_000.0, 0.0, 1).await;
         let found = o.sustainable_rate.unwrap();
-        // Growth 1.5 from 500: 500 .. 8,543 held, 12,814 broke; 4 bisections narrow that to
-        // 1/16 of the gap.
+        // Growth 1.5 from 500: 500 .. 8,543 held, 12,814 broke (twice: confirmed); 4
+        // bisections narrow that to 1/16 of the gap, each break confirmed too.
         assert!(found <= 12_000.0 && found > 12_000.0 * 0.97, "{found}");
         assert!(o.broke_at.unwrap() > 12_000.0);
-        assert_eq!(o.steps.len(), 9 + 4);
+        let breaks = o.steps.iter().filter(|s| !s.passed).count();
+        assert_eq!(o.steps.len(), 9 + 1 + 4 + breaks / 2 - 1, "{:?}", o.steps);
         assert!(o.steps.windows(2).take(8).all(|w| w[1].rate > w[0].rate));
+        // Every break was run twice in a row at the same rate.
+        for (i, s) in o.steps.iter().enumerate().filter(|(_, s)| !s.passed) {
+            let twin = if i > 0 && o.steps[i - 1].rate == s.rate {
+                i - 1
+            } else {
+                i + 1
+            };
+            assert_eq!(o.steps[twin].rate, s.rate, "{:?}", o.steps);
+        }
     }
 
     #[tokio::test]
@@ -147,12 +181,31 @@ mod tests {
         out
     }
 
+    /// Steps that break now and then for no reason of load (a stall on a shared machine,
+    /// here 1 step in 10) rarely end the search early: a break counts only when it happens
+    /// twice in a row (1 in 100 here). Without the second try, a search of ~14 steps would
+    /// end early in about 3 of 4 runs.
+    #[tokio::test]
+    async fn a_lone_stall_does_not_end_the_search() {
+        let mut close = 0;
+        for seed in 1..=40 {
+            let found = find_with(12_000.0, 0.0, 0.1, seed)
+                .await
+                .sustainable_rate
+                .unwrap_or(0.0);
+            if found > 12_000.0 * 0.85 {
+                close += 1;
+            }
+        }
+        assert!(close >= 34, "{close} of 40 searches within 15 %");
+    }
+
     #[tokio::test]
     async fn edges() {
-        // Even the start rate breaks the SLO.
+        // Even the start rate breaks the SLO (twice).
         let o = find(100.0, 0.0, 1).await;
         assert_eq!(o.sustainable_rate, None);
-        assert_eq!(o.steps.len(), 1);
+        assert_eq!(o.steps.len(), 2);
         // The service holds up to the maximum asked for.
         let o = find(1e9, 0.0, 1).await;
         assert_eq!(o.sustainable_rate, Some(200_000.0));
