@@ -211,22 +211,24 @@ async fn still_queued(client: &HookdClient<Channel>, run_id: &str) -> Option<u64
     )
 }
 
-/// Waits, `within` at most, until every acknowledged event is delivered or hookd holds
-/// none of this run's messages any more (the rest are dead letters, or lost: the checker
-/// tells); returns the wait.
+/// Waits, `within` at most, until hookd holds none of this run's messages (every outcome
+/// recorded: delivered, dead-lettered, or lost, which the checker tells); returns the
+/// wait. Then up to a second more for receivers to count what hookd has already settled
+/// (a consumer records its delivery after its Ack is answered).
 async fn drain(world: &World, within: Duration) -> Duration {
     let start = Instant::now();
-    let mut asked = start;
-    while world.tally.undelivered() > 0 && start.elapsed() < within {
-        if asked.elapsed() >= Duration::from_millis(500) {
-            asked = Instant::now();
-            if still_queued(&world.clients[0], &world.sender.run_id).await == Some(0) {
-                // A delivery answered just now may not be counted yet.
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                break;
+    loop {
+        if still_queued(&world.clients[0], &world.sender.run_id).await == Some(0) {
+            let settled = Instant::now();
+            while world.tally.undelivered() > 0 && settled.elapsed() < Duration::from_secs(1) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
             }
+            break;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        if start.elapsed() >= within {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     start.elapsed()
 }
