@@ -23,6 +23,14 @@ fn endpoint(name: &str, url: String) -> pb::Endpoint {
 }
 
 /// Stats of one destination.
+/// Enqueues `payload` for endpoint `name`; its message id.
+async fn send(c: &mut Client, name: &str, payload: &[u8]) -> String {
+    c.enqueue(Event::to_endpoint(name, payload.to_vec()))
+        .await
+        .unwrap()
+        .id
+}
+
 async fn stats(c: &mut Client, key: &str) -> pb::DestinationStats {
     c.stats_by_destination()
         .await
@@ -172,12 +180,9 @@ async fn server_error_is_retried_with_backoff_then_delivered() {
     sink.script([Reply::Full(500, vec![], b"db down".to_vec())]);
     let mut c = server.client().await;
     c.put_endpoint(endpoint("e", sink.url("/"))).await.unwrap();
-    let sent = c
-        .enqueue(Event::to_endpoint("e", b"x".to_vec()))
-        .await
-        .unwrap();
+    let sent = send(&mut c, "e", b"x").await;
     sink.wait_for(1).await;
-    let m = first_failure(&mut c, &sent.id).await;
+    let m = first_failure(&mut c, &sent).await;
     assert_eq!(m.state, pb::MessageState::AwaitingRetry as i32);
     assert_eq!(m.history[0].http_status, 500);
     assert_eq!(m.history[0].outcome, "http_error");
@@ -190,7 +195,7 @@ async fn server_error_is_retried_with_backoff_then_delivered() {
     sink.stays_at(1).await;
     server.advance(100).await;
     sink.wait_for(2).await;
-    let m = delivered(&mut c, &sent.id).await;
+    let m = delivered(&mut c, &sent).await;
     let statuses: Vec<u32> = m.history.iter().map(|a| a.http_status).collect();
     assert_eq!(statuses, [500, 200], "every attempt is kept");
     // Both attempts carried the same webhook-id.
@@ -215,22 +220,16 @@ async fn client_error_is_permanent_and_gone_disables_the_endpoint() {
     })
     .await
     .unwrap();
-    let a = c
-        .enqueue(Event::to_endpoint("e", b"a".to_vec()))
-        .await
-        .unwrap();
-    let m = dead_lettered(&mut c, &a.id).await;
+    let a = send(&mut c, "e", b"a").await;
+    let m = dead_lettered(&mut c, &a).await;
     assert_eq!(m.attempts, 1, "a 400 is not retried");
     assert_eq!(m.history[0].http_status, 400);
     assert_eq!(m.last_error, "HTTP 400: bad schema");
     let dl = c.list_dead_letters(None, 10, "").await.unwrap();
     assert_eq!(dl.dead_letters.len(), 1);
 
-    let b = c
-        .enqueue(Event::to_endpoint("e", b"b".to_vec()))
-        .await
-        .unwrap();
-    dead_lettered(&mut c, &b.id).await;
+    let b = send(&mut c, "e", b"b").await;
+    dead_lettered(&mut c, &b).await;
     let e = c
         .raw()
         .get_endpoint(pb::GetEndpointRequest { name: "e".into() })
@@ -245,17 +244,14 @@ async fn client_error_is_permanent_and_gone_disables_the_endpoint() {
     assert!(push(&s).disabled);
 
     // While disabled, messages wait (nothing is dropped)...
-    let held = c
-        .enqueue(Event::to_endpoint("e", b"c".to_vec()))
-        .await
-        .unwrap();
+    let held = send(&mut c, "e", b"c").await;
     sink.stays_at(2).await;
     assert_eq!(stats(&mut c, "endpoint:e").await.pending, 1);
     // ...and PutEndpoint re-enables it.
     let e = c.put_endpoint(endpoint("e", sink.url("/"))).await.unwrap();
     assert!(!e.endpoint.unwrap().disabled);
     sink.wait_for(3).await;
-    delivered(&mut c, &held.id).await;
+    delivered(&mut c, &held).await;
     server.stop().await;
 }
 
@@ -267,25 +263,19 @@ async fn retry_after_pauses_the_whole_endpoint() {
     sink.script([Reply::Full(429, vec![("retry-after", "30".into())], vec![])]);
     let mut c = server.client().await;
     c.put_endpoint(endpoint("e", sink.url("/"))).await.unwrap();
-    let first = c
-        .enqueue(Event::to_endpoint("e", b"1".to_vec()))
-        .await
-        .unwrap();
+    let first = send(&mut c, "e", b"1").await;
     sink.wait_for(1).await;
     let s = settled(&mut c, "endpoint:e").await;
     let paused_until = push(&s).paused_until_unix_ms;
     assert_eq!(paused_until, server.clock_now() + 30_000);
     // Another message, and the first one's retry (backoff <= 100 ms), wait for the pause.
-    let second = c
-        .enqueue(Event::to_endpoint("e", b"2".to_vec()))
-        .await
-        .unwrap();
+    let second = send(&mut c, "e", b"2").await;
     server.advance(29_000).await;
     sink.stays_at(1).await;
     server.advance(1_000).await;
     sink.wait_for(3).await;
-    delivered(&mut c, &first.id).await;
-    delivered(&mut c, &second.id).await;
+    delivered(&mut c, &first).await;
+    delivered(&mut c, &second).await;
     assert!(
         sink.received()[1..]
             .iter()
@@ -427,21 +417,15 @@ async fn redirects_are_not_followed_and_bodies_are_capped() {
     })
     .await
     .unwrap();
-    let a = c
-        .enqueue(Event::to_endpoint("e", b"a".to_vec()))
-        .await
-        .unwrap();
-    let m = first_failure(&mut c, &a.id).await;
+    let a = send(&mut c, "e", b"a").await;
+    let m = first_failure(&mut c, &a).await;
     assert_eq!(m.history[0].http_status, 302);
     assert!(m.last_error.contains("not followed"), "{}", m.last_error);
     sink.stays_at(1).await;
     assert!(sink.received().iter().all(|r| r.uri.path() == "/target"));
 
-    let b = c
-        .enqueue(Event::to_endpoint("e", b"b".to_vec()))
-        .await
-        .unwrap();
-    let m = first_failure(&mut c, &b.id).await;
+    let b = send(&mut c, "e", b"b").await;
+    let m = first_failure(&mut c, &b).await;
     assert_eq!(m.history[0].http_status, 500);
     assert!(
         m.last_error.ends_with("[truncated]"),
@@ -471,10 +455,7 @@ async fn hanging_endpoint_times_out_and_does_not_hold_up_others() {
     .await
     .unwrap();
     c.put_endpoint(endpoint("fast", ok.url("/"))).await.unwrap();
-    let stuck = c
-        .enqueue(Event::to_endpoint("slow", b"s".to_vec()))
-        .await
-        .unwrap();
+    let stuck = send(&mut c, "slow", b"s").await;
     let mut fast = Vec::new();
     for i in 0..20u8 {
         fast.push(
@@ -489,7 +470,7 @@ async fn hanging_endpoint_times_out_and_does_not_hold_up_others() {
         delivered(&mut c, id).await;
     }
     let started = Instant::now();
-    let m = first_failure(&mut c, &stuck.id).await;
+    let m = first_failure(&mut c, &stuck).await;
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(m.history[0].outcome, "timeout");
     assert_eq!(m.history[0].http_status, 0);
@@ -549,12 +530,9 @@ async fn destination_guard_refuses_private_addresses_unless_allowed() {
     );
     let mut c = server.client().await;
     c.put_endpoint(endpoint("e", sink.url("/"))).await.unwrap();
-    let sent = c
-        .enqueue(Event::to_endpoint("e", b"x".to_vec()))
-        .await
-        .unwrap();
+    let sent = send(&mut c, "e", b"x").await;
     sink.wait_for(1).await;
-    delivered(&mut c, &sent.id).await;
+    delivered(&mut c, &sent).await;
     server.stop().await;
 }
 
@@ -566,14 +544,11 @@ async fn restart_mid_retry_keeps_the_schedule() {
     sink.script([Reply::Status(503)]);
     let mut c = server.client().await;
     c.put_endpoint(endpoint("e", sink.url("/"))).await.unwrap();
-    let sent = c
-        .enqueue(Event::to_endpoint("e", b"x".to_vec()))
-        .await
-        .unwrap();
-    let before = first_failure(&mut c, &sent.id).await;
+    let sent = send(&mut c, "e", b"x").await;
+    let before = first_failure(&mut c, &sent).await;
     let server = server.restart().await;
     let mut c = server.client().await;
-    let after = c.get_message(&sent.id).await.unwrap();
+    let after = c.get_message(&sent).await.unwrap();
     assert_eq!(after.attempts, 1);
     assert_eq!(after.next_attempt_unix_ms, before.next_attempt_unix_ms);
     assert_eq!(after.history, before.history);
@@ -583,7 +558,7 @@ async fn restart_mid_retry_keeps_the_schedule() {
         .saturating_sub(server.clock_now());
     server.advance(due).await;
     sink.wait_for(2).await;
-    delivered(&mut c, &sent.id).await;
+    delivered(&mut c, &sent).await;
     assert_eq!(sink.count(), 2);
     server.stop().await;
 }
@@ -727,11 +702,8 @@ async fn https_endpoints_are_verified_against_the_trusted_roots() {
     let server = TestServer::start(dir.path()).await;
     let mut c = server.client().await;
     c.put_endpoint(endpoint("tls", url.clone())).await.unwrap();
-    let sent = c
-        .enqueue(Event::to_endpoint("tls", b"one".to_vec()))
-        .await
-        .unwrap();
-    let m = first_failure(&mut c, &sent.id).await;
+    let sent = send(&mut c, "tls", b"one").await;
+    let m = first_failure(&mut c, &sent).await;
     assert_eq!(m.history[0].outcome, "network_error");
     assert!(
         m.last_error.to_lowercase().contains("certificate"),
@@ -750,11 +722,8 @@ async fn https_endpoints_are_verified_against_the_trusted_roots() {
     let server = TestServer::start_with(config, ManualClock::new(SystemClock.now_ms())).await;
     let mut c = server.client().await;
     c.put_endpoint(endpoint("tls", url)).await.unwrap();
-    let sent = c
-        .enqueue(Event::to_endpoint("tls", b"two".to_vec()))
-        .await
-        .unwrap();
-    delivered(&mut c, &sent.id).await;
+    let sent = send(&mut c, "tls", b"two").await;
+    delivered(&mut c, &sent).await;
     assert_eq!(bodies.lock().unwrap().as_slice(), [b"two".to_vec()]);
     server.stop().await;
 }
@@ -773,10 +742,7 @@ async fn shutdown_waits_a_grace_period_then_an_interrupted_attempt_is_sent_again
     })
     .await
     .unwrap();
-    let sent = c
-        .enqueue(Event::to_endpoint("e", b"x".to_vec()))
-        .await
-        .unwrap();
+    let sent = send(&mut c, "e", b"x").await;
     sink.wait_for(1).await;
     // The attempt hangs: shutdown waits the 200 ms grace, not the 60 s timeout.
     let stopping = Instant::now();
@@ -788,7 +754,7 @@ async fn shutdown_waits_a_grace_period_then_an_interrupted_attempt_is_sent_again
     let got = sink.wait_for(2).await;
     assert_eq!(got[0].headers["webhook-id"], got[1].headers["webhook-id"]);
     let mut c = server.client().await;
-    let m = delivered(&mut c, &sent.id).await;
+    let m = delivered(&mut c, &sent).await;
     assert_eq!(m.attempts, 1);
     server.stop().await;
 }
@@ -807,15 +773,12 @@ async fn retry_after_is_capped_by_config() {
     )]);
     let mut c = server.client().await;
     c.put_endpoint(endpoint("e", sink.url("/"))).await.unwrap();
-    let sent = c
-        .enqueue(Event::to_endpoint("e", b"1".to_vec()))
-        .await
-        .unwrap();
+    let sent = send(&mut c, "e", b"1").await;
     sink.wait_for(1).await;
     let s = settled(&mut c, "endpoint:e").await;
     assert_eq!(push(&s).paused_until_unix_ms, server.clock_now() + 60_000);
     server.advance(60_000).await;
-    delivered(&mut c, &sent.id).await;
+    delivered(&mut c, &sent).await;
     server.stop().await;
 }
 
@@ -832,19 +795,16 @@ async fn after_the_last_attempt_the_message_is_dead_with_the_last_status() {
     })
     .await
     .unwrap();
-    let sent = c
-        .enqueue(Event::to_endpoint("e", b"x".to_vec()))
-        .await
-        .unwrap();
-    first_failure(&mut c, &sent.id).await;
+    let sent = send(&mut c, "e", b"x").await;
+    first_failure(&mut c, &sent).await;
     server.advance(100).await;
-    let m = dead_lettered(&mut c, &sent.id).await;
+    let m = dead_lettered(&mut c, &sent).await;
     assert_eq!(m.attempts, 2);
     let statuses: Vec<u32> = m.history.iter().map(|a| a.http_status).collect();
     assert_eq!(statuses, [500, 502]);
     assert_eq!(m.last_error, "HTTP 502");
     let dl = c.list_dead_letters(None, 10, "").await.unwrap();
-    assert_eq!(dl.dead_letters[0].id, sent.id);
+    assert_eq!(dl.dead_letters[0].id, sent);
     assert_eq!(dl.dead_letters[0].last_error, "HTTP 502");
     let s = settled(&mut c, "endpoint:e").await;
     assert_eq!(s.dead_letter, 1);
@@ -882,11 +842,8 @@ async fn connect_timeout_applies_when_the_receiver_does_not_accept() {
     .await
     .unwrap();
     let started = Instant::now();
-    let sent = c
-        .enqueue(Event::to_endpoint("e", b"x".to_vec()))
-        .await
-        .unwrap();
-    let m = first_failure(&mut c, &sent.id).await;
+    let sent = send(&mut c, "e", b"x").await;
+    let m = first_failure(&mut c, &sent).await;
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "{:?}",
