@@ -105,7 +105,7 @@ impl Default for Config {
             idempotency_retention_secs: 24 * 3600,
             completed_retention_secs: 24 * 3600,
             max_commit_batch: 8_192,
-            cache_size_mb: 32,
+            cache_size_mb: (crate::store::DEFAULT_CACHE_BYTES >> 20) as u64,
             max_queued_write_bytes: 256 << 20,
             retry: RetryPolicy::default(),
             delivery: DeliveryConfig::default(),

@@ -104,6 +104,9 @@ pub struct StoredMessage {
 /// A page of dead letters and, if more follow, the key to continue after.
 pub type DeadLetterPage = (Vec<StoredMessage>, Option<Vec<u8>>);
 
+/// redb's page cache unless configured (`cache_size_mb`), in bytes.
+pub const DEFAULT_CACHE_BYTES: usize = 32 << 20;
+
 /// Handle to the database; cheap to clone, shared by the engine and readers.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -120,10 +123,10 @@ pub struct Recovered {
 }
 
 impl Store {
-    /// Opens (or creates) `<dir>/hookd.redb` with the default 32 MiB page cache and makes
+    /// Opens (or creates) `<dir>/hookd.redb` with the default page cache and makes
     /// sure every table exists.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        Self::open_with(dir, 32 << 20, None)
+        Self::open_with(dir, DEFAULT_CACHE_BYTES, None)
     }
 
     /// As [`Store::open`], with a page cache of `cache_bytes`; with `faults`, on storage
