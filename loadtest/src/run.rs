@@ -228,7 +228,15 @@ async fn drain(world: &World, within: Duration) -> Duration {
         if start.elapsed() >= within {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        // hookd builds Stats on its engine thread for every destination: ask often only
+        // when the receivers have counted everything and hookd is settling the last
+        // outcomes, not while a backlog (thousands of endpoints, maybe) is still draining.
+        let pause = if world.tally.undelivered() > 0 {
+            250
+        } else {
+            20
+        };
+        tokio::time::sleep(Duration::from_millis(pause)).await;
     }
     start.elapsed()
 }
