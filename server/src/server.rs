@@ -140,7 +140,10 @@ pub async fn run(
         max_batch_events: config.max_batch_events,
         max_idempotency_key_bytes: config.max_idempotency_key_bytes,
     };
-    // A batch of max-size events must fit, plus room for the envelope.
+    // Room for 16 max-size events (or a full batch of smaller ones), plus the envelope.
+    // Not max_batch_events x max_payload_bytes: that is 1 GiB at the defaults, which one
+    // request could then pin in memory; a bigger request is refused by tonic (OUT_OF_RANGE)
+    // before it is decoded. At least 4 MiB, what gRPC clients send by default.
     let max_message = config
         .max_payload_bytes
         .saturating_mul(config.max_batch_events.min(16))
@@ -151,7 +154,7 @@ pub async fn run(
         .max_encoding_message_size(max_message);
 
     let (health, health_service) = tonic_health::server::health_reporter();
-    health.set_serving::<HookdServer<HookdService>>().await;
+    set_health(&health, true).await;
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(hookd_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -166,18 +169,20 @@ pub async fn run(
         let _ = rx.wait_for(|s| *s).await;
     };
 
-    // Health follows the engine: NOT_SERVING once storage has failed.
+    // Health follows the engine, pushed when it changes: NOT_SERVING once storage has
+    // failed, for `hookd.v1.Hookd` and for the whole server (`""`, what grpc_health_probe
+    // and Kubernetes gRPC probes ask by default).
     let watch_health = {
-        let (engine, health) = (engine.clone(), health.clone());
-        let mut rx = stop_rx.clone();
+        let health = health.clone();
+        let mut healthy = engine.health();
+        let mut stop = stop_rx.clone();
         tokio::spawn(async move {
             loop {
+                let serving = *healthy.borrow_and_update();
+                set_health(&health, serving).await;
                 tokio::select! {
-                    _ = rx.wait_for(|s| *s) => break,
-                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
-                }
-                if !engine.is_healthy() {
-                    health.set_not_serving::<HookdServer<HookdService>>().await;
+                    _ = stop.wait_for(|s| *s) => break,
+                    changed = healthy.changed() => if changed.is_err() { break },
                 }
             }
         })
@@ -217,7 +222,7 @@ pub async fn run(
             http_done = Some(r);
         }
     }
-    health.set_not_serving::<HookdServer<HookdService>>().await;
+    set_health(&health, false).await;
     // Long polls answer now, so the servers' graceful drain does not wait for them.
     engine.drain();
     let _ = stop_tx.send(true);
@@ -250,4 +255,20 @@ pub async fn run(
     grpc_result?;
     http_result?;
     Ok(())
+}
+
+/// Sets both the server's overall health (`""`) and `hookd.v1.Hookd`'s.
+async fn set_health(reporter: &tonic_health::server::HealthReporter, serving: bool) {
+    let status = if serving {
+        tonic_health::ServingStatus::Serving
+    } else {
+        tonic_health::ServingStatus::NotServing
+    };
+    reporter.set_service_status("", status).await;
+    reporter
+        .set_service_status(
+            <HookdServer<HookdService> as tonic::server::NamedService>::NAME,
+            status,
+        )
+        .await;
 }

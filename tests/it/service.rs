@@ -153,17 +153,20 @@ async fn health_reflection_and_healthz() {
         .await
         .unwrap();
     let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
-    let status = health
-        .check(tonic_health::pb::HealthCheckRequest {
-            service: "hookd.v1.Hookd".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(
-        status.status,
-        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
-    );
+    for service in ["", "hookd.v1.Hookd"] {
+        let status = health
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            status.status,
+            tonic_health::pb::health_check_response::ServingStatus::Serving as i32,
+            "{service:?}"
+        );
+    }
 
     use tonic_reflection::pb::{v1, v1alpha};
     let mut r1 = v1::server_reflection_client::ServerReflectionClient::new(channel.clone());

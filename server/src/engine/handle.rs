@@ -5,12 +5,12 @@
 //! acknowledged.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
 use hookd_proto::v1 as pb;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 use super::{Command, Enqueued, NewMessage};
 use crate::destination::Destination;
@@ -21,7 +21,8 @@ use crate::ids::{LeaseId, MessageId};
 #[derive(Debug, Clone)]
 pub struct EngineHandle {
     pub(super) tx: mpsc::Sender<Command>,
-    pub(super) healthy: Arc<AtomicBool>,
+    /// True while the engine can write; see [`EngineHandle::health`].
+    pub(super) health: watch::Receiver<bool>,
     /// Bytes of enqueued records sent to the engine and not yet applied.
     pub(super) queued: Arc<AtomicU64>,
     pub(super) max_queued: u64,
@@ -183,6 +184,13 @@ impl EngineHandle {
 
     /// False once a storage error has stopped the engine from writing.
     pub fn is_healthy(&self) -> bool {
-        self.healthy.load(Ordering::Relaxed)
+        *self.health.borrow()
+    }
+
+    /// The engine's health as it changes: true while it can write, false for good once a
+    /// storage error (or a panic of its thread) has stopped it. The sender is dropped when
+    /// the engine stops, which ends `changed()`.
+    pub fn health(&self) -> watch::Receiver<bool> {
+        self.health.clone()
     }
 }

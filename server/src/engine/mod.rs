@@ -26,14 +26,14 @@ mod push;
 pub use handle::{EngineHandle, EngineThread};
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::Duration;
 
 use hookd_proto::v1 as pb;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 use crate::clock::Clock;
 use crate::delivery::Delivery;
@@ -175,7 +175,9 @@ pub(crate) struct Engine {
     draining: bool,
     /// Why writes stopped, once they have.
     failed: Option<String>,
-    healthy: Arc<AtomicBool>,
+    /// True while writes succeed; false for good after a storage failure. Pushed to
+    /// whoever watches (gRPC health, `/healthz`) the moment it changes.
+    health: Arc<watch::Sender<bool>>,
     next_sweep_ms: u64,
     /// Where the incremental idempotency sweep continues.
     sweep_cursor: Option<Vec<u8>>,
@@ -235,7 +237,8 @@ pub fn start(
         Some(seed) => StdRng::seed_from_u64(seed),
         None => StdRng::from_rng(&mut rand::rng()),
     };
-    let healthy = Arc::new(AtomicBool::new(true));
+    let (health, health_rx) = watch::channel(true);
+    let health = Arc::new(health);
     let mut engine = Engine {
         store,
         clock,
@@ -250,7 +253,7 @@ pub fn start(
         next_waiter: 0,
         draining: false,
         failed: None,
-        healthy: healthy.clone(),
+        health,
         next_sweep_ms: now,
         sweep_cursor: None,
         dirty: false,
@@ -302,7 +305,7 @@ pub fn start(
     let (tx, rx) = mpsc::channel();
     let handle = EngineHandle {
         tx,
-        healthy,
+        health: health_rx,
         queued: engine.queued.clone(),
         max_queued: engine.config.max_queued_write_bytes,
     };
@@ -326,7 +329,7 @@ impl Engine {
 
     fn run(mut self, rx: mpsc::Receiver<Command>) {
         // A bug that panics this thread must not leave health saying SERVING.
-        let _health = PanicGuard(self.healthy.clone());
+        let _health = PanicGuard(self.health.clone());
         let mut commands = Vec::new();
         loop {
             let now = self.clock.now_ms();
@@ -489,7 +492,7 @@ impl Engine {
         self.failed = Some(e.to_string());
         self.outbox.clear();
         self.early.clear();
-        self.healthy.store(false, Ordering::Relaxed);
+        self.health.send_replace(false);
         let err = ApiError::from(e);
         for d in done {
             d(Some(err.clone()));
@@ -506,13 +509,13 @@ impl Engine {
 }
 
 /// Marks the engine unhealthy if its thread unwinds.
-struct PanicGuard(Arc<AtomicBool>);
+struct PanicGuard(Arc<watch::Sender<bool>>);
 
 impl Drop for PanicGuard {
     fn drop(&mut self) {
         if std::thread::panicking() {
             tracing::error!("the engine thread panicked; refusing writes until restart");
-            self.0.store(false, Ordering::Relaxed);
+            self.0.send_replace(false);
         }
     }
 }

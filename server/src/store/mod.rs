@@ -16,6 +16,7 @@
 //! | `messages` | id (u128) | [`MessageRecord`] (protobuf, with the payload): written once |
 //! | `schedule` | id | [`ScheduleEntry`] of a live message: due time, state, attempts, destination |
 //! | `history` | id | [`HistoryRecord`]: finished attempts; written when an attempt ends |
+//! | `done` | id | [`DoneRecord`] of a completed message (metadata and attempts, no payload), kept `completed_retention_secs` |
 //! | `dead` | destination key, 0, id (16 bytes BE) | [`ScheduleEntry`] of a dead letter |
 //! | `idempotency` | encoded destination, 0, client key | id (16) + created ms (8) |
 //! | `endpoints` | name | `hookd.v1.Endpoint` (protobuf) |
