@@ -187,6 +187,11 @@ impl Engine {
     }
 
     /// All-or-nothing: every lease is checked before any is acknowledged.
+    ///
+    /// Idempotent: a lease whose Ack already committed (a retry after the answer was lost
+    /// to a crash or a network cut) is answered as acknowledged again, found in the
+    /// completed messages while they are kept (`completed_retention_secs`). A lease that
+    /// expired before the message was acknowledged at a later attempt is still refused.
     pub(super) fn ack(
         &mut self,
         t: Tx<'_, '_>,
@@ -194,14 +199,35 @@ impl Engine {
         leases: &[LeaseId],
     ) -> Result<Result<u32, ApiError>, StoreError> {
         let mut seen = HashSet::new();
+        let mut to_complete = Vec::new();
         for (i, lease) in leases.iter().enumerate() {
-            if let Err(e) = self.check_lease(lease, &format!("lease_ids[{i}]")) {
-                return Ok(Err(e));
+            if !seen.insert(lease.message) {
+                continue;
             }
-            seen.insert(lease.message);
+            if self.index.live.contains_key(&lease.message) {
+                if let Err(e) = self.check_lease(lease, &format!("lease_ids[{i}]")) {
+                    return Ok(Err(e));
+                }
+                to_complete.push(lease.message);
+                continue;
+            }
+            match t.done(lease.message)? {
+                Some(done) if done.acked_at(lease.attempt) => {}
+                Some(done) => {
+                    return Ok(Err(ApiError::FailedPrecondition(format!(
+                        "lease_ids[{i}]: lease {lease} has expired; the message was since completed at attempt {}",
+                        done.attempts
+                    ))));
+                }
+                None => {
+                    if let Err(e) = self.check_lease(lease, &format!("lease_ids[{i}]")) {
+                        return Ok(Err(e));
+                    }
+                }
+            }
         }
-        for id in &seen {
-            self.complete(t, now, *id, AttemptEnd::lease("acked", ""), None)?;
+        for id in to_complete {
+            self.complete(t, now, id, AttemptEnd::lease("acked", ""), None)?;
         }
         Ok(Ok(seen.len() as u32))
     }

@@ -124,6 +124,18 @@ pub struct DoneRecord {
     pub history: Option<HistoryRecord>,
 }
 
+impl DoneRecord {
+    /// Was the message completed by a consumer's Ack of attempt `attempt`?
+    pub fn acked_at(&self, attempt: u32) -> bool {
+        self.attempts == attempt
+            && self
+                .history
+                .as_ref()
+                .and_then(|h| h.attempts.last())
+                .is_some_and(|a| a.number == attempt && a.outcome == "acked")
+    }
+}
+
 /// The mutable state of a message: a row of the schedule table while it is live (what the
 /// engine needs to rebuild its index at start), a row of the dead table once dead.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -104,6 +104,14 @@ impl<'txn> Tables<'txn> {
         Ok(())
     }
 
+    /// A completed message's record, while it is kept.
+    pub fn done(&self, id: MessageId) -> Result<Option<DoneRecord>, StoreError> {
+        match self.done.get(id.0)? {
+            Some(v) => Ok(Some(DoneRecord::decode(v.value())?)),
+            None => Ok(None),
+        }
+    }
+
     /// Forgets up to `limit` completed messages created before `before_ms`; how many.
     pub fn sweep_done(&mut self, before_ms: u64, limit: usize) -> Result<usize, StoreError> {
         // UUIDv7: the top 48 bits are the creation time in ms.
