@@ -20,6 +20,15 @@
 //! | `dead` | destination key, 0, id (16 bytes BE) | [`ScheduleEntry`] of a dead letter |
 //! | `idempotency` | encoded destination, 0, client key | id (16) + created ms (8) |
 //! | `endpoints` | name | `hookd.v1.Endpoint` (protobuf) |
+//! | `meta` | `"format_version"` | [`FORMAT_VERSION`] of the layout above (u64) |
+//!
+//! # Format versions
+//! The layout of these tables and records is version [`FORMAT_VERSION`], written into
+//! `meta` when the file is created and checked at every open. A file from a newer hookd is
+//! refused (naming both versions) rather than misread; a file from an older version is
+//! migrated forward at open, one version at a time, in the same transaction that records
+//! the new version. A test opens a fixture made by each released version
+//! (`tests/fixtures/`). Version 1 is also what files made before the version row hold.
 //!
 //! An enqueue writes three rows (`messages`, `schedule`, and `idempotency` when a key is
 //! given); a lease rewrites one small `schedule` row. Every table insert costs B-tree work in
@@ -55,6 +64,12 @@ const DONE: TableDefinition<u128, &[u8]> = TableDefinition::new("done");
 const DEAD: TableDefinition<&[u8], &[u8]> = TableDefinition::new("dead");
 const IDEMPOTENCY: TableDefinition<&[u8], &[u8]> = TableDefinition::new("idempotency");
 const ENDPOINTS: TableDefinition<&str, &[u8]> = TableDefinition::new("endpoints");
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+const FORMAT_KEY: &str = "format_version";
+
+/// The version of the on-disk layout this hookd writes (see "Format versions" above).
+/// Bump it with any change an older hookd would misread, and add the migration.
+pub const FORMAT_VERSION: u64 = 1;
 
 /// A storage failure. Never answered as success; mapped to UNAVAILABLE.
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +81,12 @@ pub enum StoreError {
     Corrupt(String),
     #[error("cannot create data directory: {0}")]
     Io(#[from] std::io::Error),
+    /// The file was written by a newer hookd: opening it could misread what it holds.
+    #[error(
+        "the data file was written by a newer hookd (disk format version {found}); this hookd \
+         reads format version {supported} and older: run a hookd that supports version {found}"
+    )]
+    NewerFormat { found: u64, supported: u64 },
 }
 
 macro_rules! from_redb {
@@ -155,9 +176,21 @@ impl Store {
         };
         let store = Self { db: Arc::new(db) };
         let txn = store.begin_write()?;
+        check_format(&txn)?;
         Tables::open(&txn)?;
         txn.commit()?;
         Ok(store)
+    }
+
+    /// The disk format version recorded in the file.
+    pub fn format_version(&self) -> Result<Option<u64>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let meta = match txn.open_table(META) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        Ok(meta.get(FORMAT_KEY)?.map(|v| v.value()))
     }
 
     /// A write transaction that commits with `Durability::Immediate`: when `commit()` returns
@@ -310,6 +343,27 @@ impl Store {
     }
 }
 
+/// Checks the file's format version, and records it in a file that has none (a new file,
+/// or one from before the version row, whose layout is version 1).
+fn check_format(txn: &WriteTransaction) -> Result<(), StoreError> {
+    let mut meta = txn.open_table(META)?;
+    let found = meta.get(FORMAT_KEY)?.map(|v| v.value());
+    match found {
+        Some(FORMAT_VERSION) => Ok(()),
+        Some(found) if found > FORMAT_VERSION => Err(StoreError::NewerFormat {
+            found,
+            supported: FORMAT_VERSION,
+        }),
+        Some(found) => Err(StoreError::Corrupt(format!(
+            "disk format version {found} is not one hookd ever wrote"
+        ))),
+        None => {
+            meta.insert(FORMAT_KEY, FORMAT_VERSION)?;
+            Ok(())
+        }
+    }
+}
+
 /// The destination key of an encoded destination.
 fn dest_key_of(encoded: &str) -> Result<String, StoreError> {
     Destination::decode(encoded)
@@ -367,4 +421,48 @@ fn dead_key_destination(key: &[u8]) -> Result<String, StoreError> {
         .and_then(|at| key.get(..at))
         .ok_or_else(|| StoreError::Corrupt("dead-letter key".into()))?;
     String::from_utf8(dest.to_vec()).map_err(|_| StoreError::Corrupt("dead-letter key".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_version_is_written_at_creation_and_checked_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.format_version().unwrap(), Some(FORMAT_VERSION));
+        drop(store);
+        // Reopening a file of this version works and changes nothing.
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.format_version().unwrap(), Some(FORMAT_VERSION));
+        // A newer hookd's file is refused, naming both versions.
+        let txn = store.db.begin_write().unwrap();
+        txn.open_table(META)
+            .unwrap()
+            .insert(FORMAT_KEY, FORMAT_VERSION + 1)
+            .unwrap();
+        txn.commit().unwrap();
+        drop(store);
+        let err = Store::open(dir.path()).unwrap_err().to_string();
+        let (newer, ours) = (FORMAT_VERSION + 1, FORMAT_VERSION);
+        assert!(
+            err.contains(&format!("disk format version {newer}"))
+                && err.contains(&format!("reads format version {ours} and older")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_file_from_before_the_version_row_is_version_1() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let txn = store.db.begin_write().unwrap();
+        txn.delete_table(META).unwrap();
+        txn.commit().unwrap();
+        assert_eq!(store.format_version().unwrap(), None);
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.format_version().unwrap(), Some(1));
+    }
 }
