@@ -82,7 +82,6 @@ impl Engine {
             entry.due_ms = now;
             entry.since_ms = 0;
             t.put_schedule(id, &entry)?;
-            self.dirty = true;
             // Not out of the dead-letter index on disk before this round commits.
             self.fresh.insert(id);
             let d = self.dest(&key, now);
@@ -113,7 +112,6 @@ impl Engine {
             }
         }
         t.remove_endpoint(name)?;
-        self.dirty = true;
         self.endpoints.remove(name);
         Ok(Ok(()))
     }

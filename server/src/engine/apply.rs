@@ -171,7 +171,6 @@ impl Engine {
                 if let Err(e) = t.put_endpoint(&endpoint) {
                     return settle::<pb::PutEndpointResponse>(done, reply, Err(e));
                 }
-                self.dirty = true;
                 self.endpoints
                     .insert(endpoint.name.clone(), endpoint.clone());
                 let key = Destination::Endpoint(endpoint.name.clone()).key();

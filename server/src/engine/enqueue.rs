@@ -57,7 +57,6 @@ impl Engine {
         };
         t.insert_message(id, &m.record, &entry)?;
         self.fresh.insert(id);
-        self.dirty = true;
         let dest = self.dest(&m.key, now);
         self.track(id, dest, waiting(due, now), 0, max_attempts, due);
         self.index.dests[dest].activity.enqueued(now);

@@ -142,7 +142,6 @@ impl Engine {
                     destination: record.destination,
                 },
             )?;
-            self.dirty = true;
             out.push(pb::ReceivedMessage {
                 id: id.to_string(),
                 lease_id: LeaseId {
@@ -283,7 +282,6 @@ impl Engine {
             };
             t.complete(id, &done)?;
         }
-        self.dirty = true;
         let latency_us = now.saturating_sub(id.unix_ms()).saturating_mul(1_000);
         self.index.dests[live.dest]
             .activity
@@ -316,7 +314,6 @@ impl Engine {
         let mut history = t.history(id)?;
         history.push(end.record(live.attempts, entry.since_ms, now));
         t.put_history(id, &history)?;
-        self.dirty = true;
         let key = self.index.dests[live.dest].key.clone();
         if permanent || live.attempts >= live.max_attempts {
             entry.state = State::Dead;

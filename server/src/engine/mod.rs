@@ -181,8 +181,6 @@ pub(crate) struct Engine {
     next_sweep_ms: u64,
     /// Where the incremental idempotency sweep continues.
     sweep_cursor: Option<Vec<u8>>,
-    /// Set when the round's transaction holds a change worth committing.
-    dirty: bool,
     /// Shared with the handles: bytes of enqueues sent and not yet applied.
     queued: Arc<AtomicU64>,
     commits: crate::stats::CommitStats,
@@ -256,7 +254,6 @@ pub fn start(
         health,
         next_sweep_ms: now,
         sweep_cursor: None,
-        dirty: false,
         queued: Arc::new(AtomicU64::new(0)),
         commits: Default::default(),
         deliveries,
@@ -384,15 +381,18 @@ impl Engine {
             Err(e) => return self.fail(e, commands, Vec::new()),
         };
         let mut done: Vec<Completion> = Vec::new();
-        self.dirty = false;
         self.fresh.clear();
-        let applied = self.apply_round(&txn, now, commands, &mut done);
-        if let Err((e, rest)) = applied {
-            drop(txn);
-            return self.fail(e, rest, done);
-        }
+        let wrote = match self.apply_round(&txn, now, commands, &mut done) {
+            Ok(wrote) => wrote,
+            Err((e, rest)) => {
+                drop(txn);
+                return self.fail(e, rest, done);
+            }
+        };
         self.send_deliveries(true);
-        if self.dirty {
+        // Every row change goes through `Tables`, which records it: a round that changed
+        // anything is committed before anyone is answered.
+        if wrote {
             let applied_at = std::time::Instant::now();
             if let Err(e) = txn.commit() {
                 return self.fail(e.into(), Vec::new(), done);
@@ -435,15 +435,15 @@ impl Engine {
     }
 
     /// Applies due timers, the commands, waiting long polls and a sweep step to the round's
-    /// transaction. On a storage error, returns it with every command not yet applied, so
-    /// that each is still answered.
+    /// transaction; whether any row changed. On a storage error, returns it with every
+    /// command not yet applied, so that each is still answered.
     fn apply_round(
         &mut self,
         txn: &redb::WriteTransaction,
         now: u64,
         commands: Vec<Command>,
         done: &mut Vec<Completion>,
-    ) -> Result<(), (StoreError, Vec<Command>)> {
+    ) -> Result<bool, (StoreError, Vec<Command>)> {
         let mut tables = match crate::store::Tables::open(txn) {
             Ok(t) => t,
             Err(e) => return Err((e, commands)),
@@ -464,26 +464,20 @@ impl Engine {
         if now >= self.next_sweep_ms {
             self.next_sweep_ms = now + SWEEP_EVERY_MS;
             let before = now.saturating_sub(self.config.idempotency_retention_ms);
-            let (removed, cursor) = tables
+            let (_, cursor) = tables
                 .sweep_idempotency(self.sweep_cursor.as_deref(), before, SWEEP_SCAN)
                 .map_err(|e| (e, Vec::new()))?;
             self.sweep_cursor = cursor;
-            if removed > 0 {
-                self.dirty = true;
-            }
             if self.config.completed_retention_ms > 0 {
                 let before = now.saturating_sub(self.config.completed_retention_ms);
                 // Ids are time-ordered, so this is a range from the start of the table; the
                 // limit keeps a round short, and is above any sustained delivery rate.
-                let removed = tables
+                tables
                     .sweep_done(before, DONE_SWEEP)
                     .map_err(|e| (e, Vec::new()))?;
-                if removed > 0 {
-                    self.dirty = true;
-                }
             }
         }
-        Ok(())
+        Ok(tables.wrote())
     }
 
     /// Stops all writing after a storage error; everyone waiting is told UNAVAILABLE.

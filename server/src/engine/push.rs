@@ -488,7 +488,6 @@ impl Engine {
         endpoint.disabled_reason.clone_from(&reason);
         endpoint.disabled_unix_ms = now;
         t.put_endpoint(endpoint)?;
-        self.dirty = true;
         tracing::warn!(endpoint = name, %reason, "endpoint disabled");
         if let Some(push) = self.index.dests[d].push.as_deref_mut() {
             push.disabled = Some(reason);

@@ -1,5 +1,10 @@
 //! The write side: every table opened once per round's write transaction, and the row
 //! operations the engine composes. Only the engine thread holds a [`Tables`].
+//!
+//! Every method that changes a row records that the transaction wrote something
+//! ([`Tables::wrote`]); the engine commits a round exactly when it did. The tables
+//! themselves are private, so no write can bypass that record: a write path cannot forget
+//! to mark its round dirty and then be rolled back while its caller is answered success.
 
 use hookd_proto::v1 as pb;
 use prost::Message;
@@ -21,6 +26,8 @@ pub struct Tables<'txn> {
     dead: Table<'txn, &'static [u8], &'static [u8]>,
     idempotency: Table<'txn, &'static [u8], &'static [u8]>,
     endpoints: Table<'txn, &'static str, &'static [u8]>,
+    /// Some row changed in this transaction.
+    wrote: bool,
 }
 
 impl std::fmt::Debug for Tables<'_> {
@@ -39,7 +46,14 @@ impl<'txn> Tables<'txn> {
             dead: txn.open_table(DEAD)?,
             idempotency: txn.open_table(IDEMPOTENCY)?,
             endpoints: txn.open_table(ENDPOINTS)?,
+            wrote: false,
         })
+    }
+
+    /// Whether any row changed since these tables were opened: the transaction must then be
+    /// committed before anyone is told of the change.
+    pub fn wrote(&self) -> bool {
+        self.wrote
     }
 
     /// Stores a new message: its encoded [`MessageRecord`] and its schedule row.
@@ -49,6 +63,7 @@ impl<'txn> Tables<'txn> {
         record: &[u8],
         entry: &ScheduleEntry,
     ) -> Result<(), StoreError> {
+        self.wrote = true;
         self.messages.insert(id.0, record)?;
         self.schedule.insert(id.0, entry.encode().as_slice())?;
         Ok(())
@@ -71,6 +86,7 @@ impl<'txn> Tables<'txn> {
     }
 
     pub fn put_schedule(&mut self, id: MessageId, entry: &ScheduleEntry) -> Result<(), StoreError> {
+        self.wrote = true;
         self.schedule.insert(id.0, entry.encode().as_slice())?;
         Ok(())
     }
@@ -84,6 +100,7 @@ impl<'txn> Tables<'txn> {
         id: MessageId,
         history: &HistoryRecord,
     ) -> Result<(), StoreError> {
+        self.wrote = true;
         self.history
             .insert(id.0, history.encode_to_vec().as_slice())?;
         Ok(())
@@ -91,6 +108,7 @@ impl<'txn> Tables<'txn> {
 
     /// Removes a completed message entirely (its idempotency key stays until it expires).
     pub fn remove_message(&mut self, id: MessageId) -> Result<(), StoreError> {
+        self.wrote = true;
         self.messages.remove(id.0)?;
         self.schedule.remove(id.0)?;
         self.history.remove(id.0)?;
@@ -125,6 +143,7 @@ impl<'txn> Tables<'txn> {
         }
         for id in &expired {
             self.done.remove(*id)?;
+            self.wrote = true;
         }
         Ok(expired.len())
     }
@@ -136,6 +155,7 @@ impl<'txn> Tables<'txn> {
         dest_key: &str,
         entry: &ScheduleEntry,
     ) -> Result<(), StoreError> {
+        self.wrote = true;
         self.schedule.remove(id.0)?;
         self.dead
             .insert(dead_key(dest_key, id).as_slice(), entry.encode().as_slice())?;
@@ -149,7 +169,10 @@ impl<'txn> Tables<'txn> {
         dest_key: &str,
     ) -> Result<Option<ScheduleEntry>, StoreError> {
         match self.dead.remove(dead_key(dest_key, id).as_slice())? {
-            Some(v) => Ok(Some(ScheduleEntry::decode(v.value())?)),
+            Some(v) => {
+                self.wrote = true;
+                Ok(Some(ScheduleEntry::decode(v.value())?))
+            }
             None => Ok(None),
         }
     }
@@ -180,6 +203,7 @@ impl<'txn> Tables<'txn> {
         created_ms: u64,
         not_before_ms: u64,
     ) -> Result<Option<MessageId>, StoreError> {
+        self.wrote = true;
         let mut v = [0u8; 24];
         v[..16].copy_from_slice(&id.0.to_be_bytes());
         v[16..].copy_from_slice(&created_ms.to_be_bytes());
@@ -231,17 +255,20 @@ impl<'txn> Tables<'txn> {
         }
         for key in &expired {
             self.idempotency.remove(key.as_slice())?;
+            self.wrote = true;
         }
         Ok((expired.len(), last))
     }
 
     pub fn put_endpoint(&mut self, endpoint: &pb::Endpoint) -> Result<(), StoreError> {
+        self.wrote = true;
         self.endpoints
             .insert(endpoint.name.as_str(), endpoint.encode_to_vec().as_slice())?;
         Ok(())
     }
 
     pub fn remove_endpoint(&mut self, name: &str) -> Result<(), StoreError> {
+        self.wrote = true;
         self.endpoints.remove(name)?;
         Ok(())
     }
@@ -260,7 +287,144 @@ fn decode_idempotency(v: &[u8]) -> Result<(MessageId, u64), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Store;
+    use crate::store::{State, Store};
+
+    /// Whether `f` marked its transaction as written (each on a fresh transaction, with
+    /// one message, one dead letter and one endpoint already committed).
+    fn wrote_after(f: impl FnOnce(&mut Tables<'_>)) -> bool {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let entry = ScheduleEntry {
+            due_ms: 1,
+            state: State::Pending,
+            attempts: 0,
+            max_attempts: 3,
+            since_ms: 0,
+            destination: "qq".into(),
+        };
+        let txn = store.begin_write().unwrap();
+        {
+            let mut t = Tables::open(&txn).unwrap();
+            t.insert_message(MessageId(1), b"", &entry).unwrap();
+            t.insert_message(MessageId(2), b"", &entry).unwrap();
+            t.bury(MessageId(2), "queue:q", &entry).unwrap();
+            t.put_endpoint(&pb::Endpoint {
+                name: "e".into(),
+                ..Default::default()
+            })
+            .unwrap();
+        }
+        txn.commit().unwrap();
+        let txn = store.begin_write().unwrap();
+        let mut t = Tables::open(&txn).unwrap();
+        assert!(!t.wrote());
+        f(&mut t);
+        t.wrote()
+    }
+
+    /// The round's commit depends on `wrote`: every row change must set it, and a round
+    /// that only reads (or sweeps nothing) must not, or an idle hookd would fsync 4 times
+    /// a second for nothing.
+    #[test]
+    fn every_row_change_and_only_a_row_change_marks_the_transaction() {
+        let id = MessageId(1);
+        let entry = || ScheduleEntry {
+            due_ms: 5,
+            state: State::Retry,
+            attempts: 1,
+            max_attempts: 3,
+            since_ms: 0,
+            destination: "qq".into(),
+        };
+        let writes: Vec<(&str, Box<dyn FnOnce(&mut Tables<'_>)>)> = vec![
+            (
+                "insert_message",
+                Box::new(|t| t.insert_message(MessageId(9), b"x", &entry()).unwrap()),
+            ),
+            (
+                "put_schedule",
+                Box::new(|t| t.put_schedule(id, &entry()).unwrap()),
+            ),
+            (
+                "put_history",
+                Box::new(|t| t.put_history(id, &HistoryRecord::default()).unwrap()),
+            ),
+            (
+                "remove_message",
+                Box::new(|t| t.remove_message(id).unwrap()),
+            ),
+            (
+                "complete",
+                Box::new(|t| t.complete(id, &DoneRecord::default()).unwrap()),
+            ),
+            (
+                "bury",
+                Box::new(|t| t.bury(id, "queue:q", &entry()).unwrap()),
+            ),
+            (
+                "unbury",
+                Box::new(|t| assert!(t.unbury(MessageId(2), "queue:q").unwrap().is_some())),
+            ),
+            (
+                "claim_idempotency_key",
+                Box::new(|t| {
+                    t.claim_idempotency_key(b"q\0k", id, 1, 0).unwrap();
+                }),
+            ),
+            (
+                "put_endpoint",
+                Box::new(|t| t.put_endpoint(&pb::Endpoint::default()).unwrap()),
+            ),
+            (
+                "remove_endpoint",
+                Box::new(|t| t.remove_endpoint("e").unwrap()),
+            ),
+            (
+                "sweep_done (one expired)",
+                Box::new(|t| {
+                    t.complete(MessageId(9), &DoneRecord::default()).unwrap();
+                    assert_eq!(t.sweep_done(u64::MAX >> 16, 10).unwrap(), 1);
+                }),
+            ),
+        ];
+        for (name, f) in writes {
+            assert!(
+                wrote_after(f),
+                "{name} changed a row without marking the transaction"
+            );
+        }
+        let reads: Vec<(&str, Box<dyn FnOnce(&mut Tables<'_>)>)> = vec![
+            (
+                "record",
+                Box::new(|t| assert!(t.record(id).unwrap().is_some())),
+            ),
+            ("schedule", Box::new(|t| drop(t.schedule(id).unwrap()))),
+            ("history", Box::new(|t| drop(t.history(id).unwrap()))),
+            ("done", Box::new(|t| assert!(t.done(id).unwrap().is_none()))),
+            (
+                "dead_of",
+                Box::new(|t| assert_eq!(t.dead_of("queue:q", 5).unwrap().len(), 1)),
+            ),
+            (
+                "unbury (absent)",
+                Box::new(|t| assert!(t.unbury(id, "queue:q").unwrap().is_none())),
+            ),
+            (
+                "sweep_done (none expired)",
+                Box::new(|t| assert_eq!(t.sweep_done(0, 10).unwrap(), 0)),
+            ),
+            (
+                "sweep_idempotency (none)",
+                Box::new(|t| drop(t.sweep_idempotency(None, 0, 10).unwrap())),
+            ),
+        ];
+        for (name, f) in reads {
+            assert!(
+                !wrote_after(f),
+                "{name} changed nothing but marked the transaction"
+            );
+        }
+    }
 
     #[test]
     fn idempotency_claim_duplicate_expiry_and_sweep() {
