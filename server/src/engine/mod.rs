@@ -21,6 +21,8 @@ mod enqueue;
 mod handle;
 mod index;
 mod lease;
+#[cfg(test)]
+mod power_loss_tests;
 mod push;
 
 pub use handle::{EngineHandle, EngineThread};

@@ -35,6 +35,8 @@
 //! the single writer, so the layout keeps that count low.
 
 pub mod faults;
+#[cfg(any(test, feature = "test-util"))]
+pub mod power_loss;
 pub mod records;
 mod tables;
 
@@ -160,6 +162,9 @@ impl Store {
     ) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir)?;
         let path = dir.join("hookd.redb");
+        if !path.exists() {
+            create_atomically(dir, &path)?;
+        }
         let mut builder = Database::builder();
         builder.set_cache_size(cache_bytes);
         let db = match faults {
@@ -174,6 +179,22 @@ impl Store {
                 builder.create_with_backend(faults::FaultyFile::new(file, faults)?)?
             }
         };
+        Self::init(db)
+    }
+
+    /// Opens a store on any redb storage backend (tests: a disk that loses power).
+    #[cfg(any(test, feature = "test-util"))]
+    pub fn open_backend(
+        backend: impl redb::StorageBackend,
+        cache_bytes: usize,
+    ) -> Result<Self, StoreError> {
+        let mut builder = Database::builder();
+        builder.set_cache_size(cache_bytes);
+        Self::init(builder.create_with_backend(backend)?)
+    }
+
+    /// Checks the format version and makes sure every table exists.
+    fn init(db: Database) -> Result<Self, StoreError> {
         let store = Self { db: Arc::new(db) };
         let txn = store.begin_write()?;
         check_format(&txn)?;
@@ -341,6 +362,24 @@ impl Store {
         }
         Ok((page, None))
     }
+}
+
+/// Creates a new, empty store file at `path` so that a crash at any moment leaves either
+/// no file or a complete one: redb writes a new file's header in several steps, and a
+/// half-created file would not open ("not a redb database"), so hookd would not start.
+/// The file is made under a temporary name, synced, and renamed into place; the rename is
+/// made durable by syncing the directory.
+fn create_atomically(dir: &Path, path: &Path) -> Result<(), StoreError> {
+    let temp = dir.join("hookd.redb.creating");
+    // A leftover from a crash during an earlier creation holds nothing.
+    if temp.exists() {
+        std::fs::remove_file(&temp)?;
+    }
+    Store::init(Database::create(&temp)?)?;
+    std::fs::File::open(&temp)?.sync_all()?;
+    std::fs::rename(&temp, path)?;
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(())
 }
 
 /// Checks the file's format version, and records it in a file that has none (a new file,

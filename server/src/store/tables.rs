@@ -289,9 +289,11 @@ mod tests {
     use super::*;
     use crate::store::{State, Store};
 
+    type TableOp<'a> = Box<dyn FnOnce(&mut Tables<'_>) + 'a>;
+
     /// Whether `f` marked its transaction as written (each on a fresh transaction, with
     /// one message, one dead letter and one endpoint already committed).
-    fn wrote_after(f: impl FnOnce(&mut Tables<'_>)) -> bool {
+    fn wrote_after(f: TableOp<'_>) -> bool {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let entry = ScheduleEntry {
@@ -336,7 +338,7 @@ mod tests {
             since_ms: 0,
             destination: "qq".into(),
         };
-        let writes: Vec<(&str, Box<dyn FnOnce(&mut Tables<'_>)>)> = vec![
+        let writes: Vec<(&str, TableOp<'_>)> = vec![
             (
                 "insert_message",
                 Box::new(|t| t.insert_message(MessageId(9), b"x", &entry()).unwrap()),
@@ -393,7 +395,7 @@ mod tests {
                 "{name} changed a row without marking the transaction"
             );
         }
-        let reads: Vec<(&str, Box<dyn FnOnce(&mut Tables<'_>)>)> = vec![
+        let reads: Vec<(&str, TableOp<'_>)> = vec![
             (
                 "record",
                 Box::new(|t| assert!(t.record(id).unwrap().is_some())),
