@@ -1,7 +1,10 @@
 //! The errors that cross the gRPC boundary, and the one place that maps them to
-//! `tonic::Status`.
+//! `tonic::Status`: the API's own validation errors, the engine's [`Refusal`]s (with the
+//! request field they concern) and storage errors of reads.
 
 use tonic::{Code, Status};
+
+use crate::engine::Refusal;
 
 /// An error answered to a client. Messages name the offending field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -18,6 +21,9 @@ pub enum ApiError {
     /// Storage failed or the server is shutting down: nothing was acknowledged.
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// A bug in hookd.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl ApiError {
@@ -28,6 +34,7 @@ impl ApiError {
             Self::FailedPrecondition(_) => Code::FailedPrecondition,
             Self::ResourceExhausted(_) => Code::ResourceExhausted,
             Self::Unavailable(_) => Code::Unavailable,
+            Self::Internal(_) => Code::Internal,
         }
     }
 
@@ -40,6 +47,32 @@ impl ApiError {
             Self::FailedPrecondition(m) => Self::FailedPrecondition(wrap(m)),
             Self::ResourceExhausted(m) => Self::ResourceExhausted(wrap(m)),
             Self::Unavailable(m) => Self::Unavailable(m),
+            Self::Internal(m) => Self::Internal(m),
+        }
+    }
+}
+
+impl ApiError {
+    /// The answer to a request the engine refused, where `field` is the request's field the
+    /// refusal is about (e.g. `lease_id`); a refusal of the i-th item of a list becomes
+    /// `field[i]`. Unavailability and capacity concern no field.
+    pub fn refused(refusal: Refusal, field: &str) -> Self {
+        let about = |r: &Refusal| format!("{field}: {r}");
+        match refusal {
+            Refusal::At { index, refusal } => Self::refused(*refusal, &format!("{field}[{index}]")),
+            Refusal::Unavailable(m) => Self::Unavailable(m),
+            r @ Refusal::AtCapacity { .. } => Self::ResourceExhausted(r.to_string()),
+            r @ (Refusal::UnknownEndpoint { .. }
+            | Refusal::NoEndpoint { .. }
+            | Refusal::NoMessage { .. }
+            | Refusal::NotInFlight { .. }) => Self::NotFound(about(&r)),
+            r @ (Refusal::EndpointBusy { .. }
+            | Refusal::EndpointGone { .. }
+            | Refusal::NotDeadLetter { .. }
+            | Refusal::MessageEndpointGone { .. }
+            | Refusal::NotPull { .. }
+            | Refusal::LeaseExpired { .. }
+            | Refusal::CompletedLater { .. }) => Self::FailedPrecondition(about(&r)),
         }
     }
 }

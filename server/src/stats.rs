@@ -3,10 +3,12 @@
 //! A window is a ring of sub-windows ("buckets"), each tagged with the bucket number it
 //! holds; a bucket whose tag is older than the window is treated as empty and reused. So the
 //! "last hour" really is the last hour (give or take one bucket), not "since start".
-//! Pure: every method takes `now_ms`.
+//! Pure: every method takes `now_ms`. The snapshot types at the end are what Stats
+//! answers, in hookd's own terms; `api` maps them to the wire.
 
 use hdrhistogram::Histogram;
-use hookd_proto::v1 as pb;
+
+use crate::breaker::BreakerState;
 
 /// Latencies are recorded in microseconds, clamped to this (7 days).
 const MAX_LATENCY_US: u64 = 7 * 24 * 3600 * 1_000_000;
@@ -114,7 +116,7 @@ impl RollingHistogram {
     }
 
     /// Percentiles over the window ending at `now_ms`.
-    pub fn summary(&self, now_ms: u64) -> pb::LatencyStats {
+    pub fn summary(&self, now_ms: u64) -> LatencySummary {
         let current = now_ms / self.bucket_ms;
         let len = self.slots.len() as u64;
         let mut merged: Option<Histogram<u32>> = None;
@@ -131,10 +133,10 @@ impl RollingHistogram {
             }
         }
         let Some(h) = merged else {
-            return pb::LatencyStats::default();
+            return LatencySummary::default();
         };
         let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
-        pb::LatencyStats {
+        LatencySummary {
             count: h.len(),
             p50_ms: ms(0.50),
             p95_ms: ms(0.95),
@@ -170,7 +172,7 @@ impl CommitStats {
         self.latency_1h.record(now_ms, micros);
     }
 
-    pub fn fill(&self, now_ms: u64, out: &mut pb::StorageStats) {
+    pub fn fill(&self, now_ms: u64, out: &mut StorageSnapshot) {
         let commits = self.commits.sum(now_ms);
         out.commits_per_s = self.commits.rate_per_s(now_ms);
         out.requests_per_commit = if commits == 0 {
@@ -178,7 +180,7 @@ impl CommitStats {
         } else {
             self.requests.sum(now_ms) as f64 / commits as f64
         };
-        out.commit_latency_last_hour = Some(self.latency_1h.summary(now_ms));
+        out.commit_latency_last_hour = self.latency_1h.summary(now_ms);
     }
 }
 
@@ -252,14 +254,93 @@ impl Activity {
         self.failed.add(now_ms, 1);
     }
 
-    pub fn fill(&self, now_ms: u64, out: &mut pb::DestinationStats) {
+    pub fn fill(&self, now_ms: u64, out: &mut DestinationSnapshot) {
         out.delivered_last_hour = self.delivered.sum(now_ms);
         out.failed_last_hour = self.failed.sum(now_ms);
         out.enqueue_rate_per_s = self.enqueued.rate_per_s(now_ms);
         out.completion_rate_per_s = self.completed.rate_per_s(now_ms);
-        out.latency_last_hour = Some(self.latency_1h.summary(now_ms));
-        out.latency_last_24h = Some(self.latency_24h.summary(now_ms));
+        out.latency_last_hour = self.latency_1h.summary(now_ms);
+        out.latency_last_24h = self.latency_24h.summary(now_ms);
     }
+}
+
+/// Percentiles of a latency window, in milliseconds; all zero when nothing was recorded.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+}
+
+/// One destination's figures (or the total's) at one moment.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DestinationSnapshot {
+    /// The destination key (`endpoint:NAME`, `url:ORIGIN`, `queue:NAME`); `*` for the total.
+    pub destination: String,
+    /// Ready now, or scheduled for a first attempt later.
+    pub pending: u64,
+    pub awaiting_retry: u64,
+    /// Leased to a consumer or being delivered.
+    pub in_flight: u64,
+    pub dead_letter: u64,
+    pub delivered_last_hour: u64,
+    pub failed_last_hour: u64,
+    /// Age of the oldest live message.
+    pub oldest_pending_age_ms: u64,
+    /// Per second over the last minute.
+    pub enqueue_rate_per_s: f64,
+    pub completion_rate_per_s: f64,
+    /// Enqueue to completion.
+    pub latency_last_hour: LatencySummary,
+    pub latency_last_24h: LatencySummary,
+    /// Push destinations only.
+    pub push: Option<PushSnapshot>,
+}
+
+/// How deliveries to one push destination are going.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PushSnapshot {
+    /// Why hookd disabled it (410 Gone), if it did.
+    pub disabled: Option<String>,
+    pub breaker: BreakerState,
+    /// The cooldown of the current (or next) opening.
+    pub breaker_cooldown_ms: u64,
+    pub breaker_openings: u64,
+    pub consecutive_failures: u32,
+    /// Retry-After: nothing is sent before this time, while it is in the future.
+    pub paused_until_ms: Option<u64>,
+    pub in_flight: u64,
+    pub max_in_flight: u64,
+    pub rate_limit_per_s: f64,
+    /// p95 attempt latency over the last hour is above the slow threshold.
+    pub slow: bool,
+    pub attempts_last_hour: u64,
+    /// 1.0 with no attempts.
+    pub success_rate_last_hour: f64,
+    pub attempt_latency_last_hour: LatencySummary,
+    pub attempt_latency_last_24h: LatencySummary,
+}
+
+/// How the single writer is doing.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StorageSnapshot {
+    pub commits_per_s: f64,
+    pub requests_per_commit: f64,
+    pub commit_latency_last_hour: LatencySummary,
+    pub live_messages: u64,
+    pub queued_write_bytes: u64,
+}
+
+/// Everything Stats answers.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StatsSnapshot {
+    pub total: DestinationSnapshot,
+    pub destinations: Vec<DestinationSnapshot>,
+    pub uptime_ms: u64,
+    pub storage: StorageSnapshot,
 }
 
 #[cfg(test)]

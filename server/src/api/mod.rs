@@ -1,6 +1,9 @@
 //! The gRPC service `hookd.v1.Hookd`: validation, then the engine (writes) or a read
-//! transaction (reads). Errors reach the wire only through `ApiError -> Status`.
+//! transaction (reads). The edge of hookd: `validate` turns requests into hookd's own
+//! values, `convert` turns hookd's values into replies, and errors reach the wire only
+//! through `crate::error` (`ApiError -> Status`).
 
+pub mod convert;
 pub mod validate;
 
 use hookd_proto::v1::{self as pb, hookd_server::Hookd};
@@ -9,11 +12,9 @@ use tonic::{Request, Response, Status};
 use std::sync::Arc;
 
 use crate::clock::Clock;
-use crate::destination::{Destination, validate_name};
-use crate::engine::EngineHandle;
+use crate::engine::{EngineHandle, Refusal};
 use crate::error::ApiError;
-use crate::ids::{LeaseId, MessageId};
-use crate::store::{AttemptRecord, DoneRecord, State, Store, StoredMessage};
+use crate::store::Store;
 use validate::Limits;
 
 /// The service; cheap to clone.
@@ -43,9 +44,14 @@ impl HookdService {
         let store = self.store.clone();
         tokio::task::spawn_blocking(move || f(&store))
             .await
-            .map_err(|e| Status::unavailable(format!("read task failed: {e}")))?
+            .map_err(|e| ApiError::Unavailable(format!("read task failed: {e}")))?
             .map_err(Status::from)
     }
+}
+
+/// Maps an engine refusal to the answer, naming `field` (see [`ApiError::refused`]).
+fn refused(field: &'static str) -> impl Fn(Refusal) -> Status {
+    move |r| ApiError::refused(r, field).into()
 }
 
 fn error_proto(e: &ApiError) -> pb::Error {
@@ -63,11 +69,17 @@ impl Hookd for HookdService {
     ) -> Result<Response<pb::EnqueueResponse>, Status> {
         let message =
             validate::new_message(request.into_inner(), &self.limits, self.clock.now_ms())?;
-        let mut results = self.engine.enqueue(vec![message]).await?;
-        match results.pop() {
-            Some(result) => Ok(Response::new(result?.into())),
-            None => Err(Status::internal("the engine gave no result")),
-        }
+        let mut results = self
+            .engine
+            .enqueue(vec![message])
+            .await
+            .map_err(refused(""))?;
+        let result = results
+            .pop()
+            .ok_or_else(|| ApiError::Internal("the engine gave no result".into()))?;
+        Ok(Response::new(convert::enqueued(
+            result.map_err(refused("endpoint"))?,
+        )))
     }
 
     async fn enqueue_batch(
@@ -88,6 +100,11 @@ impl Hookd for HookdService {
         let mut valid = Vec::with_capacity(events.len());
         let mut slots = Vec::with_capacity(events.len());
         let now = self.clock.now_ms();
+        let failed = |e: ApiError, i: usize| pb::EnqueueResult {
+            result: Some(pb::enqueue_result::Result::Error(error_proto(
+                &e.within(&format!("events[{i}].")),
+            ))),
+        };
         for (i, event) in events.into_iter().enumerate() {
             match validate::new_message(event, &self.limits, now) {
                 Ok(m) => {
@@ -95,24 +112,17 @@ impl Hookd for HookdService {
                     slots.push(i);
                     results.push(None);
                 }
-                Err(e) => results.push(Some(pb::EnqueueResult {
-                    result: Some(pb::enqueue_result::Result::Error(error_proto(
-                        &e.within(&format!("events[{i}].")),
-                    ))),
-                })),
+                Err(e) => results.push(Some(failed(e, i))),
             }
         }
         if !valid.is_empty() {
-            let stored = self.engine.enqueue(valid).await?;
+            let stored = self.engine.enqueue(valid).await.map_err(refused(""))?;
             for (slot, result) in slots.into_iter().zip(stored) {
-                let result = match result {
-                    Ok(ok) => pb::enqueue_result::Result::Ok(ok.into()),
-                    Err(e) => pb::enqueue_result::Result::Error(error_proto(
-                        &e.within(&format!("events[{slot}].")),
-                    )),
-                };
-                results[slot] = Some(pb::EnqueueResult {
-                    result: Some(result),
+                results[slot] = Some(match result {
+                    Ok(ok) => pb::EnqueueResult {
+                        result: Some(pb::enqueue_result::Result::Ok(convert::enqueued(ok))),
+                    },
+                    Err(r) => failed(ApiError::refused(r, "endpoint"), slot),
                 });
             }
         }
@@ -130,35 +140,23 @@ impl Hookd for HookdService {
         let messages = self
             .engine
             .receive(req.queue, max, visibility, wait)
-            .await?;
-        Ok(Response::new(pb::ReceiveResponse { messages }))
+            .await
+            .map_err(refused("queue"))?;
+        Ok(Response::new(pb::ReceiveResponse {
+            messages: messages.into_iter().map(convert::leased).collect(),
+        }))
     }
 
     async fn ack(
         &self,
         request: Request<pb::AckRequest>,
     ) -> Result<Response<pb::AckResponse>, Status> {
-        let ids = request.into_inner().lease_ids;
-        if ids.is_empty() {
-            return Err(ApiError::InvalidArgument("lease_ids: must not be empty".into()).into());
-        }
-        if ids.len() > validate::MAX_ACK {
-            return Err(ApiError::InvalidArgument(format!(
-                "lease_ids: {} is over the limit of {}",
-                ids.len(),
-                validate::MAX_ACK
-            ))
-            .into());
-        }
-        let leases = ids
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                s.parse::<LeaseId>()
-                    .map_err(|e| ApiError::InvalidArgument(format!("lease_ids[{i}]: {e}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let acked = self.engine.ack(leases).await?;
+        let leases = validate::ack(request.into_inner())?;
+        let acked = self
+            .engine
+            .ack(leases)
+            .await
+            .map_err(refused("lease_ids"))?;
         Ok(Response::new(pb::AckResponse { acked }))
     }
 
@@ -166,46 +164,28 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::NackRequest>,
     ) -> Result<Response<pb::NackResponse>, Status> {
-        let req = request.into_inner();
-        let lease = req
-            .lease_id
-            .parse::<LeaseId>()
-            .map_err(|e| ApiError::InvalidArgument(format!("lease_id: {e}")))?;
-        if req.delay_ms > validate::MAX_DELAY_MS {
-            return Err(ApiError::InvalidArgument(format!(
-                "delay_ms: {} is over the limit of {}",
-                req.delay_ms,
-                validate::MAX_DELAY_MS
-            ))
-            .into());
-        }
-        if req.reason.len() > validate::MAX_REASON_LEN {
-            return Err(ApiError::InvalidArgument(format!(
-                "reason: over the limit of {} bytes",
-                validate::MAX_REASON_LEN
-            ))
-            .into());
-        }
-        Ok(Response::new(
-            self.engine.nack(lease, req.delay_ms, req.reason).await?,
-        ))
+        let (lease, delay_ms, reason) = validate::nack(request.into_inner())?;
+        let outcome = self
+            .engine
+            .nack(lease, delay_ms, reason)
+            .await
+            .map_err(refused("lease_id"))?;
+        Ok(Response::new(convert::nacked(outcome)))
     }
 
     async fn stats(
         &self,
         _request: Request<pb::StatsRequest>,
     ) -> Result<Response<pb::StatsResponse>, Status> {
-        Ok(Response::new(self.engine.stats().await?))
+        let stats = self.engine.stats().await.map_err(refused(""))?;
+        Ok(Response::new(convert::stats(stats)))
     }
 
     async fn get_message(
         &self,
         request: Request<pb::GetMessageRequest>,
     ) -> Result<Response<pb::GetMessageResponse>, Status> {
-        let raw = request.into_inner().id;
-        let id: MessageId = raw
-            .parse()
-            .map_err(|e| ApiError::InvalidArgument(format!("id: {e}")))?;
+        let id = validate::message_id(&request.into_inner().id, "id")?;
         // Live or dead first, then completed: a message moves to `done` in one commit, so
         // reading in this order cannot miss it.
         let found = self
@@ -222,8 +202,8 @@ impl Hookd for HookdService {
                 ))
             })?;
         Ok(Response::new(match found {
-            Ok(live) => message_view(live, self.clock.now_ms()),
-            Err(done) => done_view(id, done),
+            Ok(live) => convert::message_view(live, self.clock.now_ms()),
+            Err(done) => convert::done_view(id, done),
         }))
     }
 
@@ -232,7 +212,15 @@ impl Hookd for HookdService {
         request: Request<pb::PutEndpointRequest>,
     ) -> Result<Response<pb::PutEndpointResponse>, Status> {
         let endpoint = validate::endpoint(request.into_inner().endpoint)?;
-        Ok(Response::new(self.engine.put_endpoint(endpoint).await?))
+        let put = self
+            .engine
+            .put_endpoint(endpoint)
+            .await
+            .map_err(refused("endpoint"))?;
+        Ok(Response::new(pb::PutEndpointResponse {
+            endpoint: Some(convert::endpoint(put.endpoint)),
+            created: put.created,
+        }))
     }
 
     async fn get_endpoint(
@@ -240,7 +228,7 @@ impl Hookd for HookdService {
         request: Request<pb::GetEndpointRequest>,
     ) -> Result<Response<pb::GetEndpointResponse>, Status> {
         let name = request.into_inner().name;
-        validate_name(&name, "name")?;
+        validate::validate_name(&name, "name")?;
         let endpoint = self
             .read({
                 let name = name.clone();
@@ -249,7 +237,7 @@ impl Hookd for HookdService {
             .await?
             .ok_or_else(|| ApiError::NotFound(format!("name: no endpoint named {name:?}")))?;
         Ok(Response::new(pb::GetEndpointResponse {
-            endpoint: Some(endpoint),
+            endpoint: Some(convert::endpoint(endpoint)),
         }))
     }
 
@@ -258,7 +246,9 @@ impl Hookd for HookdService {
         _request: Request<pb::ListEndpointsRequest>,
     ) -> Result<Response<pb::ListEndpointsResponse>, Status> {
         let endpoints = self.read(|s| Ok(s.endpoints()?)).await?;
-        Ok(Response::new(pb::ListEndpointsResponse { endpoints }))
+        Ok(Response::new(pb::ListEndpointsResponse {
+            endpoints: endpoints.into_iter().map(convert::endpoint).collect(),
+        }))
     }
 
     async fn delete_endpoint(
@@ -266,8 +256,11 @@ impl Hookd for HookdService {
         request: Request<pb::DeleteEndpointRequest>,
     ) -> Result<Response<pb::DeleteEndpointResponse>, Status> {
         let name = request.into_inner().name;
-        validate_name(&name, "name")?;
-        self.engine.delete_endpoint(name).await?;
+        validate::validate_name(&name, "name")?;
+        self.engine
+            .delete_endpoint(name)
+            .await
+            .map_err(refused("name"))?;
         Ok(Response::new(pb::DeleteEndpointResponse {}))
     }
 
@@ -275,36 +268,16 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::ListDeadLettersRequest>,
     ) -> Result<Response<pb::ListDeadLettersResponse>, Status> {
-        let req = request.into_inner();
-        let destination = validate::destination_filter(req.destination)?;
-        let limit = validate::count_or_default(
-            req.page_size,
-            validate::DEFAULT_PAGE,
-            validate::MAX_PAGE,
-            "page_size",
-        )? as usize;
-        let after = if req.page_token.is_empty() {
-            None
-        } else {
-            Some(validate::unhex(&req.page_token, "page_token")?)
-        };
+        let validate::DeadLetterPage {
+            destination,
+            limit,
+            after,
+        } = validate::dead_letter_page(request.into_inner())?;
         let (page, next) = self
             .read(move |s| Ok(s.dead_letters(destination.as_ref(), after.as_deref(), limit)?))
             .await?;
         Ok(Response::new(pb::ListDeadLettersResponse {
-            dead_letters: page
-                .into_iter()
-                .map(|m| pb::DeadLetter {
-                    id: m.id.to_string(),
-                    destination: Destination::decode(&m.record.destination).map(|d| d.to_proto()),
-                    attempts: m.entry.attempts,
-                    last_error: m.history.last_error,
-                    enqueued_unix_ms: m.record.created_ms,
-                    dead_lettered_unix_ms: m.entry.since_ms,
-                    event_type: m.record.event_type,
-                    payload_size: m.record.payload.len() as u64,
-                })
-                .collect(),
+            dead_letters: page.into_iter().map(convert::dead_letter).collect(),
             next_page_token: next.map(|k| validate::hex(&k)).unwrap_or_default(),
         }))
     }
@@ -313,104 +286,23 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::ReplayDeadLettersRequest>,
     ) -> Result<Response<pb::ReplayDeadLettersResponse>, Status> {
-        let req = request.into_inner();
-        let destination = validate::destination_filter(req.destination)?;
-        if req.ids.is_empty() == destination.is_none() {
-            return Err(ApiError::InvalidArgument(
-                "ids: give either ids or a destination to replay".into(),
-            )
-            .into());
-        }
-        let limit = validate::count_or_default(
-            req.limit,
-            validate::DEFAULT_REPLAY_LIMIT,
-            validate::MAX_REPLAY_LIMIT,
-            "limit",
-        )? as usize;
-        let ids = req
-            .ids
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                s.parse::<MessageId>()
-                    .map_err(|e| ApiError::InvalidArgument(format!("ids[{i}]: {e}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let replayed = self.engine.replay(ids, destination, limit).await?;
+        let validate::Replay {
+            ids,
+            destination,
+            limit,
+        } = validate::replay(request.into_inner())?;
+        // A refusal about the destination filter names its endpoint; one about an id, the
+        // id's place in `ids`.
+        let field = if destination.is_some() {
+            "destination.endpoint"
+        } else {
+            "ids"
+        };
+        let replayed = self
+            .engine
+            .replay(ids, destination, limit)
+            .await
+            .map_err(refused(field))?;
         Ok(Response::new(pb::ReplayDeadLettersResponse { replayed }))
     }
-}
-
-/// The client's view of a stored message.
-fn message_view(m: StoredMessage, now: u64) -> pb::GetMessageResponse {
-    let state = match m.entry.state {
-        // A retry whose time has come is waiting for a consumer like any pending message.
-        State::Retry if m.entry.due_ms <= now => pb::MessageState::Pending,
-        State::Retry => pb::MessageState::AwaitingRetry,
-        State::Pending => pb::MessageState::Pending,
-        State::Leased => pb::MessageState::InFlight,
-        State::Dead => pb::MessageState::DeadLetter,
-    };
-    let mut history = attempts_view(m.history.attempts);
-    if m.entry.state == State::Leased {
-        history.push(pb::Attempt {
-            number: m.entry.attempts,
-            started_unix_ms: m.entry.since_ms,
-            ended_unix_ms: 0,
-            outcome: "in_progress".into(),
-            error: String::new(),
-            http_status: 0,
-            latency_us: 0,
-        });
-    }
-    pb::GetMessageResponse {
-        id: m.id.to_string(),
-        destination: Destination::decode(&m.record.destination).map(|d| d.to_proto()),
-        state: state as i32,
-        attempts: m.entry.attempts,
-        max_attempts: m.entry.max_attempts,
-        enqueued_unix_ms: m.record.created_ms,
-        next_attempt_unix_ms: m.entry.due_ms,
-        history,
-        last_error: m.history.last_error,
-        event_type: m.record.event_type,
-        idempotency_key: m.record.idempotency_key,
-        payload_size: m.record.payload.len() as u64,
-        completed_unix_ms: 0,
-    }
-}
-
-/// The client's view of a delivered (acked) message.
-fn done_view(id: MessageId, d: DoneRecord) -> pb::GetMessageResponse {
-    let history = d.history.unwrap_or_default();
-    pb::GetMessageResponse {
-        id: id.to_string(),
-        destination: Destination::decode(&d.destination).map(|d| d.to_proto()),
-        state: pb::MessageState::Delivered as i32,
-        attempts: d.attempts,
-        max_attempts: d.max_attempts,
-        enqueued_unix_ms: d.created_ms,
-        next_attempt_unix_ms: 0,
-        history: attempts_view(history.attempts),
-        last_error: history.last_error,
-        event_type: d.event_type,
-        idempotency_key: d.idempotency_key,
-        payload_size: d.payload_size,
-        completed_unix_ms: d.completed_ms,
-    }
-}
-
-fn attempts_view(attempts: Vec<AttemptRecord>) -> Vec<pb::Attempt> {
-    attempts
-        .into_iter()
-        .map(|a| pb::Attempt {
-            number: a.number,
-            started_unix_ms: a.started_ms,
-            ended_unix_ms: a.ended_ms,
-            outcome: a.outcome,
-            error: a.error,
-            http_status: a.http_status,
-            latency_us: a.latency_us,
-        })
-        .collect()
 }

@@ -5,13 +5,11 @@ use std::collections::BTreeMap;
 
 use hookd_proto::v1::{self as pb, destination::Kind, enqueue_request};
 
-use prost::Message;
-
-use crate::destination::{Destination, validate_name, validate_url};
+use crate::destination::Destination;
 use crate::engine::NewMessage;
 use crate::error::ApiError;
-use crate::ids::MessageId;
-use crate::store::MessageRecord;
+use crate::ids::{LeaseId, MessageId};
+use crate::store::{EndpointRecord, MessageRecord};
 
 /// Limits from the configuration that requests are checked against.
 #[derive(Debug, Clone)]
@@ -21,6 +19,10 @@ pub struct Limits {
     pub max_idempotency_key_bytes: usize,
 }
 
+/// Longest endpoint or queue name.
+pub const MAX_NAME_LEN: usize = 128;
+/// Longest ad-hoc URL.
+pub const MAX_URL_LEN: usize = 2_048;
 pub const MAX_EVENT_TYPE_LEN: usize = 256;
 pub const MAX_HEADERS: usize = 64;
 pub const MAX_HEADER_BYTES: usize = 8 * 1024;
@@ -66,7 +68,7 @@ pub fn new_message(
         enqueue_request::Destination::Url(u) => Kind::Url(u),
         enqueue_request::Destination::Queue(q) => Kind::Queue(q),
     });
-    let destination = Destination::from_kind(kind, "destination", "")?;
+    let destination = destination(kind, "destination", "")?;
     if req.payload.len() > limits.max_payload_bytes {
         return Err(invalid(format!(
             "payload: {} bytes is over the limit of {} bytes",
@@ -116,27 +118,23 @@ pub fn new_message(
             req.retry_cap_ms, req.retry_base_ms
         )));
     }
-    let encoded = destination.encode();
     let record = MessageRecord {
-        destination: encoded.clone(),
+        destination: String::new(),
         event_type: req.event_type,
-        idempotency_key: req.idempotency_key.clone(),
+        idempotency_key: req.idempotency_key,
         headers,
         created_ms: now_ms,
         payload: req.payload,
         retry_base_ms: req.retry_base_ms,
         retry_cap_ms: req.retry_cap_ms,
     };
-    Ok(NewMessage {
-        id: MessageId::generate(now_ms),
-        key: destination.key(),
-        encoded,
+    Ok(NewMessage::new(
+        MessageId::generate(now_ms),
         destination,
-        record: record.encode_to_vec(),
-        idempotency_key: req.idempotency_key,
-        delay_ms: req.delay_ms,
-        max_attempts: req.max_attempts,
-    })
+        record,
+        req.delay_ms,
+        req.max_attempts,
+    ))
 }
 
 fn headers(
@@ -201,9 +199,9 @@ pub fn count_or_default(n: u32, default: u32, max: u32, field: &str) -> Result<u
     }
 }
 
-/// Validates an endpoint given to PutEndpoint; server-owned fields are cleared.
-pub fn endpoint(e: Option<pb::Endpoint>) -> Result<pb::Endpoint, ApiError> {
-    let mut e = e.ok_or_else(|| invalid("endpoint: required".into()))?;
+/// Validates an endpoint given to PutEndpoint; server-owned fields are left at zero.
+pub fn endpoint(e: Option<pb::Endpoint>) -> Result<EndpointRecord, ApiError> {
+    let e = e.ok_or_else(|| invalid("endpoint: required".into()))?;
     validate_name(&e.name, "endpoint.name")?;
     validate_url(&e.url, "endpoint.url")?;
     if e.description.len() > 1_024 {
@@ -252,12 +250,185 @@ pub fn endpoint(e: Option<pb::Endpoint>) -> Result<pb::Endpoint, ApiError> {
             e.rate_limit_per_s
         )));
     }
-    e.created_unix_ms = 0;
-    e.updated_unix_ms = 0;
-    e.disabled = false;
-    e.disabled_reason.clear();
-    e.disabled_unix_ms = 0;
-    Ok(e)
+    Ok(super::convert::endpoint_from_proto(e))
+}
+
+/// Names of endpoints and queues: 1 to 128 of `A-Z a-z 0-9 . _ -`.
+pub fn validate_name(name: &str, field: &str) -> Result<(), ApiError> {
+    if name.is_empty() {
+        return Err(ApiError::InvalidArgument(format!(
+            "{field}: must not be empty"
+        )));
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err(ApiError::InvalidArgument(format!(
+            "{field}: {} bytes is longer than the limit of {MAX_NAME_LEN}",
+            name.len()
+        )));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(ApiError::InvalidArgument(format!(
+            "{field}: character {c:?} is not allowed (use A-Z, a-z, 0-9, '.', '_', '-')"
+        )));
+    }
+    Ok(())
+}
+
+/// An absolute http or https URL with a host.
+pub fn validate_url(raw: &str, field: &str) -> Result<(), ApiError> {
+    if raw.is_empty() {
+        return Err(ApiError::InvalidArgument(format!(
+            "{field}: must not be empty"
+        )));
+    }
+    if raw.len() > MAX_URL_LEN {
+        return Err(ApiError::InvalidArgument(format!(
+            "{field}: {} bytes is longer than the limit of {MAX_URL_LEN}",
+            raw.len()
+        )));
+    }
+    let url = url::Url::parse(raw)
+        .map_err(|e| ApiError::InvalidArgument(format!("{field}: malformed URL {raw:?}: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(ApiError::InvalidArgument(format!(
+            "{field}: scheme {:?} is not supported (use http or https)",
+            url.scheme()
+        )));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(ApiError::InvalidArgument(format!(
+            "{field}: URL {raw:?} has no host"
+        )));
+    }
+    Ok(())
+}
+
+/// Validates a destination given by a client. `field` names the message that holds it
+/// (e.g. `destination`) in errors; `prefix` is put before the oneof's field names (e.g.
+/// `destination.`, or nothing when the oneof is inline).
+pub fn destination(kind: Option<Kind>, field: &str, prefix: &str) -> Result<Destination, ApiError> {
+    match kind {
+        None => Err(invalid(format!(
+            "{field}: one of endpoint, url or queue is required"
+        ))),
+        Some(Kind::Endpoint(name)) => {
+            validate_name(&name, &format!("{prefix}endpoint"))?;
+            Ok(Destination::Endpoint(name))
+        }
+        Some(Kind::Queue(name)) => {
+            validate_name(&name, &format!("{prefix}queue"))?;
+            Ok(Destination::Queue(name))
+        }
+        Some(Kind::Url(url)) => {
+            validate_url(&url, &format!("{prefix}url"))?;
+            Ok(Destination::Url(url))
+        }
+    }
+}
+
+/// The leases of an Ack.
+pub fn ack(req: pb::AckRequest) -> Result<Vec<LeaseId>, ApiError> {
+    if req.lease_ids.is_empty() {
+        return Err(invalid("lease_ids: must not be empty".into()));
+    }
+    if req.lease_ids.len() > MAX_ACK {
+        return Err(invalid(format!(
+            "lease_ids: {} is over the limit of {MAX_ACK}",
+            req.lease_ids.len()
+        )));
+    }
+    req.lease_ids
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            s.parse::<LeaseId>()
+                .map_err(|e| invalid(format!("lease_ids[{i}]: {e}")))
+        })
+        .collect()
+}
+
+/// A Nack: its lease, delay (0: the backoff) and reason.
+pub fn nack(req: pb::NackRequest) -> Result<(LeaseId, u64, String), ApiError> {
+    let lease = req
+        .lease_id
+        .parse::<LeaseId>()
+        .map_err(|e| invalid(format!("lease_id: {e}")))?;
+    if req.delay_ms > MAX_DELAY_MS {
+        return Err(invalid(format!(
+            "delay_ms: {} is over the limit of {MAX_DELAY_MS}",
+            req.delay_ms
+        )));
+    }
+    if req.reason.len() > MAX_REASON_LEN {
+        return Err(invalid(format!(
+            "reason: over the limit of {MAX_REASON_LEN} bytes"
+        )));
+    }
+    Ok((lease, req.delay_ms, req.reason))
+}
+
+/// What a ReplayDeadLetters asks for.
+#[derive(Debug)]
+pub struct Replay {
+    pub ids: Vec<MessageId>,
+    pub destination: Option<Destination>,
+    pub limit: usize,
+}
+
+pub fn replay(req: pb::ReplayDeadLettersRequest) -> Result<Replay, ApiError> {
+    let destination = destination_filter(req.destination)?;
+    if req.ids.is_empty() == destination.is_none() {
+        return Err(invalid(
+            "ids: give either ids or a destination to replay".into(),
+        ));
+    }
+    let limit = count_or_default(req.limit, DEFAULT_REPLAY_LIMIT, MAX_REPLAY_LIMIT, "limit")?;
+    let ids = req
+        .ids
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            s.parse::<MessageId>()
+                .map_err(|e| invalid(format!("ids[{i}]: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Replay {
+        ids,
+        destination,
+        limit: limit as usize,
+    })
+}
+
+/// A page of ListDeadLetters.
+#[derive(Debug)]
+pub struct DeadLetterPage {
+    pub destination: Option<Destination>,
+    pub limit: usize,
+    /// The last key of the previous page.
+    pub after: Option<Vec<u8>>,
+}
+
+pub fn dead_letter_page(req: pb::ListDeadLettersRequest) -> Result<DeadLetterPage, ApiError> {
+    let destination = destination_filter(req.destination)?;
+    let limit = count_or_default(req.page_size, DEFAULT_PAGE, MAX_PAGE, "page_size")? as usize;
+    let after = if req.page_token.is_empty() {
+        None
+    } else {
+        Some(unhex(&req.page_token, "page_token")?)
+    };
+    Ok(DeadLetterPage {
+        destination,
+        limit,
+        after,
+    })
+}
+
+/// A message id given as `field`.
+pub fn message_id(raw: &str, field: &str) -> Result<MessageId, ApiError> {
+    raw.parse().map_err(|e| invalid(format!("{field}: {e}")))
 }
 
 /// Signing secrets per endpoint (two are enough to rotate; a few more for staged rollouts).
@@ -267,7 +438,7 @@ const MAX_SECRETS: usize = 8;
 pub fn destination_filter(d: Option<pb::Destination>) -> Result<Option<Destination>, ApiError> {
     match d {
         None => Ok(None),
-        Some(d) => Destination::from_kind(d.kind, "destination", "destination.").map(Some),
+        Some(d) => destination(d.kind, "destination", "destination.").map(Some),
     }
 }
 
@@ -362,5 +533,24 @@ mod tests {
         assert_eq!(unhex(&hex(key), "page_token").unwrap(), key);
         assert!(unhex("zz", "page_token").is_err());
         assert!(unhex("abc", "page_token").is_err());
+    }
+
+    #[test]
+    fn rejects_bad_input_naming_the_field() {
+        let err = |k| {
+            destination(k, "destination", "destination.")
+                .map(|_| ())
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(err(None).starts_with("destination:"));
+        assert!(
+            err(Some(Kind::Queue(String::new()))).contains("destination.queue: must not be empty")
+        );
+        assert!(err(Some(Kind::Queue("a b".into()))).contains("destination.queue"));
+        assert!(
+            err(Some(Kind::Url("not a url".into()))).contains("destination.url: malformed URL")
+        );
+        assert!(err(Some(Kind::Url("ftp://x/".into()))).contains("scheme"));
     }
 }

@@ -2,13 +2,11 @@
 
 use std::collections::HashSet;
 
-use hookd_proto::v1 as pb;
-
 use super::index::LiveState;
-use super::{Engine, Tx};
+use super::{Engine, Refusal, Tx};
 use crate::destination::Destination;
-use crate::error::ApiError;
 use crate::ids::MessageId;
+use crate::stats::{DestinationSnapshot, StatsSnapshot, StorageSnapshot};
 use crate::store::{AttemptRecord, State, StoreError};
 
 impl Engine {
@@ -20,16 +18,14 @@ impl Engine {
         ids: Vec<MessageId>,
         destination: Option<Destination>,
         limit: usize,
-    ) -> Result<Result<u32, ApiError>, StoreError> {
+    ) -> Result<Result<u32, Refusal>, StoreError> {
         // (id, destination key)
         let mut targets: Vec<(MessageId, String)> = Vec::new();
         if let Some(destination) = destination {
             if let Destination::Endpoint(name) = &destination
                 && !self.endpoints.contains_key(name)
             {
-                return Ok(Err(ApiError::FailedPrecondition(format!(
-                    "destination.endpoint: endpoint {name:?} no longer exists; put it again before replaying"
-                ))));
+                return Ok(Err(Refusal::EndpointGone { name: name.clone() }));
             }
             let key = destination.key();
             for id in t.dead_of(&key, limit)? {
@@ -42,14 +38,10 @@ impl Engine {
                 continue;
             }
             let Some(record) = t.record(id)? else {
-                return Ok(Err(ApiError::NotFound(format!(
-                    "ids[{i}]: no message {id}"
-                ))));
+                return Ok(Err(Refusal::NoMessage { id }.at(i)));
             };
             if self.index.live.contains_key(&id) {
-                return Ok(Err(ApiError::FailedPrecondition(format!(
-                    "ids[{i}]: message {id} is not a dead letter"
-                ))));
+                return Ok(Err(Refusal::NotDeadLetter { id }.at(i)));
             }
             let Some(destination) = Destination::decode(&record.destination) else {
                 return Err(StoreError::Corrupt(format!("destination of {id}")));
@@ -57,9 +49,11 @@ impl Engine {
             if let Destination::Endpoint(name) = &destination
                 && !self.endpoints.contains_key(name)
             {
-                return Ok(Err(ApiError::FailedPrecondition(format!(
-                    "ids[{i}]: endpoint {name:?} of message {id} no longer exists"
-                ))));
+                return Ok(Err(Refusal::MessageEndpointGone {
+                    id,
+                    name: name.clone(),
+                }
+                .at(i)));
             }
             targets.push((id, destination.key()));
         }
@@ -96,19 +90,20 @@ impl Engine {
         &mut self,
         t: Tx<'_, '_>,
         name: &str,
-    ) -> Result<Result<(), ApiError>, StoreError> {
+    ) -> Result<Result<(), Refusal>, StoreError> {
         if !self.endpoints.contains_key(name) {
-            return Ok(Err(ApiError::NotFound(format!(
-                "name: no endpoint named {name:?}"
-            ))));
+            return Ok(Err(Refusal::NoEndpoint {
+                name: name.to_owned(),
+            }));
         }
         let key = Destination::Endpoint(name.to_owned()).key();
         if let Some(d) = self.index.find(&key) {
             let live = self.index.live_count(d);
             if live > 0 {
-                return Ok(Err(ApiError::FailedPrecondition(format!(
-                    "name: endpoint {name:?} still has {live} live messages; delete it once they are delivered or dead-lettered"
-                ))));
+                return Ok(Err(Refusal::EndpointBusy {
+                    name: name.to_owned(),
+                    live,
+                }));
             }
         }
         t.remove_endpoint(name)?;
@@ -116,8 +111,8 @@ impl Engine {
         Ok(Ok(()))
     }
 
-    pub(super) fn stats(&self, now: u64) -> pb::StatsResponse {
-        let mut total = pb::DestinationStats {
+    pub(super) fn stats(&self, now: u64) -> StatsSnapshot {
+        let mut total = DestinationSnapshot {
             destination: "*".into(),
             ..Default::default()
         };
@@ -140,17 +135,17 @@ impl Engine {
         }
         self.total.fill(now, &mut total);
         total.oldest_pending_age_ms = oldest.map_or(0, |id| now.saturating_sub(id.unix_ms()));
-        let mut storage = pb::StorageStats {
+        let mut storage = StorageSnapshot {
             live_messages: self.index.live.len() as u64,
             queued_write_bytes: self.queued.load(std::sync::atomic::Ordering::Relaxed),
             ..Default::default()
         };
         self.commits.fill(now, &mut storage);
-        pb::StatsResponse {
-            total: Some(total),
+        StatsSnapshot {
+            total,
             destinations,
             uptime_ms: now.saturating_sub(self.started_ms),
-            storage: Some(storage),
+            storage,
         }
     }
 }

@@ -2,22 +2,19 @@
 //!
 //! Every operation changes the transaction and the in-memory index together; its answer is
 //! queued as a completion that runs only after the commit. A `StoreError` aborts the whole
-//! round (see `Engine::fail`); a bad request is answered with its own `ApiError` and changes
-//! nothing.
-
-use hookd_proto::v1 as pb;
+//! round (see `Engine::fail`); a refused request is answered with its [`Refusal`] and
+//! changes nothing.
 
 use super::index::{LiveState, Timer, Waiter};
 use super::lease::AttemptEnd;
-use super::{Command, Completion, Engine, Tx};
+use super::{Command, Completion, Engine, NackOutcome, PutOutcome, Refusal, Tx};
 use crate::destination::Destination;
-use crate::error::ApiError;
 use crate::store::StoreError;
 
 pub(super) fn reply_after<T: Send + 'static>(
     done: &mut Vec<Completion>,
-    reply: tokio::sync::oneshot::Sender<Result<T, ApiError>>,
-    result: Result<T, ApiError>,
+    reply: tokio::sync::oneshot::Sender<Result<T, Refusal>>,
+    result: Result<T, Refusal>,
 ) {
     done.push(Box::new(move |failure| {
         let _ = reply.send(match failure {
@@ -32,8 +29,8 @@ pub(super) fn reply_after<T: Send + 'static>(
 /// error is then passed on to abort the round. No reply is ever dropped unanswered.
 fn settle<T: Send + 'static>(
     done: &mut Vec<Completion>,
-    reply: tokio::sync::oneshot::Sender<Result<T, ApiError>>,
-    outcome: Result<Result<T, ApiError>, StoreError>,
+    reply: tokio::sync::oneshot::Sender<Result<T, Refusal>>,
+    outcome: Result<Result<T, Refusal>, StoreError>,
 ) -> Result<(), StoreError> {
     match outcome {
         Ok(result) => {
@@ -42,7 +39,7 @@ fn settle<T: Send + 'static>(
         }
         Err(e) => {
             // Replaced by the storage error when `fail` runs the completion.
-            reply_after(done, reply, Err(ApiError::Unavailable(String::new())));
+            reply_after(done, reply, Err(Refusal::Unavailable(String::new())));
             Err(e)
         }
     }
@@ -126,7 +123,7 @@ impl Engine {
                 reason,
                 reply,
             } => {
-                let outcome = match self.check_lease(&lease, "lease_id") {
+                let outcome = match self.check_lease(&lease) {
                     Err(e) => Ok(Err(e)),
                     Ok(()) => {
                         let reason = if reason.is_empty() {
@@ -138,9 +135,8 @@ impl Engine {
                         let end = AttemptEnd::lease("nacked", &reason);
                         self.fail_attempt(t, now, lease.message, end, delay, false)
                             .map(|next| {
-                                Ok(pb::NackResponse {
-                                    dead_lettered: next.is_none(),
-                                    next_attempt_unix_ms: next.unwrap_or(0),
+                                Ok(NackOutcome {
+                                    next_attempt_ms: next,
                                 })
                             })
                     }
@@ -162,14 +158,14 @@ impl Engine {
             } => {
                 let existing = self.endpoints.get(&endpoint.name);
                 let created = existing.is_none();
-                endpoint.created_unix_ms = existing.map_or(now, |e| e.created_unix_ms);
-                endpoint.updated_unix_ms = now;
+                endpoint.created_ms = existing.map_or(now, |e| e.created_ms);
+                endpoint.updated_ms = now;
                 // Putting an endpoint (re-)enables it.
                 endpoint.disabled = false;
                 endpoint.disabled_reason.clear();
-                endpoint.disabled_unix_ms = 0;
+                endpoint.disabled_ms = 0;
                 if let Err(e) = t.put_endpoint(&endpoint) {
-                    return settle::<pb::PutEndpointResponse>(done, reply, Err(e));
+                    return settle::<PutOutcome>(done, reply, Err(e));
                 }
                 self.endpoints
                     .insert(endpoint.name.clone(), endpoint.clone());
@@ -177,14 +173,7 @@ impl Engine {
                 if let Some(d) = self.index.find(&key) {
                     self.refresh_push(d, now);
                 }
-                reply_after(
-                    done,
-                    reply,
-                    Ok(pb::PutEndpointResponse {
-                        endpoint: Some(endpoint),
-                        created,
-                    }),
-                );
+                reply_after(done, reply, Ok(PutOutcome { endpoint, created }));
             }
             Command::DeleteEndpoint { name, reply } => {
                 let outcome = self.delete_endpoint(t, &name);

@@ -1,15 +1,12 @@
 //! Enqueue: the idempotency claim, the two rows of a new message, and its place in the
 //! index (ready now, or in the wheel).
 
-use hookd_proto::v1 as pb;
-
 use super::index::{DestId, Live, LiveState, Timer};
-use super::{Engine, Enqueued, NewMessage, Tx};
+use super::{Engine, Enqueued, NewMessage, Refusal, Tx};
 use crate::destination::Destination;
-use crate::error::ApiError;
 use crate::ids::MessageId;
 use crate::retry::RetryPolicy;
-use crate::store::{ScheduleEntry, State, StoreError, idempotency_scope};
+use crate::store::{EndpointRecord, ScheduleEntry, State, StoreError, idempotency_scope};
 use crate::wheel::TimerKey;
 
 impl Engine {
@@ -18,14 +15,12 @@ impl Engine {
         t: Tx<'_, '_>,
         now: u64,
         m: NewMessage,
-    ) -> Result<Result<Enqueued, ApiError>, StoreError> {
+    ) -> Result<Result<Enqueued, Refusal>, StoreError> {
         let policy = match &m.destination {
             Destination::Endpoint(name) => match self.endpoints.get(name) {
                 Some(e) => endpoint_policy(e, &self.config.retry),
                 None => {
-                    return Ok(Err(ApiError::NotFound(format!(
-                        "endpoint: no endpoint named {name:?} (register it with PutEndpoint)"
-                    ))));
+                    return Ok(Err(Refusal::UnknownEndpoint { name: name.clone() }));
                 }
             },
             _ => self.config.retry,
@@ -133,7 +128,7 @@ impl Engine {
     }
 }
 
-pub(super) fn endpoint_policy(e: &pb::Endpoint, default: &RetryPolicy) -> RetryPolicy {
+pub(super) fn endpoint_policy(e: &EndpointRecord, default: &RetryPolicy) -> RetryPolicy {
     RetryPolicy {
         max_attempts: if e.max_attempts > 0 {
             e.max_attempts

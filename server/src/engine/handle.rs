@@ -9,13 +9,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
-use hookd_proto::v1 as pb;
 use tokio::sync::{oneshot, watch};
 
-use super::{Command, Enqueued, NewMessage};
+use super::{Command, Enqueued, Leased, NackOutcome, NewMessage, PutOutcome, Refusal};
 use crate::destination::Destination;
-use crate::error::ApiError;
 use crate::ids::{LeaseId, MessageId};
+use crate::stats::StatsSnapshot;
+use crate::store::EndpointRecord;
 
 /// The async side's handle to the engine. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -53,8 +53,8 @@ impl Drop for EngineThread {
     }
 }
 
-fn stopped() -> ApiError {
-    ApiError::Unavailable("the engine has stopped".into())
+fn stopped() -> Refusal {
+    Refusal::Unavailable("the engine has stopped".into())
 }
 
 impl EngineHandle {
@@ -67,7 +67,7 @@ impl EngineHandle {
     async fn call<T>(
         &self,
         make: impl FnOnce(oneshot::Sender<T>) -> Command,
-    ) -> Result<T, ApiError> {
+    ) -> Result<T, Refusal> {
         let (tx, rx) = oneshot::channel();
         self.tx.send(make(tx)).map_err(|_| stopped())?;
         // A dropped sender means the engine stopped (or failed) before answering: nothing
@@ -81,18 +81,17 @@ impl EngineHandle {
     pub async fn enqueue(
         &self,
         messages: Vec<NewMessage>,
-    ) -> Result<Vec<Result<Enqueued, ApiError>>, ApiError> {
+    ) -> Result<Vec<Result<Enqueued, Refusal>>, Refusal> {
         let bytes: u64 = messages.iter().map(|m| m.record.len() as u64).sum();
         let before = self.queued.fetch_add(bytes, Ordering::AcqRel);
         // A request alone is always admitted (so no payload is too big to ever pass); a
         // request that would take the queue over its limit waits its turn at the client.
         if before > 0 && before + bytes > self.max_queued {
             self.queued.fetch_sub(bytes, Ordering::AcqRel);
-            return Err(ApiError::ResourceExhausted(format!(
-                "hookd is at capacity: {before} bytes of accepted writes are waiting for the disk \
-                 (limit {}); retry with backoff",
-                self.max_queued
-            )));
+            return Err(Refusal::AtCapacity {
+                queued: before,
+                limit: self.max_queued,
+            });
         }
         // The engine releases the reservation when it takes the command. If the engine has
         // stopped, the count no longer matters.
@@ -110,7 +109,7 @@ impl EngineHandle {
         max: usize,
         visibility_ms: u64,
         wait_ms: u64,
-    ) -> Result<Vec<pb::ReceivedMessage>, ApiError> {
+    ) -> Result<Vec<Leased>, Refusal> {
         self.call(|reply| Command::Receive {
             queue,
             max,
@@ -121,7 +120,7 @@ impl EngineHandle {
         .await?
     }
 
-    pub async fn ack(&self, leases: Vec<LeaseId>) -> Result<u32, ApiError> {
+    pub async fn ack(&self, leases: Vec<LeaseId>) -> Result<u32, Refusal> {
         self.call(|reply| Command::Ack { leases, reply }).await?
     }
 
@@ -130,7 +129,7 @@ impl EngineHandle {
         lease: LeaseId,
         delay_ms: u64,
         reason: String,
-    ) -> Result<pb::NackResponse, ApiError> {
+    ) -> Result<NackOutcome, Refusal> {
         self.call(|reply| Command::Nack {
             lease,
             delay_ms,
@@ -145,7 +144,7 @@ impl EngineHandle {
         ids: Vec<MessageId>,
         destination: Option<Destination>,
         limit: usize,
-    ) -> Result<u32, ApiError> {
+    ) -> Result<u32, Refusal> {
         self.call(|reply| Command::Replay {
             ids,
             destination,
@@ -155,20 +154,17 @@ impl EngineHandle {
         .await?
     }
 
-    pub async fn put_endpoint(
-        &self,
-        endpoint: pb::Endpoint,
-    ) -> Result<pb::PutEndpointResponse, ApiError> {
+    pub async fn put_endpoint(&self, endpoint: EndpointRecord) -> Result<PutOutcome, Refusal> {
         self.call(|reply| Command::PutEndpoint { endpoint, reply })
             .await?
     }
 
-    pub async fn delete_endpoint(&self, name: String) -> Result<(), ApiError> {
+    pub async fn delete_endpoint(&self, name: String) -> Result<(), Refusal> {
         self.call(|reply| Command::DeleteEndpoint { name, reply })
             .await?
     }
 
-    pub async fn stats(&self) -> Result<pb::StatsResponse, ApiError> {
+    pub async fn stats(&self) -> Result<StatsSnapshot, Refusal> {
         self.call(|reply| Command::Stats { reply }).await?
     }
 

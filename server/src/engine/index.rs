@@ -6,13 +6,11 @@
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
-use hookd_proto::v1 as pb;
 use rustc_hash::FxHashMap;
 use tokio::sync::oneshot;
 
-use crate::error::ApiError;
 use crate::ids::MessageId;
-use crate::stats::Activity;
+use crate::stats::{Activity, DestinationSnapshot};
 use crate::wheel::TimerKey;
 
 pub type DestId = usize;
@@ -51,7 +49,7 @@ pub struct Live {
     pub timer: Option<TimerKey>,
 }
 
-pub type ReceiveReply = oneshot::Sender<Result<Vec<pb::ReceivedMessage>, ApiError>>;
+pub type ReceiveReply = oneshot::Sender<Result<Vec<super::Leased>, super::Refusal>>;
 
 /// A Receive waiting for a message (long poll).
 #[derive(Debug)]
@@ -107,8 +105,8 @@ impl Dest {
         }
     }
 
-    pub fn stats(&self, now_ms: u64) -> pb::DestinationStats {
-        let mut out = pb::DestinationStats {
+    pub fn stats(&self, now_ms: u64) -> DestinationSnapshot {
+        let mut out = DestinationSnapshot {
             destination: self.key.clone(),
             pending: self.pending,
             awaiting_retry: self.awaiting_retry,

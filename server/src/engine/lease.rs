@@ -3,12 +3,9 @@
 
 use std::collections::HashSet;
 
-use hookd_proto::v1 as pb;
-
 use super::enqueue::waiting;
 use super::index::{DestId, LiveState};
-use super::{Engine, Tx};
-use crate::error::ApiError;
+use super::{Engine, Refusal, Tx};
 use crate::ids::{LeaseId, MessageId};
 use crate::store::{AttemptRecord, DoneRecord, MessageRecord, ScheduleEntry, State, StoreError};
 
@@ -89,6 +86,23 @@ impl Meta {
     }
 }
 
+/// A message leased to a consumer by Receive.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Leased {
+    pub id: MessageId,
+    /// `<id>.<attempt>`: what Ack and Nack name.
+    pub lease: LeaseId,
+    pub payload: Vec<u8>,
+    pub event_type: String,
+    pub headers: std::collections::BTreeMap<String, String>,
+    pub idempotency_key: String,
+    /// This lease's attempt, from 1.
+    pub attempt: u32,
+    pub max_attempts: u32,
+    pub enqueued_ms: u64,
+    pub lease_deadline_ms: u64,
+}
+
 /// Payload bytes one Receive hands out at most (a single larger message still goes alone).
 const MAX_RECEIVE_BYTES: usize = 3 << 20;
 
@@ -102,7 +116,7 @@ impl Engine {
         d: DestId,
         max: usize,
         visibility_ms: u64,
-    ) -> Result<Vec<pb::ReceivedMessage>, StoreError> {
+    ) -> Result<Vec<Leased>, StoreError> {
         let mut out = Vec::new();
         let mut bytes = 0usize;
         let deadline = now.saturating_add(visibility_ms);
@@ -142,44 +156,38 @@ impl Engine {
                     destination: record.destination,
                 },
             )?;
-            out.push(pb::ReceivedMessage {
-                id: id.to_string(),
-                lease_id: LeaseId {
+            out.push(Leased {
+                id,
+                lease: LeaseId {
                     message: id,
                     attempt,
-                }
-                .to_string(),
+                },
                 payload: record.payload,
                 event_type: record.event_type,
-                headers: record.headers.into_iter().collect(),
+                headers: record.headers,
                 idempotency_key: record.idempotency_key,
                 attempt,
                 max_attempts,
-                enqueued_unix_ms: record.created_ms,
-                lease_deadline_unix_ms: deadline,
+                enqueued_ms: record.created_ms,
+                lease_deadline_ms: deadline,
             });
         }
         Ok(out)
     }
 
     /// Is `lease` the current lease of a live message?
-    pub(super) fn check_lease(&self, lease: &LeaseId, field: &str) -> Result<(), ApiError> {
-        match self.index.live.get(&lease.message) {
-            None => Err(ApiError::NotFound(format!(
-                "{field}: message {} is not in flight (already acknowledged, dead-lettered or never enqueued)",
-                lease.message
-            ))),
+    pub(super) fn check_lease(&self, lease: &LeaseId) -> Result<(), Refusal> {
+        let id = lease.message;
+        match self.index.live.get(&id) {
+            None => Err(Refusal::NotInFlight { id }),
             Some(live) if self.index.dests[live.dest].push.is_some() => {
-                Err(ApiError::FailedPrecondition(format!(
-                    "{field}: message {} is delivered by hookd over HTTP, not leased to consumers",
-                    lease.message
-                )))
+                Err(Refusal::NotPull { id })
             }
             Some(live) if live.state != LiveState::Leased || live.attempts != lease.attempt => {
-                Err(ApiError::FailedPrecondition(format!(
-                    "{field}: lease {lease} has expired; the message is now at attempt {} and will be (or was) delivered again",
-                    live.attempts
-                )))
+                Err(Refusal::LeaseExpired {
+                    lease: *lease,
+                    current: live.attempts,
+                })
             }
             Some(_) => Ok(()),
         }
@@ -196,7 +204,7 @@ impl Engine {
         t: Tx<'_, '_>,
         now: u64,
         leases: &[LeaseId],
-    ) -> Result<Result<u32, ApiError>, StoreError> {
+    ) -> Result<Result<u32, Refusal>, StoreError> {
         let mut seen = HashSet::new();
         let mut to_complete = Vec::new();
         for (i, lease) in leases.iter().enumerate() {
@@ -204,8 +212,8 @@ impl Engine {
                 continue;
             }
             if self.index.live.contains_key(&lease.message) {
-                if let Err(e) = self.check_lease(lease, &format!("lease_ids[{i}]")) {
-                    return Ok(Err(e));
+                if let Err(e) = self.check_lease(lease) {
+                    return Ok(Err(e.at(i)));
                 }
                 to_complete.push(lease.message);
                 continue;
@@ -213,14 +221,15 @@ impl Engine {
             match t.done(lease.message)? {
                 Some(done) if done.acked_at(lease.attempt) => {}
                 Some(done) => {
-                    return Ok(Err(ApiError::FailedPrecondition(format!(
-                        "lease_ids[{i}]: lease {lease} has expired; the message was since completed at attempt {}",
-                        done.attempts
-                    ))));
+                    return Ok(Err(Refusal::CompletedLater {
+                        lease: *lease,
+                        completed: done.attempts,
+                    }
+                    .at(i)));
                 }
                 None => {
-                    if let Err(e) = self.check_lease(lease, &format!("lease_ids[{i}]")) {
-                        return Ok(Err(e));
+                    if let Err(e) = self.check_lease(lease) {
+                        return Ok(Err(e.at(i)));
                     }
                 }
             }

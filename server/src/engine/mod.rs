@@ -24,15 +24,17 @@ mod lease;
 #[cfg(test)]
 mod power_loss_tests;
 mod push;
+mod refusal;
 
 pub use handle::{EngineHandle, EngineThread};
+pub use lease::Leased;
+pub use refusal::Refusal;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::Duration;
 
-use hookd_proto::v1 as pb;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use tokio::sync::{oneshot, watch};
@@ -40,10 +42,9 @@ use tokio::sync::{oneshot, watch};
 use crate::clock::Clock;
 use crate::delivery::Delivery;
 use crate::destination::Destination;
-use crate::error::ApiError;
 use crate::ids::{LeaseId, MessageId};
 use crate::retry::RetryPolicy;
-use crate::store::{State, Store, StoreError};
+use crate::store::{EndpointRecord, State, Store, StoreError};
 use crate::wheel::Wheel;
 use index::{Index, LiveState, Timer};
 
@@ -68,6 +69,31 @@ pub struct NewMessage {
     pub max_attempts: u32,
 }
 
+impl NewMessage {
+    /// Prepares `record` (its destination set here) as message `id` for `destination`.
+    pub fn new(
+        id: MessageId,
+        destination: Destination,
+        mut record: crate::store::MessageRecord,
+        delay_ms: u64,
+        max_attempts: u32,
+    ) -> Self {
+        use prost::Message;
+        let encoded = destination.encode();
+        record.destination.clone_from(&encoded);
+        Self {
+            id,
+            key: destination.key(),
+            encoded,
+            idempotency_key: record.idempotency_key.clone(),
+            record: record.encode_to_vec(),
+            destination,
+            delay_ms,
+            max_attempts,
+        }
+    }
+}
+
 /// The engine's answer to one enqueued event. The id is formatted by the caller: every
 /// microsecond on the engine thread is serial.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,13 +103,19 @@ pub struct Enqueued {
     pub duplicate: bool,
 }
 
-impl From<Enqueued> for pb::EnqueueResponse {
-    fn from(e: Enqueued) -> Self {
-        Self {
-            id: e.id.to_string(),
-            duplicate: e.duplicate,
-        }
-    }
+/// The engine's answer to a Nack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NackOutcome {
+    /// When the next attempt is due; `None`: that was the last attempt, and the message is
+    /// now a dead letter.
+    pub next_attempt_ms: Option<u64>,
+}
+
+/// The engine's answer to PutEndpoint: the endpoint as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PutOutcome {
+    pub endpoint: EndpointRecord,
+    pub created: bool,
 }
 
 /// Settings the engine needs.
@@ -100,7 +132,7 @@ pub struct EngineConfig {
     pub rng_seed: Option<u64>,
 }
 
-type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
+type Reply<T> = oneshot::Sender<Result<T, Refusal>>;
 
 /// A request to the engine thread. Each carries the channel its answer goes back on.
 #[derive(Debug)]
@@ -109,7 +141,7 @@ pub(crate) enum Command {
         messages: Vec<NewMessage>,
         /// Reserved in `EngineHandle::queued`; released when the engine takes the command.
         bytes: u64,
-        reply: oneshot::Sender<Vec<Result<Enqueued, ApiError>>>,
+        reply: oneshot::Sender<Vec<Result<Enqueued, Refusal>>>,
     },
     Receive {
         queue: String,
@@ -126,7 +158,7 @@ pub(crate) enum Command {
         lease: LeaseId,
         delay_ms: u64,
         reason: String,
-        reply: Reply<pb::NackResponse>,
+        reply: Reply<NackOutcome>,
     },
     Replay {
         ids: Vec<MessageId>,
@@ -135,15 +167,15 @@ pub(crate) enum Command {
         reply: Reply<u32>,
     },
     PutEndpoint {
-        endpoint: pb::Endpoint,
-        reply: Reply<pb::PutEndpointResponse>,
+        endpoint: EndpointRecord,
+        reply: Reply<PutOutcome>,
     },
     DeleteEndpoint {
         name: String,
         reply: Reply<()>,
     },
     Stats {
-        reply: Reply<pb::StatsResponse>,
+        reply: Reply<crate::stats::StatsSnapshot>,
     },
     /// A push attempt ended (from the dispatcher).
     Attempted(crate::delivery::AttemptReport),
@@ -159,7 +191,7 @@ pub(crate) enum Command {
 type Tx<'a, 'txn> = &'a mut crate::store::Tables<'txn>;
 
 /// Called after the round's commit: `None` if it succeeded, else the error to answer.
-type Completion = Box<dyn FnOnce(Option<ApiError>) + Send>;
+type Completion = Box<dyn FnOnce(Option<Refusal>) + Send>;
 
 pub(crate) struct Engine {
     store: Store,
@@ -170,7 +202,7 @@ pub(crate) struct Engine {
     started_ms: u64,
     wheel: Wheel<Timer>,
     index: Index,
-    endpoints: std::collections::HashMap<String, pb::Endpoint>,
+    endpoints: std::collections::HashMap<String, EndpointRecord>,
     total: crate::stats::Activity,
     rng: StdRng,
     next_waiter: u64,
@@ -369,7 +401,7 @@ impl Engine {
             .sum();
         self.queued.fetch_sub(taken_bytes, Ordering::AcqRel);
         if let Some(reason) = &self.failed {
-            let err = ApiError::Unavailable(format!("storage failed earlier: {reason}"));
+            let err = Refusal::Unavailable(format!("storage failed earlier: {reason}"));
             for c in commands {
                 answer_failed(c, err.clone());
             }
@@ -489,7 +521,7 @@ impl Engine {
         self.outbox.clear();
         self.early.clear();
         self.health.send_replace(false);
-        let err = ApiError::from(e);
+        let err = Refusal::from(e);
         for d in done {
             d(Some(err.clone()));
         }
@@ -516,7 +548,7 @@ impl Drop for PanicGuard {
     }
 }
 
-fn answer_failed(command: Command, err: ApiError) {
+fn answer_failed(command: Command, err: Refusal) {
     match command {
         Command::Enqueue {
             messages, reply, ..

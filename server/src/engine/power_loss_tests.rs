@@ -22,18 +22,18 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use hookd_proto::v1 as pb;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
+use super::NewMessage;
 use super::{EngineConfig, EngineHandle};
-use crate::api::validate::{self, Limits};
 use crate::clock::{Clock, SystemClock};
 use crate::delivery::{AttemptReport, Verdict};
+use crate::destination::Destination;
 use crate::ids::{LeaseId, MessageId};
 use crate::retry::RetryPolicy;
 use crate::store::power_loss::PowerLossDisk;
-use crate::store::{HistoryRecord, Store};
+use crate::store::{EndpointRecord, HistoryRecord, MessageRecord, Store};
 
 /// An operation hookd answered with success.
 #[derive(Debug, Clone, Copy)]
@@ -206,13 +206,8 @@ async fn workload(
     log: Arc<Mutex<Vec<Answered>>>,
     seed: u64,
 ) -> Result<[usize; 4], String> {
-    let limits = Limits {
-        max_payload_bytes: 1 << 20,
-        max_batch_events: 100,
-        max_idempotency_key_bytes: 256,
-    };
     engine
-        .put_endpoint(pb::Endpoint {
+        .put_endpoint(EndpointRecord {
             name: "ep".into(),
             url: "http://127.0.0.1:9/never-dialled".into(),
             max_in_flight: 8,
@@ -258,7 +253,7 @@ async fn workload(
     let producing = Arc::new(AtomicBool::new(true));
     let mut producers = Vec::new();
     for p in 0..PRODUCERS {
-        let (engine, log, limits) = (engine.clone(), log.clone(), limits.clone());
+        let (engine, log) = (engine.clone(), log.clone());
         let mut rng = StdRng::seed_from_u64(seed ^ (p as u64 + 1));
         producers.push(tokio::spawn(async move {
             let mut n = 0;
@@ -272,19 +267,23 @@ async fn workload(
                 let mut batch = Vec::with_capacity(size);
                 for i in 0..size {
                     let destination = if rng.random_bool(0.5) {
-                        pb::enqueue_request::Destination::Queue("q".into())
+                        Destination::Queue("q".into())
                     } else {
-                        pb::enqueue_request::Destination::Endpoint("ep".into())
+                        Destination::Endpoint("ep".into())
                     };
-                    let request = pb::EnqueueRequest {
-                        destination: Some(destination),
+                    let record = MessageRecord {
                         payload: format!("{p}/{round}/{i}").into_bytes(),
                         idempotency_key: format!("{p}-{round}-{i}"),
+                        created_ms: now,
                         ..Default::default()
                     };
-                    batch.push(
-                        validate::new_message(request, &limits, now).map_err(|e| e.to_string())?,
-                    );
+                    batch.push(NewMessage::new(
+                        MessageId::generate(now),
+                        destination,
+                        record,
+                        0,
+                        0,
+                    ));
                 }
                 let results = engine.enqueue(batch).await.map_err(|e| e.to_string())?;
                 for r in results {
@@ -323,7 +322,7 @@ async fn workload(
                 idle = 0;
                 let mut to_ack = Vec::new();
                 for m in got {
-                    let lease = m.lease_id.parse::<LeaseId>()?;
+                    let lease = m.lease;
                     if rng.random_bool(0.3) {
                         engine
                             .nack(lease, 0, "power-loss test".into())

@@ -16,8 +16,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookd_proto::v1 as pb;
-
 use super::index::{DestId, LiveState, Timer};
 use super::lease::{AttemptEnd, Meta};
 use super::{Engine, Tx};
@@ -27,7 +25,7 @@ use crate::delivery::{AttemptReport, Delivery, RetryAfter, Target, Verdict};
 use crate::destination::Destination;
 use crate::ids::MessageId;
 use crate::limiter::TokenBucket;
-use crate::stats::{self, Precision, RollingCounter, RollingHistogram};
+use crate::stats::{self, Precision, PushSnapshot, RollingCounter, RollingHistogram};
 use crate::store::StoreError;
 use crate::wheel::TimerKey;
 
@@ -486,7 +484,7 @@ impl Engine {
         };
         endpoint.disabled = true;
         endpoint.disabled_reason.clone_from(&reason);
-        endpoint.disabled_unix_ms = now;
+        endpoint.disabled_ms = now;
         t.put_endpoint(endpoint)?;
         tracing::warn!(endpoint = name, %reason, "endpoint disabled");
         if let Some(push) = self.index.dests[d].push.as_deref_mut() {
@@ -497,29 +495,18 @@ impl Engine {
 }
 
 impl Push {
-    pub fn stats(&self, now: u64, in_flight: u64, slow_threshold_ms: u64) -> pb::PushStats {
+    pub fn stats(&self, now: u64, in_flight: u64, slow_threshold_ms: u64) -> PushSnapshot {
         let attempt_1h = self.attempt_latency_1h.summary(now);
         let attempts = self.attempts.sum(now);
-        let (breaker, open_until) = match self.breaker.state() {
-            BreakerState::Closed => (pb::BreakerState::Closed, 0),
-            BreakerState::Open { until_ms } => (pb::BreakerState::Open, until_ms),
-            BreakerState::HalfOpen { .. } => (pb::BreakerState::HalfOpen, 0),
-        };
-        pb::PushStats {
-            disabled: self.disabled.is_some(),
-            disabled_reason: self.disabled.clone().unwrap_or_default(),
-            breaker: breaker as i32,
-            breaker_open_until_unix_ms: open_until,
+        PushSnapshot {
+            disabled: self.disabled.clone(),
+            breaker: self.breaker.state(),
             breaker_cooldown_ms: self.breaker.cooldown_ms(),
             breaker_openings: self.breaker.openings(),
             consecutive_failures: self.breaker.consecutive_failures(),
-            paused_until_unix_ms: if self.paused_until > now {
-                self.paused_until
-            } else {
-                0
-            },
+            paused_until_ms: (self.paused_until > now).then_some(self.paused_until),
             in_flight,
-            max_in_flight: self.max_in_flight as u32,
+            max_in_flight: self.max_in_flight,
             rate_limit_per_s: self.rate_limit_per_s,
             slow: attempt_1h.count > 0 && attempt_1h.p95_ms > slow_threshold_ms as f64,
             attempts_last_hour: attempts,
@@ -528,8 +515,8 @@ impl Push {
             } else {
                 self.successes.sum(now) as f64 / attempts as f64
             },
-            attempt_latency_last_hour: Some(attempt_1h),
-            attempt_latency_last_24h: Some(self.attempt_latency_24h.summary(now)),
+            attempt_latency_last_hour: attempt_1h,
+            attempt_latency_last_24h: self.attempt_latency_24h.summary(now),
         }
     }
 }

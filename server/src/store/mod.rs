@@ -19,7 +19,7 @@
 //! | `done` | id | [`DoneRecord`] of a completed message (metadata and attempts, no payload), kept `completed_retention_secs` |
 //! | `dead` | destination key, 0, id (16 bytes BE) | [`ScheduleEntry`] of a dead letter |
 //! | `idempotency` | encoded destination, 0, client key | id (16) + created ms (8) |
-//! | `endpoints` | name | `hookd.v1.Endpoint` (protobuf) |
+//! | `endpoints` | name | [`EndpointRecord`] (protobuf) |
 //! | `meta` | `"format_version"` | [`FORMAT_VERSION`] of the layout above (u64) |
 //!
 //! # Format versions
@@ -45,14 +45,15 @@ pub use tables::Tables;
 use std::path::Path;
 use std::sync::Arc;
 
-use hookd_proto::v1 as pb;
 use prost::Message;
 use redb::{
     Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
     WriteTransaction,
 };
 
-pub use records::{AttemptRecord, DoneRecord, HistoryRecord, MessageRecord, ScheduleEntry, State};
+pub use records::{
+    AttemptRecord, DoneRecord, EndpointRecord, HistoryRecord, MessageRecord, ScheduleEntry, State,
+};
 
 use crate::destination::Destination;
 use crate::ids::MessageId;
@@ -143,7 +144,7 @@ pub struct Recovered {
     pub scheduled: Vec<(MessageId, ScheduleEntry)>,
     /// Dead letters per destination key.
     pub dead: Vec<(String, u64)>,
-    pub endpoints: Vec<pb::Endpoint>,
+    pub endpoints: Vec<EndpointRecord>,
 }
 
 impl Store {
@@ -249,7 +250,7 @@ impl Store {
         let endpoints = txn.open_table(ENDPOINTS)?;
         for row in endpoints.iter()? {
             let (_, value) = row?;
-            out.endpoints.push(pb::Endpoint::decode(value.value())?);
+            out.endpoints.push(EndpointRecord::decode(value.value())?);
         }
         Ok(out)
     }
@@ -294,21 +295,21 @@ impl Store {
         }))
     }
 
-    pub fn endpoint(&self, name: &str) -> Result<Option<pb::Endpoint>, StoreError> {
+    pub fn endpoint(&self, name: &str) -> Result<Option<EndpointRecord>, StoreError> {
         let txn = self.db.begin_read()?;
         let table = txn.open_table(ENDPOINTS)?;
         match table.get(name)? {
-            Some(v) => Ok(Some(pb::Endpoint::decode(v.value())?)),
+            Some(v) => Ok(Some(EndpointRecord::decode(v.value())?)),
             None => Ok(None),
         }
     }
 
-    pub fn endpoints(&self) -> Result<Vec<pb::Endpoint>, StoreError> {
+    pub fn endpoints(&self) -> Result<Vec<EndpointRecord>, StoreError> {
         let txn = self.db.begin_read()?;
         let table = txn.open_table(ENDPOINTS)?;
         let mut out = Vec::new();
         for row in table.iter()? {
-            out.push(pb::Endpoint::decode(row?.1.value())?);
+            out.push(EndpointRecord::decode(row?.1.value())?);
         }
         Ok(out)
     }

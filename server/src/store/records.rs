@@ -136,6 +136,51 @@ impl DoneRecord {
     }
 }
 
+/// A registered endpoint, as stored. Its own type, not the wire's `hookd.v1.Endpoint`, so
+/// that editing the `.proto` never edits the disk format. Format version 1 stored the wire
+/// type, so the tags here are the same and such rows decode unchanged.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct EndpointRecord {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(string, tag = "2")]
+    pub url: String,
+    #[prost(string, tag = "3")]
+    pub description: String,
+    /// 0 = the server's default, here and below.
+    #[prost(uint32, tag = "4")]
+    pub max_attempts: u32,
+    #[prost(uint64, tag = "5")]
+    pub retry_base_ms: u64,
+    #[prost(uint64, tag = "6")]
+    pub retry_cap_ms: u64,
+    /// Set by hookd on 410 Gone; cleared by PutEndpoint.
+    #[prost(bool, tag = "7")]
+    pub disabled: bool,
+    #[prost(uint64, tag = "8")]
+    pub created_ms: u64,
+    #[prost(uint64, tag = "9")]
+    pub updated_ms: u64,
+    /// Standard Webhooks signing secrets (`whsec_...`).
+    #[prost(string, repeated, tag = "10")]
+    pub secrets: Vec<String>,
+    #[prost(uint64, tag = "11")]
+    pub connect_timeout_ms: u64,
+    #[prost(uint64, tag = "12")]
+    pub timeout_ms: u64,
+    #[prost(uint32, tag = "13")]
+    pub max_in_flight: u32,
+    /// 0 = no rate limit.
+    #[prost(double, tag = "14")]
+    pub rate_limit_per_s: f64,
+    #[prost(uint32, tag = "15")]
+    pub rate_limit_burst: u32,
+    #[prost(string, tag = "16")]
+    pub disabled_reason: String,
+    #[prost(uint64, tag = "17")]
+    pub disabled_ms: u64,
+}
+
 /// The mutable state of a message: a row of the schedule table while it is live (what the
 /// engine needs to rebuild its index at start), a row of the dead table once dead.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,11 +6,10 @@
 //! themselves are private, so no write can bypass that record: a write path cannot forget
 //! to mark its round dirty and then be rolled back while its caller is answered success.
 
-use hookd_proto::v1 as pb;
 use prost::Message;
 use redb::{ReadableTable, Table, WriteTransaction};
 
-use super::records::{DoneRecord, HistoryRecord, MessageRecord, ScheduleEntry};
+use super::records::{DoneRecord, EndpointRecord, HistoryRecord, MessageRecord, ScheduleEntry};
 use super::{
     DEAD, DONE, ENDPOINTS, HISTORY, IDEMPOTENCY, MESSAGES, SCHEDULE, StoreError, dead_key,
     dead_key_id, dead_prefix,
@@ -260,7 +259,7 @@ impl<'txn> Tables<'txn> {
         Ok((expired.len(), last))
     }
 
-    pub fn put_endpoint(&mut self, endpoint: &pb::Endpoint) -> Result<(), StoreError> {
+    pub fn put_endpoint(&mut self, endpoint: &EndpointRecord) -> Result<(), StoreError> {
         self.wrote = true;
         self.endpoints
             .insert(endpoint.name.as_str(), endpoint.encode_to_vec().as_slice())?;
@@ -310,7 +309,7 @@ mod tests {
             t.insert_message(MessageId(1), b"", &entry).unwrap();
             t.insert_message(MessageId(2), b"", &entry).unwrap();
             t.bury(MessageId(2), "queue:q", &entry).unwrap();
-            t.put_endpoint(&pb::Endpoint {
+            t.put_endpoint(&EndpointRecord {
                 name: "e".into(),
                 ..Default::default()
             })
@@ -375,7 +374,7 @@ mod tests {
             ),
             (
                 "put_endpoint",
-                Box::new(|t| t.put_endpoint(&pb::Endpoint::default()).unwrap()),
+                Box::new(|t| t.put_endpoint(&EndpointRecord::default()).unwrap()),
             ),
             (
                 "remove_endpoint",

@@ -1,0 +1,70 @@
+//! Why the engine did not do what it was asked: its own error type, in its own words.
+//!
+//! The engine knows nothing of gRPC: it names what is wrong (an unknown endpoint, an
+//! expired lease), and `crate::error` alone turns that into a status code and a message that
+//! names the request's field. A refusal changes nothing: the request's writes are not
+//! applied.
+
+use crate::ids::{LeaseId, MessageId};
+
+/// A request the engine refused, or could not serve.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// The refusal of the `index`-th item of a request's list (an Ack's leases, a
+    /// Replay's ids): all-or-nothing requests name the first item refused.
+    #[error("item {index}: {refusal}")]
+    At { index: usize, refusal: Box<Refusal> },
+    #[error("no endpoint named {name:?} (register it with PutEndpoint)")]
+    UnknownEndpoint { name: String },
+    #[error("no endpoint named {name:?}")]
+    NoEndpoint { name: String },
+    #[error(
+        "endpoint {name:?} still has {live} live messages; delete it once they are delivered or dead-lettered"
+    )]
+    EndpointBusy { name: String, live: u64 },
+    #[error("endpoint {name:?} no longer exists; put it again before replaying")]
+    EndpointGone { name: String },
+    #[error("no message {id}")]
+    NoMessage { id: MessageId },
+    #[error("message {id} is not a dead letter")]
+    NotDeadLetter { id: MessageId },
+    #[error("endpoint {name:?} of message {id} no longer exists")]
+    MessageEndpointGone { id: MessageId, name: String },
+    #[error(
+        "message {id} is not in flight (already acknowledged, dead-lettered or never enqueued)"
+    )]
+    NotInFlight { id: MessageId },
+    #[error("message {id} is delivered by hookd over HTTP, not leased to consumers")]
+    NotPull { id: MessageId },
+    #[error(
+        "lease {lease} has expired; the message is now at attempt {current} and will be (or was) delivered again"
+    )]
+    LeaseExpired { lease: LeaseId, current: u32 },
+    #[error("lease {lease} has expired; the message was since completed at attempt {completed}")]
+    CompletedLater { lease: LeaseId, completed: u32 },
+    /// Too many accepted writes wait for the disk: the client should back off.
+    #[error(
+        "hookd is at capacity: {queued} bytes of accepted writes are waiting for the disk (limit {limit}); retry with backoff"
+    )]
+    AtCapacity { queued: u64, limit: u64 },
+    /// Storage failed, or the engine stopped: nothing was acknowledged.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl Refusal {
+    /// This refusal, about the `index`-th item of the request's list.
+    pub fn at(self, index: usize) -> Self {
+        Self::At {
+            index,
+            refusal: Box::new(self),
+        }
+    }
+}
+
+impl From<crate::store::StoreError> for Refusal {
+    fn from(e: crate::store::StoreError) -> Self {
+        Self::Unavailable(e.to_string())
+    }
+}
