@@ -264,6 +264,42 @@ impl Activity {
     }
 }
 
+/// A push destination's attempts: how many, how many succeeded, how long they took.
+#[derive(Debug, Clone)]
+pub struct AttemptStats {
+    pub latency_1h: RollingHistogram,
+    pub latency_24h: RollingHistogram,
+    pub attempts: RollingCounter,
+    pub successes: RollingCounter,
+}
+
+impl AttemptStats {
+    /// Coarse histograms (see [`Precision::Coarse`]); counts by the minute over an hour.
+    pub fn new() -> Self {
+        Self {
+            latency_1h: last_hour(Precision::Coarse),
+            latency_24h: last_day(Precision::Coarse),
+            attempts: RollingCounter::new(60_000, 60),
+            successes: RollingCounter::new(60_000, 60),
+        }
+    }
+
+    pub fn record(&mut self, now_ms: u64, latency_us: u64, success: bool) {
+        self.attempts.add(now_ms, 1);
+        if success {
+            self.successes.add(now_ms, 1);
+        }
+        self.latency_1h.record(now_ms, latency_us);
+        self.latency_24h.record(now_ms, latency_us);
+    }
+}
+
+impl Default for AttemptStats {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Percentiles of a latency window, in milliseconds; all zero when nothing was recorded.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct LatencySummary {

@@ -10,7 +10,11 @@ use rustc_hash::FxHashMap;
 use tokio::sync::oneshot;
 
 use crate::ids::MessageId;
-use crate::stats::{Activity, DestinationSnapshot};
+use std::sync::Arc;
+
+use super::gate::Gate;
+use crate::delivery::Target;
+use crate::stats::{Activity, AttemptStats, DestinationSnapshot};
 use crate::wheel::TimerKey;
 
 pub type DestId = usize;
@@ -61,6 +65,19 @@ pub struct Waiter {
     pub reply: ReceiveReply,
 }
 
+/// How a push destination (an endpoint, or the origin of ad-hoc URLs) is delivered to.
+#[derive(Debug)]
+pub struct Push {
+    pub target: Arc<Target>,
+    /// The endpoint's URL; `None` for an ad-hoc URL origin (each message has its own URL).
+    pub url: Option<String>,
+    /// Whether its next attempt may go.
+    pub gate: Gate,
+    /// The wheel entry that wakes this destination, and when.
+    pub wake: Option<(u64, TimerKey)>,
+    pub stats: AttemptStats,
+}
+
 /// One destination's share of the index.
 #[derive(Debug)]
 pub struct Dest {
@@ -75,7 +92,7 @@ pub struct Dest {
     pub waiters: VecDeque<Waiter>,
     pub activity: Activity,
     /// Set for endpoints and ad-hoc URL origins: how they are delivered to.
-    pub push: Option<Box<super::push::Push>>,
+    pub push: Option<Box<Push>>,
     /// In `Index::dispatch` already.
     pub dispatch_queued: bool,
 }

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use super::enqueue::waiting;
 use super::index::{DestId, LiveState};
-use super::{Engine, Refusal, Tx};
+use super::{Engine, Leased, Refusal, Tx};
 use crate::ids::{LeaseId, MessageId};
 use crate::store::{AttemptRecord, DoneRecord, MessageRecord, ScheduleEntry, State, StoreError};
 
@@ -84,23 +84,6 @@ impl Meta {
             created_ms: record.created_ms,
         }
     }
-}
-
-/// A message leased to a consumer by Receive.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Leased {
-    pub id: MessageId,
-    /// `<id>.<attempt>`: what Ack and Nack name.
-    pub lease: LeaseId,
-    pub payload: Vec<u8>,
-    pub event_type: String,
-    pub headers: std::collections::BTreeMap<String, String>,
-    pub idempotency_key: String,
-    /// This lease's attempt, from 1.
-    pub attempt: u32,
-    pub max_attempts: u32,
-    pub enqueued_ms: u64,
-    pub lease_deadline_ms: u64,
 }
 
 /// Payload bytes one Receive hands out at most (a single larger message still goes alone).

@@ -18,6 +18,7 @@
 mod admin;
 mod apply;
 mod enqueue;
+mod gate;
 mod handle;
 mod index;
 mod lease;
@@ -27,7 +28,6 @@ mod push;
 mod refusal;
 
 pub use handle::{EngineHandle, EngineThread};
-pub use lease::Leased;
 pub use refusal::Refusal;
 
 use std::sync::Arc;
@@ -101,6 +101,23 @@ pub struct Enqueued {
     pub id: MessageId,
     /// The idempotency key was seen within the window; `id` is the original's.
     pub duplicate: bool,
+}
+
+/// A message leased to a consumer by Receive.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Leased {
+    pub id: MessageId,
+    /// `<id>.<attempt>`: what Ack and Nack name.
+    pub lease: LeaseId,
+    pub payload: Vec<u8>,
+    pub event_type: String,
+    pub headers: std::collections::BTreeMap<String, String>,
+    pub idempotency_key: String,
+    /// This lease's attempt, from 1.
+    pub attempt: u32,
+    pub max_attempts: u32,
+    pub enqueued_ms: u64,
+    pub lease_deadline_ms: u64,
 }
 
 /// The engine's answer to a Nack.

@@ -16,47 +16,20 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::index::{DestId, LiveState, Timer};
+use super::gate::{self, Admission, Gate, Outcome};
+use super::index::{DestId, LiveState, Push, Timer};
 use super::lease::{AttemptEnd, Meta};
 use super::{Engine, Tx};
-use crate::breaker::{Admit, Breaker, BreakerState};
 use crate::delivery::signing::Secret;
-use crate::delivery::{AttemptReport, Delivery, RetryAfter, Target, Verdict};
+use crate::delivery::{AttemptReport, Delivery, Target, Verdict};
 use crate::destination::Destination;
 use crate::ids::MessageId;
-use crate::limiter::TokenBucket;
-use crate::stats::{self, Precision, PushSnapshot, RollingCounter, RollingHistogram};
+use crate::stats::{AttemptStats, PushSnapshot};
 use crate::store::StoreError;
-use crate::wheel::TimerKey;
 
 /// How long past its timeout an attempt may stay unreported before the engine gives it up
 /// as lost (the dispatcher always reports; this is the safety net).
 const LOST_AFTER_TIMEOUT_MS: u64 = 30_000;
-
-/// One push destination's delivery state.
-#[derive(Debug)]
-pub struct Push {
-    pub target: Arc<Target>,
-    /// The endpoint's URL; `None` for an ad-hoc URL origin (each message has its own URL).
-    pub url: Option<String>,
-    pub max_in_flight: u64,
-    pub rate_limit_per_s: f64,
-    /// As set on the endpoint (0 = the rate, at least 1).
-    pub rate_limit_burst: u32,
-    pub bucket: Option<TokenBucket>,
-    pub breaker: Breaker,
-    /// Retry-After: nothing goes before this time.
-    pub paused_until: u64,
-    pub disabled: Option<String>,
-    /// The message whose attempt is the half-open probe.
-    pub probe: Option<MessageId>,
-    /// The wheel entry that wakes this destination, and when.
-    pub wake: Option<(u64, TimerKey)>,
-    pub attempt_latency_1h: RollingHistogram,
-    pub attempt_latency_24h: RollingHistogram,
-    pub attempts: RollingCounter,
-    pub successes: RollingCounter,
-}
 
 /// The settings of a push destination, from its endpoint or the server defaults.
 struct Settings {
@@ -64,9 +37,7 @@ struct Settings {
     secrets: Vec<Secret>,
     connect_timeout_ms: u64,
     timeout_ms: u64,
-    max_in_flight: u32,
-    rate_limit_per_s: f64,
-    rate_limit_burst: u32,
+    limits: gate::Limits,
     disabled: Option<String>,
 }
 
@@ -95,55 +66,37 @@ impl Engine {
             secrets: settings.secrets,
             connect_timeout: Duration::from_millis(settings.connect_timeout_ms),
             timeout: Duration::from_millis(settings.timeout_ms),
-            pool_size: settings.max_in_flight as usize,
+            pool_size: usize::try_from(settings.limits.max_in_flight).unwrap_or(usize::MAX),
         });
-        let bucket = (settings.rate_limit_per_s > 0.0).then(|| {
-            let burst = if settings.rate_limit_burst > 0 {
-                f64::from(settings.rate_limit_burst)
-            } else {
-                settings.rate_limit_per_s.max(1.0)
-            };
-            TokenBucket::new(settings.rate_limit_per_s, burst, now)
-        });
-        let breaker_config = self.config.delivery.breaker;
+        let policy = self.gate_policy();
         let dest = &mut self.index.dests[d];
         match dest.push.as_deref_mut() {
             Some(push) => {
                 push.target = target;
                 push.url = settings.url;
-                push.max_in_flight = u64::from(settings.max_in_flight);
-                // A changed limit (rate or burst) starts a fresh bucket; an unchanged one
-                // keeps its tokens, so re-putting an endpoint grants no extra burst.
-                let limit = (settings.rate_limit_per_s, settings.rate_limit_burst);
-                if (push.rate_limit_per_s, push.rate_limit_burst) != limit || bucket.is_none() {
-                    push.bucket = bucket;
-                }
-                push.rate_limit_per_s = settings.rate_limit_per_s;
-                push.rate_limit_burst = settings.rate_limit_burst;
-                push.breaker.reconfigure(breaker_config);
-                push.disabled = settings.disabled;
+                push.gate
+                    .reconfigure(settings.limits, policy, settings.disabled, now);
             }
             None => {
                 dest.push = Some(Box::new(Push {
                     target,
                     url: settings.url,
-                    max_in_flight: u64::from(settings.max_in_flight),
-                    rate_limit_per_s: settings.rate_limit_per_s,
-                    rate_limit_burst: settings.rate_limit_burst,
-                    bucket,
-                    breaker: Breaker::new(breaker_config),
-                    paused_until: 0,
-                    disabled: settings.disabled,
-                    probe: None,
+                    gate: Gate::new(settings.limits, policy, settings.disabled, now),
                     wake: None,
-                    attempt_latency_1h: stats::last_hour(Precision::Coarse),
-                    attempt_latency_24h: stats::last_day(Precision::Coarse),
-                    attempts: RollingCounter::new(60_000, 60),
-                    successes: RollingCounter::new(60_000, 60),
+                    stats: AttemptStats::new(),
                 }));
             }
         }
         self.index.want_dispatch(d);
+    }
+
+    fn gate_policy(&self) -> gate::Policy {
+        let c = &self.config.delivery;
+        gate::Policy {
+            breaker: c.breaker,
+            slow_ms: c.slow_breaker_threshold_ms,
+            max_pause_ms: c.max_retry_after_secs.saturating_mul(1_000),
+        }
     }
 
     fn settings_of(&self, key: &str) -> Option<Settings> {
@@ -163,13 +116,15 @@ impl Engine {
                     .collect(),
                 connect_timeout_ms: or(e.connect_timeout_ms, c.connect_timeout_ms),
                 timeout_ms: or(e.timeout_ms, c.timeout_ms),
-                max_in_flight: if e.max_in_flight > 0 {
-                    e.max_in_flight
-                } else {
-                    c.max_in_flight
+                limits: gate::Limits {
+                    max_in_flight: u64::from(if e.max_in_flight > 0 {
+                        e.max_in_flight
+                    } else {
+                        c.max_in_flight
+                    }),
+                    rate_limit_per_s: e.rate_limit_per_s,
+                    rate_limit_burst: e.rate_limit_burst,
                 },
-                rate_limit_per_s: e.rate_limit_per_s,
-                rate_limit_burst: e.rate_limit_burst,
                 disabled: e.disabled.then(|| e.disabled_reason.clone()),
             });
         }
@@ -178,9 +133,11 @@ impl Engine {
             secrets: Vec::new(),
             connect_timeout_ms: c.connect_timeout_ms,
             timeout_ms: c.timeout_ms,
-            max_in_flight: c.max_in_flight,
-            rate_limit_per_s: 0.0,
-            rate_limit_burst: 0,
+            limits: gate::Limits {
+                max_in_flight: u64::from(c.max_in_flight),
+                rate_limit_per_s: 0.0,
+                rate_limit_burst: 0,
+            },
             disabled: None,
         })
     }
@@ -208,37 +165,23 @@ impl Engine {
         Ok(())
     }
 
-    /// The next ready message of `d` that may go now, if any: it has a free slot, a token,
-    /// no pause, and a closed breaker (or the half-open probe, which this marks as out).
-    /// When the answer is "not before some time", arranges to be woken then.
+    /// The next ready message of `d` that may go now, if any (see [`Gate::admit`]). When
+    /// the answer is "not before some time", arranges to be woken then.
     fn admit_next(&mut self, d: DestId, now: u64) -> Option<MessageId> {
         let dest = &mut self.index.dests[d];
         let in_flight = dest.in_flight;
         let push = dest.push.as_deref_mut()?;
-        // A full destination is queued again when one of its attempts ends.
-        if dest.ready.is_empty() || push.disabled.is_some() || in_flight >= push.max_in_flight {
+        if dest.ready.is_empty() {
             return None;
         }
-        let not_before = if push.paused_until > now {
-            Some(push.paused_until)
-        } else {
-            push.bucket
-                .as_mut()
-                .map(|b| b.next_token_ms(now))
-                .filter(|&at| at > now)
-        };
-        if let Some(at) = not_before {
-            self.wake_at(d, at, now);
-            return None;
-        }
-        let probe = match push.breaker.admit(now) {
-            Admit::Yes => false,
-            Admit::Probe => true,
-            Admit::NotUntil(at) => {
+        let probe = match push.gate.admit(now, in_flight) {
+            Admission::Go { probe } => probe,
+            Admission::NotBefore(at) => {
                 self.wake_at(d, at, now);
                 return None;
             }
-            Admit::AwaitingProbe => return None,
+            // A full destination is queued again when one of its attempts ends.
+            Admission::Blocked => return None,
         };
         // The ready queue may hold ids that left the Ready state since; skip them.
         let next = std::iter::from_fn(|| dest.ready.pop_front()).find(|id| {
@@ -248,22 +191,10 @@ impl Engine {
                 .is_some_and(|l| l.state == LiveState::Ready)
         });
         match next {
-            Some(id) => {
-                if let Some(bucket) = &mut push.bucket {
-                    bucket.try_take(now);
-                }
-                if probe {
-                    push.probe = Some(id);
-                }
-                Some(id)
-            }
-            None => {
-                if probe {
-                    push.breaker.probe_lost();
-                }
-                None
-            }
+            Some(id) => push.gate.sent(id, probe, now),
+            None => push.gate.nothing_sent(probe),
         }
+        next
     }
 
     /// Starts attempt n+1 of ready message `id`: reads its record, marks it in flight (in
@@ -347,8 +278,10 @@ impl Engine {
         self.index.want_dispatch(d);
     }
 
-    /// Applies the outcome of one attempt. A report for an attempt the engine has already
-    /// given up (or a message since acknowledged otherwise) changes nothing.
+    /// Applies the outcome of one attempt: to the destination's statistics and gate, then
+    /// to the message (completed, retried or dead-lettered). A report for an attempt the
+    /// engine has already given up (or a message since acknowledged otherwise) changes
+    /// nothing.
     pub(super) fn attempted(
         &mut self,
         t: Tx<'_, '_>,
@@ -366,30 +299,25 @@ impl Engine {
             _ => return Ok(()),
         };
         let meta = self.flight.remove(&id);
-        let slow_ms = self.config.delivery.slow_breaker_threshold_ms;
-        let max_pause_ms = self
-            .config
-            .delivery
-            .max_retry_after_secs
-            .saturating_mul(1_000);
         let Some(push) = self.index.dests[d].push.as_deref_mut() else {
             return Ok(());
         };
-        let probe = push.probe == Some(id);
-        if probe {
-            push.probe = None;
-        }
-        push.attempts.add(now, 1);
-        push.attempt_latency_1h.record(now, latency_us);
-        push.attempt_latency_24h.record(now, latency_us);
+        let outcome = match &verdict {
+            Verdict::Delivered { .. } => Outcome::Delivered,
+            Verdict::Retry { retry_after, .. } => Outcome::Failed {
+                retry_after: *retry_after,
+            },
+            Verdict::Permanent { .. } => Outcome::Rejected,
+            Verdict::Refused { .. } => Outcome::Refused,
+        };
+        push.stats
+            .record(now, latency_us, outcome == Outcome::Delivered);
+        let stats = &push.stats;
+        push.gate
+            .on_outcome(id, outcome, now, || stats.latency_1h.summary(now).p95_ms);
         self.index.want_dispatch(d);
         match verdict {
             Verdict::Delivered { status } => {
-                let Some(push) = self.index.dests[d].push.as_deref_mut() else {
-                    return Ok(());
-                };
-                push.successes.add(now, 1);
-                push.breaker.on_success(probe);
                 let end = AttemptEnd::http(now, latency_us, "delivered", "", status);
                 self.complete(t, now, id, end, meta)?;
             }
@@ -397,33 +325,12 @@ impl Engine {
                 status,
                 outcome,
                 error,
-                retry_after,
+                ..
             } => {
-                let Some(push) = self.index.dests[d].push.as_deref_mut() else {
-                    return Ok(());
-                };
-                // Only worth the percentile when it can change the decision.
-                let slow = push.breaker.state() == BreakerState::Closed
-                    && push.breaker.consecutive_failures() + 1
-                        >= self.config.delivery.breaker.slow_failure_threshold
-                    && push.attempt_latency_1h.summary(now).p95_ms > slow_ms as f64;
-                push.breaker.on_failure(now, probe, slow);
-                if let Some(ra) = retry_after {
-                    let until = match ra {
-                        RetryAfter::Seconds(s) => now.saturating_add(s.saturating_mul(1_000)),
-                        RetryAfter::At(ms) => ms,
-                    }
-                    .min(now.saturating_add(max_pause_ms));
-                    push.paused_until = push.paused_until.max(until);
-                }
                 let end = AttemptEnd::http(now, latency_us, outcome, &error, status);
                 self.fail_attempt(t, now, id, end, None, false)?;
             }
             Verdict::Permanent { status, error } => {
-                if let Some(push) = self.index.dests[d].push.as_deref_mut() {
-                    // The endpoint answered: it is up, whatever it thinks of the message.
-                    push.breaker.on_success(probe);
-                }
                 let end = AttemptEnd::http(now, latency_us, "rejected", &error, status);
                 self.fail_attempt(t, now, id, end, None, true)?;
                 if status == 410 {
@@ -431,9 +338,6 @@ impl Engine {
                 }
             }
             Verdict::Refused { error } => {
-                if probe && let Some(push) = self.index.dests[d].push.as_deref_mut() {
-                    push.breaker.probe_lost();
-                }
                 let end = AttemptEnd::http(now, latency_us, "refused", &error, 0);
                 self.fail_attempt(t, now, id, end, None, true)?;
             }
@@ -488,7 +392,7 @@ impl Engine {
         t.put_endpoint(endpoint)?;
         tracing::warn!(endpoint = name, %reason, "endpoint disabled");
         if let Some(push) = self.index.dests[d].push.as_deref_mut() {
-            push.disabled = Some(reason);
+            push.gate.disable(reason);
         }
         Ok(())
     }
@@ -496,27 +400,28 @@ impl Engine {
 
 impl Push {
     pub fn stats(&self, now: u64, in_flight: u64, slow_threshold_ms: u64) -> PushSnapshot {
-        let attempt_1h = self.attempt_latency_1h.summary(now);
-        let attempts = self.attempts.sum(now);
+        let attempt_1h = self.stats.latency_1h.summary(now);
+        let attempts = self.stats.attempts.sum(now);
+        let breaker = self.gate.breaker();
         PushSnapshot {
-            disabled: self.disabled.clone(),
-            breaker: self.breaker.state(),
-            breaker_cooldown_ms: self.breaker.cooldown_ms(),
-            breaker_openings: self.breaker.openings(),
-            consecutive_failures: self.breaker.consecutive_failures(),
-            paused_until_ms: (self.paused_until > now).then_some(self.paused_until),
+            disabled: self.gate.disabled().map(str::to_owned),
+            breaker: breaker.state(),
+            breaker_cooldown_ms: breaker.cooldown_ms(),
+            breaker_openings: breaker.openings(),
+            consecutive_failures: breaker.consecutive_failures(),
+            paused_until_ms: self.gate.paused_until(now),
             in_flight,
-            max_in_flight: self.max_in_flight,
-            rate_limit_per_s: self.rate_limit_per_s,
+            max_in_flight: self.gate.limits().max_in_flight,
+            rate_limit_per_s: self.gate.limits().rate_limit_per_s,
             slow: attempt_1h.count > 0 && attempt_1h.p95_ms > slow_threshold_ms as f64,
             attempts_last_hour: attempts,
             success_rate_last_hour: if attempts == 0 {
                 1.0
             } else {
-                self.successes.sum(now) as f64 / attempts as f64
+                self.stats.successes.sum(now) as f64 / attempts as f64
             },
             attempt_latency_last_hour: attempt_1h,
-            attempt_latency_last_24h: self.attempt_latency_24h.summary(now),
+            attempt_latency_last_24h: self.stats.latency_24h.summary(now),
         }
     }
 }
