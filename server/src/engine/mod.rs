@@ -20,8 +20,12 @@ mod apply;
 mod enqueue;
 mod gate;
 mod handle;
+#[cfg(test)]
+mod harness;
 mod index;
 mod lease;
+#[cfg(test)]
+mod lifecycle_tests;
 #[cfg(test)]
 mod power_loss_tests;
 mod push;
@@ -280,80 +284,11 @@ pub fn start(
     clock: Arc<dyn Clock>,
     deliveries: Option<DeliverySender>,
 ) -> Result<(EngineHandle, EngineThread), StoreError> {
-    let now = clock.now_ms();
-    let recovered = store.recover()?;
-    let rng = match config.rng_seed {
-        Some(seed) => StdRng::seed_from_u64(seed),
-        None => StdRng::from_rng(&mut rand::rng()),
-    };
-    let (health, health_rx) = watch::channel(true);
-    let health = Arc::new(health);
-    let mut engine = Engine {
-        store,
-        clock,
-        config,
-        origin_ms: now,
-        started_ms: now,
-        wheel: Wheel::new(),
-        index: Index::default(),
-        endpoints: Default::default(),
-        total: Default::default(),
-        rng,
-        next_waiter: 0,
-        draining: false,
-        failed: None,
-        health,
-        next_sweep_ms: now,
-        sweep_cursor: None,
-        queued: Arc::new(AtomicU64::new(0)),
-        commits: Default::default(),
-        deliveries,
-        outbox: Vec::new(),
-        early: Vec::new(),
-        fresh: Default::default(),
-        flight: Default::default(),
-        generation: 0,
-    };
-    // Endpoints first: a destination's push settings come from its endpoint.
-    for endpoint in recovered.endpoints {
-        engine.endpoints.insert(endpoint.name.clone(), endpoint);
-    }
-    let live = recovered.scheduled.len();
-    for (id, entry) in recovered.scheduled {
-        let Some(destination) = Destination::decode(&entry.destination) else {
-            return Err(StoreError::Corrupt(format!("destination of {id}")));
-        };
-        let dest = engine.dest(&destination.key(), now);
-        let state = match entry.state {
-            // A lease outlives a restart: the consumer may still ack it before its deadline;
-            // after that it expires and is retried like any other.
-            State::Leased => LiveState::Leased,
-            State::Pending | State::Retry => enqueue::waiting(entry.due_ms, now),
-            State::Dead => continue,
-        };
-        engine.track(
-            id,
-            dest,
-            state,
-            entry.attempts,
-            entry.max_attempts,
-            entry.due_ms,
-        );
-    }
-    for (key, n) in recovered.dead {
-        let d = engine.dest(&key, now);
-        engine.index.dests[d].dead = n;
-    }
-    tracing::info!(
-        live,
-        endpoints = engine.endpoints.len(),
-        "recovered state from the store"
-    );
-
+    let engine = Engine::recover(store, config, clock, deliveries)?;
     let (tx, rx) = mpsc::channel();
     let handle = EngineHandle {
         tx,
-        health: health_rx,
+        health: engine.health.subscribe(),
         queued: engine.queued.clone(),
         max_queued: engine.config.max_queued_write_bytes,
     };
@@ -370,6 +305,85 @@ pub fn start(
 }
 
 impl Engine {
+    /// An engine holding what the store holds: endpoints, the schedule of every live
+    /// message (not the payloads) and dead-letter counts. It runs nothing by itself:
+    /// [`start`] gives it a thread; tests drive its rounds directly.
+    fn recover(
+        store: Store,
+        config: EngineConfig,
+        clock: Arc<dyn Clock>,
+        deliveries: Option<DeliverySender>,
+    ) -> Result<Self, StoreError> {
+        let now = clock.now_ms();
+        let recovered = store.recover()?;
+        let rng = match config.rng_seed {
+            Some(seed) => StdRng::seed_from_u64(seed),
+            None => StdRng::from_rng(&mut rand::rng()),
+        };
+        let mut engine = Engine {
+            store,
+            clock,
+            config,
+            origin_ms: now,
+            started_ms: now,
+            wheel: Wheel::new(),
+            index: Index::default(),
+            endpoints: Default::default(),
+            total: Default::default(),
+            rng,
+            next_waiter: 0,
+            draining: false,
+            failed: None,
+            health: Arc::new(watch::channel(true).0),
+            next_sweep_ms: now,
+            sweep_cursor: None,
+            queued: Arc::new(AtomicU64::new(0)),
+            commits: Default::default(),
+            deliveries,
+            outbox: Vec::new(),
+            early: Vec::new(),
+            fresh: Default::default(),
+            flight: Default::default(),
+            generation: 0,
+        };
+        // Endpoints first: a destination's push settings come from its endpoint.
+        for endpoint in recovered.endpoints {
+            engine.endpoints.insert(endpoint.name.clone(), endpoint);
+        }
+        let live = recovered.scheduled.len();
+        for (id, entry) in recovered.scheduled {
+            let Some(destination) = Destination::decode(&entry.destination) else {
+                return Err(StoreError::Corrupt(format!("destination of {id}")));
+            };
+            let dest = engine.dest(&destination.key(), now);
+            let state = match entry.state {
+                // A lease outlives a restart: the consumer may still ack it before its
+                // deadline; after that it expires and is retried like any other.
+                State::Leased => LiveState::Leased,
+                State::Pending | State::Retry => enqueue::waiting(entry.due_ms, now),
+                State::Dead => continue,
+            };
+            engine.track(
+                id,
+                dest,
+                state,
+                entry.attempts,
+                entry.max_attempts,
+                entry.due_ms,
+            );
+        }
+        for (key, n) in recovered.dead {
+            let d = engine.dest(&key, now);
+            engine.index.dests[d].dead = n;
+        }
+        tracing::info!(
+            live,
+            endpoints = engine.endpoints.len(),
+            "recovered state from the store"
+        );
+        Ok(engine)
+    }
+
     /// Wheel tick of a Unix-ms time (times before start are due at once).
     fn tick(&self, unix_ms: u64) -> u64 {
         unix_ms.saturating_sub(self.origin_ms)

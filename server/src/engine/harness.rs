@@ -1,0 +1,264 @@
+//! The engine in a test's hands: no thread, no network, no real time.
+//!
+//! A [`Harness`] owns an [`Engine`] on a temporary redb file and a [`ManualClock`], and
+//! runs its rounds itself (the way tokio tests its time driver in-process): each call
+//! sends one command through a round and reads the answer the round gave, so every
+//! assertion is about the state right after that round. Push attempts are read straight
+//! from the channel the dispatcher would read; their outcomes are fed back as reports.
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::{
+    Command, Engine, EngineConfig, Enqueued, Leased, NackOutcome, NewMessage, PutOutcome, Refusal,
+};
+use crate::breaker::BreakerConfig;
+use crate::clock::{Clock, ManualClock};
+use crate::delivery::{AttemptReport, Delivery, Verdict};
+use crate::destination::Destination;
+use crate::ids::{LeaseId, MessageId};
+use crate::retry::RetryPolicy;
+use crate::stats::{DestinationSnapshot, StatsSnapshot};
+use crate::store::faults::Faults;
+use crate::store::{DoneRecord, EndpointRecord, MessageRecord, State, Store, StoredMessage};
+
+/// Where the harness clock starts (2023-11-14).
+pub const START_MS: u64 = 1_700_000_000_000;
+
+pub struct Harness {
+    pub engine: Engine,
+    pub clock: ManualClock,
+    deliveries: mpsc::UnboundedReceiver<Vec<Delivery>>,
+    pub faults: Faults,
+    _dir: tempfile::TempDir,
+}
+
+/// The harness's settings: 3 attempts, backoff from 100 ms to 1 s, a breaker that opens
+/// after 3 failures for 10 s, completed messages and idempotency keys kept 24 h.
+pub fn config() -> EngineConfig {
+    let delivery = crate::config::DeliveryConfig {
+        breaker: BreakerConfig {
+            failure_threshold: 3,
+            slow_failure_threshold: 2,
+            cooldown_ms: 10_000,
+            max_cooldown_ms: 40_000,
+        },
+        ..Default::default()
+    };
+    EngineConfig {
+        retry: RetryPolicy {
+            max_attempts: 3,
+            base_ms: 100,
+            cap_ms: 1_000,
+        },
+        delivery,
+        max_queued_write_bytes: 64 << 20,
+        idempotency_retention_ms: 24 * 3_600_000,
+        completed_retention_ms: 24 * 3_600_000,
+        max_commit_batch: 8_192,
+        rng_seed: Some(1),
+    }
+}
+
+impl Harness {
+    pub fn new() -> Self {
+        Self::with(config())
+    }
+
+    pub fn with(config: EngineConfig) -> Self {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let faults = Faults::default();
+        let store = Store::open_with(
+            dir.path(),
+            crate::store::DEFAULT_CACHE_BYTES,
+            Some(faults.clone()),
+        )
+        .expect("a store");
+        let clock = ManualClock::new(START_MS);
+        let (tx, deliveries) = mpsc::unbounded_channel();
+        let engine = Engine::recover(store, config, Arc::new(clock.clone()), Some(tx))
+            .expect("the engine recovers an empty store");
+        Self {
+            engine,
+            clock,
+            deliveries,
+            faults,
+            _dir: dir,
+        }
+    }
+
+    pub fn now(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// Runs one round with `command` and returns the answer that round gave.
+    pub fn call<T>(&mut self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> T {
+        let (tx, mut rx) = oneshot::channel();
+        self.engine.round(vec![make(tx)]);
+        rx.try_recv()
+            .expect("every command is answered in its own round")
+    }
+
+    /// Moves the clock and runs a round (what the engine thread does when it wakes).
+    pub fn advance(&mut self, ms: u64) {
+        self.clock.advance(ms);
+        self.engine.round(Vec::new());
+    }
+
+    pub fn message(&self, destination: Destination, payload: &[u8]) -> NewMessage {
+        let now = self.now();
+        let record = MessageRecord {
+            payload: payload.to_vec(),
+            created_ms: now,
+            ..Default::default()
+        };
+        NewMessage::new(MessageId::generate(now), destination, record, 0, 0)
+    }
+
+    pub fn enqueue_message(&mut self, m: NewMessage) -> Result<Enqueued, Refusal> {
+        let mut results = self.call(|reply| Command::Enqueue {
+            messages: vec![m],
+            bytes: 0,
+            reply,
+        });
+        results.pop().expect("one result per message")
+    }
+
+    /// Enqueues to a pull queue; panics if refused.
+    pub fn enqueue(&mut self, queue: &str, payload: &[u8]) -> MessageId {
+        let m = self.message(Destination::Queue(queue.into()), payload);
+        self.enqueue_message(m).expect("enqueued").id
+    }
+
+    pub fn enqueue_to_endpoint(&mut self, name: &str, payload: &[u8]) -> MessageId {
+        let m = self.message(Destination::Endpoint(name.into()), payload);
+        self.enqueue_message(m).expect("enqueued").id
+    }
+
+    pub fn receive(&mut self, queue: &str, max: usize, visibility_ms: u64) -> Vec<Leased> {
+        self.call(|reply| Command::Receive {
+            queue: queue.into(),
+            max,
+            visibility_ms,
+            wait_ms: 0,
+            reply,
+        })
+        .expect("receive")
+    }
+
+    /// A long poll: sent in a round of its own; the answer may come in a later one.
+    pub fn receive_waiting(
+        &mut self,
+        queue: &str,
+        wait_ms: u64,
+    ) -> oneshot::Receiver<Result<Vec<Leased>, Refusal>> {
+        let (reply, rx) = oneshot::channel();
+        self.engine.round(vec![Command::Receive {
+            queue: queue.into(),
+            max: 10,
+            visibility_ms: 30_000,
+            wait_ms,
+            reply,
+        }]);
+        rx
+    }
+
+    pub fn ack(&mut self, leases: &[LeaseId]) -> Result<u32, Refusal> {
+        self.call(|reply| Command::Ack {
+            leases: leases.to_vec(),
+            reply,
+        })
+    }
+
+    pub fn nack(&mut self, lease: LeaseId, delay_ms: u64) -> Result<NackOutcome, Refusal> {
+        self.call(|reply| Command::Nack {
+            lease,
+            delay_ms,
+            reason: String::new(),
+            reply,
+        })
+    }
+
+    pub fn replay(
+        &mut self,
+        ids: Vec<MessageId>,
+        destination: Option<Destination>,
+    ) -> Result<u32, Refusal> {
+        self.call(|reply| Command::Replay {
+            ids,
+            destination,
+            limit: 1_000,
+            reply,
+        })
+    }
+
+    pub fn put_endpoint(&mut self, endpoint: EndpointRecord) -> PutOutcome {
+        self.call(|reply| Command::PutEndpoint { endpoint, reply })
+            .expect("endpoint stored")
+    }
+
+    /// An endpoint that takes `max_in_flight` attempts at once.
+    pub fn endpoint(&mut self, name: &str, max_in_flight: u32) {
+        self.put_endpoint(EndpointRecord {
+            name: name.into(),
+            url: format!("https://{name}.example/hook"),
+            max_in_flight,
+            ..Default::default()
+        });
+    }
+
+    /// The attempts handed to the dispatcher since the last call.
+    pub fn sent(&mut self) -> Vec<Delivery> {
+        let mut out = Vec::new();
+        while let Ok(batch) = self.deliveries.try_recv() {
+            out.extend(batch);
+        }
+        out
+    }
+
+    /// Reports how an attempt ended, as the dispatcher would, and runs its round.
+    pub fn report(&mut self, d: &Delivery, verdict: Verdict) {
+        self.engine.round(vec![Command::Attempted(AttemptReport {
+            id: d.id,
+            attempt: d.attempt,
+            verdict,
+            latency_us: 2_000,
+        })]);
+    }
+
+    pub fn stats(&mut self) -> StatsSnapshot {
+        self.call(|reply| Command::Stats { reply }).expect("stats")
+    }
+
+    /// One destination's figures (all zero if it does not exist).
+    pub fn dest(&mut self, key: &str) -> DestinationSnapshot {
+        self.stats()
+            .destinations
+            .into_iter()
+            .find(|d| d.destination == key)
+            .unwrap_or_default()
+    }
+
+    /// What the store holds of a live or dead message.
+    pub fn stored(&self, id: MessageId) -> Option<StoredMessage> {
+        self.engine.store.message(id).expect("a read")
+    }
+
+    pub fn state(&self, id: MessageId) -> Option<State> {
+        self.stored(id).map(|m| m.entry.state)
+    }
+
+    pub fn done(&self, id: MessageId) -> Option<DoneRecord> {
+        self.engine.store.done(id).expect("a read")
+    }
+
+    /// The outcomes in a message's history, oldest first.
+    pub fn outcomes(&self, id: MessageId) -> Vec<String> {
+        let history = match self.stored(id) {
+            Some(m) => m.history,
+            None => self.done(id).and_then(|d| d.history).unwrap_or_default(),
+        };
+        history.attempts.into_iter().map(|a| a.outcome).collect()
+    }
+}

@@ -1,0 +1,692 @@
+//! Every transition of a message's life, one round at a time, on the [`Harness`]: exact
+//! assertions on what the store holds, what Stats says and what was sent, with the clock
+//! moved by hand. Nothing here sleeps or opens a socket.
+
+use super::harness::{Harness, START_MS, config};
+use super::{NewMessage, Refusal};
+use crate::breaker::BreakerState;
+use crate::delivery::{RetryAfter, Verdict};
+use crate::destination::Destination;
+use crate::store::{EndpointRecord, MessageRecord, State};
+
+fn failed(status: u16) -> Verdict {
+    Verdict::Retry {
+        status,
+        outcome: "http_error",
+        error: format!("HTTP {status}"),
+        retry_after: None,
+    }
+}
+
+const OK: Verdict = Verdict::Delivered { status: 200 };
+
+#[test]
+fn enqueue_stores_a_pending_message_that_a_receive_leases() {
+    let mut h = Harness::new();
+    let id = h.enqueue("q", b"hello");
+    let m = h.stored(id).expect("stored");
+    assert_eq!(
+        (m.entry.state, m.entry.due_ms, m.entry.attempts),
+        (State::Pending, START_MS, 0)
+    );
+    assert_eq!(m.record.payload, b"hello");
+    assert_eq!(h.dest("queue:q").pending, 1);
+
+    let got = h.receive("q", 10, 30_000);
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        (got[0].id, got[0].attempt, got[0].lease.attempt),
+        (id, 1, 1)
+    );
+    assert_eq!(got[0].lease_deadline_ms, START_MS + 30_000);
+    let m = h.stored(id).expect("stored");
+    assert_eq!(
+        (
+            m.entry.state,
+            m.entry.due_ms,
+            m.entry.attempts,
+            m.entry.since_ms
+        ),
+        (State::Leased, START_MS + 30_000, 1, START_MS)
+    );
+    let q = h.dest("queue:q");
+    assert_eq!((q.pending, q.in_flight), (0, 1));
+    // Leased: nobody else gets it.
+    assert!(h.receive("q", 10, 30_000).is_empty());
+}
+
+#[test]
+fn a_delayed_message_becomes_ready_at_its_time_and_not_before() {
+    let mut h = Harness::new();
+    let mut m = h.message(Destination::Queue("q".into()), b"later");
+    m.delay_ms = 500;
+    let id = h.enqueue_message(m).expect("enqueued").id;
+    assert_eq!(h.stored(id).map(|m| m.entry.due_ms), Some(START_MS + 500));
+    h.advance(499);
+    assert!(h.receive("q", 1, 1_000).is_empty());
+    h.advance(1);
+    assert_eq!(h.receive("q", 1, 1_000).len(), 1);
+}
+
+#[test]
+fn ack_completes_keeping_the_attempts_not_the_payload() {
+    let mut h = Harness::new();
+    let id = h.enqueue("q", b"x");
+    let lease = h.receive("q", 1, 30_000)[0].lease;
+    h.advance(250);
+    assert_eq!(h.ack(&[lease]), Ok(1));
+    assert!(h.stored(id).is_none(), "record and schedule row removed");
+    let done = h.done(id).expect("a done row");
+    assert!(done.acked_at(1));
+    assert_eq!((done.payload_size, done.completed_ms), (1, START_MS + 250));
+    let q = h.dest("queue:q");
+    assert_eq!((q.in_flight, q.delivered_last_hour), (0, 1));
+    assert_eq!(q.latency_last_hour.count, 1);
+    // Acked again (a retry whose answer was lost): the same answer.
+    assert_eq!(h.ack(&[lease]), Ok(1));
+    assert_eq!(h.dest("queue:q").delivered_last_hour, 1, "counted once");
+}
+
+#[test]
+fn nack_retries_with_full_jitter_backoff_then_dead_letters() {
+    let mut h = Harness::new();
+    let id = h.enqueue("q", b"x");
+    for attempt in 1..=3u32 {
+        let got = h.receive("q", 1, 30_000);
+        assert_eq!(got.len(), 1, "attempt {attempt} is ready");
+        assert_eq!(got[0].attempt, attempt);
+        let outcome = h.nack(got[0].lease, 0).expect("nacked");
+        if attempt == 3 {
+            assert_eq!(
+                outcome.next_attempt_ms, None,
+                "the last attempt dead-letters"
+            );
+            break;
+        }
+        let due = outcome.next_attempt_ms.expect("a retry");
+        // uniform(0, min(cap, base * 2^(n-1))): 100 ms, then 200 ms.
+        let ceiling = 100 << (attempt - 1);
+        assert!(due - h.now() <= ceiling, "{} over {ceiling}", due - h.now());
+        let m = h.stored(id).expect("stored");
+        assert_eq!((m.entry.state, m.entry.due_ms), (State::Retry, due));
+        let q = h.dest("queue:q");
+        if due > h.now() {
+            assert_eq!((q.awaiting_retry, q.in_flight), (1, 0));
+            h.advance(due - h.now() - 1);
+            assert!(h.receive("q", 1, 30_000).is_empty(), "not before its time");
+            h.advance(1);
+        }
+    }
+    let m = h.stored(id).expect("a dead letter keeps its record");
+    assert_eq!((m.entry.state, m.entry.attempts), (State::Dead, 3));
+    assert_eq!(h.outcomes(id), ["nacked", "nacked", "nacked"]);
+    let q = h.dest("queue:q");
+    assert_eq!((q.dead_letter, q.awaiting_retry, q.pending), (1, 0, 0));
+    assert_eq!(q.failed_last_hour, 1);
+}
+
+#[test]
+fn nack_with_a_delay_waits_exactly_that_long() {
+    let mut h = Harness::new();
+    h.enqueue("q", b"x");
+    let lease = h.receive("q", 1, 30_000)[0].lease;
+    let outcome = h.nack(lease, 5_000).expect("nacked");
+    assert_eq!(outcome.next_attempt_ms, Some(START_MS + 5_000));
+    h.advance(4_999);
+    assert!(h.receive("q", 1, 30_000).is_empty());
+    h.advance(1);
+    assert_eq!(h.receive("q", 1, 30_000)[0].attempt, 2);
+    // The old lease is no longer the message's.
+    assert!(matches!(
+        h.nack(lease, 0),
+        Err(Refusal::LeaseExpired { current: 2, .. })
+    ));
+}
+
+#[test]
+fn an_expired_lease_is_retried_and_its_ack_refused() {
+    let mut h = Harness::new();
+    let id = h.enqueue("q", b"x");
+    let lease = h.receive("q", 1, 1_000)[0].lease;
+    h.advance(999);
+    assert_eq!(h.state(id), Some(State::Leased));
+    h.advance(1);
+    assert_eq!(h.state(id), Some(State::Retry));
+    assert_eq!(h.outcomes(id), ["lease_expired"]);
+    assert_eq!(
+        h.ack(&[lease]),
+        Err(Refusal::LeaseExpired { lease, current: 1 }.at(0))
+    );
+    // Ack is all-or-nothing: a good lease beside an expired one is not acknowledged.
+    let other = h.enqueue("q", b"y");
+    let good = h
+        .receive("q", 5, 30_000)
+        .into_iter()
+        .find(|m| m.id == other)
+        .expect("leased")
+        .lease;
+    assert!(h.ack(&[good, lease]).is_err());
+    assert_eq!(h.state(other), Some(State::Leased));
+}
+
+#[test]
+fn a_lease_expiring_on_the_last_attempt_dead_letters() {
+    let mut h = Harness::new();
+    let mut m = h.message(Destination::Queue("q".into()), b"x");
+    m.max_attempts = 1;
+    let id = h.enqueue_message(m).expect("enqueued").id;
+    h.receive("q", 1, 1_000);
+    h.advance(1_000);
+    assert_eq!(h.state(id), Some(State::Dead));
+    assert_eq!(h.dest("queue:q").dead_letter, 1);
+}
+
+#[test]
+fn replay_makes_dead_letters_pending_with_fresh_attempts() {
+    let mut h = Harness::new();
+    let mut m = h.message(Destination::Queue("q".into()), b"x");
+    m.max_attempts = 1;
+    let id = h.enqueue_message(m).expect("enqueued").id;
+    let lease = h.receive("q", 1, 1_000)[0].lease;
+    h.nack(lease, 0).expect("nacked");
+    assert_eq!(h.state(id), Some(State::Dead));
+
+    let live = h.enqueue("q", b"live");
+    assert_eq!(
+        h.replay(vec![live], None),
+        Err(Refusal::NotDeadLetter { id: live }.at(0))
+    );
+    let unknown = crate::ids::MessageId(7);
+    assert_eq!(
+        h.replay(vec![id, unknown], None),
+        Err(Refusal::NoMessage { id: unknown }.at(1)),
+        "all or nothing"
+    );
+    assert_eq!(h.state(id), Some(State::Dead));
+
+    assert_eq!(h.replay(vec![id], None), Ok(1));
+    let m = h.stored(id).expect("stored");
+    assert_eq!((m.entry.state, m.entry.attempts), (State::Pending, 0));
+    assert_eq!(h.outcomes(id), ["nacked", "replayed"]);
+    let q = h.dest("queue:q");
+    assert_eq!((q.dead_letter, q.pending), (0, 2));
+    let again = h.receive("q", 5, 1_000);
+    assert!(again.iter().any(|m| m.id == id && m.attempt == 1));
+}
+
+#[test]
+fn replay_by_destination_takes_every_dead_letter_of_it() {
+    let mut h = Harness::new();
+    let ids: Vec<_> = (0..3)
+        .map(|i| {
+            let mut m = h.message(Destination::Queue("q".into()), &[i]);
+            m.max_attempts = 1;
+            h.enqueue_message(m).expect("enqueued").id
+        })
+        .collect();
+    for m in h.receive("q", 10, 30_000) {
+        h.nack(m.lease, 0).expect("nacked");
+    }
+    assert_eq!(h.dest("queue:q").dead_letter, 3);
+    assert_eq!(
+        h.replay(Vec::new(), Some(Destination::Queue("q".into()))),
+        Ok(3)
+    );
+    assert!(ids.iter().all(|id| h.state(*id) == Some(State::Pending)));
+    assert_eq!(
+        h.replay(Vec::new(), Some(Destination::Endpoint("gone".into()))),
+        Err(Refusal::EndpointGone {
+            name: "gone".into()
+        })
+    );
+}
+
+#[test]
+fn idempotency_key_within_its_window_returns_the_original() {
+    let mut h = Harness::new();
+    let keyed = |h: &Harness, payload: &[u8]| {
+        let now = h.now();
+        let record = MessageRecord {
+            payload: payload.to_vec(),
+            idempotency_key: "k".into(),
+            created_ms: now,
+            ..Default::default()
+        };
+        NewMessage::new(
+            crate::ids::MessageId::generate(now),
+            Destination::Queue("q".into()),
+            record,
+            0,
+            0,
+        )
+    };
+    let first = h.enqueue_message(keyed(&h, b"1")).expect("enqueued");
+    assert!(!first.duplicate);
+    h.advance(24 * 3_600_000 - 1);
+    let again = h.enqueue_message(keyed(&h, b"2")).expect("enqueued");
+    assert_eq!((again.id, again.duplicate), (first.id, true));
+    assert_eq!(h.dest("queue:q").pending, 1, "stored once");
+    // Scoped per destination: the same key elsewhere is another message.
+    let mut elsewhere = keyed(&h, b"3");
+    elsewhere = NewMessage::new(
+        elsewhere.id,
+        Destination::Queue("other".into()),
+        MessageRecord {
+            idempotency_key: "k".into(),
+            ..Default::default()
+        },
+        0,
+        0,
+    );
+    assert!(!h.enqueue_message(elsewhere).expect("enqueued").duplicate);
+    // Past the window the key is free again.
+    h.advance(2);
+    let later = h.enqueue_message(keyed(&h, b"4")).expect("enqueued");
+    assert!(!later.duplicate);
+    assert_ne!(later.id, first.id);
+}
+
+#[test]
+fn enqueue_to_an_unknown_endpoint_is_refused_and_stores_nothing() {
+    let mut h = Harness::new();
+    let m = h.message(Destination::Endpoint("ghost".into()), b"x");
+    let id = m.id;
+    assert_eq!(
+        h.enqueue_message(m),
+        Err(Refusal::UnknownEndpoint {
+            name: "ghost".into()
+        })
+    );
+    assert!(h.stored(id).is_none());
+}
+
+#[test]
+fn a_long_poll_is_answered_by_the_enqueue_that_fills_it_or_empty_at_its_end() {
+    let mut h = Harness::new();
+    let mut waiting = h.receive_waiting("lp", 5_000);
+    assert!(waiting.try_recv().is_err(), "nothing ready: it waits");
+    let id = h.enqueue("lp", b"x");
+    let got = waiting.try_recv().expect("answered in the enqueue's round");
+    assert_eq!(got.expect("leased")[0].id, id);
+
+    let mut waiting = h.receive_waiting("lp", 5_000);
+    h.advance(4_999);
+    assert!(waiting.try_recv().is_err());
+    h.advance(1);
+    assert_eq!(
+        waiting.try_recv().expect("answered").map(|v| v.len()),
+        Ok(0)
+    );
+}
+
+#[test]
+fn push_success_completes_the_message() {
+    let mut h = Harness::new();
+    h.endpoint("e", 4);
+    let id = h.enqueue_to_endpoint("e", b"x");
+    let sent = h.sent();
+    assert_eq!(sent.len(), 1, "handed out after the commit that stored it");
+    assert_eq!((sent[0].id, sent[0].attempt), (id, 1));
+    assert_eq!(sent[0].url, "https://e.example/hook");
+    assert_eq!(h.dest("endpoint:e").in_flight, 1);
+    // In flight is memory only: the message is still pending on disk.
+    assert_eq!(h.state(id), Some(State::Pending));
+    h.report(&sent[0], OK);
+    assert!(h.stored(id).is_none());
+    assert_eq!(h.outcomes(id), ["delivered"]);
+    let e = h.dest("endpoint:e");
+    assert_eq!((e.in_flight, e.delivered_last_hour), (0, 1));
+    let push = e.push.expect("a push destination");
+    assert_eq!(
+        (push.attempts_last_hour, push.success_rate_last_hour),
+        (1, 1.0)
+    );
+}
+
+#[test]
+fn push_failure_is_retried_after_backoff_then_dead_lettered() {
+    let mut h = Harness::new();
+    h.endpoint("e", 4);
+    let id = h.enqueue_to_endpoint("e", b"x");
+    for attempt in 1..=3 {
+        let sent = h.sent();
+        assert_eq!(sent.len(), 1, "attempt {attempt}");
+        assert_eq!(sent[0].attempt, attempt);
+        h.report(&sent[0], failed(503));
+        if attempt < 3 {
+            let m = h.stored(id).expect("stored");
+            assert_eq!((m.entry.state, m.entry.attempts), (State::Retry, attempt));
+            let wait = m.entry.due_ms - h.now();
+            assert!(wait <= 100 << (attempt - 1));
+            if wait > 0 {
+                h.advance(wait - 1);
+                assert!(h.sent().is_empty(), "not before its retry time");
+            }
+            h.advance(1);
+        }
+    }
+    assert_eq!(h.state(id), Some(State::Dead));
+    assert_eq!(h.outcomes(id), ["http_error", "http_error", "http_error"]);
+}
+
+#[test]
+fn a_permanent_answer_or_a_refused_address_dead_letters_at_once() {
+    let mut h = Harness::new();
+    h.endpoint("e", 4);
+    let a = h.enqueue_to_endpoint("e", b"a");
+    let b = h.enqueue_to_endpoint("e", b"b");
+    let sent = h.sent();
+    assert_eq!(sent.len(), 2);
+    let (da, db) = if sent[0].id == a {
+        (&sent[0], &sent[1])
+    } else {
+        (&sent[1], &sent[0])
+    };
+    assert_eq!(db.id, b);
+    h.report(
+        da,
+        Verdict::Permanent {
+            status: 400,
+            error: "HTTP 400".into(),
+        },
+    );
+    h.report(
+        db,
+        Verdict::Refused {
+            error: "address refused".into(),
+        },
+    );
+    assert_eq!(h.state(a), Some(State::Dead));
+    assert_eq!(h.outcomes(a), ["rejected"]);
+    assert_eq!(h.state(b), Some(State::Dead));
+    assert_eq!(h.outcomes(b), ["refused"]);
+    let push = h.dest("endpoint:e").push.expect("push");
+    assert_eq!(push.breaker, BreakerState::Closed, "a 400 proves it is up");
+}
+
+#[test]
+fn gone_disables_the_endpoint_until_it_is_put_again() {
+    let mut h = Harness::new();
+    h.endpoint("e", 4);
+    let a = h.enqueue_to_endpoint("e", b"a");
+    let sent = h.sent();
+    h.report(
+        &sent[0],
+        Verdict::Permanent {
+            status: 410,
+            error: "HTTP 410".into(),
+        },
+    );
+    assert_eq!(h.state(a), Some(State::Dead));
+    let stored = h.engine.store.endpoint("e").expect("read").expect("kept");
+    assert!(stored.disabled && stored.disabled_reason.contains("410"));
+    assert_eq!((stored.disabled_ms), h.now());
+    let waiting = h.enqueue_to_endpoint("e", b"b");
+    assert!(h.sent().is_empty(), "a disabled endpoint gets nothing");
+    assert_eq!(
+        h.state(waiting),
+        Some(State::Pending),
+        "but nothing is dropped"
+    );
+    h.endpoint("e", 4);
+    let sent = h.sent();
+    assert_eq!(sent.iter().map(|d| d.id).collect::<Vec<_>>(), [waiting]);
+}
+
+#[test]
+fn an_attempt_never_reported_is_given_up_at_its_deadline() {
+    let mut h = Harness::new();
+    h.put_endpoint(EndpointRecord {
+        name: "e".into(),
+        url: "https://e.example/".into(),
+        timeout_ms: 1_000,
+        ..Default::default()
+    });
+    let id = h.enqueue_to_endpoint("e", b"x");
+    let lost = h.sent();
+    assert_eq!(lost.len(), 1);
+    // The attempt's timeout plus 30 s of grace.
+    h.advance(30_999);
+    assert_eq!(h.dest("endpoint:e").in_flight, 1);
+    h.advance(1);
+    assert_eq!(h.outcomes(id), ["delivery_lost"]);
+    assert_eq!(h.state(id), Some(State::Retry));
+    // Its late report changes nothing.
+    h.report(&lost[0], OK);
+    assert_eq!(h.state(id), Some(State::Retry));
+}
+
+#[test]
+fn an_open_breaker_sends_nothing_then_exactly_one_probe() {
+    let mut h = Harness::new();
+    h.endpoint("e", 10);
+    for i in 0..5u8 {
+        h.enqueue_to_endpoint("e", &[i]);
+    }
+    let first = h.sent();
+    assert_eq!(first.len(), 5);
+    for d in &first[..3] {
+        h.report(d, failed(500));
+    }
+    let push = h.dest("endpoint:e").push.expect("push");
+    let BreakerState::Open { until_ms } = push.breaker else {
+        panic!("3 failures open it: {:?}", push.breaker);
+    };
+    assert_eq!(until_ms, h.now() + 10_000);
+    // The two still out come back; retries come due; nothing goes while open.
+    for d in &first[3..] {
+        h.report(d, failed(500));
+    }
+    h.advance(9_999);
+    assert!(h.sent().is_empty(), "nothing while open");
+    h.advance(1);
+    let probe = h.sent();
+    assert_eq!(probe.len(), 1, "exactly one probe, with 5 messages ready");
+    h.advance(5_000);
+    assert!(h.sent().is_empty(), "nothing else while the probe is out");
+    h.report(&probe[0], failed(500));
+    let push = h.dest("endpoint:e").push.expect("push");
+    assert_eq!(
+        push.breaker_cooldown_ms, 20_000,
+        "a failed probe doubles it"
+    );
+    h.advance(20_000);
+    let probe = h.sent();
+    assert_eq!(probe.len(), 1);
+    h.report(&probe[0], OK);
+    assert_eq!(
+        h.dest("endpoint:e").push.map(|p| p.breaker),
+        Some(BreakerState::Closed)
+    );
+    assert_eq!(h.sent().len(), 4, "closed: the rest go at once");
+}
+
+#[test]
+fn retry_after_holds_the_endpoint_until_then() {
+    let mut h = Harness::new();
+    h.endpoint("e", 4);
+    let a = h.enqueue_to_endpoint("e", b"a");
+    let sent = h.sent();
+    h.report(
+        &sent[0],
+        Verdict::Retry {
+            status: 429,
+            outcome: "http_error",
+            error: "HTTP 429".into(),
+            retry_after: Some(RetryAfter::Seconds(30)),
+        },
+    );
+    let b = h.enqueue_to_endpoint("e", b"b");
+    h.advance(29_999);
+    assert!(
+        h.sent().is_empty(),
+        "paused: neither the retry nor the new one"
+    );
+    h.advance(1);
+    let mut ids: Vec<_> = h.sent().into_iter().map(|d| d.id).collect();
+    ids.sort();
+    let mut want = vec![a, b];
+    want.sort();
+    assert_eq!(ids, want);
+}
+
+#[test]
+fn a_failed_commit_answers_unavailable_and_sends_nothing() {
+    let mut h = Harness::new();
+    h.endpoint("e", 4);
+    let mut health = h.engine.health.subscribe();
+    h.faults.fail_syncs(true);
+    let m = h.message(Destination::Endpoint("e".into()), b"x");
+    let id = m.id;
+    assert!(matches!(h.enqueue_message(m), Err(Refusal::Unavailable(_))));
+    assert!(
+        h.sent().is_empty(),
+        "never POST an event that is not durable"
+    );
+    assert!(!*health.borrow_and_update(), "health is pushed at once");
+    // Even with the disk back, this process writes no more (redb needs a reopen).
+    h.faults.fail_syncs(false);
+    let again = h.message(Destination::Queue("q".into()), b"y");
+    assert!(matches!(
+        h.enqueue_message(again),
+        Err(Refusal::Unavailable(_))
+    ));
+    assert!(h.stored(id).is_none());
+}
+
+#[test]
+fn a_round_that_writes_nothing_commits_nothing() {
+    let mut h = Harness::new();
+    h.enqueue("q", b"x");
+    let before = h.stats().storage.commits_per_s;
+    // Stats, an empty receive of an unknown queue, a clock tick: reads only.
+    h.receive("nobody", 1, 1_000);
+    h.advance(1);
+    let after = h.stats().storage.commits_per_s;
+    assert_eq!(before, after);
+}
+
+#[test]
+fn config_used_by_the_harness_is_what_the_tests_assume() {
+    let c = config();
+    assert_eq!((c.retry.max_attempts, c.retry.base_ms), (3, 100));
+    assert_eq!(c.delivery.breaker.failure_threshold, 3);
+}
+
+mod counts {
+    //! The index's per-destination counters are kept up to date on every transition (so
+    //! Stats never scans messages); here they are checked against a recount of every live
+    //! message after each step of random work.
+
+    use proptest::prelude::*;
+
+    use super::super::harness::Harness;
+    use super::super::index::LiveState;
+    use crate::ids::LeaseId;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Enqueue {
+            queue: u8,
+            delay_ms: u64,
+        },
+        Receive {
+            queue: u8,
+            max: usize,
+            visibility_ms: u64,
+        },
+        Ack {
+            nth: usize,
+        },
+        Nack {
+            nth: usize,
+            delay_ms: u64,
+        },
+        Advance {
+            ms: u64,
+        },
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0..3u8, prop_oneof![Just(0u64), 1..500u64])
+                .prop_map(|(queue, delay_ms)| Op::Enqueue { queue, delay_ms }),
+            (0..3u8, 1..4usize, 1..2_000u64).prop_map(|(queue, max, visibility_ms)| {
+                Op::Receive {
+                    queue,
+                    max,
+                    visibility_ms,
+                }
+            }),
+            (0..8usize).prop_map(|nth| Op::Ack { nth }),
+            (0..8usize, prop_oneof![Just(0u64), 1..300u64])
+                .prop_map(|(nth, delay_ms)| Op::Nack { nth, delay_ms }),
+            (1..1_500u64).prop_map(|ms| Op::Advance { ms }),
+        ]
+    }
+
+    fn check(h: &Harness) -> Result<(), TestCaseError> {
+        let index = &h.engine.index;
+        for (d, dest) in index.dests.iter().enumerate() {
+            let (mut pending, mut retry, mut in_flight, mut live) = (0, 0, 0, 0);
+            for (id, l) in index.live.iter().filter(|(_, l)| l.dest == d) {
+                live += 1;
+                match l.state {
+                    LiveState::Scheduled if l.attempts > 0 => retry += 1,
+                    LiveState::Scheduled | LiveState::Ready => pending += 1,
+                    LiveState::Leased => in_flight += 1,
+                }
+                if l.state == LiveState::Ready {
+                    prop_assert!(dest.ready.contains(id), "{id} is ready but not queued");
+                }
+            }
+            prop_assert_eq!(
+                (dest.pending, dest.awaiting_retry, dest.in_flight),
+                (pending, retry, in_flight),
+                "{}",
+                dest.key
+            );
+            prop_assert_eq!(dest.live_ids.len(), live, "{}", dest.key);
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        #[test]
+        fn counters_always_equal_a_recount(ops in proptest::collection::vec(op(), 1..40)) {
+            let mut h = Harness::new();
+            let mut leases: Vec<LeaseId> = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Enqueue { queue, delay_ms } => {
+                        let mut m = h.message(
+                            crate::destination::Destination::Queue(format!("q{queue}")),
+                            b"x",
+                        );
+                        m.delay_ms = delay_ms;
+                        h.enqueue_message(m).expect("enqueued");
+                    }
+                    Op::Receive { queue, max, visibility_ms } => {
+                        let got = h.receive(&format!("q{queue}"), max, visibility_ms);
+                        leases.extend(got.into_iter().map(|m| m.lease));
+                    }
+                    Op::Ack { nth } => {
+                        if !leases.is_empty() {
+                            let lease = leases.remove(nth % leases.len());
+                            let _ = h.ack(&[lease]);
+                        }
+                    }
+                    Op::Nack { nth, delay_ms } => {
+                        if !leases.is_empty() {
+                            let lease = leases.remove(nth % leases.len());
+                            let _ = h.nack(lease, delay_ms);
+                        }
+                    }
+                    Op::Advance { ms } => h.advance(ms),
+                }
+                check(&h)?;
+            }
+        }
+    }
+}
