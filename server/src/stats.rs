@@ -334,6 +334,8 @@ pub struct DestinationSnapshot {
     pub latency_last_24h: LatencySummary,
     /// Push destinations only.
     pub push: Option<PushSnapshot>,
+    /// Long-poll Receives waiting for a message.
+    pub waiting_receives: u64,
 }
 
 /// How deliveries to one push destination are going.

@@ -168,6 +168,27 @@ pub async fn eventually<T: std::fmt::Debug>(
     }
 }
 
+/// Waits until no push destination has an attempt in flight. The engine hands attempts
+/// out only in its rounds, and with the injected clock standing still a round that leaves
+/// nothing in flight admits nothing later by itself (retries, pauses, cooldowns and tokens
+/// all wait for the clock): so from here on, nothing more is sent until the test moves the
+/// clock or sends a request. The wait is for real I/O (the attempts' HTTP exchanges).
+pub async fn push_settled(c: &mut Client) {
+    let push_in_flight = |s: &hookd_client::pb::StatsResponse| -> u64 {
+        s.destinations
+            .iter()
+            .filter(|d| d.push.is_some())
+            .map(|d| d.in_flight)
+            .sum()
+    };
+    eventually(
+        "no push attempt in flight",
+        async || c.stats().await.unwrap(),
+        |s| push_in_flight(s) == 0,
+    )
+    .await;
+}
+
 /// Polls GetMessage until `pred` holds (NOT_FOUND gives `None`).
 pub async fn until_message(
     c: &mut Client,

@@ -9,7 +9,9 @@ use hmac::{KeyInit, Mac};
 use hookd::clock::{Clock, ManualClock, SystemClock};
 use hookd_client::{Client, Event, pb};
 
-use crate::harness::{TestServer, code, delivered, eventually, test_config, until_message};
+use crate::harness::{
+    TestServer, code, delivered, eventually, push_settled, test_config, until_message,
+};
 use crate::sink::{Reply, Sink};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -192,7 +194,7 @@ async fn server_error_is_retried_with_backoff_then_delivered() {
         delay <= 100,
         "full jitter under base * 2^0 = 100 ms, got {delay}"
     );
-    sink.stays_at(1).await;
+    sink.stays_at(&mut c, 1).await;
     server.advance(100).await;
     sink.wait_for(2).await;
     let m = delivered(&mut c, &sent).await;
@@ -245,7 +247,7 @@ async fn client_error_is_permanent_and_gone_disables_the_endpoint() {
 
     // While disabled, messages wait (nothing is dropped)...
     let held = send(&mut c, "e", b"c").await;
-    sink.stays_at(2).await;
+    sink.stays_at(&mut c, 2).await;
     assert_eq!(stats(&mut c, "endpoint:e").await.pending, 1);
     // ...and PutEndpoint re-enables it.
     let e = c.put_endpoint(endpoint("e", sink.url("/"))).await.unwrap();
@@ -271,7 +273,7 @@ async fn retry_after_pauses_the_whole_endpoint() {
     // Another message, and the first one's retry (backoff <= 100 ms), wait for the pause.
     let second = send(&mut c, "e", b"2").await;
     server.advance(29_000).await;
-    sink.stays_at(1).await;
+    sink.stays_at(&mut c, 1).await;
     server.advance(1_000).await;
     sink.wait_for(3).await;
     delivered(&mut c, &first).await;
@@ -308,7 +310,7 @@ async fn breaker_opens_probes_once_doubles_and_closes() {
     }
     // Three consecutive failures open it.
     sink.wait_for(3).await;
-    sink.stays_at(3).await;
+    sink.stays_at(&mut c, 3).await;
     let s = settled(&mut c, "endpoint:e").await;
     let p = push(&s);
     assert_eq!(p.breaker, pb::BreakerState::Open as i32);
@@ -323,20 +325,20 @@ async fn breaker_opens_probes_once_doubles_and_closes() {
 
     // Cooldown not over: nothing goes.
     server.advance(9_999).await;
-    sink.stays_at(3).await;
+    sink.stays_at(&mut c, 3).await;
     // Over: exactly one probe; it fails and the cooldown doubles.
     server.advance(1).await;
     sink.wait_for(4).await;
-    sink.stays_at(4).await;
+    sink.stays_at(&mut c, 4).await;
     let p = push(&settled(&mut c, "endpoint:e").await);
     assert_eq!(p.breaker, pb::BreakerState::Open as i32);
     assert_eq!(p.breaker_cooldown_ms, 20_000);
     assert_eq!(p.breaker_open_until_unix_ms, server.clock_now() + 20_000);
     server.advance(19_999).await;
-    sink.stays_at(4).await;
+    sink.stays_at(&mut c, 4).await;
     server.advance(1).await;
     sink.wait_for(5).await;
-    sink.stays_at(5).await;
+    sink.stays_at(&mut c, 5).await;
     let p = push(&settled(&mut c, "endpoint:e").await);
     assert_eq!(p.breaker_cooldown_ms, 25_000, "capped");
     assert_eq!(p.breaker_openings, 3);
@@ -381,13 +383,12 @@ async fn rate_limit_holds_over_a_window() {
         .collect();
     c.enqueue_batch(events).await.unwrap();
     sink.wait_for(5).await;
-    sink.stays_at(5).await;
+    sink.stays_at(&mut c, 5).await;
     // 10 s in 100 ms steps: 20/s allows 200 more.
     for _ in 0..100 {
         server.advance(100).await;
     }
-    settled(&mut c, "endpoint:e").await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    push_settled(&mut c).await;
     let sent = sink.count();
     let expected = 5 + 200;
     assert!(
@@ -421,7 +422,7 @@ async fn redirects_are_not_followed_and_bodies_are_capped() {
     let m = first_failure(&mut c, &a).await;
     assert_eq!(m.history[0].http_status, 302);
     assert!(m.last_error.contains("not followed"), "{}", m.last_error);
-    sink.stays_at(1).await;
+    sink.stays_at(&mut c, 1).await;
     assert!(sink.received().iter().all(|r| r.uri.path() == "/target"));
 
     let b = send(&mut c, "e", b"b").await;
@@ -552,7 +553,7 @@ async fn restart_mid_retry_keeps_the_schedule() {
     assert_eq!(after.attempts, 1);
     assert_eq!(after.next_attempt_unix_ms, before.next_attempt_unix_ms);
     assert_eq!(after.history, before.history);
-    sink.stays_at(1).await;
+    sink.stays_at(&mut c, 1).await;
     let due = after
         .next_attempt_unix_ms
         .saturating_sub(server.clock_now());
@@ -634,7 +635,7 @@ async fn slow_endpoint_trips_the_breaker_sooner_and_is_flagged() {
     assert_eq!(p.consecutive_failures, 2);
     assert!(p.slow, "p95 {:?}", p.attempt_latency_last_hour);
     assert_eq!(p.success_rate_last_hour, 0.0);
-    sink.stays_at(2).await;
+    sink.stays_at(&mut c, 2).await;
     server.stop().await;
 }
 
@@ -876,10 +877,10 @@ async fn changing_the_burst_takes_effect() {
         .collect();
     c.enqueue_batch(events).await.unwrap();
     sink.wait_for(5).await;
-    sink.stays_at(5).await;
+    sink.stays_at(&mut c, 5).await;
     // Same rate, bigger burst: a full bucket of 50 (the clock does not move).
     c.put_endpoint(limited(50)).await.unwrap();
     sink.wait_for(55).await;
-    sink.stays_at(55).await;
+    sink.stays_at(&mut c, 55).await;
     server.stop().await;
 }

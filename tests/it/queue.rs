@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use hookd_client::{Event, pb};
 
-use crate::harness::TestServer;
+use crate::harness::{TestServer, eventually};
 
 const VIS: Duration = Duration::from_secs(30);
 
@@ -109,8 +109,9 @@ async fn long_poll_wakes_on_enqueue_and_times_out_empty() {
             .receive("lp", 5, VIS, Some(Duration::from_secs(20)))
             .await
     });
-    // Let the Receive reach the engine before the event does.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The event is sent once the Receive is waiting in the engine, so the wake path is
+    // what is tested (not a Receive that found the event already there).
+    waiting_receives(&mut c, 1).await;
     let sent = c
         .enqueue(Event::to_queue("lp", b"x".to_vec()))
         .await
@@ -118,6 +119,7 @@ async fn long_poll_wakes_on_enqueue_and_times_out_empty() {
     let got = poll.await.unwrap().unwrap();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].id, sent.id);
+    waiting_receives(&mut c, 0).await;
 
     let mut waiter = server.client().await;
     let poll = tokio::spawn(async move {
@@ -125,17 +127,12 @@ async fn long_poll_wakes_on_enqueue_and_times_out_empty() {
             .receive("lp", 5, VIS, Some(Duration::from_secs(5)))
             .await
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    waiting_receives(&mut c, 1).await;
     assert!(!poll.is_finished(), "waits while nothing is ready");
-    // Its wait ends when the injected clock passes it. Step the clock until it does, so a
-    // Receive that reached the engine late (a loaded machine) cannot hang the test.
-    for _ in 0..50 {
-        server.advance(5_000).await;
-        if poll.is_finished() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // Its wait ends in the round that sees the injected clock pass it.
+    server.advance(4_999).await;
+    assert_eq!(stats_of(&mut c).await.waiting_receives, 1);
+    server.advance(1).await;
     assert!(poll.await.unwrap().unwrap().is_empty());
     server.stop().await;
 }
@@ -176,4 +173,22 @@ async fn receive_stays_within_a_default_client_message_size() {
     // Order kept: the one that did not fit came first next time.
     assert_eq!(rest[0].payload[0], 3);
     server.stop().await;
+}
+
+async fn stats_of(c: &mut hookd_client::Client) -> pb::DestinationStats {
+    c.stats_by_destination()
+        .await
+        .unwrap()
+        .remove("queue:lp")
+        .unwrap_or_default()
+}
+
+/// Waits (bounded) until `n` long polls of queue `lp` are waiting in the engine.
+async fn waiting_receives(c: &mut hookd_client::Client, n: u64) {
+    eventually(
+        "long polls waiting",
+        async || stats_of(c).await.waiting_receives,
+        |&w| w == n,
+    )
+    .await;
 }

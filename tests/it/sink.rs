@@ -109,10 +109,13 @@ impl Sink {
         self.received()
     }
 
-    /// Asserts that the count stays at `n` for a while (nothing more is sent).
-    pub async fn stays_at(&self, n: usize) {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert_eq!(self.count(), n, "the sink got more requests than expected");
+    /// Asserts that the sink got exactly `n` requests and that no more are coming: once
+    /// hookd has no push attempt in flight (every attempt it made has reached its receiver
+    /// and been recorded), nothing else is sent until the injected clock moves or a request
+    /// arrives (see `harness::push_settled`).
+    pub async fn stays_at(&self, c: &mut hookd_client::Client, n: usize) {
+        crate::harness::push_settled(c).await;
+        assert_eq!(self.count(), n, "the sink got another number of requests");
     }
 }
 

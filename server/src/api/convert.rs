@@ -148,6 +148,7 @@ fn destination_stats(d: DestinationSnapshot) -> pb::DestinationStats {
         latency_last_hour: Some(latency(d.latency_last_hour)),
         latency_last_24h: Some(latency(d.latency_last_24h)),
         push: d.push.map(push),
+        waiting_receives: d.waiting_receives,
     }
 }
 

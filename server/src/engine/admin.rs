@@ -128,6 +128,7 @@ impl Engine {
             total.awaiting_retry += s.awaiting_retry;
             total.in_flight += s.in_flight;
             total.dead_letter += s.dead_letter;
+            total.waiting_receives += s.waiting_receives;
             if let Some(first) = dest.live_ids.first() {
                 oldest = Some(oldest.map_or(*first, |o| o.min(*first)));
             }

@@ -133,6 +133,7 @@ impl Dest {
                 .live_ids
                 .first()
                 .map_or(0, |id| now_ms.saturating_sub(id.unix_ms())),
+            waiting_receives: self.waiters.len() as u64,
             ..Default::default()
         };
         self.activity.fill(now_ms, &mut out);
