@@ -116,9 +116,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> std::process::ExitCode {
     // `hookd-bench __hookd serve ...` is hookd itself: the scale measurement runs it as a
     // separate process, to read its RSS and kill it.
-    let mut argv = std::env::args_os();
-    if argv.nth(1).is_some_and(|a| a == "__hookd") {
-        return hookd::cli::main_from(std::iter::once("hookd".into()).chain(argv));
+    if let Some(exit) = hookd::testkit::trampoline() {
+        return exit;
     }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
@@ -263,7 +262,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
             .is_none_or(|o| name.contains(&o.to_lowercase()))
     };
     if wants("push delivery") {
-        let sink = push::Sink::start(false).await?;
+        let sink = push::sink(false).await?;
         println!(
             "\npush delivery: hookd end to end (EnqueueBatch {} x {} in flight in, POST to a loopback sink out, every outcome committed) vs a bare hyper client with {} in flight to the same sink",
             args.batch_concurrency, args.batch_size, args.push_concurrency
@@ -446,8 +445,7 @@ async fn restart(
 struct Hookd {
     addr: SocketAddr,
     data_dir: std::path::PathBuf,
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<Result<(), hookd::ServeError>>,
+    running: hookd::testkit::InProcess,
 }
 
 impl Hookd {
@@ -462,31 +460,11 @@ impl Hookd {
         };
         // The push measurements' sinks are on loopback.
         config.delivery.allow_destinations = vec!["127.0.0.1/32".parse()?];
-        let grpc = TcpListener::bind("127.0.0.1:0").await?;
-        let http = TcpListener::bind("127.0.0.1:0").await?;
-        let addr = grpc.local_addr()?;
-        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn(hookd::run(
-            config,
-            grpc,
-            http,
-            async {
-                let _ = stop_rx.await;
-            },
-            hookd::Hooks {
-                on_ready: Some(Box::new(move |_| {
-                    let _ = ready_tx.send(());
-                })),
-                ..Default::default()
-            },
-        ));
-        ready_rx.await?;
+        let running = hookd::testkit::InProcess::start(config, hookd::Hooks::default()).await?;
         Ok(Self {
-            addr,
+            addr: running.grpc,
             data_dir,
-            stop,
-            task,
+            running,
         })
     }
 
@@ -499,8 +477,7 @@ impl Hookd {
 
     /// Stops, keeping the data dir.
     async fn stop_keep(self) -> anyhow::Result<()> {
-        let _ = self.stop.send(());
-        self.task.await??;
+        self.running.stop().await?;
         Ok(())
     }
 }

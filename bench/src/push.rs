@@ -2,77 +2,32 @@
 //! sink next to a bare hyper client posting to the same sink, and the isolation run (some
 //! endpoints hanging until their timeout while the others keep their rate and latency).
 
-use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use hookd::testkit::Reply;
 use hookd_proto::v1::{self as pb, hookd_client::HookdClient};
-use http_body_util::{BodyExt, Empty, Full};
-use hyper::service::service_fn;
+use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::net::TcpListener;
+use hyper_util::rt::TokioExecutor;
 use tonic::transport::Channel;
 
-/// An HTTP/1.1 receiver on loopback: answers 200 at once, or never (`hang`).
-pub struct Sink {
-    pub addr: SocketAddr,
-    pub received: Arc<AtomicU64>,
-    task: tokio::task::JoinHandle<()>,
+/// An HTTP/1.1 receiver on loopback (the test kit's) that answers 200 at once, or never
+/// (`hang`), and counts without keeping the requests.
+pub type Sink = hookd::testkit::Receiver;
+
+pub async fn sink(hang: bool) -> anyhow::Result<Sink> {
+    let reply = if hang {
+        Reply::Hang
+    } else {
+        Reply::Status(200)
+    };
+    Ok(Sink::start(reply).await?.without_recording())
 }
 
-impl Drop for Sink {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Sink {
-    pub async fn start(hang: bool) -> anyhow::Result<Self> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
-        let received = Arc::new(AtomicU64::new(0));
-        let counter = received.clone();
-        let task = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let _ = stream.set_nodelay(true);
-                let counter = counter.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                        let counter = counter.clone();
-                        async move {
-                            let _ = req.into_body().collect().await;
-                            counter.fetch_add(1, Ordering::Relaxed);
-                            if hang {
-                                std::future::pending::<()>().await;
-                            }
-                            Ok::<_, Infallible>(hyper::Response::new(Empty::<Bytes>::new()))
-                        }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-        Ok(Self {
-            addr,
-            received,
-            task,
-        })
-    }
-
-    pub fn url(&self) -> String {
-        format!("http://{}/hook", self.addr)
-    }
-
-    pub fn count(&self) -> u64 {
-        self.received.load(Ordering::Relaxed)
-    }
-}
+const PATH: &str = "/hook";
 
 /// The baseline: `concurrency` tasks posting `payload` bytes to the sink, closed loop, over
 /// one keep-alive pool. Returns requests per second.
@@ -90,7 +45,7 @@ pub async fn bare_hyper(
             c
         });
     let body = Bytes::from(vec![b'x'; payload]);
-    let url: hyper::Uri = sink.url().parse()?;
+    let url: hyper::Uri = sink.url(PATH).parse()?;
     let started = Instant::now();
     let deadline = started + leg;
     let mut tasks = Vec::new();
@@ -155,7 +110,7 @@ pub async fn hookd_end_to_end(
         .put_endpoint(pb::PutEndpointRequest {
             endpoint: Some(pb::Endpoint {
                 name: "bench".into(),
-                url: sink.url(),
+                url: sink.url(PATH),
                 max_in_flight,
                 ..Default::default()
             }),
@@ -215,7 +170,7 @@ pub async fn hookd_drain(
     let endpoint = |rate_limit_per_s| pb::PutEndpointRequest {
         endpoint: Some(pb::Endpoint {
             name: "drain".into(),
-            url: sink.url(),
+            url: sink.url(PATH),
             rate_limit_per_s,
             ..Default::default()
         }),
@@ -268,16 +223,16 @@ pub async fn isolation(
     payload: usize,
     leg: Duration,
 ) -> anyhow::Result<Isolation> {
-    let fast = Sink::start(false).await?;
-    let stuck = Sink::start(true).await?;
+    let fast = sink(false).await?;
+    let stuck = sink(true).await?;
     let mut client = HookdClient::new(ch.clone());
     let mut names = Vec::new();
     for i in 0..endpoints {
         let name = format!("ep-{i}");
         let url = if i < endpoints - hanging {
-            fast.url()
+            fast.url(PATH)
         } else {
-            stuck.url()
+            stuck.url(PATH)
         };
         client
             .put_endpoint(pb::PutEndpointRequest {

@@ -51,12 +51,6 @@ enum Command {
     },
     /// Checks scenario files without running them.
     Check { scenarios: Vec<PathBuf> },
-    /// hookd itself (`__hookd serve ...`): how the tool runs the hookd it measures.
-    #[command(name = "__hookd", hide = true, disable_help_flag = true)]
-    Hookd {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<std::ffi::OsString>,
-    },
 }
 
 /// The allocator of the `hookd` binary: the hookd this tool starts runs in this binary.
@@ -64,11 +58,13 @@ enum Command {
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // `hookd-loadtest __hookd serve ...` is hookd itself: how the tool runs the hookd it
+    // measures (a child process of this binary).
+    if let Some(exit) = hookd::testkit::trampoline() {
+        return exit;
+    }
     let cli = Cli::parse();
     match cli.command {
-        Command::Hookd { args } => {
-            hookd::cli::main_from(std::iter::once("hookd".into()).chain(args))
-        }
         Command::Check { scenarios } => {
             let mut code = ExitCode::SUCCESS;
             for path in scenarios {

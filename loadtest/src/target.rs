@@ -2,12 +2,10 @@
 //! or one already running at an address. A child's CPU and RSS are read from /proc.
 
 use std::path::Path;
-use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tokio::process::{Child, Command};
-use tokio::time::Instant;
+use hookd::testkit::ChildHookd;
 
 /// The hookd a run talks to.
 #[derive(Debug)]
@@ -15,14 +13,8 @@ pub struct Target {
     pub grpc: String,
     /// Whose CPU and RSS the report shows.
     pub pid: Option<u32>,
-    child: Option<Child>,
+    child: Option<ChildHookd>,
     _dir: Option<tempfile::TempDir>,
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
 }
 
 impl Target {
@@ -46,78 +38,35 @@ impl Target {
         let config_path = dir.path().join("hookd.toml");
         std::fs::write(&config_path, toml::to_string(config)?)?;
         let exe = std::env::current_exe().context("cannot find this binary to run hookd")?;
-        // Two tries: a port picked free can be taken before hookd binds it.
-        let mut last = None;
-        for _ in 0..2 {
-            let grpc = format!("127.0.0.1:{}", free_port()?);
-            let http = format!("127.0.0.1:{}", free_port()?);
-            let child = Command::new(&exe)
-                .arg("__hookd")
-                .arg("serve")
-                .arg("--data-dir")
-                .arg(dir.path().join("data"))
-                .args(["--grpc-addr", &grpc, "--http-addr", &http])
-                .args(["--allow-destination", "127.0.0.1/32"])
-                .args(["--log-level", "warn"])
-                .arg("--config")
-                .arg(&config_path)
-                .stdin(Stdio::null())
-                .kill_on_drop(true)
-                .spawn()
-                .context("cannot start hookd")?;
-            let mut target = Self {
-                grpc: format!("http://{grpc}"),
-                pid: child.id(),
-                child: Some(child),
-                _dir: None,
-            };
-            match target.wait_ready(Duration::from_secs(30)).await {
-                Ok(()) => {
-                    target._dir = Some(dir);
-                    return Ok(target);
-                }
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| anyhow::anyhow!("hookd did not start")))
-    }
-
-    async fn wait_ready(&mut self, within: Duration) -> anyhow::Result<()> {
-        let deadline = Instant::now() + within;
-        loop {
-            if hookd_client::Client::connect(self.grpc.clone())
-                .await
-                .is_ok()
-            {
-                return Ok(());
-            }
-            if let Some(child) = &mut self.child
-                && let Some(status) = child.try_wait()?
-            {
-                anyhow::bail!("hookd exited before it was ready: {status}");
-            }
-            if Instant::now() > deadline {
-                anyhow::bail!("hookd did not answer at {} within {within:?}", self.grpc);
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let extra = [
+            "--allow-destination".into(),
+            "127.0.0.1/32".into(),
+            "--log-level".into(),
+            "warn".into(),
+            "--config".into(),
+            config_path.into_os_string(),
+        ];
+        let child = ChildHookd::spawn(
+            &exe,
+            &["__hookd"],
+            &dir.path().join("data"),
+            &extra,
+            Duration::from_secs(30),
+        )
+        .await
+        .context("cannot start hookd")?;
+        Ok(Self {
+            grpc: child.grpc.clone(),
+            pid: child.pid(),
+            child: Some(child),
+            _dir: Some(dir),
+        })
     }
 
     /// Stops a child hookd with SIGTERM (a graceful shutdown), then SIGKILL after 15 s.
     pub async fn stop(mut self) -> anyhow::Result<()> {
-        let Some(mut child) = self.child.take() else {
-            return Ok(());
-        };
-        if let Some(pid) = child.id() {
-            let _ = std::process::Command::new("kill")
-                .args(["-TERM", &pid.to_string()])
-                .status();
-        }
-        if tokio::time::timeout(Duration::from_secs(15), child.wait())
-            .await
-            .is_err()
-        {
-            child.kill().await?;
+        if let Some(child) = self.child.take() {
+            child.stop(Duration::from_secs(15)).await?;
         }
         Ok(())
     }

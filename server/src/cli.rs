@@ -130,7 +130,7 @@ fn serve(args: ServeArgs) -> ExitCode {
     let result = runtime.block_on(async move {
         let grpc = tokio::net::TcpListener::bind(config.grpc_addr).await?;
         let http = tokio::net::TcpListener::bind(config.http_addr).await?;
-        crate::server::run(config, grpc, http, shutdown_signal(), Default::default())
+        crate::server::run(config, grpc, http, shutdown_signal())
             .await
             .map_err(std::io::Error::other)
     });

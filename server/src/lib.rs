@@ -12,7 +12,12 @@
 //! - [`wheel`]: the hierarchical timer wheel (pure).
 //! - [`retry`], [`breaker`], [`limiter`], [`stats`]: backoff, circuit breaker, token bucket
 //!   and rolling statistics (pure; time is a parameter).
-//! - [`server`]: wiring, [`server::run`] is the entry point tests call; [`cli`]: the binary.
+//! - [`server`]: wiring, [`server::run`] is the entry point; [`cli`]: the binary.
+//!
+//! Feature `test-util` (tests, benchmarks and the load tool; never the release binary):
+//! `server::run_with` and its `Hooks` (manual clock, storage faults, a seeded jitter),
+//! `clock::ManualClock`, `store::faults`, `store::power_loss`, and `testkit` (hookd
+//! in-process or as a child process, free ports, the `__hookd` entry, an HTTP receiver).
 //!
 //! See `ARCHITECTURE.md` and `docs/durability.md` at the repository root.
 
@@ -34,7 +39,11 @@ pub mod retry;
 pub mod server;
 pub mod stats;
 pub mod store;
+#[cfg(any(test, feature = "test-util"))]
+pub mod testkit;
 pub mod wheel;
 
 pub use config::Config;
-pub use server::{Hooks, ServeError, run};
+#[cfg(any(test, feature = "test-util"))]
+pub use server::{Hooks, run_with};
+pub use server::{ServeError, run};

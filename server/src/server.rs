@@ -16,7 +16,6 @@ use crate::config::{Config, ConfigError};
 use crate::delivery::guard::AddressGuard;
 use crate::delivery::{Dispatcher, DispatcherConfig};
 use crate::engine::{self, EngineConfig, EngineHandle};
-use crate::store::faults::Faults;
 use crate::store::{Store, StoreError};
 
 /// Why the server could not start or stopped with an error.
@@ -41,18 +40,21 @@ pub enum ServeError {
 /// moving an injected clock).
 pub type OnReady = Box<dyn FnOnce(EngineHandle) + Send>;
 
-/// What a caller of [`run`] may plug in; the binary uses the defaults.
+/// What a test may plug into hookd ([`run_with`]); feature `test-util` only. The binary
+/// uses [`run`], which plugs in nothing.
+#[cfg(any(test, feature = "test-util"))]
 pub struct Hooks {
     /// Where time comes from (tests inject a manual clock).
     pub clock: Arc<dyn Clock>,
     pub on_ready: Option<OnReady>,
     /// Storage that fails on demand (tests of storage failure).
-    pub faults: Option<Faults>,
+    pub faults: Option<crate::store::faults::Faults>,
     /// Seeds the engine's random source (retry jitter), so a test sees the same draws on
     /// every run. `None`: seeded from the OS.
     pub rng_seed: Option<u64>,
 }
 
+#[cfg(any(test, feature = "test-util"))]
 impl Default for Hooks {
     fn default() -> Self {
         Self {
@@ -64,12 +66,35 @@ impl Default for Hooks {
     }
 }
 
+#[cfg(any(test, feature = "test-util"))]
 impl std::fmt::Debug for Hooks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Hooks")
             .field("clock", &self.clock)
             .field("faults", &self.faults)
             .finish()
+    }
+}
+
+/// Opens the store (in a data directory, with a page cache of so many bytes).
+type OpenStore = Box<dyn FnOnce(&std::path::Path, usize) -> Result<Store, StoreError> + Send>;
+
+/// What [`serve`] runs with: the system's clock and file unless a test plugged in others.
+struct Plugged {
+    clock: Arc<dyn Clock>,
+    on_ready: Option<OnReady>,
+    open_store: OpenStore,
+    rng_seed: Option<u64>,
+}
+
+impl Default for Plugged {
+    fn default() -> Self {
+        Self {
+            clock: Arc::new(SystemClock),
+            on_ready: None,
+            open_store: Box::new(Store::open_with),
+            rng_seed: None,
+        }
     }
 }
 
@@ -80,19 +105,49 @@ pub async fn run(
     grpc: TcpListener,
     http: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    serve(config, grpc, http, shutdown, Plugged::default()).await
+}
+
+/// As [`run`], with what a test plugs in (feature `test-util`).
+#[cfg(any(test, feature = "test-util"))]
+pub async fn run_with(
+    config: Config,
+    grpc: TcpListener,
+    http: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
     hooks: Hooks,
 ) -> Result<(), ServeError> {
+    let mut plugged = Plugged {
+        clock: hooks.clock,
+        on_ready: hooks.on_ready,
+        rng_seed: hooks.rng_seed,
+        ..Plugged::default()
+    };
+    if let Some(faults) = hooks.faults {
+        plugged.open_store = Box::new(move |dir, cache| Store::open_faulty(dir, cache, faults));
+    }
+    serve(config, grpc, http, shutdown, plugged).await
+}
+
+async fn serve(
+    config: Config,
+    grpc: TcpListener,
+    http: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    plugged: Plugged,
+) -> Result<(), ServeError> {
     config.validate()?;
-    let Hooks {
+    let Plugged {
         clock,
         on_ready,
-        faults,
+        open_store,
         rng_seed,
-    } = hooks;
+    } = plugged;
     let store = {
         let dir = config.data_dir.clone();
         let cache = usize::try_from(config.cache_size_mb << 20).unwrap_or(usize::MAX);
-        tokio::task::spawn_blocking(move || Store::open_with(&dir, cache, faults))
+        tokio::task::spawn_blocking(move || open_store(&dir, cache))
             .await
             .map_err(|e| StoreError::Io(std::io::Error::other(e)))??
     };

@@ -4,78 +4,30 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use hookd::testkit::ChildHookd;
 use hookd_client::{Client, Event};
 use tokio::sync::Mutex;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct Hookd {
-    child: Child,
-    grpc: String,
-}
+/// hookd as a child process of the test (the kit's `ChildHookd`), on `dir`.
+struct Hookd(ChildHookd);
 
 impl Hookd {
-    fn spawn(dir: &Path) -> Self {
-        let (grpc, http) = (free_port(), free_port());
-        let child = Command::new(env!("CARGO_BIN_EXE_hookd-under-test"))
-            .args(["serve", "--log-level", "warn", "--data-dir"])
-            .arg(dir)
-            .args([
-                "--grpc-addr",
-                &format!("127.0.0.1:{grpc}"),
-                "--http-addr",
-                &format!("127.0.0.1:{http}"),
-            ])
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap();
-        Self {
-            child,
-            grpc: format!("http://127.0.0.1:{grpc}"),
-        }
+    async fn spawn(dir: &Path) -> Self {
+        let exe = Path::new(env!("CARGO_BIN_EXE_hookd-under-test"));
+        let extra = ["--log-level".into(), "warn".into()];
+        Self(
+            ChildHookd::spawn(exe, &[], dir, &extra, Duration::from_secs(30))
+                .await
+                .expect("hookd starts"),
+        )
     }
 
-    async fn client(&mut self) -> Client {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(c) = Client::connect(self.grpc.clone()).await {
-                return c;
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("hookd exited early: {status}");
-            }
-            assert!(Instant::now() < deadline, "hookd did not come up");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "hookd did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Hookd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    async fn client(&self) -> Client {
+        Client::connect(self.0.grpc.clone()).await.unwrap()
     }
 }
 
@@ -100,7 +52,7 @@ async fn drain(c: &mut Client, queue: &str) -> HashMap<String, Vec<u8>> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_while_enqueuing_loses_no_acknowledged_event() {
     let dir = tempfile::tempdir().unwrap();
-    let mut hookd = Hookd::spawn(dir.path());
+    let hookd = Hookd::spawn(dir.path()).await;
     let client = hookd.client().await;
 
     let acked: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
@@ -129,8 +81,9 @@ async fn kill_9_while_enqueuing_loses_no_acknowledged_event() {
     while acked.lock().await.len() < 2_000 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    hookd.child.kill().unwrap(); // SIGKILL
-    hookd.child.wait().unwrap();
+    let mut hookd = hookd.0;
+    hookd.signal("-KILL").unwrap();
+    hookd.wait(Duration::from_secs(10)).await.unwrap();
     stop.store(true, Ordering::Relaxed);
     for w in writers {
         w.await.unwrap();
@@ -143,7 +96,7 @@ async fn kill_9_while_enqueuing_loses_no_acknowledged_event() {
     );
     drop(hookd);
 
-    let mut hookd = Hookd::spawn(dir.path());
+    let hookd = Hookd::spawn(dir.path()).await;
     let mut c = hookd.client().await;
     let stored = drain(&mut c, "crash").await;
     let mut lost = Vec::new();
@@ -178,7 +131,7 @@ async fn kill_9_while_enqueuing_loses_no_acknowledged_event() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_shuts_down_cleanly_and_keeps_everything() {
     let dir = tempfile::tempdir().unwrap();
-    let mut hookd = Hookd::spawn(dir.path());
+    let hookd = Hookd::spawn(dir.path()).await;
     let mut c = hookd.client().await;
     let mut ids = Vec::new();
     for i in 0..20u8 {
@@ -189,16 +142,13 @@ async fn sigterm_shuts_down_cleanly_and_keeps_everything() {
                 .id,
         );
     }
-    let status = Command::new("kill")
-        .args(["-TERM", &hookd.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let exit = hookd.wait_exit(Duration::from_secs(20));
+    let mut hookd = hookd.0;
+    hookd.signal("-TERM").unwrap();
+    let exit = hookd.wait(Duration::from_secs(20)).await.unwrap();
     assert!(exit.success(), "exit status {exit}");
     drop(hookd);
 
-    let mut hookd = Hookd::spawn(dir.path());
+    let hookd = Hookd::spawn(dir.path()).await;
     let mut c = hookd.client().await;
     let stored = drain(&mut c, "term").await;
     for id in &ids {

@@ -5,23 +5,18 @@ use std::path::Path;
 use std::sync::Arc;
 
 use hookd::clock::{Clock, ManualClock, SystemClock};
-use hookd::engine::EngineHandle;
 use hookd::store::faults::Faults;
-use hookd::{Config, Hooks, ServeError};
+use hookd::testkit::InProcess;
+use hookd::{Config, Hooks};
 use hookd_client::Client;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 pub struct TestServer {
     pub grpc: String,
     pub http: SocketAddr,
     pub clock: ManualClock,
     pub config: Config,
-    engine: EngineHandle,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<Result<(), ServeError>>,
+    hookd: InProcess,
 }
 
 /// The engine's jitter seed in every test: the same delays on every run, so a test that
@@ -53,39 +48,21 @@ impl TestServer {
     }
 
     pub async fn start_full(config: Config, clock: ManualClock, faults: Option<Faults>) -> Self {
-        let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let grpc_addr = grpc.local_addr().unwrap();
-        let http_addr = http.local_addr().unwrap();
-        let (stop_tx, stop_rx) = oneshot::channel::<()>();
-        let (ready_tx, ready_rx) = oneshot::channel();
-        let kept = config.clone();
-        let shared: Arc<dyn Clock> = Arc::new(clock.clone());
-        let task = tokio::spawn(hookd::run(
-            config,
-            grpc,
-            http,
-            async {
-                let _ = stop_rx.await;
-            },
-            Hooks {
-                clock: shared,
-                on_ready: Some(Box::new(move |engine| {
-                    let _ = ready_tx.send(engine);
-                })),
-                faults,
-                rng_seed: Some(JITTER_SEED),
-            },
-        ));
-        let engine = ready_rx.await.expect("hookd failed to start");
+        let hooks = Hooks {
+            clock: Arc::new(clock.clone()),
+            faults,
+            rng_seed: Some(JITTER_SEED),
+            ..Default::default()
+        };
+        let hookd = InProcess::start(config.clone(), hooks)
+            .await
+            .expect("hookd failed to start");
         Self {
-            grpc: format!("http://{grpc_addr}"),
-            http: http_addr,
+            grpc: hookd.grpc_url(),
+            http: hookd.http,
             clock,
-            config: kept,
-            engine,
-            stop: Some(stop_tx),
-            task,
+            config,
+            hookd,
         }
     }
 
@@ -112,16 +89,13 @@ impl TestServer {
     /// trip queues behind the tick), so reads that bypass the engine see the result too.
     pub async fn advance(&self, ms: u64) {
         self.clock.advance(ms);
-        self.engine.tick();
-        self.engine.stats().await.unwrap();
+        self.hookd.engine.tick();
+        self.hookd.engine.stats().await.unwrap();
     }
 
     /// Graceful shutdown; returns once the engine has committed and stopped.
-    pub async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        (&mut self.task).await.unwrap().unwrap();
+    pub async fn stop(self) {
+        self.hookd.stop().await.unwrap();
     }
 
     /// Stops and starts again on the same data dir and clock.

@@ -491,7 +491,7 @@ async fn destination_guard_refuses_private_addresses_unless_allowed() {
     let server = TestServer::start_with(config, ManualClock::new(SystemClock.now_ms())).await;
     let sink = Sink::start(Reply::Status(200)).await;
     let mut c = server.client().await;
-    let port = sink.addr.port();
+    let port = sink.addr().port();
     for url in [
         format!("http://127.0.0.1:{port}/"),
         // Resolved, then each address checked as it is dialed.

@@ -69,10 +69,10 @@ impl Harness {
     pub fn with(config: EngineConfig) -> Self {
         let dir = tempfile::tempdir().expect("a temp dir");
         let faults = Faults::default();
-        let store = Store::open_with(
+        let store = Store::open_faulty(
             dir.path(),
             crate::store::DEFAULT_CACHE_BYTES,
-            Some(faults.clone()),
+            faults.clone(),
         )
         .expect("a store");
         let clock = ManualClock::new(START_MS);

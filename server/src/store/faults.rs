@@ -2,8 +2,8 @@
 //!
 //! `FaultyFile` is redb's own file backend with switches in front of `sync_data`: while
 //! [`Faults::fail_syncs`] is on, every fsync fails, so every commit fails as it would on a
-//! full or dying disk; [`Faults::delay_syncs`] makes the disk slow. Production never constructs it (`Store::open` uses a plain file);
-//! tests pass a [`Faults`] through `server::Hooks`.
+//! full or dying disk; [`Faults::delay_syncs`] makes the disk slow. Compiled only for tests
+//! (feature `test-util`): they pass a [`Faults`] through `server::Hooks`.
 
 use std::fs::File;
 use std::ops::Bound;

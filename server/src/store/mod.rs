@@ -34,6 +34,7 @@
 //! given); a lease rewrites one small `schedule` row. Every table insert costs B-tree work in
 //! the single writer, so the layout keeps that count low.
 
+#[cfg(any(test, feature = "test-util"))]
 pub mod faults;
 #[cfg(any(test, feature = "test-util"))]
 pub mod power_loss;
@@ -151,36 +152,43 @@ impl Store {
     /// Opens (or creates) `<dir>/hookd.redb` with the default page cache and makes
     /// sure every table exists.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        Self::open_with(dir, DEFAULT_CACHE_BYTES, None)
+        Self::open_with(dir, DEFAULT_CACHE_BYTES)
     }
 
-    /// As [`Store::open`], with a page cache of `cache_bytes`; with `faults`, on storage
-    /// that fails when a test says so.
-    pub fn open_with(
+    /// As [`Store::open`], with a page cache of `cache_bytes`.
+    pub fn open_with(dir: &Path, cache_bytes: usize) -> Result<Self, StoreError> {
+        let path = Self::prepare(dir)?;
+        let mut builder = Database::builder();
+        builder.set_cache_size(cache_bytes);
+        Self::init(builder.create(path)?)
+    }
+
+    /// As [`Store::open_with`], on storage that fails when a test says so.
+    #[cfg(any(test, feature = "test-util"))]
+    pub fn open_faulty(
         dir: &Path,
         cache_bytes: usize,
-        faults: Option<faults::Faults>,
+        faults: faults::Faults,
     ) -> Result<Self, StoreError> {
+        let path = Self::prepare(dir)?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(false)
+            .open(path)?;
+        let mut builder = Database::builder();
+        builder.set_cache_size(cache_bytes);
+        Self::init(builder.create_with_backend(faults::FaultyFile::new(file, faults)?)?)
+    }
+
+    /// Makes the directory and, if there is none, an empty store file in it; its path.
+    fn prepare(dir: &Path) -> Result<std::path::PathBuf, StoreError> {
         std::fs::create_dir_all(dir)?;
         let path = dir.join("hookd.redb");
         if !path.exists() {
             create_atomically(dir, &path)?;
         }
-        let mut builder = Database::builder();
-        builder.set_cache_size(cache_bytes);
-        let db = match faults {
-            None => builder.create(path)?,
-            Some(faults) => {
-                let file = std::fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(false)
-                    .open(path)?;
-                builder.create_with_backend(faults::FaultyFile::new(file, faults)?)?
-            }
-        };
-        Self::init(db)
+        Ok(path)
     }
 
     /// Opens a store on any redb storage backend (tests: a disk that loses power).
