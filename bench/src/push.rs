@@ -145,7 +145,7 @@ pub async fn hookd_end_to_end(
     for t in tasks {
         t.await?;
     }
-    let stats = client.stats(pb::StatsRequest {}).await?.into_inner();
+    let stats = hookd_client::all_stats(&mut client).await?;
     let total = stats.total.unwrap_or_default();
     Ok(Throughput {
         delivered_per_s: (d1 - d0) as f64 / elapsed.as_secs_f64(),
@@ -192,7 +192,7 @@ pub async fn hookd_drain(
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let elapsed = started.elapsed();
-    let stats = client.stats(pb::StatsRequest {}).await?.into_inner();
+    let stats = hookd_client::all_stats(&mut client).await?;
     Ok((
         (sink.count() - before) as f64 / elapsed.as_secs_f64(),
         stats,
@@ -270,7 +270,7 @@ pub async fn isolation(
     // Let the healthy endpoints finish what was offered.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let elapsed = started.elapsed();
-    let stats = client.stats(pb::StatsRequest {}).await?.into_inner();
+    let stats = hookd_client::all_stats(&mut client).await?;
     let mut out = Isolation {
         healthy_delivered_per_s: 0.0,
         healthy_p99_ms: 0.0,

@@ -76,7 +76,7 @@ pub async fn run(base: &Path, n: u64, payload: usize) -> anyhow::Result<()> {
     // Let the writer settle, then read what the process holds.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let full = rss_mb(&child).unwrap_or(0.0);
-    let stats = client.stats(pb::StatsRequest {}).await?.into_inner();
+    let stats = hookd_client::all_stats(&mut client).await?;
     let live = stats.storage.map_or(0, |s| s.live_messages);
     println!(
         "  filled {stored} in {fill_s:.1} s ({:.0} events/s); live messages {live}; RSS idle {idle:.0} MB, holding them {full:.0} MB",
@@ -103,7 +103,7 @@ pub async fn run(base: &Path, n: u64, payload: usize) -> anyhow::Result<()> {
     let first = started.elapsed();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = rss_mb(&child).unwrap_or(0.0);
-    let stats = client.stats(pb::StatsRequest {}).await?.into_inner();
+    let stats = hookd_client::all_stats(&mut client).await?;
     let live = stats.storage.map_or(0, |s| s.live_messages);
     println!(
         "  after kill -9 (file {:.0} MB): restart to gRPC ready {:.2} s, to first delivery {:.2} s; live messages {live}; RSS {after:.0} MB",

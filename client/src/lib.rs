@@ -214,8 +214,9 @@ impl Client {
         Ok(self.inner.nack(request).await?.into_inner())
     }
 
+    /// The totals and every destination (hookd answers in pages; this asks for each).
     pub async fn stats(&mut self) -> Result<pb::StatsResponse, Error> {
-        Ok(self.inner.stats(pb::StatsRequest {}).await?.into_inner())
+        Ok(all_stats(&mut self.inner).await?)
     }
 
     pub async fn get_message(
@@ -285,6 +286,26 @@ impl Client {
 }
 
 /// A queue destination, for filters.
+/// Stats with every destination: asks for page after page (each at most 10,000) and
+/// returns them as one answer (totals and storage figures from the first page).
+pub async fn all_stats(
+    client: &mut HookdClient<Channel>,
+) -> Result<pb::StatsResponse, tonic::Status> {
+    let mut request = pb::StatsRequest {
+        page_size: 10_000,
+        page_token: String::new(),
+    };
+    let mut all = client.stats(request.clone()).await?.into_inner();
+    // Bounded: every page moves past the last key of the one before.
+    while !all.next_page_token.is_empty() {
+        request.page_token = std::mem::take(&mut all.next_page_token);
+        let page = client.stats(request.clone()).await?.into_inner();
+        all.destinations.extend(page.destinations);
+        all.next_page_token = page.next_page_token;
+    }
+    Ok(all)
+}
+
 pub fn queue(name: impl Into<String>) -> pb::Destination {
     pb::Destination {
         kind: Some(pb::destination::Kind::Queue(name.into())),

@@ -198,11 +198,10 @@ async fn setup(s: &Scenario, o: &Options) -> anyhow::Result<World> {
 /// Messages of this run hookd still holds (pending, awaiting a retry or in flight);
 /// `None` if its stats cannot be read.
 async fn still_queued(client: &HookdClient<Channel>, run_id: &str) -> Option<u64> {
-    let stats = client.clone().stats(pb::StatsRequest {}).await.ok()?;
+    let stats = hookd_client::all_stats(&mut client.clone()).await.ok()?;
     let ours = format!(":{run_id}-");
     Some(
         stats
-            .into_inner()
             .destinations
             .iter()
             .filter(|d| d.destination.contains(&ours))
@@ -314,8 +313,7 @@ async fn hookd_figures(
         .iter()
         .filter_map(|s| s.hookd_rss_mb)
         .reduce(f64::max);
-    if let Ok(stats) = client.clone().stats(pb::StatsRequest {}).await {
-        let stats = stats.into_inner();
+    if let Ok(stats) = hookd_client::all_stats(&mut client.clone()).await {
         for d in &stats.destinations {
             if let Some(p) = &d.push {
                 f.push_attempts += p.attempts_last_hour;

@@ -370,13 +370,18 @@ pub struct StorageSnapshot {
     pub commit_latency_last_hour: LatencySummary,
     pub live_messages: u64,
     pub queued_write_bytes: u64,
+    /// Destinations held in memory (busy, and up to 1,000 idle ones).
+    pub destinations: u64,
 }
 
 /// Everything Stats answers.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StatsSnapshot {
     pub total: DestinationSnapshot,
+    /// One page, in key order.
     pub destinations: Vec<DestinationSnapshot>,
+    /// The key to ask for the next page after, if there is one.
+    pub next_page: Option<String>,
     pub uptime_ms: u64,
     pub storage: StorageSnapshot,
 }

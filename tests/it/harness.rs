@@ -90,7 +90,7 @@ impl TestServer {
     pub async fn advance(&self, ms: u64) {
         self.clock.advance(ms);
         self.hookd.engine.tick();
-        self.hookd.engine.stats().await.unwrap();
+        self.hookd.engine.stats(None, 0).await.unwrap();
     }
 
     /// Graceful shutdown; returns once the engine has committed and stopped.

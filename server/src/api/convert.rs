@@ -159,6 +159,7 @@ fn storage(s: StorageSnapshot) -> pb::StorageStats {
         commit_latency_last_hour: Some(latency(s.commit_latency_last_hour)),
         live_messages: s.live_messages,
         queued_write_bytes: s.queued_write_bytes,
+        destinations: s.destinations,
     }
 }
 
@@ -168,6 +169,7 @@ pub fn stats(s: StatsSnapshot) -> pb::StatsResponse {
         destinations: s.destinations.into_iter().map(destination_stats).collect(),
         uptime_ms: s.uptime_ms,
         storage: Some(storage(s.storage)),
+        next_page_token: s.next_page.unwrap_or_default(),
     }
 }
 

@@ -175,9 +175,10 @@ impl Hookd for HookdService {
 
     async fn stats(
         &self,
-        _request: Request<pb::StatsRequest>,
+        request: Request<pb::StatsRequest>,
     ) -> Result<Response<pb::StatsResponse>, Status> {
-        let stats = self.engine.stats().await.map_err(refused(""))?;
+        let (after, limit) = validate::stats_page(request.into_inner())?;
+        let stats = self.engine.stats(after, limit).await.map_err(refused(""))?;
         Ok(Response::new(convert::stats(stats)))
     }
 

@@ -426,6 +426,27 @@ pub fn dead_letter_page(req: pb::ListDeadLettersRequest) -> Result<DeadLetterPag
     })
 }
 
+/// Destinations per Stats page, unless asked, and at most.
+pub const DEFAULT_STATS_PAGE: u32 = 1_000;
+pub const MAX_STATS_PAGE: u32 = 10_000;
+
+/// The page of a Stats request: the key to start after, and how many destinations.
+pub fn stats_page(req: pb::StatsRequest) -> Result<(Option<String>, usize), ApiError> {
+    let limit = count_or_default(
+        req.page_size,
+        DEFAULT_STATS_PAGE,
+        MAX_STATS_PAGE,
+        "page_size",
+    )?;
+    if req.page_token.len() > 4 * MAX_URL_LEN {
+        return Err(invalid(
+            "page_token: not a page token returned by this server".into(),
+        ));
+    }
+    let after = (!req.page_token.is_empty()).then_some(req.page_token);
+    Ok((after, limit as usize))
+}
+
 /// A message id given as `field`.
 pub fn message_id(raw: &str, field: &str) -> Result<MessageId, ApiError> {
     raw.parse().map_err(|e| invalid(format!("{field}: {e}")))

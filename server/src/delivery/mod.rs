@@ -17,9 +17,9 @@ pub mod connect;
 pub mod guard;
 pub mod signing;
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -36,19 +36,23 @@ use signing::Secret;
 
 use crate::ids::MessageId;
 
-/// How one push destination is reached. Rebuilt (with a new `generation`) whenever its
-/// endpoint is changed, so the dispatcher knows to build a fresh pool.
+/// How one push destination is reached. The engine builds a new one whenever the
+/// destination's settings change; attempts hold it, so an attempt finishes with the
+/// settings (and the pool) it started with.
 #[derive(Debug)]
 pub struct Target {
     /// The destination key (`endpoint:NAME` or `url:ORIGIN`).
     pub key: String,
-    pub generation: u64,
     pub secrets: Vec<Secret>,
     pub connect_timeout: Duration,
     /// The whole attempt, response body included.
     pub timeout: Duration,
     /// Idle keep-alive connections kept (the destination's concurrency limit).
     pub pool_size: usize,
+    /// The keep-alive pool, built by the dispatcher for the first attempt. It lives as long
+    /// as this target: freed once the engine has rebuilt or forgotten the destination and
+    /// no attempt holds it, so a million URL origins seen once do not leave a million pools.
+    pub pool: OnceLock<HttpClient>,
 }
 
 /// One attempt to hand to the dispatcher.
@@ -159,15 +163,12 @@ pub struct Dispatcher {
     guard: Arc<AddressGuard>,
     tls: rustls::ClientConfig,
     body_cap: usize,
-    /// One pool per destination key, with the target generation it was built for.
-    clients: HashMap<String, (u64, HttpClient)>,
     in_flight: InFlight,
 }
 
 impl std::fmt::Debug for Dispatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Dispatcher")
-            .field("pools", &self.clients.len())
             .field("in_flight", &self.in_flight.get())
             .finish()
     }
@@ -214,7 +215,6 @@ impl Dispatcher {
             guard: Arc::new(config.guard),
             tls,
             body_cap: config.max_response_body_bytes,
-            clients: HashMap::new(),
             in_flight: InFlight::default(),
         })
     }
@@ -246,25 +246,22 @@ impl Dispatcher {
         }
     }
 
-    fn client_for(&mut self, target: &Target) -> HttpClient {
-        if let Some((generation, client)) = self.clients.get(&target.key)
-            && *generation == target.generation
-        {
-            return client.clone();
-        }
-        let connector = GuardedConnector::new(self.guard.clone(), target.connect_timeout);
-        let https = HttpsConnectorBuilder::new()
-            .with_tls_config(self.tls.clone())
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(connector);
-        let client: HttpClient = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(target.pool_size)
-            .build(https);
-        self.clients
-            .insert(target.key.clone(), (target.generation, client.clone()));
-        client
+    fn client_for(&self, target: &Target) -> HttpClient {
+        target
+            .pool
+            .get_or_init(|| {
+                let connector = GuardedConnector::new(self.guard.clone(), target.connect_timeout);
+                let https = HttpsConnectorBuilder::new()
+                    .with_tls_config(self.tls.clone())
+                    .https_or_http()
+                    .enable_http1()
+                    .wrap_connector(connector);
+                Client::builder(TokioExecutor::new())
+                    .pool_timer(TokioTimer::new())
+                    .pool_idle_timeout(Duration::from_secs(90))
+                    .pool_max_idle_per_host(target.pool_size)
+                    .build(https)
+            })
+            .clone()
     }
 }

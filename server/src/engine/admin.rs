@@ -79,7 +79,8 @@ impl Engine {
             // Not out of the dead-letter index on disk before this round commits.
             self.fresh.insert(id);
             let d = self.dest(&key, now);
-            self.index.dests[d].dead = self.index.dests[d].dead.saturating_sub(1);
+            let dead = self.index.dests[d].dead.saturating_sub(1);
+            self.index.set_dead(d, dead);
             self.track(id, d, LiveState::Ready, 0, entry.max_attempts, now);
             replayed += 1;
         }
@@ -111,40 +112,53 @@ impl Engine {
         Ok(Ok(()))
     }
 
-    pub(super) fn stats(&self, now: u64) -> StatsSnapshot {
+    /// The totals (kept as messages move, never summed here) and one page of
+    /// destinations in key order: bounded work on the engine thread, however many
+    /// destinations exist.
+    pub(super) fn stats(&self, now: u64, after: Option<&str>, limit: usize) -> StatsSnapshot {
+        let totals = self.index.totals;
         let mut total = DestinationSnapshot {
             destination: "*".into(),
+            pending: totals.pending,
+            awaiting_retry: totals.awaiting_retry,
+            in_flight: totals.in_flight,
+            dead_letter: totals.dead,
+            oldest_pending_age_ms: self
+                .index
+                .oldest()
+                .map_or(0, |id| now.saturating_sub(id.unix_ms())),
             ..Default::default()
         };
-        let mut destinations = Vec::with_capacity(self.index.dests.len());
-        let mut oldest: Option<MessageId> = None;
-        for dest in &self.index.dests {
+        self.total.fill(now, &mut total);
+        let mut destinations = Vec::with_capacity(limit.min(self.index.destinations()));
+        let mut more = false;
+        for dest in self.index.page(after) {
+            if destinations.len() == limit {
+                more = true;
+                break;
+            }
             let mut s = dest.stats(now);
             if let Some(push) = &dest.push {
                 s.push =
                     Some(push.stats(now, dest.in_flight, self.config.delivery.slow_threshold_ms));
             }
-            total.pending += s.pending;
-            total.awaiting_retry += s.awaiting_retry;
-            total.in_flight += s.in_flight;
-            total.dead_letter += s.dead_letter;
             total.waiting_receives += s.waiting_receives;
-            if let Some(first) = dest.live_ids.first() {
-                oldest = Some(oldest.map_or(*first, |o| o.min(*first)));
-            }
             destinations.push(s);
         }
-        self.total.fill(now, &mut total);
-        total.oldest_pending_age_ms = oldest.map_or(0, |id| now.saturating_sub(id.unix_ms()));
+        let next_page = more
+            .then(|| destinations.last().map(|d| d.destination.clone()))
+            .flatten();
         let mut storage = StorageSnapshot {
             live_messages: self.index.live.len() as u64,
             queued_write_bytes: self.queued.load(std::sync::atomic::Ordering::Relaxed),
+            destinations: self.index.destinations() as u64,
             ..Default::default()
         };
         self.commits.fill(now, &mut storage);
         StatsSnapshot {
             total,
             destinations,
+            next_page,
             uptime_ms: now.saturating_sub(self.started_ms),
             storage,
         }

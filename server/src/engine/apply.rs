@@ -5,7 +5,7 @@
 //! round (see `Engine::fail`); a refused request is answered with its [`Refusal`] and
 //! changes nothing.
 
-use super::index::{LiveState, Timer, Waiter};
+use super::index::{DestId, LiveState, Timer, Waiter};
 use super::lease::AttemptEnd;
 use super::{Command, Completion, Engine, NackOutcome, PutOutcome, Refusal, Tx};
 use crate::destination::Destination;
@@ -100,7 +100,9 @@ impl Engine {
                 if self.index.dests[d].ready.is_empty() && will_wait {
                     let id = self.next_waiter;
                     self.next_waiter += 1;
-                    let timer = self.wheel.insert(self.tick(now + wait_ms), Timer::Wait(id));
+                    let timer = self
+                        .wheel
+                        .insert(self.tick(now + wait_ms), Timer::Wait(d, id));
                     self.index.dests[d].waiters.push_back(Waiter {
                         id,
                         max,
@@ -108,6 +110,7 @@ impl Engine {
                         timer,
                         reply,
                     });
+                    self.index.review(d);
                 } else {
                     let outcome = self.lease(t, now, d, max, visibility_ms).map(Ok);
                     settle(done, reply, outcome)?;
@@ -179,17 +182,27 @@ impl Engine {
                 let outcome = self.delete_endpoint(t, &name);
                 settle(done, reply, outcome)?;
             }
-            Command::Stats { reply } => {
-                let response = self.stats(now);
+            Command::Stats {
+                after,
+                limit,
+                reply,
+            } => {
+                let response = self.stats(now, after.as_deref(), limit);
                 reply_after(done, reply, Ok(response));
             }
             Command::Drain => {
+                // Once, at shutdown: the only walk over every destination.
                 self.draining = true;
-                for d in 0..self.index.dests.len() {
+                let waiting: Vec<DestId> = (self.index.dests.iter())
+                    .filter(|(_, dest)| !dest.waiters.is_empty())
+                    .map(|(d, _)| d)
+                    .collect();
+                for d in waiting {
                     while let Some(w) = self.index.dests[d].waiters.pop_front() {
                         self.wheel.remove(w.timer);
                         reply_after(done, w.reply, Ok(Vec::new()));
                     }
+                    self.index.review(d);
                 }
             }
             Command::Attempted(report) => self.attempted(t, now, report)?,
@@ -233,14 +246,15 @@ impl Engine {
                     }
                 }
                 Timer::Wake(d) => self.woken(d),
-                Timer::Wait(waiter) => {
-                    for dest in &mut self.index.dests {
-                        if let Some(pos) = dest.waiters.iter().position(|w| w.id == waiter) {
-                            if let Some(w) = dest.waiters.remove(pos) {
-                                reply_after(done, w.reply, Ok(Vec::new()));
-                            }
-                            break;
-                        }
+                Timer::Wait(d, waiter) => {
+                    let Some(dest) = self.index.dests.get_mut(d) else {
+                        continue;
+                    };
+                    if let Some(pos) = dest.waiters.iter().position(|w| w.id == waiter)
+                        && let Some(w) = dest.waiters.remove(pos)
+                    {
+                        reply_after(done, w.reply, Ok(Vec::new()));
+                        self.index.review(d);
                     }
                 }
             }
@@ -262,6 +276,7 @@ impl Engine {
                     break;
                 };
                 self.wheel.remove(w.timer);
+                self.index.review(d);
                 if w.reply.is_closed() {
                     continue; // the caller gave up; don't lease to nobody
                 }

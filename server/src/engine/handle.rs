@@ -164,8 +164,19 @@ impl EngineHandle {
             .await?
     }
 
-    pub async fn stats(&self) -> Result<StatsSnapshot, Refusal> {
-        self.call(|reply| Command::Stats { reply }).await?
+    /// The totals and the destinations after key `after` (all from the first with `None`),
+    /// at most `limit` of them.
+    pub async fn stats(
+        &self,
+        after: Option<String>,
+        limit: usize,
+    ) -> Result<StatsSnapshot, Refusal> {
+        self.call(|reply| Command::Stats {
+            after,
+            limit,
+            reply,
+        })
+        .await?
     }
 
     /// Makes the engine re-read its clock now (tests move an injected clock).

@@ -227,8 +227,29 @@ impl Harness {
         })]);
     }
 
+    /// Reports every attempt with the same outcome, in one round.
+    pub fn report_all(&mut self, sent: &[Delivery], verdict: Verdict) {
+        let reports = sent
+            .iter()
+            .map(|d| {
+                Command::Attempted(AttemptReport {
+                    id: d.id,
+                    attempt: d.attempt,
+                    verdict: verdict.clone(),
+                    latency_us: 2_000,
+                })
+            })
+            .collect();
+        self.engine.round(reports);
+    }
+
     pub fn stats(&mut self) -> StatsSnapshot {
-        self.call(|reply| Command::Stats { reply }).expect("stats")
+        self.call(|reply| Command::Stats {
+            after: None,
+            limit: usize::MAX,
+            reply,
+        })
+        .expect("stats")
     }
 
     /// One destination's figures (all zero if it does not exist).

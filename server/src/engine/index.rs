@@ -4,9 +4,10 @@
 //! Counts are kept up to date on every transition (through [`Index::set_state`]), so `Stats`
 //! never scans the messages.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use rustc_hash::FxHashMap;
+use slab::Slab;
 use tokio::sync::oneshot;
 
 use crate::ids::MessageId;
@@ -26,8 +27,8 @@ pub enum Timer {
     Due(MessageId),
     /// A lease runs out.
     Lease(MessageId),
-    /// A long poll's wait runs out.
-    Wait(u64),
+    /// A long poll's wait runs out (its destination, its id).
+    Wait(DestId, u64),
     /// A push destination may send again (pause over, breaker cooldown over, token due).
     Wake(DestId),
 }
@@ -95,6 +96,10 @@ pub struct Dest {
     pub push: Option<Box<Push>>,
     /// In `Index::dispatch` already.
     pub dispatch_queued: bool,
+    /// In `Index::review` already.
+    in_review: bool,
+    /// Set while idle: its place in `Index::idle`.
+    idle_stamp: Option<u64>,
 }
 
 impl Dest {
@@ -111,6 +116,8 @@ impl Dest {
             activity: Activity::per_destination(),
             push: None,
             dispatch_queued: false,
+            in_review: false,
+            idle_stamp: None,
         }
     }
 
@@ -141,19 +148,59 @@ impl Dest {
     }
 }
 
+/// Figures over every destination, kept with the per-destination ones, so the total in
+/// Stats never sums destinations.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Totals {
+    pub pending: u64,
+    pub awaiting_retry: u64,
+    pub in_flight: u64,
+    pub dead: u64,
+}
+
+impl Totals {
+    fn counter(&mut self, state: LiveState, attempts: u32) -> &mut u64 {
+        match state {
+            LiveState::Scheduled if attempts > 0 => &mut self.awaiting_retry,
+            LiveState::Scheduled | LiveState::Ready => &mut self.pending,
+            LiveState::Leased => &mut self.in_flight,
+        }
+    }
+}
+
+/// How many idle destinations (no message, dead letter, waiter or endpoint) keep their
+/// statistics, most recently idle first; older ones are forgotten. Each costs 6 to 20 KB
+/// (rolling counters and histograms, a URL origin's push state); a client naming a million
+/// queues or URL origins must not make hookd hold a million of them.
+pub const IDLE_KEPT: usize = 1_000;
+
 /// Live messages and destinations.
 #[derive(Debug, Default)]
 pub struct Index {
     /// FxHash, not SipHash: the keys are server-made ids (no flooding risk), and this map
     /// takes an insert and a removal per message on the single engine thread.
     pub live: FxHashMap<MessageId, Live>,
-    pub dests: Vec<Dest>,
-    by_key: HashMap<String, DestId>,
+    /// A slab: a forgotten destination's slot is reused.
+    pub dests: Slab<Dest>,
+    /// Ordered, so that Stats pages through destinations by key.
+    by_key: BTreeMap<String, DestId>,
+    pub totals: Totals,
+    /// The oldest live message of each destination that has one: the first is the oldest
+    /// pending message of all.
+    firsts: BTreeSet<MessageId>,
     /// Destinations that gained ready messages while they had waiters, this round.
     pub touched: Vec<DestId>,
     /// Push destinations that may be able to send: ready messages arrived, an attempt
     /// ended, or a pause ended. Looked at once at the end of the round.
     pub dispatch: Vec<DestId>,
+    /// Destinations that may have become idle or busy this round (see `Engine::review`).
+    review: Vec<DestId>,
+    /// Idle destinations in the order they became idle, with the stamp they had then (an
+    /// entry whose stamp the destination no longer has is stale and skipped).
+    idle: VecDeque<(DestId, u64)>,
+    /// Destinations idle now.
+    idle_count: usize,
+    next_stamp: u64,
 }
 
 impl Index {
@@ -162,9 +209,9 @@ impl Index {
         if let Some(&d) = self.by_key.get(key) {
             return d;
         }
-        let d = self.dests.len();
-        self.dests.push(Dest::new(key.to_owned()));
+        let d = self.dests.insert(Dest::new(key.to_owned()));
         self.by_key.insert(key.to_owned(), d);
+        self.review(d);
         d
     }
 
@@ -172,11 +219,36 @@ impl Index {
         self.by_key.get(key).copied()
     }
 
+    /// Destinations from the one after `after` on, in key order.
+    pub fn page(&self, after: Option<&str>) -> impl Iterator<Item = &Dest> {
+        use std::ops::Bound;
+        let start = match after {
+            Some(key) => Bound::Excluded(key),
+            None => Bound::Unbounded,
+        };
+        self.by_key
+            .range::<str, _>((start, Bound::Unbounded))
+            .filter_map(|(_, &d)| self.dests.get(d))
+    }
+
+    /// The oldest live message of all.
+    pub fn oldest(&self) -> Option<MessageId> {
+        self.firsts.first().copied()
+    }
+
     /// Adds a live message in `state`.
     pub fn insert(&mut self, id: MessageId, live: Live) {
         let dest = &mut self.dests[live.dest];
         *dest.counter(live.state, live.attempts) += 1;
+        *self.totals.counter(live.state, live.attempts) += 1;
+        let first = dest.live_ids.first().copied();
         dest.live_ids.insert(id);
+        if first.is_none_or(|f| id < f) {
+            if let Some(f) = first {
+                self.firsts.remove(&f);
+            }
+            self.firsts.insert(id);
+        }
         if live.state == LiveState::Ready {
             dest.ready.push_back(id);
             if !dest.waiters.is_empty() {
@@ -187,7 +259,9 @@ impl Index {
                 self.dispatch.push(live.dest);
             }
         }
+        let d = live.dest;
         self.live.insert(id, live);
+        self.review(d);
     }
 
     /// Moves a live message to `state` with `attempts`, keeping counts and the ready queue
@@ -199,6 +273,8 @@ impl Index {
         let dest = &mut self.dests[live.dest];
         *dest.counter(live.state, live.attempts) -= 1;
         *dest.counter(state, attempts) += 1;
+        *self.totals.counter(live.state, live.attempts) -= 1;
+        *self.totals.counter(state, attempts) += 1;
         live.state = state;
         live.attempts = attempts;
         if state == LiveState::Ready {
@@ -219,8 +295,25 @@ impl Index {
         let live = self.live.remove(&id)?;
         let dest = &mut self.dests[live.dest];
         *dest.counter(live.state, live.attempts) -= 1;
+        *self.totals.counter(live.state, live.attempts) -= 1;
+        let was_first = dest.live_ids.first() == Some(&id);
         dest.live_ids.remove(&id);
+        if was_first {
+            self.firsts.remove(&id);
+            if let Some(&next) = dest.live_ids.first() {
+                self.firsts.insert(next);
+            }
+        }
+        self.review(live.dest);
         Some(live)
+    }
+
+    /// Sets a destination's dead-letter count.
+    pub fn set_dead(&mut self, d: DestId, dead: u64) {
+        let dest = &mut self.dests[d];
+        self.totals.dead = self.totals.dead - dest.dead + dead;
+        dest.dead = dead;
+        self.review(d);
     }
 
     /// Asks for destination `d` to be looked at by the end-of-round dispatch.
@@ -236,5 +329,82 @@ impl Index {
     pub fn live_count(&self, d: DestId) -> u64 {
         let dest = &self.dests[d];
         dest.pending + dest.awaiting_retry + dest.in_flight
+    }
+
+    /// Destination `d` may have become idle or busy: look at it at the end of the round.
+    pub fn review(&mut self, d: DestId) {
+        if let Some(dest) = self.dests.get_mut(d)
+            && !dest.in_review
+        {
+            dest.in_review = true;
+            self.review.push(d);
+        }
+    }
+
+    /// Updates which destinations are idle from this round's reviews (`pinned`: an idle
+    /// destination that must be kept, e.g. a configured endpoint), and returns the idle
+    /// destinations beyond [`IDLE_KEPT`], least recently idle first: the caller forgets
+    /// them with [`Index::forget`]. Work in proportion to what the round changed, never to
+    /// how many destinations exist.
+    pub fn reviewed(&mut self, pinned: impl Fn(&str) -> bool) -> Vec<DestId> {
+        for d in std::mem::take(&mut self.review) {
+            let Some(dest) = self.dests.get_mut(d) else {
+                continue;
+            };
+            dest.in_review = false;
+            let idle = dest.live_ids.is_empty()
+                && dest.waiters.is_empty()
+                && dest.dead == 0
+                && !pinned(&dest.key);
+            match (idle, dest.idle_stamp) {
+                (true, None) => {
+                    let stamp = self.next_stamp;
+                    self.next_stamp += 1;
+                    dest.idle_stamp = Some(stamp);
+                    self.idle.push_back((d, stamp));
+                    self.idle_count += 1;
+                }
+                (false, Some(_)) => {
+                    dest.idle_stamp = None;
+                    self.idle_count -= 1;
+                }
+                _ => {}
+            }
+        }
+        let mut forget = Vec::new();
+        while self.idle_count > IDLE_KEPT {
+            let Some((d, stamp)) = self.idle.pop_front() else {
+                break;
+            };
+            if let Some(dest) = self.dests.get_mut(d)
+                && dest.idle_stamp == Some(stamp)
+            {
+                dest.idle_stamp = None;
+                self.idle_count -= 1;
+                forget.push(d);
+            }
+        }
+        // Stale entries (destinations busy again, or idle again with a new stamp) are
+        // dropped when the queue has twice as many entries as it needs: amortised O(1).
+        if self.idle.len() > 2 * self.idle_count + 64 {
+            let dests = &self.dests;
+            self.idle
+                .retain(|&(d, stamp)| dests.get(d).is_some_and(|x| x.idle_stamp == Some(stamp)));
+        }
+        forget
+    }
+
+    /// Removes an idle destination; returns it (its push wake timer is the caller's to
+    /// cancel).
+    pub fn forget(&mut self, d: DestId) -> Option<Dest> {
+        let dest = self.dests.try_remove(d)?;
+        debug_assert!(dest.live_ids.is_empty() && dest.waiters.is_empty() && dest.dead == 0);
+        self.by_key.remove(&dest.key);
+        Some(dest)
+    }
+
+    /// How many destinations are held (busy and idle).
+    pub fn destinations(&self) -> usize {
+        self.dests.len()
     }
 }

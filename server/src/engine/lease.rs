@@ -313,7 +313,8 @@ impl Engine {
             entry.since_ms = now;
             t.bury(id, &key, &entry)?;
             self.index.remove(id);
-            self.index.dests[live.dest].dead += 1;
+            let dead = self.index.dests[live.dest].dead + 1;
+            self.index.set_dead(live.dest, dead);
             self.index.dests[live.dest].activity.failed(now);
             self.total.failed(now);
             tracing::debug!(%id, destination = %key, attempts = live.attempts, error = end.error, "dead-lettered");

@@ -627,7 +627,7 @@ mod counts {
 
     fn check(h: &Harness) -> Result<(), TestCaseError> {
         let index = &h.engine.index;
-        for (d, dest) in index.dests.iter().enumerate() {
+        for (d, dest) in index.dests.iter() {
             let (mut pending, mut retry, mut in_flight, mut live) = (0, 0, 0, 0);
             for (id, l) in index.live.iter().filter(|(_, l)| l.dest == d) {
                 live += 1;
@@ -688,5 +688,190 @@ mod counts {
                 check(&h)?;
             }
         }
+    }
+}
+
+mod destinations {
+    //! Destinations have a lifecycle: one that holds no message, dead letter, waiting
+    //! Receive or endpoint is idle; the most recently idle keep their statistics, the rest
+    //! are forgotten, so names a client makes up do not accumulate.
+
+    use std::sync::{Arc, Weak};
+
+    use super::super::Command;
+    use super::super::harness::Harness;
+    use super::super::index::IDLE_KEPT;
+    use super::OK;
+    use crate::destination::Destination;
+
+    fn env_count(name: &str, default: usize) -> usize {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    }
+
+    #[test]
+    fn a_million_long_polled_names_leave_nothing_behind() {
+        let names = env_count("HOOKD_CHURN_NAMES", 1_000_000);
+        let mut h = Harness::new();
+        h.enqueue("steady", b"x");
+        let baseline = h.engine.index.destinations();
+        let mut replies = Vec::with_capacity(10_000);
+        for chunk in 0..names.div_ceil(10_000) {
+            let mut commands = Vec::with_capacity(10_000);
+            for i in 0..10_000.min(names - chunk * 10_000) {
+                let (reply, rx) = tokio::sync::oneshot::channel();
+                replies.push(rx);
+                commands.push(Command::Receive {
+                    queue: format!("made-up-{chunk}-{i}"),
+                    max: 1,
+                    visibility_ms: 1_000,
+                    wait_ms: 1,
+                    reply,
+                });
+            }
+            h.engine.round(commands);
+            // Each round's waits end a millisecond later, and with them the names.
+            h.advance(1);
+            for mut rx in replies.drain(..) {
+                assert_eq!(rx.try_recv().map(|r| r.map(|v| v.len())), Ok(Ok(0)));
+            }
+            let held = h.engine.index.destinations();
+            assert!(held <= baseline + IDLE_KEPT, "{held} destinations held");
+        }
+        assert_eq!(h.engine.wheel.len(), 0, "no timer left behind");
+        let stats = h.stats();
+        assert_eq!(stats.storage.destinations as usize, baseline + IDLE_KEPT);
+        assert_eq!(stats.total.pending, 1);
+        // The steady queue is busy, so it was never forgotten.
+        assert_eq!(h.receive("steady", 1, 1_000).len(), 1);
+    }
+
+    #[test]
+    fn url_origins_are_forgotten_with_their_pools_once_delivered() {
+        let origins = env_count("HOOKD_CHURN_ORIGINS", 20_000);
+        let mut h = Harness::new();
+        let mut targets: Vec<Weak<crate::delivery::Target>> = Vec::new();
+        for chunk in 0..origins.div_ceil(1_000) {
+            let messages = (0..1_000.min(origins - chunk * 1_000))
+                .map(|i| {
+                    h.message(
+                        Destination::Url(format!("https://o{chunk}-{i}.example/hook")),
+                        b"x",
+                    )
+                })
+                .collect();
+            let results = h.call(|reply| Command::Enqueue {
+                messages,
+                bytes: 0,
+                reply,
+            });
+            assert!(results.iter().all(Result::is_ok));
+            let sent = h.sent();
+            targets.extend(sent.iter().map(|d| Arc::downgrade(&d.target)));
+            h.report_all(&sent, OK);
+            assert!(h.engine.index.destinations() <= IDLE_KEPT + 1_000);
+        }
+        assert_eq!(targets.len(), origins);
+        assert_eq!(h.engine.index.destinations(), IDLE_KEPT.min(origins));
+        let alive = targets.iter().filter(|t| t.strong_count() > 0).count();
+        assert_eq!(
+            alive,
+            IDLE_KEPT.min(origins),
+            "forgotten origins free their pools"
+        );
+        assert_eq!(h.stats().total.delivered_last_hour as usize, origins);
+    }
+
+    #[test]
+    fn busy_dead_lettered_and_configured_destinations_are_kept() {
+        let mut h = Harness::new();
+        h.endpoint("configured", 1);
+        h.enqueue_to_endpoint("configured", b"x");
+        let sent = h.sent();
+        h.report(&sent[0], OK);
+        let mut m = h.message(Destination::Queue("dead".into()), b"x");
+        m.max_attempts = 1;
+        h.enqueue_message(m).expect("enqueued");
+        let lease = h.receive("dead", 1, 1_000)[0].lease;
+        h.nack(lease, 0).expect("nacked");
+        h.enqueue("busy", b"x");
+        // Push IDLE_KEPT + 10 idle names through, oldest first; the three above stay.
+        for i in 0..IDLE_KEPT + 10 {
+            h.enqueue(&format!("idle-{i}"), b"x");
+        }
+        let mut receives = Vec::new();
+        let commands = (0..IDLE_KEPT + 10)
+            .map(|i| {
+                let (reply, rx) = tokio::sync::oneshot::channel();
+                receives.push(rx);
+                Command::Receive {
+                    queue: format!("idle-{i}"),
+                    max: 1,
+                    visibility_ms: 1_000,
+                    wait_ms: 0,
+                    reply,
+                }
+            })
+            .collect();
+        h.engine.round(commands);
+        for (i, mut rx) in receives.into_iter().enumerate() {
+            let lease = rx.try_recv().expect("answered").expect("leased")[0].lease;
+            // One Ack each, in order, so they become idle oldest first.
+            h.ack(&[lease]).unwrap_or_else(|e| panic!("idle-{i}: {e}"));
+        }
+        let held: Vec<String> = h
+            .stats()
+            .destinations
+            .into_iter()
+            .map(|d| d.destination)
+            .collect();
+        for kept in ["endpoint:configured", "queue:dead", "queue:busy"] {
+            assert!(held.iter().any(|k| k == kept), "{kept} was forgotten");
+        }
+        assert!(
+            !held.iter().any(|k| k == "queue:idle-0"),
+            "the oldest idle went"
+        );
+        assert!(
+            held.iter()
+                .any(|k| k == &format!("queue:idle-{}", IDLE_KEPT + 9))
+        );
+        assert_eq!(held.len(), 3 + IDLE_KEPT);
+        // A forgotten queue comes back, empty, when used again.
+        h.enqueue("idle-0", b"again");
+        assert_eq!(h.dest("queue:idle-0").pending, 1);
+    }
+
+    #[test]
+    fn stats_pages_through_destinations_in_key_order_with_complete_totals() {
+        let mut h = Harness::new();
+        for i in 0..25 {
+            h.enqueue(&format!("q{i:02}"), b"x");
+        }
+        let page = |h: &mut Harness, after: Option<String>| {
+            h.call(|reply| Command::Stats {
+                after,
+                limit: 10,
+                reply,
+            })
+            .expect("stats")
+        };
+        let first = page(&mut h, None);
+        assert_eq!(first.total.pending, 25, "totals cover every destination");
+        let keys: Vec<_> = first
+            .destinations
+            .iter()
+            .map(|d| d.destination.clone())
+            .collect();
+        assert_eq!(keys.first().map(String::as_str), Some("queue:q00"));
+        assert_eq!(keys.len(), 10);
+        assert_eq!(first.next_page.as_deref(), Some("queue:q09"));
+        let second = page(&mut h, first.next_page);
+        assert_eq!(second.destinations[0].destination, "queue:q10");
+        let third = page(&mut h, second.next_page);
+        assert_eq!(third.destinations.len(), 5);
+        assert_eq!(third.next_page, None);
     }
 }

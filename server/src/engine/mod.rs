@@ -196,6 +196,9 @@ pub(crate) enum Command {
         reply: Reply<()>,
     },
     Stats {
+        /// The page of destinations: those after this key, at most `limit`.
+        after: Option<String>,
+        limit: usize,
         reply: Reply<crate::stats::StatsSnapshot>,
     },
     /// A push attempt ended (from the dispatcher).
@@ -253,8 +256,6 @@ pub(crate) struct Engine {
     flight: rustc_hash::FxHashMap<MessageId, lease::Meta>,
     /// Messages enqueued or replayed in this round (not durable as such yet).
     fresh: rustc_hash::FxHashSet<MessageId>,
-    /// Bumped whenever a push destination's settings change.
-    generation: u64,
 }
 
 /// The engine's end of the channel to the dispatcher.
@@ -344,7 +345,6 @@ impl Engine {
             early: Vec::new(),
             fresh: Default::default(),
             flight: Default::default(),
-            generation: 0,
         };
         // Endpoints first: a destination's push settings come from its endpoint.
         for endpoint in recovered.endpoints {
@@ -374,8 +374,9 @@ impl Engine {
         }
         for (key, n) in recovered.dead {
             let d = engine.dest(&key, now);
-            engine.index.dests[d].dead = n;
+            engine.index.set_dead(d, n);
         }
+        engine.review_destinations();
         tracing::info!(
             live,
             endpoints = engine.endpoints.len(),
@@ -526,6 +527,7 @@ impl Engine {
             .map_err(|e| (e, Vec::new()))?;
         self.dispatch(&mut tables, now)
             .map_err(|e| (e, Vec::new()))?;
+        self.review_destinations();
         if now >= self.next_sweep_ms {
             self.next_sweep_ms = now + SWEEP_EVERY_MS;
             let before = now.saturating_sub(self.config.idempotency_retention_ms);
@@ -545,6 +547,25 @@ impl Engine {
         Ok(tables.wrote())
     }
 
+    /// Destinations that became idle this round join the idle ones; beyond
+    /// [`index::IDLE_KEPT`], the least recently idle are forgotten (with any wake timer).
+    /// Endpoints are kept while they exist. In proportion to the round's changes only.
+    fn review_destinations(&mut self) {
+        let endpoints = &self.endpoints;
+        let forget = self.index.reviewed(|key| {
+            key.strip_prefix("endpoint:")
+                .is_some_and(|name| endpoints.contains_key(name))
+        });
+        for d in forget {
+            if let Some(dest) = self.index.forget(d)
+                && let Some(push) = dest.push
+                && let Some((_, timer)) = push.wake
+            {
+                self.wheel.remove(timer);
+            }
+        }
+    }
+
     /// Stops all writing after a storage error; everyone waiting is told UNAVAILABLE.
     fn fail(&mut self, e: StoreError, commands: Vec<Command>, done: Vec<Completion>) {
         tracing::error!(error = %e, "storage failed; refusing writes until restart");
@@ -559,7 +580,7 @@ impl Engine {
         for c in commands {
             answer_failed(c, err.clone());
         }
-        for dest in &mut self.index.dests {
+        for (_, dest) in self.index.dests.iter_mut() {
             for w in dest.waiters.drain(..) {
                 let _ = w.reply.send(Err(err.clone()));
             }
@@ -601,7 +622,7 @@ fn answer_failed(command: Command, err: Refusal) {
         Command::DeleteEndpoint { reply, .. } => {
             let _ = reply.send(Err(err));
         }
-        Command::Stats { reply } => {
+        Command::Stats { reply, .. } => {
             let _ = reply.send(Err(err));
         }
         Command::Attempted(_) | Command::Tick | Command::Drain | Command::Shutdown => {}

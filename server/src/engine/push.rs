@@ -59,14 +59,13 @@ impl Engine {
         let Some(settings) = self.settings_of(&key) else {
             return;
         };
-        self.generation += 1;
         let target = Arc::new(Target {
             key,
-            generation: self.generation,
             secrets: settings.secrets,
             connect_timeout: Duration::from_millis(settings.connect_timeout_ms),
             timeout: Duration::from_millis(settings.timeout_ms),
             pool_size: usize::try_from(settings.limits.max_in_flight).unwrap_or(usize::MAX),
+            pool: Default::default(),
         });
         let policy = self.gate_policy();
         let dest = &mut self.index.dests[d];
