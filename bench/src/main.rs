@@ -6,9 +6,11 @@
 //! cargo run --release -p hookd-bench -- --seconds 5 --rounds 3
 //! ```
 
+mod churn;
 mod echo;
 mod fsync;
 mod load;
+mod pgpeer;
 mod push;
 mod rawredb;
 mod scale;
@@ -19,7 +21,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use load::{Outcome, Shape};
 use tokio::net::TcpListener;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 #[derive(Debug, Parser)]
 #[command(about = "hookd Enqueue vs a bare tonic echo, side by side")]
@@ -70,16 +72,30 @@ struct Args {
     /// RSS, and the time from a restart after kill -9 to the first delivery (0 = skip).
     #[arg(long, default_value_t = 0)]
     scale_messages: u64,
+    /// Long polls to made-up queue names sent against a steady Enqueue load, in a separate
+    /// hookd process: memory and Enqueue latency while and after they pour in (0 = skip).
+    #[arg(long, default_value_t = 0)]
+    churn_names: u64,
+    /// A PostgreSQL to run the seed's SKIP LOCKED worker on, beside hookd's push drain
+    /// (`bench/peers/postgres.sh start` prints one). Skipped when not given.
+    #[arg(long)]
+    pg_url: Option<String>,
+    /// Events stored before each of the two drains is timed.
+    #[arg(long, default_value_t = 20_000)]
+    pg_backlog: u64,
+    /// PostgreSQL workers, each on its own connection, and the batch each claims: 8 x 8
+    /// attempts in flight at most, against hookd's default of 64 per endpoint.
+    #[arg(long, default_value_t = 8)]
+    pg_workers: usize,
+    #[arg(long, default_value_t = 8)]
+    pg_batch: i64,
 }
 
 async fn channels(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<Channel>> {
     let mut out = Vec::new();
     for _ in 0..n {
         out.push(
-            Endpoint::from_shared(format!("http://{addr}"))?
-                .tcp_nodelay(true)
-                .initial_stream_window_size(Some(4 << 20))
-                .initial_connection_window_size(Some(16 << 20))
+            hookd_client::endpoint(format!("http://{addr}"))?
                 .connect()
                 .await?,
         );
@@ -380,6 +396,47 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     }
     if args.scale_messages > 0 {
         scale::run(dir.path(), args.scale_messages, args.payload).await?;
+    }
+    if let Some(url) = &args.pg_url {
+        let sink = push::sink(false).await?;
+        println!(
+            "\npush drain vs PostgreSQL: {} stored events POSTed to a loopback sink, outcomes committed; hookd (one endpoint, max_in_flight 64) vs the SKIP LOCKED worker ({} workers x {} per claim)",
+            args.pg_backlog, args.pg_workers, args.pg_batch
+        );
+        let mut ratios = Vec::new();
+        for round in 1..=usize::from(args.rounds) {
+            let pg = pgpeer::drain(
+                url,
+                &sink,
+                "/pg",
+                args.pg_backlog,
+                args.pg_workers,
+                args.pg_batch,
+                args.payload,
+                Duration::from_secs(600),
+            )
+            .await?;
+            let hookd = Hookd::start(dir.path(), round).await?;
+            let ch = channels(hookd.addr, 1).await?.remove(0);
+            let (drain, _) = push::hookd_drain(
+                &ch,
+                &sink,
+                usize::try_from(args.pg_backlog)?,
+                args.payload,
+                Duration::from_secs(600),
+            )
+            .await?;
+            hookd.stop().await?;
+            println!(
+                " round {round}: postgres {pg:>8.0} deliveries/s   hookd {drain:>8.0} deliveries/s   hookd/postgres {:.1}",
+                drain / pg
+            );
+            ratios.push(drain / pg);
+        }
+        println!("  median hookd/postgres: {:.1}", median(ratios));
+    }
+    if args.churn_names > 0 {
+        churn::run(dir.path(), args.churn_names, args.seconds, args.payload).await?;
     }
     println!("\nsummary");
     for (title, rate, ratio) in summary {

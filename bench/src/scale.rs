@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use hookd::testkit::{ChildHookd, Receiver, Reply};
 use hookd_proto::v1::{self as pb, hookd_client::HookdClient};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 /// hookd as a child process of this binary (`hookd-bench __hookd serve ...`), connected.
 async fn spawn(data: &Path) -> anyhow::Result<(ChildHookd, Channel)> {
@@ -23,7 +23,9 @@ async fn spawn(data: &Path) -> anyhow::Result<(ChildHookd, Channel)> {
     ];
     let hookd =
         ChildHookd::spawn(&exe, &["__hookd"], data, &extra, Duration::from_secs(120)).await?;
-    let channel = Endpoint::from_shared(hookd.grpc.clone())?.connect().await?;
+    let channel = hookd_client::endpoint(hookd.grpc.clone())?
+        .connect()
+        .await?;
     Ok((hookd, channel))
 }
 

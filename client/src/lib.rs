@@ -129,13 +129,7 @@ pub struct Client {
 impl Client {
     /// Connects to `http://host:port`.
     pub async fn connect(addr: impl Into<String>) -> Result<Self, Error> {
-        let channel = Endpoint::from_shared(addr.into())?
-            .connect_timeout(Duration::from_secs(5))
-            .tcp_nodelay(true)
-            .initial_stream_window_size(Some(4 << 20))
-            .initial_connection_window_size(Some(16 << 20))
-            .connect()
-            .await?;
+        let channel = endpoint(addr)?.connect().await?;
         Ok(Self::from_channel(channel))
     }
 
@@ -286,6 +280,17 @@ impl Client {
 }
 
 /// A queue destination, for filters.
+/// The transport settings hookd is meant to be reached with: no Nagle delay (small
+/// answers would wait up to 40 ms), and HTTP/2 windows big enough for a batch of large
+/// events to go out in one burst. Every client of this workspace connects through it.
+pub fn endpoint(addr: impl Into<String>) -> Result<Endpoint, Error> {
+    Ok(Endpoint::from_shared(addr.into())?
+        .connect_timeout(Duration::from_secs(5))
+        .tcp_nodelay(true)
+        .initial_stream_window_size(Some(4 << 20))
+        .initial_connection_window_size(Some(16 << 20)))
+}
+
 /// Stats with every destination: asks for page after page (each at most 10,000) and
 /// returns them as one answer (totals and storage figures from the first page).
 pub async fn all_stats(

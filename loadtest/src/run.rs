@@ -8,7 +8,7 @@ use hookd_proto::v1 as pb;
 use hookd_proto::v1::hookd_client::HookdClient;
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::time::Instant;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 use crate::capacity::{self, Step};
 use crate::checker::{self, Held};
@@ -35,12 +35,7 @@ pub struct Options {
 async fn channels(addr: &str, n: usize) -> anyhow::Result<Vec<HookdClient<Channel>>> {
     let mut out = Vec::new();
     for _ in 0..n {
-        let ch = Endpoint::from_shared(addr.to_owned())?
-            .tcp_nodelay(true)
-            .initial_stream_window_size(Some(4 << 20))
-            .initial_connection_window_size(Some(16 << 20))
-            .connect()
-            .await?;
+        let ch = hookd_client::endpoint(addr)?.connect().await?;
         out.push(HookdClient::new(ch).max_decoding_message_size(64 << 20));
     }
     Ok(out)
