@@ -109,6 +109,10 @@ impl Engine {
         }
         t.remove_endpoint(name)?;
         self.endpoints.remove(name);
+        // No longer configured: its destination may be idle now.
+        if let Some(d) = self.index.find(&key) {
+            self.index.review(d);
+        }
         Ok(Ok(()))
     }
 

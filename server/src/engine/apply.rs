@@ -175,6 +175,8 @@ impl Engine {
                 let key = Destination::Endpoint(endpoint.name.clone()).key();
                 if let Some(d) = self.index.find(&key) {
                     self.refresh_push(d, now);
+                    // Configured now: an idle destination of this name must be kept.
+                    self.index.review(d);
                 }
                 reply_after(done, reply, Ok(PutOutcome { endpoint, created }));
             }

@@ -311,7 +311,7 @@ impl Index {
     /// Sets a destination's dead-letter count.
     pub fn set_dead(&mut self, d: DestId, dead: u64) {
         let dest = &mut self.dests[d];
-        self.totals.dead = self.totals.dead - dest.dead + dead;
+        self.totals.dead = self.totals.dead.saturating_sub(dest.dead) + dead;
         dest.dead = dead;
         self.review(d);
     }

@@ -787,10 +787,17 @@ mod destinations {
     #[test]
     fn busy_dead_lettered_and_configured_destinations_are_kept() {
         let mut h = Harness::new();
-        h.endpoint("configured", 1);
-        h.enqueue_to_endpoint("configured", b"x");
-        let sent = h.sent();
-        h.report(&sent[0], OK);
+        for name in ["configured", "deleted"] {
+            h.endpoint(name, 1);
+            h.enqueue_to_endpoint(name, b"x");
+            let sent = h.sent();
+            h.report(&sent[0], OK);
+        }
+        h.call(|reply| Command::DeleteEndpoint {
+            name: "deleted".into(),
+            reply,
+        })
+        .expect("deleted");
         let mut m = h.message(Destination::Queue("dead".into()), b"x");
         m.max_attempts = 1;
         h.enqueue_message(m).expect("enqueued");
@@ -837,6 +844,10 @@ mod destinations {
         assert!(
             held.iter()
                 .any(|k| k == &format!("queue:idle-{}", IDLE_KEPT + 9))
+        );
+        assert!(
+            !held.iter().any(|k| k == "endpoint:deleted"),
+            "a deleted endpoint's destination is idle like any other"
         );
         assert_eq!(held.len(), 3 + IDLE_KEPT);
         // A forgotten queue comes back, empty, when used again.
