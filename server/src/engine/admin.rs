@@ -79,7 +79,7 @@ impl Engine {
             // Not out of the dead-letter index on disk before this round commits.
             self.fresh.insert(id);
             let d = self.dest(&key, now);
-            let dead = self.index.dests[d].dead.saturating_sub(1);
+            let dead = self.index.dests[d].counts.dead.saturating_sub(1);
             self.index.set_dead(d, dead);
             self.track(id, d, LiveState::Ready, 0, entry.max_attempts, now);
             replayed += 1;
@@ -143,8 +143,11 @@ impl Engine {
             }
             let mut s = dest.stats(now);
             if let Some(push) = &dest.push {
-                s.push =
-                    Some(push.stats(now, dest.in_flight, self.config.delivery.slow_threshold_ms));
+                s.push = Some(push.stats(
+                    now,
+                    dest.counts.in_flight,
+                    self.config.delivery.slow_threshold_ms,
+                ));
             }
             total.waiting_receives += s.waiting_receives;
             destinations.push(s);

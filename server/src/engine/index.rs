@@ -86,10 +86,7 @@ pub struct Dest {
     pub ready: VecDeque<MessageId>,
     /// Every live id, ordered by creation time: the first is the oldest pending message.
     pub live_ids: BTreeSet<MessageId>,
-    pub pending: u64,
-    pub awaiting_retry: u64,
-    pub in_flight: u64,
-    pub dead: u64,
+    pub counts: Counts,
     pub waiters: VecDeque<Waiter>,
     pub activity: Activity,
     /// Set for endpoints and ad-hoc URL origins: how they are delivered to.
@@ -108,10 +105,7 @@ impl Dest {
             key,
             ready: VecDeque::new(),
             live_ids: BTreeSet::new(),
-            pending: 0,
-            awaiting_retry: 0,
-            in_flight: 0,
-            dead: 0,
+            counts: Counts::default(),
             waiters: VecDeque::new(),
             activity: Activity::per_destination(),
             push: None,
@@ -121,21 +115,13 @@ impl Dest {
         }
     }
 
-    fn counter(&mut self, state: LiveState, attempts: u32) -> &mut u64 {
-        match state {
-            LiveState::Scheduled if attempts > 0 => &mut self.awaiting_retry,
-            LiveState::Scheduled | LiveState::Ready => &mut self.pending,
-            LiveState::Leased => &mut self.in_flight,
-        }
-    }
-
     pub fn stats(&self, now_ms: u64) -> DestinationSnapshot {
         let mut out = DestinationSnapshot {
             destination: self.key.clone(),
-            pending: self.pending,
-            awaiting_retry: self.awaiting_retry,
-            in_flight: self.in_flight,
-            dead_letter: self.dead,
+            pending: self.counts.pending,
+            awaiting_retry: self.counts.awaiting_retry,
+            in_flight: self.counts.in_flight,
+            dead_letter: self.counts.dead,
             oldest_pending_age_ms: self
                 .live_ids
                 .first()
@@ -148,17 +134,18 @@ impl Dest {
     }
 }
 
-/// Figures over every destination, kept with the per-destination ones, so the total in
-/// Stats never sums destinations.
+/// How many messages are in each state: one destination's, or (kept beside them, so the
+/// total in Stats never sums destinations) all of them.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Totals {
+pub struct Counts {
     pub pending: u64,
     pub awaiting_retry: u64,
     pub in_flight: u64,
     pub dead: u64,
 }
 
-impl Totals {
+impl Counts {
+    /// The count a live message in `state` after `attempts` attempts is in.
     fn counter(&mut self, state: LiveState, attempts: u32) -> &mut u64 {
         match state {
             LiveState::Scheduled if attempts > 0 => &mut self.awaiting_retry,
@@ -184,7 +171,7 @@ pub struct Index {
     pub dests: Slab<Dest>,
     /// Ordered, so that Stats pages through destinations by key.
     by_key: BTreeMap<String, DestId>,
-    pub totals: Totals,
+    pub totals: Counts,
     /// The oldest live message of each destination that has one: the first is the oldest
     /// pending message of all.
     firsts: BTreeSet<MessageId>,
@@ -239,7 +226,7 @@ impl Index {
     /// Adds a live message in `state`.
     pub fn insert(&mut self, id: MessageId, live: Live) {
         let dest = &mut self.dests[live.dest];
-        *dest.counter(live.state, live.attempts) += 1;
+        *dest.counts.counter(live.state, live.attempts) += 1;
         *self.totals.counter(live.state, live.attempts) += 1;
         let first = dest.live_ids.first().copied();
         dest.live_ids.insert(id);
@@ -271,8 +258,8 @@ impl Index {
             return false;
         };
         let dest = &mut self.dests[live.dest];
-        *dest.counter(live.state, live.attempts) -= 1;
-        *dest.counter(state, attempts) += 1;
+        *dest.counts.counter(live.state, live.attempts) -= 1;
+        *dest.counts.counter(state, attempts) += 1;
         *self.totals.counter(live.state, live.attempts) -= 1;
         *self.totals.counter(state, attempts) += 1;
         live.state = state;
@@ -294,7 +281,7 @@ impl Index {
     pub fn remove(&mut self, id: MessageId) -> Option<Live> {
         let live = self.live.remove(&id)?;
         let dest = &mut self.dests[live.dest];
-        *dest.counter(live.state, live.attempts) -= 1;
+        *dest.counts.counter(live.state, live.attempts) -= 1;
         *self.totals.counter(live.state, live.attempts) -= 1;
         let was_first = dest.live_ids.first() == Some(&id);
         dest.live_ids.remove(&id);
@@ -311,8 +298,8 @@ impl Index {
     /// Sets a destination's dead-letter count.
     pub fn set_dead(&mut self, d: DestId, dead: u64) {
         let dest = &mut self.dests[d];
-        self.totals.dead = self.totals.dead.saturating_sub(dest.dead) + dead;
-        dest.dead = dead;
+        self.totals.dead = self.totals.dead.saturating_sub(dest.counts.dead) + dead;
+        dest.counts.dead = dead;
         self.review(d);
     }
 
@@ -328,7 +315,7 @@ impl Index {
     /// Live messages of a destination (pending, awaiting retry or in flight).
     pub fn live_count(&self, d: DestId) -> u64 {
         let dest = &self.dests[d];
-        dest.pending + dest.awaiting_retry + dest.in_flight
+        dest.counts.pending + dest.counts.awaiting_retry + dest.counts.in_flight
     }
 
     /// Destination `d` may have become idle or busy: look at it at the end of the round.
@@ -354,7 +341,7 @@ impl Index {
             dest.in_review = false;
             let idle = dest.live_ids.is_empty()
                 && dest.waiters.is_empty()
-                && dest.dead == 0
+                && dest.counts.dead == 0
                 && !pinned(&dest.key);
             match (idle, dest.idle_stamp) {
                 (true, None) => {
@@ -398,7 +385,7 @@ impl Index {
     /// cancel).
     pub fn forget(&mut self, d: DestId) -> Option<Dest> {
         let dest = self.dests.try_remove(d)?;
-        debug_assert!(dest.live_ids.is_empty() && dest.waiters.is_empty() && dest.dead == 0);
+        debug_assert!(dest.live_ids.is_empty() && dest.waiters.is_empty() && dest.counts.dead == 0);
         self.by_key.remove(&dest.key);
         Some(dest)
     }

@@ -313,7 +313,7 @@ impl Engine {
             entry.since_ms = now;
             t.bury(id, &key, &entry)?;
             self.index.remove(id);
-            let dead = self.index.dests[live.dest].dead + 1;
+            let dead = self.index.dests[live.dest].counts.dead + 1;
             self.index.set_dead(live.dest, dead);
             self.index.dests[live.dest].activity.failed(now);
             self.total.failed(now);

@@ -641,7 +641,11 @@ mod counts {
                 }
             }
             prop_assert_eq!(
-                (dest.pending, dest.awaiting_retry, dest.in_flight),
+                (
+                    dest.counts.pending,
+                    dest.counts.awaiting_retry,
+                    dest.counts.in_flight
+                ),
                 (pending, retry, in_flight),
                 "{}",
                 dest.key

@@ -168,7 +168,7 @@ impl Engine {
     /// the answer is "not before some time", arranges to be woken then.
     fn admit_next(&mut self, d: DestId, now: u64) -> Option<MessageId> {
         let dest = &mut self.index.dests[d];
-        let in_flight = dest.in_flight;
+        let in_flight = dest.counts.in_flight;
         let push = dest.push.as_deref_mut()?;
         if dest.ready.is_empty() {
             return None;
