@@ -7,6 +7,11 @@
 
 use std::fmt;
 
+/// The prefixes of the three kinds of key.
+const ENDPOINT: &str = "endpoint:";
+const URL: &str = "url:";
+const QUEUE: &str = "queue:";
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Destination {
     Endpoint(String),
@@ -18,10 +23,20 @@ impl Destination {
     /// The key that groups messages for stats, dead letters and idempotency.
     pub fn key(&self) -> String {
         match self {
-            Self::Endpoint(name) => format!("endpoint:{name}"),
-            Self::Url(url) => format!("url:{}", origin_of(url)),
-            Self::Queue(name) => format!("queue:{name}"),
+            Self::Endpoint(name) => format!("{ENDPOINT}{name}"),
+            Self::Url(url) => format!("{URL}{}", origin_of(url)),
+            Self::Queue(name) => format!("{QUEUE}{name}"),
         }
+    }
+
+    /// The endpoint's name, if `key` (from [`Destination::key`]) is an endpoint's.
+    pub fn endpoint_of_key(key: &str) -> Option<&str> {
+        key.strip_prefix(ENDPOINT)
+    }
+
+    /// Whether `key` is an ad-hoc URL origin's.
+    pub fn is_url_key(key: &str) -> bool {
+        key.starts_with(URL)
     }
 
     /// Encoding stored in redb: one tag byte and the name or URL.
@@ -74,5 +89,10 @@ mod tests {
         ] {
             assert_eq!(Destination::decode(&d.encode()), Some(d));
         }
+        let e = Destination::Endpoint("billing".into()).key();
+        assert_eq!(Destination::endpoint_of_key(&e), Some("billing"));
+        assert_eq!(Destination::endpoint_of_key("queue:billing"), None);
+        assert!(Destination::is_url_key("url:https://example.com"));
+        assert!(!Destination::is_url_key(&e));
     }
 }

@@ -553,8 +553,7 @@ impl Engine {
     fn review_destinations(&mut self) {
         let endpoints = &self.endpoints;
         let forget = self.index.reviewed(|key| {
-            key.strip_prefix("endpoint:")
-                .is_some_and(|name| endpoints.contains_key(name))
+            Destination::endpoint_of_key(key).is_some_and(|name| endpoints.contains_key(name))
         });
         for d in forget {
             if let Some(dest) = self.index.forget(d)

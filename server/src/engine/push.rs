@@ -101,7 +101,7 @@ impl Engine {
     fn settings_of(&self, key: &str) -> Option<Settings> {
         let c = &self.config.delivery;
         let or = |v: u64, default: u64| if v > 0 { v } else { default };
-        if let Some(name) = key.strip_prefix("endpoint:") {
+        if let Some(name) = Destination::endpoint_of_key(key) {
             // An endpoint deleted while messages still named it cannot be delivered to;
             // those wait until it is put again.
             let e = self.endpoints.get(name)?;
@@ -127,7 +127,7 @@ impl Engine {
                 disabled: e.disabled.then(|| e.disabled_reason.clone()),
             });
         }
-        key.starts_with("url:").then(|| Settings {
+        Destination::is_url_key(key).then(|| Settings {
             url: None,
             secrets: Vec::new(),
             connect_timeout_ms: c.connect_timeout_ms,
@@ -379,7 +379,7 @@ impl Engine {
         reason: String,
     ) -> Result<(), StoreError> {
         let key = self.index.dests[d].key.clone();
-        let Some(name) = key.strip_prefix("endpoint:") else {
+        let Some(name) = Destination::endpoint_of_key(&key) else {
             return Ok(());
         };
         let Some(endpoint) = self.endpoints.get_mut(name) else {
