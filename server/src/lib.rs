@@ -10,6 +10,8 @@
 //! - [`delivery`]: push over HTTP(S): dispatcher, per-destination pools, SSRF guard at
 //!   dial time, Standard Webhooks signing, outcome classification. Never touches the store.
 //! - [`wheel`]: the hierarchical timer wheel (pure).
+//! - [`wal`]: write-ahead log segments (checksummed frames, torn-tail cut); not yet used by
+//!   the engine (issue #10).
 //! - [`retry`], [`breaker`], [`limiter`], [`stats`]: backoff, circuit breaker, token bucket
 //!   and rolling statistics (pure; time is a parameter).
 //! - [`server`]: wiring, [`server::run`] is the entry point; [`cli`]: the binary.
@@ -41,6 +43,7 @@ pub mod stats;
 pub mod store;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testkit;
+pub mod wal;
 pub mod wheel;
 
 pub use config::Config;
