@@ -21,24 +21,10 @@ use hookd_proto::v1::{self as pb, hookd_client::HookdClient};
 use tonic::transport::Channel;
 
 use crate::load::{self, Shape};
+use crate::scale::rss_mb;
 
 /// Long polls in flight at once during the churn.
 const CHURNERS: usize = 64;
-
-fn rss_mb(pid: Option<u32>) -> f64 {
-    let Some(pid) = pid else { return 0.0 };
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))?
-                .split_whitespace()
-                .next()?
-                .parse::<f64>()
-                .ok()
-        })
-        .map_or(0.0, |kb| kb / 1e3)
-}
 
 /// Sends `n` long polls, `CHURNERS` at a time, within `limit`: each to a fresh name, or
 /// (`fresh` false, the control) all to one name, so the difference between the two is what
@@ -143,7 +129,7 @@ pub async fn run(base: &Path, names: u64, seconds: u64, payload: usize) -> anyho
     let control = load::run(&channels[..1], 16, Shape::Unary, payload, leg).await?;
     let control_polls = control_churn.await?;
     // Warm (page cache, buffers, allocator), with the same load: what the churn adds to.
-    let rss_before = rss_mb(hookd.pid());
+    let rss_before = rss_mb(hookd.pid()).unwrap_or(0.0);
     // The churn leg: the same load while the names pour in, as long as the churn lasts.
     let started = Instant::now();
     let churner = tokio::spawn(churn(
@@ -158,7 +144,7 @@ pub async fn run(base: &Path, names: u64, seconds: u64, payload: usize) -> anyho
     }
     let churned = churner.await?;
     let churn_s = started.elapsed().as_secs_f64();
-    let rss_end = rss_mb(hookd.pid());
+    let rss_end = rss_mb(hookd.pid()).unwrap_or(0.0);
     // The control again, now that the tables (completed messages, idempotency keys) have
     // grown by the churn leg's enqueues: what the last churn legs compare with.
     let control_churn = tokio::spawn(churn(channels[1].clone(), u64::MAX, leg, false));
@@ -167,7 +153,7 @@ pub async fn run(base: &Path, names: u64, seconds: u64, payload: usize) -> anyho
     tokio::time::sleep(Duration::from_secs(2)).await;
     stop.store(true, Ordering::Relaxed);
     consumer.await?;
-    let rss_after = rss_mb(hookd.pid());
+    let rss_after = rss_mb(hookd.pid()).unwrap_or(0.0);
     let mut client = HookdClient::new(channels[0].clone());
     let stats = client
         .stats(pb::StatsRequest::default())

@@ -29,8 +29,9 @@ async fn spawn(data: &Path) -> anyhow::Result<(ChildHookd, Channel)> {
     Ok((hookd, channel))
 }
 
-fn rss_mb(child: &ChildHookd) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", child.pid()?)).ok()?;
+/// The resident set of process `pid` in MB, from /proc.
+pub fn rss_mb(pid: Option<u32>) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", pid?)).ok()?;
     let kb: f64 = status
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))?
@@ -64,7 +65,7 @@ pub async fn run(base: &Path, n: u64, payload: usize) -> anyhow::Result<()> {
             }),
         })
         .await?;
-    let idle = rss_mb(&child).unwrap_or(0.0);
+    let idle = rss_mb(child.pid()).unwrap_or(0.0);
     let filled = Instant::now();
     let stored = crate::load::fill(
         &[channel],
@@ -77,7 +78,7 @@ pub async fn run(base: &Path, n: u64, payload: usize) -> anyhow::Result<()> {
     let fill_s = filled.elapsed().as_secs_f64();
     // Let the writer settle, then read what the process holds.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let full = rss_mb(&child).unwrap_or(0.0);
+    let full = rss_mb(child.pid()).unwrap_or(0.0);
     let stats = hookd_client::all_stats(&mut client).await?;
     let live = stats.storage.map_or(0, |s| s.live_messages);
     println!(
@@ -104,7 +105,7 @@ pub async fn run(base: &Path, n: u64, payload: usize) -> anyhow::Result<()> {
     }
     let first = started.elapsed();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let after = rss_mb(&child).unwrap_or(0.0);
+    let after = rss_mb(child.pid()).unwrap_or(0.0);
     let stats = hookd_client::all_stats(&mut client).await?;
     let live = stats.storage.map_or(0, |s| s.live_messages);
     println!(

@@ -127,6 +127,7 @@ impl Engine {
             awaiting_retry: totals.awaiting_retry,
             in_flight: totals.in_flight,
             dead_letter: totals.dead,
+            waiting_receives: self.index.waiting(),
             oldest_pending_age_ms: self
                 .index
                 .oldest()
@@ -149,7 +150,6 @@ impl Engine {
                     self.config.delivery.slow_threshold_ms,
                 ));
             }
-            total.waiting_receives += s.waiting_receives;
             destinations.push(s);
         }
         let next_page = more

@@ -5,7 +5,7 @@
 //! round (see `Engine::fail`); a refused request is answered with its [`Refusal`] and
 //! changes nothing.
 
-use super::index::{DestId, LiveState, Timer, Waiter};
+use super::index::{LiveState, Timer, Waiter};
 use super::lease::AttemptEnd;
 use super::{Command, Completion, Engine, NackOutcome, PutOutcome, Refusal, Tx};
 use crate::destination::Destination;
@@ -103,14 +103,16 @@ impl Engine {
                     let timer = self
                         .wheel
                         .insert(self.tick(now + wait_ms), Timer::Wait(d, id));
-                    self.index.dests[d].waiters.push_back(Waiter {
-                        id,
-                        max,
-                        visibility_ms,
-                        timer,
-                        reply,
-                    });
-                    self.index.review(d);
+                    self.index.push_waiter(
+                        d,
+                        Waiter {
+                            id,
+                            max,
+                            visibility_ms,
+                            timer,
+                            reply,
+                        },
+                    );
                 } else {
                     let outcome = self.lease(t, now, d, max, visibility_ms).map(Ok);
                     settle(done, reply, outcome)?;
@@ -193,18 +195,12 @@ impl Engine {
                 reply_after(done, reply, Ok(response));
             }
             Command::Drain => {
-                // Once, at shutdown: the only walk over every destination.
                 self.draining = true;
-                let waiting: Vec<DestId> = (self.index.dests.iter())
-                    .filter(|(_, dest)| !dest.waiters.is_empty())
-                    .map(|(d, _)| d)
-                    .collect();
-                for d in waiting {
-                    while let Some(w) = self.index.dests[d].waiters.pop_front() {
+                for d in self.index.with_waiters() {
+                    while let Some(w) = self.index.pop_waiter(d) {
                         self.wheel.remove(w.timer);
                         reply_after(done, w.reply, Ok(Vec::new()));
                     }
-                    self.index.review(d);
                 }
             }
             Command::Attempted(report) => self.attempted(t, now, report)?,
@@ -249,14 +245,8 @@ impl Engine {
                 }
                 Timer::Wake(d) => self.woken(d),
                 Timer::Wait(d, waiter) => {
-                    let Some(dest) = self.index.dests.get_mut(d) else {
-                        continue;
-                    };
-                    if let Some(pos) = dest.waiters.iter().position(|w| w.id == waiter)
-                        && let Some(w) = dest.waiters.remove(pos)
-                    {
+                    if let Some(w) = self.index.remove_waiter(d, waiter) {
                         reply_after(done, w.reply, Ok(Vec::new()));
-                        self.index.review(d);
                     }
                 }
             }
@@ -274,11 +264,10 @@ impl Engine {
         let touched = std::mem::take(&mut self.index.touched);
         for d in touched {
             while !self.index.dests[d].ready.is_empty() {
-                let Some(w) = self.index.dests[d].waiters.pop_front() else {
+                let Some(w) = self.index.pop_waiter(d) else {
                     break;
                 };
                 self.wheel.remove(w.timer);
-                self.index.review(d);
                 if w.reply.is_closed() {
                     continue; // the caller gave up; don't lease to nobody
                 }

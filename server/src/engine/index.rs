@@ -175,6 +175,10 @@ pub struct Index {
     /// The oldest live message of each destination that has one: the first is the oldest
     /// pending message of all.
     firsts: BTreeSet<MessageId>,
+    /// Long polls waiting, over all destinations, and the destinations that have any: kept
+    /// by the waiter methods below, so neither Stats nor a drain walks every destination.
+    waiting: u64,
+    with_waiters: BTreeSet<DestId>,
     /// Destinations that gained ready messages while they had waiters, this round.
     pub touched: Vec<DestId>,
     /// Push destinations that may be able to send: ready messages arrived, an attempt
@@ -301,6 +305,48 @@ impl Index {
         self.totals.dead = self.totals.dead.saturating_sub(dest.counts.dead) + dead;
         dest.counts.dead = dead;
         self.review(d);
+    }
+
+    /// A long poll starts waiting on destination `d`.
+    pub fn push_waiter(&mut self, d: DestId, waiter: Waiter) {
+        self.dests[d].waiters.push_back(waiter);
+        self.waiting += 1;
+        self.with_waiters.insert(d);
+        self.review(d);
+    }
+
+    /// The longest-waiting long poll of `d`, taken out.
+    pub fn pop_waiter(&mut self, d: DestId) -> Option<Waiter> {
+        let waiter = self.dests.get_mut(d)?.waiters.pop_front()?;
+        self.waited(d);
+        Some(waiter)
+    }
+
+    /// Long poll `id` of `d`, taken out (its wait ran out).
+    pub fn remove_waiter(&mut self, d: DestId, id: u64) -> Option<Waiter> {
+        let waiters = &mut self.dests.get_mut(d)?.waiters;
+        let pos = waiters.iter().position(|w| w.id == id)?;
+        let waiter = waiters.remove(pos)?;
+        self.waited(d);
+        Some(waiter)
+    }
+
+    fn waited(&mut self, d: DestId) {
+        self.waiting -= 1;
+        if self.dests[d].waiters.is_empty() {
+            self.with_waiters.remove(&d);
+        }
+        self.review(d);
+    }
+
+    /// Long polls waiting, over all destinations.
+    pub fn waiting(&self) -> u64 {
+        self.waiting
+    }
+
+    /// The destinations with long polls waiting.
+    pub fn with_waiters(&self) -> Vec<DestId> {
+        self.with_waiters.iter().copied().collect()
     }
 
     /// Asks for destination `d` to be looked at by the end-of-round dispatch.

@@ -3,7 +3,7 @@
 //! moved by hand. Nothing here sleeps or opens a socket.
 
 use super::harness::{Harness, START_MS, config};
-use super::{NewMessage, Refusal};
+use super::{Command, NewMessage, Refusal};
 use crate::breaker::BreakerState;
 use crate::delivery::{RetryAfter, Verdict};
 use crate::destination::Destination;
@@ -305,6 +305,15 @@ fn a_long_poll_is_answered_by_the_enqueue_that_fills_it_or_empty_at_its_end() {
     let mut h = Harness::new();
     let mut waiting = h.receive_waiting("lp", 5_000);
     assert!(waiting.try_recv().is_err(), "nothing ready: it waits");
+    // Counted in the total, whatever page of destinations is asked for.
+    let stats = h
+        .call(|reply| Command::Stats {
+            after: None,
+            limit: 0,
+            reply,
+        })
+        .expect("stats");
+    assert_eq!(stats.total.waiting_receives, 1);
     let id = h.enqueue("lp", b"x");
     let got = waiting.try_recv().expect("answered in the enqueue's round");
     assert_eq!(got.expect("leased")[0].id, id);
@@ -605,6 +614,10 @@ mod counts {
         Advance {
             ms: u64,
         },
+        LongPoll {
+            queue: u8,
+            wait_ms: u64,
+        },
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -622,6 +635,7 @@ mod counts {
             (0..8usize, prop_oneof![Just(0u64), 1..300u64])
                 .prop_map(|(nth, delay_ms)| Op::Nack { nth, delay_ms }),
             (1..1_500u64).prop_map(|ms| Op::Advance { ms }),
+            (0..3u8, 1..1_000u64).prop_map(|(queue, wait_ms)| Op::LongPoll { queue, wait_ms }),
         ]
     }
 
@@ -652,6 +666,8 @@ mod counts {
             );
             prop_assert_eq!(dest.live_ids.len(), live, "{}", dest.key);
         }
+        let waiters: usize = index.dests.iter().map(|(_, d)| d.waiters.len()).sum();
+        prop_assert_eq!(index.waiting(), waiters as u64);
         Ok(())
     }
 
@@ -661,6 +677,7 @@ mod counts {
         fn counters_always_equal_a_recount(ops in proptest::collection::vec(op(), 1..40)) {
             let mut h = Harness::new();
             let mut leases: Vec<LeaseId> = Vec::new();
+            let mut polls = Vec::new();
             for op in ops {
                 match op {
                     Op::Enqueue { queue, delay_ms } => {
@@ -688,6 +705,10 @@ mod counts {
                         }
                     }
                     Op::Advance { ms } => h.advance(ms),
+                    // Kept waiting (or served) by the engine; its answer is not read.
+                    Op::LongPoll { queue, wait_ms } => {
+                        polls.push(h.receive_waiting(&format!("q{queue}"), wait_ms));
+                    }
                 }
                 check(&h)?;
             }

@@ -579,8 +579,8 @@ impl Engine {
         for c in commands {
             answer_failed(c, err.clone());
         }
-        for (_, dest) in self.index.dests.iter_mut() {
-            for w in dest.waiters.drain(..) {
+        for d in self.index.with_waiters() {
+            while let Some(w) = self.index.pop_waiter(d) {
                 let _ = w.reply.send(Err(err.clone()));
             }
         }
