@@ -219,12 +219,7 @@ impl Harness {
 
     /// Reports how an attempt ended, as the dispatcher would, and runs its round.
     pub fn report(&mut self, d: &Delivery, verdict: Verdict) {
-        self.engine.round(vec![Command::Attempted(AttemptReport {
-            id: d.id,
-            attempt: d.attempt,
-            verdict,
-            latency_us: 2_000,
-        })]);
+        self.report_all(std::slice::from_ref(d), verdict);
     }
 
     /// Reports every attempt with the same outcome, in one round.
