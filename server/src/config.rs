@@ -32,8 +32,16 @@ pub struct Config {
     /// How long GetMessage can show a delivered (acked) message's attempts; about 100 to
     /// 200 bytes per message on disk. 0 = forget completed messages at once.
     pub completed_retention_secs: u64,
-    /// Most requests folded into one redb commit.
+    /// Most requests folded into one engine round (one log record).
     pub max_commit_batch: usize,
+    /// A checkpoint (redb made durable up to the write-ahead log's end, and the log before
+    /// it deleted) at least this often while writes come in...
+    pub checkpoint_interval_ms: u64,
+    /// ...and whenever the log has grown by this much since the last one. With the segment
+    /// size, this bounds the log's disk use and what a restart replays.
+    pub checkpoint_log_mb: u64,
+    /// A log segment file grows to about this size before the next one starts.
+    pub log_segment_mb: u64,
     /// redb's page cache (reads and the pages a commit writes). Most of hookd's memory
     /// beyond its index of live messages (about 200 B each).
     pub cache_size_mb: u64,
@@ -105,6 +113,9 @@ impl Default for Config {
             idempotency_retention_secs: 24 * 3600,
             completed_retention_secs: 24 * 3600,
             max_commit_batch: 8_192,
+            checkpoint_interval_ms: 10_000,
+            checkpoint_log_mb: 64,
+            log_segment_mb: 16,
             cache_size_mb: (crate::store::DEFAULT_CACHE_BYTES >> 20) as u64,
             max_queued_write_bytes: 256 << 20,
             retry: RetryPolicy::default(),
@@ -171,6 +182,24 @@ impl Config {
             return invalid(
                 "max_commit_batch",
                 format!("{} is not within 1..=1000000", self.max_commit_batch),
+            );
+        }
+        if !(10..=3_600_000).contains(&self.checkpoint_interval_ms) {
+            return invalid(
+                "checkpoint_interval_ms",
+                format!("{} is not within 10..=3600000", self.checkpoint_interval_ms),
+            );
+        }
+        if !(1..=65_536).contains(&self.checkpoint_log_mb) {
+            return invalid(
+                "checkpoint_log_mb",
+                format!("{} is not within 1..=65536", self.checkpoint_log_mb),
+            );
+        }
+        if !(1..=1_024).contains(&self.log_segment_mb) {
+            return invalid(
+                "log_segment_mb",
+                format!("{} is not within 1..=1024", self.log_segment_mb),
             );
         }
         if !(4..=1 << 20).contains(&self.cache_size_mb) {

@@ -16,7 +16,7 @@ use crate::config::{Config, ConfigError};
 use crate::delivery::guard::AddressGuard;
 use crate::delivery::{Dispatcher, DispatcherConfig};
 use crate::engine::{self, EngineConfig, EngineHandle};
-use crate::store::{Store, StoreError};
+use crate::store::{Storage, StoreError};
 
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -76,8 +76,10 @@ impl std::fmt::Debug for Hooks {
     }
 }
 
-/// Opens the store (in a data directory, with a page cache of so many bytes).
-type OpenStore = Box<dyn FnOnce(&std::path::Path, usize) -> Result<Store, StoreError> + Send>;
+/// Opens the store and its log (in a data directory, with a page cache of so many bytes
+/// and log segments of so many).
+type OpenStore =
+    Box<dyn FnOnce(&std::path::Path, usize, u64) -> Result<Storage, StoreError> + Send>;
 
 /// What [`serve`] runs with: the system's clock and file unless a test plugged in others.
 struct Plugged {
@@ -92,7 +94,7 @@ impl Default for Plugged {
         Self {
             clock: Arc::new(SystemClock),
             on_ready: None,
-            open_store: Box::new(Store::open_with),
+            open_store: Box::new(Storage::open_dir),
             rng_seed: None,
         }
     }
@@ -125,7 +127,9 @@ pub async fn run_with(
         ..Plugged::default()
     };
     if let Some(faults) = hooks.faults {
-        plugged.open_store = Box::new(move |dir, cache| Store::open_faulty(dir, cache, faults));
+        plugged.open_store = Box::new(move |dir, cache, segment| {
+            Storage::open_faulty(dir, cache, segment, faults)
+        });
     }
     serve(config, grpc, http, shutdown, plugged).await
 }
@@ -144,13 +148,15 @@ async fn serve(
         open_store,
         rng_seed,
     } = plugged;
-    let store = {
+    let storage = {
         let dir = config.data_dir.clone();
         let cache = usize::try_from(config.cache_size_mb << 20).unwrap_or(usize::MAX);
-        tokio::task::spawn_blocking(move || open_store(&dir, cache))
+        let segment = config.log_segment_mb << 20;
+        tokio::task::spawn_blocking(move || open_store(&dir, cache, segment))
             .await
             .map_err(|e| StoreError::Io(std::io::Error::other(e)))??
     };
+    let store = storage.store.clone();
     let engine_config = EngineConfig {
         retry: config.retry,
         delivery: config.delivery.clone(),
@@ -158,15 +164,17 @@ async fn serve(
         idempotency_retention_ms: config.idempotency_retention_secs.saturating_mul(1000),
         completed_retention_ms: config.completed_retention_secs.saturating_mul(1000),
         max_commit_batch: config.max_commit_batch,
+        checkpoint_interval_ms: config.checkpoint_interval_ms,
+        checkpoint_log_bytes: config.checkpoint_log_mb << 20,
         rng_seed,
     };
     // Engine -> dispatcher: attempts, after their commit. Dispatcher -> engine: outcomes,
     // through the handle (a callback, so `delivery` never depends on the engine).
     let (deliveries_tx, deliveries_rx) = tokio::sync::mpsc::unbounded_channel();
     let (engine, engine_thread) = {
-        let (store, clock) = (store.clone(), clock.clone());
+        let clock = clock.clone();
         tokio::task::spawn_blocking(move || {
-            engine::start(store, engine_config, clock, Some(deliveries_tx))
+            engine::start(storage, engine_config, clock, Some(deliveries_tx))
         })
         .await
         .map_err(|e| StoreError::Io(std::io::Error::other(e)))??

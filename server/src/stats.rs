@@ -372,6 +372,15 @@ pub struct StorageSnapshot {
     pub queued_write_bytes: u64,
     /// Destinations held in memory (busy, and up to 1,000 idle ones).
     pub destinations: u64,
+    /// Bytes the write-ahead log's segments hold (bounded by the checkpoint settings).
+    pub log_bytes: u64,
+    /// Since the last checkpoint (or the start, if none yet).
+    pub checkpoint_age_ms: u64,
+    /// How long the last checkpoint's commit took.
+    pub last_checkpoint_ms: u64,
+    /// At the last start: how long replaying the log took, and how many bytes it read.
+    pub replay_ms: u64,
+    pub replayed_bytes: u64,
 }
 
 /// Everything Stats answers.

@@ -1,7 +1,8 @@
 //! The write-ahead log's files: append-only segments of checksummed records.
 //!
-//! Issue #10's first building block: the engine does not use it yet (the round still
-//! commits to redb with `Durability::Immediate`). What it guarantees already:
+//! The engine appends one record per round (the round's row changes, see
+//! `store::rowlog`) and answers only after the `sync` that holds it; redb is brought up to
+//! date behind it and checkpointed (`docs/durability.md`). What this module guarantees:
 //!
 //! - A position ([`Lsn`]) is a byte offset in the log as a whole. Segment files are named
 //!   `wal-<first position, 20 digits>.log`, so their order is their names' order.
@@ -17,10 +18,15 @@
 //!   is cut there, so a later append never leaves garbage between records. In an earlier
 //!   segment (one that was complete and synced before the next was started) such a frame
 //!   is corruption, and opening fails rather than skip data.
+//! - All file access goes through [`LogDir`]: [`OsDir`] in production, a disk that loses
+//!   power in tests (`store::power_loss`).
 
+use std::fmt::Debug;
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A position in the log: the byte offset of a record's frame.
 pub type Lsn = u64;
@@ -29,19 +35,143 @@ pub type Lsn = u64;
 pub type Record = (Lsn, Vec<u8>);
 
 /// Length and checksum, before the payload.
-const HEADER: usize = 8;
+pub const HEADER: usize = 8;
 /// The largest payload of one record (a round of 8,192 commands of 1 MiB events fits).
 pub const MAX_RECORD: usize = 1 << 30;
+
+/// The directory holding the log's segments. Names are plain file names.
+pub trait LogDir: Send + Sync + Debug {
+    /// The names of the files in the directory.
+    fn list(&self) -> io::Result<Vec<String>>;
+    /// A whole file.
+    fn read(&self, name: &str) -> io::Result<Vec<u8>>;
+    /// Opens a file for writing; `create`: it must not exist yet.
+    fn open(&self, name: &str, create: bool) -> io::Result<Box<dyn LogFile>>;
+    fn remove(&self, name: &str) -> io::Result<()>;
+    /// Makes the directory's entries (created and removed files) durable.
+    fn sync(&self) -> io::Result<()>;
+}
+
+/// One segment file open for writing.
+pub trait LogFile: Send + Debug {
+    fn write_at(&mut self, at: u64, data: &[u8]) -> io::Result<()>;
+    fn set_len(&mut self, len: u64) -> io::Result<()>;
+    /// fdatasync: the file's bytes (and its length) are durable when this returns.
+    fn sync_data(&mut self) -> io::Result<()>;
+}
+
+/// Called before every sync of an [`OsDir`]; an error fails the sync (tests: a failing or
+/// slow disk).
+pub type SyncHook = Arc<dyn Fn() -> io::Result<()> + Send + Sync>;
+
+/// A directory of the operating system's file system.
+#[derive(Clone)]
+pub struct OsDir {
+    path: PathBuf,
+    hook: Option<SyncHook>,
+}
+
+impl Debug for OsDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OsDir").field("path", &self.path).finish()
+    }
+}
+
+impl OsDir {
+    /// The directory at `path`, created if missing.
+    pub fn new(path: &Path) -> io::Result<Self> {
+        std::fs::create_dir_all(path)?;
+        Ok(Self {
+            path: path.to_owned(),
+            hook: None,
+        })
+    }
+
+    /// Runs `hook` before every sync of the directory or one of its files.
+    pub fn with_sync_hook(mut self, hook: SyncHook) -> Self {
+        self.hook = Some(hook);
+        self
+    }
+
+    fn before_sync(&self) -> io::Result<()> {
+        self.hook.as_ref().map_or(Ok(()), |h| h())
+    }
+}
+
+struct OsFile {
+    file: File,
+    hook: Option<SyncHook>,
+}
+
+impl Debug for OsFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OsFile").field("file", &self.file).finish()
+    }
+}
+
+impl LogDir for OsDir {
+    fn list(&self) -> io::Result<Vec<String>> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&self.path)? {
+            if let Some(name) = entry?.file_name().to_str() {
+                out.push(name.to_owned());
+            }
+        }
+        Ok(out)
+    }
+
+    fn read(&self, name: &str) -> io::Result<Vec<u8>> {
+        std::fs::read(self.path.join(name))
+    }
+
+    fn open(&self, name: &str, create: bool) -> io::Result<Box<dyn LogFile>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(create)
+            .open(self.path.join(name))?;
+        Ok(Box::new(OsFile {
+            file,
+            hook: self.hook.clone(),
+        }))
+    }
+
+    fn remove(&self, name: &str) -> io::Result<()> {
+        std::fs::remove_file(self.path.join(name))
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.before_sync()?;
+        File::open(&self.path)?.sync_all()
+    }
+}
+
+impl LogFile for OsFile {
+    fn write_at(&mut self, at: u64, data: &[u8]) -> io::Result<()> {
+        self.file.write_all_at(data, at)
+    }
+
+    fn set_len(&mut self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+
+    fn sync_data(&mut self) -> io::Result<()> {
+        if let Some(hook) = &self.hook {
+            hook()?;
+        }
+        self.file.sync_data()
+    }
+}
 
 /// Why the log could not be read or written.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LogError {
     #[error("write-ahead log I/O: {0}")]
-    Io(#[from] std::io::Error),
+    Io(#[from] io::Error),
     #[error("write-ahead log segment {segment} is corrupt at position {at}: {why}")]
     Corrupt {
-        segment: PathBuf,
+        segment: String,
         at: Lsn,
         why: &'static str,
     },
@@ -52,10 +182,10 @@ pub enum LogError {
 /// The log, open for appending at its end.
 #[derive(Debug)]
 pub struct Log {
-    dir: PathBuf,
-    /// Segments in order: (first position, path).
-    segments: Vec<(Lsn, PathBuf)>,
-    file: File,
+    dir: Box<dyn LogDir>,
+    /// Segments in order: (first position, file name).
+    segments: Vec<(Lsn, String)>,
+    file: Box<dyn LogFile>,
     /// Bytes of the current segment already written to the file.
     written: u64,
     /// Frames appended and not yet written.
@@ -68,8 +198,13 @@ pub struct Log {
     new_segment: bool,
 }
 
-fn segment_path(dir: &Path, start: Lsn) -> PathBuf {
-    dir.join(format!("wal-{start:020}.log"))
+fn segment_name(start: Lsn) -> String {
+    format!("wal-{start:020}.log")
+}
+
+/// The bytes a record of `len` payload bytes takes in the log.
+pub fn framed_len(len: usize) -> u64 {
+    (HEADER + len) as u64
 }
 
 fn frame(payload: &[u8], out: &mut Vec<u8>) {
@@ -82,39 +217,36 @@ fn frame(payload: &[u8], out: &mut Vec<u8>) {
 }
 
 /// The segments in `dir`, in order.
-fn list(dir: &Path) -> Result<Vec<(Lsn, PathBuf)>, LogError> {
+fn list(dir: &dyn LogDir) -> Result<Vec<(Lsn, String)>, LogError> {
     let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-            continue;
-        };
+    for name in dir.list()? {
         if let Some(start) = name
             .strip_prefix("wal-")
             .and_then(|n| n.strip_suffix(".log"))
             .and_then(|n| n.parse::<Lsn>().ok())
         {
-            out.push((start, path));
+            out.push((start, name));
         }
     }
     out.sort();
     Ok(out)
 }
 
-/// What reading a segment found: its records, and where its valid frames end.
+/// What reading a segment found: where its valid frames end, and why the rest is not
+/// valid (none: the file ends at a frame boundary).
 struct Scan {
-    records: Vec<Record>,
-    /// Bytes of the file holding whole, valid frames.
     valid: u64,
-    /// Why the rest is not valid (none: the file ends at a frame boundary).
     bad: Option<&'static str>,
 }
 
-fn scan(path: &Path, start: Lsn, keep: bool) -> Result<Scan, LogError> {
-    let mut bytes = Vec::new();
-    File::open(path)?.read_to_end(&mut bytes)?;
+/// Checks every frame of a segment, handing those at or after `from` to `each`.
+fn scan<E: From<LogError>>(
+    bytes: &[u8],
+    start: Lsn,
+    from: Lsn,
+    each: &mut impl FnMut(Lsn, &[u8]) -> Result<(), E>,
+) -> Result<Scan, E> {
     let mut at = 0usize;
-    let mut records = Vec::new();
     let bad = loop {
         let Some(header) = bytes.get(at..at + HEADER) else {
             break (at < bytes.len()).then_some("a frame header cut short");
@@ -131,85 +263,114 @@ fn scan(path: &Path, start: Lsn, keep: bool) -> Result<Scan, LogError> {
         if crc32c::crc32c_append(crc32c::crc32c(&len_bytes), payload) != crc {
             break Some("a frame whose checksum does not match");
         }
-        if keep {
-            records.push((start + at as u64, payload.to_vec()));
+        let lsn = start + at as u64;
+        if lsn >= from {
+            each(lsn, payload)?;
         }
         at += HEADER + len;
     };
     Ok(Scan {
-        records,
         valid: at as u64,
         bad,
     })
 }
 
 impl Log {
-    /// Opens the log in `dir` (created if need be) for appending, cutting a torn tail of
-    /// the last segment; every record from position `from` on is returned, in order.
+    /// Opens the log in `dir` for appending, cutting a torn tail of the last segment;
+    /// every record from position `from` on is returned, in order.
     pub fn open(
-        dir: &Path,
+        dir: Box<dyn LogDir>,
         segment_bytes: u64,
         from: Lsn,
     ) -> Result<(Self, Vec<Record>), LogError> {
-        std::fs::create_dir_all(dir)?;
-        let mut segments = list(dir)?;
         let mut records = Vec::new();
+        let log = Self::replay(dir, segment_bytes, from, |at, payload| {
+            records.push((at, payload.to_vec()));
+            Ok::<(), LogError>(())
+        })?;
+        Ok((log, records))
+    }
+
+    /// As [`Log::open`], handing each record from `from` on to `each` (in order, one
+    /// segment in memory at a time) instead of collecting them.
+    ///
+    /// If the log ends before `from` (its files were lost, or never existed), appending
+    /// starts in a new segment at `from`, so positions never go back below a checkpoint.
+    pub fn replay<E: From<LogError>>(
+        dir: Box<dyn LogDir>,
+        segment_bytes: u64,
+        from: Lsn,
+        mut each: impl FnMut(Lsn, &[u8]) -> Result<(), E>,
+    ) -> Result<Self, E> {
+        let mut segments = list(dir.as_ref())?;
         let count = segments.len();
         let mut tail = None;
-        for (i, (start, path)) in segments.iter().enumerate() {
+        for (i, (start, name)) in segments.iter().enumerate() {
             let last = i + 1 == count;
-            let next = segments.get(i + 1).map(|s| s.0);
-            // Records of a segment that ends before `from` are not wanted.
-            let keep = next.is_none_or(|n| n > from);
-            let found = scan(path, *start, keep)?;
-            records.extend(found.records.into_iter().filter(|(at, _)| *at >= from));
+            // A segment that ends before `from` need not be read (the next one starts
+            // there or earlier); it is discarded at the next checkpoint.
+            if segments.get(i + 1).is_some_and(|next| next.0 <= from) {
+                continue;
+            }
+            let bytes = dir.read(name).map_err(LogError::from)?;
+            let found = scan(&bytes, *start, from, &mut each)?;
             if let Some(why) = found.bad {
                 if !last {
                     return Err(LogError::Corrupt {
-                        segment: path.clone(),
+                        segment: name.clone(),
                         at: start + found.valid,
                         why,
-                    });
+                    }
+                    .into());
                 }
                 tracing::warn!(
-                    segment = %path.display(),
+                    segment = %name,
                     at = start + found.valid,
                     why,
                     "cutting the log's torn tail"
                 );
             }
             if last {
-                tail = Some((*start, found.valid));
+                tail = Some((*start, found.valid, bytes.len() as u64));
             }
         }
-        let (start, valid) = match tail {
-            Some(t) => t,
-            None => {
-                let path = segment_path(dir, 0);
-                File::create(&path)?;
-                segments.push((0, path));
-                (0, 0)
+        let mut new_segment = false;
+        let (start, valid, file) = match tail {
+            Some((start, valid, len)) if start + valid >= from => {
+                let name = &segments[segments.len() - 1].1;
+                let mut file = dir.open(name, false).map_err(LogError::from)?;
+                // Cut the torn tail, durably, before anything is appended after it.
+                if len != valid {
+                    file.set_len(valid).map_err(LogError::from)?;
+                    file.sync_data().map_err(LogError::from)?;
+                }
+                (start, valid, file)
+            }
+            _ => {
+                if tail.is_some() {
+                    tracing::warn!(from, "the log ends before its checkpoint; continuing from there");
+                }
+                let name = segment_name(from);
+                let file = dir.open(&name, true).map_err(LogError::from)?;
+                segments.push((from, name));
+                new_segment = true;
+                (from, 0, file)
             }
         };
-        let path = &segments[segments.len() - 1].1;
-        let file = OpenOptions::new().read(true).write(true).open(path)?;
-        // Cut the torn tail, durably, before anything is appended after it.
-        if file.metadata()?.len() != valid {
-            file.set_len(valid)?;
-            file.sync_data()?;
-        }
         let mut log = Self {
-            dir: dir.to_owned(),
+            dir,
             segments,
             file,
             written: valid,
             pending: Vec::new(),
             end: start + valid,
             segment_bytes: segment_bytes.max(HEADER as u64),
-            new_segment: count == 0,
+            new_segment,
         };
-        log.file.seek(SeekFrom::Start(valid))?;
-        Ok((log, records))
+        if log.new_segment {
+            log.sync()?;
+        }
+        Ok(log)
     }
 
     /// Buffers one record; returns its position. Durable only after the next [`Log::sync`].
@@ -223,7 +384,7 @@ impl Log {
         }
         let at = self.end;
         frame(payload, &mut self.pending);
-        self.end += (HEADER + payload.len()) as u64;
+        self.end += framed_len(payload.len());
         Ok(at)
     }
 
@@ -231,13 +392,9 @@ impl Log {
     fn rotate(&mut self) -> Result<(), LogError> {
         self.write_pending()?;
         self.file.sync_data()?;
-        let path = segment_path(&self.dir, self.end);
-        self.file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)?;
-        self.segments.push((self.end, path));
+        let name = segment_name(self.end);
+        self.file = self.dir.open(&name, true)?;
+        self.segments.push((self.end, name));
         self.written = 0;
         self.new_segment = true;
         Ok(())
@@ -245,7 +402,7 @@ impl Log {
 
     fn write_pending(&mut self) -> Result<(), LogError> {
         if !self.pending.is_empty() {
-            self.file.write_all(&self.pending)?;
+            self.file.write_at(self.written, &self.pending)?;
             self.written += self.pending.len() as u64;
             self.pending.clear();
         }
@@ -258,7 +415,7 @@ impl Log {
         self.write_pending()?;
         self.file.sync_data()?;
         if self.new_segment {
-            File::open(&self.dir)?.sync_all()?;
+            self.dir.sync()?;
             self.new_segment = false;
         }
         Ok(())
@@ -274,8 +431,8 @@ impl Log {
     pub fn discard_before(&mut self, lsn: Lsn) -> Result<usize, LogError> {
         let mut removed = 0;
         while self.segments.len() > 1 && self.segments[1].0 <= lsn {
-            let (_, path) = self.segments.remove(0);
-            std::fs::remove_file(path)?;
+            let (_, name) = self.segments.remove(0);
+            self.dir.remove(&name)?;
             removed += 1;
         }
         Ok(removed)
@@ -296,8 +453,20 @@ mod tests {
         (0..n).map(|i| vec![i as u8; i * 7 % 300]).collect()
     }
 
+    fn os(dir: &Path) -> Box<dyn LogDir> {
+        Box::new(OsDir::new(dir).unwrap())
+    }
+
+    fn open(dir: &Path, segment: u64, from: Lsn) -> Result<(Log, Vec<Record>), LogError> {
+        Log::open(os(dir), segment, from)
+    }
+
+    fn segment_path(dir: &Path, start: Lsn) -> PathBuf {
+        dir.join(segment_name(start))
+    }
+
     fn write_all(dir: &Path, segment: u64, recs: &[Vec<u8>]) -> Vec<Lsn> {
-        let (mut log, old) = Log::open(dir, segment, 0).unwrap();
+        let (mut log, old) = open(dir, segment, 0).unwrap();
         assert!(old.is_empty());
         let at = recs.iter().map(|r| log.append(r).unwrap()).collect();
         log.sync().unwrap();
@@ -309,12 +478,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let recs = records(200);
         let at = write_all(dir.path(), 1_000, &recs);
-        assert!(list(dir.path()).unwrap().len() > 5, "several segments");
-        let (log, back) = Log::open(dir.path(), 1_000, 0).unwrap();
+        assert!(list(&OsDir::new(dir.path()).unwrap()).unwrap().len() > 5, "several segments");
+        let (log, back) = open(dir.path(), 1_000, 0).unwrap();
         assert_eq!(back.iter().map(|r| r.0).collect::<Vec<_>>(), at);
         assert_eq!(back.into_iter().map(|r| r.1).collect::<Vec<_>>(), recs);
         // From a position on, only the records from there.
-        let (_, tail) = Log::open(dir.path(), 1_000, at[150]).unwrap();
+        let (_, tail) = open(dir.path(), 1_000, at[150]).unwrap();
         assert_eq!(tail.len(), 50);
         assert_eq!(tail[0].0, at[150]);
         assert_eq!(log.end(), at[199] + 8 + recs[199].len() as u64);
@@ -329,16 +498,17 @@ mod tests {
         let whole = std::fs::metadata(&path).unwrap().len();
         // A crash in the middle of the last write: half a frame.
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        use std::io::Write;
         let mut half = Vec::new();
         frame(b"this record was never synced", &mut half);
         f.write_all(&half[..12]).unwrap();
         drop(f);
-        let (mut log, back) = Log::open(dir.path(), 1 << 20, 0).unwrap();
+        let (mut log, back) = open(dir.path(), 1 << 20, 0).unwrap();
         assert_eq!(back.len(), 10);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), whole, "cut");
         log.append(b"after").unwrap();
         log.sync().unwrap();
-        let (_, back) = Log::open(dir.path(), 1 << 20, 0).unwrap();
+        let (_, back) = open(dir.path(), 1 << 20, 0).unwrap();
         assert_eq!(back.len(), 11);
         assert_eq!(back[10].1, b"after");
     }
@@ -348,14 +518,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let recs = records(100);
         write_all(dir.path(), 2_000, &recs);
-        let segments = list(dir.path()).unwrap();
+        let segments = list(&OsDir::new(dir.path()).unwrap()).unwrap();
         assert!(segments.len() >= 3);
         // Flip a payload byte of the first record of the first segment.
-        let first = &segments[0].1;
+        let first = &dir.path().join(&segments[0].1);
         let mut bytes = std::fs::read(first).unwrap();
         bytes[HEADER + 20] ^= 0xff;
         std::fs::write(first, &bytes).unwrap();
-        let err = Log::open(dir.path(), 2_000, 0).unwrap_err().to_string();
+        let err = open(dir.path(), 2_000, 0).unwrap_err().to_string();
         assert!(err.contains("checksum does not match"), "{err}");
         // The same in the last segment: the log ends there.
         std::fs::write(first, {
@@ -364,16 +534,17 @@ mod tests {
         })
         .unwrap();
         let last = &segments[segments.len() - 1];
-        let mut bytes = std::fs::read(&last.1).unwrap();
-        let before_last = Log::open(dir.path(), 2_000, 0)
+        let last_path = dir.path().join(&last.1);
+        let mut bytes = std::fs::read(&last_path).unwrap();
+        let before_last = open(dir.path(), 2_000, 0)
             .unwrap()
             .1
             .iter()
             .filter(|r| r.0 < last.0)
             .count();
         bytes[HEADER] ^= 0xff;
-        std::fs::write(&last.1, &bytes).unwrap();
-        let (_, back) = Log::open(dir.path(), 2_000, 0).unwrap();
+        std::fs::write(&last_path, &bytes).unwrap();
+        let (_, back) = open(dir.path(), 2_000, 0).unwrap();
         assert_eq!(back.len(), before_last);
     }
 
@@ -382,12 +553,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let recs = records(100);
         let at = write_all(dir.path(), 2_000, &recs);
-        let (mut log, _) = Log::open(dir.path(), 2_000, 0).unwrap();
-        let before = list(dir.path()).unwrap().len();
+        let (mut log, _) = open(dir.path(), 2_000, 0).unwrap();
+        let before = list(&OsDir::new(dir.path()).unwrap()).unwrap().len();
         let removed = log.discard_before(at[80]).unwrap();
         assert!(removed > 0 && removed < before);
-        assert_eq!(list(dir.path()).unwrap().len(), before - removed);
-        let (_, back) = Log::open(dir.path(), 2_000, at[80]).unwrap();
+        assert_eq!(list(&OsDir::new(dir.path()).unwrap()).unwrap().len(), before - removed);
+        let (_, back) = open(dir.path(), 2_000, at[80]).unwrap();
         assert_eq!(back.first().map(|r| r.0), Some(at[80]));
         assert_eq!(back.len(), 20);
         assert!(log.disk_bytes() < log.end());
@@ -396,7 +567,7 @@ mod tests {
     #[test]
     fn an_oversized_record_is_refused_and_appends_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut log, _) = Log::open(dir.path(), 1 << 20, 0).unwrap();
+        let (mut log, _) = open(dir.path(), 1 << 20, 0).unwrap();
         let end = log.end();
         assert!(matches!(
             log.append(&vec![0; MAX_RECORD + 1]),
@@ -420,7 +591,7 @@ mod tests {
             let bytes = std::fs::read(&path).unwrap();
             let keep = cut.index(bytes.len() + 1);
             std::fs::write(&path, &bytes[..keep]).unwrap();
-            let (_, back) = Log::open(dir.path(), 1 << 20, 0).unwrap();
+            let (_, back) = open(dir.path(), 1 << 20, 0).unwrap();
             let whole = at
                 .iter()
                 .zip(&recs)

@@ -160,6 +160,11 @@ fn storage(s: StorageSnapshot) -> pb::StorageStats {
         live_messages: s.live_messages,
         queued_write_bytes: s.queued_write_bytes,
         destinations: s.destinations,
+        log_bytes: s.log_bytes,
+        checkpoint_age_ms: s.checkpoint_age_ms,
+        last_checkpoint_ms: s.last_checkpoint_ms,
+        replay_ms: s.replay_ms,
+        replayed_bytes: s.replayed_bytes,
     }
 }
 

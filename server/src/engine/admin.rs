@@ -161,7 +161,11 @@ impl Engine {
             destinations: self.index.destinations() as u64,
             ..Default::default()
         };
-        self.commits.fill(now, &mut storage);
+        self.syncer.fill(now, &mut storage);
+        storage.checkpoint_age_ms = now.saturating_sub(self.checkpoint_at_ms);
+        storage.last_checkpoint_ms = self.last_checkpoint_ms;
+        storage.replay_ms = self.replayed.millis;
+        storage.replayed_bytes = self.replayed.to - self.replayed.from;
         StatsSnapshot {
             total,
             destinations,

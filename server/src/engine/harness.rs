@@ -21,7 +21,7 @@ use crate::ids::{LeaseId, MessageId};
 use crate::retry::RetryPolicy;
 use crate::stats::{DestinationSnapshot, StatsSnapshot};
 use crate::store::faults::Faults;
-use crate::store::{DoneRecord, EndpointRecord, MessageRecord, State, Store, StoredMessage};
+use crate::store::{DoneRecord, EndpointRecord, MessageRecord, State, Storage, StoredMessage};
 
 /// Where the harness clock starts (2023-11-14).
 pub const START_MS: u64 = 1_700_000_000_000;
@@ -57,6 +57,8 @@ pub fn config() -> EngineConfig {
         idempotency_retention_ms: 24 * 3_600_000,
         completed_retention_ms: 24 * 3_600_000,
         max_commit_batch: 8_192,
+        checkpoint_interval_ms: 10_000,
+        checkpoint_log_bytes: 64 << 20,
         rng_seed: Some(1),
     }
 }
@@ -69,16 +71,29 @@ impl Harness {
     pub fn with(config: EngineConfig) -> Self {
         let dir = tempfile::tempdir().expect("a temp dir");
         let faults = Faults::default();
-        let store = Store::open_faulty(
+        let storage = Storage::open_faulty(
             dir.path(),
             crate::store::DEFAULT_CACHE_BYTES,
+            crate::store::DEFAULT_SEGMENT_BYTES,
             faults.clone(),
         )
         .expect("a store");
         let clock = ManualClock::new(START_MS);
         let (tx, deliveries) = mpsc::unbounded_channel();
-        let engine = Engine::recover(store, config, Arc::new(clock.clone()), Some(tx))
-            .expect("the engine recovers an empty store");
+        let syncer = super::syncer::Syncer::inline(
+            storage.log,
+            storage.store.mark().clone(),
+            Arc::new(clock.clone()),
+        );
+        let engine = Engine::recover(
+            storage.store,
+            syncer,
+            storage.replayed,
+            config,
+            Arc::new(clock.clone()),
+            Some(tx),
+        )
+        .expect("the engine recovers an empty store");
         Self {
             engine,
             clock,

@@ -2,17 +2,22 @@
 //!
 //! Requests arrive as `Command`s on a channel. The thread takes every command waiting at
 //! that moment (up to `max_commit_batch`), together with every timer that has come due,
-//! applies them all to one redb write transaction, commits it with
-//! `Durability::Immediate`, and only then answers each caller (group commit). One commit
-//! and its fsyncs are thus shared by everything that arrived while the previous one ran.
+//! applies them all to one redb write transaction and commits it with `Durability::None`
+//! (no I/O; readers see it at once). The round's row changes go to the write-ahead log's
+//! writer ([`syncer`]), which answers each caller only after the fdatasync that holds the
+//! round (group commit: one sync for every round that arrived during the previous one),
+//! while this thread goes on with the next round. Every so often (by time and by log
+//! size) a checkpoint makes redb durable with one `Immediate` commit that records how far
+//! the log is applied; the log before it is deleted.
 //!
 //! Ground rules:
-//! - No caller is answered success before the commit holding its change has returned.
+//! - No caller is answered success before the log sync holding its change has returned.
 //! - A storage error is fatal for this process's writes: the engine answers UNAVAILABLE to
 //!   every request from then on (redb itself refuses writes after a failed commit until the
-//!   file is reopened) and reports unhealthy. A restart recovers from the last commit.
+//!   file is reopened) and reports unhealthy. A restart recovers from the last checkpoint
+//!   and the durable log.
 //! - The engine reads the time only through its [`Clock`], once per round.
-//! - Why a std thread and not a tokio task: every round blocks in fsync for milliseconds;
+//! - Why a std thread and not a tokio task: checkpoints block in fsync for milliseconds;
 //!   on a runtime worker that would stall unrelated requests.
 
 mod admin;
@@ -30,6 +35,7 @@ mod lifecycle_tests;
 mod power_loss_tests;
 mod push;
 mod refusal;
+mod syncer;
 
 pub use handle::{EngineHandle, EngineThread};
 pub use refusal::Refusal;
@@ -48,7 +54,7 @@ use crate::delivery::Delivery;
 use crate::destination::Destination;
 use crate::ids::{LeaseId, MessageId};
 use crate::retry::RetryPolicy;
-use crate::store::{EndpointRecord, State, Store, StoreError};
+use crate::store::{EndpointRecord, Replayed, State, Storage, Store, StoreError};
 use crate::wheel::Wheel;
 use index::{Index, LiveState, Timer};
 
@@ -149,6 +155,10 @@ pub struct EngineConfig {
     /// How long a completed message's attempts stay readable (0: not kept).
     pub completed_retention_ms: u64,
     pub max_commit_batch: usize,
+    /// A checkpoint at least this often while the log grows...
+    pub checkpoint_interval_ms: u64,
+    /// ...and whenever the log has grown by this many bytes since the last one.
+    pub checkpoint_log_bytes: u64,
     /// A fixed seed for the retry jitter (tests); `None`: from the OS.
     pub rng_seed: Option<u64>,
 }
@@ -241,7 +251,13 @@ pub(crate) struct Engine {
     sweep_cursor: Option<Vec<u8>>,
     /// Shared with the handles: bytes of enqueues sent and not yet applied.
     queued: Arc<AtomicU64>,
-    commits: crate::stats::CommitStats,
+    /// The write-ahead log's writer (the pipeline's second stage).
+    syncer: syncer::Syncer,
+    /// The log position redb holds durably (the last checkpoint), and when it was made.
+    checkpointed: crate::wal::Lsn,
+    checkpoint_at_ms: u64,
+    last_checkpoint_ms: u64,
+    replayed: Replayed,
     /// Where push attempts go once their round has committed (`None`: push is off).
     deliveries: Option<DeliverySender>,
     /// This round's push attempts of messages stored by this very round: sent only after
@@ -280,12 +296,18 @@ const MAX_IDLE: Duration = Duration::from_millis(500);
 /// Recovers the index from the store and starts the engine thread.
 /// Push attempts go to `deliveries` (none: messages for endpoints and URLs wait).
 pub fn start(
-    store: Store,
+    storage: Storage,
     config: EngineConfig,
     clock: Arc<dyn Clock>,
     deliveries: Option<DeliverySender>,
 ) -> Result<(EngineHandle, EngineThread), StoreError> {
-    let engine = Engine::recover(store, config, clock, deliveries)?;
+    let Storage {
+        store,
+        log,
+        replayed,
+    } = storage;
+    let syncer = syncer::Syncer::spawn(log, store.mark().clone(), clock.clone())?;
+    let engine = Engine::recover(store, syncer, replayed, config, clock, deliveries)?;
     let (tx, rx) = mpsc::channel();
     let handle = EngineHandle {
         tx,
@@ -311,6 +333,8 @@ impl Engine {
     /// [`start`] gives it a thread; tests drive its rounds directly.
     fn recover(
         store: Store,
+        syncer: syncer::Syncer,
+        replayed: Replayed,
         config: EngineConfig,
         clock: Arc<dyn Clock>,
         deliveries: Option<DeliverySender>,
@@ -339,7 +363,11 @@ impl Engine {
             next_sweep_ms: now,
             sweep_cursor: None,
             queued: Arc::new(AtomicU64::new(0)),
-            commits: Default::default(),
+            checkpointed: syncer.appended(),
+            syncer,
+            checkpoint_at_ms: now,
+            last_checkpoint_ms: 0,
+            replayed,
             deliveries,
             outbox: Vec::new(),
             early: Vec::new(),
@@ -415,6 +443,9 @@ impl Engine {
             let stop = commands.iter().any(|c| matches!(c, Command::Shutdown));
             self.round(std::mem::take(&mut commands));
             if stop {
+                // A clean stop leaves nothing to replay.
+                self.checkpoint(self.clock.now_ms());
+                self.syncer.stop();
                 tracing::info!("engine stopped after its last commit");
                 return;
             }
@@ -423,7 +454,7 @@ impl Engine {
 
     /// One group commit: due timers and every command taken, in one transaction.
     fn round(&mut self, commands: Vec<Command>) {
-        // These writes have left the queue: their memory is now the round's.
+        // Bytes leave the write queue when the engine takes them.
         let taken_bytes: u64 = commands
             .iter()
             .map(|c| match c {
@@ -432,6 +463,15 @@ impl Engine {
             })
             .sum();
         self.queued.fetch_sub(taken_bytes, Ordering::AcqRel);
+        if self.failed.is_none()
+            && let Some(e) = self.syncer.failed()
+        {
+            self.fail(
+                StoreError::Io(std::io::Error::other(e.to_string())),
+                Vec::new(),
+                Vec::new(),
+            );
+        }
         if let Some(reason) = &self.failed {
             let err = Refusal::Unavailable(format!("storage failed earlier: {reason}"));
             for c in commands {
@@ -442,43 +482,108 @@ impl Engine {
         let now = self.clock.now_ms();
         let started = std::time::Instant::now();
         let taken = commands.len();
-        let txn = match self.store.begin_write() {
+        let txn = match self.store.begin_round() {
             Ok(t) => t,
             Err(e) => return self.fail(e, commands, Vec::new()),
         };
         let mut done: Vec<Completion> = Vec::new();
         self.fresh.clear();
-        let wrote = match self.apply_round(&txn, now, commands, &mut done) {
-            Ok(wrote) => wrote,
+        let record = match self.apply_round(&txn, now, commands, &mut done) {
+            Ok(record) => record,
             Err((e, rest)) => {
                 drop(txn);
                 return self.fail(e, rest, done);
             }
         };
         self.send_deliveries(true);
-        // Every row change goes through `Tables`, which records it: a round that changed
-        // anything is committed before anyone is answered.
-        if wrote {
-            let applied_at = std::time::Instant::now();
-            if let Err(e) = txn.commit() {
-                return self.fail(e.into(), Vec::new(), done);
-            }
-            let commit_us = applied_at.elapsed().as_micros() as u64;
-            self.commits.committed(now, taken as u64, commit_us);
-            tracing::trace!(
-                commands = taken,
-                apply_us = (applied_at - started).as_micros() as u64,
-                commit_us,
-                "round committed"
+        // A Durability::None commit: no I/O. Readers (GetMessage, ListDeadLetters) see the
+        // round once the log holds it (the end is published first: see `Watermark`), so
+        // by the time a caller is answered its write is readable, and no reader sees a
+        // change a power cut could take back.
+        self.syncer.publish_next(record.len());
+        let applied = if record.is_empty() {
+            txn.abort().map_err(StoreError::from)
+        } else {
+            txn.commit().map_err(StoreError::from)
+        };
+        if let Err(e) = applied {
+            return self.fail(e, Vec::new(), done);
+        }
+        tracing::trace!(
+            commands = taken,
+            record_bytes = record.len(),
+            apply_us = started.elapsed().as_micros() as u64,
+            "round applied"
+        );
+        // Answers and the attempts of messages this round stored wait for the log sync.
+        let outbox = std::mem::take(&mut self.outbox);
+        if !record.is_empty() || !done.is_empty() || !outbox.is_empty() {
+            let (deliveries, health) = (self.deliveries.clone(), self.health.clone());
+            self.syncer.submit(
+                record,
+                taken as u64,
+                Box::new(move |synced| {
+                    let refusal = synced.err().map(|e| {
+                        Refusal::Unavailable(format!("the write-ahead log failed: {e}"))
+                    });
+                    let ok = refusal.is_none();
+                    if !ok {
+                        // Unhealthy at once, before anyone hears of the failure.
+                        health.send_replace(false);
+                    }
+                    for d in done {
+                        d(refusal.clone());
+                    }
+                    if ok
+                        && !outbox.is_empty()
+                        && let Some(tx) = &deliveries
+                        && tx.send(outbox).is_err()
+                    {
+                        tracing::error!(
+                            "the dispatcher has stopped; push attempts will be retried"
+                        );
+                    }
+                }),
             );
-        } else if let Err(e) = txn.abort() {
-            return self.fail(e.into(), Vec::new(), done);
         }
-        for d in done {
-            d(None);
+        let since = self.syncer.appended() - self.checkpointed;
+        if since > 0
+            && (since >= self.config.checkpoint_log_bytes
+                || now.saturating_sub(self.checkpoint_at_ms) >= self.config.checkpoint_interval_ms)
+        {
+            self.checkpoint(now);
         }
-        // Only now are the messages behind these attempts known to be durable.
-        self.send_deliveries(false);
+    }
+
+    /// Makes redb durable up to the last round handed to the log: waits until the log
+    /// holds that round (so the position recorded is never beyond the durable log), then
+    /// one `Immediate` commit records the position; the segments before it are deleted.
+    fn checkpoint(&mut self, now: u64) {
+        if self.failed.is_some() {
+            return;
+        }
+        let lsn = self.syncer.appended();
+        if lsn == self.checkpointed {
+            return;
+        }
+        if let Err(e) = self.syncer.wait_synced(lsn) {
+            let e = StoreError::Io(std::io::Error::other(e.to_string()));
+            return self.fail(e, Vec::new(), Vec::new());
+        }
+        let started = std::time::Instant::now();
+        if let Err(e) = self.store.checkpoint(lsn) {
+            return self.fail(e, Vec::new(), Vec::new());
+        }
+        self.last_checkpoint_ms = started.elapsed().as_millis() as u64;
+        tracing::debug!(
+            lsn,
+            log_bytes = lsn - self.checkpointed,
+            millis = self.last_checkpoint_ms,
+            "checkpoint"
+        );
+        self.checkpointed = lsn;
+        self.checkpoint_at_ms = now;
+        self.syncer.discard(lsn);
     }
 
     /// Hands the round's `early` (or, after the commit, its other) attempts to the
@@ -501,15 +606,15 @@ impl Engine {
     }
 
     /// Applies due timers, the commands, waiting long polls and a sweep step to the round's
-    /// transaction; whether any row changed. On a storage error, returns it with every
-    /// command not yet applied, so that each is still answered.
+    /// transaction; the round's log record (empty: no row changed). On a storage error,
+    /// returns it with every command not yet applied, so that each is still answered.
     fn apply_round(
         &mut self,
         txn: &redb::WriteTransaction,
         now: u64,
         commands: Vec<Command>,
         done: &mut Vec<Completion>,
-    ) -> Result<bool, (StoreError, Vec<Command>)> {
+    ) -> Result<Vec<u8>, (StoreError, Vec<Command>)> {
         let mut tables = match crate::store::Tables::open(txn) {
             Ok(t) => t,
             Err(e) => return Err((e, commands)),
@@ -544,7 +649,8 @@ impl Engine {
                     .map_err(|e| (e, Vec::new()))?;
             }
         }
-        Ok(tables.wrote())
+        debug_assert_eq!(tables.wrote(), !tables.log_is_empty());
+        Ok(tables.into_log())
     }
 
     /// Destinations that became idle this round join the idle ones; beyond

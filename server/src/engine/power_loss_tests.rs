@@ -1,19 +1,25 @@
-//! Power cuts at every sync of a busy engine: nothing acknowledged is ever lost, and the
-//! file always opens.
+//! Power cuts at every sync of a busy engine: nothing acknowledged is ever lost, the
+//! store always opens, and replaying the log twice gives the same state.
 //!
-//! The engine runs on a [`PowerLossDisk`] while tasks enqueue (unary and batches, to a pull
-//! queue and a push endpoint), consumers lease, Ack and Nack, and a fake dispatcher reports
-//! push outcomes (delivered, retry, permanent). Every operation hookd answered with
-//! success goes into a log. At the start of each sync, the disk hands the image a power
-//! cut at that instant would leave (only synced bytes; every other cut also with a random
-//! subset of the unsynced writes) to a checker, together with how long the log was: all
-//! of those operations were answered before this sync began, so their data must be in the
-//! image. The checker opens the image as hookd would after a restart (format check,
-//! recovery, the engine starting on it) and looks for each operation.
+//! The engine runs on a [`PowerLossFs`] (the redb file and the write-ahead log's segments,
+//! with small segments and frequent checkpoints so that rotation, checkpoints and the
+//! deletion of old segments all happen many times) while tasks enqueue (unary and batches,
+//! to a pull queue and a push endpoint), consumers lease, Ack and Nack, and a fake
+//! dispatcher reports push outcomes (delivered, retry, permanent). Every operation hookd
+//! answered with success goes into a list. At the start of each sync (a log sync, the
+//! directory's, or a checkpoint's redb commit), the file system hands over the image a
+//! power cut at that instant would leave (only synced bytes and names; every other cut
+//! also a random subset of the rest, writes possibly torn part-way) together with how
+//! long the list was: all of those operations were answered before this sync began, so
+//! they must be in the image. The checker opens the image as hookd would after a restart
+//! (format check, log replay, recovery, the engine starting on it) and looks for each
+//! operation. It also replays the image's log twice over the file and compares every row
+//! (idempotent replay), and on every eighth cut it cuts power again during that recovery
+//! (its replay and checkpoint) and checks those images too.
 //!
-//! A hookd that answered before its data was synced (e.g. a commit with less than
-//! `Durability::Immediate`) fails this test: the answered operation is missing from the
-//! images of the syncs that follow.
+//! A hookd that answered before its log record was synced fails this test: the answered
+//! operation is missing from the images of the syncs that follow. So does a checkpoint
+//! that records a log position beyond what redb holds (the replay then skips records).
 //!
 //! `HOOKD_CRASH_POINTS` sets how many cut images are checked (default 1,000) and
 //! `HOOKD_CRASH_SEED` the seed of the first run (default: random, printed on failure).
@@ -32,8 +38,9 @@ use crate::delivery::{AttemptReport, Verdict};
 use crate::destination::Destination;
 use crate::ids::{LeaseId, MessageId};
 use crate::retry::RetryPolicy;
-use crate::store::power_loss::PowerLossDisk;
-use crate::store::{EndpointRecord, HistoryRecord, MessageRecord, Store};
+use crate::store::power_loss::{Image, PowerLossFs};
+use crate::store::{EndpointRecord, HistoryRecord, MessageRecord, Storage, Store};
+use crate::wal::Log;
 
 /// An operation hookd answered with success.
 #[derive(Debug, Clone, Copy)]
@@ -46,12 +53,27 @@ enum Answered {
 /// A cut image and how many answered operations precede it.
 struct Cut {
     sync: u64,
+    kind: Kind,
     answered: usize,
     torn: bool,
-    image: Vec<u8>,
+    image: Image,
 }
 
+/// What was being synced when the power went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A log segment (a round's record, or a cut torn tail).
+    Log,
+    /// The directory (a new segment's name).
+    Dir,
+    /// The redb file (a checkpoint).
+    Checkpoint,
+}
+
+const DB: &str = "hookd.redb";
 const CACHE: usize = 1 << 20;
+/// Small segments and checkpoints, so rotation, checkpoints and deletion happen often.
+const SEGMENT: u64 = 8 << 10;
 const PRODUCERS: usize = 3;
 const ROUNDS_PER_PRODUCER: usize = 40;
 /// Wall-clock bound of one run's traffic (the test never sleeps to synchronise).
@@ -69,6 +91,8 @@ fn config(seed: u64) -> EngineConfig {
         idempotency_retention_ms: 24 * 3_600_000,
         completed_retention_ms: 24 * 3_600_000,
         max_commit_batch: 8_192,
+        checkpoint_interval_ms: 20,
+        checkpoint_log_bytes: 16 << 10,
         rng_seed: Some(seed),
     }
 }
@@ -82,6 +106,7 @@ fn no_answered_operation_is_lost_at_any_power_cut() {
     let target = env_u64("HOOKD_CRASH_POINTS").unwrap_or(1_000) as usize;
     let first_seed = env_u64("HOOKD_CRASH_SEED").unwrap_or_else(|| rand::rng().random());
     let mut checked = 0;
+    let mut kinds = [0usize; 4];
     let mut totals = [0usize; 4];
     let mut run = 0;
     while checked < target {
@@ -90,6 +115,9 @@ fn no_answered_operation_is_lost_at_any_power_cut() {
         match outcome {
             Ok(stats) => {
                 checked += stats.cuts;
+                for (t, s) in kinds.iter_mut().zip(stats.kinds) {
+                    *t += s;
+                }
                 for (t, s) in totals.iter_mut().zip(stats.answered) {
                     *t += s;
                 }
@@ -100,45 +128,66 @@ fn no_answered_operation_is_lost_at_any_power_cut() {
         assert!(run < 100, "fewer than {target} cuts in 100 runs");
     }
     let [enqueued, acked, nacked, pushed] = totals;
+    let [log, dir, checkpoint, replay] = kinds;
     eprintln!(
-        "{checked} power cuts checked over {run} runs (first seed {first_seed}); answered: \
-         {enqueued} enqueued, {acked} acked, {nacked} nacked; {pushed} push outcomes reported"
+        "{checked} power cuts checked over {run} runs (first seed {first_seed}): {log} at a \
+         log sync, {dir} at a directory sync, {checkpoint} in a checkpoint, and {replay} \
+         more during the recovery of a cut image; answered: {enqueued} enqueued, {acked} \
+         acked, {nacked} nacked; {pushed} push outcomes reported"
     );
-    // The workload really did each kind of write.
+    // The workload really did each kind of write, and power went at each kind of sync.
     assert!(
         enqueued > 0 && acked > 0 && nacked > 0 && pushed > 0,
         "{totals:?}"
+    );
+    assert!(
+        log > 0 && dir > 0 && checkpoint > 0 && replay > 0,
+        "{kinds:?}"
     );
 }
 
 struct RunStats {
     cuts: usize,
+    /// Cuts at a log sync, a directory sync, a checkpoint; and during a recovery.
+    kinds: [usize; 4],
     /// enqueued, acked, nacked answers; push outcomes reported.
     answered: [usize; 4],
 }
 
+/// Opens the store and its log on `fs`, replaying the log.
+fn open(fs: &PowerLossFs) -> Result<Storage, String> {
+    let store = Store::open_backend(fs.backend(DB), CACHE)
+        .map_err(|e| format!("the file does not open: {e}"))?;
+    Storage::open(store, Box::new(fs.clone()), SEGMENT)
+        .map_err(|e| format!("the log does not replay: {e}"))
+}
+
+fn kind(file: Option<&str>) -> Kind {
+    match file {
+        None => Kind::Dir,
+        Some(DB) => Kind::Checkpoint,
+        Some(_) => Kind::Log,
+    }
+}
+
 fn run_once(seed: u64) -> Result<RunStats, String> {
     // The file is created before the cuts begin: hookd creates it under a temporary name
-    // and renames it into place (`store::create_atomically`), so a cut during creation
-    // leaves no file, which this disk does not model.
-    let disk = PowerLossDisk::default();
-    let store = Store::open_backend(disk.clone(), CACHE).map_err(|e| e.to_string())?;
+    // and renames it into place (`store::create_atomically`).
+    let fs = PowerLossFs::with_file(DB);
+    let storage = open(&fs)?;
     let log: Arc<Mutex<Vec<Answered>>> = Arc::default();
     let (cuts_tx, cuts_rx) = mpsc::sync_channel::<Cut>(4);
-    disk.observe({
+    fs.observe({
         let log = log.clone();
         let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
         move |cut| {
-            // Read the log first: everything in it was answered before this sync began.
+            // Read the list first: everything in it was answered before this sync began.
             let answered = lock(&log).len();
             let torn = cut.sync % 2 == 0;
-            let image = if torn {
-                cut.image(|_| rng.random_bool(0.5))
-            } else {
-                cut.image(|_| false)
-            };
+            let image = cut.image(torn.then_some(&mut rng));
             let _ = cuts_tx.send(Cut {
                 sync: cut.sync,
+                kind: kind(cut.file),
                 answered,
                 torn,
                 image,
@@ -147,30 +196,33 @@ fn run_once(seed: u64) -> Result<RunStats, String> {
     });
     let checker = {
         let log = log.clone();
-        std::thread::spawn(move || -> Result<usize, String> {
-            let mut n = 0;
+        std::thread::spawn(move || -> Result<(usize, [usize; 4]), String> {
+            let (mut n, mut kinds) = (0, [0usize; 4]);
             for cut in cuts_rx {
                 let answered = lock(&log)[..cut.answered].to_vec();
-                check_cut(&cut, &answered, seed).map_err(|e| {
+                let nested = check_cut(&cut, &answered, seed, cut.sync % 8 == 0).map_err(|e| {
                     format!(
-                        "power cut at sync {} ({}): {e}",
+                        "power cut at sync {} ({:?}, {}): {e}",
                         cut.sync,
+                        cut.kind,
                         if cut.torn {
-                            "with some unsynced writes"
+                            "with some unsynced changes"
                         } else {
                             "synced bytes only"
                         }
                     )
                 })?;
-                n += 1;
+                kinds[cut.kind as usize] += 1;
+                kinds[3] += nested;
+                n += 1 + nested;
             }
-            Ok(n)
+            Ok((n, kinds))
         })
     };
 
     let (deliveries_tx, deliveries_rx) = tokio::sync::mpsc::unbounded_channel();
     let (engine, thread) = super::start(
-        store,
+        storage,
         config(seed),
         Arc::new(SystemClock),
         Some(deliveries_tx),
@@ -184,13 +236,15 @@ fn run_once(seed: u64) -> Result<RunStats, String> {
     let answered = runtime.block_on(workload(engine, deliveries_rx, log.clone(), seed));
     thread.shutdown();
     drop(runtime);
-    // The disk (and with it the observer and its sender) is dropped here, ending the checker.
-    drop(disk);
-    let cuts = checker
+    // The file system (and with it the observer and its sender) is dropped here, ending
+    // the checker.
+    drop(fs);
+    let (cuts, kinds) = checker
         .join()
         .map_err(|_| "the checker panicked".to_owned())??;
     Ok(RunStats {
         cuts,
+        kinds,
         answered: answered?,
     })
 }
@@ -366,11 +420,73 @@ async fn workload(
     Ok([enqueued, acked, nacked, pushed.load(Ordering::SeqCst)])
 }
 
-/// Opens a cut image as hookd would after a restart and finds every answered operation.
-fn check_cut(cut: &Cut, answered: &[Answered], seed: u64) -> Result<(), String> {
-    let disk = PowerLossDisk::with_image(cut.image.clone());
-    let store =
-        Store::open_backend(disk, CACHE).map_err(|e| format!("the file does not open: {e}"))?;
+/// Replays the image's log over its file twice and compares every row: the second replay
+/// must change nothing.
+fn check_replay_twice(image: &Image) -> Result<(), String> {
+    let fs = PowerLossFs::with_image(image.clone());
+    let store = Store::open_backend(fs.backend(DB), CACHE).map_err(|e| e.to_string())?;
+    let from = store.applied().map_err(|e| e.to_string())?;
+    let (_, records) = Log::open(Box::new(fs), SEGMENT, from).map_err(|e| e.to_string())?;
+    let records: Vec<&[u8]> = records.iter().map(|(_, r)| r.as_slice()).collect();
+    store
+        .replay_records(records.iter().copied())
+        .map_err(|e| e.to_string())?;
+    let once = store.dump().map_err(|e| e.to_string())?;
+    store
+        .replay_records(records.iter().copied())
+        .map_err(|e| e.to_string())?;
+    let twice = store.dump().map_err(|e| e.to_string())?;
+    if once != twice {
+        return Err(format!(
+            "replaying {} log records twice gives another state than once",
+            records.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Opens a cut image as hookd would after a restart and finds every answered operation;
+/// with `nested`, power is cut during that recovery too, and those images are checked
+/// (without nesting further). Returns how many nested images were checked.
+fn check_cut(cut: &Cut, answered: &[Answered], seed: u64, nested: bool) -> Result<usize, String> {
+    check_replay_twice(&cut.image)?;
+    let fs = PowerLossFs::with_image(cut.image.clone());
+    let inner: Arc<Mutex<Vec<Cut>>> = Arc::default();
+    if nested {
+        let inner = inner.clone();
+        let answered = answered.len();
+        let mut rng = StdRng::seed_from_u64(seed ^ cut.sync);
+        fs.observe(move |c| {
+            let mut inner = lock(&inner);
+            // A few per recovery: its replay's checkpoint, the log's cut tail, the engine's.
+            if inner.len() < 6 {
+                let torn = c.sync % 2 == 0;
+                inner.push(Cut {
+                    sync: c.sync,
+                    kind: kind(c.file),
+                    answered,
+                    torn,
+                    image: c.image(torn.then_some(&mut rng)),
+                });
+            }
+        });
+    }
+    let storage = open(&fs)?;
+    check_answered(&storage.store, answered)?;
+    // The engine starts on what survived (every schedule row decodes, destinations parse).
+    let (_, thread) = super::start(storage, config(seed), Arc::new(SystemClock), None)
+        .map_err(|e| format!("the engine does not start: {e}"))?;
+    thread.shutdown();
+    let inner = std::mem::take(&mut *lock(&inner));
+    for c in &inner {
+        check_cut(c, answered, seed, false)
+            .map_err(|e| format!("then again during its recovery, at sync {}: {e}", c.sync))?;
+    }
+    Ok(inner.len())
+}
+
+/// Finds every answered operation in a recovered store.
+fn check_answered(store: &Store, answered: &[Answered]) -> Result<(), String> {
     store
         .recover()
         .map_err(|e| format!("recovery failed: {e}"))?;
@@ -408,9 +524,5 @@ fn check_cut(cut: &Cut, answered: &[Answered], seed: u64) -> Result<(), String> 
             }
         }
     }
-    // The engine starts on what survived (every schedule row decodes, destinations parse).
-    let (_, thread) = super::start(store, config(seed), Arc::new(SystemClock), None)
-        .map_err(|e| format!("the engine does not start: {e}"))?;
-    thread.shutdown();
     Ok(())
 }

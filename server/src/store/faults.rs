@@ -2,7 +2,8 @@
 //!
 //! `FaultyFile` is redb's own file backend with switches in front of `sync_data`: while
 //! [`Faults::fail_syncs`] is on, every fsync fails, so every commit fails as it would on a
-//! full or dying disk; [`Faults::delay_syncs`] makes the disk slow. Compiled only for tests
+//! full or dying disk; [`Faults::delay_syncs`] makes the disk slow. The write-ahead log's
+//! files get the same switch ([`Faults::sync_hook`]). Compiled only for tests
 //! (feature `test-util`): they pass a [`Faults`] through `server::Hooks`.
 
 use std::fs::File;
@@ -29,6 +30,24 @@ impl Faults {
     /// Makes every fsync take this much longer (a slow or throttled disk).
     pub fn delay_syncs(&self, ms: u64) {
         self.sync_delay_ms.store(ms, Ordering::SeqCst);
+    }
+
+    /// What every fsync does first: fail while failing is on, wait while slow.
+    pub fn before_sync(&self) -> std::io::Result<()> {
+        if self.fail_syncs.load(Ordering::SeqCst) {
+            return Err(std::io::Error::other("injected fault: fsync failed"));
+        }
+        let delay = self.sync_delay_ms.load(Ordering::SeqCst);
+        if delay > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(delay));
+        }
+        Ok(())
+    }
+
+    /// The same switch for the write-ahead log's files.
+    pub fn sync_hook(&self) -> crate::wal::SyncHook {
+        let faults = self.clone();
+        Arc::new(move || faults.before_sync())
     }
 }
 
@@ -61,13 +80,7 @@ impl StorageBackend for FaultyFile {
     }
 
     fn sync_data(&self) -> Result<(), std::io::Error> {
-        if self.faults.fail_syncs.load(Ordering::SeqCst) {
-            return Err(std::io::Error::other("injected fault: fsync failed"));
-        }
-        let delay = self.faults.sync_delay_ms.load(Ordering::SeqCst);
-        if delay > 0 {
-            std::thread::sleep(std::time::Duration::from_millis(delay));
-        }
+        self.faults.before_sync()?;
         self.inner.sync_data()
     }
 

@@ -39,6 +39,7 @@ pub mod faults;
 #[cfg(any(test, feature = "test-util"))]
 pub mod power_loss;
 pub mod records;
+pub mod rowlog;
 mod tables;
 
 pub use tables::Tables;
@@ -70,10 +71,18 @@ const IDEMPOTENCY: TableDefinition<&[u8], &[u8]> = TableDefinition::new("idempot
 const ENDPOINTS: TableDefinition<&str, &[u8]> = TableDefinition::new("endpoints");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const FORMAT_KEY: &str = "format_version";
+/// The write-ahead log position up to which this file holds every change (the last
+/// checkpoint's); recovery replays the log from there.
+const APPLIED_KEY: &str = "log_applied";
 
 /// The version of the on-disk layout this hookd writes (see "Format versions" above).
 /// Bump it with any change an older hookd would misread, and add the migration.
-pub const FORMAT_VERSION: u64 = 1;
+///
+/// - 1: the tables above, every commit `Durability::Immediate`.
+/// - 2: a write-ahead log in front (`wal-*.log` beside the file); `meta` holds
+///   `log_applied`, and the file alone may lag the log. A version-1 hookd must not open
+///   it (it would ignore the log), and it does not: it refuses a newer version.
+pub const FORMAT_VERSION: u64 = 2;
 
 /// A storage failure. Never answered as success; mapped to UNAVAILABLE.
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +94,8 @@ pub enum StoreError {
     Corrupt(String),
     #[error("cannot create data directory: {0}")]
     Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Log(#[from] crate::wal::LogError),
     /// The file was written by a newer hookd: opening it could misread what it holds.
     #[error(
         "the data file was written by a newer hookd (disk format version {found}); this hookd \
@@ -127,6 +138,64 @@ pub struct StoredMessage {
     pub history: HistoryRecord,
 }
 
+/// The store and its write-ahead log, brought up to date: what the engine starts on.
+#[derive(Debug)]
+pub struct Storage {
+    pub store: Store,
+    pub log: crate::wal::Log,
+    pub replayed: Replayed,
+}
+
+/// A log segment grows to about this size before the next one starts, unless configured.
+pub const DEFAULT_SEGMENT_BYTES: u64 = 16 << 20;
+
+impl Storage {
+    /// Opens the log in `dir` and replays it into `store` ([`Store::open_log`]).
+    pub fn open(
+        store: Store,
+        dir: Box<dyn crate::wal::LogDir>,
+        segment_bytes: u64,
+    ) -> Result<Self, StoreError> {
+        let (log, replayed) = store.open_log(dir, segment_bytes)?;
+        Ok(Self {
+            store,
+            log,
+            replayed,
+        })
+    }
+
+    /// As [`Storage::open_dir`], on storage (file and log) that fails when a test says so.
+    #[cfg(any(test, feature = "test-util"))]
+    pub fn open_faulty(
+        dir: &Path,
+        cache_bytes: usize,
+        segment_bytes: u64,
+        faults: faults::Faults,
+    ) -> Result<Self, StoreError> {
+        let store = Store::open_faulty(dir, cache_bytes, faults.clone())?;
+        let log = crate::wal::OsDir::new(dir)?.with_sync_hook(faults.sync_hook());
+        Self::open(store, Box::new(log), segment_bytes)
+    }
+
+    /// The store in `dir` with its log beside it in the same directory.
+    pub fn open_dir(dir: &Path, cache_bytes: usize, segment_bytes: u64) -> Result<Self, StoreError> {
+        let store = Store::open_with(dir, cache_bytes)?;
+        Self::open(store, Box::new(crate::wal::OsDir::new(dir)?), segment_bytes)
+    }
+}
+
+/// What replaying the write-ahead log at start found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Replayed {
+    /// The checkpoint the file held: the replay started there.
+    pub from: u64,
+    /// The log's end: the new checkpoint.
+    pub to: u64,
+    pub records: u64,
+    pub changes: u64,
+    pub millis: u64,
+}
+
 /// A page of dead letters and, if more follow, the key to continue after.
 pub type DeadLetterPage = (Vec<StoredMessage>, Option<Vec<u8>>);
 
@@ -137,6 +206,84 @@ pub const DEFAULT_CACHE_BYTES: usize = 32 << 20;
 #[derive(Debug, Clone)]
 pub struct Store {
     db: Arc<Database>,
+    mark: Arc<Watermark>,
+}
+
+/// How far the write-ahead log is durable, against what redb already shows.
+///
+/// A round is applied to redb (visible to readers) just before its log record is synced.
+/// So that no reader ever sees a change that a power cut could still take back, a read
+/// waits until the log holds everything redb showed it: the engine publishes a round's log
+/// end ([`Watermark::publish`]) before it commits the round to redb, and a reader, having
+/// opened its snapshot, waits until the log is synced up to the end published then (at
+/// most the sync in progress and the next one).
+#[derive(Debug, Default)]
+pub struct Watermark {
+    appended: std::sync::atomic::AtomicU64,
+    state: std::sync::Mutex<MarkState>,
+    changed: std::sync::Condvar,
+}
+
+#[derive(Debug, Default)]
+struct MarkState {
+    synced: u64,
+    failed: Option<Arc<str>>,
+}
+
+impl Watermark {
+    fn state(&self) -> std::sync::MutexGuard<'_, MarkState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Where the log starts out: everything before `end` is durable.
+    pub fn reset(&self, end: u64) {
+        self.appended
+            .store(end, std::sync::atomic::Ordering::SeqCst);
+        self.state().synced = end;
+    }
+
+    /// A round ending at `end` is about to become visible in redb.
+    pub fn publish(&self, end: u64) {
+        self.appended
+            .fetch_max(end, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Everything before `end` is durable.
+    pub fn synced(&self, end: u64) {
+        let mut state = self.state();
+        state.synced = state.synced.max(end);
+        drop(state);
+        self.changed.notify_all();
+    }
+
+    /// The log failed: nothing more will become durable.
+    pub fn fail(&self, why: Arc<str>) {
+        self.state().failed = Some(why);
+        self.changed.notify_all();
+    }
+
+    pub fn failed(&self) -> Option<Arc<str>> {
+        self.state().failed.clone()
+    }
+
+    /// Waits until every record before `end` is durable; the failure if the log failed.
+    pub fn wait(&self, end: u64) -> Result<(), Arc<str>> {
+        let mut state = self.state();
+        loop {
+            if state.synced >= end {
+                return Ok(());
+            }
+            if let Some(e) = &state.failed {
+                return Err(e.clone());
+            }
+            state = self
+                .changed
+                .wait(state)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
 }
 
 /// What start-up reads back to rebuild the in-memory index.
@@ -204,7 +351,10 @@ impl Store {
 
     /// Checks the format version and makes sure every table exists.
     fn init(db: Database) -> Result<Self, StoreError> {
-        let store = Self { db: Arc::new(db) };
+        let store = Self {
+            db: Arc::new(db),
+            mark: Arc::default(),
+        };
         let txn = store.begin_write()?;
         check_format(&txn)?;
         Tables::open(&txn)?;
@@ -221,6 +371,142 @@ impl Store {
             Err(e) => return Err(e.into()),
         };
         Ok(meta.get(FORMAT_KEY)?.map(|v| v.value()))
+    }
+
+    /// A write transaction for one engine round: `Durability::None`, so its commit does no
+    /// I/O. It is made durable by the write-ahead log record of the same changes, and the
+    /// file catches up at the next [`Store::checkpoint`].
+    pub fn begin_round(&self) -> Result<WriteTransaction, StoreError> {
+        let mut txn = self.db.begin_write()?;
+        txn.set_durability(Durability::None)?;
+        Ok(txn)
+    }
+
+    /// Makes every round committed so far durable in the file (one `Immediate` commit) and
+    /// records that the file now holds the log up to `applied`, in the same transaction.
+    /// The caller must have applied every log record before `applied`, and only those.
+    pub fn checkpoint(&self, applied: u64) -> Result<(), StoreError> {
+        let txn = self.begin_write()?;
+        txn.open_table(META)?.insert(APPLIED_KEY, applied)?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Opens the write-ahead log in `dir` and brings the file up to date with it: every
+    /// record after the file's checkpoint is replayed (blind puts and removals, so a record
+    /// the file already holds changes nothing), then a checkpoint at the log's end makes
+    /// that durable and the replayed segments are deleted. A torn tail of the log is cut
+    /// (nothing in it was ever answered).
+    pub fn open_log(
+        &self,
+        dir: Box<dyn crate::wal::LogDir>,
+        segment_bytes: u64,
+    ) -> Result<(crate::wal::Log, Replayed), StoreError> {
+        let started = std::time::Instant::now();
+        let from = self.applied()?;
+        let txn = self.begin_round()?;
+        let mut tables = Tables::open(&txn)?;
+        let (mut records, mut changes) = (0u64, 0u64);
+        let mut log = crate::wal::Log::replay(dir, segment_bytes, from, |_, record| {
+            changes += tables.replay(record)? as u64;
+            records += 1;
+            Ok::<(), StoreError>(())
+        })?;
+        drop(tables);
+        txn.commit()?;
+        let to = log.end();
+        if to != from {
+            self.checkpoint(to)?;
+        }
+        log.discard_before(to)?;
+        let replayed = Replayed {
+            from,
+            to,
+            records,
+            changes,
+            millis: started.elapsed().as_millis() as u64,
+        };
+        if records > 0 {
+            tracing::info!(
+                records,
+                changes,
+                bytes = to - from,
+                millis = replayed.millis,
+                "replayed the write-ahead log"
+            );
+        }
+        Ok((log, replayed))
+    }
+
+    /// Performs log records' changes in one transaction (tests: replaying twice).
+    #[cfg(any(test, feature = "test-util"))]
+    pub fn replay_records<'a>(
+        &self,
+        records: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<(), StoreError> {
+        let txn = self.begin_round()?;
+        {
+            let mut tables = Tables::open(&txn)?;
+            for record in records {
+                tables.replay(record)?;
+            }
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Every row of every table hookd writes (tests: comparing states).
+    #[cfg(any(test, feature = "test-util"))]
+    pub fn dump(&self) -> Result<Vec<(&'static str, Vec<u8>, Vec<u8>)>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let mut out = Vec::new();
+        for (name, table) in [
+            ("messages", MESSAGES),
+            ("schedule", SCHEDULE),
+            ("history", HISTORY),
+            ("done", DONE),
+        ] {
+            for row in txn.open_table(table)?.iter()? {
+                let (k, v) = row?;
+                out.push((name, k.value().to_be_bytes().to_vec(), v.value().to_vec()));
+            }
+        }
+        for (name, table) in [("dead", DEAD), ("idempotency", IDEMPOTENCY)] {
+            for row in txn.open_table(table)?.iter()? {
+                let (k, v) = row?;
+                out.push((name, k.value().to_vec(), v.value().to_vec()));
+            }
+        }
+        for row in txn.open_table(ENDPOINTS)?.iter()? {
+            let (k, v) = row?;
+            out.push(("endpoints", k.value().as_bytes().to_vec(), v.value().to_vec()));
+        }
+        Ok(out)
+    }
+
+    /// The durability watermark shared with the log's writer.
+    pub fn mark(&self) -> &Arc<Watermark> {
+        &self.mark
+    }
+
+    /// A read snapshot showing only what is durable (see [`Watermark`]).
+    fn read(&self) -> Result<redb::ReadTransaction, StoreError> {
+        let txn = self.db.begin_read()?;
+        let end = self
+            .mark
+            .appended
+            .load(std::sync::atomic::Ordering::SeqCst);
+        self.mark
+            .wait(end)
+            .map_err(|e| StoreError::Io(std::io::Error::other(format!("the write-ahead log failed: {e}"))))?;
+        Ok(txn)
+    }
+
+    /// The log position the file holds every change up to (its last checkpoint's).
+    pub fn applied(&self) -> Result<u64, StoreError> {
+        let txn = self.db.begin_read()?;
+        let meta = txn.open_table(META)?;
+        Ok(meta.get(APPLIED_KEY)?.map_or(0, |v| v.value()))
     }
 
     /// A write transaction that commits with `Durability::Immediate`: when `commit()` returns
@@ -265,7 +551,7 @@ impl Store {
 
     /// A completed message's record, while it is kept.
     pub fn done(&self, id: MessageId) -> Result<Option<DoneRecord>, StoreError> {
-        let txn = self.db.begin_read()?;
+        let txn = self.read()?;
         let table = txn.open_table(DONE)?;
         match table.get(id.0)? {
             Some(v) => Ok(Some(DoneRecord::decode(v.value())?)),
@@ -274,7 +560,7 @@ impl Store {
     }
 
     pub fn message(&self, id: MessageId) -> Result<Option<StoredMessage>, StoreError> {
-        let txn = self.db.begin_read()?;
+        let txn = self.read()?;
         let messages = txn.open_table(MESSAGES)?;
         let Some(record) = messages.get(id.0)? else {
             return Ok(None);
@@ -304,7 +590,7 @@ impl Store {
     }
 
     pub fn endpoint(&self, name: &str) -> Result<Option<EndpointRecord>, StoreError> {
-        let txn = self.db.begin_read()?;
+        let txn = self.read()?;
         let table = txn.open_table(ENDPOINTS)?;
         match table.get(name)? {
             Some(v) => Ok(Some(EndpointRecord::decode(v.value())?)),
@@ -313,7 +599,7 @@ impl Store {
     }
 
     pub fn endpoints(&self) -> Result<Vec<EndpointRecord>, StoreError> {
-        let txn = self.db.begin_read()?;
+        let txn = self.read()?;
         let table = txn.open_table(ENDPOINTS)?;
         let mut out = Vec::new();
         for row in table.iter()? {
@@ -330,7 +616,7 @@ impl Store {
         after: Option<&[u8]>,
         limit: usize,
     ) -> Result<DeadLetterPage, StoreError> {
-        let txn = self.db.begin_read()?;
+        let txn = self.read()?;
         let dead = txn.open_table(DEAD)?;
         let messages = txn.open_table(MESSAGES)?;
         let history = txn.open_table(HISTORY)?;
@@ -402,10 +688,28 @@ fn check_format(txn: &WriteTransaction) -> Result<(), StoreError> {
             found,
             supported: FORMAT_VERSION,
         }),
+        Some(1) => {
+            // Version 1 committed every change to the file; there is no log to replay.
+            // An empty log starts at position 0.
+            meta.insert(APPLIED_KEY, 0)?;
+            meta.insert(FORMAT_KEY, FORMAT_VERSION)?;
+            tracing::info!(from = 1, to = FORMAT_VERSION, "migrated the disk format");
+            Ok(())
+        }
         Some(found) => Err(StoreError::Corrupt(format!(
             "disk format version {found} is not one hookd ever wrote"
         ))),
         None => {
+            // A new file, or one from before the version row (whose layout is version 1).
+            let tables_exist = txn
+                .list_tables()?
+                .any(|t| redb::TableHandle::name(&t) == "messages");
+            if tables_exist {
+                meta.insert(FORMAT_KEY, 1)?;
+                drop(meta);
+                return check_format(txn);
+            }
+            meta.insert(APPLIED_KEY, 0)?;
             meta.insert(FORMAT_KEY, FORMAT_VERSION)?;
             Ok(())
         }
@@ -502,7 +806,7 @@ mod tests {
     }
 
     #[test]
-    fn a_file_from_before_the_version_row_is_version_1() {
+    fn a_file_from_before_the_version_row_is_version_1_and_migrated() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let txn = store.db.begin_write().unwrap();
@@ -511,6 +815,7 @@ mod tests {
         assert_eq!(store.format_version().unwrap(), None);
         drop(store);
         let store = Store::open(dir.path()).unwrap();
-        assert_eq!(store.format_version().unwrap(), Some(1));
+        assert_eq!(store.format_version().unwrap(), Some(FORMAT_VERSION));
+        assert_eq!(store.applied().unwrap(), 0, "nothing of a log applied yet");
     }
 }

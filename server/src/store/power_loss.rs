@@ -1,99 +1,199 @@
-//! A storage backend that loses power: what a test uses to prove that hookd answers only
-//! after its data is synced.
+//! A file system that loses power: what a test uses to prove that hookd answers only after
+//! its data is synced, in the redb file and in the write-ahead log alike.
 //!
 //! `kill -9` cannot show a missing fsync: the kernel's page cache outlives the process, so
-//! an unsynced write still reaches the file. [`PowerLossDisk`] keeps two images of the file
-//! apart, as redb's own crash-consistency tests do: `live`, what reads see (every write
-//! lands there at once), and `durable`, what a power cut would leave. Only `sync_data`
-//! copies `live` to `durable`. A crash image is `durable`, optionally with a random subset
-//! of the writes made since the last sync (a cut in the middle of a write-back, in any
-//! order the disk chose).
+//! an unsynced write still reaches the file. [`PowerLossFs`] keeps, for every file, what
+//! reads see (every write lands there at once) apart from what a power cut would leave
+//! (what its last `sync_data` made durable), as redb's own crash-consistency tests do; and
+//! for the directory, the names a directory sync made durable apart from the files created
+//! and removed since. A crash image ([`Cut::image`]) is the durable state, optionally with
+//! a random subset of what happened since each last sync: writes that reached the disk in
+//! any order, a write torn part-way, a truncation, a directory entry created or removed.
 //!
-//! An observer (set by the test) is called at the start of every sync with the crash
-//! image a power cut at that instant would leave, before the sync makes anything new
-//! durable. Test-only: compiled with `cfg(test)` or the `test-util` feature.
+//! The redb file is one of its files ([`PowerLossFs::backend`], a redb storage backend);
+//! the log uses it as its [`LogDir`]. An observer set by the test is called at the start of
+//! every sync of any file or of the directory, with the state a cut at that instant would
+//! leave, before the sync makes anything new durable. Test-only: compiled with `cfg(test)`
+//! or the `test-util` feature.
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
 use redb::StorageBackend;
 
-/// What a power cut at one instant leaves, and what was in flight then.
-#[derive(Debug)]
-pub struct CutPoint<'a> {
-    /// 1 for the first sync of the backend's life.
-    pub sync: u64,
-    /// The bytes made durable by the syncs before this one.
-    pub durable: &'a [u8],
-    /// Writes since the last sync, oldest first: each may or may not have reached the disk.
-    pub pending: &'a [(u64, Vec<u8>)],
+use crate::wal::{LogDir, LogFile};
+
+/// A change to a file since its last sync.
+#[derive(Debug, Clone)]
+enum Op {
+    Write(u64, Vec<u8>),
+    SetLen(u64),
 }
 
-impl CutPoint<'_> {
-    /// The file after a cut: the durable bytes, and of the pending writes those for which
-    /// `reached` says yes (applied in order, so a later write over an earlier one wins).
-    pub fn image(&self, mut reached: impl FnMut(usize) -> bool) -> Vec<u8> {
-        let mut image = self.durable.to_vec();
-        for (i, (offset, data)) in self.pending.iter().enumerate() {
-            if !reached(i) {
-                continue;
+#[derive(Debug, Clone, Default)]
+struct File {
+    live: Vec<u8>,
+    durable: Vec<u8>,
+    pending: Vec<Op>,
+}
+
+/// A whole file system as a power cut left it: file name to bytes.
+pub type Image = BTreeMap<String, Vec<u8>>;
+
+type Observer = Box<dyn FnMut(&Cut<'_>) + Send>;
+
+#[derive(Default)]
+struct Fs {
+    files: BTreeMap<String, File>,
+    /// Names as reads see them.
+    live: BTreeSet<String>,
+    /// Names a directory sync made durable.
+    durable: BTreeSet<String>,
+    /// Created (true) or removed (false) since the last directory sync, in order.
+    dir_pending: Vec<(String, bool)>,
+    syncs: u64,
+    observer: Option<Observer>,
+}
+
+/// What a power cut at one instant would leave.
+pub struct Cut<'a> {
+    /// 1 for the first sync of the file system's life.
+    pub sync: u64,
+    /// The file being synced, or `None` for the directory.
+    pub file: Option<&'a str>,
+    fs: &'a Fs,
+}
+
+impl std::fmt::Debug for Cut<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cut")
+            .field("sync", &self.sync)
+            .field("file", &self.file)
+            .finish()
+    }
+}
+
+impl Cut<'_> {
+    /// The files after a cut. With `rng`, each change made since its last sync reached
+    /// the disk or not at random (a write possibly only in part); without, none did.
+    pub fn image(&self, mut rng: Option<&mut StdRng>) -> Image {
+        let fs = self.fs;
+        let mut names = fs.durable.clone();
+        for (name, created) in &fs.dir_pending {
+            if rng.as_mut().is_some_and(|r| r.random_bool(0.5)) {
+                if *created {
+                    names.insert(name.clone());
+                } else {
+                    names.remove(name);
+                }
             }
-            let Ok(at) = usize::try_from(*offset) else {
+        }
+        let mut image = Image::new();
+        for name in names {
+            let Some(file) = fs.files.get(&name) else {
                 continue;
             };
-            let end = at + data.len();
-            if image.len() < end {
-                image.resize(end, 0);
+            let mut bytes = file.durable.clone();
+            if let Some(rng) = rng.as_mut() {
+                for op in &file.pending {
+                    if !rng.random_bool(0.5) {
+                        continue;
+                    }
+                    match op {
+                        Op::SetLen(len) => bytes.resize(*len as usize, 0),
+                        Op::Write(at, data) => {
+                            // One in four reached writes is torn: only a prefix landed.
+                            let n = if rng.random_bool(0.25) {
+                                rng.random_range(0..=data.len())
+                            } else {
+                                data.len()
+                            };
+                            let (at, end) = (*at as usize, *at as usize + n);
+                            if bytes.len() < end {
+                                bytes.resize(end, 0);
+                            }
+                            bytes[at..end].copy_from_slice(&data[..n]);
+                        }
+                    }
+                }
             }
-            image[at..end].copy_from_slice(data);
+            image.insert(name, bytes);
         }
         image
     }
 }
 
-type Observer = Box<dyn FnMut(&CutPoint<'_>) + Send>;
-
-#[derive(Default)]
-struct Disk {
-    live: Vec<u8>,
-    durable: Vec<u8>,
-    pending: Vec<(u64, Vec<u8>)>,
-    syncs: u64,
-    observer: Option<Observer>,
-}
-
-/// The disk a test holds; the backend given to redb is a clone. Clones share the disk.
+/// The file system a test holds; clones share it.
 #[derive(Clone, Default)]
-pub struct PowerLossDisk {
-    disk: Arc<Mutex<Disk>>,
+pub struct PowerLossFs {
+    fs: Arc<Mutex<Fs>>,
 }
 
-impl std::fmt::Debug for PowerLossDisk {
+impl std::fmt::Debug for PowerLossFs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let disk = self.lock();
-        f.debug_struct("PowerLossDisk")
-            .field("live_len", &disk.live.len())
-            .field("durable_len", &disk.durable.len())
-            .field("syncs", &disk.syncs)
+        let fs = self.lock();
+        f.debug_struct("PowerLossFs")
+            .field("files", &fs.live)
+            .field("syncs", &fs.syncs)
             .finish()
     }
 }
 
-impl PowerLossDisk {
-    /// A disk holding `image`, all of it durable (a file as found after a restart).
-    pub fn with_image(image: Vec<u8>) -> Self {
-        let disk = Self::default();
+fn not_found(name: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::NotFound, format!("no file {name}"))
+}
+
+impl PowerLossFs {
+    /// A file system holding `image`, all of it durable (as found after a restart).
+    pub fn with_image(image: Image) -> Self {
+        let fs = Self::default();
         {
-            let mut d = disk.lock();
-            d.durable.clone_from(&image);
-            d.live = image;
+            let mut f = fs.lock();
+            for (name, bytes) in image {
+                f.live.insert(name.clone());
+                f.durable.insert(name.clone());
+                f.files.insert(
+                    name,
+                    File {
+                        live: bytes.clone(),
+                        durable: bytes,
+                        pending: Vec::new(),
+                    },
+                );
+            }
         }
-        disk
+        fs
     }
 
-    /// Calls `observer` at the start of every later sync (see [`CutPoint`]). It runs on
-    /// the thread that syncs, with the disk locked: it must not touch this disk.
-    pub fn observe(&self, observer: impl FnMut(&CutPoint<'_>) + Send + 'static) {
+    /// A file system with one empty file, durably created.
+    pub fn with_file(name: &str) -> Self {
+        Self::with_image(Image::from([(name.to_owned(), Vec::new())]))
+    }
+
+    /// The file `name` as a redb storage backend (it must exist).
+    pub fn backend(&self, name: &str) -> PowerLossFile {
+        PowerLossFile {
+            fs: self.clone(),
+            name: name.to_owned(),
+        }
+    }
+
+    /// Calls `observer` at the start of every later sync (see [`Cut`]). It runs on the
+    /// thread that syncs, with the file system locked: it must not touch it.
+    pub fn observe(&self, observer: impl FnMut(&Cut<'_>) + Send + 'static) {
         self.lock().observer = Some(Box::new(observer));
+    }
+
+    /// The state now, all of it treated as durable (tests: what a clean stop leaves).
+    pub fn snapshot(&self) -> Image {
+        let fs = self.lock();
+        fs.live
+            .iter()
+            .filter_map(|n| fs.files.get(n).map(|f| (n.clone(), f.live.clone())))
+            .collect()
     }
 
     /// Syncs so far.
@@ -102,63 +202,177 @@ impl PowerLossDisk {
     }
 
     /// A poisoned lock only means another test thread panicked; the bytes are intact.
-    fn lock(&self) -> MutexGuard<'_, Disk> {
-        self.disk
+    fn lock(&self) -> MutexGuard<'_, Fs> {
+        self.fs
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
-}
 
-fn out_of_range() -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "read past the end")
-}
-
-impl StorageBackend for PowerLossDisk {
-    fn len(&self) -> Result<u64, std::io::Error> {
-        Ok(self.lock().live.len() as u64)
+    /// Runs the observer, then `make_durable`.
+    fn sync(&self, file: Option<&str>, make_durable: impl FnOnce(&mut Fs)) {
+        let mut guard = self.lock();
+        let fs = &mut *guard;
+        fs.syncs += 1;
+        if let Some(mut observer) = fs.observer.take() {
+            observer(&Cut {
+                sync: fs.syncs,
+                file,
+                fs,
+            });
+            fs.observer = Some(observer);
+        }
+        make_durable(fs);
     }
 
-    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
-        let disk = self.lock();
+    fn write(&self, name: &str, at: u64, data: &[u8]) -> io::Result<()> {
+        let mut fs = self.lock();
+        let file = fs.files.get_mut(name).ok_or_else(|| not_found(name))?;
+        let start = usize::try_from(at).map_err(io::Error::other)?;
+        let end = start + data.len();
+        if file.live.len() < end {
+            file.live.resize(end, 0);
+        }
+        file.live[start..end].copy_from_slice(data);
+        file.pending.push(Op::Write(at, data.to_vec()));
+        Ok(())
+    }
+
+    fn set_len(&self, name: &str, len: u64) -> io::Result<()> {
+        let mut fs = self.lock();
+        let file = fs.files.get_mut(name).ok_or_else(|| not_found(name))?;
+        file.live
+            .resize(usize::try_from(len).map_err(io::Error::other)?, 0);
+        file.pending.push(Op::SetLen(len));
+        Ok(())
+    }
+
+    fn sync_file(&self, name: &str) -> io::Result<()> {
+        if !self.lock().files.contains_key(name) {
+            return Err(not_found(name));
+        }
+        self.sync(Some(name), |fs| {
+            if let Some(file) = fs.files.get_mut(name) {
+                file.durable.clone_from(&file.live);
+                file.pending.clear();
+            }
+        });
+        Ok(())
+    }
+}
+
+impl LogDir for PowerLossFs {
+    fn list(&self) -> io::Result<Vec<String>> {
+        Ok(self.lock().live.iter().cloned().collect())
+    }
+
+    fn read(&self, name: &str) -> io::Result<Vec<u8>> {
+        let fs = self.lock();
+        if !fs.live.contains(name) {
+            return Err(not_found(name));
+        }
+        Ok(fs.files.get(name).map(|f| f.live.clone()).unwrap_or_default())
+    }
+
+    fn open(&self, name: &str, create: bool) -> io::Result<Box<dyn LogFile>> {
+        let mut fs = self.lock();
+        let exists = fs.live.contains(name);
+        match (create, exists) {
+            (true, true) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("{name} exists"),
+                ));
+            }
+            (false, false) => return Err(not_found(name)),
+            (true, false) => {
+                fs.live.insert(name.to_owned());
+                fs.dir_pending.push((name.to_owned(), true));
+                fs.files.insert(name.to_owned(), File::default());
+            }
+            (false, true) => {}
+        }
+        Ok(Box::new(self.backend(name)))
+    }
+
+    fn remove(&self, name: &str) -> io::Result<()> {
+        let mut fs = self.lock();
+        if !fs.live.remove(name) {
+            return Err(not_found(name));
+        }
+        fs.dir_pending.push((name.to_owned(), false));
+        Ok(())
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        PowerLossFs::sync(self, None, |fs| {
+            fs.durable.clone_from(&fs.live);
+            fs.dir_pending.clear();
+            // A file neither visible nor durable is gone for good.
+            let (live, durable) = (&fs.live, &fs.durable);
+            fs.files
+                .retain(|n, _| live.contains(n) || durable.contains(n));
+        });
+        Ok(())
+    }
+}
+
+/// One file of a [`PowerLossFs`]: a redb backend, and a log segment.
+#[derive(Debug, Clone)]
+pub struct PowerLossFile {
+    fs: PowerLossFs,
+    name: String,
+}
+
+impl LogFile for PowerLossFile {
+    fn write_at(&mut self, at: u64, data: &[u8]) -> io::Result<()> {
+        self.fs.write(&self.name, at, data)
+    }
+
+    fn set_len(&mut self, len: u64) -> io::Result<()> {
+        self.fs.set_len(&self.name, len)
+    }
+
+    fn sync_data(&mut self) -> io::Result<()> {
+        self.fs.sync_file(&self.name)
+    }
+}
+
+fn out_of_range() -> io::Error {
+    io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end")
+}
+
+impl StorageBackend for PowerLossFile {
+    fn len(&self) -> Result<u64, io::Error> {
+        let fs = self.fs.lock();
+        let file = fs.files.get(&self.name).ok_or_else(|| not_found(&self.name))?;
+        Ok(file.live.len() as u64)
+    }
+
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), io::Error> {
+        let fs = self.fs.lock();
+        let file = fs.files.get(&self.name).ok_or_else(|| not_found(&self.name))?;
         let at = usize::try_from(offset).map_err(|_| out_of_range())?;
-        let bytes = disk.live.get(at..at + out.len()).ok_or_else(out_of_range)?;
+        let bytes = file.live.get(at..at + out.len()).ok_or_else(out_of_range)?;
         out.copy_from_slice(bytes);
         Ok(())
     }
 
-    fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
-        let len = usize::try_from(len).map_err(std::io::Error::other)?;
-        self.lock().live.resize(len, 0);
-        Ok(())
+    fn set_len(&self, len: u64) -> Result<(), io::Error> {
+        self.fs.set_len(&self.name, len)
     }
 
-    fn sync_data(&self) -> Result<(), std::io::Error> {
-        let mut guard = self.lock();
-        let disk = &mut *guard;
-        disk.syncs += 1;
-        if let Some(observer) = &mut disk.observer {
-            observer(&CutPoint {
-                sync: disk.syncs,
-                durable: &disk.durable,
-                pending: &disk.pending,
-            });
-        }
-        disk.durable.clone_from(&disk.live);
-        disk.pending.clear();
-        Ok(())
+    fn sync_data(&self) -> Result<(), io::Error> {
+        self.fs.sync_file(&self.name)
     }
 
-    fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
-        let mut disk = self.lock();
-        let at = usize::try_from(offset).map_err(std::io::Error::other)?;
-        let end = at + data.len();
-        if disk.live.len() < end {
-            disk.live.resize(end, 0);
-        }
-        disk.live[at..end].copy_from_slice(data);
-        disk.pending.push((offset, data.to_vec()));
-        Ok(())
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), io::Error> {
+        self.fs.write(&self.name, offset, data)
     }
+}
+
+/// A random source for cut images, from a seed.
+pub fn cut_rng(seed: u64) -> StdRng {
+    StdRng::seed_from_u64(seed)
 }
 
 #[cfg(test)]
@@ -166,28 +380,59 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_synced_bytes_survive_a_cut() {
-        let disk = PowerLossDisk::default();
+    fn only_synced_bytes_and_names_survive_a_cut() {
+        let fs = PowerLossFs::with_file("db");
         let cuts = Arc::new(Mutex::new(Vec::new()));
-        disk.observe({
+        fs.observe({
             let cuts = cuts.clone();
+            move |cut| cuts.lock().unwrap().push(cut.image(None))
+        });
+        let db = fs.backend("db");
+        db.write(0, b"abcd").unwrap();
+        db.sync_data().unwrap(); // cut 1
+        db.write(2, b"XY").unwrap();
+        let mut log = LogDir::open(&fs, "wal", true).unwrap();
+        log.write_at(0, b"rec").unwrap();
+        log.sync_data().unwrap(); // cut 2: the log's name is not durable yet
+        LogDir::sync(&fs).unwrap(); // cut 3: nor before this sync
+        LogDir::remove(&fs, "wal").unwrap();
+        db.sync_data().unwrap(); // cut 4: the removal is not durable yet
+        let mut out = [0u8; 4];
+        db.read(0, &mut out).unwrap();
+        assert_eq!(&out, b"abXY", "reads see every write at once");
+        let cuts = cuts.lock().unwrap();
+        assert_eq!(cuts[0], Image::from([("db".into(), vec![])]));
+        assert_eq!(cuts[1], Image::from([("db".into(), b"abcd".to_vec())]));
+        assert!(!cuts[1].contains_key("wal") && !cuts[2].contains_key("wal"));
+        assert_eq!(cuts[3]["wal"], b"rec", "synced, named, and removed only in memory");
+        assert_eq!(cuts[3]["db"], b"abcd");
+        assert!(!LogDir::list(&fs).unwrap().contains(&"wal".to_owned()));
+    }
+
+    #[test]
+    fn a_random_cut_keeps_the_durable_bytes_and_any_mix_of_the_rest() {
+        let fs = PowerLossFs::with_file("db");
+        let seen = Arc::new(Mutex::new(BTreeSet::new()));
+        fs.observe({
+            let seen = seen.clone();
+            let mut rng = cut_rng(7);
             move |cut| {
-                let all = cut.image(|_| true);
-                cuts.lock().unwrap().push((cut.image(|_| false), all));
+                for _ in 0..200 {
+                    let image = cut.image(Some(&mut rng));
+                    seen.lock().unwrap().insert(image["db"].clone());
+                }
             }
         });
-        disk.write(0, b"abcd").unwrap();
-        disk.sync_data().unwrap();
-        disk.write(2, b"XY").unwrap();
-        disk.write(6, b"!").unwrap();
-        let mut out = [0u8; 7];
-        disk.read(0, &mut out).unwrap();
-        assert_eq!(&out, b"abXY\0\0!", "reads see every write at once");
-        disk.sync_data().unwrap();
-        let cuts = cuts.lock().unwrap();
-        assert_eq!(cuts[0], (Vec::new(), b"abcd".to_vec()));
-        assert_eq!(cuts[1].0, b"abcd", "a cut keeps only what was synced");
-        assert_eq!(cuts[1].1, b"abXY\0\0!", "or every pending write too");
-        assert!(disk.read(5, &mut [0u8; 4]).is_err());
+        let db = fs.backend("db");
+        db.write(0, b"aaaa").unwrap();
+        db.sync_data().unwrap();
+        db.write(0, b"bb").unwrap();
+        db.write(2, b"cc").unwrap();
+        db.sync_data().unwrap();
+        let seen = seen.lock().unwrap();
+        for whole in [&b"aaaa"[..], b"bbaa", b"aacc", b"bbcc"] {
+            assert!(seen.contains(whole), "{:?}", String::from_utf8_lossy(whole));
+        }
+        assert!(seen.contains(&b"baaa"[..]), "a torn write: only a prefix landed");
     }
 }

@@ -5,10 +5,13 @@
 //! ([`Tables::wrote`]); the engine commits a round exactly when it did. The tables
 //! themselves are private, so no write can bypass that record: a write path cannot forget
 //! to mark its round dirty and then be rolled back while its caller is answered success.
+//! For the same reason every change is also written to the round's [`RowLog`], the record
+//! the write-ahead log makes durable: redb and the log cannot disagree about a round.
 
 use prost::Message;
 use redb::{ReadableTable, Table, WriteTransaction};
 
+use super::rowlog::{Change, RowLog, TableId};
 use super::records::{DoneRecord, EndpointRecord, HistoryRecord, MessageRecord, ScheduleEntry};
 use super::{
     DEAD, DONE, ENDPOINTS, HISTORY, IDEMPOTENCY, MESSAGES, SCHEDULE, StoreError, dead_key,
@@ -27,6 +30,8 @@ pub struct Tables<'txn> {
     endpoints: Table<'txn, &'static str, &'static [u8]>,
     /// Some row changed in this transaction.
     wrote: bool,
+    /// Every change, in order, for the write-ahead log.
+    log: RowLog,
 }
 
 impl std::fmt::Debug for Tables<'_> {
@@ -46,6 +51,7 @@ impl<'txn> Tables<'txn> {
             idempotency: txn.open_table(IDEMPOTENCY)?,
             endpoints: txn.open_table(ENDPOINTS)?,
             wrote: false,
+            log: RowLog::default(),
         })
     }
 
@@ -53,6 +59,51 @@ impl<'txn> Tables<'txn> {
     /// committed before anyone is told of the change.
     pub fn wrote(&self) -> bool {
         self.wrote
+    }
+
+    /// Whether no change was recorded for the log.
+    pub fn log_is_empty(&self) -> bool {
+        self.log.is_empty()
+    }
+
+    /// The round's changes, encoded for the write-ahead log (empty if none).
+    pub fn into_log(self) -> Vec<u8> {
+        self.log.into_bytes()
+    }
+
+    /// Performs the changes of a log record (recovery), without recording them again;
+    /// how many. Blind puts and removals: see `rowlog` for why a second replay is harmless.
+    pub fn replay(&mut self, record: &[u8]) -> Result<usize, StoreError> {
+        let changes = super::rowlog::decode(record)?;
+        let id = |key: &[u8]| -> Result<u128, StoreError> {
+            <[u8; 16]>::try_from(key)
+                .map(u128::from_be_bytes)
+                .map_err(|_| StoreError::Corrupt("log record: a message key".into()))
+        };
+        for change in &changes {
+            self.wrote = true;
+            match *change {
+                Change::Put(table, key, value) => match table {
+                    TableId::Messages => drop(self.messages.insert(id(key)?, value)?),
+                    TableId::Schedule => drop(self.schedule.insert(id(key)?, value)?),
+                    TableId::History => drop(self.history.insert(id(key)?, value)?),
+                    TableId::Done => drop(self.done.insert(id(key)?, value)?),
+                    TableId::Dead => drop(self.dead.insert(key, value)?),
+                    TableId::Idempotency => drop(self.idempotency.insert(key, value)?),
+                    TableId::Endpoints => drop(self.endpoints.insert(name(key)?, value)?),
+                },
+                Change::Remove(table, key) => match table {
+                    TableId::Messages => drop(self.messages.remove(id(key)?)?),
+                    TableId::Schedule => drop(self.schedule.remove(id(key)?)?),
+                    TableId::History => drop(self.history.remove(id(key)?)?),
+                    TableId::Done => drop(self.done.remove(id(key)?)?),
+                    TableId::Dead => drop(self.dead.remove(key)?),
+                    TableId::Idempotency => drop(self.idempotency.remove(key)?),
+                    TableId::Endpoints => drop(self.endpoints.remove(name(key)?)?),
+                },
+            }
+        }
+        Ok(changes.len())
     }
 
     /// Stores a new message: its encoded [`MessageRecord`] and its schedule row.
@@ -63,8 +114,11 @@ impl<'txn> Tables<'txn> {
         entry: &ScheduleEntry,
     ) -> Result<(), StoreError> {
         self.wrote = true;
+        let entry = entry.encode();
         self.messages.insert(id.0, record)?;
-        self.schedule.insert(id.0, entry.encode().as_slice())?;
+        self.schedule.insert(id.0, entry.as_slice())?;
+        self.log.put(TableId::Messages, &id.0.to_be_bytes(), record);
+        self.log.put(TableId::Schedule, &id.0.to_be_bytes(), &entry);
         Ok(())
     }
 
@@ -86,7 +140,9 @@ impl<'txn> Tables<'txn> {
 
     pub fn put_schedule(&mut self, id: MessageId, entry: &ScheduleEntry) -> Result<(), StoreError> {
         self.wrote = true;
-        self.schedule.insert(id.0, entry.encode().as_slice())?;
+        let entry = entry.encode();
+        self.schedule.insert(id.0, entry.as_slice())?;
+        self.log.put(TableId::Schedule, &id.0.to_be_bytes(), &entry);
         Ok(())
     }
 
@@ -100,8 +156,9 @@ impl<'txn> Tables<'txn> {
         history: &HistoryRecord,
     ) -> Result<(), StoreError> {
         self.wrote = true;
-        self.history
-            .insert(id.0, history.encode_to_vec().as_slice())?;
+        let value = history.encode_to_vec();
+        self.history.insert(id.0, value.as_slice())?;
+        self.log.put(TableId::History, &id.0.to_be_bytes(), &value);
         Ok(())
     }
 
@@ -111,13 +168,19 @@ impl<'txn> Tables<'txn> {
         self.messages.remove(id.0)?;
         self.schedule.remove(id.0)?;
         self.history.remove(id.0)?;
+        let key = id.0.to_be_bytes();
+        self.log.remove(TableId::Messages, &key);
+        self.log.remove(TableId::Schedule, &key);
+        self.log.remove(TableId::History, &key);
         Ok(())
     }
 
     /// Removes a completed message and keeps `done` (metadata and attempts) in its place.
     pub fn complete(&mut self, id: MessageId, done: &DoneRecord) -> Result<(), StoreError> {
         self.remove_message(id)?;
-        self.done.insert(id.0, done.encode_to_vec().as_slice())?;
+        let value = done.encode_to_vec();
+        self.done.insert(id.0, value.as_slice())?;
+        self.log.put(TableId::Done, &id.0.to_be_bytes(), &value);
         Ok(())
     }
 
@@ -142,6 +205,7 @@ impl<'txn> Tables<'txn> {
         }
         for id in &expired {
             self.done.remove(*id)?;
+            self.log.remove(TableId::Done, &id.to_be_bytes());
             self.wrote = true;
         }
         Ok(expired.len())
@@ -155,9 +219,11 @@ impl<'txn> Tables<'txn> {
         entry: &ScheduleEntry,
     ) -> Result<(), StoreError> {
         self.wrote = true;
+        let (key, entry) = (dead_key(dest_key, id), entry.encode());
         self.schedule.remove(id.0)?;
-        self.dead
-            .insert(dead_key(dest_key, id).as_slice(), entry.encode().as_slice())?;
+        self.dead.insert(key.as_slice(), entry.as_slice())?;
+        self.log.remove(TableId::Schedule, &id.0.to_be_bytes());
+        self.log.put(TableId::Dead, &key, &entry);
         Ok(())
     }
 
@@ -167,13 +233,14 @@ impl<'txn> Tables<'txn> {
         id: MessageId,
         dest_key: &str,
     ) -> Result<Option<ScheduleEntry>, StoreError> {
-        match self.dead.remove(dead_key(dest_key, id).as_slice())? {
-            Some(v) => {
-                self.wrote = true;
-                Ok(Some(ScheduleEntry::decode(v.value())?))
-            }
-            None => Ok(None),
-        }
+        let key = dead_key(dest_key, id);
+        let entry = match self.dead.remove(key.as_slice())? {
+            Some(v) => ScheduleEntry::decode(v.value())?,
+            None => return Ok(None),
+        };
+        self.wrote = true;
+        self.log.remove(TableId::Dead, &key);
+        Ok(Some(entry))
     }
 
     /// Ids of up to `limit` dead letters of one destination.
@@ -214,9 +281,12 @@ impl<'txn> Tables<'txn> {
             let (original, created) = decode_idempotency(&old)?;
             if created >= not_before_ms {
                 self.idempotency.insert(scoped_key, old.as_slice())?;
+                // The key is unchanged: the log records it as it stays.
+                self.log.put(TableId::Idempotency, scoped_key, &old);
                 return Ok(Some(original));
             }
         }
+        self.log.put(TableId::Idempotency, scoped_key, &v);
         Ok(None)
     }
 
@@ -254,6 +324,7 @@ impl<'txn> Tables<'txn> {
         }
         for key in &expired {
             self.idempotency.remove(key.as_slice())?;
+            self.log.remove(TableId::Idempotency, key);
             self.wrote = true;
         }
         Ok((expired.len(), last))
@@ -261,16 +332,24 @@ impl<'txn> Tables<'txn> {
 
     pub fn put_endpoint(&mut self, endpoint: &EndpointRecord) -> Result<(), StoreError> {
         self.wrote = true;
+        let value = endpoint.encode_to_vec();
         self.endpoints
-            .insert(endpoint.name.as_str(), endpoint.encode_to_vec().as_slice())?;
+            .insert(endpoint.name.as_str(), value.as_slice())?;
+        self.log
+            .put(TableId::Endpoints, endpoint.name.as_bytes(), &value);
         Ok(())
     }
 
     pub fn remove_endpoint(&mut self, name: &str) -> Result<(), StoreError> {
         self.wrote = true;
         self.endpoints.remove(name)?;
+        self.log.remove(TableId::Endpoints, name.as_bytes());
         Ok(())
     }
+}
+
+fn name(key: &[u8]) -> Result<&str, StoreError> {
+    std::str::from_utf8(key).map_err(|_| StoreError::Corrupt("log record: an endpoint name".into()))
 }
 
 fn decode_idempotency(v: &[u8]) -> Result<(MessageId, u64), StoreError> {
