@@ -214,6 +214,20 @@ async fn a_format_v1_database_opens_with_everything_in_it() {
     );
     server.stop().await;
 
+    // Migrated at open to the current version (2: a write-ahead log beside the file),
+    // whose writes went through the log since.
     let store = Store::open(dir.path()).unwrap();
-    assert_eq!(store.format_version().unwrap(), Some(1));
+    assert_eq!(
+        store.format_version().unwrap(),
+        Some(hookd::store::FORMAT_VERSION)
+    );
+    assert_eq!(hookd::store::FORMAT_VERSION, 2);
+    let logs = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("wal-"))
+        })
+        .count();
+    assert!(logs >= 1, "the log lives beside the file");
 }
