@@ -89,7 +89,15 @@ struct Args {
     pg_workers: usize,
     #[arg(long, default_value_t = 8)]
     pg_batch: i64,
+    /// Emulate a slow disk: every fsync of hookd (its log and its redb file) takes this
+    /// many ms longer (the fault backend's delay), and so does each of the bare redb
+    /// floor's (two per commit: quick-repair commits in two phases).
+    #[arg(long, default_value_t = 0)]
+    slow_sync_ms: u64,
 }
+
+/// `--slow-sync-ms`, for every hookd and the redb floor this run starts.
+pub static SLOW_SYNC_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 async fn channels(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<Channel>> {
     let mut out = Vec::new();
@@ -152,6 +160,10 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn bench(args: Args) -> anyhow::Result<()> {
+    SLOW_SYNC_MS.store(args.slow_sync_ms, std::sync::atomic::Ordering::SeqCst);
+    if args.slow_sync_ms > 0 {
+        println!("slow disk emulated: every fsync takes {} ms longer", args.slow_sync_ms);
+    }
     let dir = tempfile::tempdir()?;
     let leg = Duration::from_secs(args.seconds);
 
@@ -517,7 +529,18 @@ impl Hookd {
         };
         // The push measurements' sinks are on loopback.
         config.delivery.allow_destinations = vec!["127.0.0.1/32".parse()?];
-        let running = hookd::testkit::InProcess::start(config, hookd::Hooks::default()).await?;
+        let slow = SLOW_SYNC_MS.load(std::sync::atomic::Ordering::SeqCst);
+        let hooks = if slow > 0 {
+            let faults = hookd::store::faults::Faults::default();
+            faults.delay_syncs(slow);
+            hookd::Hooks {
+                faults: Some(faults),
+                ..Default::default()
+            }
+        } else {
+            hookd::Hooks::default()
+        };
+        let running = hookd::testkit::InProcess::start(config, hooks).await?;
         Ok(Self {
             addr: running.grpc,
             data_dir,

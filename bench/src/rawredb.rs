@@ -36,6 +36,10 @@ pub fn run(
             }
         }
         txn.commit()?;
+        let slow = crate::SLOW_SYNC_MS.load(std::sync::atomic::Ordering::SeqCst);
+        if slow > 0 {
+            std::thread::sleep(Duration::from_millis(2 * slow));
+        }
         events += per_commit as u64;
     }
     let rate = events as f64 / started.elapsed().as_secs_f64();
