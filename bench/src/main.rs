@@ -143,6 +143,13 @@ fn main() -> std::process::ExitCode {
     if let Some(exit) = hookd::testkit::trampoline() {
         return exit;
     }
+    // hookd's own log lines (checkpoints, replay) when RUST_LOG asks for them.
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {
