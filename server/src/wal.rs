@@ -438,6 +438,11 @@ impl Log {
         Ok(removed)
     }
 
+    /// The position the first segment starts at.
+    pub fn first(&self) -> Lsn {
+        self.segments[0].0
+    }
+
     /// Bytes the log's segments hold (what is written; the buffer is not counted).
     pub fn disk_bytes(&self) -> u64 {
         self.end - self.segments[0].0 - self.pending.len() as u64

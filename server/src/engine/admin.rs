@@ -162,8 +162,9 @@ impl Engine {
             ..Default::default()
         };
         self.syncer.fill(now, &mut storage);
-        storage.checkpoint_age_ms = now.saturating_sub(self.checkpoint_at_ms);
-        storage.last_checkpoint_ms = self.last_checkpoint_ms;
+        let (checkpoint_at_ms, last_checkpoint_ms) = self.syncer.checkpoint_figures();
+        storage.checkpoint_age_ms = now.saturating_sub(checkpoint_at_ms);
+        storage.last_checkpoint_ms = last_checkpoint_ms;
         storage.replay_ms = self.replayed.millis;
         storage.replayed_bytes = self.replayed.to - self.replayed.from;
         StatsSnapshot {

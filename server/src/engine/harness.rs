@@ -82,8 +82,12 @@ impl Harness {
         let (tx, deliveries) = mpsc::unbounded_channel();
         let syncer = super::syncer::Syncer::inline(
             storage.log,
-            storage.store.mark().clone(),
+            storage.store.clone(),
             Arc::new(clock.clone()),
+            super::syncer::Checkpoints {
+                interval_ms: config.checkpoint_interval_ms,
+                log_bytes: config.checkpoint_log_bytes,
+            },
         );
         let engine = Engine::recover(
             storage.store,

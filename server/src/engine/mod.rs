@@ -21,6 +21,7 @@
 //!   on a runtime worker that would stall unrelated requests.
 
 mod admin;
+mod applier;
 mod apply;
 mod enqueue;
 mod gate;
@@ -251,12 +252,12 @@ pub(crate) struct Engine {
     sweep_cursor: Option<Vec<u8>>,
     /// Shared with the handles: bytes of enqueues sent and not yet applied.
     queued: Arc<AtomicU64>,
-    /// The write-ahead log's writer (the pipeline's second stage).
+    /// The write-ahead log's writer and the apply stage behind it.
     syncer: syncer::Syncer,
-    /// The log position redb holds durably (the last checkpoint), and when it was made.
-    checkpointed: crate::wal::Lsn,
-    checkpoint_at_ms: u64,
-    last_checkpoint_ms: u64,
+    /// The rows written by rounds redb does not hold yet.
+    overlay: crate::store::Overlay,
+    /// Rounds so far (the overlay's round numbers).
+    rounds: u64,
     replayed: Replayed,
     /// Where push attempts go once their round has committed (`None`: push is off).
     deliveries: Option<DeliverySender>,
@@ -292,6 +293,8 @@ const SWEEP_SCAN: usize = 5_000;
 const DONE_SWEEP: usize = 20_000;
 /// The longest the engine sleeps without looking at the clock.
 const MAX_IDLE: Duration = Duration::from_millis(500);
+/// The overlay's bytes beyond which the engine waits for the apply stage.
+const MAX_OVERLAY_BYTES: usize = 64 << 20;
 
 /// Recovers the index from the store and starts the engine thread.
 /// Push attempts go to `deliveries` (none: messages for endpoints and URLs wait).
@@ -306,7 +309,15 @@ pub fn start(
         log,
         replayed,
     } = storage;
-    let syncer = syncer::Syncer::spawn(log, store.mark().clone(), clock.clone())?;
+    let syncer = syncer::Syncer::spawn(
+        log,
+        store.clone(),
+        clock.clone(),
+        syncer::Checkpoints {
+            interval_ms: config.checkpoint_interval_ms,
+            log_bytes: config.checkpoint_log_bytes,
+        },
+    )?;
     let engine = Engine::recover(store, syncer, replayed, config, clock, deliveries)?;
     let (tx, rx) = mpsc::channel();
     let handle = EngineHandle {
@@ -363,10 +374,9 @@ impl Engine {
             next_sweep_ms: now,
             sweep_cursor: None,
             queued: Arc::new(AtomicU64::new(0)),
-            checkpointed: syncer.appended(),
             syncer,
-            checkpoint_at_ms: now,
-            last_checkpoint_ms: 0,
+            overlay: Default::default(),
+            rounds: 0,
             replayed,
             deliveries,
             outbox: Vec::new(),
@@ -443,8 +453,7 @@ impl Engine {
             let stop = commands.iter().any(|c| matches!(c, Command::Shutdown));
             self.round(std::mem::take(&mut commands));
             if stop {
-                // A clean stop leaves nothing to replay.
-                self.checkpoint(self.clock.now_ms());
+                // The pipeline drains; a last checkpoint leaves nothing to replay.
                 self.syncer.stop();
                 tracing::info!("engine stopped after its last commit");
                 return;
@@ -479,13 +488,26 @@ impl Engine {
             }
             return;
         }
+        // Backpressure: the overlay holds every row redb does not have yet; when the apply
+        // stage falls that far behind (a long checkpoint), wait for it.
+        if self.overlay.bytes() > MAX_OVERLAY_BYTES
+            && let Err(e) = self.syncer.wait_applied()
+        {
+            let e = StoreError::Io(std::io::Error::other(e.to_string()));
+            return self.fail(e, commands, Vec::new());
+        }
+        // Rounds redb holds now leave the overlay; the snapshot is taken after, so it
+        // holds them.
+        self.overlay.applied(self.syncer.applied_round());
         let now = self.clock.now_ms();
         let started = std::time::Instant::now();
         let taken = commands.len();
-        let txn = match self.store.begin_round() {
+        let txn = match self.store.snapshot() {
             Ok(t) => t,
             Err(e) => return self.fail(e, commands, Vec::new()),
         };
+        self.rounds += 1;
+        self.overlay.begin(self.rounds);
         let mut done: Vec<Completion> = Vec::new();
         self.fresh.clear();
         let record = match self.apply_round(&txn, now, commands, &mut done) {
@@ -495,31 +517,20 @@ impl Engine {
                 return self.fail(e, rest, done);
             }
         };
+        drop(txn);
         self.send_deliveries(true);
-        // A Durability::None commit: no I/O. Readers (GetMessage, ListDeadLetters) see the
-        // round once the log holds it (the end is published first: see `Watermark`), so
-        // by the time a caller is answered its write is readable, and no reader sees a
-        // change a power cut could take back.
-        self.syncer.publish_next(record.len());
-        let applied = if record.is_empty() {
-            txn.abort().map_err(StoreError::from)
-        } else {
-            txn.commit().map_err(StoreError::from)
-        };
-        if let Err(e) = applied {
-            return self.fail(e, Vec::new(), done);
-        }
         tracing::trace!(
             commands = taken,
             record_bytes = record.len(),
             apply_us = started.elapsed().as_micros() as u64,
-            "round applied"
+            "round decided"
         );
         // Answers and the attempts of messages this round stored wait for the log sync.
         let outbox = std::mem::take(&mut self.outbox);
         if !record.is_empty() || !done.is_empty() || !outbox.is_empty() {
             let (deliveries, health) = (self.deliveries.clone(), self.health.clone());
             self.syncer.submit(
+                self.rounds,
                 record,
                 taken as u64,
                 Box::new(move |synced| {
@@ -546,44 +557,6 @@ impl Engine {
                 }),
             );
         }
-        let since = self.syncer.appended() - self.checkpointed;
-        if since > 0
-            && (since >= self.config.checkpoint_log_bytes
-                || now.saturating_sub(self.checkpoint_at_ms) >= self.config.checkpoint_interval_ms)
-        {
-            self.checkpoint(now);
-        }
-    }
-
-    /// Makes redb durable up to the last round handed to the log: waits until the log
-    /// holds that round (so the position recorded is never beyond the durable log), then
-    /// one `Immediate` commit records the position; the segments before it are deleted.
-    fn checkpoint(&mut self, now: u64) {
-        if self.failed.is_some() {
-            return;
-        }
-        let lsn = self.syncer.appended();
-        if lsn == self.checkpointed {
-            return;
-        }
-        if let Err(e) = self.syncer.wait_synced(lsn) {
-            let e = StoreError::Io(std::io::Error::other(e.to_string()));
-            return self.fail(e, Vec::new(), Vec::new());
-        }
-        let started = std::time::Instant::now();
-        if let Err(e) = self.store.checkpoint(lsn) {
-            return self.fail(e, Vec::new(), Vec::new());
-        }
-        self.last_checkpoint_ms = started.elapsed().as_millis() as u64;
-        tracing::debug!(
-            lsn,
-            log_bytes = lsn - self.checkpointed,
-            millis = self.last_checkpoint_ms,
-            "checkpoint"
-        );
-        self.checkpointed = lsn;
-        self.checkpoint_at_ms = now;
-        self.syncer.discard(lsn);
     }
 
     /// Hands the round's `early` (or, after the commit, its other) attempts to the
@@ -610,12 +583,27 @@ impl Engine {
     /// returns it with every command not yet applied, so that each is still answered.
     fn apply_round(
         &mut self,
-        txn: &redb::WriteTransaction,
+        txn: &redb::ReadTransaction,
         now: u64,
         commands: Vec<Command>,
         done: &mut Vec<Completion>,
     ) -> Result<Vec<u8>, (StoreError, Vec<Command>)> {
-        let mut tables = match crate::store::Tables::open(txn) {
+        // The tables borrow the overlay for the round; it is the engine's again after.
+        let mut overlay = std::mem::take(&mut self.overlay);
+        let result = self.apply_round_to(txn, &mut overlay, now, commands, done);
+        self.overlay = overlay;
+        result
+    }
+
+    fn apply_round_to(
+        &mut self,
+        txn: &redb::ReadTransaction,
+        overlay: &mut crate::store::Overlay,
+        now: u64,
+        commands: Vec<Command>,
+        done: &mut Vec<Completion>,
+    ) -> Result<Vec<u8>, (StoreError, Vec<Command>)> {
+        let mut tables = match crate::store::Tables::open(txn, overlay) {
             Ok(t) => t,
             Err(e) => return Err((e, commands)),
         };
@@ -649,7 +637,6 @@ impl Engine {
                     .map_err(|e| (e, Vec::new()))?;
             }
         }
-        debug_assert_eq!(tables.wrote(), !tables.log_is_empty());
         Ok(tables.into_log())
     }
 

@@ -11,12 +11,16 @@
 //! A round that wrote nothing still passes through, so its answers (which may rest on
 //! state an earlier round wrote) never overtake that round's sync.
 //!
+//! Once answered, each synced record goes on to the apply stage (`applier.rs`), which
+//! performs it on redb and checkpoints; the writer deletes the segments a checkpoint no
+//! longer needs.
+//!
 //! If an append or a sync fails, that round and every later one are answered with the
 //! failure and the writer refuses all further work; the engine sees [`Syncer::failed`]
 //! and stops writing (a restart recovers from the last checkpoint and the durable log).
 //!
-//! In tests ([`Syncer::inline`]) the same writer runs on the engine's thread, so a round's
-//! answers are out when the round returns.
+//! In tests ([`Syncer::inline`]) the writer and the apply stage run on the engine's
+//! thread, so a round's answers are out, and redb holds it, when the round returns.
 
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -25,9 +29,10 @@ use std::time::Instant;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::applier::{self, Applier, Progress, Synced};
 use crate::clock::Clock;
 use crate::stats::CommitStats;
-use crate::store::Watermark;
+use crate::store::{Store, Watermark};
 use crate::wal::{Log, Lsn, framed_len};
 
 /// What to do once a round's record is durable (`Err`: it is not, and never will be).
@@ -35,16 +40,17 @@ pub type Then = Box<dyn FnOnce(Result<(), Arc<str>>) + Send>;
 
 /// One round for the writer.
 struct Job {
+    round: u64,
     record: Vec<u8>,
     /// Commands the round answered (for requests-per-sync figures).
     requests: u64,
     then: Then,
 }
 
-enum Work {
-    Round(Job),
-    /// Segments before this position are checkpointed: delete them.
-    Discard(Lsn),
+/// Where synced records go next.
+enum Next {
+    Thread(mpsc::Sender<Synced>),
+    Inline(Box<Applier>),
 }
 
 /// Rounds handed over but not yet written, at most (the engine waits beyond that).
@@ -75,28 +81,59 @@ struct Writer {
     log: Log,
     shared: Arc<Shared>,
     clock: Arc<dyn Clock>,
+    next: Next,
+    progress: Arc<Progress>,
 }
 
 impl Writer {
     fn write(&mut self, jobs: Vec<Job>) {
         let failed = self.shared.mark.failed();
+        let mut ends = Vec::with_capacity(jobs.len());
         let result = match failed {
             Some(e) => Err(e),
-            None => self.append_and_sync(&jobs),
+            None => self.append_and_sync(&jobs, &mut ends),
         };
-        for job in jobs {
+        let mut synced = Vec::new();
+        for (job, end) in jobs.into_iter().zip(ends.into_iter().chain(std::iter::repeat(0))) {
             (job.then)(result.clone());
+            if result.is_ok() && !job.record.is_empty() {
+                synced.push(Synced {
+                    round: job.round,
+                    end,
+                    record: job.record,
+                });
+            }
         }
+        if !synced.is_empty() {
+            match &mut self.next {
+                Next::Inline(applier) => applier.apply(&synced),
+                Next::Thread(tx) => {
+                    for s in synced {
+                        if tx.send(s).is_err() {
+                            let e: Arc<str> = Arc::from("the apply stage has stopped");
+                            self.shared.mark.fail(e);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        let discard = self.progress.discard_before.load(Ordering::Acquire);
+        self.discard(discard);
     }
 
-    fn append_and_sync(&mut self, jobs: &[Job]) -> Result<(), Arc<str>> {
+    /// Appends every round's record and syncs once; `ends` gets each record's end.
+    fn append_and_sync(&mut self, jobs: &[Job], ends: &mut Vec<Lsn>) -> Result<(), Arc<str>> {
         if jobs.iter().all(|j| j.record.is_empty()) {
             return Ok(());
         }
         let started = Instant::now();
         let synced = (|| {
-            for job in jobs.iter().filter(|j| !j.record.is_empty()) {
-                self.log.append(&job.record)?;
+            for job in jobs {
+                if !job.record.is_empty() {
+                    self.log.append(&job.record)?;
+                }
+                ends.push(self.log.end());
             }
             self.log.sync()
         })();
@@ -123,6 +160,9 @@ impl Writer {
     }
 
     fn discard(&mut self, lsn: Lsn) {
+        if self.log.first() >= lsn {
+            return;
+        }
         match self.log.discard_before(lsn) {
             Ok(_) => self
                 .shared
@@ -135,31 +175,24 @@ impl Writer {
     }
 }
 
-fn run(mut writer: Writer, rx: Receiver<Work>) {
+fn run(mut writer: Writer, rx: Receiver<Job>) {
     let mut jobs = Vec::new();
     while let Ok(first) = rx.recv() {
-        let mut discard = None;
-        let mut next = Some(first);
-        while let Some(work) = next.take() {
-            match work {
-                Work::Round(job) => jobs.push(job),
-                Work::Discard(lsn) => discard = Some(lsn),
-            }
-            if jobs.len() < GROUP {
-                next = rx.try_recv().ok();
+        jobs.push(first);
+        while jobs.len() < GROUP {
+            match rx.try_recv() {
+                Ok(job) => jobs.push(job),
+                Err(_) => break,
             }
         }
         writer.write(std::mem::take(&mut jobs));
-        if let Some(lsn) = discard {
-            writer.discard(lsn);
-        }
     }
 }
 
 enum Mode {
     Thread {
-        tx: Option<SyncSender<Work>>,
-        thread: Option<JoinHandle<()>>,
+        tx: Option<SyncSender<Job>>,
+        threads: Vec<JoinHandle<()>>,
     },
     #[cfg_attr(not(test), allow(dead_code))]
     Inline(Box<Writer>),
@@ -169,8 +202,16 @@ enum Mode {
 pub struct Syncer {
     mode: Mode,
     shared: Arc<Shared>,
+    progress: Arc<Progress>,
     /// The position after the last record handed over.
     appended: Lsn,
+}
+
+/// When the apply stage checkpoints.
+#[derive(Debug, Clone, Copy)]
+pub struct Checkpoints {
+    pub interval_ms: u64,
+    pub log_bytes: u64,
 }
 
 impl std::fmt::Debug for Syncer {
@@ -182,42 +223,98 @@ impl std::fmt::Debug for Syncer {
 }
 
 impl Syncer {
-    /// A writer on its own thread (production).
-    pub fn spawn(log: Log, mark: Arc<Watermark>, clock: Arc<dyn Clock>) -> std::io::Result<Self> {
-        let (shared, appended) = Self::shared(&log, mark);
+    /// The log writer and the apply stage, each on its own thread (production).
+    pub fn spawn(
+        log: Log,
+        store: Store,
+        clock: Arc<dyn Clock>,
+        checkpoints: Checkpoints,
+    ) -> std::io::Result<Self> {
+        let (shared, appended) = Self::shared(&log, store.mark().clone());
+        let (applier, progress) = Applier::new(
+            store,
+            clock.clone(),
+            appended,
+            checkpoints.interval_ms,
+            checkpoints.log_bytes,
+        );
+        let (apply_tx, apply_rx) = mpsc::channel();
+        let applying = std::thread::Builder::new()
+            .name("hookd-apply".into())
+            .spawn(move || applier::run(applier, apply_rx))?;
         let (tx, rx) = mpsc::sync_channel(QUEUE);
         let writer = Writer {
             log,
             shared: shared.clone(),
             clock,
+            next: Next::Thread(apply_tx),
+            progress: progress.clone(),
         };
-        let thread = std::thread::Builder::new()
+        let writing = std::thread::Builder::new()
             .name("hookd-log".into())
             .spawn(move || run(writer, rx))?;
         Ok(Self {
             mode: Mode::Thread {
                 tx: Some(tx),
-                thread: Some(thread),
+                // Joined in this order: the writer first (it drops the apply stage's
+                // sender, so the stage then finishes, with a last checkpoint).
+                threads: vec![writing, applying],
             },
             shared,
+            progress,
             appended,
         })
     }
 
-    /// A writer that runs on the caller's thread: a round is durable (or failed) and
-    /// answered when [`Syncer::submit`] returns. For tests that drive rounds themselves.
+    /// The writer and the apply stage on the caller's thread: a round is durable (or
+    /// failed), answered and in redb when [`Syncer::submit`] returns. For tests that drive
+    /// rounds themselves.
     #[cfg_attr(not(test), allow(dead_code))]
-    pub fn inline(log: Log, mark: Arc<Watermark>, clock: Arc<dyn Clock>) -> Self {
-        let (shared, appended) = Self::shared(&log, mark);
+    pub fn inline(
+        log: Log,
+        store: Store,
+        clock: Arc<dyn Clock>,
+        checkpoints: Checkpoints,
+    ) -> Self {
+        let (shared, appended) = Self::shared(&log, store.mark().clone());
+        let (applier, progress) = Applier::new(
+            store,
+            clock.clone(),
+            appended,
+            checkpoints.interval_ms,
+            checkpoints.log_bytes,
+        );
         Self {
             mode: Mode::Inline(Box::new(Writer {
                 log,
                 shared: shared.clone(),
                 clock,
+                next: Next::Inline(Box::new(applier)),
+                progress: progress.clone(),
             })),
             shared,
+            progress,
             appended,
         }
+    }
+
+    /// Every round up to this one is in redb (its overlay entries can go).
+    pub fn applied_round(&self) -> u64 {
+        self.progress.round.load(Ordering::Acquire)
+    }
+
+    /// When the last checkpoint was made, and how long its commit took.
+    pub fn checkpoint_figures(&self) -> (u64, u64) {
+        (
+            self.progress.checkpoint_at_ms.load(Ordering::Relaxed),
+            self.progress.last_checkpoint_ms.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Waits until redb holds every round handed over (the overlay is then empty after
+    /// the engine's next look); the failure if storage failed.
+    pub fn wait_applied(&self) -> Result<(), Arc<str>> {
+        self.shared.mark.wait_applied(self.appended)
     }
 
     fn shared(log: &Log, mark: Arc<Watermark>) -> (Arc<Shared>, Lsn) {
@@ -232,12 +329,13 @@ impl Syncer {
 
     /// Hands over a round: `record` (empty if it wrote nothing) is appended and synced,
     /// then `then` runs. Blocks only while [`QUEUE`] rounds already wait.
-    pub fn submit(&mut self, record: Vec<u8>, requests: u64, then: Then) {
+    pub fn submit(&mut self, round: u64, record: Vec<u8>, requests: u64, then: Then) {
         if !record.is_empty() {
             self.appended += framed_len(record.len());
             self.shared.mark.publish(self.appended);
         }
         let job = Job {
+            round,
             record,
             requests,
             then,
@@ -246,47 +344,16 @@ impl Syncer {
             Mode::Inline(writer) => writer.write(vec![job]),
             Mode::Thread { tx, .. } => {
                 let sent = match tx {
-                    Some(tx) => tx.send(Work::Round(job)),
-                    None => Err(mpsc::SendError(Work::Round(job))),
+                    Some(tx) => tx.send(job),
+                    None => Err(mpsc::SendError(job)),
                 };
-                if let Err(mpsc::SendError(Work::Round(job))) = sent {
+                if let Err(mpsc::SendError(job)) = sent {
                     (job.then)(Err(Arc::from("the write-ahead log writer has stopped")));
                 }
             }
         }
     }
 
-    /// The position after the last record handed over.
-    pub fn appended(&self) -> Lsn {
-        self.appended
-    }
-
-    /// Waits until every record before `lsn` is durable; the log's failure if it failed.
-    pub fn wait_synced(&self, lsn: Lsn) -> Result<(), Arc<str>> {
-        self.shared.mark.wait(lsn)
-    }
-
-    /// The position a round's record of `len` bytes would end at: published before the
-    /// round becomes visible in redb (see [`Watermark`]).
-    pub fn publish_next(&self, len: usize) {
-        if len > 0 {
-            self.shared
-                .mark
-                .publish(self.appended + framed_len(len));
-        }
-    }
-
-    /// Deletes the log's segments before `lsn` (checkpointed), after the rounds handed
-    /// over so far.
-    pub fn discard(&mut self, lsn: Lsn) {
-        match &mut self.mode {
-            Mode::Inline(writer) => writer.discard(lsn),
-            Mode::Thread { tx: Some(tx), .. } => {
-                let _ = tx.send(Work::Discard(lsn));
-            }
-            Mode::Thread { tx: None, .. } => {}
-        }
-    }
 
     /// Why the log failed, if it did.
     pub fn failed(&self) -> Option<Arc<str>> {
@@ -304,14 +371,22 @@ impl Syncer {
         out.log_bytes = self.log_bytes();
     }
 
-    /// Lets the writer finish every round handed over, and stops it.
+    /// Lets the writer and the apply stage finish every round handed over (with a last
+    /// checkpoint), and stops them.
     pub fn stop(&mut self) {
-        if let Mode::Thread { tx, thread } = &mut self.mode {
-            drop(tx.take());
-            if let Some(thread) = thread.take()
-                && thread.join().is_err()
-            {
-                tracing::error!("the write-ahead log writer panicked");
+        match &mut self.mode {
+            Mode::Thread { tx, threads } => {
+                drop(tx.take());
+                for thread in threads.drain(..) {
+                    if thread.join().is_err() {
+                        tracing::error!("a storage pipeline thread panicked");
+                    }
+                }
+            }
+            Mode::Inline(writer) => {
+                if let Next::Inline(applier) = &mut writer.next {
+                    applier.checkpoint();
+                }
             }
         }
     }

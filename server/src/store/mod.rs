@@ -39,10 +39,12 @@ pub mod faults;
 #[cfg(any(test, feature = "test-util"))]
 pub mod power_loss;
 pub mod records;
+pub mod overlay;
 pub mod rowlog;
 mod tables;
 
-pub use tables::Tables;
+pub use overlay::Overlay;
+pub use tables::{Apply, Tables};
 
 use std::path::Path;
 use std::sync::Arc;
@@ -209,14 +211,13 @@ pub struct Store {
     mark: Arc<Watermark>,
 }
 
-/// How far the write-ahead log is durable, against what redb already shows.
+/// How far the write-ahead log is durable, and how far redb holds it.
 ///
-/// A round is applied to redb (visible to readers) just before its log record is synced.
-/// So that no reader ever sees a change that a power cut could still take back, a read
-/// waits until the log holds everything redb showed it: the engine publishes a round's log
-/// end ([`Watermark::publish`]) before it commits the round to redb, and a reader, having
-/// opened its snapshot, waits until the log is synced up to the end published then (at
-/// most the sync in progress and the next one).
+/// The engine hands a round's record to the log writer ([`Watermark::publish`] its end);
+/// the writer syncs it ([`Watermark::synced`]) and answers; only then does the apply stage
+/// perform it on redb ([`Watermark::applied`]). redb therefore never holds a change a power
+/// cut could take back, and a reader that waits until redb holds everything published
+/// when it started reads its own writes (an answered Enqueue is found by GetMessage).
 #[derive(Debug, Default)]
 pub struct Watermark {
     appended: std::sync::atomic::AtomicU64,
@@ -227,6 +228,7 @@ pub struct Watermark {
 #[derive(Debug, Default)]
 struct MarkState {
     synced: u64,
+    applied: u64,
     failed: Option<Arc<str>>,
 }
 
@@ -241,7 +243,34 @@ impl Watermark {
     pub fn reset(&self, end: u64) {
         self.appended
             .store(end, std::sync::atomic::Ordering::SeqCst);
-        self.state().synced = end;
+        let mut state = self.state();
+        state.synced = end;
+        state.applied = end;
+    }
+
+    /// redb holds every record before `end` (not durably before a checkpoint).
+    pub fn applied(&self, end: u64) {
+        let mut state = self.state();
+        state.applied = state.applied.max(end);
+        drop(state);
+        self.changed.notify_all();
+    }
+
+    /// Waits until redb holds every record before `end`; the failure if storage failed.
+    pub fn wait_applied(&self, end: u64) -> Result<(), Arc<str>> {
+        let mut state = self.state();
+        loop {
+            if state.applied >= end {
+                return Ok(());
+            }
+            if let Some(e) = &state.failed {
+                return Err(e.clone());
+            }
+            state = self
+                .changed
+                .wait(state)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
     }
 
     /// A round ending at `end` is about to become visible in redb.
@@ -357,7 +386,7 @@ impl Store {
         };
         let txn = store.begin_write()?;
         check_format(&txn)?;
-        Tables::open(&txn)?;
+        Apply::open(&txn)?;
         txn.commit()?;
         Ok(store)
     }
@@ -373,9 +402,9 @@ impl Store {
         Ok(meta.get(FORMAT_KEY)?.map(|v| v.value()))
     }
 
-    /// A write transaction for one engine round: `Durability::None`, so its commit does no
-    /// I/O. It is made durable by the write-ahead log record of the same changes, and the
-    /// file catches up at the next [`Store::checkpoint`].
+    /// A write transaction of the apply stage: `Durability::None`, so its commit does no
+    /// I/O. Its changes are durable already, in the write-ahead log; the file catches up at
+    /// the next [`Store::checkpoint`].
     pub fn begin_round(&self) -> Result<WriteTransaction, StoreError> {
         let mut txn = self.db.begin_write()?;
         txn.set_durability(Durability::None)?;
@@ -405,7 +434,7 @@ impl Store {
         let started = std::time::Instant::now();
         let from = self.applied()?;
         let txn = self.begin_round()?;
-        let mut tables = Tables::open(&txn)?;
+        let mut tables = Apply::open(&txn)?;
         let (mut records, mut changes) = (0u64, 0u64);
         let mut log = crate::wal::Log::replay(dir, segment_bytes, from, |_, record| {
             changes += tables.replay(record)? as u64;
@@ -446,7 +475,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let txn = self.begin_round()?;
         {
-            let mut tables = Tables::open(&txn)?;
+            let mut tables = Apply::open(&txn)?;
             for record in records {
                 tables.replay(record)?;
             }
@@ -489,17 +518,22 @@ impl Store {
         &self.mark
     }
 
-    /// A read snapshot showing only what is durable (see [`Watermark`]).
+    /// A read snapshot holding every write handed to the log before the call (see
+    /// [`Watermark`]); only durable writes are ever in redb.
     fn read(&self) -> Result<redb::ReadTransaction, StoreError> {
-        let txn = self.db.begin_read()?;
         let end = self
             .mark
             .appended
             .load(std::sync::atomic::Ordering::SeqCst);
-        self.mark
-            .wait(end)
-            .map_err(|e| StoreError::Io(std::io::Error::other(format!("the write-ahead log failed: {e}"))))?;
-        Ok(txn)
+        self.mark.wait_applied(end).map_err(|e| {
+            StoreError::Io(std::io::Error::other(format!("storage failed: {e}")))
+        })?;
+        Ok(self.db.begin_read()?)
+    }
+
+    /// redb's last applied state, for the engine (whose overlay holds what is newer).
+    pub fn snapshot(&self) -> Result<redb::ReadTransaction, StoreError> {
+        Ok(self.db.begin_read()?)
     }
 
     /// The log position the file holds every change up to (its last checkpoint's).

@@ -1,34 +1,38 @@
-//! The write side: every table opened once per round's write transaction, and the row
-//! operations the engine composes. Only the engine thread holds a [`Tables`].
+//! The engine's view of the tables: redb's last applied snapshot plus the overlay of
+//! writes not applied yet (`overlay.rs`), and the row operations the engine composes.
+//! Only the engine thread holds a [`Tables`]; [`Apply`] is the apply stage's (and
+//! recovery's) side, which performs log records on redb.
 //!
-//! Every method that changes a row records that the transaction wrote something
-//! ([`Tables::wrote`]); the engine commits a round exactly when it did. The tables
-//! themselves are private, so no write can bypass that record: a write path cannot forget
-//! to mark its round dirty and then be rolled back while its caller is answered success.
-//! For the same reason every change is also written to the round's [`RowLog`], the record
-//! the write-ahead log makes durable: redb and the log cannot disagree about a round.
+//! Every method that changes a row records the change in the overlay and in the round's
+//! [`RowLog`] (the record the write-ahead log makes durable), and marks that the round
+//! wrote something ([`Tables::wrote`]). The tables themselves are private, so no write
+//! can bypass that: the engine's view, the log and (after the apply stage) redb cannot
+//! disagree about a round.
+
+use std::ops::Bound;
 
 use prost::Message;
-use redb::{ReadableTable, Table, WriteTransaction};
+use redb::{ReadOnlyTable, ReadTransaction, Table, WriteTransaction};
 
-use super::rowlog::{Change, RowLog, TableId};
+use super::overlay::{Overlay, Seen};
 use super::records::{DoneRecord, EndpointRecord, HistoryRecord, MessageRecord, ScheduleEntry};
+use super::rowlog::{Change, RowLog, TableId};
 use super::{
     DEAD, DONE, ENDPOINTS, HISTORY, IDEMPOTENCY, MESSAGES, SCHEDULE, StoreError, dead_key,
     dead_key_id, dead_prefix,
 };
 use crate::ids::MessageId;
 
-/// Every table, opened once per write transaction.
-pub struct Tables<'txn> {
-    messages: Table<'txn, u128, &'static [u8]>,
-    schedule: Table<'txn, u128, &'static [u8]>,
-    history: Table<'txn, u128, &'static [u8]>,
-    done: Table<'txn, u128, &'static [u8]>,
-    dead: Table<'txn, &'static [u8], &'static [u8]>,
-    idempotency: Table<'txn, &'static [u8], &'static [u8]>,
-    endpoints: Table<'txn, &'static str, &'static [u8]>,
-    /// Some row changed in this transaction.
+/// Every table of redb's snapshot, with the overlay in front.
+pub struct Tables<'a> {
+    messages: ReadOnlyTable<u128, &'static [u8]>,
+    schedule: ReadOnlyTable<u128, &'static [u8]>,
+    history: ReadOnlyTable<u128, &'static [u8]>,
+    done: ReadOnlyTable<u128, &'static [u8]>,
+    dead: ReadOnlyTable<&'static [u8], &'static [u8]>,
+    idempotency: ReadOnlyTable<&'static [u8], &'static [u8]>,
+    overlay: &'a mut Overlay,
+    /// Some row changed in this round.
     wrote: bool,
     /// Every change, in order, for the write-ahead log.
     log: RowLog,
@@ -40,7 +44,318 @@ impl std::fmt::Debug for Tables<'_> {
     }
 }
 
-impl<'txn> Tables<'txn> {
+fn id_key(id: MessageId) -> [u8; 16] {
+    id.0.to_be_bytes()
+}
+
+/// A u128-keyed row of redb's snapshot, or of the overlay in front of it.
+fn get_u128(
+    overlay: &Overlay,
+    table: TableId,
+    base: &ReadOnlyTable<u128, &'static [u8]>,
+    id: MessageId,
+) -> Result<Option<Vec<u8>>, StoreError> {
+    match overlay.get(table, &id_key(id)) {
+        Seen::Put(v) => Ok(Some(v.to_vec())),
+        Seen::Removed => Ok(None),
+        Seen::Unknown => Ok(base.get(id.0)?.map(|v| v.value().to_vec())),
+    }
+}
+
+fn get_bytes(
+    overlay: &Overlay,
+    table: TableId,
+    base: &ReadOnlyTable<&'static [u8], &'static [u8]>,
+    key: &[u8],
+) -> Result<Option<Vec<u8>>, StoreError> {
+    match overlay.get(table, key) {
+        Seen::Put(v) => Ok(Some(v.to_vec())),
+        Seen::Removed => Ok(None),
+        Seen::Unknown => Ok(base.get(key)?.map(|v| v.value().to_vec())),
+    }
+}
+
+impl<'a> Tables<'a> {
+    /// The engine's view for one round: `txn` is a snapshot taken after every round the
+    /// overlay no longer holds was applied.
+    pub fn open(txn: &ReadTransaction, overlay: &'a mut Overlay) -> Result<Self, StoreError> {
+        Ok(Self {
+            messages: txn.open_table(MESSAGES)?,
+            schedule: txn.open_table(SCHEDULE)?,
+            history: txn.open_table(HISTORY)?,
+            done: txn.open_table(DONE)?,
+            dead: txn.open_table(DEAD)?,
+            idempotency: txn.open_table(IDEMPOTENCY)?,
+            overlay,
+            wrote: false,
+            log: RowLog::default(),
+        })
+    }
+
+    /// Whether any row changed since these tables were opened: the round must then be
+    /// logged before anyone is told of the change.
+    pub fn wrote(&self) -> bool {
+        self.wrote
+    }
+
+    /// The round's changes, encoded for the write-ahead log (empty if none).
+    pub fn into_log(self) -> Vec<u8> {
+        self.log.into_bytes()
+    }
+
+    fn put(&mut self, table: TableId, key: &[u8], value: &[u8]) {
+        self.wrote = true;
+        self.overlay.put(table, key, value);
+        self.log.put(table, key, value);
+    }
+
+    fn remove(&mut self, table: TableId, key: &[u8]) {
+        self.wrote = true;
+        self.overlay.remove(table, key);
+        self.log.remove(table, key);
+    }
+
+    /// Stores a new message: its encoded [`MessageRecord`] and its schedule row.
+    pub fn insert_message(
+        &mut self,
+        id: MessageId,
+        record: &[u8],
+        entry: &ScheduleEntry,
+    ) -> Result<(), StoreError> {
+        let key = id_key(id);
+        self.put(TableId::Messages, &key, record);
+        self.put(TableId::Schedule, &key, &entry.encode());
+        Ok(())
+    }
+
+    pub fn record(&self, id: MessageId) -> Result<Option<MessageRecord>, StoreError> {
+        match get_u128(self.overlay, TableId::Messages, &self.messages, id)? {
+            Some(v) => Ok(Some(MessageRecord::decode(v.as_slice())?)),
+            None => Ok(None),
+        }
+    }
+
+    pub fn schedule(&self, id: MessageId) -> Result<ScheduleEntry, StoreError> {
+        match get_u128(self.overlay, TableId::Schedule, &self.schedule, id)? {
+            Some(v) => ScheduleEntry::decode(&v),
+            None => Err(StoreError::Corrupt(format!(
+                "message {id} is live but has no schedule row"
+            ))),
+        }
+    }
+
+    pub fn put_schedule(&mut self, id: MessageId, entry: &ScheduleEntry) -> Result<(), StoreError> {
+        self.put(TableId::Schedule, &id_key(id), &entry.encode());
+        Ok(())
+    }
+
+    pub fn history(&self, id: MessageId) -> Result<HistoryRecord, StoreError> {
+        match get_u128(self.overlay, TableId::History, &self.history, id)? {
+            Some(v) => Ok(HistoryRecord::decode(v.as_slice())?),
+            None => Ok(HistoryRecord::default()),
+        }
+    }
+
+    pub fn put_history(
+        &mut self,
+        id: MessageId,
+        history: &HistoryRecord,
+    ) -> Result<(), StoreError> {
+        self.put(TableId::History, &id_key(id), &history.encode_to_vec());
+        Ok(())
+    }
+
+    /// Removes a completed message entirely (its idempotency key stays until it expires).
+    pub fn remove_message(&mut self, id: MessageId) -> Result<(), StoreError> {
+        let key = id_key(id);
+        self.remove(TableId::Messages, &key);
+        self.remove(TableId::Schedule, &key);
+        self.remove(TableId::History, &key);
+        Ok(())
+    }
+
+    /// Removes a completed message and keeps `done` (metadata and attempts) in its place.
+    pub fn complete(&mut self, id: MessageId, done: &DoneRecord) -> Result<(), StoreError> {
+        self.remove_message(id)?;
+        self.put(TableId::Done, &id_key(id), &done.encode_to_vec());
+        Ok(())
+    }
+
+    /// A completed message's record, while it is kept.
+    pub fn done(&self, id: MessageId) -> Result<Option<DoneRecord>, StoreError> {
+        match get_u128(self.overlay, TableId::Done, &self.done, id)? {
+            Some(v) => Ok(Some(DoneRecord::decode(v.as_slice())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Forgets up to `limit` completed messages created before `before_ms`; how many.
+    pub fn sweep_done(&mut self, before_ms: u64, limit: usize) -> Result<usize, StoreError> {
+        // UUIDv7: the top 48 bits are the creation time in ms.
+        let bound = u128::from(before_ms) << 80;
+        let bound_key = bound.to_be_bytes();
+        let base = self
+            .done
+            .range(..bound)?
+            .map(|row| -> Result<_, StoreError> {
+                let (k, _) = row?;
+                Ok((k.value().to_be_bytes().to_vec(), Vec::new()))
+            });
+        let expired = self.overlay.merge(
+            TableId::Done,
+            (Bound::Unbounded, Bound::Excluded(&bound_key[..])),
+            base,
+            limit,
+        )?;
+        for (key, _) in &expired {
+            self.remove(TableId::Done, key);
+        }
+        Ok(expired.len())
+    }
+
+    /// Moves a live message to the dead-letter index.
+    pub fn bury(
+        &mut self,
+        id: MessageId,
+        dest_key: &str,
+        entry: &ScheduleEntry,
+    ) -> Result<(), StoreError> {
+        self.remove(TableId::Schedule, &id_key(id));
+        self.put(TableId::Dead, &dead_key(dest_key, id), &entry.encode());
+        Ok(())
+    }
+
+    /// Takes a message out of the dead-letter index; its dead row, if it was there.
+    pub fn unbury(
+        &mut self,
+        id: MessageId,
+        dest_key: &str,
+    ) -> Result<Option<ScheduleEntry>, StoreError> {
+        let key = dead_key(dest_key, id);
+        let Some(value) = get_bytes(self.overlay, TableId::Dead, &self.dead, &key)? else {
+            return Ok(None);
+        };
+        let entry = ScheduleEntry::decode(&value)?;
+        self.remove(TableId::Dead, &key);
+        Ok(Some(entry))
+    }
+
+    /// Ids of up to `limit` dead letters of one destination.
+    pub fn dead_of(&self, dest_key: &str, limit: usize) -> Result<Vec<MessageId>, StoreError> {
+        let prefix = dead_prefix(dest_key);
+        let base = self
+            .dead
+            .range(prefix.as_slice()..)?
+            .map(|row| -> Result<_, StoreError> {
+                let (k, _) = row?;
+                Ok((k.value().to_vec(), Vec::new()))
+            })
+            .take_while(|row| row.as_ref().map_or(true, |(k, _)| k.starts_with(&prefix)));
+        let rows = self.overlay.merge(
+            TableId::Dead,
+            (Bound::Included(prefix.as_slice()), Bound::Unbounded),
+            base,
+            usize::MAX,
+        )?;
+        rows.iter()
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .take(limit)
+            .map(|(k, _)| dead_key_id(k))
+            .collect()
+    }
+
+    /// Records that `scoped_key` names message `id`, unless it already names a message
+    /// recorded at or after `not_before_ms`: then nothing changes and that earlier id is
+    /// returned.
+    pub fn claim_idempotency_key(
+        &mut self,
+        scoped_key: &[u8],
+        id: MessageId,
+        created_ms: u64,
+        not_before_ms: u64,
+    ) -> Result<Option<MessageId>, StoreError> {
+        if let Some(old) = get_bytes(self.overlay, TableId::Idempotency, &self.idempotency, scoped_key)? {
+            let (original, created) = decode_idempotency(&old)?;
+            if created >= not_before_ms {
+                return Ok(Some(original));
+            }
+        }
+        let mut v = [0u8; 24];
+        v[..16].copy_from_slice(&id.0.to_be_bytes());
+        v[16..].copy_from_slice(&created_ms.to_be_bytes());
+        self.put(TableId::Idempotency, scoped_key, &v);
+        Ok(None)
+    }
+
+    /// One step of the idempotency sweep: looks at up to `scan` keys after `cursor` and
+    /// forgets those recorded before `before_ms`. Returns how many were removed and where to
+    /// continue (`None`: the pass is complete). Keys are random, so there is no time-ordered
+    /// index to range over; an incremental pass keeps each round short instead, and lookups
+    /// ignore expired keys anyway, so the sweep only reclaims space.
+    pub fn sweep_idempotency(
+        &mut self,
+        cursor: Option<&[u8]>,
+        before_ms: u64,
+        scan: usize,
+    ) -> Result<(usize, Option<Vec<u8>>), StoreError> {
+        let lower = cursor.map_or(Bound::Unbounded, Bound::Excluded);
+        let base = self
+            .idempotency
+            .range::<&[u8]>((lower, Bound::Unbounded))?
+            .map(|row| -> Result<_, StoreError> {
+                let (k, v) = row?;
+                Ok((k.value().to_vec(), v.value().to_vec()))
+            });
+        let rows = self
+            .overlay
+            .merge(TableId::Idempotency, (lower, Bound::Unbounded), base, scan)?;
+        let last = (rows.len() >= scan).then(|| rows.last().map(|(k, _)| k.clone())).flatten();
+        let mut removed = 0;
+        for (key, value) in &rows {
+            let (_, created) = decode_idempotency(value)?;
+            if created < before_ms {
+                self.remove(TableId::Idempotency, key);
+                removed += 1;
+            }
+        }
+        Ok((removed, last))
+    }
+
+    pub fn put_endpoint(&mut self, endpoint: &EndpointRecord) -> Result<(), StoreError> {
+        self.put(
+            TableId::Endpoints,
+            endpoint.name.as_bytes(),
+            &endpoint.encode_to_vec(),
+        );
+        Ok(())
+    }
+
+    pub fn remove_endpoint(&mut self, name: &str) -> Result<(), StoreError> {
+        self.remove(TableId::Endpoints, name.as_bytes());
+        Ok(())
+    }
+}
+
+/// The write side of the tables: performs log records on redb (the apply stage, and
+/// recovery's replay).
+pub struct Apply<'txn> {
+    messages: Table<'txn, u128, &'static [u8]>,
+    schedule: Table<'txn, u128, &'static [u8]>,
+    history: Table<'txn, u128, &'static [u8]>,
+    done: Table<'txn, u128, &'static [u8]>,
+    dead: Table<'txn, &'static [u8], &'static [u8]>,
+    idempotency: Table<'txn, &'static [u8], &'static [u8]>,
+    endpoints: Table<'txn, &'static str, &'static [u8]>,
+}
+
+impl std::fmt::Debug for Apply<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Apply")
+    }
+}
+
+impl<'txn> Apply<'txn> {
+    /// Every table, opened (and created, in a new file) in `txn`.
     pub fn open(txn: &'txn WriteTransaction) -> Result<Self, StoreError> {
         Ok(Self {
             messages: txn.open_table(MESSAGES)?,
@@ -50,29 +365,11 @@ impl<'txn> Tables<'txn> {
             dead: txn.open_table(DEAD)?,
             idempotency: txn.open_table(IDEMPOTENCY)?,
             endpoints: txn.open_table(ENDPOINTS)?,
-            wrote: false,
-            log: RowLog::default(),
         })
     }
 
-    /// Whether any row changed since these tables were opened: the transaction must then be
-    /// committed before anyone is told of the change.
-    pub fn wrote(&self) -> bool {
-        self.wrote
-    }
-
-    /// Whether no change was recorded for the log.
-    pub fn log_is_empty(&self) -> bool {
-        self.log.is_empty()
-    }
-
-    /// The round's changes, encoded for the write-ahead log (empty if none).
-    pub fn into_log(self) -> Vec<u8> {
-        self.log.into_bytes()
-    }
-
-    /// Performs the changes of a log record (recovery), without recording them again;
-    /// how many. Blind puts and removals: see `rowlog` for why a second replay is harmless.
+    /// Performs the changes of a log record; how many. Blind puts and removals: see
+    /// `rowlog` for why a second replay is harmless.
     pub fn replay(&mut self, record: &[u8]) -> Result<usize, StoreError> {
         let changes = super::rowlog::decode(record)?;
         let id = |key: &[u8]| -> Result<u128, StoreError> {
@@ -81,7 +378,6 @@ impl<'txn> Tables<'txn> {
                 .map_err(|_| StoreError::Corrupt("log record: a message key".into()))
         };
         for change in &changes {
-            self.wrote = true;
             match *change {
                 Change::Put(table, key, value) => match table {
                     TableId::Messages => drop(self.messages.insert(id(key)?, value)?),
@@ -104,247 +400,6 @@ impl<'txn> Tables<'txn> {
             }
         }
         Ok(changes.len())
-    }
-
-    /// Stores a new message: its encoded [`MessageRecord`] and its schedule row.
-    pub fn insert_message(
-        &mut self,
-        id: MessageId,
-        record: &[u8],
-        entry: &ScheduleEntry,
-    ) -> Result<(), StoreError> {
-        self.wrote = true;
-        let entry = entry.encode();
-        self.messages.insert(id.0, record)?;
-        self.schedule.insert(id.0, entry.as_slice())?;
-        self.log.put(TableId::Messages, &id.0.to_be_bytes(), record);
-        self.log.put(TableId::Schedule, &id.0.to_be_bytes(), &entry);
-        Ok(())
-    }
-
-    pub fn record(&self, id: MessageId) -> Result<Option<MessageRecord>, StoreError> {
-        match self.messages.get(id.0)? {
-            Some(v) => Ok(Some(MessageRecord::decode(v.value())?)),
-            None => Ok(None),
-        }
-    }
-
-    pub fn schedule(&self, id: MessageId) -> Result<ScheduleEntry, StoreError> {
-        match self.schedule.get(id.0)? {
-            Some(v) => ScheduleEntry::decode(v.value()),
-            None => Err(StoreError::Corrupt(format!(
-                "message {id} is live but has no schedule row"
-            ))),
-        }
-    }
-
-    pub fn put_schedule(&mut self, id: MessageId, entry: &ScheduleEntry) -> Result<(), StoreError> {
-        self.wrote = true;
-        let entry = entry.encode();
-        self.schedule.insert(id.0, entry.as_slice())?;
-        self.log.put(TableId::Schedule, &id.0.to_be_bytes(), &entry);
-        Ok(())
-    }
-
-    pub fn history(&self, id: MessageId) -> Result<HistoryRecord, StoreError> {
-        super::history_of(&self.history, id)
-    }
-
-    pub fn put_history(
-        &mut self,
-        id: MessageId,
-        history: &HistoryRecord,
-    ) -> Result<(), StoreError> {
-        self.wrote = true;
-        let value = history.encode_to_vec();
-        self.history.insert(id.0, value.as_slice())?;
-        self.log.put(TableId::History, &id.0.to_be_bytes(), &value);
-        Ok(())
-    }
-
-    /// Removes a completed message entirely (its idempotency key stays until it expires).
-    pub fn remove_message(&mut self, id: MessageId) -> Result<(), StoreError> {
-        self.wrote = true;
-        self.messages.remove(id.0)?;
-        self.schedule.remove(id.0)?;
-        self.history.remove(id.0)?;
-        let key = id.0.to_be_bytes();
-        self.log.remove(TableId::Messages, &key);
-        self.log.remove(TableId::Schedule, &key);
-        self.log.remove(TableId::History, &key);
-        Ok(())
-    }
-
-    /// Removes a completed message and keeps `done` (metadata and attempts) in its place.
-    pub fn complete(&mut self, id: MessageId, done: &DoneRecord) -> Result<(), StoreError> {
-        self.remove_message(id)?;
-        let value = done.encode_to_vec();
-        self.done.insert(id.0, value.as_slice())?;
-        self.log.put(TableId::Done, &id.0.to_be_bytes(), &value);
-        Ok(())
-    }
-
-    /// A completed message's record, while it is kept.
-    pub fn done(&self, id: MessageId) -> Result<Option<DoneRecord>, StoreError> {
-        match self.done.get(id.0)? {
-            Some(v) => Ok(Some(DoneRecord::decode(v.value())?)),
-            None => Ok(None),
-        }
-    }
-
-    /// Forgets up to `limit` completed messages created before `before_ms`; how many.
-    pub fn sweep_done(&mut self, before_ms: u64, limit: usize) -> Result<usize, StoreError> {
-        // UUIDv7: the top 48 bits are the creation time in ms.
-        let bound = u128::from(before_ms) << 80;
-        let mut expired = Vec::new();
-        for row in self.done.range(..bound)? {
-            expired.push(row?.0.value());
-            if expired.len() >= limit {
-                break;
-            }
-        }
-        for id in &expired {
-            self.done.remove(*id)?;
-            self.log.remove(TableId::Done, &id.to_be_bytes());
-            self.wrote = true;
-        }
-        Ok(expired.len())
-    }
-
-    /// Moves a live message to the dead-letter index.
-    pub fn bury(
-        &mut self,
-        id: MessageId,
-        dest_key: &str,
-        entry: &ScheduleEntry,
-    ) -> Result<(), StoreError> {
-        self.wrote = true;
-        let (key, entry) = (dead_key(dest_key, id), entry.encode());
-        self.schedule.remove(id.0)?;
-        self.dead.insert(key.as_slice(), entry.as_slice())?;
-        self.log.remove(TableId::Schedule, &id.0.to_be_bytes());
-        self.log.put(TableId::Dead, &key, &entry);
-        Ok(())
-    }
-
-    /// Takes a message out of the dead-letter index; its dead row, if it was there.
-    pub fn unbury(
-        &mut self,
-        id: MessageId,
-        dest_key: &str,
-    ) -> Result<Option<ScheduleEntry>, StoreError> {
-        let key = dead_key(dest_key, id);
-        let entry = match self.dead.remove(key.as_slice())? {
-            Some(v) => ScheduleEntry::decode(v.value())?,
-            None => return Ok(None),
-        };
-        self.wrote = true;
-        self.log.remove(TableId::Dead, &key);
-        Ok(Some(entry))
-    }
-
-    /// Ids of up to `limit` dead letters of one destination.
-    pub fn dead_of(&self, dest_key: &str, limit: usize) -> Result<Vec<MessageId>, StoreError> {
-        let prefix = dead_prefix(dest_key);
-        let mut out = Vec::new();
-        for row in self.dead.range(prefix.as_slice()..)? {
-            let (key, _) = row?;
-            let key = key.value();
-            if !key.starts_with(&prefix) || out.len() >= limit {
-                break;
-            }
-            out.push(dead_key_id(key)?);
-        }
-        Ok(out)
-    }
-
-    /// Records that `scoped_key` names message `id`, unless it already names a message
-    /// recorded at or after `not_before_ms`: then nothing changes and that earlier id is
-    /// returned. One B-tree insert in the common (new key) case instead of a lookup and an
-    /// insert; a duplicate, the rare case, pays a second insert to put the original back.
-    pub fn claim_idempotency_key(
-        &mut self,
-        scoped_key: &[u8],
-        id: MessageId,
-        created_ms: u64,
-        not_before_ms: u64,
-    ) -> Result<Option<MessageId>, StoreError> {
-        self.wrote = true;
-        let mut v = [0u8; 24];
-        v[..16].copy_from_slice(&id.0.to_be_bytes());
-        v[16..].copy_from_slice(&created_ms.to_be_bytes());
-        let previous = self
-            .idempotency
-            .insert(scoped_key, v.as_slice())?
-            .map(|old| old.value().to_vec());
-        if let Some(old) = previous {
-            let (original, created) = decode_idempotency(&old)?;
-            if created >= not_before_ms {
-                self.idempotency.insert(scoped_key, old.as_slice())?;
-                // The key is unchanged: the log records it as it stays.
-                self.log.put(TableId::Idempotency, scoped_key, &old);
-                return Ok(Some(original));
-            }
-        }
-        self.log.put(TableId::Idempotency, scoped_key, &v);
-        Ok(None)
-    }
-
-    /// One step of the idempotency sweep: looks at up to `scan` keys after `cursor` and
-    /// forgets those recorded before `before_ms`. Returns how many were removed and where to
-    /// continue (`None`: the pass is complete). Keys are random, so there is no time-ordered
-    /// index to range over; an incremental pass keeps each round short instead, and lookups
-    /// ignore expired keys anyway, so the sweep only reclaims space.
-    pub fn sweep_idempotency(
-        &mut self,
-        cursor: Option<&[u8]>,
-        before_ms: u64,
-        scan: usize,
-    ) -> Result<(usize, Option<Vec<u8>>), StoreError> {
-        let mut expired = Vec::new();
-        let mut last = None;
-        let mut seen = 0;
-        let range = match cursor {
-            Some(c) => self
-                .idempotency
-                .range::<&[u8]>((std::ops::Bound::Excluded(c), std::ops::Bound::Unbounded))?,
-            None => self.idempotency.range::<&[u8]>(..)?,
-        };
-        for row in range {
-            let (key, value) = row?;
-            let (_, created) = decode_idempotency(value.value())?;
-            if created < before_ms {
-                expired.push(key.value().to_vec());
-            }
-            seen += 1;
-            if seen >= scan {
-                last = Some(key.value().to_vec());
-                break;
-            }
-        }
-        for key in &expired {
-            self.idempotency.remove(key.as_slice())?;
-            self.log.remove(TableId::Idempotency, key);
-            self.wrote = true;
-        }
-        Ok((expired.len(), last))
-    }
-
-    pub fn put_endpoint(&mut self, endpoint: &EndpointRecord) -> Result<(), StoreError> {
-        self.wrote = true;
-        let value = endpoint.encode_to_vec();
-        self.endpoints
-            .insert(endpoint.name.as_str(), value.as_slice())?;
-        self.log
-            .put(TableId::Endpoints, endpoint.name.as_bytes(), &value);
-        Ok(())
-    }
-
-    pub fn remove_endpoint(&mut self, name: &str) -> Result<(), StoreError> {
-        self.wrote = true;
-        self.endpoints.remove(name)?;
-        self.log.remove(TableId::Endpoints, name.as_bytes());
-        Ok(())
     }
 }
 
@@ -369,61 +424,80 @@ mod tests {
 
     type TableOp<'a> = Box<dyn FnOnce(&mut Tables<'_>) + 'a>;
 
-    /// Whether `f` marked its transaction as written (each on a fresh transaction, with
-    /// one message, one dead letter and one endpoint already committed).
-    fn wrote_after(f: TableOp<'_>) -> bool {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let entry = ScheduleEntry {
+    fn entry(state: State) -> ScheduleEntry {
+        ScheduleEntry {
             due_ms: 1,
-            state: State::Pending,
+            state,
             attempts: 0,
             max_attempts: 3,
             since_ms: 0,
             destination: "qq".into(),
-        };
-        let txn = store.begin_write().unwrap();
-        {
-            let mut t = Tables::open(&txn).unwrap();
-            t.insert_message(MessageId(1), b"", &entry).unwrap();
-            t.insert_message(MessageId(2), b"", &entry).unwrap();
-            t.bury(MessageId(2), "queue:q", &entry).unwrap();
+        }
+    }
+
+    /// Runs `f` as one round on `store` and `overlay`, then applies its record to redb
+    /// (as the apply stage does after the log sync) and clears the overlay; the record.
+    fn round<R>(
+        store: &Store,
+        overlay: &mut Overlay,
+        n: u64,
+        f: impl FnOnce(&mut Tables<'_>) -> R,
+    ) -> (R, Vec<u8>) {
+        overlay.begin(n);
+        let txn = store.snapshot().unwrap();
+        let mut t = Tables::open(&txn, overlay).unwrap();
+        let r = f(&mut t);
+        let record = t.into_log();
+        store.replay_records([record.as_slice()]).unwrap();
+        overlay.applied(n);
+        (r, record)
+    }
+
+    /// Whether `f` marked its round as written, and logged something (each on a fresh
+    /// store, with one message, one dead letter and one endpoint already stored).
+    fn wrote_after(f: TableOp<'_>) -> (bool, bool) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut overlay = Overlay::default();
+        round(&store, &mut overlay, 1, |t| {
+            let e = entry(State::Pending);
+            t.insert_message(MessageId(1), b"", &e).unwrap();
+            t.insert_message(MessageId(2), b"", &e).unwrap();
+            t.bury(MessageId(2), "queue:q", &e).unwrap();
             t.put_endpoint(&EndpointRecord {
                 name: "e".into(),
                 ..Default::default()
             })
             .unwrap();
-        }
-        txn.commit().unwrap();
-        let txn = store.begin_write().unwrap();
-        let mut t = Tables::open(&txn).unwrap();
-        assert!(!t.wrote());
-        f(&mut t);
-        t.wrote()
+        });
+        let (wrote, record) = round(&store, &mut overlay, 2, |t| {
+            assert!(!t.wrote());
+            f(t);
+            t.wrote()
+        });
+        (wrote, !record.is_empty())
     }
 
-    /// The round's commit depends on `wrote`: every row change must set it, and a round
-    /// that only reads (or sweeps nothing) must not, or an idle hookd would fsync 4 times
-    /// a second for nothing.
+    /// The round's log record depends on `wrote`: every row change must set it, and a
+    /// round that only reads (or sweeps nothing) must not, or an idle hookd would sync
+    /// 4 times a second for nothing.
     #[test]
-    fn every_row_change_and_only_a_row_change_marks_the_transaction() {
+    fn every_row_change_and_only_a_row_change_marks_and_logs_the_round() {
         let id = MessageId(1);
-        let entry = || ScheduleEntry {
+        let retry = || ScheduleEntry {
             due_ms: 5,
             state: State::Retry,
             attempts: 1,
-            max_attempts: 3,
-            since_ms: 0,
-            destination: "qq".into(),
+            ..entry(State::Retry)
         };
         let writes: Vec<(&str, TableOp<'_>)> = vec![
             (
                 "insert_message",
-                Box::new(|t| t.insert_message(MessageId(9), b"x", &entry()).unwrap()),
+                Box::new(|t| t.insert_message(MessageId(9), b"x", &retry()).unwrap()),
             ),
             (
                 "put_schedule",
-                Box::new(|t| t.put_schedule(id, &entry()).unwrap()),
+                Box::new(|t| t.put_schedule(id, &retry()).unwrap()),
             ),
             (
                 "put_history",
@@ -437,10 +511,7 @@ mod tests {
                 "complete",
                 Box::new(|t| t.complete(id, &DoneRecord::default()).unwrap()),
             ),
-            (
-                "bury",
-                Box::new(|t| t.bury(id, "queue:q", &entry()).unwrap()),
-            ),
+            ("bury", Box::new(|t| t.bury(id, "queue:q", &retry()).unwrap())),
             (
                 "unbury",
                 Box::new(|t| assert!(t.unbury(MessageId(2), "queue:q").unwrap().is_some())),
@@ -468,9 +539,10 @@ mod tests {
             ),
         ];
         for (name, f) in writes {
-            assert!(
+            assert_eq!(
                 wrote_after(f),
-                "{name} changed a row without marking the transaction"
+                (true, true),
+                "{name} changed a row without marking and logging the round"
             );
         }
         let reads: Vec<(&str, TableOp<'_>)> = vec![
@@ -499,27 +571,30 @@ mod tests {
             ),
         ];
         for (name, f) in reads {
-            assert!(
-                !wrote_after(f),
-                "{name} changed nothing but marked the transaction"
+            assert_eq!(
+                wrote_after(f),
+                (false, false),
+                "{name} changed nothing but marked or logged the round"
             );
         }
     }
 
     #[test]
-    fn idempotency_claim_duplicate_expiry_and_sweep() {
+    fn idempotency_claim_duplicate_expiry_and_sweep_through_the_overlay_and_redb() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
+        let mut overlay = Overlay::default();
         let (a, b, c) = (MessageId(1), MessageId(2), MessageId(3));
-        let txn = store.begin_write().unwrap();
-        {
-            let mut t = Tables::open(&txn).unwrap();
+        // Within one round (the overlay only) and across rounds (redb), alike.
+        round(&store, &mut overlay, 1, |t| {
             assert_eq!(t.claim_idempotency_key(b"q\0k", a, 1_000, 0).unwrap(), None);
             // Within the window: the original wins and stays recorded.
             assert_eq!(
                 t.claim_idempotency_key(b"q\0k", b, 2_000, 500).unwrap(),
                 Some(a)
             );
+        });
+        round(&store, &mut overlay, 2, |t| {
             assert_eq!(
                 t.claim_idempotency_key(b"q\0k", b, 2_000, 500).unwrap(),
                 Some(a)
@@ -534,6 +609,11 @@ mod tests {
                 Some(c)
             );
             t.claim_idempotency_key(b"q\0old", a, 100, 0).unwrap();
+            t.claim_idempotency_key(b"q\0new", a, 9_000, 0).unwrap();
+        });
+        round(&store, &mut overlay, 3, |t| {
+            // A key still in the overlay and one in redb, both seen by the sweep.
+            t.claim_idempotency_key(b"q\0older", a, 50, 0).unwrap();
             // A sweep in steps of one key visits every key and removes only expired ones.
             let mut cursor = None;
             let mut removed = 0;
@@ -545,7 +625,7 @@ mod tests {
                     break;
                 }
             }
-            assert_eq!(removed, 1);
+            assert_eq!(removed, 2);
             assert_eq!(
                 t.claim_idempotency_key(b"q\0old", b, 9_000, 0).unwrap(),
                 None
@@ -554,7 +634,6 @@ mod tests {
                 t.claim_idempotency_key(b"q\0k", b, 9_500, 5_000).unwrap(),
                 Some(c)
             );
-        }
-        txn.commit().unwrap();
+        });
     }
 }

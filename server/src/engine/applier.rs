@@ -1,0 +1,184 @@
+//! The pipeline's third stage: redb brought up to date behind the log, and checkpointed.
+//!
+//! The log writer hands over every record it has synced (and answered). This stage
+//! performs them on redb in `Durability::None` transactions (the B-tree work, off the
+//! engine's path: the engine reads its own newer writes from the overlay meanwhile), tells
+//! the engine which rounds redb holds now (so their overlay entries go), and tells readers
+//! how far redb is. Every `checkpoint_interval_ms`, or when `checkpoint_log_bytes` of log
+//! were applied since the last one, a checkpoint makes redb durable with one `Immediate`
+//! commit that records the log position applied, and the log writer deletes the segments
+//! before it. redb never holds a record the log has not synced, so that position is never
+//! beyond the durable log.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use crate::clock::Clock;
+use crate::store::{Apply, Store, StoreError, Watermark};
+use crate::wal::Lsn;
+
+/// A synced round for redb.
+#[derive(Debug)]
+pub struct Synced {
+    pub round: u64,
+    /// The log position after its record.
+    pub end: Lsn,
+    pub record: Vec<u8>,
+}
+
+/// What the stage reports to the engine and to Stats.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Every round up to this one is in redb.
+    pub round: AtomicU64,
+    /// Segments before this position may be deleted (checkpointed).
+    pub discard_before: AtomicU64,
+    pub checkpoint_at_ms: AtomicU64,
+    pub last_checkpoint_ms: AtomicU64,
+}
+
+pub struct Applier {
+    store: Store,
+    mark: Arc<Watermark>,
+    progress: Arc<Progress>,
+    clock: Arc<dyn Clock>,
+    interval_ms: u64,
+    log_bytes: u64,
+    /// The position redb holds (applied), and durably (checkpointed).
+    applied: Lsn,
+    checkpointed: Lsn,
+    checkpoint_at_ms: u64,
+}
+
+impl std::fmt::Debug for Applier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Applier")
+            .field("applied", &self.applied)
+            .field("checkpointed", &self.checkpointed)
+            .finish()
+    }
+}
+
+impl Applier {
+    /// The stage for a store whose log (and file) end at `end`.
+    pub fn new(
+        store: Store,
+        clock: Arc<dyn Clock>,
+        end: Lsn,
+        interval_ms: u64,
+        log_bytes: u64,
+    ) -> (Self, Arc<Progress>) {
+        let now = clock.now_ms();
+        let progress = Arc::new(Progress::default());
+        progress.checkpoint_at_ms.store(now, Ordering::Relaxed);
+        progress.discard_before.store(end, Ordering::Relaxed);
+        let applier = Self {
+            mark: store.mark().clone(),
+            store,
+            progress: progress.clone(),
+            clock,
+            interval_ms,
+            log_bytes,
+            applied: end,
+            checkpointed: end,
+            checkpoint_at_ms: now,
+        };
+        (applier, progress)
+    }
+
+    /// Performs synced rounds on redb (one transaction), then checkpoints if one is due.
+    pub fn apply(&mut self, batch: &[Synced]) {
+        if self.mark.failed().is_some() {
+            return;
+        }
+        if let Some(last) = batch.last() {
+            let done = (|| {
+                let txn = self.store.begin_round()?;
+                {
+                    let mut tables = Apply::open(&txn)?;
+                    for s in batch {
+                        tables.replay(&s.record)?;
+                    }
+                }
+                txn.commit()?;
+                Ok::<(), StoreError>(())
+            })();
+            if let Err(e) = done {
+                return self.fail(e);
+            }
+            self.applied = last.end;
+            self.progress.round.store(last.round, Ordering::Release);
+            self.mark.applied(last.end);
+        }
+        self.checkpoint_if_due();
+    }
+
+    fn checkpoint_if_due(&mut self) {
+        let since = self.applied - self.checkpointed;
+        let now = self.clock.now_ms();
+        if since > 0
+            && (since >= self.log_bytes
+                || now.saturating_sub(self.checkpoint_at_ms) >= self.interval_ms)
+        {
+            self.checkpoint();
+        }
+    }
+
+    /// Makes redb durable up to what it holds, and lets the log go before it.
+    pub fn checkpoint(&mut self) {
+        if self.applied == self.checkpointed || self.mark.failed().is_some() {
+            return;
+        }
+        let started = Instant::now();
+        if let Err(e) = self.store.checkpoint(self.applied) {
+            return self.fail(e);
+        }
+        let millis = started.elapsed().as_millis() as u64;
+        tracing::debug!(
+            lsn = self.applied,
+            log_bytes = self.applied - self.checkpointed,
+            millis,
+            "checkpoint"
+        );
+        self.checkpointed = self.applied;
+        self.checkpoint_at_ms = self.clock.now_ms();
+        self.progress
+            .checkpoint_at_ms
+            .store(self.checkpoint_at_ms, Ordering::Relaxed);
+        self.progress
+            .last_checkpoint_ms
+            .store(millis, Ordering::Relaxed);
+        self.progress
+            .discard_before
+            .store(self.checkpointed, Ordering::Release);
+    }
+
+    fn fail(&mut self, e: StoreError) {
+        tracing::error!(error = %e, "applying the log to redb failed; refusing writes until restart");
+        self.mark.fail(Arc::from(e.to_string()));
+    }
+}
+
+/// The stage on its own thread: applies what arrives, and checkpoints by time even when
+/// nothing does; a last checkpoint when the log writer stops.
+pub fn run(mut applier: Applier, rx: std::sync::mpsc::Receiver<Synced>) {
+    let tick = std::time::Duration::from_millis(applier.interval_ms.clamp(10, 500));
+    let mut batch = Vec::new();
+    loop {
+        match rx.recv_timeout(tick) {
+            Ok(s) => batch.push(s),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        while batch.len() < 1_024 {
+            match rx.try_recv() {
+                Ok(s) => batch.push(s),
+                Err(_) => break,
+            }
+        }
+        applier.apply(&batch);
+        batch.clear();
+    }
+    applier.checkpoint();
+}

@@ -1,0 +1,212 @@
+//! The rows the engine wrote that redb does not hold yet.
+//!
+//! The engine decides a round against redb's last applied snapshot *plus* this overlay:
+//! every put and removal of a round lands here (and in the round's log record) at once;
+//! the apply stage performs the same changes on redb after the log has synced them, and
+//! reports each round applied, whereupon its entries leave the overlay (unless a later
+//! round wrote the same key again). So the engine never waits for redb's B-tree work, and
+//! it always reads its own writes.
+//!
+//! Keys are the tables' keys as bytes, in the tables' order (message ids big-endian, so
+//! byte order is numeric order), which lets range reads merge the overlay with redb.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
+
+use super::rowlog::TableId;
+
+/// One key's latest write: a value, or its removal (`None`), and the round that wrote it.
+#[derive(Debug, Clone)]
+struct Entry {
+    value: Option<Vec<u8>>,
+    round: u64,
+}
+
+const TABLES: usize = 8;
+
+/// See the module documentation.
+#[derive(Debug, Default)]
+pub struct Overlay {
+    tables: [BTreeMap<Vec<u8>, Entry>; TABLES],
+    /// The keys each round not yet applied wrote, oldest first.
+    rounds: VecDeque<(u64, Vec<(TableId, Vec<u8>)>)>,
+    /// The round writes go to now.
+    round: u64,
+    /// Bytes of keys and values held (bounds the pipeline's memory).
+    bytes: usize,
+}
+
+/// What the overlay says about a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seen<'a> {
+    /// Written with this value.
+    Put(&'a [u8]),
+    /// Removed.
+    Removed,
+    /// Not written since redb's snapshot: ask redb.
+    Unknown,
+}
+
+impl Overlay {
+    /// Starts round `round`: later writes belong to it.
+    pub fn begin(&mut self, round: u64) {
+        self.round = round;
+    }
+
+    pub fn put(&mut self, table: TableId, key: &[u8], value: &[u8]) {
+        self.write(table, key, Some(value.to_vec()));
+    }
+
+    pub fn remove(&mut self, table: TableId, key: &[u8]) {
+        self.write(table, key, None);
+    }
+
+    fn write(&mut self, table: TableId, key: &[u8], value: Option<Vec<u8>>) {
+        let round = self.round;
+        self.bytes += key.len() + value.as_ref().map_or(0, Vec::len);
+        let old = self.tables[table as usize].insert(key.to_vec(), Entry { value, round });
+        if let Some(old) = old {
+            self.bytes -= key.len() + old.value.map_or(0, |v| v.len());
+        }
+        match self.rounds.back_mut() {
+            Some((r, keys)) if *r == round => keys.push((table, key.to_vec())),
+            _ => self.rounds.push_back((round, vec![(table, key.to_vec())])),
+        }
+    }
+
+    pub fn get(&self, table: TableId, key: &[u8]) -> Seen<'_> {
+        match self.tables[table as usize].get(key) {
+            Some(Entry { value: Some(v), .. }) => Seen::Put(v),
+            Some(Entry { value: None, .. }) => Seen::Removed,
+            None => Seen::Unknown,
+        }
+    }
+
+    /// Every round up to `round` is in redb now: its entries go, unless a later round
+    /// wrote the key again.
+    pub fn applied(&mut self, round: u64) {
+        while let Some((r, _)) = self.rounds.front()
+            && *r <= round
+        {
+            let Some((r, keys)) = self.rounds.pop_front() else {
+                break;
+            };
+            for (table, key) in keys {
+                let map = &mut self.tables[table as usize];
+                if map.get(&key).is_some_and(|e| e.round == r)
+                    && let Some(e) = map.remove(&key)
+                {
+                    self.bytes -= key.len() + e.value.map_or(0, |v| v.len());
+                }
+            }
+        }
+    }
+
+    /// Bytes of keys and values held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rounds.is_empty()
+    }
+
+    /// Merges rows of redb's snapshot (`base`, in key order, within `range`) with the
+    /// overlay's writes in the same range: up to `limit` rows as the engine sees them.
+    pub fn merge<E>(
+        &self,
+        table: TableId,
+        range: (Bound<&[u8]>, Bound<&[u8]>),
+        base: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>), E>>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, E> {
+        let mut over = self.tables[table as usize]
+            .range::<[u8], _>(range)
+            .peekable();
+        let mut base = base.peekable();
+        let mut out = Vec::new();
+        while out.len() < limit {
+            let take_over = match (over.peek(), base.peek()) {
+                (None, None) => break,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (Some((ok, _)), Some(Ok((bk, _)))) => ok.as_slice() <= bk.as_slice(),
+                (Some(_), Some(Err(_))) => false,
+            };
+            if take_over {
+                let Some((key, entry)) = over.next() else {
+                    break;
+                };
+                // The overlay's write replaces redb's row of the same key.
+                if let Some(Ok((bk, _))) = base.peek()
+                    && bk == key
+                {
+                    base.next();
+                }
+                if let Some(v) = &entry.value {
+                    out.push((key.clone(), v.clone()));
+                }
+            } else {
+                match base.next() {
+                    Some(Ok(row)) => out.push(row),
+                    Some(Err(e)) => return Err(e),
+                    None => break,
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_see_the_latest_write_until_it_is_applied() {
+        let mut o = Overlay::default();
+        o.begin(1);
+        o.put(TableId::Schedule, b"a", b"1");
+        o.begin(2);
+        o.put(TableId::Schedule, b"a", b"2");
+        o.remove(TableId::Schedule, b"b");
+        assert_eq!(o.get(TableId::Schedule, b"a"), Seen::Put(b"2"));
+        assert_eq!(o.get(TableId::Schedule, b"b"), Seen::Removed);
+        assert_eq!(o.get(TableId::Messages, b"a"), Seen::Unknown);
+        o.applied(1);
+        assert_eq!(o.get(TableId::Schedule, b"a"), Seen::Put(b"2"), "round 2 wrote it");
+        o.applied(2);
+        assert_eq!(o.get(TableId::Schedule, b"a"), Seen::Unknown);
+        assert!(o.is_empty());
+        assert_eq!(o.bytes(), 0);
+    }
+
+    #[test]
+    fn a_merge_lets_the_overlay_replace_add_and_remove_rows() {
+        let mut o = Overlay::default();
+        o.begin(1);
+        o.put(TableId::Done, b"b", b"new");
+        o.put(TableId::Done, b"c", b"added");
+        o.remove(TableId::Done, b"d");
+        o.put(TableId::Done, b"z", b"out of range");
+        let base = [("a", "1"), ("b", "old"), ("d", "gone"), ("e", "5")]
+            .map(|(k, v)| Ok::<_, ()>((k.as_bytes().to_vec(), v.as_bytes().to_vec())));
+        let range = (Bound::Unbounded, Bound::Excluded(&b"y"[..]));
+        let rows = o.merge(TableId::Done, range, base.clone().into_iter(), 10).unwrap();
+        let rows: Vec<(&[u8], &[u8])> = rows
+            .iter()
+            .map(|(k, v)| (k.as_slice(), v.as_slice()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (&b"a"[..], &b"1"[..]),
+                (b"b", b"new"),
+                (b"c", b"added"),
+                (b"e", b"5")
+            ]
+        );
+        let two = o.merge(TableId::Done, range, base.into_iter(), 2).unwrap();
+        assert_eq!(two.len(), 2);
+    }
+}
