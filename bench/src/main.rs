@@ -169,7 +169,10 @@ fn main() -> std::process::ExitCode {
 async fn bench(args: Args) -> anyhow::Result<()> {
     SLOW_SYNC_MS.store(args.slow_sync_ms, std::sync::atomic::Ordering::SeqCst);
     if args.slow_sync_ms > 0 {
-        println!("slow disk emulated: every fsync takes {} ms longer", args.slow_sync_ms);
+        println!(
+            "slow disk emulated: every fsync takes {} ms longer",
+            args.slow_sync_ms
+        );
     }
     let dir = tempfile::tempdir()?;
     let leg = Duration::from_secs(args.seconds);

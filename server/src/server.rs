@@ -127,9 +127,8 @@ pub async fn run_with(
         ..Plugged::default()
     };
     if let Some(faults) = hooks.faults {
-        plugged.open_store = Box::new(move |dir, cache, segment| {
-            Storage::open_faulty(dir, cache, segment, faults)
-        });
+        plugged.open_store =
+            Box::new(move |dir, cache, segment| Storage::open_faulty(dir, cache, segment, faults));
     }
     serve(config, grpc, http, shutdown, plugged).await
 }

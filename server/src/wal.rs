@@ -348,7 +348,10 @@ impl Log {
             }
             _ => {
                 if tail.is_some() {
-                    tracing::warn!(from, "the log ends before its checkpoint; continuing from there");
+                    tracing::warn!(
+                        from,
+                        "the log ends before its checkpoint; continuing from there"
+                    );
                 }
                 let name = segment_name(from);
                 let file = dir.open(&name, true).map_err(LogError::from)?;
@@ -483,7 +486,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let recs = records(200);
         let at = write_all(dir.path(), 1_000, &recs);
-        assert!(list(&OsDir::new(dir.path()).unwrap()).unwrap().len() > 5, "several segments");
+        assert!(
+            list(&OsDir::new(dir.path()).unwrap()).unwrap().len() > 5,
+            "several segments"
+        );
         let (log, back) = open(dir.path(), 1_000, 0).unwrap();
         assert_eq!(back.iter().map(|r| r.0).collect::<Vec<_>>(), at);
         assert_eq!(back.into_iter().map(|r| r.1).collect::<Vec<_>>(), recs);
@@ -562,7 +568,10 @@ mod tests {
         let before = list(&OsDir::new(dir.path()).unwrap()).unwrap().len();
         let removed = log.discard_before(at[80]).unwrap();
         assert!(removed > 0 && removed < before);
-        assert_eq!(list(&OsDir::new(dir.path()).unwrap()).unwrap().len(), before - removed);
+        assert_eq!(
+            list(&OsDir::new(dir.path()).unwrap()).unwrap().len(),
+            before - removed
+        );
         let (_, back) = open(dir.path(), 2_000, at[80]).unwrap();
         assert_eq!(back.first().map(|r| r.0), Some(at[80]));
         assert_eq!(back.len(), 20);

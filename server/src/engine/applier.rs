@@ -162,18 +162,18 @@ impl Applier {
 
 /// The stage on its own thread: applies what arrives, and checkpoints by time even when
 /// nothing does; a last checkpoint when the log writer stops.
-pub fn run(mut applier: Applier, rx: std::sync::mpsc::Receiver<Synced>) {
+pub fn run(mut applier: Applier, rx: std::sync::mpsc::Receiver<Vec<Synced>>) {
     let tick = std::time::Duration::from_millis(applier.interval_ms.clamp(10, 500));
     let mut batch = Vec::new();
     loop {
         match rx.recv_timeout(tick) {
-            Ok(s) => batch.push(s),
+            Ok(s) => batch.extend(s),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
         }
         while batch.len() < 1_024 {
             match rx.try_recv() {
-                Ok(s) => batch.push(s),
+                Ok(s) => batch.extend(s),
                 Err(_) => break,
             }
         }

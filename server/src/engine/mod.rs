@@ -534,9 +534,9 @@ impl Engine {
                 record,
                 taken as u64,
                 Box::new(move |synced| {
-                    let refusal = synced.err().map(|e| {
-                        Refusal::Unavailable(format!("the write-ahead log failed: {e}"))
-                    });
+                    let refusal = synced
+                        .err()
+                        .map(|e| Refusal::Unavailable(format!("the write-ahead log failed: {e}")));
                     let ok = refusal.is_none();
                     if !ok {
                         // Unhealthy at once, before anyone hears of the failure.

@@ -49,7 +49,7 @@ struct Job {
 
 /// Where synced records go next.
 enum Next {
-    Thread(mpsc::Sender<Synced>),
+    Thread(mpsc::Sender<Vec<Synced>>),
     Inline(Box<Applier>),
 }
 
@@ -94,7 +94,10 @@ impl Writer {
             None => self.append_and_sync(&jobs, &mut ends),
         };
         let mut synced = Vec::new();
-        for (job, end) in jobs.into_iter().zip(ends.into_iter().chain(std::iter::repeat(0))) {
+        for (job, end) in jobs
+            .into_iter()
+            .zip(ends.into_iter().chain(std::iter::repeat(0)))
+        {
             (job.then)(result.clone());
             if result.is_ok() && !job.record.is_empty() {
                 synced.push(Synced {
@@ -108,12 +111,9 @@ impl Writer {
             match &mut self.next {
                 Next::Inline(applier) => applier.apply(&synced),
                 Next::Thread(tx) => {
-                    for s in synced {
-                        if tx.send(s).is_err() {
-                            let e: Arc<str> = Arc::from("the apply stage has stopped");
-                            self.shared.mark.fail(e);
-                            break;
-                        }
+                    if tx.send(synced).is_err() {
+                        let e: Arc<str> = Arc::from("the apply stage has stopped");
+                        self.shared.mark.fail(e);
                     }
                 }
             }
@@ -270,12 +270,7 @@ impl Syncer {
     /// failed), answered and in redb when [`Syncer::submit`] returns. For tests that drive
     /// rounds themselves.
     #[cfg_attr(not(test), allow(dead_code))]
-    pub fn inline(
-        log: Log,
-        store: Store,
-        clock: Arc<dyn Clock>,
-        checkpoints: Checkpoints,
-    ) -> Self {
+    pub fn inline(log: Log, store: Store, clock: Arc<dyn Clock>, checkpoints: Checkpoints) -> Self {
         let (shared, appended) = Self::shared(&log, store.mark().clone());
         let (applier, progress) = Applier::new(
             store,
@@ -353,7 +348,6 @@ impl Syncer {
             }
         }
     }
-
 
     /// Why the log failed, if it did.
     pub fn failed(&self) -> Option<Arc<str>> {

@@ -36,10 +36,10 @@
 
 #[cfg(any(test, feature = "test-util"))]
 pub mod faults;
+pub mod overlay;
 #[cfg(any(test, feature = "test-util"))]
 pub mod power_loss;
 pub mod records;
-pub mod overlay;
 pub mod rowlog;
 mod tables;
 
@@ -180,11 +180,19 @@ impl Storage {
     }
 
     /// The store in `dir` with its log beside it in the same directory.
-    pub fn open_dir(dir: &Path, cache_bytes: usize, segment_bytes: u64) -> Result<Self, StoreError> {
+    pub fn open_dir(
+        dir: &Path,
+        cache_bytes: usize,
+        segment_bytes: u64,
+    ) -> Result<Self, StoreError> {
         let store = Store::open_with(dir, cache_bytes)?;
         Self::open(store, Box::new(crate::wal::OsDir::new(dir)?), segment_bytes)
     }
 }
+
+/// A row of a named table (tests: comparing states).
+#[cfg(any(test, feature = "test-util"))]
+pub type TableRow = (&'static str, Vec<u8>, Vec<u8>);
 
 /// What replaying the write-ahead log at start found.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -486,7 +494,7 @@ impl Store {
 
     /// Every row of every table hookd writes (tests: comparing states).
     #[cfg(any(test, feature = "test-util"))]
-    pub fn dump(&self) -> Result<Vec<(&'static str, Vec<u8>, Vec<u8>)>, StoreError> {
+    pub fn dump(&self) -> Result<Vec<TableRow>, StoreError> {
         let txn = self.db.begin_read()?;
         let mut out = Vec::new();
         for (name, table) in [
@@ -508,7 +516,11 @@ impl Store {
         }
         for row in txn.open_table(ENDPOINTS)?.iter()? {
             let (k, v) = row?;
-            out.push(("endpoints", k.value().as_bytes().to_vec(), v.value().to_vec()));
+            out.push((
+                "endpoints",
+                k.value().as_bytes().to_vec(),
+                v.value().to_vec(),
+            ));
         }
         Ok(out)
     }
@@ -521,13 +533,10 @@ impl Store {
     /// A read snapshot holding every write handed to the log before the call (see
     /// [`Watermark`]); only durable writes are ever in redb.
     fn read(&self) -> Result<redb::ReadTransaction, StoreError> {
-        let end = self
-            .mark
-            .appended
-            .load(std::sync::atomic::Ordering::SeqCst);
-        self.mark.wait_applied(end).map_err(|e| {
-            StoreError::Io(std::io::Error::other(format!("storage failed: {e}")))
-        })?;
+        let end = self.mark.appended.load(std::sync::atomic::Ordering::SeqCst);
+        self.mark
+            .wait_applied(end)
+            .map_err(|e| StoreError::Io(std::io::Error::other(format!("storage failed: {e}"))))?;
         Ok(self.db.begin_read()?)
     }
 

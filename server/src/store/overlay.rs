@@ -24,12 +24,18 @@ struct Entry {
 
 const TABLES: usize = 8;
 
+/// A row as bytes: key and value.
+pub type Row = (Vec<u8>, Vec<u8>);
+
+/// The keys one round wrote.
+type RoundKeys = (u64, Vec<(TableId, Vec<u8>)>);
+
 /// See the module documentation.
 #[derive(Debug, Default)]
 pub struct Overlay {
     tables: [BTreeMap<Vec<u8>, Entry>; TABLES],
     /// The keys each round not yet applied wrote, oldest first.
-    rounds: VecDeque<(u64, Vec<(TableId, Vec<u8>)>)>,
+    rounds: VecDeque<RoundKeys>,
     /// The round writes go to now.
     round: u64,
     /// Bytes of keys and values held (bounds the pipeline's memory).
@@ -117,9 +123,9 @@ impl Overlay {
         &self,
         table: TableId,
         range: (Bound<&[u8]>, Bound<&[u8]>),
-        base: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>), E>>,
+        base: impl Iterator<Item = Result<Row, E>>,
         limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, E> {
+    ) -> Result<Vec<Row>, E> {
         let mut over = self.tables[table as usize]
             .range::<[u8], _>(range)
             .peekable();
@@ -174,7 +180,11 @@ mod tests {
         assert_eq!(o.get(TableId::Schedule, b"b"), Seen::Removed);
         assert_eq!(o.get(TableId::Messages, b"a"), Seen::Unknown);
         o.applied(1);
-        assert_eq!(o.get(TableId::Schedule, b"a"), Seen::Put(b"2"), "round 2 wrote it");
+        assert_eq!(
+            o.get(TableId::Schedule, b"a"),
+            Seen::Put(b"2"),
+            "round 2 wrote it"
+        );
         o.applied(2);
         assert_eq!(o.get(TableId::Schedule, b"a"), Seen::Unknown);
         assert!(o.is_empty());
@@ -192,7 +202,9 @@ mod tests {
         let base = [("a", "1"), ("b", "old"), ("d", "gone"), ("e", "5")]
             .map(|(k, v)| Ok::<_, ()>((k.as_bytes().to_vec(), v.as_bytes().to_vec())));
         let range = (Bound::Unbounded, Bound::Excluded(&b"y"[..]));
-        let rows = o.merge(TableId::Done, range, base.clone().into_iter(), 10).unwrap();
+        let rows = o
+            .merge(TableId::Done, range, base.clone().into_iter(), 10)
+            .unwrap();
         let rows: Vec<(&[u8], &[u8])> = rows
             .iter()
             .map(|(k, v)| (k.as_slice(), v.as_slice()))

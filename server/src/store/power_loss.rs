@@ -270,7 +270,11 @@ impl LogDir for PowerLossFs {
         if !fs.live.contains(name) {
             return Err(not_found(name));
         }
-        Ok(fs.files.get(name).map(|f| f.live.clone()).unwrap_or_default())
+        Ok(fs
+            .files
+            .get(name)
+            .map(|f| f.live.clone())
+            .unwrap_or_default())
     }
 
     fn open(&self, name: &str, create: bool) -> io::Result<Box<dyn LogFile>> {
@@ -344,13 +348,19 @@ fn out_of_range() -> io::Error {
 impl StorageBackend for PowerLossFile {
     fn len(&self) -> Result<u64, io::Error> {
         let fs = self.fs.lock();
-        let file = fs.files.get(&self.name).ok_or_else(|| not_found(&self.name))?;
+        let file = fs
+            .files
+            .get(&self.name)
+            .ok_or_else(|| not_found(&self.name))?;
         Ok(file.live.len() as u64)
     }
 
     fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), io::Error> {
         let fs = self.fs.lock();
-        let file = fs.files.get(&self.name).ok_or_else(|| not_found(&self.name))?;
+        let file = fs
+            .files
+            .get(&self.name)
+            .ok_or_else(|| not_found(&self.name))?;
         let at = usize::try_from(offset).map_err(|_| out_of_range())?;
         let bytes = file.live.get(at..at + out.len()).ok_or_else(out_of_range)?;
         out.copy_from_slice(bytes);
@@ -404,7 +414,10 @@ mod tests {
         assert_eq!(cuts[0], Image::from([("db".into(), vec![])]));
         assert_eq!(cuts[1], Image::from([("db".into(), b"abcd".to_vec())]));
         assert!(!cuts[1].contains_key("wal") && !cuts[2].contains_key("wal"));
-        assert_eq!(cuts[3]["wal"], b"rec", "synced, named, and removed only in memory");
+        assert_eq!(
+            cuts[3]["wal"], b"rec",
+            "synced, named, and removed only in memory"
+        );
         assert_eq!(cuts[3]["db"], b"abcd");
         assert!(!LogDir::list(&fs).unwrap().contains(&"wal".to_owned()));
     }
@@ -433,6 +446,9 @@ mod tests {
         for whole in [&b"aaaa"[..], b"bbaa", b"aacc", b"bbcc"] {
             assert!(seen.contains(whole), "{:?}", String::from_utf8_lossy(whole));
         }
-        assert!(seen.contains(&b"baaa"[..]), "a torn write: only a prefix landed");
+        assert!(
+            seen.contains(&b"baaa"[..]),
+            "a torn write: only a prefix landed"
+        );
     }
 }

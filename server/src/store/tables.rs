@@ -274,7 +274,12 @@ impl<'a> Tables<'a> {
         created_ms: u64,
         not_before_ms: u64,
     ) -> Result<Option<MessageId>, StoreError> {
-        if let Some(old) = get_bytes(self.overlay, TableId::Idempotency, &self.idempotency, scoped_key)? {
+        if let Some(old) = get_bytes(
+            self.overlay,
+            TableId::Idempotency,
+            &self.idempotency,
+            scoped_key,
+        )? {
             let (original, created) = decode_idempotency(&old)?;
             if created >= not_before_ms {
                 return Ok(Some(original));
@@ -306,10 +311,12 @@ impl<'a> Tables<'a> {
                 let (k, v) = row?;
                 Ok((k.value().to_vec(), v.value().to_vec()))
             });
-        let rows = self
-            .overlay
-            .merge(TableId::Idempotency, (lower, Bound::Unbounded), base, scan)?;
-        let last = (rows.len() >= scan).then(|| rows.last().map(|(k, _)| k.clone())).flatten();
+        let rows =
+            self.overlay
+                .merge(TableId::Idempotency, (lower, Bound::Unbounded), base, scan)?;
+        let last = (rows.len() >= scan)
+            .then(|| rows.last().map(|(k, _)| k.clone()))
+            .flatten();
         let mut removed = 0;
         for (key, value) in &rows {
             let (_, created) = decode_idempotency(value)?;
@@ -511,7 +518,10 @@ mod tests {
                 "complete",
                 Box::new(|t| t.complete(id, &DoneRecord::default()).unwrap()),
             ),
-            ("bury", Box::new(|t| t.bury(id, "queue:q", &retry()).unwrap())),
+            (
+                "bury",
+                Box::new(|t| t.bury(id, "queue:q", &retry()).unwrap()),
+            ),
             (
                 "unbury",
                 Box::new(|t| assert!(t.unbury(MessageId(2), "queue:q").unwrap().is_some())),
