@@ -4,6 +4,11 @@
 //! The endpoint's receiver hangs during the fill (one attempt in flight, `max_in_flight`
 //! 1, so the rest stay pending); when hookd is killed the receiver starts answering, and
 //! the restart is timed from the spawn of the new process to the first POST it makes.
+//!
+//! Checkpoints run only by log size (the interval is an hour), and more events are
+//! enqueued after the fill until the log holds nearly a whole checkpoint's worth
+//! (`checkpoint_log_mb`, default 32 MiB), so the restart replays about the most the
+//! default settings can leave; Stats after the restart says exactly how much.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -15,11 +20,15 @@ use tonic::transport::Channel;
 /// hookd as a child process of this binary (`hookd-bench __hookd serve ...`), connected.
 async fn spawn(data: &Path) -> anyhow::Result<(ChildHookd, Channel)> {
     let exe = std::env::current_exe()?;
+    let config = data.with_extension("toml");
+    std::fs::write(&config, "checkpoint_interval_ms = 3600000\n")?;
     let extra = [
         "--log-level".into(),
         "warn".into(),
         "--allow-destination".into(),
         "127.0.0.1/32".into(),
+        "--config".into(),
+        config.into_os_string(),
     ];
     let hookd =
         ChildHookd::spawn(&exe, &["__hookd"], data, &extra, Duration::from_secs(120)).await?;
@@ -68,7 +77,7 @@ pub async fn run(base: &Path, n: u64, payload: usize) -> anyhow::Result<()> {
     let idle = rss_mb(child.pid()).unwrap_or(0.0);
     let filled = Instant::now();
     let stored = crate::load::fill(
-        &[channel],
+        std::slice::from_ref(&channel),
         n,
         payload,
         pb::enqueue_request::Destination::Endpoint("scale".into()),
@@ -76,14 +85,36 @@ pub async fn run(base: &Path, n: u64, payload: usize) -> anyhow::Result<()> {
     )
     .await?;
     let fill_s = filled.elapsed().as_secs_f64();
+    // Top up until the log holds nearly a checkpoint's worth: its segments hold what was
+    // logged since the last checkpoint plus at most one segment from before.
+    let checkpoint_log = hookd::Config::default().checkpoint_log_mb << 20;
+    let want = checkpoint_log + (4 << 20);
+    let mut topped = 0;
+    loop {
+        let stats = hookd_client::all_stats(&mut client).await?;
+        let log = stats.storage.map_or(0, |s| s.log_bytes);
+        if log >= want || topped >= n {
+            break;
+        }
+        topped += crate::load::fill(
+            std::slice::from_ref(&channel),
+            1_000,
+            payload,
+            pb::enqueue_request::Destination::Endpoint("scale".into()),
+            &format!("t{topped}"),
+        )
+        .await?;
+    }
     // Let the writer settle, then read what the process holds.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let full = rss_mb(child.pid()).unwrap_or(0.0);
     let stats = hookd_client::all_stats(&mut client).await?;
     let live = stats.storage.map_or(0, |s| s.live_messages);
+    let log = stats.storage.as_ref().map_or(0, |s| s.log_bytes);
     println!(
-        "  filled {stored} in {fill_s:.1} s ({:.0} events/s); live messages {live}; RSS idle {idle:.0} MB, holding them {full:.0} MB",
-        stored as f64 / fill_s
+        "  filled {stored} in {fill_s:.1} s ({:.0} events/s), then {topped} more; live messages {live}; log {:.0} MiB; RSS idle {idle:.0} MB, holding them {full:.0} MB",
+        stored as f64 / fill_s,
+        log as f64 / (1 << 20) as f64
     );
     drop(client);
     child.signal("-KILL")?;
@@ -107,15 +138,21 @@ pub async fn run(base: &Path, n: u64, payload: usize) -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = rss_mb(child.pid()).unwrap_or(0.0);
     let stats = hookd_client::all_stats(&mut client).await?;
-    let live = stats.storage.map_or(0, |s| s.live_messages);
+    let live = stats.storage.as_ref().map_or(0, |s| s.live_messages);
+    let (replay_ms, replayed) = stats
+        .storage
+        .as_ref()
+        .map_or((0, 0), |s| (s.replay_ms, s.replayed_bytes));
     println!(
-        "  after kill -9 (file {:.0} MB): restart to gRPC ready {:.2} s, to first delivery {:.2} s; live messages {live}; RSS {after:.0} MB",
+        "  after kill -9 (file {:.0} MB): restart to gRPC ready {:.2} s, to first delivery {:.2} s (replayed {:.1} MiB of log in {replay_ms} ms); live messages {live}; RSS {after:.0} MB",
         size as f64 / 1e6,
         ready.as_secs_f64(),
-        first.as_secs_f64()
+        first.as_secs_f64(),
+        replayed as f64 / (1 << 20) as f64
     );
     child.signal("-KILL")?;
     child.wait(Duration::from_secs(30)).await?;
     std::fs::remove_dir_all(&data)?;
+    let _ = std::fs::remove_file(data.with_extension("toml"));
     Ok(())
 }

@@ -114,7 +114,7 @@ impl Default for Config {
             completed_retention_secs: 24 * 3600,
             max_commit_batch: 8_192,
             checkpoint_interval_ms: 10_000,
-            checkpoint_log_mb: 64,
+            checkpoint_log_mb: 32,
             log_segment_mb: 16,
             cache_size_mb: (crate::store::DEFAULT_CACHE_BYTES >> 20) as u64,
             max_queued_write_bytes: 256 << 20,

@@ -294,7 +294,7 @@ const DONE_SWEEP: usize = 20_000;
 /// The longest the engine sleeps without looking at the clock.
 const MAX_IDLE: Duration = Duration::from_millis(500);
 /// The overlay's bytes beyond which the engine waits for the apply stage.
-const MAX_OVERLAY_BYTES: usize = 64 << 20;
+const MAX_OVERLAY_BYTES: usize = 16 << 20;
 
 /// Recovers the index from the store and starts the engine thread.
 /// Push attempts go to `deliveries` (none: messages for endpoints and URLs wait).
