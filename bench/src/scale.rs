@@ -85,14 +85,13 @@ pub async fn run(base: &Path, n: u64, payload: usize) -> anyhow::Result<()> {
     )
     .await?;
     let fill_s = filled.elapsed().as_secs_f64();
-    // Top up until the log holds nearly a checkpoint's worth: its segments hold what was
-    // logged since the last checkpoint plus at most one segment from before.
+    // Top up until nearly a checkpoint's worth of log waits for the next checkpoint.
     let checkpoint_log = hookd::Config::default().checkpoint_log_mb << 20;
-    let want = checkpoint_log + (4 << 20);
+    let want = checkpoint_log - (2 << 20);
     let mut topped = 0;
     loop {
         let stats = hookd_client::all_stats(&mut client).await?;
-        let log = stats.storage.map_or(0, |s| s.log_bytes);
+        let log = stats.storage.map_or(0, |s| s.log_since_checkpoint_bytes);
         if log >= want || topped >= n {
             break;
         }

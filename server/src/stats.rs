@@ -376,6 +376,8 @@ pub struct StorageSnapshot {
     pub log_bytes: u64,
     /// Since the last checkpoint (or the start, if none yet).
     pub checkpoint_age_ms: u64,
+    /// Log applied to redb since the last checkpoint: what a restart would replay.
+    pub log_since_checkpoint_bytes: u64,
     /// How long the last checkpoint's commit took.
     pub last_checkpoint_ms: u64,
     /// At the last start: how long replaying the log took, and how many bytes it read.

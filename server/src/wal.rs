@@ -408,6 +408,10 @@ impl Log {
             self.file.write_at(self.written, &self.pending)?;
             self.written += self.pending.len() as u64;
             self.pending.clear();
+            // One huge round (a burst of large batches) should not pin its buffer.
+            if self.pending.capacity() > 8 << 20 {
+                self.pending = Vec::new();
+            }
         }
         Ok(())
     }

@@ -37,6 +37,13 @@ async fn make_format_v1_fixture() {
         Ok("1"),
         "set HOOKD_WRITE_FIXTURE=1 to overwrite the committed fixture"
     );
+    // A later hookd would write its own format into format 1's directory.
+    assert_eq!(
+        hookd::store::FORMAT_VERSION,
+        1,
+        "only a hookd at disk format 1 may write this fixture (check out a commit before \
+         format 2)"
+    );
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(MADE_AT_MS);
     let server = TestServer::start_with(test_config(dir.path()), clock).await;

@@ -165,6 +165,7 @@ fn storage(s: StorageSnapshot) -> pb::StorageStats {
         last_checkpoint_ms: s.last_checkpoint_ms,
         replay_ms: s.replay_ms,
         replayed_bytes: s.replayed_bytes,
+        log_since_checkpoint_bytes: s.log_since_checkpoint_bytes,
     }
 }
 

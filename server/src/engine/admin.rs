@@ -162,9 +162,10 @@ impl Engine {
             ..Default::default()
         };
         self.syncer.fill(now, &mut storage);
-        let (checkpoint_at_ms, last_checkpoint_ms) = self.syncer.checkpoint_figures();
+        let (checkpoint_at_ms, last_checkpoint_ms, since) = self.syncer.checkpoint_figures();
         storage.checkpoint_age_ms = now.saturating_sub(checkpoint_at_ms);
         storage.last_checkpoint_ms = last_checkpoint_ms;
+        storage.log_since_checkpoint_bytes = since;
         storage.replay_ms = self.replayed.millis;
         storage.replayed_bytes = self.replayed.to - self.replayed.from;
         StatsSnapshot {

@@ -298,11 +298,13 @@ impl Syncer {
         self.progress.round.load(Ordering::Acquire)
     }
 
-    /// When the last checkpoint was made, and how long its commit took.
-    pub fn checkpoint_figures(&self) -> (u64, u64) {
+    /// When the last checkpoint was made, how long its commit took, and how much log was
+    /// applied since.
+    pub fn checkpoint_figures(&self) -> (u64, u64, u64) {
         (
             self.progress.checkpoint_at_ms.load(Ordering::Relaxed),
             self.progress.last_checkpoint_ms.load(Ordering::Relaxed),
+            self.progress.since_checkpoint.load(Ordering::Relaxed),
         )
     }
 
