@@ -579,6 +579,28 @@ fn a_round_that_writes_nothing_commits_nothing() {
 }
 
 #[test]
+fn the_log_grows_with_writes_and_a_checkpoint_is_due_by_time() {
+    let mut h = Harness::new();
+    let interval = h.engine.config.checkpoint_interval_ms;
+    h.enqueue("q", b"first");
+    let s = h.stats().storage;
+    assert!(s.log_bytes > 0, "{s:?}");
+    assert!(s.log_since_checkpoint_bytes > 0, "{s:?}");
+    let logged = s.log_since_checkpoint_bytes;
+    h.enqueue("q", b"second");
+    assert!(h.stats().storage.log_since_checkpoint_bytes > logged);
+    // Once the interval has passed, the next applied round checkpoints: nothing waits to
+    // be replayed, and the checkpoint's age starts again.
+    h.clock.advance(interval);
+    h.enqueue("q", b"third");
+    let s = h.stats().storage;
+    assert_eq!(s.log_since_checkpoint_bytes, 0, "{s:?}");
+    assert_eq!(s.checkpoint_age_ms, 0, "{s:?}");
+    // The file records the log position it holds: every record so far.
+    assert!(h.engine.store.applied().unwrap() >= logged);
+}
+
+#[test]
 fn config_used_by_the_harness_is_what_the_tests_assume() {
     let c = config();
     assert_eq!((c.retry.max_attempts, c.retry.base_ms), (3, 100));
