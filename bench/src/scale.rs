@@ -85,19 +85,22 @@ pub async fn run(base: &Path, n: u64, payload: usize) -> anyhow::Result<()> {
     )
     .await?;
     let fill_s = filled.elapsed().as_secs_f64();
-    // Top up until nearly a checkpoint's worth of log waits for the next checkpoint.
+    // Top up until nearly a checkpoint's worth of log waits for the next checkpoint, in
+    // small steps, each read once the apply stage has caught up (it lags the answers).
     let checkpoint_log = hookd::Config::default().checkpoint_log_mb << 20;
-    let want = checkpoint_log - (2 << 20);
+    let want = checkpoint_log - (1 << 20);
     let mut topped = 0;
     loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
         let stats = hookd_client::all_stats(&mut client).await?;
         let log = stats.storage.map_or(0, |s| s.log_since_checkpoint_bytes);
         if log >= want || topped >= n {
             break;
         }
+        let step = ((want - log) / 800).clamp(100, 10_000);
         topped += crate::load::fill(
             std::slice::from_ref(&channel),
-            1_000,
+            step,
             payload,
             pb::enqueue_request::Destination::Endpoint("scale".into()),
             &format!("t{topped}"),
@@ -109,9 +112,12 @@ pub async fn run(base: &Path, n: u64, payload: usize) -> anyhow::Result<()> {
     let full = rss_mb(child.pid()).unwrap_or(0.0);
     let stats = hookd_client::all_stats(&mut client).await?;
     let live = stats.storage.map_or(0, |s| s.live_messages);
-    let log = stats.storage.as_ref().map_or(0, |s| s.log_bytes);
+    let log = stats
+        .storage
+        .as_ref()
+        .map_or(0, |s| s.log_since_checkpoint_bytes);
     println!(
-        "  filled {stored} in {fill_s:.1} s ({:.0} events/s), then {topped} more; live messages {live}; log {:.0} MiB; RSS idle {idle:.0} MB, holding them {full:.0} MB",
+        "  filled {stored} in {fill_s:.1} s ({:.0} events/s), then {topped} more; live messages {live}; log since the checkpoint {:.1} MiB; RSS idle {idle:.0} MB, holding them {full:.0} MB",
         stored as f64 / fill_s,
         log as f64 / (1 << 20) as f64
     );
