@@ -230,14 +230,7 @@ impl Syncer {
         clock: Arc<dyn Clock>,
         checkpoints: Checkpoints,
     ) -> std::io::Result<Self> {
-        let (shared, appended) = Self::shared(&log, store.mark().clone());
-        let (applier, progress) = Applier::new(
-            store,
-            clock.clone(),
-            appended,
-            checkpoints.interval_ms,
-            checkpoints.log_bytes,
-        );
+        let (shared, appended, applier, progress) = Self::stages(&log, store, &clock, checkpoints);
         let (apply_tx, apply_rx) = mpsc::channel();
         let applying = std::thread::Builder::new()
             .name("hookd-apply".into())
@@ -271,14 +264,7 @@ impl Syncer {
     /// rounds themselves.
     #[cfg_attr(not(test), allow(dead_code))]
     pub fn inline(log: Log, store: Store, clock: Arc<dyn Clock>, checkpoints: Checkpoints) -> Self {
-        let (shared, appended) = Self::shared(&log, store.mark().clone());
-        let (applier, progress) = Applier::new(
-            store,
-            clock.clone(),
-            appended,
-            checkpoints.interval_ms,
-            checkpoints.log_bytes,
-        );
+        let (shared, appended, applier, progress) = Self::stages(&log, store, &clock, checkpoints);
         Self {
             mode: Mode::Inline(Box::new(Writer {
                 log,
@@ -314,14 +300,28 @@ impl Syncer {
         self.shared.mark.wait_applied(self.appended)
     }
 
-    fn shared(log: &Log, mark: Arc<Watermark>) -> (Arc<Shared>, Lsn) {
+    /// What the writer shares with the engine, the log's end, and the apply stage.
+    fn stages(
+        log: &Log,
+        store: Store,
+        clock: &Arc<dyn Clock>,
+        checkpoints: Checkpoints,
+    ) -> (Arc<Shared>, Lsn, Applier, Arc<Progress>) {
+        let mark: Arc<Watermark> = store.mark().clone();
         mark.reset(log.end());
         let shared = Arc::new(Shared {
             mark,
             log_bytes: AtomicU64::new(log.disk_bytes()),
             commits: Mutex::default(),
         });
-        (shared, log.end())
+        let (applier, progress) = Applier::new(
+            store,
+            clock.clone(),
+            log.end(),
+            checkpoints.interval_ms,
+            checkpoints.log_bytes,
+        );
+        (shared, log.end(), applier, progress)
     }
 
     /// Hands over a round: `record` (empty if it wrote nothing) is appended and synced,

@@ -304,23 +304,6 @@ impl Watermark {
     pub fn failed(&self) -> Option<Arc<str>> {
         self.state().failed.clone()
     }
-
-    /// Waits until every record before `end` is durable; the failure if the log failed.
-    pub fn wait(&self, end: u64) -> Result<(), Arc<str>> {
-        let mut state = self.state();
-        loop {
-            if state.synced >= end {
-                return Ok(());
-            }
-            if let Some(e) = &state.failed {
-                return Err(e.clone());
-            }
-            state = self
-                .changed
-                .wait(state)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-        }
-    }
 }
 
 /// What start-up reads back to rebuild the in-memory index.
