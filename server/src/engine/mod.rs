@@ -471,7 +471,10 @@ impl Engine {
                 _ => 0,
             })
             .sum();
-        self.queued.fetch_sub(taken_bytes, Ordering::AcqRel);
+        // The bytes count as waiting for the disk until the round's sync has answered them
+        // (so a slow disk fills `max_queued_write_bytes` and Enqueue is refused, rather than
+        // the log writer's queue growing); released at once on every other path.
+        let release = Release(self.queued.clone(), taken_bytes);
         if self.failed.is_none()
             && let Some(e) = self.syncer.failed()
         {
@@ -534,6 +537,7 @@ impl Engine {
                 record,
                 taken as u64,
                 Box::new(move |synced| {
+                    drop(release);
                     let refusal = synced
                         .err()
                         .map(|e| Refusal::Unavailable(format!("the write-ahead log failed: {e}")));
@@ -676,6 +680,17 @@ impl Engine {
             while let Some(w) = self.index.pop_waiter(d) {
                 let _ = w.reply.send(Err(err.clone()));
             }
+        }
+    }
+}
+
+/// Bytes of accepted enqueues, leaving the write queue's count when dropped.
+struct Release(Arc<AtomicU64>, u64);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        if self.1 > 0 {
+            self.0.fetch_sub(self.1, Ordering::AcqRel);
         }
     }
 }
