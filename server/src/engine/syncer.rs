@@ -139,7 +139,6 @@ impl Writer {
         })();
         match synced {
             Ok(()) => {
-                self.shared.mark.synced(self.log.end());
                 self.shared
                     .log_bytes
                     .store(self.log.disk_bytes(), Ordering::Relaxed);

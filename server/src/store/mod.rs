@@ -222,8 +222,8 @@ pub struct Store {
 /// How far the write-ahead log is durable, and how far redb holds it.
 ///
 /// The engine hands a round's record to the log writer ([`Watermark::publish`] its end);
-/// the writer syncs it ([`Watermark::synced`]) and answers; only then does the apply stage
-/// perform it on redb ([`Watermark::applied`]). redb therefore never holds a change a power
+/// the writer syncs it and answers; only then does the apply stage perform it on redb
+/// ([`Watermark::applied`]). redb therefore never holds a change a power
 /// cut could take back, and a reader that waits until redb holds everything published
 /// when it started reads its own writes (an answered Enqueue is found by GetMessage).
 #[derive(Debug, Default)]
@@ -235,7 +235,6 @@ pub struct Watermark {
 
 #[derive(Debug, Default)]
 struct MarkState {
-    synced: u64,
     applied: u64,
     failed: Option<Arc<str>>,
 }
@@ -247,13 +246,11 @@ impl Watermark {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Where the log starts out: everything before `end` is durable.
+    /// Where the log starts out: redb holds everything before `end`.
     pub fn reset(&self, end: u64) {
         self.appended
             .store(end, std::sync::atomic::Ordering::SeqCst);
-        let mut state = self.state();
-        state.synced = end;
-        state.applied = end;
+        self.state().applied = end;
     }
 
     /// redb holds every record before `end` (not durably before a checkpoint).
@@ -285,14 +282,6 @@ impl Watermark {
     pub fn publish(&self, end: u64) {
         self.appended
             .fetch_max(end, std::sync::atomic::Ordering::SeqCst);
-    }
-
-    /// Everything before `end` is durable.
-    pub fn synced(&self, end: u64) {
-        let mut state = self.state();
-        state.synced = state.synced.max(end);
-        drop(state);
-        self.changed.notify_all();
     }
 
     /// The log failed: nothing more will become durable.

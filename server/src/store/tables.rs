@@ -32,9 +32,7 @@ pub struct Tables<'a> {
     dead: ReadOnlyTable<&'static [u8], &'static [u8]>,
     idempotency: ReadOnlyTable<&'static [u8], &'static [u8]>,
     overlay: &'a mut Overlay,
-    /// Some row changed in this round.
-    wrote: bool,
-    /// Every change, in order, for the write-ahead log.
+    /// Every change, in order, for the write-ahead log (empty: the round wrote nothing).
     log: RowLog,
 }
 
@@ -87,7 +85,6 @@ impl<'a> Tables<'a> {
             dead: txn.open_table(DEAD)?,
             idempotency: txn.open_table(IDEMPOTENCY)?,
             overlay,
-            wrote: false,
             log: RowLog::default(),
         })
     }
@@ -95,7 +92,7 @@ impl<'a> Tables<'a> {
     /// Whether any row changed since these tables were opened: the round must then be
     /// logged before anyone is told of the change.
     pub fn wrote(&self) -> bool {
-        self.wrote
+        !self.log.is_empty()
     }
 
     /// The round's changes, encoded for the write-ahead log (empty if none).
@@ -104,13 +101,11 @@ impl<'a> Tables<'a> {
     }
 
     fn put(&mut self, table: TableId, key: &[u8], value: &[u8]) {
-        self.wrote = true;
         self.overlay.put(table, key, value);
         self.log.put(table, key, value);
     }
 
     fn remove(&mut self, table: TableId, key: &[u8]) {
-        self.wrote = true;
         self.overlay.remove(table, key);
         self.log.remove(table, key);
     }
