@@ -52,6 +52,25 @@ pub struct Config {
     pub retry: RetryPolicy,
     /// Push delivery to endpoints and ad-hoc URLs.
     pub delivery: DeliveryConfig,
+    /// `/metrics` on the HTTP listener.
+    pub metrics: MetricsConfig,
+}
+
+/// Prometheus metrics.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Destinations with their own per-destination series (the ones with the most live
+    /// and dead-lettered messages); the rest are summed under `destination="_other"`.
+    pub max_destination_series: usize,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        Self {
+            max_destination_series: 100,
+        }
+    }
 }
 
 /// Push delivery defaults (an endpoint may override the per-endpoint ones) and limits.
@@ -120,6 +139,7 @@ impl Default for Config {
             max_queued_write_bytes: 256 << 20,
             retry: RetryPolicy::default(),
             delivery: DeliveryConfig::default(),
+            metrics: MetricsConfig::default(),
         }
     }
 }
@@ -210,6 +230,15 @@ impl Config {
         }
         if self.max_queued_write_bytes == 0 {
             return invalid("max_queued_write_bytes", "must be at least 1".into());
+        }
+        if !(1..=10_000).contains(&self.metrics.max_destination_series) {
+            return invalid(
+                "metrics.max_destination_series",
+                format!(
+                    "{} is not within 1..=10000",
+                    self.metrics.max_destination_series
+                ),
+            );
         }
         validate_retry(&self.retry, "retry")?;
         self.delivery.validate()

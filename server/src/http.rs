@@ -1,26 +1,68 @@
-//! The HTTP listener: `/healthz` now; later issues add ingest, metrics and the console.
+//! The HTTP listener: `/healthz` and `/metrics`; later issues add ingest and the console.
+
+use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use crate::engine::EngineHandle;
+use crate::metrics::Metrics;
 
-pub fn router(engine: EngineHandle) -> Router {
+#[derive(Debug, Clone)]
+struct Admin {
+    engine: EngineHandle,
+    metrics: Arc<Metrics>,
+    max_destination_series: usize,
+}
+
+pub fn router(
+    engine: EngineHandle,
+    metrics: Arc<Metrics>,
+    max_destination_series: usize,
+) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
-        .with_state(engine)
+        .route("/metrics", get(metrics_text))
+        .with_state(Admin {
+            engine,
+            metrics,
+            max_destination_series,
+        })
 }
 
 /// 200 while the store accepts writes; 503 once a storage error has stopped them.
-async fn healthz(State(engine): State<EngineHandle>) -> (StatusCode, &'static str) {
-    if engine.is_healthy() {
+async fn healthz(State(admin): State<Admin>) -> (StatusCode, &'static str) {
+    if admin.engine.is_healthy() {
         (StatusCode::OK, "ok\n")
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
             "storage failed; restart hookd\n",
         )
+    }
+}
+
+/// The Prometheus text format (0.0.4). If the engine cannot answer (it has stopped), the
+/// counters are still served, with `hookd_storage_healthy 0`.
+async fn metrics_text(State(admin): State<Admin>) -> Response {
+    let snapshot = match admin.engine.gauges(admin.max_destination_series).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "metrics scrape without the engine's gauges");
+            crate::metrics::GaugeSnapshot::default()
+        }
+    };
+    let metrics = admin.metrics.clone();
+    // Encoding a few hundred series is short, but it is CPU work: off the async workers.
+    match tokio::task::spawn_blocking(move || metrics.render(&snapshot)).await {
+        Ok(text) => ([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], text).into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("metrics could not be rendered: {e}\n"),
+        )
+            .into_response(),
     }
 }

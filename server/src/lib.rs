@@ -37,6 +37,7 @@ pub mod error;
 pub mod http;
 pub mod ids;
 pub mod limiter;
+pub mod metrics;
 pub mod retry;
 pub mod server;
 pub mod stats;

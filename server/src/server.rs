@@ -16,6 +16,7 @@ use crate::config::{Config, ConfigError};
 use crate::delivery::guard::AddressGuard;
 use crate::delivery::{Dispatcher, DispatcherConfig};
 use crate::engine::{self, EngineConfig, EngineHandle};
+use crate::metrics::Metrics;
 use crate::store::{Storage, StoreError};
 
 /// Why the server could not start or stopped with an error.
@@ -156,6 +157,7 @@ async fn serve(
             .map_err(|e| StoreError::Io(std::io::Error::other(e)))??
     };
     let store = storage.store.clone();
+    let metrics = Arc::new(Metrics::new());
     let engine_config = EngineConfig {
         retry: config.retry,
         delivery: config.delivery.clone(),
@@ -166,6 +168,7 @@ async fn serve(
         checkpoint_interval_ms: config.checkpoint_interval_ms,
         checkpoint_log_bytes: config.checkpoint_log_mb << 20,
         rng_seed,
+        metrics: metrics.clone(),
     };
     // Engine -> dispatcher: attempts, after their commit. Dispatcher -> engine: outcomes,
     // through the handle (a callback, so `delivery` never depends on the engine).
@@ -263,9 +266,16 @@ async fn serve(
         .add_service(reflection_v1alpha)
         .add_service(service)
         .serve_with_incoming_shutdown(incoming, stopped(stop_rx.clone()));
-    let http_server = axum::serve(http, crate::http::router(engine.clone()))
-        .with_graceful_shutdown(stopped(stop_rx.clone()))
-        .into_future();
+    let http_server = axum::serve(
+        http,
+        crate::http::router(
+            engine.clone(),
+            metrics,
+            config.metrics.max_destination_series,
+        ),
+    )
+    .with_graceful_shutdown(stopped(stop_rx.clone()))
+    .into_future();
     tracing::info!(%grpc_addr, %http_addr, data_dir = %config.data_dir.display(), "hookd serving");
 
     // Run until asked to stop, or until a listener fails on its own; either way, stop

@@ -70,6 +70,17 @@ impl TestServer {
         Client::connect(self.grpc.clone()).await.unwrap()
     }
 
+    /// The raw HTTP response (status line, headers, body) of `GET path` on the HTTP
+    /// listener.
+    pub async fn http_get(&self, path: &str) -> String {
+        let mut tcp = tokio::net::TcpStream::connect(self.http).await.unwrap();
+        let request = format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+        tcp.write_all(request.as_bytes()).await.unwrap();
+        let mut response = String::new();
+        tcp.read_to_string(&mut response).await.unwrap();
+        response
+    }
+
     /// The raw HTTP response of `GET /healthz`.
     pub async fn healthz(&self) -> String {
         let mut tcp = tokio::net::TcpStream::connect(self.http).await.unwrap();

@@ -12,6 +12,7 @@ mod crash;
 mod format;
 mod harness;
 mod idempotency;
+mod metrics;
 mod push;
 mod python;
 mod queue;

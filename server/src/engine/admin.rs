@@ -6,6 +6,7 @@ use super::index::LiveState;
 use super::{Engine, Refusal, Tx};
 use crate::destination::Destination;
 use crate::ids::MessageId;
+use crate::metrics::{DestinationGauges, GaugeSnapshot};
 use crate::stats::{DestinationSnapshot, StatsSnapshot, StorageSnapshot};
 use crate::store::{AttemptRecord, State, StoreError};
 
@@ -84,6 +85,7 @@ impl Engine {
             self.track(id, d, LiveState::Ready, 0, entry.max_attempts, now);
             replayed += 1;
         }
+        self.config.metrics.replayed.inc_by(u64::from(replayed));
         Ok(Ok(replayed))
     }
 
@@ -114,6 +116,37 @@ impl Engine {
             self.index.review(d);
         }
         Ok(Ok(()))
+    }
+
+    /// Counts of every destination for a metrics scrape: one pass over the index, no
+    /// histograms; the `max` heaviest keep their own series.
+    pub(super) fn gauges(&self, now: u64, max: usize) -> GaugeSnapshot {
+        let all = self
+            .index
+            .page(None)
+            .map(|dest| DestinationGauges {
+                destination: dest.key.clone(),
+                pending: dest.counts.pending,
+                awaiting_retry: dest.counts.awaiting_retry,
+                in_flight: dest.counts.in_flight,
+                dead_letters: dest.counts.dead,
+                oldest_pending_age_ms: dest
+                    .live_ids
+                    .first()
+                    .map_or(0, |id| now.saturating_sub(id.unix_ms())),
+                waiting_receives: dest.waiters.len() as u64,
+                breaker: dest.push.as_ref().map(|p| p.gate.breaker().state()),
+                disabled: dest
+                    .push
+                    .as_ref()
+                    .is_some_and(|p| p.gate.disabled().is_some()),
+            })
+            .collect();
+        GaugeSnapshot {
+            destinations: crate::metrics::bound(all, max),
+            storage: self.storage_snapshot(now),
+            healthy: self.failed.is_none() && self.syncer.failed().is_none(),
+        }
     }
 
     /// The totals (kept as messages move, never summed here) and one page of
@@ -155,6 +188,17 @@ impl Engine {
         let next_page = more
             .then(|| destinations.last().map(|d| d.destination.clone()))
             .flatten();
+        let storage = self.storage_snapshot(now);
+        StatsSnapshot {
+            total,
+            destinations,
+            next_page,
+            uptime_ms: now.saturating_sub(self.started_ms),
+            storage,
+        }
+    }
+
+    fn storage_snapshot(&self, now: u64) -> StorageSnapshot {
         let mut storage = StorageSnapshot {
             live_messages: self.index.live.len() as u64,
             queued_write_bytes: self.queued.load(std::sync::atomic::Ordering::Relaxed),
@@ -168,12 +212,6 @@ impl Engine {
         storage.log_since_checkpoint_bytes = since;
         storage.replay_ms = self.replayed.millis;
         storage.replayed_bytes = self.replayed.to - self.replayed.from;
-        StatsSnapshot {
-            total,
-            destinations,
-            next_page,
-            uptime_ms: now.saturating_sub(self.started_ms),
-            storage,
-        }
+        storage
     }
 }

@@ -14,7 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use super::syncer::StageConfig;
 use crate::clock::Clock;
+use crate::metrics::Metrics;
 use crate::store::{Apply, Store, StoreError, Watermark};
 use crate::wal::Lsn;
 
@@ -52,6 +54,7 @@ pub struct Applier {
     applied: Lsn,
     checkpointed: Lsn,
     checkpoint_at_ms: u64,
+    metrics: Arc<Metrics>,
 }
 
 impl std::fmt::Debug for Applier {
@@ -69,8 +72,7 @@ impl Applier {
         store: Store,
         clock: Arc<dyn Clock>,
         end: Lsn,
-        interval_ms: u64,
-        log_bytes: u64,
+        config: StageConfig,
     ) -> (Self, Arc<Progress>) {
         let now = clock.now_ms();
         let progress = Arc::new(Progress::default());
@@ -81,11 +83,12 @@ impl Applier {
             store,
             progress: progress.clone(),
             clock,
-            interval_ms,
-            log_bytes,
+            interval_ms: config.interval_ms,
+            log_bytes: config.log_bytes,
             applied: end,
             checkpointed: end,
             checkpoint_at_ms: now,
+            metrics: config.metrics,
         };
         (applier, progress)
     }
@@ -108,6 +111,7 @@ impl Applier {
                 Ok::<(), StoreError>(())
             })();
             if let Err(e) = done {
+                self.metrics.storage_failed("apply");
                 return self.fail(e);
             }
             self.applied = last.end;
@@ -138,9 +142,14 @@ impl Applier {
         }
         let started = Instant::now();
         if let Err(e) = self.store.checkpoint(self.applied) {
+            self.metrics.storage_failed("checkpoint");
             return self.fail(e);
         }
-        let millis = started.elapsed().as_millis() as u64;
+        let elapsed = started.elapsed();
+        self.metrics
+            .checkpoint_seconds
+            .observe(elapsed.as_secs_f64());
+        let millis = elapsed.as_millis() as u64;
         tracing::debug!(
             lsn = self.applied,
             log_bytes = self.applied - self.checkpointed,

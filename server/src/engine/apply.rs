@@ -194,6 +194,10 @@ impl Engine {
                 let response = self.stats(now, after.as_deref(), limit);
                 reply_after(done, reply, Ok(response));
             }
+            Command::Gauges { max, reply } => {
+                let response = self.gauges(now, max);
+                reply_after(done, reply, Ok(response));
+            }
             Command::Drain => {
                 self.draining = true;
                 for d in self.index.with_waiters() {

@@ -56,6 +56,7 @@ impl Engine {
         self.track(id, dest, waiting(due, now), 0, max_attempts, due);
         self.index.dests[dest].activity.enqueued(now);
         self.total.enqueued(now);
+        self.config.metrics.enqueued.inc();
         Ok(Ok(Enqueued {
             id,
             duplicate: false,

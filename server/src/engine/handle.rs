@@ -179,6 +179,12 @@ impl EngineHandle {
         .await?
     }
 
+    /// What a metrics scrape shows: every destination's counts (at most `max` by name,
+    /// the rest summed) and the storage figures. No histograms: cheap on the engine thread.
+    pub async fn gauges(&self, max: usize) -> Result<crate::metrics::GaugeSnapshot, Refusal> {
+        self.call(|reply| Command::Gauges { max, reply }).await?
+    }
+
     /// Makes the engine re-read its clock now (tests move an injected clock).
     pub fn tick(&self) {
         let _ = self.tx.send(Command::Tick);

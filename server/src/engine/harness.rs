@@ -58,6 +58,7 @@ pub fn config() -> EngineConfig {
         completed_retention_ms: 24 * 3_600_000,
         max_commit_batch: 8_192,
         checkpoint_interval_ms: 10_000,
+        metrics: Default::default(),
         checkpoint_log_bytes: 64 << 20,
         rng_seed: Some(1),
     }
@@ -84,9 +85,10 @@ impl Harness {
             storage.log,
             storage.store.clone(),
             Arc::new(clock.clone()),
-            super::syncer::Checkpoints {
+            super::syncer::StageConfig {
                 interval_ms: config.checkpoint_interval_ms,
                 log_bytes: config.checkpoint_log_bytes,
+                metrics: config.metrics.clone(),
             },
         );
         let engine = Engine::recover(

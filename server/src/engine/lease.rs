@@ -279,6 +279,11 @@ impl Engine {
             .activity
             .delivered(now, latency_us);
         self.total.delivered(now, latency_us);
+        self.config.metrics.delivered.inc();
+        self.config
+            .metrics
+            .delivery_latency_seconds
+            .observe(latency_us as f64 / 1e6);
         Ok(())
     }
 
@@ -307,6 +312,7 @@ impl Engine {
         history.push(end.record(live.attempts, entry.since_ms, now));
         t.put_history(id, &history)?;
         let key = self.index.dests[live.dest].key.clone();
+        self.config.metrics.attempts_failed.inc();
         if permanent || live.attempts >= live.max_attempts {
             entry.state = State::Dead;
             entry.due_ms = 0;
@@ -317,7 +323,17 @@ impl Engine {
             self.index.set_dead(live.dest, dead);
             self.index.dests[live.dest].activity.failed(now);
             self.total.failed(now);
-            tracing::debug!(%id, destination = %key, attempts = live.attempts, error = end.error, "dead-lettered");
+            self.config.metrics.dead_lettered.inc();
+            // The reason's first line only, capped: an error may quote the endpoint's answer.
+            let reason: String = end
+                .error
+                .lines()
+                .next()
+                .unwrap_or("")
+                .chars()
+                .take(160)
+                .collect();
+            tracing::info!(%id, destination = %key, attempts = live.attempts, outcome = end.outcome, status = end.http_status, %reason, "dead-lettered");
             return Ok(None);
         }
         let mut policy = self.policy_of(&entry.destination);

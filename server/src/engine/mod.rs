@@ -162,6 +162,8 @@ pub struct EngineConfig {
     pub checkpoint_log_bytes: u64,
     /// A fixed seed for the retry jitter (tests); `None`: from the OS.
     pub rng_seed: Option<u64>,
+    /// Counters and histograms the engine and its pipeline update (`/metrics`).
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 type Reply<T> = oneshot::Sender<Result<T, Refusal>>;
@@ -211,6 +213,11 @@ pub(crate) enum Command {
         after: Option<String>,
         limit: usize,
         reply: Reply<crate::stats::StatsSnapshot>,
+    },
+    /// The gauges of a metrics scrape: at most `max` destinations, the rest summed.
+    Gauges {
+        max: usize,
+        reply: Reply<crate::metrics::GaugeSnapshot>,
     },
     /// A push attempt ended (from the dispatcher).
     Attempted(crate::delivery::AttemptReport),
@@ -313,9 +320,10 @@ pub fn start(
         log,
         store.clone(),
         clock.clone(),
-        syncer::Checkpoints {
+        syncer::StageConfig {
             interval_ms: config.checkpoint_interval_ms,
             log_bytes: config.checkpoint_log_bytes,
+            metrics: config.metrics.clone(),
         },
     )?;
     let engine = Engine::recover(store, syncer, replayed, config, clock, deliveries)?;
@@ -730,6 +738,9 @@ fn answer_failed(command: Command, err: Refusal) {
             let _ = reply.send(Err(err));
         }
         Command::Stats { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::Gauges { reply, .. } => {
             let _ = reply.send(Err(err));
         }
         Command::Attempted(_) | Command::Tick | Command::Drain | Command::Shutdown => {}

@@ -94,6 +94,7 @@ fn config(seed: u64) -> EngineConfig {
         checkpoint_interval_ms: 20,
         checkpoint_log_bytes: 16 << 10,
         rng_seed: Some(seed),
+        metrics: Default::default(),
     }
 }
 

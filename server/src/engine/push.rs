@@ -311,6 +311,16 @@ impl Engine {
         };
         push.stats
             .record(now, latency_us, outcome == Outcome::Delivered);
+        let (status, failure) = match &verdict {
+            Verdict::Delivered { status } | Verdict::Permanent { status, .. } => (*status, None),
+            Verdict::Retry {
+                status, outcome, ..
+            } => (*status, Some(*outcome)),
+            Verdict::Refused { .. } => (0, Some("refused")),
+        };
+        self.config
+            .metrics
+            .push_attempt(status, failure, latency_us);
         let stats = &push.stats;
         push.gate
             .on_outcome(id, outcome, now, || stats.latency_1h.summary(now).p95_ms);

@@ -31,6 +31,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::applier::{self, Applier, Progress, Synced};
 use crate::clock::Clock;
+use crate::metrics::Metrics;
 use crate::stats::CommitStats;
 use crate::store::{Store, Watermark};
 use crate::wal::{Log, Lsn, framed_len};
@@ -66,6 +67,7 @@ struct Shared {
     log_bytes: AtomicU64,
     /// Syncs, and requests per sync, and their latency (Stats' commit figures).
     commits: Mutex<CommitStats>,
+    metrics: Arc<Metrics>,
 }
 
 impl Shared {
@@ -147,10 +149,12 @@ impl Writer {
                 self.shared
                     .commits()
                     .committed(self.clock.now_ms(), requests, micros);
+                self.shared.metrics.log_synced(micros, requests);
                 Ok(())
             }
             Err(e) => {
                 tracing::error!(error = %e, "the write-ahead log failed; refusing writes until restart");
+                self.shared.metrics.storage_failed("log");
                 let e: Arc<str> = Arc::from(e.to_string());
                 self.shared.mark.fail(e.clone());
                 Err(e)
@@ -207,10 +211,13 @@ pub struct Syncer {
 }
 
 /// When the apply stage checkpoints.
-#[derive(Debug, Clone, Copy)]
-pub struct Checkpoints {
+#[derive(Debug, Clone)]
+pub struct StageConfig {
+    /// A checkpoint at least this often while the log grows...
     pub interval_ms: u64,
+    /// ...and whenever this much log was applied since the last one.
     pub log_bytes: u64,
+    pub metrics: Arc<Metrics>,
 }
 
 impl std::fmt::Debug for Syncer {
@@ -227,9 +234,9 @@ impl Syncer {
         log: Log,
         store: Store,
         clock: Arc<dyn Clock>,
-        checkpoints: Checkpoints,
+        stages: StageConfig,
     ) -> std::io::Result<Self> {
-        let (shared, appended, applier, progress) = Self::stages(&log, store, &clock, checkpoints);
+        let (shared, appended, applier, progress) = Self::stages(&log, store, &clock, stages);
         let (apply_tx, apply_rx) = mpsc::channel();
         let applying = std::thread::Builder::new()
             .name("hookd-apply".into())
@@ -262,8 +269,8 @@ impl Syncer {
     /// failed), answered and in redb when [`Syncer::submit`] returns. For tests that drive
     /// rounds themselves.
     #[cfg_attr(not(test), allow(dead_code))]
-    pub fn inline(log: Log, store: Store, clock: Arc<dyn Clock>, checkpoints: Checkpoints) -> Self {
-        let (shared, appended, applier, progress) = Self::stages(&log, store, &clock, checkpoints);
+    pub fn inline(log: Log, store: Store, clock: Arc<dyn Clock>, stages: StageConfig) -> Self {
+        let (shared, appended, applier, progress) = Self::stages(&log, store, &clock, stages);
         Self {
             mode: Mode::Inline(Box::new(Writer {
                 log,
@@ -304,7 +311,7 @@ impl Syncer {
         log: &Log,
         store: Store,
         clock: &Arc<dyn Clock>,
-        checkpoints: Checkpoints,
+        stages: StageConfig,
     ) -> (Arc<Shared>, Lsn, Applier, Arc<Progress>) {
         let mark: Arc<Watermark> = store.mark().clone();
         mark.reset(log.end());
@@ -312,14 +319,9 @@ impl Syncer {
             mark,
             log_bytes: AtomicU64::new(log.disk_bytes()),
             commits: Mutex::default(),
+            metrics: stages.metrics.clone(),
         });
-        let (applier, progress) = Applier::new(
-            store,
-            clock.clone(),
-            log.end(),
-            checkpoints.interval_ms,
-            checkpoints.log_bytes,
-        );
+        let (applier, progress) = Applier::new(store, clock.clone(), log.end(), stages);
         (shared, log.end(), applier, progress)
     }
 

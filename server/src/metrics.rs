@@ -1,0 +1,586 @@
+//! Prometheus metrics, served at `/metrics` on the HTTP listener in the text format 0.0.4.
+//!
+//! Two kinds:
+//! - **Counters and histograms** are updated where things happen (the engine thread, the
+//!   log writer, the apply stage) and carry no destination label, or only a label from a
+//!   small fixed set (an attempt's outcome class), so their series never grow with the
+//!   number of endpoints.
+//! - **Gauges** (messages by state and destination, oldest pending age, breaker state,
+//!   storage figures) are read from the engine when Prometheus scrapes: one bounded pass over
+//!   the destinations' counters on the engine thread, no histograms.
+//!
+//! **Bounded labels.** Per-destination gauges are written for at most
+//! `metrics.max_destination_series` destinations (default 100): those with the most live
+//! and dead-lettered messages. Everything else is summed into one series labelled
+//! `destination="_other"`, so `sum(hookd_pending_messages)` stays the total however many
+//! endpoints exist, and a scrape stays a few hundred series with 10,000 endpoints. A
+//! destination whose series is not shown any more simply disappears from the next scrape
+//! (gauges are rebuilt at each one).
+
+use std::sync::{Arc, Mutex};
+
+use prometheus::{
+    Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry, TextEncoder,
+};
+
+use crate::breaker::BreakerState;
+use crate::stats::StorageSnapshot;
+
+/// The label value that stands for every destination beyond the shown ones.
+pub const OTHER: &str = "_other";
+
+/// Every counter and histogram hookd updates, and the registry they are served from.
+pub struct Metrics {
+    registry: Registry,
+    /// Messages stored by Enqueue / EnqueueBatch.
+    pub enqueued: IntCounter,
+    /// Messages completed successfully (a 2xx from an endpoint, or acknowledged).
+    pub delivered: IntCounter,
+    /// Attempts that ended without success (push failures, Nacks, expired leases).
+    pub attempts_failed: IntCounter,
+    /// Messages moved to the dead-letter queue.
+    pub dead_lettered: IntCounter,
+    /// Dead letters put back in their queue.
+    pub replayed: IntCounter,
+    /// Push attempts by outcome class (`2xx`, `4xx`, `429`, `5xx`, `timeout`, ...).
+    pub push_attempts: IntCounterVec,
+    /// How long a push attempt took (connect to response body).
+    pub push_attempt_seconds: Histogram,
+    /// From enqueue to successful completion.
+    pub delivery_latency_seconds: Histogram,
+    /// One write-ahead log append plus its fdatasync.
+    pub log_sync_seconds: Histogram,
+    /// Requests answered by one log sync (group commit).
+    pub log_sync_requests: Histogram,
+    /// Storage failures by stage (`log`, `apply`, `checkpoint`).
+    pub storage_failures: IntCounterVec,
+    /// Checkpoints (redb made durable up to the log) and how long each took.
+    pub checkpoint_seconds: Histogram,
+    gauges: Mutex<Gauges>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+/// Gauges rebuilt from the engine's figures at every scrape.
+struct Gauges {
+    pending: GaugeVec,
+    awaiting_retry: GaugeVec,
+    in_flight: GaugeVec,
+    dead_letters: GaugeVec,
+    oldest_pending: GaugeVec,
+    waiting_receives: GaugeVec,
+    breaker: GaugeVec,
+    disabled: GaugeVec,
+    live: IntGauge,
+    destinations: IntGauge,
+    queued_write_bytes: IntGauge,
+    log_bytes: IntGauge,
+    log_since_checkpoint: IntGauge,
+    checkpoint_age: Gauge,
+    replay_seconds: Gauge,
+    healthy: IntGauge,
+}
+
+/// One destination's gauges (or the sum of the ones not shown, under [`OTHER`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DestinationGauges {
+    pub destination: String,
+    pub pending: u64,
+    pub awaiting_retry: u64,
+    pub in_flight: u64,
+    pub dead_letters: u64,
+    pub oldest_pending_age_ms: u64,
+    pub waiting_receives: u64,
+    /// Push destinations only.
+    pub breaker: Option<BreakerState>,
+    pub disabled: bool,
+}
+
+impl DestinationGauges {
+    /// What decides which destinations get their own series.
+    pub fn weight(&self) -> u64 {
+        self.pending + self.awaiting_retry + self.in_flight + self.dead_letters
+    }
+
+    /// Adds `other`'s counts to this one (the `_other` series).
+    pub fn absorb(&mut self, other: &DestinationGauges) {
+        self.pending += other.pending;
+        self.awaiting_retry += other.awaiting_retry;
+        self.in_flight += other.in_flight;
+        self.dead_letters += other.dead_letters;
+        self.waiting_receives += other.waiting_receives;
+        self.oldest_pending_age_ms = self.oldest_pending_age_ms.max(other.oldest_pending_age_ms);
+    }
+}
+
+/// What a scrape reads from the engine.
+#[derive(Debug, Clone, Default)]
+pub struct GaugeSnapshot {
+    /// At most `max_destination_series` destinations, then the `_other` sum if any.
+    pub destinations: Vec<DestinationGauges>,
+    pub storage: StorageSnapshot,
+    pub healthy: bool,
+}
+
+/// Seconds-scale buckets from 1 ms to 60 s (attempts, delivery within retries).
+const LATENCY_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+/// End to end, retries included: up to a day.
+const DELIVERY_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0,
+    3600.0, 21600.0, 86400.0,
+];
+/// fdatasync-scale: 50 us to 1 s.
+const SYNC_BUCKETS: &[f64] = &[
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+];
+const REQUEST_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0];
+
+impl Metrics {
+    /// A fresh registry with every hookd metric, process figures and build info.
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let reg = Registrar(&registry);
+        let counter =
+            |name: &str, help: &str| reg.add(IntCounter::with_opts(Opts::new(name, help)));
+        let histogram = |name: &str, help: &str, buckets: &[f64]| {
+            reg.add(Histogram::with_opts(
+                HistogramOpts::new(name, help).buckets(buckets.to_vec()),
+            ))
+        };
+        let by_dest = |name: &str, help: &str| {
+            reg.add(GaugeVec::new(Opts::new(name, help), &["destination"]))
+        };
+        let gauge = |name: &str, help: &str| reg.add(IntGauge::with_opts(Opts::new(name, help)));
+        let fgauge = |name: &str, help: &str| reg.add(Gauge::with_opts(Opts::new(name, help)));
+
+        let build = reg.add(IntGauge::with_opts(
+            Opts::new(
+                "hookd_build_info",
+                "hookd's version; the value is always 1.",
+            )
+            .const_label("version", env!("CARGO_PKG_VERSION")),
+        ));
+        build.set(1);
+        #[cfg(target_os = "linux")]
+        {
+            let process = prometheus::process_collector::ProcessCollector::for_self();
+            if let Err(e) = registry.register(Box::new(process)) {
+                tracing::warn!(error = %e, "process metrics are not available");
+            }
+        }
+
+        let metrics = Self {
+            enqueued: counter(
+                "hookd_messages_enqueued_total",
+                "Messages stored by Enqueue and EnqueueBatch.",
+            ),
+            delivered: counter(
+                "hookd_messages_delivered_total",
+                "Messages completed successfully: a 2xx from their endpoint, or acknowledged by a consumer.",
+            ),
+            attempts_failed: counter(
+                "hookd_attempts_failed_total",
+                "Delivery attempts that ended without success: push failures, Nacks and expired leases.",
+            ),
+            dead_lettered: counter(
+                "hookd_messages_dead_lettered_total",
+                "Messages moved to the dead-letter queue.",
+            ),
+            replayed: counter(
+                "hookd_messages_replayed_total",
+                "Dead letters put back in their queue by a replay.",
+            ),
+            push_attempts: reg.add(IntCounterVec::new(
+                Opts::new(
+                    "hookd_push_attempts_total",
+                    "Push attempts by outcome: the HTTP status class (2xx, 3xx, 4xx, 429, 5xx), or timeout, network_error, refused.",
+                ),
+                &["outcome"],
+            )),
+            push_attempt_seconds: histogram(
+                "hookd_push_attempt_duration_seconds",
+                "How long one push attempt took, connect to the end of the response.",
+                LATENCY_BUCKETS,
+            ),
+            delivery_latency_seconds: histogram(
+                "hookd_delivery_latency_seconds",
+                "From enqueue to successful completion, retries included.",
+                DELIVERY_BUCKETS,
+            ),
+            log_sync_seconds: histogram(
+                "hookd_log_sync_duration_seconds",
+                "One write-ahead log append and its fdatasync (one group commit).",
+                SYNC_BUCKETS,
+            ),
+            log_sync_requests: histogram(
+                "hookd_log_sync_requests",
+                "Requests answered by one write-ahead log sync.",
+                REQUEST_BUCKETS,
+            ),
+            storage_failures: reg.add(IntCounterVec::new(
+                Opts::new(
+                    "hookd_storage_failures_total",
+                    "Storage failures by stage (log: an append or fdatasync; apply: redb behind the log; checkpoint). Writes stop after one.",
+                ),
+                &["stage"],
+            )),
+            checkpoint_seconds: histogram(
+                "hookd_checkpoint_duration_seconds",
+                "One checkpoint: redb made durable up to the log position it holds.",
+                LATENCY_BUCKETS,
+            ),
+            gauges: Mutex::new(Gauges {
+                pending: by_dest(
+                    "hookd_pending_messages",
+                    "Messages waiting for their first or next attempt (ready or scheduled), by destination.",
+                ),
+                awaiting_retry: by_dest(
+                    "hookd_awaiting_retry_messages",
+                    "Messages that failed an attempt and wait for a retry, by destination.",
+                ),
+                in_flight: by_dest(
+                    "hookd_in_flight_messages",
+                    "Messages being pushed or leased to a consumer, by destination.",
+                ),
+                dead_letters: by_dest(
+                    "hookd_dead_letter_messages",
+                    "Messages in the dead-letter queue, by destination.",
+                ),
+                oldest_pending: by_dest(
+                    "hookd_oldest_pending_age_seconds",
+                    "Age of the oldest live message, by destination.",
+                ),
+                waiting_receives: by_dest(
+                    "hookd_waiting_receives",
+                    "Receive calls waiting for a message (long polls), by queue.",
+                ),
+                breaker: by_dest(
+                    "hookd_breaker_state",
+                    "An endpoint's circuit breaker: 0 closed, 1 half-open, 2 open.",
+                ),
+                disabled: by_dest(
+                    "hookd_endpoint_disabled",
+                    "1 while an endpoint is disabled (its messages wait).",
+                ),
+                live: gauge(
+                    "hookd_live_messages",
+                    "Messages neither completed nor dead-lettered.",
+                ),
+                destinations: gauge(
+                    "hookd_destinations",
+                    "Queues, endpoints and ad-hoc URL origins known to the engine.",
+                ),
+                queued_write_bytes: gauge(
+                    "hookd_queued_write_bytes",
+                    "Bytes of accepted writes waiting for the log (bounded by max_queued_write_bytes).",
+                ),
+                log_bytes: gauge(
+                    "hookd_log_bytes",
+                    "Bytes in the write-ahead log's segments.",
+                ),
+                log_since_checkpoint: gauge(
+                    "hookd_log_since_checkpoint_bytes",
+                    "Log bytes applied since the last checkpoint: at least what a restart replays.",
+                ),
+                checkpoint_age: fgauge(
+                    "hookd_checkpoint_age_seconds",
+                    "Time since the last checkpoint.",
+                ),
+                replay_seconds: fgauge(
+                    "hookd_last_replay_duration_seconds",
+                    "How long replaying the log took at the last start.",
+                ),
+                healthy: gauge(
+                    "hookd_storage_healthy",
+                    "1 while storage accepts writes; 0 after a storage failure stopped them.",
+                ),
+            }),
+            registry,
+        };
+        metrics.touch();
+        metrics
+    }
+
+    /// Series that exist from the start at 0, so `rate()` and `increase()` work before the
+    /// first event of their kind.
+    fn touch(&self) {
+        for class in [
+            "2xx",
+            "3xx",
+            "4xx",
+            "429",
+            "5xx",
+            "timeout",
+            "network_error",
+            "refused",
+        ] {
+            self.push_attempts.with_label_values(&[class]);
+        }
+        for stage in ["log", "apply", "checkpoint"] {
+            self.storage_failures.with_label_values(&[stage]);
+        }
+    }
+
+    /// One push attempt's outcome class and duration.
+    pub fn push_attempt(&self, status: u16, failure: Option<&str>, micros: u64) {
+        let class = match status {
+            0 => match failure {
+                Some("timeout") => "timeout",
+                Some("refused") => "refused",
+                _ => "network_error",
+            },
+            429 => "429",
+            200..=299 => "2xx",
+            300..=399 => "3xx",
+            400..=499 => "4xx",
+            500..=599 => "5xx",
+            _ => "other",
+        };
+        self.push_attempts.with_label_values(&[class]).inc();
+        self.push_attempt_seconds.observe(micros as f64 / 1e6);
+    }
+
+    /// One log sync: how long, and how many requests it answered.
+    pub fn log_synced(&self, micros: u64, requests: u64) {
+        self.log_sync_seconds.observe(micros as f64 / 1e6);
+        self.log_sync_requests.observe(requests as f64);
+    }
+
+    pub fn storage_failed(&self, stage: &str) {
+        self.storage_failures.with_label_values(&[stage]).inc();
+    }
+
+    /// The text exposition of every metric, with the gauges set from `snapshot`.
+    pub fn render(&self, snapshot: &GaugeSnapshot) -> String {
+        // One scrape at a time: the gauges are reset and set for this one.
+        let g = self
+            .gauges
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        g.set(snapshot);
+        let mut out = Vec::new();
+        // Encoding our own families into memory fails only on a bug (a metric with no
+        // samples of its declared type); say so in the output rather than panic.
+        match TextEncoder::new().encode(&self.registry.gather(), &mut out) {
+            Ok(()) => String::from_utf8(out).unwrap_or_default(),
+            Err(e) => format!("# hookd could not encode its metrics: {e}\n"),
+        }
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Gauges {
+    fn set(&self, s: &GaugeSnapshot) {
+        for v in [
+            &self.pending,
+            &self.awaiting_retry,
+            &self.in_flight,
+            &self.dead_letters,
+            &self.oldest_pending,
+            &self.waiting_receives,
+            &self.breaker,
+            &self.disabled,
+        ] {
+            v.reset();
+        }
+        for d in &s.destinations {
+            let l = [d.destination.as_str()];
+            self.pending.with_label_values(&l).set(d.pending as f64);
+            self.awaiting_retry
+                .with_label_values(&l)
+                .set(d.awaiting_retry as f64);
+            self.in_flight.with_label_values(&l).set(d.in_flight as f64);
+            self.dead_letters
+                .with_label_values(&l)
+                .set(d.dead_letters as f64);
+            self.oldest_pending
+                .with_label_values(&l)
+                .set(d.oldest_pending_age_ms as f64 / 1e3);
+            if d.waiting_receives > 0 {
+                self.waiting_receives
+                    .with_label_values(&l)
+                    .set(d.waiting_receives as f64);
+            }
+            if let Some(b) = &d.breaker {
+                let v = match b {
+                    BreakerState::Closed => 0.0,
+                    BreakerState::HalfOpen { .. } => 1.0,
+                    BreakerState::Open { .. } => 2.0,
+                };
+                self.breaker.with_label_values(&l).set(v);
+                self.disabled
+                    .with_label_values(&l)
+                    .set(if d.disabled { 1.0 } else { 0.0 });
+            }
+        }
+        let st = &s.storage;
+        self.live.set(clamp(st.live_messages));
+        self.destinations.set(clamp(st.destinations));
+        self.queued_write_bytes.set(clamp(st.queued_write_bytes));
+        self.log_bytes.set(clamp(st.log_bytes));
+        self.log_since_checkpoint
+            .set(clamp(st.log_since_checkpoint_bytes));
+        self.checkpoint_age.set(st.checkpoint_age_ms as f64 / 1e3);
+        self.replay_seconds.set(st.replay_ms as f64 / 1e3);
+        self.healthy.set(i64::from(s.healthy));
+    }
+}
+
+fn clamp(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// Registers each metric as it is made. Every name is a literal of this module and unique,
+/// so registration cannot fail short of a bug, which the unit test below catches.
+struct Registrar<'a>(&'a Registry);
+
+impl Registrar<'_> {
+    fn add<M>(&self, made: prometheus::Result<M>) -> M
+    where
+        M: prometheus::core::Collector + Clone + 'static,
+    {
+        match made {
+            Ok(m) => {
+                if let Err(e) = self.0.register(Box::new(m.clone())) {
+                    tracing::error!(error = %e, "a metric could not be registered");
+                }
+                m
+            }
+            Err(e) => {
+                // Only a malformed name gets here; a bug caught by the unit tests.
+                panic!("metric definition is invalid: {e}")
+            }
+        }
+    }
+}
+
+/// Keeps the `max` heaviest destinations and sums the rest into one [`OTHER`] series.
+pub fn bound(mut all: Vec<DestinationGauges>, max: usize) -> Vec<DestinationGauges> {
+    if all.len() <= max {
+        return all;
+    }
+    // Heaviest first; ties by name so a scrape is stable.
+    all.sort_unstable_by(|a, b| {
+        b.weight()
+            .cmp(&a.weight())
+            .then_with(|| a.destination.cmp(&b.destination))
+    });
+    let rest = all.split_off(max);
+    let mut other = DestinationGauges {
+        destination: OTHER.to_owned(),
+        ..Default::default()
+    };
+    for d in &rest {
+        other.absorb(d);
+    }
+    all.push(other);
+    all
+}
+
+/// Shared handle.
+pub type SharedMetrics = Arc<Metrics>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dest(name: &str, pending: u64, dead: u64) -> DestinationGauges {
+        DestinationGauges {
+            destination: name.into(),
+            pending,
+            dead_letters: dead,
+            oldest_pending_age_ms: pending * 10,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn every_metric_registers_and_renders() {
+        let m = Metrics::new();
+        m.enqueued.inc();
+        m.push_attempt(503, None, 12_000);
+        m.push_attempt(0, Some("timeout"), 5_000_000);
+        m.log_synced(300, 17);
+        m.storage_failed("log");
+        let text = m.render(&GaugeSnapshot {
+            destinations: vec![dest("queue:a", 3, 1)],
+            healthy: true,
+            ..Default::default()
+        });
+        assert!(text.contains("hookd_messages_enqueued_total 1"), "{text}");
+        assert!(text.contains("hookd_push_attempts_total{outcome=\"5xx\"} 1"));
+        assert!(text.contains("hookd_push_attempts_total{outcome=\"timeout\"} 1"));
+        assert!(text.contains("hookd_pending_messages{destination=\"queue:a\"} 3"));
+        assert!(text.contains("hookd_dead_letter_messages{destination=\"queue:a\"} 1"));
+        assert!(text.contains("hookd_storage_healthy 1"));
+        assert!(text.contains("hookd_build_info{version="));
+        assert!(text.contains("hookd_log_sync_requests_bucket{le=\"32\"} 1"));
+        assert!(text.contains("hookd_storage_failures_total{stage=\"apply\"} 0"));
+        assert!(text.contains("hookd_push_attempts_total{outcome=\"2xx\"} 0"));
+    }
+
+    #[test]
+    fn a_destination_gone_from_the_engine_leaves_the_next_scrape() {
+        let m = Metrics::new();
+        let one = m.render(&GaugeSnapshot {
+            destinations: vec![dest("queue:a", 3, 0), dest("queue:b", 1, 0)],
+            ..Default::default()
+        });
+        assert!(one.contains("queue:b"));
+        let two = m.render(&GaugeSnapshot {
+            destinations: vec![dest("queue:a", 3, 0)],
+            ..Default::default()
+        });
+        assert!(!two.contains("queue:b"), "{two}");
+    }
+
+    #[test]
+    fn thousands_of_destinations_become_the_heaviest_and_one_other_series() {
+        let all: Vec<_> = (0..5_000u64)
+            .map(|i| dest(&format!("endpoint:e{i:05}"), i % 97, i % 5))
+            .collect();
+        let total_pending: u64 = all.iter().map(|d| d.pending).sum();
+        let total_dead: u64 = all.iter().map(|d| d.dead_letters).sum();
+        let oldest = all.iter().map(|d| d.oldest_pending_age_ms).max();
+        let kept = bound(all, 100);
+        assert_eq!(kept.len(), 101);
+        let other = kept.last().map(|d| d.destination.as_str());
+        assert_eq!(other, Some(OTHER));
+        assert_eq!(kept.iter().map(|d| d.pending).sum::<u64>(), total_pending);
+        assert_eq!(kept.iter().map(|d| d.dead_letters).sum::<u64>(), total_dead);
+        assert_eq!(kept.iter().map(|d| d.oldest_pending_age_ms).max(), oldest);
+        // The shown ones are the 100 heaviest.
+        let mut weights: Vec<u64> = (0..5_000u64).map(|i| i % 97 + i % 5).collect();
+        weights.sort_unstable_by(|a, b| b.cmp(a));
+        let lightest_shown = kept[..100].iter().map(DestinationGauges::weight).min();
+        assert_eq!(lightest_shown, Some(weights[99]));
+        let m = Metrics::new();
+        let text = m.render(&GaugeSnapshot {
+            destinations: kept,
+            ..Default::default()
+        });
+        let series = text
+            .lines()
+            .filter(|l| l.starts_with("hookd_pending_messages{"))
+            .count();
+        assert_eq!(series, 101);
+    }
+
+    #[test]
+    fn few_destinations_are_all_shown() {
+        let kept = bound(vec![dest("a", 1, 0), dest("b", 0, 0)], 100);
+        assert_eq!(kept.len(), 2);
+    }
+}
