@@ -34,21 +34,36 @@ struct ServeArgs {
     #[arg(long, env = "HOOKD_CONFIG")]
     config: Option<PathBuf>,
     /// Where the database lives (default ./hookd-data).
-    #[arg(long)]
+    #[arg(long, env = "HOOKD_DATA_DIR")]
     data_dir: Option<PathBuf>,
     /// gRPC listen address (default 127.0.0.1:7700).
-    #[arg(long)]
+    #[arg(long, env = "HOOKD_GRPC_ADDR")]
     grpc_addr: Option<SocketAddr>,
-    /// HTTP listen address for /healthz (default 127.0.0.1:7701).
-    #[arg(long)]
+    /// HTTP listen address for /healthz and /metrics (default 127.0.0.1:7701).
+    #[arg(long, env = "HOOKD_HTTP_ADDR")]
     http_addr: Option<SocketAddr>,
     /// Log filter, e.g. `info` or `hookd=debug`; RUST_LOG is used when this is not given.
-    #[arg(long)]
+    #[arg(long, env = "HOOKD_LOG_LEVEL")]
     log_level: Option<String>,
+    /// `text` (colour only on a terminal) or `json` (one object per line).
+    #[arg(long, env = "HOOKD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     /// Let push delivery reach this network although it is loopback, private, link-local,
-    /// ... (e.g. 127.0.0.1/32). Repeatable; added to `delivery.allow_destinations`.
-    #[arg(long = "allow-destination", value_name = "CIDR")]
+    /// ... (e.g. 127.0.0.1/32). Repeatable; added to `delivery.allow_destinations`. From
+    /// the environment: comma-separated.
+    #[arg(
+        long = "allow-destination",
+        value_name = "CIDR",
+        env = "HOOKD_ALLOW_DESTINATIONS",
+        value_delimiter = ','
+    )]
     allow_destinations: Vec<ipnet::IpNet>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 /// The binary's entry point; also the entry point of the test harness's crash-test binary.
@@ -84,10 +99,16 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Json => logs.json().with_current_span(false).init(),
+        LogFormat::Text => {
+            use std::io::IsTerminal;
+            logs.with_ansi(std::io::stderr().is_terminal()).init();
+        }
+    }
 
     let mut config = match &args.config {
         Some(path) => match Config::from_file(path) {
@@ -128,8 +149,16 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
     };
     let result = runtime.block_on(async move {
-        let grpc = tokio::net::TcpListener::bind(config.grpc_addr).await?;
-        let http = tokio::net::TcpListener::bind(config.http_addr).await?;
+        let bind = |name: &'static str, addr: SocketAddr| async move {
+            tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("cannot listen on the {name} address {addr}: {e}"),
+                )
+            })
+        };
+        let grpc = bind("gRPC (grpc_addr)", config.grpc_addr).await?;
+        let http = bind("HTTP (http_addr)", config.http_addr).await?;
         crate::server::run(config, grpc, http, shutdown_signal())
             .await
             .map_err(std::io::Error::other)

@@ -53,3 +53,95 @@ fn wrong_type_is_named() {
     assert_eq!(code, 2);
     assert!(stderr.contains("grpc_addr"), "{stderr}");
 }
+
+#[test]
+fn an_address_in_use_names_the_listener() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_hookd-under-test"))
+        .arg("serve")
+        .env("HOOKD_DATA_DIR", dir.path().join("data"))
+        .env("HOOKD_GRPC_ADDR", "127.0.0.1:0")
+        .env("HOOKD_HTTP_ADDR", addr.to_string())
+        .env("HOOKD_LOG_LEVEL", "warn")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot listen on the HTTP (http_addr) address {addr}"
+        )),
+        "{stderr}"
+    );
+}
+
+/// `--log-format json`: every line hookd writes is one JSON object with a level, a
+/// message and fields; plain text carries no colour codes when not on a terminal.
+#[test]
+fn logs_are_json_lines_or_plain_text() {
+    use std::io::BufRead;
+    for format in ["json", "text"] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hookd-under-test"))
+            .args([
+                "serve",
+                "--grpc-addr",
+                "127.0.0.1:0",
+                "--http-addr",
+                "127.0.0.1:0",
+            ])
+            .args(["--log-format", format, "--log-level", "info"])
+            .env("HOOKD_DATA_DIR", dir.path())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let serving = line.contains("hookd serving");
+                if tx.send(line).is_err() || serving {
+                    break;
+                }
+            }
+        });
+        let mut lines = Vec::new();
+        while let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(60)) {
+            let serving = line.contains("hookd serving");
+            lines.push(line);
+            if serving {
+                break;
+            }
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(
+            lines.last().is_some_and(|l| l.contains("hookd serving")),
+            "{format}: {lines:?}"
+        );
+        for line in &lines {
+            assert!(
+                !line.contains('\u{1b}'),
+                "{format}: colour code in {line:?}"
+            );
+            if format == "json" {
+                let v: serde_json::Value =
+                    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+                assert!(v["level"].is_string(), "{line}");
+                assert!(v["fields"]["message"].is_string(), "{line}");
+            }
+        }
+        if format == "json" {
+            let last: serde_json::Value = serde_json::from_str(lines.last().unwrap()).unwrap();
+            assert!(last["fields"]["grpc_addr"].is_string(), "{last}");
+            assert_eq!(
+                last["fields"]["data_dir"].as_str(),
+                dir.path().to_str(),
+                "HOOKD_DATA_DIR is read"
+            );
+        }
+    }
+}

@@ -20,6 +20,7 @@ use super::gate::{self, Admission, Gate, Outcome};
 use super::index::{DestId, LiveState, Push, Timer};
 use super::lease::{AttemptEnd, Meta};
 use super::{Engine, Tx};
+use crate::breaker::BreakerState;
 use crate::delivery::signing::Secret;
 use crate::delivery::{AttemptReport, Delivery, Target, Verdict};
 use crate::destination::Destination;
@@ -173,7 +174,10 @@ impl Engine {
         if dest.ready.is_empty() {
             return None;
         }
-        let probe = match push.gate.admit(now, in_flight) {
+        let before = push.gate.breaker().state();
+        let admission = push.gate.admit(now, in_flight);
+        log_breaker_change(&dest.key, before, push, now);
+        let probe = match admission {
             Admission::Go { probe } => probe,
             Admission::NotBefore(at) => {
                 self.wake_at(d, at, now);
@@ -322,8 +326,23 @@ impl Engine {
             .metrics
             .push_attempt(status, failure, latency_us);
         let stats = &push.stats;
+        let (before, paused_before) = (push.gate.breaker().state(), push.gate.paused_until(now));
         push.gate
             .on_outcome(id, outcome, now, || stats.latency_1h.summary(now).p95_ms);
+        let key = &self.index.dests[d].key;
+        if let Some(push) = self.index.dests[d].push.as_deref() {
+            log_breaker_change(key, before, push, now);
+            let paused = push.gate.paused_until(now);
+            if paused != paused_before
+                && let Some(until) = paused
+            {
+                tracing::info!(
+                    destination = %key,
+                    pause_ms = until.saturating_sub(now),
+                    "endpoint paused by its Retry-After"
+                );
+            }
+        }
         self.index.want_dispatch(d);
         match verdict {
             Verdict::Delivered { status } => {
@@ -432,5 +451,28 @@ impl Push {
             attempt_latency_last_hour: attempt_1h,
             attempt_latency_last_24h: self.stats.latency_24h.summary(now),
         }
+    }
+}
+
+/// One info line for each move of a destination's breaker between closed, open and
+/// half-open (operators follow an endpoint's outages by these).
+fn log_breaker_change(key: &str, before: BreakerState, push: &Push, now: u64) {
+    let after = push.gate.breaker().state();
+    if std::mem::discriminant(&before) == std::mem::discriminant(&after) {
+        return;
+    }
+    let breaker = push.gate.breaker();
+    match after {
+        BreakerState::Open { until_ms } => tracing::info!(
+            destination = %key,
+            cooldown_ms = until_ms.saturating_sub(now),
+            consecutive_failures = breaker.consecutive_failures(),
+            openings = breaker.openings(),
+            "breaker opened"
+        ),
+        BreakerState::HalfOpen { .. } => {
+            tracing::info!(destination = %key, "breaker half-open: one probe attempt goes")
+        }
+        BreakerState::Closed => tracing::info!(destination = %key, "breaker closed"),
     }
 }
