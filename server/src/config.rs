@@ -54,6 +54,25 @@ pub struct Config {
     pub delivery: DeliveryConfig,
     /// `/metrics` on the HTTP listener.
     pub metrics: MetricsConfig,
+    /// Dead-letter tools.
+    pub dead_letters: DeadLetterConfig,
+}
+
+/// Dead-letter tools.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeadLetterConfig {
+    /// A replay that names no pace makes its messages due at most this many per second,
+    /// so a recovered endpoint is not flooded by its backlog.
+    pub replay_rate_per_s: f64,
+}
+
+impl Default for DeadLetterConfig {
+    fn default() -> Self {
+        Self {
+            replay_rate_per_s: 100.0,
+        }
+    }
 }
 
 /// Prometheus metrics.
@@ -140,6 +159,7 @@ impl Default for Config {
             retry: RetryPolicy::default(),
             delivery: DeliveryConfig::default(),
             metrics: MetricsConfig::default(),
+            dead_letters: DeadLetterConfig::default(),
         }
     }
 }
@@ -238,6 +258,13 @@ impl Config {
                     "{} is not within 1..=10000",
                     self.metrics.max_destination_series
                 ),
+            );
+        }
+        let rate = self.dead_letters.replay_rate_per_s;
+        if !(rate.is_finite() && rate > 0.0 && rate <= 1_000_000.0) {
+            return invalid(
+                "dead_letters.replay_rate_per_s",
+                format!("{rate} is not within (0, 1000000]"),
             );
         }
         validate_retry(&self.retry, "retry")?;

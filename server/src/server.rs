@@ -204,6 +204,7 @@ async fn serve(
         max_payload_bytes: config.max_payload_bytes,
         max_batch_events: config.max_batch_events,
         max_idempotency_key_bytes: config.max_idempotency_key_bytes,
+        replay_rate_per_s: config.dead_letters.replay_rate_per_s,
     };
     // Room for 16 max-size events (or a full batch of smaller ones), plus the envelope.
     // Not max_batch_events x max_payload_bytes: that is 1 GiB at the defaults, which one

@@ -74,6 +74,9 @@ pub fn endpoint(e: EndpointRecord) -> pb::Endpoint {
         rate_limit_burst: e.rate_limit_burst,
         disabled_reason: e.disabled_reason,
         disabled_unix_ms: e.disabled_ms,
+        paused: e.paused,
+        paused_reason: e.paused_reason,
+        paused_unix_ms: e.paused_ms,
     }
 }
 
@@ -251,6 +254,30 @@ pub fn dead_letter(m: StoredMessage) -> pb::DeadLetter {
     }
 }
 
+pub fn analysis(a: crate::deadletters::Analysis) -> pb::DeadLetterAnalysis {
+    pb::DeadLetterAnalysis {
+        destination: a.destination,
+        count: a.count,
+        most_common_error: a.most_common_error,
+        most_common_error_count: a.most_common_error_count,
+        most_common_status: a.most_common_status,
+        most_common_status_count: a.most_common_status_count,
+        first_unix_ms: a.first_ms,
+        last_unix_ms: a.last_ms,
+        average_attempts: a.average_attempts,
+        busiest_hour_count: a.busiest_hour_count,
+        patterns: a
+            .patterns
+            .into_iter()
+            .map(|p| pb::DeadLetterPattern {
+                kind: p.kind.to_owned(),
+                description: p.description,
+                suggestion: p.suggestion,
+            })
+            .collect(),
+    }
+}
+
 fn attempts(attempts: Vec<AttemptRecord>) -> Vec<pb::Attempt> {
     attempts
         .into_iter()
@@ -292,6 +319,9 @@ mod tests {
             rate_limit_burst: 10,
             disabled_reason: "r".into(),
             disabled_ms: 11,
+            paused: true,
+            paused_reason: "p".into(),
+            paused_ms: 12,
         };
         let back = endpoint_from_proto(endpoint(stored.clone()));
         assert_eq!(
@@ -302,6 +332,9 @@ mod tests {
                 updated_ms: 0,
                 disabled_reason: String::new(),
                 disabled_ms: 0,
+                paused: false,
+                paused_reason: String::new(),
+                paused_ms: 0,
                 ..stored.clone()
             }
         );

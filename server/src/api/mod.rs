@@ -12,7 +12,7 @@ use tonic::{Request, Response, Status};
 use std::sync::Arc;
 
 use crate::clock::Clock;
-use crate::engine::{EngineHandle, Refusal};
+use crate::engine::{EngineHandle, Refusal, ReplayRequest};
 use crate::error::ApiError;
 use crate::store::Store;
 use validate::Limits;
@@ -288,22 +288,190 @@ impl Hookd for HookdService {
         request: Request<pb::ReplayDeadLettersRequest>,
     ) -> Result<Response<pb::ReplayDeadLettersResponse>, Status> {
         let validate::Replay {
-            ids,
+            mut ids,
             destination,
+            filter,
             limit,
+            dry_run,
+            per_s,
         } = validate::replay(request.into_inner())?;
-        // A refusal about the destination filter names its endpoint; one about an id, the
-        // id's place in `ids`.
+        // A refusal about the destination names its endpoint; one about an id, the id's
+        // place in `ids`.
         let field = if destination.is_some() {
             "destination.endpoint"
         } else {
             "ids"
         };
-        let replayed = self
+        let strict = filter.is_none();
+        if let Some(filter) = filter {
+            ids = self.matching_dead(filter, limit).await?;
+        } else if dry_run && let Some(d) = &destination {
+            let d = d.clone();
+            ids = self
+                .read(move |s| Ok(s.dead_summaries(Some(&d), limit)?.0))
+                .await?
+                .into_iter()
+                .map(|d| d.id)
+                .collect();
+        }
+        let matched = if destination.is_some() && !dry_run {
+            0
+        } else {
+            u32::try_from(ids.len()).unwrap_or(u32::MAX)
+        };
+        if dry_run {
+            return Ok(Response::new(pb::ReplayDeadLettersResponse {
+                replayed: 0,
+                matched,
+                last_due_unix_ms: 0,
+            }));
+        }
+        let per_s = if per_s > 0.0 {
+            per_s
+        } else {
+            self.limits.replay_rate_per_s
+        };
+        let done = self
             .engine
-            .replay(ids, destination, limit)
+            .replay(ReplayRequest {
+                ids,
+                destination: destination.clone(),
+                limit,
+                strict,
+                per_s,
+            })
             .await
             .map_err(refused(field))?;
-        Ok(Response::new(pb::ReplayDeadLettersResponse { replayed }))
+        Ok(Response::new(pb::ReplayDeadLettersResponse {
+            replayed: done.replayed,
+            matched: if destination.is_some() {
+                done.replayed
+            } else {
+                matched
+            },
+            last_due_unix_ms: done.last_due_ms,
+        }))
+    }
+
+    async fn purge_dead_letters(
+        &self,
+        request: Request<pb::PurgeDeadLettersRequest>,
+    ) -> Result<Response<pb::PurgeDeadLettersResponse>, Status> {
+        let validate::Purge {
+            filter,
+            limit,
+            dry_run,
+        } = validate::purge(request.into_inner())?;
+        let ids = self.matching_dead(filter, limit).await?;
+        let matched = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+        let purged = if dry_run {
+            0
+        } else {
+            self.engine.purge(ids).await.map_err(refused(""))?
+        };
+        Ok(Response::new(pb::PurgeDeadLettersResponse {
+            purged,
+            matched,
+        }))
+    }
+
+    async fn analyze_dead_letters(
+        &self,
+        request: Request<pb::AnalyzeDeadLettersRequest>,
+    ) -> Result<Response<pb::AnalyzeDeadLettersResponse>, Status> {
+        let req = request.into_inner();
+        let destination = validate::destination_filter(req.destination)?;
+        let window_ms = match req.window_secs {
+            0 => 7 * 24 * 3_600_000,
+            s if s > 366 * 24 * 3600 => {
+                return Err(ApiError::InvalidArgument(format!(
+                    "window_secs: {s} is over the limit of one year"
+                ))
+                .into());
+            }
+            s => s * 1_000,
+        };
+        let to = self.clock.now_ms() + 1;
+        let from = to.saturating_sub(window_ms);
+        let (rows, truncated) = self
+            .read(move |s| Ok(s.dead_summaries(destination.as_ref(), validate::MAX_DEAD_SCAN)?))
+            .await?;
+        let destinations = crate::deadletters::analyze(&rows, from, to)
+            .into_iter()
+            .map(convert::analysis)
+            .collect();
+        Ok(Response::new(pb::AnalyzeDeadLettersResponse {
+            window_start_unix_ms: from,
+            window_end_unix_ms: to,
+            destinations,
+            scanned: rows.len() as u64,
+            truncated,
+        }))
+    }
+
+    async fn pause_endpoint(
+        &self,
+        request: Request<pb::PauseEndpointRequest>,
+    ) -> Result<Response<pb::PauseEndpointResponse>, Status> {
+        let req = request.into_inner();
+        validate::validate_name(&req.name, "name")?;
+        if req.reason.len() > 1_024 {
+            return Err(ApiError::InvalidArgument(format!(
+                "reason: {} bytes is over the limit of 1024",
+                req.reason.len()
+            ))
+            .into());
+        }
+        let reason = if req.reason.is_empty() {
+            "paused by an operator".to_owned()
+        } else {
+            req.reason
+        };
+        let endpoint = self
+            .engine
+            .pause_endpoint(req.name, Some(reason))
+            .await
+            .map_err(refused("name"))?;
+        Ok(Response::new(pb::PauseEndpointResponse {
+            endpoint: Some(convert::endpoint(endpoint)),
+        }))
+    }
+
+    async fn resume_endpoint(
+        &self,
+        request: Request<pb::ResumeEndpointRequest>,
+    ) -> Result<Response<pb::ResumeEndpointResponse>, Status> {
+        let req = request.into_inner();
+        validate::validate_name(&req.name, "name")?;
+        let endpoint = self
+            .engine
+            .pause_endpoint(req.name, None)
+            .await
+            .map_err(refused("name"))?;
+        Ok(Response::new(pb::ResumeEndpointResponse {
+            endpoint: Some(convert::endpoint(endpoint)),
+        }))
+    }
+}
+
+impl HookdService {
+    /// The ids of the dead letters `filter` matches, at most `limit` (of at most
+    /// [`validate::MAX_DEAD_SCAN`] looked at).
+    async fn matching_dead(
+        &self,
+        filter: crate::deadletters::Filter,
+        limit: usize,
+    ) -> Result<Vec<crate::ids::MessageId>, Status> {
+        self.read(move |s| {
+            let (rows, _) =
+                s.dead_summaries(filter.destination.as_ref(), validate::MAX_DEAD_SCAN)?;
+            Ok(rows
+                .into_iter()
+                .filter(|d| filter.matches(d))
+                .take(limit)
+                .map(|d| d.id)
+                .collect())
+        })
+        .await
     }
 }

@@ -17,6 +17,8 @@ pub struct Limits {
     pub max_payload_bytes: usize,
     pub max_batch_events: usize,
     pub max_idempotency_key_bytes: usize,
+    /// The pace of a replay that names none (`dead_letters.replay_rate_per_s`).
+    pub replay_rate_per_s: f64,
 }
 
 /// Longest endpoint or queue name.
@@ -375,17 +377,82 @@ pub fn nack(req: pb::NackRequest) -> Result<(LeaseId, u64, String), ApiError> {
 pub struct Replay {
     pub ids: Vec<MessageId>,
     pub destination: Option<Destination>,
+    /// Dead letters to scan for and replay.
+    pub filter: Option<crate::deadletters::Filter>,
     pub limit: usize,
+    pub dry_run: bool,
+    /// 0: the server's default pace.
+    pub per_s: f64,
+}
+
+/// Dead letters scanned at most by one filtered replay, purge or analysis.
+pub const MAX_DEAD_SCAN: usize = 100_000;
+
+pub fn dead_letter_filter(
+    f: pb::DeadLetterFilter,
+    field: &str,
+) -> Result<crate::deadletters::Filter, ApiError> {
+    let destination = match f.destination {
+        None => None,
+        Some(d) => Some(destination(
+            d.kind,
+            &format!("{field}.destination"),
+            &format!("{field}.destination."),
+        )?),
+    };
+    if f.dead_before_unix_ms != 0 && f.dead_before_unix_ms <= f.dead_after_unix_ms {
+        return Err(invalid(format!(
+            "{field}.dead_before_unix_ms: {} is not after dead_after_unix_ms {}",
+            f.dead_before_unix_ms, f.dead_after_unix_ms
+        )));
+    }
+    if f.http_status > 999 {
+        return Err(invalid(format!(
+            "{field}.http_status: {} is not an HTTP status",
+            f.http_status
+        )));
+    }
+    if f.error_contains.len() > 1_024 {
+        return Err(invalid(format!(
+            "{field}.error_contains: {} bytes is over the limit of 1024",
+            f.error_contains.len()
+        )));
+    }
+    Ok(crate::deadletters::Filter {
+        destination,
+        dead_after_ms: f.dead_after_unix_ms,
+        dead_before_ms: f.dead_before_unix_ms,
+        http_status: f.http_status,
+        error_contains: f.error_contains.to_lowercase(),
+    })
+}
+
+fn pace(per_s: f64) -> Result<f64, ApiError> {
+    if per_s.is_finite() && (0.0..=1_000_000.0).contains(&per_s) {
+        Ok(per_s)
+    } else {
+        Err(invalid(format!(
+            "max_per_s: {per_s} is not within 0..=1000000"
+        )))
+    }
 }
 
 pub fn replay(req: pb::ReplayDeadLettersRequest) -> Result<Replay, ApiError> {
     let destination = destination_filter(req.destination)?;
-    if req.ids.is_empty() == destination.is_none() {
+    let filter = req
+        .filter
+        .map(|f| dead_letter_filter(f, "filter"))
+        .transpose()?;
+    let given = usize::from(!req.ids.is_empty())
+        + usize::from(destination.is_some())
+        + usize::from(filter.is_some());
+    if given != 1 {
         return Err(invalid(
-            "ids: give either ids or a destination to replay".into(),
+            "ids: give exactly one of ids, destination or filter to replay".into(),
         ));
     }
     let limit = count_or_default(req.limit, DEFAULT_REPLAY_LIMIT, MAX_REPLAY_LIMIT, "limit")?;
+    let per_s = pace(req.max_per_s)?;
     let ids = req
         .ids
         .iter()
@@ -398,7 +465,43 @@ pub fn replay(req: pb::ReplayDeadLettersRequest) -> Result<Replay, ApiError> {
     Ok(Replay {
         ids,
         destination,
+        filter,
         limit: limit as usize,
+        dry_run: req.dry_run,
+        per_s,
+    })
+}
+
+/// A PurgeDeadLetters request, checked.
+#[derive(Debug)]
+pub struct Purge {
+    pub filter: crate::deadletters::Filter,
+    pub limit: usize,
+    pub dry_run: bool,
+}
+
+pub fn purge(req: pb::PurgeDeadLettersRequest) -> Result<Purge, ApiError> {
+    let Some(f) = req.filter else {
+        return Err(invalid(
+            "filter: required (an empty filter with all = true purges every dead letter)".into(),
+        ));
+    };
+    let filter = dead_letter_filter(f, "filter")?;
+    let everything = filter.destination.is_none()
+        && filter.dead_after_ms == 0
+        && filter.dead_before_ms == 0
+        && filter.http_status == 0
+        && filter.error_contains.is_empty();
+    if everything && !req.all {
+        return Err(invalid(
+            "filter: it matches every dead letter; set all = true to purge them all".into(),
+        ));
+    }
+    let limit = count_or_default(req.limit, DEFAULT_REPLAY_LIMIT, MAX_REPLAY_LIMIT, "limit")?;
+    Ok(Purge {
+        filter,
+        limit: limit as usize,
+        dry_run: req.dry_run,
     })
 }
 
@@ -491,6 +594,7 @@ mod tests {
             max_payload_bytes: 10,
             max_batch_events: 5,
             max_idempotency_key_bytes: 4,
+            replay_rate_per_s: 100.0,
         }
     }
 

@@ -2,12 +2,13 @@
 
 use std::collections::HashSet;
 
-use super::index::LiveState;
-use super::{Engine, Refusal, Tx};
+use super::enqueue::waiting;
+use super::{Engine, Refusal, ReplayOutcome, ReplayRequest, Tx};
 use crate::destination::Destination;
 use crate::ids::MessageId;
 use crate::metrics::{DestinationGauges, GaugeSnapshot};
 use crate::stats::{DestinationSnapshot, StatsSnapshot, StorageSnapshot};
+use crate::store::EndpointRecord;
 use crate::store::{AttemptRecord, State, StoreError};
 
 impl Engine {
@@ -16,10 +17,15 @@ impl Engine {
         &mut self,
         t: Tx<'_, '_>,
         now: u64,
-        ids: Vec<MessageId>,
-        destination: Option<Destination>,
-        limit: usize,
-    ) -> Result<Result<u32, Refusal>, StoreError> {
+        request: ReplayRequest,
+    ) -> Result<Result<ReplayOutcome, Refusal>, StoreError> {
+        let ReplayRequest {
+            ids,
+            destination,
+            limit,
+            strict,
+            per_s,
+        } = request;
         // (id, destination key)
         let mut targets: Vec<(MessageId, String)> = Vec::new();
         if let Some(destination) = destination {
@@ -39,9 +45,15 @@ impl Engine {
                 continue;
             }
             let Some(record) = t.record(id)? else {
+                if !strict {
+                    continue;
+                }
                 return Ok(Err(Refusal::NoMessage { id }.at(i)));
             };
             if self.index.live.contains_key(&id) {
+                if !strict {
+                    continue;
+                }
                 return Ok(Err(Refusal::NotDeadLetter { id }.at(i)));
             }
             let Some(destination) = Destination::decode(&record.destination) else {
@@ -58,11 +70,19 @@ impl Engine {
             }
             targets.push((id, destination.key()));
         }
-        let mut replayed = 0;
+        let mut replayed = 0u32;
+        let mut last_due_ms = now;
         for (id, key) in targets {
             let Some(mut entry) = t.unbury(id, &key)? else {
                 continue;
             };
+            // Paced: the n-th replayed message is due n / per_s seconds from now.
+            let due = if per_s > 0.0 {
+                now + (f64::from(replayed) * 1000.0 / per_s) as u64
+            } else {
+                now
+            };
+            last_due_ms = due;
             let mut history = t.history(id)?;
             history.push(AttemptRecord {
                 number: 0,
@@ -74,7 +94,7 @@ impl Engine {
             t.put_history(id, &history)?;
             entry.state = State::Pending;
             entry.attempts = 0;
-            entry.due_ms = now;
+            entry.due_ms = due;
             entry.since_ms = 0;
             t.put_schedule(id, &entry)?;
             // Not out of the dead-letter index on disk before this round commits.
@@ -82,11 +102,89 @@ impl Engine {
             let d = self.dest(&key, now);
             let dead = self.index.dests[d].counts.dead.saturating_sub(1);
             self.index.set_dead(d, dead);
-            self.track(id, d, LiveState::Ready, 0, entry.max_attempts, now);
+            self.track(id, d, waiting(due, now), 0, entry.max_attempts, due);
             replayed += 1;
         }
         self.config.metrics.replayed.inc_by(u64::from(replayed));
-        Ok(Ok(replayed))
+        if replayed > 0 {
+            tracing::info!(replayed, per_s, last_due_ms, "dead letters replayed");
+        }
+        Ok(Ok(ReplayOutcome {
+            replayed,
+            last_due_ms,
+        }))
+    }
+
+    /// Deletes the dead letters among `ids` (payload, attempts and dead-letter row); ids
+    /// that are not dead letters (any more) are skipped.
+    pub(super) fn purge(&mut self, t: Tx<'_, '_>, ids: Vec<MessageId>) -> Result<u32, StoreError> {
+        let mut purged = 0u32;
+        let mut seen = HashSet::new();
+        for id in ids {
+            if !seen.insert(id) || self.index.live.contains_key(&id) {
+                continue;
+            }
+            let Some(record) = t.record(id)? else {
+                continue;
+            };
+            let Some(destination) = Destination::decode(&record.destination) else {
+                return Err(StoreError::Corrupt(format!("destination of {id}")));
+            };
+            let key = destination.key();
+            if t.unbury(id, &key)?.is_none() {
+                continue;
+            }
+            t.remove_message(id)?;
+            if let Some(d) = self.index.find(&key) {
+                let dead = self.index.dests[d].counts.dead.saturating_sub(1);
+                self.index.set_dead(d, dead);
+                self.index.review(d);
+            }
+            purged += 1;
+        }
+        if purged > 0 {
+            tracing::info!(purged, "dead letters purged");
+        }
+        Ok(purged)
+    }
+
+    /// An operator's pause of an endpoint (`Some(reason)`), or its end (`None`): durable;
+    /// its messages wait meanwhile, attempts in flight finish.
+    pub(super) fn pause(
+        &mut self,
+        t: Tx<'_, '_>,
+        now: u64,
+        name: &str,
+        pause: Option<String>,
+    ) -> Result<Result<EndpointRecord, Refusal>, StoreError> {
+        let Some(endpoint) = self.endpoints.get_mut(name) else {
+            return Ok(Err(Refusal::UnknownEndpoint {
+                name: name.to_owned(),
+            }));
+        };
+        match &pause {
+            Some(reason) => {
+                endpoint.paused = true;
+                endpoint.paused_reason.clone_from(reason);
+                endpoint.paused_ms = now;
+                tracing::info!(endpoint = name, %reason, "endpoint paused");
+            }
+            None => {
+                if endpoint.paused {
+                    tracing::info!(endpoint = name, "endpoint resumed");
+                }
+                endpoint.paused = false;
+                endpoint.paused_reason.clear();
+                endpoint.paused_ms = 0;
+            }
+        }
+        t.put_endpoint(endpoint)?;
+        let record = endpoint.clone();
+        let key = Destination::Endpoint(name.to_owned()).key();
+        if let Some(d) = self.index.find(&key) {
+            self.refresh_push(d, now);
+        }
+        Ok(Ok(record))
     }
 
     pub(super) fn delete_endpoint(

@@ -148,13 +148,16 @@ impl Engine {
                 };
                 settle(done, reply, outcome)?;
             }
-            Command::Replay {
-                ids,
-                destination,
-                limit,
-                reply,
-            } => {
-                let outcome = self.replay(t, now, ids, destination, limit);
+            Command::Replay { request, reply } => {
+                let outcome = self.replay(t, now, request);
+                settle(done, reply, outcome)?;
+            }
+            Command::Purge { ids, reply } => {
+                let outcome = self.purge(t, ids).map(Ok);
+                settle(done, reply, outcome)?;
+            }
+            Command::Pause { name, pause, reply } => {
+                let outcome = self.pause(t, now, &name, pause);
                 settle(done, reply, outcome)?;
             }
             Command::PutEndpoint {
@@ -165,10 +168,15 @@ impl Engine {
                 let created = existing.is_none();
                 endpoint.created_ms = existing.map_or(now, |e| e.created_ms);
                 endpoint.updated_ms = now;
-                // Putting an endpoint (re-)enables it.
+                // Putting an endpoint (re-)enables it; an operator's pause stays.
                 endpoint.disabled = false;
                 endpoint.disabled_reason.clear();
                 endpoint.disabled_ms = 0;
+                if let Some(e) = existing {
+                    endpoint.paused = e.paused;
+                    endpoint.paused_reason.clone_from(&e.paused_reason);
+                    endpoint.paused_ms = e.paused_ms;
+                }
                 if let Err(e) = t.put_endpoint(&endpoint) {
                     return settle::<PutOutcome>(done, reply, Err(e));
                 }

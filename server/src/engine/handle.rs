@@ -12,7 +12,6 @@ use std::thread::JoinHandle;
 use tokio::sync::{oneshot, watch};
 
 use super::{Command, Enqueued, Leased, NackOutcome, NewMessage, PutOutcome, Refusal};
-use crate::destination::Destination;
 use crate::ids::{LeaseId, MessageId};
 use crate::stats::StatsSnapshot;
 use crate::store::EndpointRecord;
@@ -141,17 +140,25 @@ impl EngineHandle {
 
     pub async fn replay(
         &self,
-        ids: Vec<MessageId>,
-        destination: Option<Destination>,
-        limit: usize,
-    ) -> Result<u32, Refusal> {
-        self.call(|reply| Command::Replay {
-            ids,
-            destination,
-            limit,
-            reply,
-        })
-        .await?
+        request: super::ReplayRequest,
+    ) -> Result<super::ReplayOutcome, Refusal> {
+        self.call(|reply| Command::Replay { request, reply })
+            .await?
+    }
+
+    /// Deletes the dead letters among `ids`; how many.
+    pub async fn purge(&self, ids: Vec<MessageId>) -> Result<u32, Refusal> {
+        self.call(|reply| Command::Purge { ids, reply }).await?
+    }
+
+    /// Pauses (`Some(reason)`) or resumes (`None`) an endpoint; its record after.
+    pub async fn pause_endpoint(
+        &self,
+        name: String,
+        pause: Option<String>,
+    ) -> Result<EndpointRecord, Refusal> {
+        self.call(|reply| Command::Pause { name, pause, reply })
+            .await?
     }
 
     pub async fn put_endpoint(&self, endpoint: EndpointRecord) -> Result<PutOutcome, Refusal> {

@@ -206,10 +206,37 @@ impl Harness {
         ids: Vec<MessageId>,
         destination: Option<Destination>,
     ) -> Result<u32, Refusal> {
-        self.call(|reply| Command::Replay {
+        self.replay_paced(ids, destination, 0.0).map(|r| r.replayed)
+    }
+
+    /// A replay whose messages become due `per_s` a second (0: at once).
+    pub fn replay_paced(
+        &mut self,
+        ids: Vec<MessageId>,
+        destination: Option<Destination>,
+        per_s: f64,
+    ) -> Result<super::ReplayOutcome, Refusal> {
+        let request = super::ReplayRequest {
             ids,
             destination,
             limit: 1_000,
+            strict: true,
+            per_s,
+        };
+        self.call(|reply| Command::Replay { request, reply })
+    }
+
+    /// Deletes the dead letters among `ids`; how many.
+    pub fn purge(&mut self, ids: Vec<MessageId>) -> u32 {
+        self.call(|reply| Command::Purge { ids, reply })
+            .expect("purge")
+    }
+
+    /// Pauses (`Some(reason)`) or resumes an endpoint.
+    pub fn pause(&mut self, name: &str, pause: Option<&str>) -> Result<EndpointRecord, Refusal> {
+        self.call(|reply| Command::Pause {
+            name: name.into(),
+            pause: pause.map(str::to_owned),
             reply,
         })
     }

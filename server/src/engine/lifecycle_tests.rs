@@ -936,3 +936,99 @@ mod destinations {
         assert_eq!(third.next_page, None);
     }
 }
+
+/// Dead letters of queue `q`, one per payload, each after its single attempt.
+fn dead_letters(h: &mut Harness, n: u8) -> Vec<crate::ids::MessageId> {
+    let ids: Vec<_> = (0..n)
+        .map(|i| {
+            let mut m = h.message(Destination::Queue("q".into()), &[i]);
+            m.max_attempts = 1;
+            h.enqueue_message(m).expect("enqueued").id
+        })
+        .collect();
+    for m in h.receive("q", usize::from(n), 30_000) {
+        h.nack(m.lease, 0).expect("nacked");
+    }
+    assert_eq!(h.dest("queue:q").dead_letter, u64::from(n));
+    ids
+}
+
+#[test]
+fn a_paced_replay_makes_its_messages_due_one_by_one() {
+    let mut h = Harness::new();
+    let ids = dead_letters(&mut h, 3);
+    let start = h.now();
+    // 10 a second: due at +0, +100 and +200 ms, durably (the schedule rows say so).
+    let done = h.replay_paced(ids.clone(), None, 10.0).expect("replayed");
+    assert_eq!(done.replayed, 3);
+    assert_eq!(done.last_due_ms, start + 200);
+    let dues: Vec<u64> = ids
+        .iter()
+        .map(|id| h.stored(*id).expect("stored").entry.due_ms)
+        .collect();
+    assert_eq!(dues, [start, start + 100, start + 200]);
+    assert_eq!(h.receive("q", 10, 30_000).len(), 1, "only the first is due");
+    h.advance(99);
+    assert!(h.receive("q", 10, 30_000).is_empty());
+    h.advance(1);
+    assert_eq!(h.receive("q", 10, 30_000).len(), 1);
+    h.advance(100);
+    assert_eq!(h.receive("q", 10, 30_000).len(), 1);
+    assert_eq!(h.dest("queue:q").dead_letter, 0);
+}
+
+#[test]
+fn purge_deletes_dead_letters_and_skips_everything_else() {
+    let mut h = Harness::new();
+    let ids = dead_letters(&mut h, 3);
+    let live = h.enqueue("q", b"live");
+    assert_eq!(h.purge(vec![ids[0], ids[1], ids[1], live]), 2);
+    assert!(h.stored(ids[0]).is_none(), "payload and attempts are gone");
+    assert!(h.outcomes(ids[0]).is_empty());
+    assert_eq!(h.state(ids[2]), Some(State::Dead));
+    assert_eq!(
+        h.state(live),
+        Some(State::Pending),
+        "a live message is not purged"
+    );
+    assert_eq!(h.dest("queue:q").dead_letter, 1);
+    assert_eq!(h.purge(vec![ids[0]]), 0, "a purged id is skipped");
+    // A replay by filter skips purged ids instead of failing (not strict)...
+    let lenient = super::ReplayRequest {
+        ids: vec![ids[0], ids[2]],
+        limit: 10,
+        ..Default::default()
+    };
+    let done = h.call(|reply| Command::Replay {
+        request: lenient,
+        reply,
+    });
+    assert_eq!(done.map(|d| d.replayed), Ok(1));
+}
+
+#[test]
+fn a_paused_endpoint_holds_its_messages_through_a_put_until_resumed() {
+    let mut h = Harness::new();
+    h.endpoint("e", 4);
+    assert_eq!(
+        h.pause("nope", Some("x")).map(|_| ()),
+        Err(Refusal::UnknownEndpoint {
+            name: "nope".into()
+        })
+    );
+    let paused = h.pause("e", Some("receiver deploy")).expect("paused");
+    assert!(paused.paused && paused.paused_reason == "receiver deploy");
+    assert_eq!(paused.paused_ms, h.now());
+    let a = h.enqueue_to_endpoint("e", b"a");
+    assert!(h.sent().is_empty(), "a paused endpoint gets nothing");
+    assert_eq!(h.state(a), Some(State::Pending), "nothing is dropped");
+    // Editing the endpoint keeps the pause.
+    h.endpoint("e", 8);
+    assert!(h.sent().is_empty());
+    let stored = h.engine.store.endpoint("e").expect("read").expect("kept");
+    assert!(stored.paused, "durable, and kept by PutEndpoint");
+    let resumed = h.pause("e", None).expect("resumed");
+    assert!(!resumed.paused && resumed.paused_reason.is_empty());
+    let sent = h.sent();
+    assert_eq!(sent.iter().map(|d| d.id).collect::<Vec<_>>(), [a]);
+}

@@ -146,6 +146,28 @@ pub struct PutOutcome {
     pub created: bool,
 }
 
+/// Which dead letters to replay, and how fast.
+#[derive(Debug, Clone, Default)]
+pub struct ReplayRequest {
+    pub ids: Vec<MessageId>,
+    /// Every dead letter of this destination (up to `limit`), besides `ids`.
+    pub destination: Option<Destination>,
+    pub limit: usize,
+    /// Each id must be a dead letter (all or nothing); otherwise ids no longer dead (replayed
+    /// or purged meanwhile) are skipped.
+    pub strict: bool,
+    /// The replayed messages become due at most this many per second (0: all at once).
+    pub per_s: f64,
+}
+
+/// What a replay did.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ReplayOutcome {
+    pub replayed: u32,
+    /// When the last one is due.
+    pub last_due_ms: u64,
+}
+
 /// Settings the engine needs.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -195,10 +217,19 @@ pub(crate) enum Command {
         reply: Reply<NackOutcome>,
     },
     Replay {
+        request: ReplayRequest,
+        reply: Reply<ReplayOutcome>,
+    },
+    /// Deletes these dead letters (ids no longer dead are skipped); how many.
+    Purge {
         ids: Vec<MessageId>,
-        destination: Option<Destination>,
-        limit: usize,
         reply: Reply<u32>,
+    },
+    /// Pauses (`Some(reason)`) or resumes (`None`) an endpoint.
+    Pause {
+        name: String,
+        pause: Option<String>,
+        reply: Reply<EndpointRecord>,
     },
     PutEndpoint {
         endpoint: EndpointRecord,
@@ -725,7 +756,10 @@ fn answer_failed(command: Command, err: Refusal) {
         Command::Receive { reply, .. } => {
             let _ = reply.send(Err(err));
         }
-        Command::Ack { reply, .. } | Command::Replay { reply, .. } => {
+        Command::Ack { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::Replay { reply, .. } => {
             let _ = reply.send(Err(err));
         }
         Command::Nack { reply, .. } => {
@@ -735,6 +769,12 @@ fn answer_failed(command: Command, err: Refusal) {
             let _ = reply.send(Err(err));
         }
         Command::DeleteEndpoint { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::Purge { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::Pause { reply, .. } => {
             let _ = reply.send(Err(err));
         }
         Command::Stats { reply, .. } => {

@@ -125,7 +125,12 @@ impl Engine {
                     rate_limit_per_s: e.rate_limit_per_s,
                     rate_limit_burst: e.rate_limit_burst,
                 },
-                disabled: e.disabled.then(|| e.disabled_reason.clone()),
+                // An operator's pause holds the endpoint like a 410 does (messages wait).
+                disabled: if e.paused {
+                    Some(format!("paused: {}", e.paused_reason))
+                } else {
+                    e.disabled.then(|| e.disabled_reason.clone())
+                },
             });
         }
         Destination::is_url_key(key).then(|| Settings {

@@ -674,6 +674,66 @@ impl Store {
     }
 }
 
+/// One dead letter as the dead-letter tools see it (no payload).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeadSummary {
+    pub id: MessageId,
+    /// Its destination's key (`endpoint:NAME`, `queue:NAME`, `url:ORIGIN`).
+    pub destination: String,
+    /// When it was dead-lettered.
+    pub dead_ms: u64,
+    pub attempts: u32,
+    /// The last attempt's HTTP status (0: none, or no response).
+    pub last_status: u32,
+    pub last_error: String,
+}
+
+impl Store {
+    /// Every dead letter of `destination` (or of all), in key order, at most `max`; and
+    /// whether more exist. Reads the dead-letter index and attempts, never payloads.
+    pub fn dead_summaries(
+        &self,
+        destination: Option<&Destination>,
+        max: usize,
+    ) -> Result<(Vec<DeadSummary>, bool), StoreError> {
+        let txn = self.read()?;
+        let dead = txn.open_table(DEAD)?;
+        let history = txn.open_table(HISTORY)?;
+        let prefix = destination
+            .map(|d| dead_prefix(&d.key()))
+            .unwrap_or_default();
+        let mut out = Vec::new();
+        for row in dead.range(prefix.as_slice()..)? {
+            let (key, entry) = row?;
+            let key = key.value();
+            if !key.starts_with(&prefix) {
+                break;
+            }
+            if out.len() == max {
+                return Ok((out, true));
+            }
+            let id = dead_key_id(key)?;
+            let entry = ScheduleEntry::decode(entry.value())?;
+            let h = history_of(&history, id)?;
+            let last_status = h
+                .attempts
+                .iter()
+                .rev()
+                .find(|a| a.number > 0)
+                .map_or(0, |a| a.http_status);
+            out.push(DeadSummary {
+                id,
+                destination: dead_key_destination(key)?,
+                dead_ms: entry.since_ms,
+                attempts: entry.attempts,
+                last_status,
+                last_error: h.last_error,
+            });
+        }
+        Ok((out, false))
+    }
+}
+
 /// Creates a new, empty store file at `path` so that a crash at any moment leaves either
 /// no file or a complete one: redb writes a new file's header in several steps, and a
 /// half-created file would not open ("not a redb database"), so hookd would not start.

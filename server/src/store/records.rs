@@ -179,6 +179,13 @@ pub struct EndpointRecord {
     pub disabled_reason: String,
     #[prost(uint64, tag = "17")]
     pub disabled_ms: u64,
+    /// An operator's pause (PauseEndpoint), until ResumeEndpoint.
+    #[prost(bool, tag = "18")]
+    pub paused: bool,
+    #[prost(string, tag = "19")]
+    pub paused_reason: String,
+    #[prost(uint64, tag = "20")]
+    pub paused_ms: u64,
 }
 
 /// The mutable state of a message: a row of the schedule table while it is live (what the
