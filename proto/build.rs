@@ -15,6 +15,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(out_dir.join("hookd_descriptor.bin"), fds.encode_to_vec())?;
     tonic_prost_build::configure()
+        // Messages serialize to JSON (the CLI's --json); field names as in the .proto.
+        .type_attribute(".hookd.v1", "#[derive(serde::Serialize)]")
         .build_client(true)
         .build_server(true)
         .compile_fds(fds)?;

@@ -1,6 +1,9 @@
 //! The `hookd` command line: `hookd serve [--config FILE] [--data-dir DIR] [--grpc-addr
-//! HOST:PORT] [--http-addr HOST:PORT] [--log-level LEVEL] [--allow-destination CIDR]...`. Flags override the file; the file
-//! overrides the defaults.
+//! HOST:PORT] [--http-addr HOST:PORT] [--log-level LEVEL] [--log-format text|json]
+//! [--allow-destination CIDR]...` runs the server (flags override the file; the file
+//! overrides the defaults; every flag also reads a `HOOKD_*` variable). The other
+//! subcommands (`stats`, `enqueue`, `endpoints`, `dlq`, `message`) are a client of a
+//! running hookd: see `ctl.rs`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -20,12 +23,16 @@ use crate::config::Config;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    connection: crate::ctl::Connection,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the server.
     Serve(ServeArgs),
+    #[command(flatten)]
+    Ctl(crate::ctl::Ctl),
 }
 
 #[derive(Debug, clap::Args)]
@@ -84,6 +91,7 @@ where
     };
     match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Ctl(cmd) => crate::ctl::run(cli.connection, cmd),
     }
 }
 

@@ -30,6 +30,7 @@ pub mod breaker;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod ctl;
 pub mod deadletters;
 pub mod delivery;
 pub mod destination;

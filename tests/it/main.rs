@@ -9,6 +9,7 @@
 mod bad_input;
 mod cli;
 mod crash;
+mod ctl;
 mod deadletters;
 mod format;
 mod harness;

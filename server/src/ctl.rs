@@ -1,0 +1,944 @@
+//! `hookd`'s client subcommands: a running hookd driven over gRPC from the shell.
+//!
+//! Human tables by default, `--json` (the response messages as JSON, field names as in the
+//! `.proto`) for scripts. The server and credentials come from `--server` / `HOOKD_SERVER`
+//! and `--token` / `HOOKD_TOKEN`.
+//!
+//! Exit codes: 0 done; 1 any other failure; 2 bad usage or an argument hookd refused
+//! (INVALID_ARGUMENT, FAILED_PRECONDITION); 3 hookd unreachable or unavailable; 4 not
+//! found; 5 not authenticated or not allowed; 6 hookd is at capacity (retry later).
+
+use std::io::Read;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Subcommand;
+use hookd_proto::v1::{self as pb, hookd_client::HookdClient};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+
+/// Where hookd is and how to talk to it.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Connection {
+    /// hookd's gRPC address.
+    #[arg(
+        long,
+        global = true,
+        env = "HOOKD_SERVER",
+        default_value = "http://127.0.0.1:7700"
+    )]
+    pub server: String,
+    /// Bearer token sent as `authorization` (a hookd with authentication needs one).
+    #[arg(long, global = true, env = "HOOKD_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Print JSON (one document per answer) instead of tables.
+    #[arg(long, global = true, env = "HOOKD_JSON")]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Ctl {
+    /// Totals, storage figures and every destination.
+    Stats {
+        /// Print again every --interval seconds until interrupted.
+        #[arg(long)]
+        watch: bool,
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=3600))]
+        interval: u64,
+    },
+    /// Store one event. The payload comes from --data, --file, or standard input.
+    Enqueue(EnqueueArgs),
+    /// Manage endpoints.
+    #[command(subcommand)]
+    Endpoints(EndpointsCmd),
+    /// Dead letters: list, analyze, replay, purge.
+    #[command(subcommand)]
+    Dlq(DlqCmd),
+    /// One message: state, attempts, statuses, errors.
+    Message {
+        /// The message id.
+        id: String,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct EnqueueArgs {
+    /// Where it goes: `queue:NAME`, `endpoint:NAME`, or an http(s) URL.
+    destination: String,
+    /// The payload as text.
+    #[arg(long, conflicts_with = "file")]
+    data: Option<String>,
+    /// Read the payload from this file (`-`: standard input).
+    #[arg(long)]
+    file: Option<std::path::PathBuf>,
+    #[arg(long)]
+    idempotency_key: Option<String>,
+    #[arg(long)]
+    event_type: Option<String>,
+    /// An HTTP header for push delivery, `NAME=VALUE`; repeatable.
+    #[arg(long = "header", short = 'H', value_parser = parse_header)]
+    headers: Vec<(String, String)>,
+    /// Deliver no earlier than this many milliseconds from now.
+    #[arg(long)]
+    delay_ms: Option<u64>,
+    #[arg(long)]
+    max_attempts: Option<u32>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EndpointsCmd {
+    List,
+    Get {
+        name: String,
+    },
+    /// Create or replace an endpoint (re-enables one hookd disabled; a pause stays).
+    Put {
+        name: String,
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        description: Option<String>,
+        /// Standard Webhooks signing secret (`whsec_...`); repeatable while rotating.
+        #[arg(long = "secret")]
+        secrets: Vec<String>,
+        #[arg(long)]
+        max_attempts: Option<u32>,
+        #[arg(long)]
+        timeout_ms: Option<u64>,
+        #[arg(long)]
+        max_in_flight: Option<u32>,
+        #[arg(long)]
+        rate_limit_per_s: Option<f64>,
+    },
+    Delete {
+        name: String,
+    },
+    /// Hold deliveries to an endpoint (messages wait; nothing is dropped).
+    Pause {
+        name: String,
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    Resume {
+        name: String,
+    },
+}
+
+/// Which dead letters (every part given must hold).
+#[derive(Debug, Clone, clap::Args)]
+pub struct FilterArgs {
+    /// `queue:NAME`, `endpoint:NAME` or an http(s) URL.
+    #[arg(long)]
+    destination: Option<String>,
+    /// Dead-lettered within this long before now, e.g. `90m`, `6h`, `2d`.
+    #[arg(long, value_parser = parse_age)]
+    since: Option<u64>,
+    /// The last attempt's HTTP status.
+    #[arg(long)]
+    status: Option<u32>,
+    /// The last error contains this text (case-insensitive).
+    #[arg(long)]
+    error: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DlqCmd {
+    List {
+        #[arg(long)]
+        destination: Option<String>,
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+    },
+    /// Per destination: counts, commonest error and status, and the patterns found.
+    Analyze {
+        #[arg(long)]
+        destination: Option<String>,
+        /// How far back, e.g. `24h`, `7d` (default 7d).
+        #[arg(long, value_parser = parse_age)]
+        window: Option<u64>,
+    },
+    /// Put dead letters back in their queue, paced.
+    Replay {
+        /// These ids (instead of a filter).
+        #[arg(long = "id")]
+        ids: Vec<String>,
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// Required to replay with an empty filter (every dead letter).
+        #[arg(long)]
+        all: bool,
+        /// Only count what would be replayed.
+        #[arg(long)]
+        dry_run: bool,
+        /// At most this many become due per second (default: the server's setting).
+        #[arg(long)]
+        rate: Option<f64>,
+        #[arg(long, default_value_t = 10_000)]
+        limit: u32,
+    },
+    /// Delete dead letters.
+    Purge {
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// Required to purge with an empty filter (every dead letter).
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long, default_value_t = 10_000)]
+        limit: u32,
+    },
+}
+
+fn parse_header(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .filter(|(k, _)| !k.is_empty())
+        .ok_or_else(|| format!("{s:?} is not NAME=VALUE"))
+}
+
+/// `30s`, `90m`, `6h`, `2d` (or plain seconds) as milliseconds.
+fn parse_age(s: &str) -> Result<u64, String> {
+    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 90m, 6h or 2d"))?;
+    let ms = match unit {
+        "" | "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(format!("{s:?}: the unit is one of s, m, h, d")),
+    };
+    n.checked_mul(ms)
+        .ok_or_else(|| format!("{s:?} is too long"))
+}
+
+/// Parses `queue:NAME`, `endpoint:NAME`, `url:URL` or a bare http(s) URL.
+fn destination(s: &str) -> Result<pb::Destination, Failure> {
+    use pb::destination::Kind;
+    let kind = if let Some(n) = s.strip_prefix("queue:") {
+        Kind::Queue(n.to_owned())
+    } else if let Some(n) = s.strip_prefix("endpoint:") {
+        Kind::Endpoint(n.to_owned())
+    } else if let Some(u) = s.strip_prefix("url:") {
+        Kind::Url(u.to_owned())
+    } else if s.starts_with("http://") || s.starts_with("https://") {
+        Kind::Url(s.to_owned())
+    } else {
+        return Err(Failure::usage(format!(
+            "destination {s:?}: write queue:NAME, endpoint:NAME or an http(s) URL"
+        )));
+    };
+    Ok(pb::Destination { kind: Some(kind) })
+}
+
+fn destination_text(d: &Option<pb::Destination>) -> String {
+    use pb::destination::Kind;
+    match d.as_ref().and_then(|d| d.kind.as_ref()) {
+        Some(Kind::Queue(n)) => format!("queue:{n}"),
+        Some(Kind::Endpoint(n)) => format!("endpoint:{n}"),
+        Some(Kind::Url(u)) => u.clone(),
+        None => String::new(),
+    }
+}
+
+/// A failed command: what to print and the exit code.
+#[derive(Debug)]
+pub struct Failure {
+    message: String,
+    code: u8,
+}
+
+impl Failure {
+    fn usage(message: String) -> Self {
+        Self { message, code: 2 }
+    }
+
+    fn status(server: &str, s: &tonic::Status) -> Self {
+        use tonic::Code;
+        let (code, hint) = match s.code() {
+            Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange => (2, ""),
+            Code::Unavailable => (3, ""),
+            Code::NotFound => (4, ""),
+            Code::Unauthenticated => (5, " (give a token with --token or HOOKD_TOKEN)"),
+            Code::PermissionDenied => (5, " (the token lacks the scope this needs)"),
+            Code::ResourceExhausted => (6, " (hookd is at capacity; retry later)"),
+            _ => (1, ""),
+        };
+        let what = match s.code() {
+            Code::Unavailable => format!("hookd at {server} is unavailable: {}", s.message()),
+            _ => format!("{:?}: {}", s.code(), s.message()),
+        };
+        Self {
+            message: format!("{what}{hint}"),
+            code,
+        }
+    }
+}
+
+type Api = HookdClient<InterceptedService<Channel, Bearer>>;
+
+/// Adds `authorization: Bearer TOKEN` to every call when a token is set.
+#[derive(Debug, Clone)]
+struct Bearer(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut r: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(v) = &self.0 {
+            r.metadata_mut().insert("authorization", v.clone());
+        }
+        Ok(r)
+    }
+}
+
+/// Runs a client subcommand; prints its answer (stdout) or its failure (stderr).
+pub fn run(conn: Connection, cmd: Ctl) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("hookd: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(execute(&conn, cmd)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("hookd: {}", f.message);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+async fn connect(conn: &Connection) -> Result<Api, Failure> {
+    let token = match &conn.token {
+        Some(t) => Some(
+            format!("Bearer {t}")
+                .parse()
+                .map_err(|_| Failure::usage("--token: not a valid header value".into()))?,
+        ),
+        None => None,
+    };
+    let endpoint = hookd_client::endpoint(conn.server.clone())
+        .map_err(|e| Failure::usage(format!("--server {}: {e}", conn.server)))?;
+    let channel = endpoint.connect().await.map_err(|e| Failure {
+        message: format!(
+            "cannot reach hookd at {}: {e} (is it running? set --server or HOOKD_SERVER)",
+            conn.server
+        ),
+        code: 3,
+    })?;
+    Ok(HookdClient::with_interceptor(channel, Bearer(token))
+        .max_decoding_message_size(64 << 20)
+        .max_encoding_message_size(64 << 20))
+}
+
+/// Prints `value` as JSON, or runs `human` to print it for people.
+fn show<T: serde::Serialize>(json: bool, value: &T, human: impl FnOnce(&T)) -> Result<(), Failure> {
+    if json {
+        let text = serde_json::to_string_pretty(value).map_err(|e| Failure {
+            message: format!("cannot print JSON: {e}"),
+            code: 1,
+        })?;
+        println!("{text}");
+    } else {
+        human(value);
+    }
+    Ok(())
+}
+
+async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
+    let mut api = connect(conn).await?;
+    let server = conn.server.as_str();
+    let fail = |s: tonic::Status| Failure::status(server, &s);
+    let json = conn.json;
+    match cmd {
+        Ctl::Stats { watch, interval } => loop {
+            let stats = all_stats(&mut api).await.map_err(fail)?;
+            if watch && !json {
+                // Clear the screen and go home, as `watch` does.
+                print!("\x1b[2J\x1b[H");
+            }
+            show(json, &stats, print_stats)?;
+            if !watch {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_secs(interval)).await;
+        },
+        Ctl::Enqueue(args) => {
+            let payload = match (&args.data, &args.file) {
+                (Some(d), _) => d.clone().into_bytes(),
+                (None, Some(p)) if p.as_os_str() != "-" => std::fs::read(p)
+                    .map_err(|e| Failure::usage(format!("--file {}: {e}", p.display())))?,
+                _ => {
+                    let mut buf = Vec::new();
+                    std::io::stdin()
+                        .read_to_end(&mut buf)
+                        .map_err(|e| Failure::usage(format!("standard input: {e}")))?;
+                    buf
+                }
+            };
+            let dest = destination(&args.destination)?;
+            let mut request = pb::EnqueueRequest {
+                payload,
+                idempotency_key: args.idempotency_key.unwrap_or_default(),
+                event_type: args.event_type.unwrap_or_default(),
+                headers: args.headers.into_iter().collect(),
+                delay_ms: args.delay_ms.unwrap_or(0),
+                max_attempts: args.max_attempts.unwrap_or(0),
+                ..Default::default()
+            };
+            use pb::destination::Kind;
+            use pb::enqueue_request::Destination as D;
+            request.destination = dest.kind.map(|k| match k {
+                Kind::Queue(n) => D::Queue(n),
+                Kind::Endpoint(n) => D::Endpoint(n),
+                Kind::Url(u) => D::Url(u),
+            });
+            let r = api.enqueue(request).await.map_err(fail)?.into_inner();
+            show(json, &r, |r| {
+                if r.duplicate {
+                    println!("{} (duplicate: the idempotency key was used before)", r.id);
+                } else {
+                    println!("{}", r.id);
+                }
+            })
+        }
+        Ctl::Endpoints(cmd) => endpoints(&mut api, json, cmd).await.map_err(fail),
+        Ctl::Dlq(cmd) => dlq(&mut api, json, cmd, server).await,
+        Ctl::Message { id } => {
+            let m = api
+                .get_message(pb::GetMessageRequest { id })
+                .await
+                .map_err(fail)?
+                .into_inner();
+            show(json, &m, print_message)
+        }
+    }
+}
+
+async fn all_stats(api: &mut Api) -> Result<pb::StatsResponse, tonic::Status> {
+    let mut request = pb::StatsRequest {
+        page_size: 10_000,
+        page_token: String::new(),
+    };
+    let mut all = api.stats(request.clone()).await?.into_inner();
+    while !all.next_page_token.is_empty() {
+        request.page_token = std::mem::take(&mut all.next_page_token);
+        let page = api.stats(request.clone()).await?.into_inner();
+        all.destinations.extend(page.destinations);
+        all.next_page_token = page.next_page_token;
+    }
+    Ok(all)
+}
+
+async fn endpoints(api: &mut Api, json: bool, cmd: EndpointsCmd) -> Result<(), tonic::Status> {
+    let print = |e: &pb::Endpoint| print_endpoints(std::slice::from_ref(e));
+    let shown = |r: Result<(), Failure>| r.map_err(|f| tonic::Status::internal(f.message));
+    match cmd {
+        EndpointsCmd::List => {
+            let r = api
+                .list_endpoints(pb::ListEndpointsRequest {})
+                .await?
+                .into_inner();
+            shown(show(json, &r, |r| print_endpoints(&r.endpoints)))
+        }
+        EndpointsCmd::Get { name } => {
+            let r = api
+                .get_endpoint(pb::GetEndpointRequest { name })
+                .await?
+                .into_inner();
+            shown(show(json, &r, |r| {
+                if let Some(e) = &r.endpoint {
+                    print(e);
+                }
+            }))
+        }
+        EndpointsCmd::Put {
+            name,
+            url,
+            description,
+            secrets,
+            max_attempts,
+            timeout_ms,
+            max_in_flight,
+            rate_limit_per_s,
+        } => {
+            let endpoint = pb::Endpoint {
+                name,
+                url,
+                description: description.unwrap_or_default(),
+                secrets,
+                max_attempts: max_attempts.unwrap_or(0),
+                timeout_ms: timeout_ms.unwrap_or(0),
+                max_in_flight: max_in_flight.unwrap_or(0),
+                rate_limit_per_s: rate_limit_per_s.unwrap_or(0.0),
+                ..Default::default()
+            };
+            let r = api
+                .put_endpoint(pb::PutEndpointRequest {
+                    endpoint: Some(endpoint),
+                })
+                .await?
+                .into_inner();
+            shown(show(json, &r, |r| {
+                println!("{}", if r.created { "created" } else { "updated" });
+                if let Some(e) = &r.endpoint {
+                    print(e);
+                }
+            }))
+        }
+        EndpointsCmd::Delete { name } => {
+            let r = api
+                .delete_endpoint(pb::DeleteEndpointRequest { name: name.clone() })
+                .await?
+                .into_inner();
+            shown(show(json, &r, |_| println!("deleted {name}")))
+        }
+        EndpointsCmd::Pause { name, reason } => {
+            let r = api
+                .pause_endpoint(pb::PauseEndpointRequest { name, reason })
+                .await?
+                .into_inner();
+            shown(show(json, &r, |r| {
+                if let Some(e) = &r.endpoint {
+                    print(e);
+                }
+            }))
+        }
+        EndpointsCmd::Resume { name } => {
+            let r = api
+                .resume_endpoint(pb::ResumeEndpointRequest { name })
+                .await?
+                .into_inner();
+            shown(show(json, &r, |r| {
+                if let Some(e) = &r.endpoint {
+                    print(e);
+                }
+            }))
+        }
+    }
+}
+
+fn filter(f: FilterArgs, now_ms: u64) -> Result<pb::DeadLetterFilter, Failure> {
+    Ok(pb::DeadLetterFilter {
+        destination: f.destination.as_deref().map(destination).transpose()?,
+        dead_after_unix_ms: f.since.map_or(0, |age| now_ms.saturating_sub(age)),
+        dead_before_unix_ms: 0,
+        http_status: f.status.unwrap_or(0),
+        error_contains: f.error.unwrap_or_default(),
+    })
+}
+
+fn now_ms() -> u64 {
+    use crate::clock::Clock;
+    crate::clock::SystemClock.now_ms()
+}
+
+async fn dlq(api: &mut Api, json: bool, cmd: DlqCmd, server: &str) -> Result<(), Failure> {
+    let fail = |s: tonic::Status| Failure::status(server, &s);
+    match cmd {
+        DlqCmd::List {
+            destination: d,
+            limit,
+        } => {
+            let destination = d.as_deref().map(destination).transpose()?;
+            let r = api
+                .list_dead_letters(pb::ListDeadLettersRequest {
+                    destination,
+                    page_size: limit,
+                    page_token: String::new(),
+                })
+                .await
+                .map_err(fail)?
+                .into_inner();
+            show(json, &r, |r| {
+                let rows = r
+                    .dead_letters
+                    .iter()
+                    .map(|d| {
+                        vec![
+                            d.id.clone(),
+                            destination_text(&d.destination),
+                            d.attempts.to_string(),
+                            when(d.dead_lettered_unix_ms),
+                            excerpt(&d.last_error, 60),
+                        ]
+                    })
+                    .collect();
+                table(
+                    &["ID", "DESTINATION", "ATTEMPTS", "DEAD SINCE", "LAST ERROR"],
+                    rows,
+                );
+                if !r.next_page_token.is_empty() {
+                    println!("(more: raise --limit or filter by --destination)");
+                }
+            })
+        }
+        DlqCmd::Analyze {
+            destination: d,
+            window,
+        } => {
+            let destination = d.as_deref().map(destination).transpose()?;
+            let r = api
+                .analyze_dead_letters(pb::AnalyzeDeadLettersRequest {
+                    destination,
+                    window_secs: window.map_or(0, |ms| ms / 1_000),
+                })
+                .await
+                .map_err(fail)?
+                .into_inner();
+            show(json, &r, print_analysis)
+        }
+        DlqCmd::Replay {
+            ids,
+            filter: f,
+            all,
+            dry_run,
+            rate,
+            limit,
+        } => {
+            let empty = f.destination.is_none()
+                && f.since.is_none()
+                && f.status.is_none()
+                && f.error.is_none();
+            if ids.is_empty() && empty && !all {
+                return Err(Failure::usage(
+                    "give --id, a filter (--destination, --since, --status, --error), or --all to replay every dead letter".into(),
+                ));
+            }
+            let request = pb::ReplayDeadLettersRequest {
+                filter: ids.is_empty().then(|| filter(f, now_ms())).transpose()?,
+                ids,
+                limit,
+                dry_run,
+                max_per_s: rate.unwrap_or(0.0),
+                ..Default::default()
+            };
+            let r = api
+                .replay_dead_letters(request)
+                .await
+                .map_err(fail)?
+                .into_inner();
+            show(json, &r, |r| {
+                if dry_run {
+                    println!("{} dead letters would be replayed (dry run)", r.matched);
+                } else {
+                    println!(
+                        "replayed {} of {} matched; the last is due {}",
+                        r.replayed,
+                        r.matched,
+                        when(r.last_due_unix_ms)
+                    );
+                }
+            })
+        }
+        DlqCmd::Purge {
+            filter: f,
+            all,
+            dry_run,
+            limit,
+        } => {
+            let r = api
+                .purge_dead_letters(pb::PurgeDeadLettersRequest {
+                    filter: Some(filter(f, now_ms())?),
+                    all,
+                    dry_run,
+                    limit,
+                })
+                .await
+                .map_err(fail)?
+                .into_inner();
+            show(json, &r, |r| {
+                if dry_run {
+                    println!("{} dead letters would be purged (dry run)", r.matched);
+                } else {
+                    println!("purged {} of {} matched", r.purged, r.matched);
+                }
+            })
+        }
+    }
+}
+
+/// Prints rows under headers, each column as wide as its widest cell.
+fn table(headers: &[&str], rows: Vec<Vec<String>>) {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let text: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        println!("{}", text.join("  ").trim_end());
+    };
+    line(headers.iter().map(|h| (*h).to_owned()).collect());
+    for row in rows {
+        line(row);
+    }
+}
+
+/// A Unix time in ms as UTC `YYYY-MM-DD HH:MM:SS` (0: "-").
+fn when(ms: u64) -> String {
+    if ms == 0 {
+        return "-".into();
+    }
+    let secs = ms / 1_000;
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar
+/// (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+fn age(ms: u64) -> String {
+    match ms {
+        0 => "-".into(),
+        ms if ms < 60_000 => format!("{:.1}s", ms as f64 / 1e3),
+        ms if ms < 3_600_000 => format!("{}m", ms / 60_000),
+        ms if ms < 86_400_000 => format!("{:.1}h", ms as f64 / 3.6e6),
+        ms => format!("{:.1}d", ms as f64 / 8.64e7),
+    }
+}
+
+fn excerpt(s: &str, max: usize) -> String {
+    let first = s.lines().next().unwrap_or("");
+    if first.chars().count() <= max {
+        first.to_owned()
+    } else {
+        let cut: String = first.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    }
+}
+
+fn breaker_text(p: &pb::PushStats) -> String {
+    if p.disabled {
+        return "disabled".into();
+    }
+    match pb::BreakerState::try_from(p.breaker) {
+        Ok(pb::BreakerState::Open) => "open".into(),
+        Ok(pb::BreakerState::HalfOpen) => "half-open".into(),
+        _ => "closed".into(),
+    }
+}
+
+fn print_stats(s: &pb::StatsResponse) {
+    if let Some(st) = &s.storage {
+        let p99 = st
+            .commit_latency_last_hour
+            .as_ref()
+            .map_or(0.0, |l| l.p99_ms);
+        println!(
+            "hookd up {} · {} live messages · {} destinations · log {:.1} MiB, checkpoint {} ago · {:.0} syncs/s, {:.1} requests each, p99 {p99:.2} ms",
+            age(s.uptime_ms),
+            st.live_messages,
+            st.destinations,
+            st.log_bytes as f64 / 1_048_576.0,
+            age(st.checkpoint_age_ms),
+            st.commits_per_s,
+            st.requests_per_commit,
+        );
+    }
+    let row = |d: &pb::DestinationStats| {
+        let p95 = d.latency_last_hour.as_ref().map_or(0.0, |l| l.p95_ms);
+        vec![
+            d.destination.clone(),
+            d.pending.to_string(),
+            d.awaiting_retry.to_string(),
+            d.in_flight.to_string(),
+            d.dead_letter.to_string(),
+            age(d.oldest_pending_age_ms),
+            d.delivered_last_hour.to_string(),
+            d.failed_last_hour.to_string(),
+            format!("{p95:.0}"),
+            d.push.as_ref().map(breaker_text).unwrap_or_default(),
+        ]
+    };
+    let mut rows: Vec<Vec<String>> = s.total.iter().map(row).collect();
+    rows.extend(s.destinations.iter().map(row));
+    table(
+        &[
+            "DESTINATION",
+            "PENDING",
+            "RETRY",
+            "IN FLIGHT",
+            "DEAD",
+            "OLDEST",
+            "DONE/1H",
+            "FAILED/1H",
+            "P95 MS",
+            "BREAKER",
+        ],
+        rows,
+    );
+}
+
+fn print_endpoints(endpoints: &[pb::Endpoint]) {
+    let rows = endpoints
+        .iter()
+        .map(|e| {
+            let state = if e.paused {
+                format!("paused: {}", e.paused_reason)
+            } else if e.disabled {
+                format!("disabled: {}", e.disabled_reason)
+            } else {
+                "active".into()
+            };
+            vec![
+                e.name.clone(),
+                e.url.clone(),
+                state,
+                e.secrets.len().to_string(),
+                if e.max_attempts == 0 {
+                    "default".into()
+                } else {
+                    e.max_attempts.to_string()
+                },
+            ]
+        })
+        .collect();
+    table(&["NAME", "URL", "STATE", "SECRETS", "MAX ATTEMPTS"], rows);
+}
+
+fn print_message(m: &pb::GetMessageResponse) {
+    let state = pb::MessageState::try_from(m.state)
+        .map(|s| {
+            s.as_str_name()
+                .trim_start_matches("MESSAGE_STATE_")
+                .to_lowercase()
+        })
+        .unwrap_or_else(|_| m.state.to_string());
+    println!("id           {}", m.id);
+    println!("destination  {}", destination_text(&m.destination));
+    println!("state        {state}");
+    println!("attempts     {} of {}", m.attempts, m.max_attempts);
+    println!("enqueued     {}", when(m.enqueued_unix_ms));
+    if m.next_attempt_unix_ms > 0 {
+        println!("next attempt {}", when(m.next_attempt_unix_ms));
+    }
+    if !m.event_type.is_empty() {
+        println!("event type   {}", m.event_type);
+    }
+    println!("payload      {} bytes", m.payload_size);
+    if !m.last_error.is_empty() {
+        println!("last error   {}", excerpt(&m.last_error, 120));
+    }
+    let rows = m
+        .history
+        .iter()
+        .map(|a| {
+            vec![
+                a.number.to_string(),
+                when(a.started_unix_ms),
+                a.outcome.clone(),
+                if a.http_status == 0 {
+                    "-".into()
+                } else {
+                    a.http_status.to_string()
+                },
+                format!("{:.1}", a.latency_us as f64 / 1e3),
+                excerpt(&a.error, 60),
+            ]
+        })
+        .collect();
+    println!();
+    table(&["#", "STARTED", "OUTCOME", "STATUS", "MS", "ERROR"], rows);
+}
+
+fn print_analysis(r: &pb::AnalyzeDeadLettersResponse) {
+    println!(
+        "dead letters from {} to {}: {} looked at{}",
+        when(r.window_start_unix_ms),
+        when(r.window_end_unix_ms),
+        r.scanned,
+        if r.truncated { " (more exist)" } else { "" }
+    );
+    if r.destinations.is_empty() {
+        println!("none in this window");
+    }
+    for a in &r.destinations {
+        println!();
+        println!(
+            "{}: {} dead letters, first {}, last {}, {:.1} attempts on average, at most {} in one hour",
+            a.destination,
+            a.count,
+            when(a.first_unix_ms),
+            when(a.last_unix_ms),
+            a.average_attempts,
+            a.busiest_hour_count
+        );
+        println!(
+            "  commonest error: {} ({}x); commonest status: {} ({}x)",
+            excerpt(&a.most_common_error, 80),
+            a.most_common_error_count,
+            if a.most_common_status == 0 {
+                "none".into()
+            } else {
+                a.most_common_status.to_string()
+            },
+            a.most_common_status_count
+        );
+        for p in &a.patterns {
+            println!("  pattern {}: {}", p.kind, p.description);
+            println!("    what to do: {}", p.suggestion);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_and_durations_read_as_people_write_them() {
+        assert_eq!(when(0), "-");
+        assert_eq!(when(1_000), "1970-01-01 00:00:01");
+        assert_eq!(when(951_782_400_000), "2000-02-29 00:00:00");
+        assert_eq!(when(1_796_083_200_000), "2026-12-01 00:00:00");
+        assert_eq!(parse_age("90m"), Ok(5_400_000));
+        assert_eq!(parse_age("2d"), Ok(172_800_000));
+        assert_eq!(parse_age("15"), Ok(15_000));
+        assert!(parse_age("2w").is_err());
+        assert!(parse_age("h").is_err());
+    }
+
+    #[test]
+    fn destinations_parse_from_their_keys() {
+        use pb::destination::Kind;
+        let kind = |s: &str| destination(s).ok().and_then(|d| d.kind);
+        assert_eq!(kind("queue:q"), Some(Kind::Queue("q".into())));
+        assert_eq!(kind("endpoint:e"), Some(Kind::Endpoint("e".into())));
+        assert_eq!(
+            kind("https://x.example/h"),
+            Some(Kind::Url("https://x.example/h".into()))
+        );
+        assert!(destination("q").is_err());
+        assert_eq!(parse_header("x-a = 1"), Ok(("x-a".into(), "1".into())));
+        assert!(parse_header("nope").is_err());
+    }
+}

@@ -1,0 +1,245 @@
+//! The `hookd` binary's client subcommands against a real hookd: the operator's workflow
+//! from the shell (endpoints, enqueue, stats, message, dead letters), JSON for scripts,
+//! and exit codes a script can branch on.
+
+use std::process::{Command, Stdio};
+
+use crate::harness::{TestServer, eventually};
+use crate::sink::{Reply, Sink};
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `hookd ARGS` against `server` (its address from HOOKD_SERVER), `stdin` piped in.
+async fn hookd(server: &str, args: &[&str], stdin: Option<&[u8]>) -> Run {
+    let (server, args, stdin) = (
+        server.to_owned(),
+        args.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>(),
+        stdin.map(<[u8]>::to_vec),
+    );
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hookd-under-test"))
+            .args(&args)
+            .env("HOOKD_SERVER", server)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        if let Some(bytes) = stdin {
+            input.write_all(&bytes).unwrap();
+        }
+        drop(input);
+        let out = child.wait_with_output().unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    })
+    .await
+    .unwrap()
+}
+
+fn json(run: &Run) -> serde_json::Value {
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))
+}
+
+#[tokio::test]
+async fn an_operator_runs_the_dead_letter_workflow_from_the_shell() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let s = server.grpc.as_str();
+    let sink = Sink::start(Reply::Full(503, vec![], b"down".to_vec())).await;
+
+    let put = hookd(
+        s,
+        &[
+            "endpoints",
+            "put",
+            "orders",
+            "--url",
+            &sink.url("/o"),
+            "--max-attempts",
+            "1",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(put.code, 0, "{}", put.stderr);
+    assert!(put.stdout.starts_with("created"), "{}", put.stdout);
+    let list = hookd(s, &["endpoints", "list"], None).await;
+    assert!(
+        list.stdout.contains("orders") && list.stdout.contains("active"),
+        "{}",
+        list.stdout
+    );
+
+    // Payloads from an argument and from standard input.
+    let a = hookd(
+        s,
+        &["enqueue", "endpoint:orders", "--data", "{\"n\":1}"],
+        None,
+    )
+    .await;
+    assert_eq!(a.code, 0, "{}", a.stderr);
+    let a_id = a.stdout.trim().to_owned();
+    let b = json(
+        &hookd(
+            s,
+            &["--json", "enqueue", "endpoint:orders"],
+            Some(b"{\"n\":2}"),
+        )
+        .await,
+    );
+    let b_id = b["id"].as_str().unwrap().to_owned();
+    sink.wait_for(2).await;
+    let mut c = server.client().await;
+    eventually(
+        "two dead letters",
+        async || {
+            c.list_dead_letters(None, 10, "")
+                .await
+                .unwrap()
+                .dead_letters
+                .len()
+        },
+        |n| *n == 2,
+    )
+    .await;
+
+    let m = hookd(s, &["message", &a_id], None).await;
+    assert_eq!(m.code, 0, "{}", m.stderr);
+    assert!(m.stdout.contains("dead_letter"), "{}", m.stdout);
+    assert!(
+        m.stdout.contains("http_error") && m.stdout.contains("503"),
+        "{}",
+        m.stdout
+    );
+    let m = json(&hookd(s, &["message", &b_id, "--json"], None).await);
+    assert_eq!(m["payload_size"], 7);
+    assert_eq!(m["history"][0]["http_status"], 503);
+
+    let analysis = json(&hookd(s, &["--json", "dlq", "analyze"], None).await);
+    assert_eq!(
+        analysis["destinations"][0]["destination"],
+        "endpoint:orders"
+    );
+    assert_eq!(analysis["destinations"][0]["count"], 2);
+    let human = hookd(s, &["dlq", "analyze"], None).await;
+    assert!(
+        human.stdout.contains("commonest status: 503 (2x)"),
+        "{}",
+        human.stdout
+    );
+    let list = hookd(s, &["dlq", "list"], None).await;
+    assert!(
+        list.stdout.contains(&a_id) && list.stdout.contains("HTTP 503"),
+        "{}",
+        list.stdout
+    );
+
+    // Replay without a filter needs --all; a dry run counts; then the fixed endpoint gets them.
+    let refused = hookd(s, &["dlq", "replay"], None).await;
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    let dry = hookd(s, &["dlq", "replay", "--status", "503", "--dry-run"], None).await;
+    assert!(
+        dry.stdout.contains("2 dead letters would be replayed"),
+        "{}",
+        dry.stdout
+    );
+    sink.set_default(Reply::Status(204));
+    let done = json(
+        &hookd(
+            s,
+            &[
+                "--json",
+                "dlq",
+                "replay",
+                "--destination",
+                "endpoint:orders",
+                "--rate",
+                "1000",
+            ],
+            None,
+        )
+        .await,
+    );
+    assert_eq!(done["replayed"], 2);
+    // Paced at 1000/s on hookd's (manual) clock: the second is due 1 ms after the first.
+    sink.wait_for(3).await;
+    server.advance(1).await;
+    sink.wait_for(4).await;
+
+    // Pause and resume.
+    let paused = hookd(
+        s,
+        &["endpoints", "pause", "orders", "--reason", "deploy"],
+        None,
+    )
+    .await;
+    assert!(
+        paused.stdout.contains("paused: deploy"),
+        "{}",
+        paused.stdout
+    );
+    let resumed = json(&hookd(s, &["--json", "endpoints", "resume", "orders"], None).await);
+    assert_eq!(resumed["endpoint"]["paused"], false);
+
+    let stats = json(&hookd(s, &["stats", "--json"], None).await);
+    assert!(stats["storage"]["live_messages"].is_u64(), "{stats}");
+    let table = hookd(s, &["stats"], None).await;
+    assert!(table.stdout.contains("endpoint:orders"), "{}", table.stdout);
+
+    let purge = hookd(s, &["dlq", "purge", "--all", "--dry-run"], None).await;
+    assert!(
+        purge.stdout.contains("0 dead letters would be purged"),
+        "{}",
+        purge.stdout
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn exit_codes_tell_a_script_what_went_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let addr = server.grpc.clone();
+    let s = addr.as_str();
+    let missing = hookd(s, &["endpoints", "get", "nope"], None).await;
+    assert_eq!(missing.code, 4, "{}", missing.stderr);
+    assert!(
+        missing.stderr.contains("no endpoint named"),
+        "{}",
+        missing.stderr
+    );
+    let bad = hookd(s, &["enqueue", "nowhere", "--data", "x"], None).await;
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(bad.stderr.contains("queue:NAME"), "{}", bad.stderr);
+    let refused = hookd(s, &["enqueue", "queue:", "--data", "x"], None).await;
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("InvalidArgument"),
+        "{}",
+        refused.stderr
+    );
+    let id = uuid::Uuid::now_v7().to_string();
+    let unknown = hookd(s, &["message", &id], None).await;
+    assert_eq!(unknown.code, 4, "{}", unknown.stderr);
+    server.stop().await;
+
+    // Nothing listens there any more.
+    let gone = hookd(s, &["stats"], None).await;
+    assert_eq!(gone.code, 3, "{}", gone.stderr);
+    assert!(
+        gone.stderr.contains("cannot reach hookd at"),
+        "{}",
+        gone.stderr
+    );
+}
