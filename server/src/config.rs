@@ -65,12 +65,16 @@ pub struct DeadLetterConfig {
     /// A replay that names no pace makes its messages due at most this many per second,
     /// so a recovered endpoint is not flooded by its backlog.
     pub replay_rate_per_s: f64,
+    /// Dead letters are deleted this long after they were dead-lettered (0: kept until
+    /// replayed or purged).
+    pub retention_secs: u64,
 }
 
 impl Default for DeadLetterConfig {
     fn default() -> Self {
         Self {
             replay_rate_per_s: 100.0,
+            retention_secs: 14 * 24 * 3600,
         }
     }
 }

@@ -1032,3 +1032,26 @@ fn a_paused_endpoint_holds_its_messages_through_a_put_until_resumed() {
     let sent = h.sent();
     assert_eq!(sent.iter().map(|d| d.id).collect::<Vec<_>>(), [a]);
 }
+
+#[test]
+fn dead_letters_are_deleted_after_their_retention() {
+    let mut h = Harness::new();
+    let old = dead_letters(&mut h, 2);
+    h.advance(24 * 3_600_000);
+    let mut m = h.message(Destination::Queue("q".into()), b"young");
+    m.max_attempts = 1;
+    let young = h.enqueue_message(m).expect("enqueued").id;
+    let lease = h.receive("q", 1, 30_000)[0].lease;
+    h.nack(lease, 0).expect("nacked");
+    assert_eq!(h.dest("queue:q").dead_letter, 3);
+    // 14 days after the first two died (the harness's retention), then a sweep.
+    h.advance(13 * 24 * 3_600_000 - 1);
+    assert_eq!(h.dest("queue:q").dead_letter, 3, "not a moment early");
+    h.advance(1_000);
+    assert!(
+        old.iter().all(|id| h.stored(*id).is_none()),
+        "payload and attempts gone"
+    );
+    assert_eq!(h.state(young), Some(State::Dead));
+    assert_eq!(h.dest("queue:q").dead_letter, 1);
+}

@@ -177,6 +177,8 @@ pub struct EngineConfig {
     pub idempotency_retention_ms: u64,
     /// How long a completed message's attempts stay readable (0: not kept).
     pub completed_retention_ms: u64,
+    /// How long a dead letter is kept (0: until replayed or purged).
+    pub dead_letter_retention_ms: u64,
     pub max_commit_batch: usize,
     /// A checkpoint at least this often while the log grows...
     pub checkpoint_interval_ms: u64,
@@ -288,6 +290,8 @@ pub(crate) struct Engine {
     next_sweep_ms: u64,
     /// Where the incremental idempotency sweep continues.
     sweep_cursor: Option<Vec<u8>>,
+    /// Where the dead-letter retention sweep continues.
+    dead_sweep_cursor: Option<Vec<u8>>,
     /// Shared with the handles: bytes of enqueues sent and not yet applied.
     queued: Arc<AtomicU64>,
     /// The write-ahead log's writer and the apply stage behind it.
@@ -412,6 +416,7 @@ impl Engine {
             health: Arc::new(watch::channel(true).0),
             next_sweep_ms: now,
             sweep_cursor: None,
+            dead_sweep_cursor: None,
             queued: Arc::new(AtomicU64::new(0)),
             syncer,
             overlay: Default::default(),
@@ -671,6 +676,26 @@ impl Engine {
                 .sweep_idempotency(self.sweep_cursor.as_deref(), before, SWEEP_SCAN)
                 .map_err(|e| (e, Vec::new()))?;
             self.sweep_cursor = cursor;
+            if self.config.dead_letter_retention_ms > 0 {
+                let before = now.saturating_sub(self.config.dead_letter_retention_ms);
+                let (removed, cursor) = tables
+                    .sweep_dead(self.dead_sweep_cursor.as_deref(), before, SWEEP_SCAN)
+                    .map_err(|e| (e, Vec::new()))?;
+                self.dead_sweep_cursor = cursor;
+                if !removed.is_empty() {
+                    tracing::info!(
+                        removed = removed.len(),
+                        "dead letters past dead_letters.retention_secs deleted"
+                    );
+                }
+                for (key, _) in removed {
+                    if let Some(d) = self.index.find(&key) {
+                        let dead = self.index.dests[d].counts.dead.saturating_sub(1);
+                        self.index.set_dead(d, dead);
+                        self.index.review(d);
+                    }
+                }
+            }
             if self.config.completed_retention_ms > 0 {
                 let before = now.saturating_sub(self.config.completed_retention_ms);
                 // Ids are time-ordered, so this is a range from the start of the table; the

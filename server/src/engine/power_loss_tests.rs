@@ -90,6 +90,7 @@ fn config(seed: u64) -> EngineConfig {
         max_queued_write_bytes: 64 << 20,
         idempotency_retention_ms: 24 * 3_600_000,
         completed_retention_ms: 24 * 3_600_000,
+        dead_letter_retention_ms: 14 * 24 * 3_600_000,
         max_commit_batch: 8_192,
         checkpoint_interval_ms: 20,
         checkpoint_log_bytes: 16 << 10,

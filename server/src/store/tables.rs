@@ -323,6 +323,41 @@ impl<'a> Tables<'a> {
         Ok((removed, last))
     }
 
+    /// Deletes dead letters dead-lettered before `before_ms` among up to `scan` rows of the
+    /// dead-letter index after `cursor`: (their destination key, id), and where the next
+    /// sweep continues (`None`: from the start).
+    pub fn sweep_dead(
+        &mut self,
+        cursor: Option<&[u8]>,
+        before_ms: u64,
+        scan: usize,
+    ) -> Result<(Vec<(String, MessageId)>, Option<Vec<u8>>), StoreError> {
+        let lower = cursor.map_or(Bound::Unbounded, Bound::Excluded);
+        let base = self.dead.range::<&[u8]>((lower, Bound::Unbounded))?.map(
+            |row| -> Result<_, StoreError> {
+                let (k, v) = row?;
+                Ok((k.value().to_vec(), v.value().to_vec()))
+            },
+        );
+        let rows = self
+            .overlay
+            .merge(TableId::Dead, (lower, Bound::Unbounded), base, scan)?;
+        let last = (rows.len() >= scan)
+            .then(|| rows.last().map(|(k, _)| k.clone()))
+            .flatten();
+        let mut removed = Vec::new();
+        for (key, value) in &rows {
+            let entry = ScheduleEntry::decode(value)?;
+            if entry.since_ms < before_ms {
+                let id = dead_key_id(key)?;
+                self.remove(TableId::Dead, key);
+                self.remove_message(id)?;
+                removed.push((super::dead_key_destination(key)?, id));
+            }
+        }
+        Ok((removed, last))
+    }
+
     pub fn put_endpoint(&mut self, endpoint: &EndpointRecord) -> Result<(), StoreError> {
         self.put(
             TableId::Endpoints,
