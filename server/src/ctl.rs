@@ -59,6 +59,13 @@ pub enum Ctl {
         /// The message id.
         id: String,
     },
+    /// Follow live events (outcomes, dead letters, breaker moves, pauses) until
+    /// interrupted; with --json, one JSON object per line.
+    Tail {
+        /// Only this destination's events.
+        #[arg(long)]
+        destination: Option<String>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -409,6 +416,49 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
         }
         Ctl::Endpoints(cmd) => endpoints(&mut api, json, cmd).await.map_err(fail),
         Ctl::Dlq(cmd) => dlq(&mut api, json, cmd, server).await,
+        Ctl::Tail { destination: d } => {
+            let destination = d.as_deref().map(destination).transpose()?;
+            let mut stream = api
+                .watch(pb::WatchRequest { destination })
+                .await
+                .map_err(fail)?
+                .into_inner();
+            while let Some(e) = stream.message().await.map_err(fail)? {
+                if json {
+                    let line = serde_json::to_string(&e).map_err(|e| Failure {
+                        message: format!("cannot print JSON: {e}"),
+                        code: 1,
+                    })?;
+                    println!("{line}");
+                } else {
+                    let status = if e.http_status == 0 {
+                        String::new()
+                    } else {
+                        format!(" {}", e.http_status)
+                    };
+                    let attempt = if e.attempt == 0 {
+                        String::new()
+                    } else {
+                        format!(" attempt {}", e.attempt)
+                    };
+                    println!(
+                        "{} {:<18} {} {}{attempt}{status} {}",
+                        when(e.unix_ms),
+                        e.kind,
+                        e.destination,
+                        e.message_id,
+                        excerpt(&e.detail, 100)
+                    );
+                }
+                // A pipe reader sees each event as it comes.
+                use std::io::Write;
+                let _ = std::io::stdout().flush();
+            }
+            Err(Failure {
+                message: "hookd ended the stream (it is stopping)".into(),
+                code: 3,
+            })
+        }
         Ctl::Message { id } => {
             let m = api
                 .get_message(pb::GetMessageRequest { id })

@@ -36,6 +36,7 @@ pub mod delivery;
 pub mod destination;
 pub mod engine;
 pub mod error;
+pub mod events;
 pub mod http;
 pub mod ids;
 pub mod limiter;

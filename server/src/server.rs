@@ -158,6 +158,7 @@ async fn serve(
     };
     let store = storage.store.clone();
     let metrics = Arc::new(Metrics::new());
+    let events = crate::events::Events::default();
     let engine_config = EngineConfig {
         retry: config.retry,
         delivery: config.delivery.clone(),
@@ -170,6 +171,7 @@ async fn serve(
         checkpoint_log_bytes: config.checkpoint_log_mb << 20,
         rng_seed,
         metrics: metrics.clone(),
+        events: events.clone(),
     };
     // Engine -> dispatcher: attempts, after their commit. Dispatcher -> engine: outcomes,
     // through the handle (a callback, so `delivery` never depends on the engine).
@@ -216,9 +218,20 @@ async fn serve(
         .saturating_mul(config.max_batch_events.min(16))
         .max(4 << 20)
         .saturating_add(1 << 20);
-    let service = HookdServer::new(HookdService::new(engine.clone(), store, limits, clock))
-        .max_decoding_message_size(max_message)
-        .max_encoding_message_size(max_message);
+    // Set at shutdown: the servers drain, and Watch streams end.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let service = HookdServer::new(HookdService::new(
+        engine.clone(),
+        store,
+        limits,
+        clock,
+        crate::api::Watchers {
+            events,
+            stopping: stop_rx.clone(),
+        },
+    ))
+    .max_decoding_message_size(max_message)
+    .max_encoding_message_size(max_message);
 
     let (health, health_service) = tonic_health::server::health_reporter();
     set_health(&health, true).await;
@@ -231,7 +244,6 @@ async fn serve(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
 
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };

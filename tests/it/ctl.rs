@@ -243,3 +243,111 @@ async fn exit_codes_tell_a_script_what_went_wrong() {
         gone.stderr
     );
 }
+
+/// `hookd tail --json` follows a delivery, a dead letter and a pause as they happen; a
+/// watcher of another destination sees none of them; shutdown ends the stream.
+#[tokio::test]
+async fn tail_follows_live_events() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let sink = Sink::start(Reply::Status(204)).await;
+    let mut c = server.client().await;
+    c.put_endpoint(hookd_client::pb::Endpoint {
+        name: "e".into(),
+        url: sink.url("/"),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    // A gRPC watcher of another destination, to check the filter.
+    let mut other = c
+        .raw()
+        .watch(hookd_client::pb::WatchRequest {
+            destination: Some(hookd_client::queue("elsewhere")),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hookd-under-test"))
+        .args(["tail", "--json", "--destination", "endpoint:e"])
+        .env("HOOKD_SERVER", &server.grpc)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // The subscription is in place once a first event reaches tail: send until one does.
+    let mut lines = Vec::new();
+    for _ in 0..200 {
+        c.enqueue(hookd_client::Event::to_endpoint("e", "x"))
+            .await
+            .unwrap();
+        if let Ok(line) = rx.recv_timeout(std::time::Duration::from_millis(50)) {
+            lines.push(line);
+            break;
+        }
+    }
+    assert!(!lines.is_empty(), "tail saw nothing");
+    sink.set_default(Reply::Status(400));
+    c.enqueue(hookd_client::Event::to_endpoint("e", "bad"))
+        .await
+        .unwrap();
+    c.raw()
+        .pause_endpoint(hookd_client::pb::PauseEndpointRequest {
+            name: "e".into(),
+            reason: "deploy".into(),
+        })
+        .await
+        .unwrap();
+    let kinds = |lines: &[String]| -> Vec<String> {
+        lines
+            .iter()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v["kind"].as_str().unwrap().to_owned()
+            })
+            .collect()
+    };
+    while !kinds(&lines).contains(&"endpoint_paused".to_owned()) {
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(15))
+            .unwrap_or_else(|_| panic!("no more events after {lines:?}"));
+        lines.push(line);
+    }
+    let kinds = kinds(&lines);
+    assert!(
+        kinds
+            .iter()
+            .all(|k| k == "delivered" || k == "dead_lettered" || k == "endpoint_paused"),
+        "{kinds:?}"
+    );
+    assert!(kinds.contains(&"dead_lettered".to_owned()), "{kinds:?}");
+    let dead: serde_json::Value = lines
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["kind"] == "dead_lettered")
+        .unwrap();
+    assert_eq!(dead["http_status"], 400);
+    assert_eq!(dead["destination"], "endpoint:e");
+    assert_eq!(dead["detail"], "HTTP 400");
+
+    server.stop().await;
+    // Shutdown ends both streams: tail exits (3: hookd went away), the other watcher ends
+    // having seen nothing.
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(3));
+    assert!(matches!(other.message().await, Ok(None) | Err(_)));
+}

@@ -187,7 +187,10 @@ async fn nack_with_explicit_delay_and_replay_by_destination() {
         .into_inner()
         .replayed;
     assert_eq!(replayed, 3);
-    assert_eq!(c.receive("n", 10, VIS, None).await.unwrap().len(), 3);
+    // Paced at the default dead_letters.replay_rate_per_s (100/s): due 10 ms apart.
+    assert_eq!(c.receive("n", 10, VIS, None).await.unwrap().len(), 1);
+    server.advance(20).await;
+    assert_eq!(c.receive("n", 10, VIS, None).await.unwrap().len(), 2);
 
     // An explicit Nack delay is honoured exactly.
     c.enqueue(Event::to_queue("n2", b"p".to_vec()))

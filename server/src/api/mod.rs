@@ -24,15 +24,30 @@ pub struct HookdService {
     store: Store,
     limits: Limits,
     clock: Arc<dyn Clock>,
+    watchers: Watchers,
+}
+
+/// What `Watch` streams from, and the signal that ends them (shutdown).
+#[derive(Debug, Clone)]
+pub struct Watchers {
+    pub events: crate::events::Events,
+    pub stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 impl HookdService {
-    pub fn new(engine: EngineHandle, store: Store, limits: Limits, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(
+        engine: EngineHandle,
+        store: Store,
+        limits: Limits,
+        clock: Arc<dyn Clock>,
+        watchers: Watchers,
+    ) -> Self {
         Self {
             engine,
             store,
             limits,
             clock,
+            watchers,
         }
     }
 
@@ -437,6 +452,51 @@ impl Hookd for HookdService {
         }))
     }
 
+    type WatchStream = tokio_stream::wrappers::ReceiverStream<Result<pb::WatchEvent, Status>>;
+
+    async fn watch(
+        &self,
+        request: Request<pb::WatchRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
+        use tokio::sync::broadcast::error::RecvError;
+        let only = validate::destination_filter(request.into_inner().destination)?.map(|d| d.key());
+        let mut events = self.watchers.events.subscribe();
+        let mut stopping = self.watchers.stopping.clone();
+        let clock = self.clock.clone();
+        let (tx, rx) = tokio::sync::mpsc::channel(256);
+        // Forwards until the client goes (send fails), hookd stops, or the engine is gone.
+        tokio::spawn(async move {
+            loop {
+                let event = tokio::select! {
+                    _ = stopping.wait_for(|stop| *stop) => return,
+                    () = tx.closed() => return,
+                    e = events.recv() => e,
+                };
+                let out = match event {
+                    Ok(e) => {
+                        if only.as_ref().is_some_and(|k| *k != e.destination) {
+                            continue;
+                        }
+                        watch_event(e)
+                    }
+                    Err(RecvError::Lagged(n)) => pb::WatchEvent {
+                        unix_ms: clock.now_ms(),
+                        kind: "lagged".into(),
+                        detail: format!("{n} events were missed: this watcher fell behind"),
+                        ..Default::default()
+                    },
+                    Err(RecvError::Closed) => return,
+                };
+                if tx.send(Ok(out)).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(tokio_stream::wrappers::ReceiverStream::new(
+            rx,
+        )))
+    }
+
     async fn resume_endpoint(
         &self,
         request: Request<pb::ResumeEndpointRequest>,
@@ -451,6 +511,20 @@ impl Hookd for HookdService {
         Ok(Response::new(pb::ResumeEndpointResponse {
             endpoint: Some(convert::endpoint(endpoint)),
         }))
+    }
+}
+
+/// A live event as the wire has it.
+fn watch_event(e: crate::events::Event) -> pb::WatchEvent {
+    pb::WatchEvent {
+        unix_ms: e.at_ms,
+        kind: e.kind.to_owned(),
+        destination: e.destination,
+        message_id: e.message_id,
+        attempt: e.attempt,
+        http_status: e.http_status,
+        latency_us: e.latency_us,
+        detail: e.detail,
     }
 }
 

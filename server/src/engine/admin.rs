@@ -103,6 +103,16 @@ impl Engine {
             let dead = self.index.dests[d].counts.dead.saturating_sub(1);
             self.index.set_dead(d, dead);
             self.track(id, d, waiting(due, now), 0, entry.max_attempts, due);
+            self.watch(|| crate::events::Event {
+                at_ms: now,
+                kind: "replayed",
+                destination: key.clone(),
+                message_id: id.to_string(),
+                attempt: 0,
+                http_status: 0,
+                latency_us: 0,
+                detail: format!("due {due}"),
+            });
             replayed += 1;
         }
         self.config.metrics.replayed.inc_by(u64::from(replayed));
@@ -184,6 +194,20 @@ impl Engine {
         if let Some(d) = self.index.find(&key) {
             self.refresh_push(d, now);
         }
+        self.watch(|| crate::events::Event {
+            at_ms: now,
+            kind: if pause.is_some() {
+                "endpoint_paused"
+            } else {
+                "endpoint_resumed"
+            },
+            destination: key,
+            message_id: String::new(),
+            attempt: 0,
+            http_status: 0,
+            latency_us: 0,
+            detail: pause.unwrap_or_default(),
+        });
         Ok(Ok(record))
     }
 

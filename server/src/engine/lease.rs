@@ -284,6 +284,24 @@ impl Engine {
             .metrics
             .delivery_latency_seconds
             .observe(latency_us as f64 / 1e6);
+        let destination = &self.index.dests[live.dest].key;
+        if self.config.events.wanted() {
+            let event = crate::events::Event {
+                at_ms: now,
+                kind: if last.outcome == "delivered" {
+                    "delivered"
+                } else {
+                    "acked"
+                },
+                destination: destination.clone(),
+                message_id: id.to_string(),
+                attempt: live.attempts,
+                http_status: last.http_status,
+                latency_us: last.latency_us,
+                detail: String::new(),
+            };
+            self.watch(|| event);
+        }
         Ok(())
     }
 
@@ -313,6 +331,28 @@ impl Engine {
         t.put_history(id, &history)?;
         let key = self.index.dests[live.dest].key.clone();
         self.config.metrics.attempts_failed.inc();
+        let dies = permanent || live.attempts >= live.max_attempts;
+        self.watch(|| crate::events::Event {
+            at_ms: now,
+            kind: if dies {
+                "dead_lettered"
+            } else {
+                "attempt_failed"
+            },
+            destination: key.clone(),
+            message_id: id.to_string(),
+            attempt: live.attempts,
+            http_status: end.http_status,
+            latency_us: end.latency_us,
+            detail: end
+                .error
+                .lines()
+                .next()
+                .unwrap_or("")
+                .chars()
+                .take(300)
+                .collect(),
+        });
         if permanent || live.attempts >= live.max_attempts {
             entry.state = State::Dead;
             entry.due_ms = 0;

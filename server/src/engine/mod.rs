@@ -179,6 +179,8 @@ pub struct EngineConfig {
     pub completed_retention_ms: u64,
     /// How long a dead letter is kept (0: until replayed or purged).
     pub dead_letter_retention_ms: u64,
+    /// Where `Watch` events are published.
+    pub events: crate::events::Events,
     pub max_commit_batch: usize,
     /// A checkpoint at least this often while the log grows...
     pub checkpoint_interval_ms: u64,
@@ -292,6 +294,8 @@ pub(crate) struct Engine {
     sweep_cursor: Option<Vec<u8>>,
     /// Where the dead-letter retention sweep continues.
     dead_sweep_cursor: Option<Vec<u8>>,
+    /// This round's events for watchers, published once it is durable.
+    watched: Vec<crate::events::Event>,
     /// Shared with the handles: bytes of enqueues sent and not yet applied.
     queued: Arc<AtomicU64>,
     /// The write-ahead log's writer and the apply stage behind it.
@@ -417,6 +421,7 @@ impl Engine {
             next_sweep_ms: now,
             sweep_cursor: None,
             dead_sweep_cursor: None,
+            watched: Vec::new(),
             queued: Arc::new(AtomicU64::new(0)),
             syncer,
             overlay: Default::default(),
@@ -574,8 +579,10 @@ impl Engine {
         );
         // Answers and the attempts of messages this round stored wait for the log sync.
         let outbox = std::mem::take(&mut self.outbox);
+        let watched = std::mem::take(&mut self.watched);
         if !record.is_empty() || !done.is_empty() || !outbox.is_empty() {
             let (deliveries, health) = (self.deliveries.clone(), self.health.clone());
+            let events = self.config.events.clone();
             self.syncer.submit(
                 self.rounds,
                 record,
@@ -593,6 +600,9 @@ impl Engine {
                     for d in done {
                         d(refusal.clone());
                     }
+                    if ok && !watched.is_empty() {
+                        events.publish(watched);
+                    }
                     if ok
                         && !outbox.is_empty()
                         && let Some(tx) = &deliveries
@@ -604,6 +614,16 @@ impl Engine {
                     }
                 }),
             );
+        } else if !watched.is_empty() {
+            // Nothing to make durable (a breaker's cooldown ended): out at once.
+            self.config.events.publish(watched);
+        }
+    }
+
+    /// Records an event for watchers (only while someone watches).
+    pub(super) fn watch(&mut self, make: impl FnOnce() -> crate::events::Event) {
+        if self.config.events.wanted() {
+            self.watched.push(make());
         }
     }
 

@@ -181,7 +181,11 @@ impl Engine {
         }
         let before = push.gate.breaker().state();
         let admission = push.gate.admit(now, in_flight);
-        log_breaker_change(&dest.key, before, push, now);
+        if let Some(e) = breaker_moved(&dest.key, before, push, now)
+            && self.config.events.wanted()
+        {
+            self.watched.push(e);
+        }
         let probe = match admission {
             Admission::Go { probe } => probe,
             Admission::NotBefore(at) => {
@@ -336,7 +340,11 @@ impl Engine {
             .on_outcome(id, outcome, now, || stats.latency_1h.summary(now).p95_ms);
         let key = &self.index.dests[d].key;
         if let Some(push) = self.index.dests[d].push.as_deref() {
-            log_breaker_change(key, before, push, now);
+            if let Some(e) = breaker_moved(key, before, push, now)
+                && self.config.events.wanted()
+            {
+                self.watched.push(e);
+            }
             let paused = push.gate.paused_until(now);
             if paused != paused_before
                 && let Some(until) = paused
@@ -424,6 +432,16 @@ impl Engine {
         endpoint.disabled_ms = now;
         t.put_endpoint(endpoint)?;
         tracing::warn!(endpoint = name, %reason, "endpoint disabled");
+        self.watch(|| crate::events::Event {
+            at_ms: now,
+            kind: "endpoint_disabled",
+            destination: key.clone(),
+            message_id: String::new(),
+            attempt: 0,
+            http_status: 0,
+            latency_us: 0,
+            detail: reason.clone(),
+        });
         if let Some(push) = self.index.dests[d].push.as_deref_mut() {
             push.gate.disable(reason);
         }
@@ -459,25 +477,48 @@ impl Push {
     }
 }
 
-/// One info line for each move of a destination's breaker between closed, open and
-/// half-open (operators follow an endpoint's outages by these).
-fn log_breaker_change(key: &str, before: BreakerState, push: &Push, now: u64) {
+/// One info line, and an event for watchers, for each move of a destination's breaker
+/// between closed, open and half-open (operators follow an endpoint's outages by these).
+fn breaker_moved(
+    key: &str,
+    before: BreakerState,
+    push: &Push,
+    now: u64,
+) -> Option<crate::events::Event> {
     let after = push.gate.breaker().state();
     if std::mem::discriminant(&before) == std::mem::discriminant(&after) {
-        return;
+        return None;
     }
     let breaker = push.gate.breaker();
-    match after {
-        BreakerState::Open { until_ms } => tracing::info!(
-            destination = %key,
-            cooldown_ms = until_ms.saturating_sub(now),
-            consecutive_failures = breaker.consecutive_failures(),
-            openings = breaker.openings(),
-            "breaker opened"
-        ),
-        BreakerState::HalfOpen { .. } => {
-            tracing::info!(destination = %key, "breaker half-open: one probe attempt goes")
+    let (kind, detail) = match after {
+        BreakerState::Open { until_ms } => {
+            let cooldown_ms = until_ms.saturating_sub(now);
+            tracing::info!(
+                destination = %key,
+                cooldown_ms,
+                consecutive_failures = breaker.consecutive_failures(),
+                openings = breaker.openings(),
+                "breaker opened"
+            );
+            ("breaker_opened", format!("cooldown {cooldown_ms} ms"))
         }
-        BreakerState::Closed => tracing::info!(destination = %key, "breaker closed"),
-    }
+        BreakerState::HalfOpen { .. } => {
+            tracing::info!(destination = %key, "breaker half-open: one probe attempt goes");
+            ("breaker_half_open", String::new())
+        }
+        BreakerState::Closed => {
+            tracing::info!(destination = %key, "breaker closed");
+            ("breaker_closed", String::new())
+        }
+    };
+    Some(crate::events::Event {
+        at_ms: now,
+        kind,
+        destination: key.to_owned(),
+        message_id: String::new(),
+        attempt: 0,
+        http_status: 0,
+        latency_us: 0,
+        detail,
+    })
 }

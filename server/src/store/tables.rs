@@ -23,6 +23,9 @@ use super::{
 };
 use crate::ids::MessageId;
 
+/// Dead letters a sweep deleted (destination key, id), and where the next one continues.
+pub type Swept = (Vec<(String, MessageId)>, Option<Vec<u8>>);
+
 /// Every table of redb's snapshot, with the overlay in front.
 pub struct Tables<'a> {
     messages: ReadOnlyTable<u128, &'static [u8]>,
@@ -331,7 +334,7 @@ impl<'a> Tables<'a> {
         cursor: Option<&[u8]>,
         before_ms: u64,
         scan: usize,
-    ) -> Result<(Vec<(String, MessageId)>, Option<Vec<u8>>), StoreError> {
+    ) -> Result<Swept, StoreError> {
         let lower = cursor.map_or(Bound::Unbounded, Bound::Excluded);
         let base = self.dead.range::<&[u8]>((lower, Bound::Unbounded))?.map(
             |row| -> Result<_, StoreError> {
