@@ -56,6 +56,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// Dead-letter tools.
     pub dead_letters: DeadLetterConfig,
+    /// Alert thresholds, and where changes are delivered.
+    pub alerts: crate::alerts::AlertConfig,
 }
 
 /// Dead-letter tools.
@@ -164,6 +166,7 @@ impl Default for Config {
             delivery: DeliveryConfig::default(),
             metrics: MetricsConfig::default(),
             dead_letters: DeadLetterConfig::default(),
+            alerts: crate::alerts::AlertConfig::default(),
         }
     }
 }
@@ -180,6 +183,9 @@ pub enum ConfigError {
     Parse { path: PathBuf, message: String },
     #[error("config key `{key}`: {message}")]
     Invalid { key: &'static str, message: String },
+    /// As `Invalid`, for a key made at run time (`alerts.notify[2].endpoint`).
+    #[error("config key `{key}`: {message}")]
+    InvalidAt { key: String, message: String },
 }
 
 impl Config {
@@ -270,6 +276,9 @@ impl Config {
                 "dead_letters.replay_rate_per_s",
                 format!("{rate} is not within (0, 1000000]"),
             );
+        }
+        if let Err((key, message)) = self.alerts.check() {
+            return Err(ConfigError::InvalidAt { key, message });
         }
         validate_retry(&self.retry, "retry")?;
         self.delivery.validate()

@@ -25,6 +25,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod alerts;
 pub mod api;
 pub mod breaker;
 pub mod cli;

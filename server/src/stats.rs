@@ -70,6 +70,19 @@ impl RollingCounter {
             .sum()
     }
 
+    /// Sum over the last `window_ms` (whole buckets) ending at `now_ms`.
+    pub fn sum_over(&self, now_ms: u64, window_ms: u64) -> u64 {
+        let current = now_ms / self.bucket_ms;
+        let span = window_ms
+            .div_ceil(self.bucket_ms)
+            .min(self.slots.len() as u64);
+        self.slots
+            .iter()
+            .filter(|(b, _)| *b != u64::MAX && *b <= current && current - *b < span)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
     /// Average per second over the window.
     pub fn rate_per_s(&self, now_ms: u64) -> f64 {
         let window_s = (self.bucket_ms * self.slots.len() as u64) as f64 / 1000.0;
