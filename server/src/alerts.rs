@@ -443,8 +443,20 @@ impl Alerts {
             let before = self.states.get(&key).copied();
             let from = before.map_or(Level::Ok, |s| s.level);
             if from == level {
-                if let Some(s) = self.states.get_mut(&key) {
-                    s.value = value;
+                match self.states.get_mut(&key) {
+                    Some(s) => s.value = value,
+                    // The totals' states are all kept, ok included (Stats shows them).
+                    None if destination == TOTAL => {
+                        self.states.insert(
+                            key,
+                            State {
+                                level,
+                                since_ms: now_ms,
+                                value,
+                            },
+                        );
+                    }
+                    None => {}
                 }
                 continue;
             }

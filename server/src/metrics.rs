@@ -84,6 +84,7 @@ struct Gauges {
     checkpoint_age: Gauge,
     replay_seconds: Gauge,
     healthy: IntGauge,
+    alerts: GaugeVec,
 }
 
 /// One destination's gauges (or the sum of the ones not shown, under [`OTHER`]).
@@ -125,7 +126,12 @@ pub struct GaugeSnapshot {
     pub destinations: Vec<DestinationGauges>,
     pub storage: StorageSnapshot,
     pub healthy: bool,
+    /// Alert states: the totals' and each destination's that is not ok.
+    pub alerts: Vec<crate::stats::AlertSnapshot>,
 }
+
+/// Alert series written at most (the totals' come first); beyond, the rest are left out.
+pub const MAX_ALERT_SERIES: usize = 1_000;
 
 /// Seconds-scale buckets from 1 ms to 60 s (attempts, delivery within retries).
 const LATENCY_BUCKETS: &[f64] = &[
@@ -301,6 +307,13 @@ impl Metrics {
                     "hookd_storage_healthy",
                     "1 while storage accepts writes; 0 after a storage failure stopped them.",
                 ),
+                alerts: reg.add(GaugeVec::new(
+                    Opts::new(
+                        "hookd_alert_level",
+                        "Alert states: 0 ok, 1 warning, 2 critical; destination \"*\" is the total. A destination's alert appears while it is not ok.",
+                    ),
+                    &["alert", "destination"],
+                )),
             }),
             registry,
         };
@@ -392,8 +405,22 @@ impl Gauges {
             &self.waiting_receives,
             &self.breaker,
             &self.disabled,
+            &self.alerts,
         ] {
             v.reset();
+        }
+        let mut alerts: Vec<&crate::stats::AlertSnapshot> = s.alerts.iter().collect();
+        // The totals first, so the cap never drops them.
+        alerts.sort_by_key(|a| a.destination != crate::alerts::TOTAL);
+        for a in alerts.into_iter().take(MAX_ALERT_SERIES) {
+            let level = match a.level {
+                "critical" => 2.0,
+                "warning" => 1.0,
+                _ => 0.0,
+            };
+            self.alerts
+                .with_label_values(&[a.alert, a.destination.as_str()])
+                .set(level);
         }
         for d in &s.destinations {
             let l = [d.destination.as_str()];

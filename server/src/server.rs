@@ -172,6 +172,7 @@ async fn serve(
         rng_seed,
         metrics: metrics.clone(),
         events: events.clone(),
+        alerts: config.alerts.clone(),
     };
     // Engine -> dispatcher: attempts, after their commit. Dispatcher -> engine: outcomes,
     // through the handle (a callback, so `delivery` never depends on the engine).

@@ -204,6 +204,15 @@ pub struct Activity {
     pub completed: RollingCounter,
     pub delivered: RollingCounter,
     pub failed: RollingCounter,
+    /// Enqueues by the minute over 10 minutes (the consumer-rate alert).
+    pub enqueued_10m: RollingCounter,
+    /// Milliseconds from enqueue to delivery, summed by the minute over 5 minutes (the
+    /// average-latency alert, with `delivered`).
+    pub latency_sum_ms: RollingCounter,
+    /// Push attempts and their successes by the minute over 5 minutes (the success-rate
+    /// alert).
+    pub attempts_5m: RollingCounter,
+    pub successes_5m: RollingCounter,
     pub latency_1h: RollingHistogram,
     pub latency_24h: RollingHistogram,
 }
@@ -239,6 +248,10 @@ impl Activity {
             // Counts over the last hour, in 1 min buckets.
             delivered: RollingCounter::new(60_000, 60),
             failed: RollingCounter::new(60_000, 60),
+            enqueued_10m: RollingCounter::new(60_000, 10),
+            latency_sum_ms: RollingCounter::new(60_000, 5),
+            attempts_5m: RollingCounter::new(60_000, 5),
+            successes_5m: RollingCounter::new(60_000, 5),
             latency_1h: last_hour(precision),
             latency_24h: last_day(precision),
         }
@@ -251,12 +264,22 @@ impl Activity {
 
     pub fn enqueued(&mut self, now_ms: u64) {
         self.enqueued.add(now_ms, 1);
+        self.enqueued_10m.add(now_ms, 1);
+    }
+
+    /// A push attempt ended.
+    pub fn attempted(&mut self, now_ms: u64, success: bool) {
+        self.attempts_5m.add(now_ms, 1);
+        if success {
+            self.successes_5m.add(now_ms, 1);
+        }
     }
 
     /// A message completed successfully, `latency_us` microseconds after it was enqueued.
     pub fn delivered(&mut self, now_ms: u64, latency_us: u64) {
         self.completed.add(now_ms, 1);
         self.delivered.add(now_ms, 1);
+        self.latency_sum_ms.add(now_ms, latency_us / 1_000);
         self.latency_1h.record(now_ms, latency_us);
         self.latency_24h.record(now_ms, latency_us);
     }
@@ -265,6 +288,31 @@ impl Activity {
     pub fn failed(&mut self, now_ms: u64) {
         self.completed.add(now_ms, 1);
         self.failed.add(now_ms, 1);
+    }
+
+    /// The alert figures this activity gives (the rest come from the index).
+    pub fn alert_figures(
+        &self,
+        now_ms: u64,
+        config: &crate::alerts::AlertConfig,
+    ) -> crate::alerts::Figures {
+        const MIN: u64 = 60_000;
+        let attempts = self.attempts_5m.sum_over(now_ms, 5 * MIN);
+        let delivered_5m = self.delivered.sum_over(now_ms, 5 * MIN);
+        let enqueued = self.enqueued_10m.sum_over(now_ms, 10 * MIN);
+        let completed =
+            self.delivered.sum_over(now_ms, 10 * MIN) + self.failed.sum_over(now_ms, 10 * MIN);
+        crate::alerts::Figures {
+            success_rate: (attempts > 0 && attempts >= config.success_rate_min_attempts)
+                .then(|| self.successes_5m.sum_over(now_ms, 5 * MIN) as f64 / attempts as f64),
+            delivery_latency_ms: (delivered_5m > 0).then(|| {
+                self.latency_sum_ms.sum_over(now_ms, 5 * MIN) as f64 / delivered_5m as f64
+            }),
+            consumer_rate: (enqueued > 0 && enqueued >= config.consumer_rate_min_enqueued)
+                .then(|| completed as f64 / enqueued as f64),
+            dead_letter_growth: self.failed.sum_over(now_ms, 15 * MIN),
+            ..Default::default()
+        }
     }
 
     pub fn fill(&self, now_ms: u64, out: &mut DestinationSnapshot) {
@@ -408,6 +456,19 @@ pub struct StatsSnapshot {
     pub next_page: Option<String>,
     pub uptime_ms: u64,
     pub storage: StorageSnapshot,
+    pub alerts: Vec<AlertSnapshot>,
+}
+
+/// One alert's state, as Stats and `/metrics` show it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AlertSnapshot {
+    pub alert: &'static str,
+    pub destination: String,
+    pub level: &'static str,
+    pub since_ms: u64,
+    pub value: f64,
+    pub warning: f64,
+    pub critical: f64,
 }
 
 #[cfg(test)]

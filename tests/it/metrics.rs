@@ -124,6 +124,16 @@ async fn the_counts_follow_what_happened() {
         1.0
     );
 
+    // The next alert evaluation (every 10 s) sees the new dead letter: growth is a warning,
+    // for the endpoint and in total; a quiet alert of the total shows as 0.
+    server.advance(10_000).await;
+    let (_, _, m) = scrape(&server).await;
+    let alert =
+        |a: &str, d: &str| format!("hookd_alert_level{{alert=\"{a}\",destination=\"{d}\"}}");
+    assert_eq!(get(&m, &alert("dead_letter_growth", "endpoint:bad")), 1.0);
+    assert_eq!(get(&m, &alert("dead_letter_growth", "*")), 1.0);
+    assert_eq!(get(&m, &alert("queue_depth", "*")), 0.0);
+
     // The endpoint is fixed and its dead letter replayed: counted, delivered, gauge back to 0.
     sink.set_default(Reply::Status(204));
     let replayed = c

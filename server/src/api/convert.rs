@@ -179,6 +179,19 @@ pub fn stats(s: StatsSnapshot) -> pb::StatsResponse {
         uptime_ms: s.uptime_ms,
         storage: Some(storage(s.storage)),
         next_page_token: s.next_page.unwrap_or_default(),
+        alerts: s
+            .alerts
+            .into_iter()
+            .map(|a| pb::AlertState {
+                alert: a.alert.to_owned(),
+                destination: a.destination,
+                level: a.level.to_owned(),
+                since_unix_ms: a.since_ms,
+                value: a.value,
+                warning: a.warning,
+                critical: a.critical,
+            })
+            .collect(),
     }
 }
 

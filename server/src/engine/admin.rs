@@ -266,6 +266,7 @@ impl Engine {
             .collect();
         GaugeSnapshot {
             destinations: crate::metrics::bound(all, max),
+            alerts: self.alert_states(),
             storage: self.storage_snapshot(now),
             healthy: self.failed.is_none() && self.syncer.failed().is_none(),
         }
@@ -317,6 +318,7 @@ impl Engine {
             next_page,
             uptime_ms: now.saturating_sub(self.started_ms),
             storage,
+            alerts: self.alert_states(),
         }
     }
 

@@ -1055,3 +1055,112 @@ fn dead_letters_are_deleted_after_their_retention() {
     assert_eq!(h.state(young), Some(State::Dead));
     assert_eq!(h.dest("queue:q").dead_letter, 1);
 }
+
+/// Alerts on the engine's own figures, on the manual clock: queue depth and dead letters
+/// across both levels and back, per destination and in total, each change in Stats and
+/// delivered to the notify endpoint through the push path.
+#[test]
+fn alerts_follow_the_figures_and_are_delivered_to_the_notify_endpoint() {
+    use crate::alerts::{AlertConfig, NotifyConfig, NotifyFormat};
+    let mut config = config();
+    config.alerts = AlertConfig {
+        evaluate_every_secs: 1,
+        queue_depth_warning: 2,
+        queue_depth_critical: 4,
+        dead_letters_warning: 0,
+        dead_letters_critical: 1,
+        dead_letter_growth_warning: 100,
+        dead_letter_growth_critical: 100,
+        notify: vec![NotifyConfig {
+            endpoint: "ops".into(),
+            format: NotifyFormat::Hookd,
+            routing_key: None,
+        }],
+        ..Default::default()
+    };
+    let mut h = Harness::with(config);
+    h.endpoint("ops", 16);
+    let level = |h: &mut Harness, alert: &str, dest: &str| -> String {
+        h.stats()
+            .alerts
+            .iter()
+            .find(|a| a.alert == alert && a.destination == dest)
+            .map_or("ok".into(), |a| a.level.to_owned())
+    };
+    let notified = |h: &mut Harness| -> Vec<serde_json::Value> {
+        let sent = h.sent();
+        let bodies = sent
+            .iter()
+            .map(|d| serde_json::from_slice(&d.payload).expect("JSON"))
+            .collect();
+        h.report_all(&sent, Verdict::Delivered { status: 204 });
+        bodies
+    };
+
+    for _ in 0..3 {
+        h.enqueue("q", b"x");
+    }
+    h.advance(1_000);
+    assert_eq!(level(&mut h, "queue_depth", "queue:q"), "warning");
+    assert_eq!(level(&mut h, "queue_depth", "*"), "warning");
+    let sent = notified(&mut h);
+    assert_eq!(
+        sent.len(),
+        2,
+        "one per change (queue:q and the total): {sent:?}"
+    );
+    assert!(
+        sent.iter()
+            .all(|b| b["alert"] == "queue_depth" && b["level"] == "warning")
+    );
+
+    for _ in 0..2 {
+        h.enqueue("q", b"x");
+    }
+    h.advance(1_000);
+    assert_eq!(level(&mut h, "queue_depth", "queue:q"), "critical");
+    let sent = notified(&mut h);
+    assert!(
+        sent.iter()
+            .any(|b| b["destination"] == "queue:q" && b["previous"] == "warning")
+    );
+    let since = h
+        .stats()
+        .alerts
+        .iter()
+        .find(|a| a.alert == "queue_depth" && a.destination == "queue:q")
+        .map(|a| (a.since_ms, a.value));
+    assert_eq!(since, Some((h.now(), 5.0)));
+
+    // Consumed: back to ok, and the resolution is sent too.
+    let leased = h.receive("q", 10, 30_000);
+    let leases: Vec<_> = leased.iter().map(|m| m.lease).collect();
+    h.ack(&leases).expect("acked");
+    h.advance(1_000);
+    assert_eq!(level(&mut h, "queue_depth", "queue:q"), "ok");
+    let sent = notified(&mut h);
+    assert!(
+        sent.iter()
+            .any(|b| b["destination"] == "queue:q" && b["level"] == "ok")
+    );
+
+    // Dead letters: one is over 0 (warning)... two is over 1 (critical).
+    let mut m = h.message(Destination::Queue("d".into()), b"x");
+    m.max_attempts = 1;
+    h.enqueue_message(m).expect("enqueued");
+    let lease = h.receive("d", 1, 30_000)[0].lease;
+    h.nack(lease, 0).expect("nacked");
+    h.advance(1_000);
+    assert_eq!(level(&mut h, "dead_letters", "queue:d"), "warning");
+    let mut m = h.message(Destination::Queue("d".into()), b"y");
+    m.max_attempts = 1;
+    h.enqueue_message(m).expect("enqueued");
+    let lease = h.receive("d", 1, 30_000)[0].lease;
+    h.nack(lease, 0).expect("nacked");
+    h.advance(1_000);
+    assert_eq!(level(&mut h, "dead_letters", "queue:d"), "critical");
+    assert_eq!(level(&mut h, "dead_letters", "*"), "critical");
+    notified(&mut h);
+    // The notify endpoint's own messages do not alert about themselves.
+    assert_eq!(level(&mut h, "queue_depth", "endpoint:ops"), "ok");
+}

@@ -21,6 +21,7 @@
 //!   on a runtime worker that would stall unrelated requests.
 
 mod admin;
+mod alerting;
 mod applier;
 mod apply;
 mod enqueue;
@@ -181,6 +182,7 @@ pub struct EngineConfig {
     pub dead_letter_retention_ms: u64,
     /// Where `Watch` events are published.
     pub events: crate::events::Events,
+    pub alerts: crate::alerts::AlertConfig,
     pub max_commit_batch: usize,
     /// A checkpoint at least this often while the log grows...
     pub checkpoint_interval_ms: u64,
@@ -296,6 +298,8 @@ pub(crate) struct Engine {
     dead_sweep_cursor: Option<Vec<u8>>,
     /// This round's events for watchers, published once it is durable.
     watched: Vec<crate::events::Event>,
+    alerts: crate::alerts::Alerts,
+    next_alert_ms: u64,
     /// Shared with the handles: bytes of enqueues sent and not yet applied.
     queued: Arc<AtomicU64>,
     /// The write-ahead log's writer and the apply stage behind it.
@@ -422,6 +426,8 @@ impl Engine {
             sweep_cursor: None,
             dead_sweep_cursor: None,
             watched: Vec::new(),
+            alerts: Default::default(),
+            next_alert_ms: now,
             queued: Arc::new(AtomicU64::new(0)),
             syncer,
             overlay: Default::default(),
@@ -716,6 +722,11 @@ impl Engine {
                     }
                 }
             }
+            if self.config.alerts.enabled && now >= self.next_alert_ms {
+                self.next_alert_ms = now + self.config.alerts.evaluate_every_secs * 1_000;
+                self.evaluate_alerts(&mut tables, now)
+                    .map_err(|e| (e, Vec::new()))?;
+            }
             if self.config.completed_retention_ms > 0 {
                 let before = now.saturating_sub(self.config.completed_retention_ms);
                 // Ids are time-ordered, so this is a range from the start of the table; the
@@ -737,6 +748,7 @@ impl Engine {
             Destination::endpoint_of_key(key).is_some_and(|name| endpoints.contains_key(name))
         });
         for d in forget {
+            self.alerts.forget(&self.index.dests[d].key);
             if let Some(dest) = self.index.forget(d)
                 && let Some(push) = dest.push
                 && let Some((_, timer)) = push.wake

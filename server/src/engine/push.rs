@@ -310,6 +310,9 @@ impl Engine {
             Some(live) if live.state == LiveState::Leased && live.attempts == attempt => live.dest,
             _ => return Ok(()),
         };
+        let success = matches!(verdict, Verdict::Delivered { .. });
+        self.index.dests[d].activity.attempted(now, success);
+        self.total.attempted(now, success);
         let meta = self.flight.remove(&id);
         let Some(push) = self.index.dests[d].push.as_deref_mut() else {
             return Ok(());
