@@ -978,6 +978,29 @@ mod tests {
     }
 
     #[test]
+    fn each_failure_class_has_its_exit_code_and_a_hint() {
+        use tonic::{Code, Status};
+        let f = |code| Failure::status("http://h:1", &Status::new(code, "why"));
+        assert_eq!(f(Code::InvalidArgument).code, 2);
+        assert_eq!(f(Code::FailedPrecondition).code, 2);
+        let unavailable = f(Code::Unavailable);
+        assert_eq!(unavailable.code, 3);
+        assert_eq!(
+            unavailable.message,
+            "hookd at http://h:1 is unavailable: why"
+        );
+        assert_eq!(f(Code::NotFound).code, 4);
+        let unauthenticated = f(Code::Unauthenticated);
+        assert_eq!(unauthenticated.code, 5);
+        assert!(unauthenticated.message.contains("--token or HOOKD_TOKEN"));
+        let denied = f(Code::PermissionDenied);
+        assert_eq!(denied.code, 5);
+        assert!(denied.message.contains("scope"));
+        assert_eq!(f(Code::ResourceExhausted).code, 6);
+        assert_eq!(f(Code::Internal).code, 1);
+    }
+
+    #[test]
     fn destinations_parse_from_their_keys() {
         use pb::destination::Kind;
         let kind = |s: &str| destination(s).ok().and_then(|d| d.kind);

@@ -87,6 +87,7 @@ impl EngineHandle {
         // request that would take the queue over its limit waits its turn at the client.
         if before > 0 && before + bytes > self.max_queued {
             self.queued.fetch_sub(bytes, Ordering::AcqRel);
+            refusal_logged(before, self.max_queued);
             return Err(Refusal::AtCapacity {
                 queued: before,
                 limit: self.max_queued,
@@ -212,5 +213,28 @@ impl EngineHandle {
     /// the engine stops, which ends `changed()`.
     pub fn health(&self) -> watch::Receiver<bool> {
         self.health.clone()
+    }
+}
+
+/// When the last "writes refused" line was logged (seconds since the epoch).
+static REFUSAL_LOGGED_S: AtomicU64 = AtomicU64::new(0);
+
+/// One info line when writes are refused for want of room, at most every 10 s (a refusal
+/// per request would flood the log exactly when the disk is slow).
+fn refusal_logged(queued: u64, limit: u64) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let last = REFUSAL_LOGGED_S.load(Ordering::Relaxed);
+    if now >= last + 10
+        && REFUSAL_LOGGED_S
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    {
+        tracing::info!(
+            queued,
+            limit,
+            "enqueues refused (RESOURCE_EXHAUSTED): the writes waiting for the disk fill max_queued_write_bytes"
+        );
     }
 }

@@ -1164,3 +1164,124 @@ fn alerts_follow_the_figures_and_are_delivered_to_the_notify_endpoint() {
     // The notify endpoint's own messages do not alert about themselves.
     assert_eq!(level(&mut h, "queue_depth", "endpoint:ops"), "ok");
 }
+
+/// The level of `alert` for `dest` in Stats ("ok" when not kept).
+fn alert_level(h: &mut Harness, alert: &str, dest: &str) -> String {
+    h.stats()
+        .alerts
+        .iter()
+        .find(|a| a.alert == alert && a.destination == dest)
+        .map_or("ok".into(), |a| a.level.to_owned())
+}
+
+/// Every alert the pure tests walk through both levels is also fed by the engine's own
+/// figures: oldest pending, success rate, attempt p95, delivery latency, consumer rate and
+/// dead-letter growth, each driven on the manual clock.
+#[test]
+fn every_alert_is_fed_by_the_engines_own_figures() {
+    let mut config = config();
+    config.retry.max_attempts = 1;
+    config.alerts = crate::alerts::AlertConfig {
+        evaluate_every_secs: 1,
+        success_rate_min_attempts: 4,
+        consumer_rate_min_enqueued: 4,
+        attempt_p95_warning_ms: 1,
+        attempt_p95_critical_ms: 5,
+        ..Default::default()
+    };
+    let mut h = Harness::with(config);
+
+    // Oldest pending: 30 min, then 2 h.
+    let old = h.enqueue("old", b"x");
+    h.advance(1_801_000);
+    assert_eq!(
+        alert_level(&mut h, "oldest_pending", "queue:old"),
+        "warning"
+    );
+    h.advance(5_400_000);
+    assert_eq!(
+        alert_level(&mut h, "oldest_pending", "queue:old"),
+        "critical"
+    );
+    assert_eq!(alert_level(&mut h, "oldest_pending", "*"), "critical");
+    let lease = h.receive("old", 1, 30_000)[0].lease;
+    h.ack(&[lease]).expect("acked");
+    h.advance(1_000);
+    assert_eq!(alert_level(&mut h, "oldest_pending", "queue:old"), "ok");
+    let _ = old;
+
+    // Success rate 3 of 4 (< 95 %) and the attempts' p95 (2 ms > 1 ms).
+    h.endpoint("e", 16);
+    for _ in 0..4 {
+        h.enqueue_to_endpoint("e", b"x");
+    }
+    let sent = h.sent();
+    h.report_all(&sent[..3], Verdict::Delivered { status: 200 });
+    h.report(
+        &sent[3],
+        Verdict::Permanent {
+            status: 422,
+            error: "HTTP 422".into(),
+        },
+    );
+    h.advance(1_000);
+    assert_eq!(
+        alert_level(&mut h, "success_rate", "endpoint:e"),
+        "critical"
+    );
+    assert_eq!(alert_level(&mut h, "attempt_p95", "endpoint:e"), "warning");
+    // ...and the one dead letter is growth.
+    assert_eq!(
+        alert_level(&mut h, "dead_letter_growth", "endpoint:e"),
+        "warning"
+    );
+
+    // Delivery latency: 2.5 s from enqueue to ack (> 2 s), then an average over 5 s.
+    h.enqueue("slow", b"a");
+    h.advance(2_500);
+    let lease = h.receive("slow", 1, 30_000)[0].lease;
+    h.ack(&[lease]).expect("acked");
+    h.advance(1_000);
+    assert_eq!(
+        alert_level(&mut h, "delivery_latency", "queue:slow"),
+        "warning"
+    );
+    h.enqueue("slow", b"b");
+    h.advance(9_000);
+    let lease = h.receive("slow", 1, 30_000)[0].lease;
+    h.ack(&[lease]).expect("acked");
+    h.advance(1_000);
+    assert_eq!(
+        alert_level(&mut h, "delivery_latency", "queue:slow"),
+        "critical"
+    );
+
+    // Consumer rate: nothing of 4 completed (< 25 %), then 1 of 4 (< 50 %), then 2 of 4.
+    for _ in 0..4 {
+        h.enqueue("c", b"x");
+    }
+    h.advance(1_000);
+    assert_eq!(alert_level(&mut h, "consumer_rate", "queue:c"), "critical");
+    let leases: Vec<_> = h.receive("c", 4, 600_000).iter().map(|m| m.lease).collect();
+    h.ack(&leases[..1]).expect("acked");
+    h.advance(1_000);
+    assert_eq!(alert_level(&mut h, "consumer_rate", "queue:c"), "warning");
+    h.ack(&leases[1..2]).expect("acked");
+    h.advance(1_000);
+    assert_eq!(alert_level(&mut h, "consumer_rate", "queue:c"), "ok");
+
+    // Dead-letter growth: 10 new ones in 15 min is critical; none for 15 min is ok.
+    for _ in 0..10 {
+        h.enqueue("d", b"x");
+    }
+    for m in h.receive("d", 10, 30_000) {
+        h.nack(m.lease, 0).expect("nacked");
+    }
+    h.advance(1_000);
+    assert_eq!(
+        alert_level(&mut h, "dead_letter_growth", "queue:d"),
+        "critical"
+    );
+    h.advance(16 * 60_000);
+    assert_eq!(alert_level(&mut h, "dead_letter_growth", "queue:d"), "ok");
+}
