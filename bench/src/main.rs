@@ -14,6 +14,7 @@ mod pgpeer;
 mod push;
 mod rawredb;
 mod scale;
+mod scrape;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -372,6 +373,20 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         let (r, rate) = (median(ratios), median(rates));
         println!(" median: hookd {rate:.0} deliveries/s, ratio hookd/hyper {r:.2}");
         summary.push(("push delivery", rate, r));
+    }
+    if args
+        .only
+        .as_deref()
+        .is_some_and(|o| "metrics scrape".contains(&o.to_lowercase()))
+    {
+        println!("\nmetrics scrape: GET /metrics vs the Stats call, 20 of each per size");
+        for n in [100, 2_000, 10_000] {
+            let hookd = Hookd::start(dir.path(), n).await?;
+            let ch = channels(hookd.addr, 1).await?.remove(0);
+            let mut client = hookd_client::Client::from_channel(ch);
+            scrape::run(&mut client, hookd.running.http, n, 20).await?;
+            hookd.stop().await?;
+        }
     }
     if wants("isolation") {
         let (n, hanging, measured) = (8, 4, 4);

@@ -366,8 +366,13 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
         Ctl::Stats { watch, interval } => loop {
             let stats = all_stats(&mut api).await.map_err(fail)?;
             if watch && !json {
-                // Clear the screen and go home, as `watch` does.
-                print!("\x1b[2J\x1b[H");
+                use std::io::IsTerminal;
+                if std::io::stdout().is_terminal() {
+                    // Clear the screen and go home, as `watch` does.
+                    print!("\x1b[2J\x1b[H");
+                } else {
+                    println!();
+                }
             }
             show(json, &stats, print_stats)?;
             if !watch {

@@ -10,23 +10,38 @@ use crate::ids::MessageId;
 use crate::stats::AlertSnapshot;
 use crate::store::{MessageRecord, StoreError};
 
+/// Destinations evaluated per sweep step (every 250 ms): an evaluation of thousands of
+/// endpoints is spread over several rounds instead of stalling one.
+const ALERT_STEP: usize = 512;
+
 impl Engine {
+    /// One step of an evaluation: the totals when it starts, then the next
+    /// [`ALERT_STEP`] destinations; `alert_cursor` says where the next step continues.
     pub(super) fn evaluate_alerts(&mut self, t: Tx<'_, '_>, now: u64) -> Result<(), StoreError> {
         let config = &self.config.alerts;
         let mut changes = Vec::new();
         let age = |id: Option<MessageId>| {
             id.map_or(0.0, |id| now.saturating_sub(id.unix_ms()) as f64 / 1e3)
         };
-        let totals = self.index.totals;
-        let total = Figures {
-            queue_depth: totals.pending + totals.awaiting_retry + totals.in_flight,
-            dead_letters: totals.dead,
-            oldest_pending_secs: age(self.index.oldest()),
-            ..self.total.alert_figures(now, config)
-        };
-        self.alerts
-            .evaluate(config, now, TOTAL, &total, &mut changes);
-        for dest in self.index.page(None) {
+        if self.alert_cursor.is_none() {
+            let totals = self.index.totals;
+            let total = Figures {
+                queue_depth: totals.pending + totals.awaiting_retry + totals.in_flight,
+                dead_letters: totals.dead,
+                oldest_pending_secs: age(self.index.oldest()),
+                ..self.total.alert_figures(now, config)
+            };
+            self.alerts
+                .evaluate(config, now, TOTAL, &total, &mut changes);
+        }
+        let mut last = None;
+        let mut seen = 0;
+        for dest in self.index.page(self.alert_cursor.as_deref()) {
+            if seen == ALERT_STEP {
+                break;
+            }
+            seen += 1;
+            last = Some(dest.key.clone());
             let c = dest.counts;
             let attempt_p95_ms = dest.push.as_ref().and_then(|p| {
                 // Only endpoints with attempts this hour have a p95 worth computing.
@@ -42,6 +57,8 @@ impl Engine {
             self.alerts
                 .evaluate(config, now, &dest.key, &figures, &mut changes);
         }
+        // A full step may have more after it; a short one ends the evaluation.
+        self.alert_cursor = if seen == ALERT_STEP { last } else { None };
         for change in changes {
             self.alert_changed(t, now, change)?;
         }

@@ -1285,3 +1285,37 @@ fn every_alert_is_fed_by_the_engines_own_figures() {
     h.advance(16 * 60_000);
     assert_eq!(alert_level(&mut h, "dead_letter_growth", "queue:d"), "ok");
 }
+
+/// An evaluation of many destinations goes in bounded steps, one per sweep (250 ms), and
+/// reaches every destination.
+#[test]
+fn alert_evaluation_of_many_destinations_goes_in_steps() {
+    let mut config = config();
+    config.alerts = crate::alerts::AlertConfig {
+        evaluate_every_secs: 60,
+        queue_depth_warning: 0,
+        queue_depth_critical: 100,
+        ..Default::default()
+    };
+    let mut h = Harness::with(config);
+    for i in 0..1_200 {
+        h.enqueue(&format!("q{i:04}"), b"x");
+    }
+    let warned = |h: &mut Harness| {
+        h.stats()
+            .alerts
+            .iter()
+            .filter(|a| a.alert == "queue_depth" && a.destination.starts_with("queue:"))
+            .count()
+    };
+    h.advance(60_000);
+    let first = warned(&mut h);
+    assert!(first > 0 && first < 1_200, "one step, not all: {first}");
+    let mut steps = 1;
+    while warned(&mut h) < 1_200 {
+        h.advance(250);
+        steps += 1;
+        assert!(steps < 10, "the evaluation stalled at {}", warned(&mut h));
+    }
+    assert_eq!(steps, 3, "1,200 destinations in steps of 512");
+}

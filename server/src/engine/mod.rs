@@ -300,6 +300,8 @@ pub(crate) struct Engine {
     watched: Vec<crate::events::Event>,
     alerts: crate::alerts::Alerts,
     next_alert_ms: u64,
+    /// Where the alert evaluation in progress continues (destinations go in steps).
+    alert_cursor: Option<String>,
     /// Shared with the handles: bytes of enqueues sent and not yet applied.
     queued: Arc<AtomicU64>,
     /// The write-ahead log's writer and the apply stage behind it.
@@ -428,6 +430,7 @@ impl Engine {
             watched: Vec::new(),
             alerts: Default::default(),
             next_alert_ms: now,
+            alert_cursor: None,
             queued: Arc::new(AtomicU64::new(0)),
             syncer,
             overlay: Default::default(),
@@ -722,8 +725,12 @@ impl Engine {
                     }
                 }
             }
-            if self.config.alerts.enabled && now >= self.next_alert_ms {
-                self.next_alert_ms = now + self.config.alerts.evaluate_every_secs * 1_000;
+            if self.config.alerts.enabled
+                && (now >= self.next_alert_ms || self.alert_cursor.is_some())
+            {
+                if self.alert_cursor.is_none() {
+                    self.next_alert_ms = now + self.config.alerts.evaluate_every_secs * 1_000;
+                }
                 self.evaluate_alerts(&mut tables, now)
                     .map_err(|e| (e, Vec::new()))?;
             }
