@@ -252,10 +252,7 @@ impl Engine {
                 awaiting_retry: dest.counts.awaiting_retry,
                 in_flight: dest.counts.in_flight,
                 dead_letters: dest.counts.dead,
-                oldest_pending_age_ms: dest
-                    .live_ids
-                    .first()
-                    .map_or(0, |id| now.saturating_sub(id.unix_ms())),
+                oldest_pending_age_ms: dest.oldest_age_ms(now),
                 waiting_receives: dest.waiters.len() as u64,
                 breaker: dest.push.as_ref().map(|p| p.gate.breaker().state()),
                 disabled: dest

@@ -50,7 +50,7 @@ impl Engine {
             let figures = Figures {
                 queue_depth: c.pending + c.awaiting_retry + c.in_flight,
                 dead_letters: c.dead,
-                oldest_pending_secs: age(dest.live_ids.first().copied()),
+                oldest_pending_secs: dest.oldest_age_ms(now) as f64 / 1e3,
                 attempt_p95_ms,
                 ..dest.activity.alert_figures(now, config)
             };

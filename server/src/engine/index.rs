@@ -115,6 +115,13 @@ impl Dest {
         }
     }
 
+    /// Age of its oldest live message (0: none).
+    pub fn oldest_age_ms(&self, now_ms: u64) -> u64 {
+        self.live_ids
+            .first()
+            .map_or(0, |id| now_ms.saturating_sub(id.unix_ms()))
+    }
+
     pub fn stats(&self, now_ms: u64) -> DestinationSnapshot {
         let mut out = DestinationSnapshot {
             destination: self.key.clone(),
@@ -122,10 +129,7 @@ impl Dest {
             awaiting_retry: self.counts.awaiting_retry,
             in_flight: self.counts.in_flight,
             dead_letter: self.counts.dead,
-            oldest_pending_age_ms: self
-                .live_ids
-                .first()
-                .map_or(0, |id| now_ms.saturating_sub(id.unix_ms())),
+            oldest_pending_age_ms: self.oldest_age_ms(now_ms),
             waiting_receives: self.waiters.len() as u64,
             ..Default::default()
         };
