@@ -145,3 +145,103 @@ fn logs_are_json_lines_or_plain_text() {
         }
     }
 }
+
+/// At info level, `--log-format json`: a line for the breaker opening and for each dead
+/// letter (destination and reason), a pause, a replay; never the payload.
+#[tokio::test]
+async fn operational_events_are_logged_one_line_each_without_payloads() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("hookd.toml");
+    std::fs::write(
+        &config,
+        "[delivery]\nallow_destinations = [\"127.0.0.1/32\"]\n[delivery.breaker]\nfailure_threshold = 2\n",
+    )
+    .unwrap();
+    let grpc = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = grpc.local_addr().unwrap();
+    drop(grpc);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hookd-under-test"))
+        .args(["serve", "--log-format", "json", "--log-level", "info"])
+        .arg("--config")
+        .arg(&config)
+        .args([
+            "--grpc-addr",
+            &addr.to_string(),
+            "--http-addr",
+            "127.0.0.1:0",
+        ])
+        .env("HOOKD_DATA_DIR", dir.path().join("data"))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    // Killed however the test ends.
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _child = Kill(child);
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = |want: &str| -> serde_json::Value {
+        loop {
+            let line = rx
+                .recv_timeout(std::time::Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("no log line with {want:?}"));
+            assert!(
+                !line.contains("SECRET-PAYLOAD"),
+                "a payload was logged: {line}"
+            );
+            if line.contains(want) {
+                return serde_json::from_str(&line).unwrap();
+            }
+        }
+    };
+    next("hookd serving");
+    let sink =
+        crate::sink::Sink::start(crate::sink::Reply::Full(503, vec![], b"down".to_vec())).await;
+    let mut c = hookd_client::Client::connect(format!("http://{addr}"))
+        .await
+        .unwrap();
+    c.put_endpoint(hookd_client::pb::Endpoint {
+        name: "e".into(),
+        url: sink.url("/"),
+        max_in_flight: 1,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    for _ in 0..2 {
+        c.enqueue(hookd_client::Event::to_endpoint("e", "SECRET-PAYLOAD").max_attempts(1))
+            .await
+            .unwrap();
+    }
+    let dead = next("dead-lettered");
+    assert_eq!(dead["level"], "INFO");
+    assert_eq!(dead["fields"]["destination"], "endpoint:e");
+    assert_eq!(dead["fields"]["reason"], "HTTP 503: down");
+    assert_eq!(dead["fields"]["status"], 503);
+    let opened = next("breaker opened");
+    assert_eq!(opened["fields"]["destination"], "endpoint:e");
+    assert_eq!(opened["fields"]["consecutive_failures"], 2);
+    c.raw()
+        .pause_endpoint(hookd_client::pb::PauseEndpointRequest {
+            name: "e".into(),
+            reason: "deploy".into(),
+        })
+        .await
+        .unwrap();
+    let paused = next("endpoint paused");
+    assert_eq!(paused["fields"]["reason"], "deploy");
+}
