@@ -147,8 +147,9 @@ fn logs_are_json_lines_or_plain_text() {
 }
 
 /// At info level, `--log-format json`: a line for the breaker opening and for each dead
-/// letter (destination and reason), a pause, a replay; never the payload.
-#[tokio::test]
+/// letter (destination and reason), a pause; never the payload. (Multi-threaded: the test
+/// blocks reading the log while the sink in this process answers.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operational_events_are_logged_one_line_each_without_payloads() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();

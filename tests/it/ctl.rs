@@ -245,8 +245,9 @@ async fn exit_codes_tell_a_script_what_went_wrong() {
 }
 
 /// `hookd tail --json` follows a delivery, a dead letter and a pause as they happen; a
-/// watcher of another destination sees none of them; shutdown ends the stream.
-#[tokio::test]
+/// watcher of another destination sees none of them; shutdown ends the stream. (Multi-
+/// threaded: the test blocks on tail's output while the in-process hookd keeps serving.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tail_follows_live_events() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
@@ -299,17 +300,6 @@ async fn tail_follows_live_events() {
         }
     }
     assert!(!lines.is_empty(), "tail saw nothing");
-    sink.set_default(Reply::Status(400));
-    c.enqueue(hookd_client::Event::to_endpoint("e", "bad"))
-        .await
-        .unwrap();
-    c.raw()
-        .pause_endpoint(hookd_client::pb::PauseEndpointRequest {
-            name: "e".into(),
-            reason: "deploy".into(),
-        })
-        .await
-        .unwrap();
     let kinds = |lines: &[String]| -> Vec<String> {
         lines
             .iter()
@@ -319,12 +309,27 @@ async fn tail_follows_live_events() {
             })
             .collect()
     };
-    while !kinds(&lines).contains(&"endpoint_paused".to_owned()) {
-        let line = rx
-            .recv_timeout(std::time::Duration::from_secs(15))
-            .unwrap_or_else(|_| panic!("no more events after {lines:?}"));
-        lines.push(line);
-    }
+    let until = |lines: &mut Vec<String>, kind: &str| {
+        while !kinds(lines).iter().any(|k| k == kind) {
+            let line = rx
+                .recv_timeout(std::time::Duration::from_secs(15))
+                .unwrap_or_else(|_| panic!("no {kind} after {lines:?}"));
+            lines.push(line);
+        }
+    };
+    sink.set_default(Reply::Status(400));
+    c.enqueue(hookd_client::Event::to_endpoint("e", "bad"))
+        .await
+        .unwrap();
+    until(&mut lines, "dead_lettered");
+    c.raw()
+        .pause_endpoint(hookd_client::pb::PauseEndpointRequest {
+            name: "e".into(),
+            reason: "deploy".into(),
+        })
+        .await
+        .unwrap();
+    until(&mut lines, "endpoint_paused");
     let kinds = kinds(&lines);
     assert!(
         kinds
