@@ -293,9 +293,15 @@ pub fn endpoint(addr: impl Into<String>) -> Result<Endpoint, Error> {
 
 /// Stats with every destination: asks for page after page (each at most 10,000) and
 /// returns them as one answer (totals and storage figures from the first page).
-pub async fn all_stats(
-    client: &mut HookdClient<Channel>,
-) -> Result<pb::StatsResponse, tonic::Status> {
+pub async fn all_stats<T>(client: &mut HookdClient<T>) -> Result<pb::StatsResponse, tonic::Status>
+where
+    // The generated client's own bounds: any transport (a channel, or one with an
+    // interceptor).
+    T: tonic::client::GrpcService<tonic::body::Body>,
+    T::Error: Into<tonic::codegen::StdError>,
+    T::ResponseBody: tonic::codegen::Body<Data = tonic::codegen::Bytes> + Send + 'static,
+    <T::ResponseBody as tonic::codegen::Body>::Error: Into<tonic::codegen::StdError> + Send,
+{
     let mut request = pb::StatsRequest {
         page_size: 10_000,
         page_token: String::new(),

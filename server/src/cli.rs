@@ -146,15 +146,9 @@ fn serve(args: ServeArgs) -> ExitCode {
         return ExitCode::from(2);
     }
 
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime(tokio::runtime::Builder::new_multi_thread()) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("hookd: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     let result = runtime.block_on(async move {
         let bind = |name: &'static str, addr: SocketAddr| async move {
@@ -178,6 +172,17 @@ fn serve(args: ServeArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Builds a tokio runtime from `builder` (the server's multi-threaded one, the client's
+/// single-threaded one), or says why not and gives the exit code.
+pub(crate) fn runtime(
+    mut builder: tokio::runtime::Builder,
+) -> Result<tokio::runtime::Runtime, ExitCode> {
+    builder.enable_all().build().map_err(|e| {
+        eprintln!("hookd: cannot start the runtime: {e}");
+        ExitCode::FAILURE
+    })
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -301,15 +301,9 @@ impl tonic::service::Interceptor for Bearer {
 
 /// Runs a client subcommand; prints its answer (stdout) or its failure (stderr).
 pub fn run(conn: Connection, cmd: Ctl) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::cli::runtime(tokio::runtime::Builder::new_current_thread()) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("hookd: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     match runtime.block_on(execute(&conn, cmd)) {
         Ok(()) => ExitCode::SUCCESS,
@@ -364,7 +358,7 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
     let json = conn.json;
     match cmd {
         Ctl::Stats { watch, interval } => loop {
-            let stats = all_stats(&mut api).await.map_err(fail)?;
+            let stats = hookd_client::all_stats(&mut api).await.map_err(fail)?;
             if watch && !json {
                 use std::io::IsTerminal;
                 if std::io::stdout().is_terminal() {
@@ -473,21 +467,6 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
             show(json, &m, print_message)
         }
     }
-}
-
-async fn all_stats(api: &mut Api) -> Result<pb::StatsResponse, tonic::Status> {
-    let mut request = pb::StatsRequest {
-        page_size: 10_000,
-        page_token: String::new(),
-    };
-    let mut all = api.stats(request.clone()).await?.into_inner();
-    while !all.next_page_token.is_empty() {
-        request.page_token = std::mem::take(&mut all.next_page_token);
-        let page = api.stats(request.clone()).await?.into_inner();
-        all.destinations.extend(page.destinations);
-        all.next_page_token = page.next_page_token;
-    }
-    Ok(all)
 }
 
 async fn endpoints(api: &mut Api, json: bool, cmd: EndpointsCmd) -> Result<(), tonic::Status> {

@@ -17,7 +17,7 @@
 //! destination whose series is not shown any more simply disappears from the next scrape
 //! (gauges are rebuilt at each one).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use prometheus::{
     Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts,
@@ -515,9 +515,6 @@ pub fn bound(mut all: Vec<DestinationGauges>, max: usize) -> Vec<DestinationGaug
     all.push(other);
     all
 }
-
-/// Shared handle.
-pub type SharedMetrics = Arc<Metrics>;
 
 #[cfg(test)]
 mod tests {

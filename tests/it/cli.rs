@@ -81,7 +81,6 @@ fn an_address_in_use_names_the_listener() {
 /// message and fields; plain text carries no colour codes when not on a terminal.
 #[test]
 fn logs_are_json_lines_or_plain_text() {
-    use std::io::BufRead;
     for format in ["json", "text"] {
         let dir = tempfile::tempdir().unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_hookd-under-test"))
@@ -97,17 +96,7 @@ fn logs_are_json_lines_or_plain_text() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                let serving = line.contains("hookd serving");
-                if tx.send(line).is_err() || serving {
-                    break;
-                }
-            }
-        });
+        let rx = crate::harness::lines_of(child.stderr.take().unwrap());
         let mut lines = Vec::new();
         while let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(60)) {
             let serving = line.contains("hookd serving");
@@ -151,7 +140,6 @@ fn logs_are_json_lines_or_plain_text() {
 /// blocks reading the log while the sink in this process answers.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operational_events_are_logged_one_line_each_without_payloads() {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("hookd.toml");
     std::fs::write(
@@ -186,15 +174,7 @@ async fn operational_events_are_logged_one_line_each_without_payloads() {
         }
     }
     let _child = Kill(child);
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = crate::harness::lines_of(stderr);
     let next = |want: &str| -> serde_json::Value {
         loop {
             let line = rx

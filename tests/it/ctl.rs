@@ -249,7 +249,6 @@ async fn exit_codes_tell_a_script_what_went_wrong() {
 /// threaded: the test blocks on tail's output while the in-process hookd keeps serving.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tail_follows_live_events() {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::start(dir.path()).await;
     let sink = Sink::start(Reply::Status(204)).await;
@@ -278,16 +277,7 @@ async fn tail_follows_live_events() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = crate::harness::lines_of(child.stdout.take().unwrap());
     // The subscription is in place once a first event reaches tail: send until one does.
     let mut lines = Vec::new();
     for _ in 0..200 {

@@ -197,3 +197,19 @@ pub async fn delivered(c: &mut Client, id: &str) -> hookd_client::pb::GetMessage
     .await
     .expect("a delivered message is kept")
 }
+
+/// The lines of a child process's output, read on a thread of their own (so a test can
+/// wait for one with a timeout); the thread ends at EOF or when the receiver is dropped.
+pub fn lines_of(out: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}

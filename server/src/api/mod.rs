@@ -320,27 +320,27 @@ impl Hookd for HookdService {
         let strict = filter.is_none();
         if let Some(filter) = filter {
             ids = self.matching_dead(filter, limit).await?;
-        } else if dry_run && let Some(d) = &destination {
-            let d = d.clone();
-            ids = self
-                .read(move |s| Ok(s.dead_summaries(Some(&d), limit)?.0))
-                .await?
-                .into_iter()
-                .map(|d| d.id)
-                .collect();
         }
-        let matched = if destination.is_some() && !dry_run {
-            0
-        } else {
-            u32::try_from(ids.len()).unwrap_or(u32::MAX)
-        };
+        let count = |ids: &[crate::ids::MessageId]| u32::try_from(ids.len()).unwrap_or(u32::MAX);
         if dry_run {
+            // A destination's dead letters are counted as a filter of it alone would find them.
+            let matched = match destination {
+                Some(d) => {
+                    let only = crate::deadletters::Filter {
+                        destination: Some(d),
+                        ..Default::default()
+                    };
+                    count(&self.matching_dead(only, limit).await?)
+                }
+                None => count(&ids),
+            };
             return Ok(Response::new(pb::ReplayDeadLettersResponse {
                 replayed: 0,
                 matched,
                 last_due_unix_ms: 0,
             }));
         }
+        let matched = count(&ids);
         let per_s = if per_s > 0.0 {
             per_s
         } else {

@@ -100,8 +100,7 @@ impl Engine {
             // Not out of the dead-letter index on disk before this round commits.
             self.fresh.insert(id);
             let d = self.dest(&key, now);
-            let dead = self.index.dests[d].counts.dead.saturating_sub(1);
-            self.index.set_dead(d, dead);
+            self.index.one_dead_less(d);
             self.track(id, d, waiting(due, now), 0, entry.max_attempts, due);
             self.watch(|| crate::events::Event {
                 at_ms: now,
@@ -146,9 +145,7 @@ impl Engine {
             }
             t.remove_message(id)?;
             if let Some(d) = self.index.find(&key) {
-                let dead = self.index.dests[d].counts.dead.saturating_sub(1);
-                self.index.set_dead(d, dead);
-                self.index.review(d);
+                self.index.one_dead_less(d);
             }
             purged += 1;
         }

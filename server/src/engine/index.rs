@@ -311,6 +311,12 @@ impl Index {
         self.review(d);
     }
 
+    /// One dead letter of `d` left the queue (replayed, purged or expired).
+    pub fn one_dead_less(&mut self, d: DestId) {
+        let dead = self.dests[d].counts.dead.saturating_sub(1);
+        self.set_dead(d, dead);
+    }
+
     /// A long poll starts waiting on destination `d`.
     pub fn push_waiter(&mut self, d: DestId, waiter: Waiter) {
         self.dests[d].waiters.push_back(waiter);

@@ -284,8 +284,8 @@ impl Engine {
             .metrics
             .delivery_latency_seconds
             .observe(latency_us as f64 / 1e6);
-        let destination = &self.index.dests[live.dest].key;
         if self.config.events.wanted() {
+            let destination = &self.index.dests[live.dest].key;
             let event = crate::events::Event {
                 at_ms: now,
                 kind: if last.outcome == "delivered" {
@@ -300,7 +300,8 @@ impl Engine {
                 latency_us: last.latency_us,
                 detail: String::new(),
             };
-            self.watch(|| event);
+            // Built here, not in `watch`'s closure: it borrows the index.
+            self.watched.push(event);
         }
         Ok(())
     }

@@ -719,9 +719,7 @@ impl Engine {
                 }
                 for (key, _) in removed {
                     if let Some(d) = self.index.find(&key) {
-                        let dead = self.index.dests[d].counts.dead.saturating_sub(1);
-                        self.index.set_dead(d, dead);
-                        self.index.review(d);
+                        self.index.one_dead_less(d);
                     }
                 }
             }

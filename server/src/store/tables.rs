@@ -23,6 +23,33 @@ use super::{
 };
 use crate::ids::MessageId;
 
+/// Up to `scan` rows of a byte-keyed table (the overlay in front) after `cursor`, and the
+/// cursor to continue from (`None`: the table's end was reached).
+fn rows_after(
+    overlay: &Overlay,
+    id: TableId,
+    table: &ReadOnlyTable<&'static [u8], &'static [u8]>,
+    cursor: Option<&[u8]>,
+    scan: usize,
+) -> Result<Scanned, StoreError> {
+    let lower = cursor.map_or(Bound::Unbounded, Bound::Excluded);
+    let base =
+        table
+            .range::<&[u8]>((lower, Bound::Unbounded))?
+            .map(|row| -> Result<_, StoreError> {
+                let (k, v) = row?;
+                Ok((k.value().to_vec(), v.value().to_vec()))
+            });
+    let rows = overlay.merge(id, (lower, Bound::Unbounded), base, scan)?;
+    let last = (rows.len() >= scan)
+        .then(|| rows.last().map(|(k, _)| k.clone()))
+        .flatten();
+    Ok((rows, last))
+}
+
+/// Rows (key, value) of a scan, and where the next one continues.
+type Scanned = (Vec<(Vec<u8>, Vec<u8>)>, Option<Vec<u8>>);
+
 /// Dead letters a sweep deleted (destination key, id), and where the next one continues.
 pub type Swept = (Vec<(String, MessageId)>, Option<Vec<u8>>);
 
@@ -301,20 +328,13 @@ impl<'a> Tables<'a> {
         before_ms: u64,
         scan: usize,
     ) -> Result<(usize, Option<Vec<u8>>), StoreError> {
-        let lower = cursor.map_or(Bound::Unbounded, Bound::Excluded);
-        let base = self
-            .idempotency
-            .range::<&[u8]>((lower, Bound::Unbounded))?
-            .map(|row| -> Result<_, StoreError> {
-                let (k, v) = row?;
-                Ok((k.value().to_vec(), v.value().to_vec()))
-            });
-        let rows =
-            self.overlay
-                .merge(TableId::Idempotency, (lower, Bound::Unbounded), base, scan)?;
-        let last = (rows.len() >= scan)
-            .then(|| rows.last().map(|(k, _)| k.clone()))
-            .flatten();
+        let (rows, last) = rows_after(
+            self.overlay,
+            TableId::Idempotency,
+            &self.idempotency,
+            cursor,
+            scan,
+        )?;
         let mut removed = 0;
         for (key, value) in &rows {
             let (_, created) = decode_idempotency(value)?;
@@ -335,19 +355,7 @@ impl<'a> Tables<'a> {
         before_ms: u64,
         scan: usize,
     ) -> Result<Swept, StoreError> {
-        let lower = cursor.map_or(Bound::Unbounded, Bound::Excluded);
-        let base = self.dead.range::<&[u8]>((lower, Bound::Unbounded))?.map(
-            |row| -> Result<_, StoreError> {
-                let (k, v) = row?;
-                Ok((k.value().to_vec(), v.value().to_vec()))
-            },
-        );
-        let rows = self
-            .overlay
-            .merge(TableId::Dead, (lower, Bound::Unbounded), base, scan)?;
-        let last = (rows.len() >= scan)
-            .then(|| rows.last().map(|(k, _)| k.clone()))
-            .flatten();
+        let (rows, last) = rows_after(self.overlay, TableId::Dead, &self.dead, cursor, scan)?;
         let mut removed = Vec::new();
         for (key, value) in &rows {
             let entry = ScheduleEntry::decode(value)?;
