@@ -20,7 +20,53 @@ use std::time::Duration;
 
 pub use hookd_proto::v1 as pb;
 use pb::hookd_client::HookdClient;
-use tonic::transport::{Channel, Endpoint};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+
+/// The generated stub with hookd's credentials on every call.
+pub type Api = HookdClient<InterceptedService<Channel, Credentials>>;
+
+/// Adds `authorization: Bearer TOKEN` to every call when a token is set.
+#[derive(Debug, Clone, Default)]
+pub struct Credentials(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
+
+impl Credentials {
+    /// No token (a hookd without authentication, or mTLS alone).
+    pub fn none() -> Self {
+        Self(None)
+    }
+
+    /// A bearer token; fails if it is not a valid header value.
+    pub fn bearer(token: &str) -> Result<Self, Error> {
+        format!("Bearer {token}")
+            .parse()
+            .map(|v| Self(Some(v)))
+            .map_err(|_| Error::Config("the token is not a valid header value".into()))
+    }
+}
+
+impl tonic::service::Interceptor for Credentials {
+    fn call(&mut self, mut r: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(v) = &self.0 {
+            r.metadata_mut().insert("authorization", v.clone());
+        }
+        Ok(r)
+    }
+}
+
+/// How to reach a hookd that needs more than a plaintext address.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Bearer token (`--token`).
+    pub token: Option<String>,
+    /// PEM CA certificates to trust for hookd's certificate (with an `https://` address);
+    /// `None` trusts nothing beyond them, so give it for TLS.
+    pub ca_pem: Option<Vec<u8>>,
+    /// PEM client certificate and key, for mTLS.
+    pub identity_pem: Option<(Vec<u8>, Vec<u8>)>,
+    /// The name hookd's certificate is checked against (default: the address's host).
+    pub domain: Option<String>,
+}
 
 /// What can go wrong talking to hookd.
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +76,8 @@ pub enum Error {
     Connect(#[from] tonic::transport::Error),
     #[error("{}: {}", .0.code(), .0.message())]
     Status(#[from] tonic::Status),
+    #[error("client configuration: {0}")]
+    Config(String),
 }
 
 /// One event to enqueue.
@@ -123,7 +171,7 @@ impl Event {
 /// A connection to hookd; cheap to clone (clones share the HTTP/2 connection).
 #[derive(Debug, Clone)]
 pub struct Client {
-    inner: HookdClient<Channel>,
+    inner: Api,
 }
 
 impl Client {
@@ -133,16 +181,30 @@ impl Client {
         Ok(Self::from_channel(channel))
     }
 
+    /// Connects with a token and/or TLS (`https://host:port`).
+    pub async fn connect_with(addr: impl Into<String>, options: Options) -> Result<Self, Error> {
+        let credentials = match &options.token {
+            Some(t) => Credentials::bearer(t)?,
+            None => Credentials::none(),
+        };
+        let channel = secure_endpoint(addr, &options)?.connect().await?;
+        Ok(Self::with_credentials(channel, credentials))
+    }
+
     pub fn from_channel(channel: Channel) -> Self {
+        Self::with_credentials(channel, Credentials::none())
+    }
+
+    pub fn with_credentials(channel: Channel, credentials: Credentials) -> Self {
         Self {
-            inner: HookdClient::new(channel)
+            inner: HookdClient::with_interceptor(channel, credentials)
                 .max_decoding_message_size(64 << 20)
                 .max_encoding_message_size(64 << 20),
         }
     }
 
     /// The generated stub, for calls this wrapper does not cover.
-    pub fn raw(&mut self) -> &mut HookdClient<Channel> {
+    pub fn raw(&mut self) -> &mut Api {
         &mut self.inner
     }
 
@@ -289,6 +351,25 @@ pub fn endpoint(addr: impl Into<String>) -> Result<Endpoint, Error> {
         .tcp_nodelay(true)
         .initial_stream_window_size(Some(4 << 20))
         .initial_connection_window_size(Some(16 << 20)))
+}
+
+/// [`endpoint`] with TLS from `options` (when it names a CA or an identity).
+pub fn secure_endpoint(addr: impl Into<String>, options: &Options) -> Result<Endpoint, Error> {
+    let endpoint = endpoint(addr)?;
+    if options.ca_pem.is_none() && options.identity_pem.is_none() {
+        return Ok(endpoint);
+    }
+    let mut tls = ClientTlsConfig::new();
+    if let Some(ca) = &options.ca_pem {
+        tls = tls.ca_certificate(Certificate::from_pem(ca));
+    }
+    if let Some((cert, key)) = &options.identity_pem {
+        tls = tls.identity(Identity::from_pem(cert, key));
+    }
+    if let Some(domain) = &options.domain {
+        tls = tls.domain_name(domain.clone());
+    }
+    Ok(endpoint.tls_config(tls)?)
 }
 
 /// Stats with every destination: asks for page after page (each at most 10,000) and

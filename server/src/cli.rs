@@ -31,8 +31,19 @@ struct Cli {
 enum Command {
     /// Run the server.
     Serve(ServeArgs),
+    /// Make or hash a bearer token for `[[auth.tokens]]`.
+    #[command(subcommand)]
+    Token(TokenCmd),
     #[command(flatten)]
     Ctl(crate::ctl::Ctl),
+}
+
+#[derive(Debug, Subcommand)]
+enum TokenCmd {
+    /// Print a new random token and the `sha256` line for the config.
+    New,
+    /// Read a token from standard input and print its `sha256` for the config.
+    Hash,
 }
 
 #[derive(Debug, clap::Args)]
@@ -65,6 +76,10 @@ struct ServeArgs {
         value_delimiter = ','
     )]
     allow_destinations: Vec<ipnet::IpNet>,
+    /// Serve on a non-loopback address without authentication (`auth.insecure`); logs a
+    /// warning. Without it such a configuration refuses to start.
+    #[arg(long, env = "HOOKD_INSECURE")]
+    insecure: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -91,6 +106,7 @@ where
     };
     match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Token(cmd) => token(cmd),
         Command::Ctl(cmd) => crate::ctl::run(cli.connection, cmd),
     }
 }
@@ -141,6 +157,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         .delivery
         .allow_destinations
         .extend(args.allow_destinations);
+    config.auth.insecure |= args.insecure;
     if let Err(e) = config.validate() {
         eprintln!("hookd: {e}");
         return ExitCode::from(2);
@@ -172,6 +189,31 @@ fn serve(args: ServeArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn token(cmd: TokenCmd) -> ExitCode {
+    let token = match cmd {
+        TokenCmd::New => crate::auth::new_token(),
+        TokenCmd::Hash => {
+            let mut line = String::new();
+            if let Err(e) = std::io::stdin().read_line(&mut line) {
+                eprintln!("hookd: cannot read the token from standard input: {e}");
+                return ExitCode::from(2);
+            }
+            let token = line.trim().to_owned();
+            if token.is_empty() {
+                eprintln!("hookd: no token on standard input");
+                return ExitCode::from(2);
+            }
+            token
+        }
+    };
+    let hash = crate::auth::hex(&crate::auth::token_hash(&token));
+    if matches!(cmd, TokenCmd::New) {
+        println!("token:  {token}");
+    }
+    println!("sha256 = \"{hash}\"");
+    ExitCode::SUCCESS
 }
 
 /// Builds a tokio runtime from `builder` (the server's multi-threaded one, the client's

@@ -58,6 +58,12 @@ pub struct Config {
     pub dead_letters: DeadLetterConfig,
     /// Alert thresholds, and where changes are delivered.
     pub alerts: crate::alerts::AlertConfig,
+    /// Who may call what: tokens, client certificates, scopes, request rates.
+    pub auth: crate::auth::AuthConfig,
+    /// TLS (and mTLS) on both listeners.
+    pub tls: crate::listen::TlsConfig,
+    /// Limits against hostile or broken connections, per listener.
+    pub connections: crate::listen::ConnectionLimits,
 }
 
 /// Dead-letter tools.
@@ -167,6 +173,9 @@ impl Default for Config {
             metrics: MetricsConfig::default(),
             dead_letters: DeadLetterConfig::default(),
             alerts: crate::alerts::AlertConfig::default(),
+            auth: crate::auth::AuthConfig::default(),
+            tls: crate::listen::TlsConfig::default(),
+            connections: crate::listen::ConnectionLimits::default(),
         }
     }
 }
@@ -279,6 +288,9 @@ impl Config {
         }
         if let Err((key, message)) = self.alerts.check() {
             return Err(ConfigError::InvalidAt { key, message });
+        }
+        if let Err((key, message)) = self.connections.check() {
+            return invalid(key, message);
         }
         validate_retry(&self.retry, "retry")?;
         self.delivery.validate()

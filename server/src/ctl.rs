@@ -14,8 +14,6 @@ use std::time::Duration;
 
 use clap::Subcommand;
 use hookd_proto::v1::{self as pb, hookd_client::HookdClient};
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
 
 /// Where hookd is and how to talk to it.
 #[derive(Debug, Clone, clap::Args)]
@@ -34,6 +32,15 @@ pub struct Connection {
     /// Print JSON (one document per answer) instead of tables.
     #[arg(long, global = true, env = "HOOKD_JSON")]
     pub json: bool,
+    /// PEM CA certificate(s) to trust for hookd's TLS certificate (with `--server https://...`).
+    #[arg(long, global = true, env = "HOOKD_CA_FILE")]
+    pub ca_file: Option<std::path::PathBuf>,
+    /// PEM client certificate for mTLS (with --key).
+    #[arg(long, global = true, env = "HOOKD_CLIENT_CERT")]
+    pub cert: Option<std::path::PathBuf>,
+    /// PEM private key of --cert.
+    #[arg(long, global = true, env = "HOOKD_CLIENT_KEY")]
+    pub key: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -284,20 +291,7 @@ impl Failure {
     }
 }
 
-type Api = HookdClient<InterceptedService<Channel, Bearer>>;
-
-/// Adds `authorization: Bearer TOKEN` to every call when a token is set.
-#[derive(Debug, Clone)]
-struct Bearer(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
-
-impl tonic::service::Interceptor for Bearer {
-    fn call(&mut self, mut r: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-        if let Some(v) = &self.0 {
-            r.metadata_mut().insert("authorization", v.clone());
-        }
-        Ok(r)
-    }
-}
+type Api = hookd_client::Api;
 
 /// Runs a client subcommand; prints its answer (stdout) or its failure (stderr).
 pub fn run(conn: Connection, cmd: Ctl) -> ExitCode {
@@ -315,15 +309,32 @@ pub fn run(conn: Connection, cmd: Ctl) -> ExitCode {
 }
 
 async fn connect(conn: &Connection) -> Result<Api, Failure> {
-    let token = match &conn.token {
-        Some(t) => Some(
-            format!("Bearer {t}")
-                .parse()
-                .map_err(|_| Failure::usage("--token: not a valid header value".into()))?,
-        ),
-        None => None,
+    let credentials = match &conn.token {
+        Some(t) => hookd_client::Credentials::bearer(t)
+            .map_err(|_| Failure::usage("--token: not a valid header value".into()))?,
+        None => hookd_client::Credentials::none(),
     };
-    let endpoint = hookd_client::endpoint(conn.server.clone())
+    let read = |flag: &str,
+                path: &Option<std::path::PathBuf>|
+     -> Result<Option<Vec<u8>>, Failure> {
+        path.as_ref()
+            .map(|p| {
+                std::fs::read(p).map_err(|e| Failure::usage(format!("{flag} {}: {e}", p.display())))
+            })
+            .transpose()
+    };
+    let identity_pem = match (read("--cert", &conn.cert)?, read("--key", &conn.key)?) {
+        (Some(c), Some(k)) => Some((c, k)),
+        (None, None) => None,
+        _ => return Err(Failure::usage("--cert and --key go together".into())),
+    };
+    let options = hookd_client::Options {
+        token: None,
+        ca_pem: read("--ca-file", &conn.ca_file)?,
+        identity_pem,
+        domain: None,
+    };
+    let endpoint = hookd_client::secure_endpoint(conn.server.clone(), &options)
         .map_err(|e| Failure::usage(format!("--server {}: {e}", conn.server)))?;
     let channel = endpoint.connect().await.map_err(|e| Failure {
         message: format!(
@@ -332,7 +343,7 @@ async fn connect(conn: &Connection) -> Result<Api, Failure> {
         ),
         code: 3,
     })?;
-    Ok(HookdClient::with_interceptor(channel, Bearer(token))
+    Ok(HookdClient::with_interceptor(channel, credentials)
         .max_decoding_message_size(64 << 20)
         .max_encoding_message_size(64 << 20))
 }

@@ -27,6 +27,7 @@
 
 pub mod alerts;
 pub mod api;
+pub mod auth;
 pub mod breaker;
 pub mod cli;
 pub mod clock;
@@ -41,6 +42,7 @@ pub mod events;
 pub mod http;
 pub mod ids;
 pub mod limiter;
+pub mod listen;
 pub mod metrics;
 pub mod retry;
 pub mod server;

@@ -3,7 +3,7 @@
 //! [`run`] takes already-bound listeners and a shutdown future, so tests start a real server
 //! on `127.0.0.1:0` in-process and stop it cleanly; the binary passes SIGTERM/SIGINT.
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,6 +35,11 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
     #[error("push delivery setup: {0}")]
     Delivery(String),
+    #[error(transparent)]
+    Tls(#[from] crate::listen::TlsError),
+    /// A listener on a non-loopback address with no authentication.
+    #[error("{0}")]
+    Exposed(String),
 }
 
 /// Called once the engine is up, with its handle (tests use it to wake the engine after
@@ -148,6 +153,14 @@ async fn serve(
         open_store,
         rng_seed,
     } = plugged;
+    let auth = crate::auth::Authenticator::new(&config.auth, clock.clone(), &|var| {
+        std::env::var(var).ok()
+    })
+    .map_err(|(key, message)| ConfigError::InvalidAt { key, message })?;
+    let auth = Arc::new(auth);
+    let tls = crate::listen::Tls::from_config(&config.tls)?;
+    exposure(&config, &grpc, &http, auth.enabled(), tls.is_some())?;
+    let max_connections = connection_budget(config.connections.max_connections);
     let storage = {
         let dir = config.data_dir.clone();
         let cache = usize::try_from(config.cache_size_mb << 20).unwrap_or(usize::MAX);
@@ -236,14 +249,23 @@ async fn serve(
 
     let (health, health_service) = tonic_health::server::health_reporter();
     set_health(&health, true).await;
-    let reflection_v1 = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(hookd_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
-    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(hookd_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1alpha()?;
+    let reflection = auth.reflection() != crate::auth::Reflection::Off;
+    let reflection_v1 = reflection
+        .then(|| {
+            tonic_reflection::server::Builder::configure()
+                .register_encoded_file_descriptor_set(hookd_proto::FILE_DESCRIPTOR_SET)
+                .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+                .build_v1()
+        })
+        .transpose()?;
+    let reflection_v1alpha = reflection
+        .then(|| {
+            tonic_reflection::server::Builder::configure()
+                .register_encoded_file_descriptor_set(hookd_proto::FILE_DESCRIPTOR_SET)
+                .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+                .build_v1alpha()
+        })
+        .transpose()?;
 
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
@@ -270,28 +292,60 @@ async fn serve(
 
     let grpc_addr = grpc.local_addr()?;
     let http_addr = http.local_addr()?;
-    // TCP_NODELAY: without it Nagle's algorithm and delayed ACKs hold small responses back
-    // by up to 40 ms. Bigger HTTP/2 windows let a batch of large events go out in one burst.
-    let incoming = tonic::transport::server::TcpIncoming::from(grpc).with_nodelay(Some(true));
+    let limits = &config.connections;
+    if let Some(tls) = &tls {
+        tokio::spawn(tls.clone().watch(stop_rx.clone()));
+    }
+    // Connections are accepted (and their TLS handshakes done) by `listen`, which holds
+    // them to the connection limit, the handshake deadline and the idle timeout.
+    let grpc_conns = crate::listen::accept(
+        grpc,
+        crate::listen::Kind::Grpc,
+        tls.clone(),
+        limits,
+        max_connections,
+        stop_rx.clone(),
+    );
+    let http_conns = crate::listen::accept(
+        http,
+        crate::listen::Kind::Http,
+        tls.clone(),
+        limits,
+        max_connections,
+        stop_rx.clone(),
+    );
+    // Bigger HTTP/2 windows let a batch of large events go out in one burst; the stream
+    // and header limits bound what one connection can make hookd hold.
     let grpc_server = tonic::transport::Server::builder()
         .initial_stream_window_size(Some(4 << 20))
         .initial_connection_window_size(Some(16 << 20))
+        .max_concurrent_streams(Some(limits.max_concurrent_streams))
+        .http2_max_header_list_size(Some(limits.max_header_bytes))
+        .http2_keepalive_interval(Some(Duration::from_secs(limits.keepalive_interval_secs)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+        .layer(crate::auth::GrpcAuthLayer {
+            auth: auth.clone(),
+            body_timeout: Duration::from_millis(limits.request_body_timeout_ms),
+        })
         .add_service(health_service)
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha)
+        .add_optional_service(reflection_v1)
+        .add_optional_service(reflection_v1alpha)
         .add_service(service)
-        .serve_with_incoming_shutdown(incoming, stopped(stop_rx.clone()));
-    let http_server = axum::serve(
-        http,
-        crate::http::router(
-            engine.clone(),
-            metrics,
-            config.metrics.max_destination_series,
-        ),
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::ReceiverStream::new(grpc_conns),
+            stopped(stop_rx.clone()),
+        );
+    let router = crate::http::router(
+        engine.clone(),
+        metrics,
+        config.metrics.max_destination_series,
     )
-    .with_graceful_shutdown(stopped(stop_rx.clone()))
-    .into_future();
-    tracing::info!(%grpc_addr, %http_addr, data_dir = %config.data_dir.display(), "hookd serving");
+    .layer(axum::middleware::from_fn_with_state(
+        auth.clone(),
+        crate::auth::http_middleware,
+    ));
+    let http_server = crate::listen::serve_http(http_conns, router, limits, stop_rx.clone());
+    tracing::info!(%grpc_addr, %http_addr, tls = tls.is_some(), authentication = auth.enabled(), max_connections, data_dir = %config.data_dir.display(), "hookd serving");
 
     // Run until asked to stop, or until a listener fails on its own; either way, stop
     // everything in order.
@@ -358,4 +412,67 @@ async fn set_health(reporter: &tonic_health::server::HealthReporter, serving: bo
             status,
         )
         .await;
+}
+
+/// Refuses a non-loopback listener with no authentication (unless `auth.insecure`), and
+/// warns about what is allowed but unwise.
+fn exposure(
+    config: &Config,
+    grpc: &TcpListener,
+    http: &TcpListener,
+    authenticated: bool,
+    tls: bool,
+) -> Result<(), ServeError> {
+    let exposed: Vec<String> = [("gRPC", grpc), ("HTTP", http)]
+        .into_iter()
+        .filter_map(|(name, l)| {
+            let addr = l.local_addr().ok()?;
+            (!addr.ip().is_loopback()).then(|| format!("{name} on {addr}"))
+        })
+        .collect();
+    if exposed.is_empty() {
+        return Ok(());
+    }
+    let listeners = exposed.join(" and ");
+    if !authenticated {
+        if !config.auth.insecure {
+            return Err(ServeError::Exposed(format!(
+                "refusing to serve {listeners} without authentication: anyone who can reach it \
+                 could read and change every endpoint. Add a token ([[auth.tokens]] with \
+                 `sha256`, `file` or `env`, and `scopes`; `hookd token new` makes one), or \
+                 bind to 127.0.0.1, or set `auth.insecure = true` (--insecure) to accept the risk"
+            )));
+        }
+        tracing::warn!(
+            listeners,
+            "serving without authentication on a non-loopback address (auth.insecure)"
+        );
+    }
+    if !tls {
+        tracing::warn!(
+            listeners,
+            "serving without TLS on a non-loopback address: tokens and payloads cross the network in clear (set tls.cert_file and tls.key_file)"
+        );
+    }
+    Ok(())
+}
+
+/// Connections per listener: the configured limit, kept to a quarter of the open-file limit
+/// (raised to its hard limit first) each, so storage and push delivery always have
+/// descriptors.
+fn connection_budget(configured: usize) -> usize {
+    match crate::listen::raise_open_file_limit() {
+        Some(files) => {
+            let share = usize::try_from(files / 4).unwrap_or(usize::MAX).max(16);
+            if share < configured {
+                tracing::info!(
+                    open_file_limit = files,
+                    connections = share,
+                    "connections per listener lowered to a quarter of the open-file limit"
+                );
+            }
+            configured.min(share)
+        }
+        None => configured,
+    }
 }

@@ -1,0 +1,831 @@
+//! The listeners' edge: accept TCP, hold hostile connections to account, and terminate TLS.
+//!
+//! Every accepted socket takes a permit from its listener's connection limit (a socket over
+//! the limit is closed at once, so the kernel's backlog never fills with them), then must
+//! finish its TLS handshake (or, in plaintext, send its first bytes) within
+//! `connections.handshake_timeout_ms`, in a task of its own so a slow client never stalls
+//! the accept loop. A connection whose peer sends nothing for `connections.idle_timeout_secs`
+//! is closed ([`Conn`]): HTTP/2 keep-alive pings, which a live client answers, keep a quiet
+//! gRPC channel open. The HTTP/1 listener is served here too ([`serve_http`]), with a
+//! header-read timeout and a header size limit.
+//!
+//! TLS: rustls with ring, from PEM files; with `tls.client_ca_file`, client certificates are
+//! verified (optional or required) and their DNS names become the connection's
+//! [`PeerIdentity`]. The files are read again when they change (checked every
+//! `tls.reload_interval_secs`) and on SIGHUP; a new handshake uses the new files, open
+//! connections keep theirs. A reload that fails keeps the previous certificates and logs why.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, RwLock};
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime};
+
+use serde::Deserialize;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio::time::{Instant, Sleep};
+
+use crate::auth::PeerIdentity;
+
+/// `[connections]`: limits against hostile or broken clients, per listener.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConnectionLimits {
+    /// Open connections per listener; more are closed as they arrive. Also kept below the
+    /// process's open-file limit (see ARCHITECTURE.md, "Connections").
+    pub max_connections: usize,
+    /// A TLS handshake, or a plaintext client's first bytes, within this.
+    pub handshake_timeout_ms: u64,
+    /// A connection whose peer sent nothing for this long is closed.
+    pub idle_timeout_secs: u64,
+    /// HTTP/1 request headers must arrive within this.
+    pub header_read_timeout_ms: u64,
+    /// Largest request header block (HTTP/1 headers, HTTP/2 header list / gRPC metadata).
+    pub max_header_bytes: u32,
+    /// HTTP/2 streams (concurrent gRPC calls) per connection.
+    pub max_concurrent_streams: u32,
+    /// A gRPC request's body (its message) must have arrived within this.
+    pub request_body_timeout_ms: u64,
+    /// Server-side keep-alive ping interval on gRPC connections.
+    pub keepalive_interval_secs: u64,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: 4_096,
+            handshake_timeout_ms: 10_000,
+            idle_timeout_secs: 300,
+            header_read_timeout_ms: 10_000,
+            max_header_bytes: 16 << 10,
+            max_concurrent_streams: 128,
+            request_body_timeout_ms: 30_000,
+            keepalive_interval_secs: 30,
+        }
+    }
+}
+
+impl ConnectionLimits {
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        let within = |key, v: u64, lo: u64, hi: u64| {
+            if (lo..=hi).contains(&v) {
+                Ok(())
+            } else {
+                Err((key, format!("{v} is not within {lo}..={hi}")))
+            }
+        };
+        within(
+            "connections.max_connections",
+            self.max_connections as u64,
+            1,
+            1 << 20,
+        )?;
+        within(
+            "connections.handshake_timeout_ms",
+            self.handshake_timeout_ms,
+            100,
+            600_000,
+        )?;
+        within(
+            "connections.idle_timeout_secs",
+            self.idle_timeout_secs,
+            self.keepalive_interval_secs.saturating_mul(2).max(1),
+            86_400,
+        )?;
+        within(
+            "connections.header_read_timeout_ms",
+            self.header_read_timeout_ms,
+            100,
+            600_000,
+        )?;
+        within(
+            "connections.max_header_bytes",
+            u64::from(self.max_header_bytes),
+            8 << 10,
+            1 << 20,
+        )?;
+        within(
+            "connections.max_concurrent_streams",
+            u64::from(self.max_concurrent_streams),
+            1,
+            10_000,
+        )?;
+        within(
+            "connections.request_body_timeout_ms",
+            self.request_body_timeout_ms,
+            100,
+            3_600_000,
+        )?;
+        within(
+            "connections.keepalive_interval_secs",
+            self.keepalive_interval_secs,
+            1,
+            3_600,
+        )
+    }
+}
+
+/// `[tls]`: one certificate for both listeners.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsConfig {
+    /// PEM certificate chain (leaf first). TLS is on when this and `key_file` are set.
+    pub cert_file: Option<PathBuf>,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1).
+    pub key_file: Option<PathBuf>,
+    /// PEM CA certificates that client certificates must chain to (mTLS).
+    pub client_ca_file: Option<PathBuf>,
+    /// With `client_ca_file`: `optional` (a client may use a token instead) or `required`.
+    pub client_auth: ClientAuth,
+    /// How often the files are checked for changes (SIGHUP checks at once).
+    pub reload_interval_secs: u64,
+}
+
+impl Default for TlsConfig {
+    fn default() -> Self {
+        Self {
+            cert_file: None,
+            key_file: None,
+            client_ca_file: None,
+            client_auth: ClientAuth::Optional,
+            reload_interval_secs: 10,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientAuth {
+    Optional,
+    Required,
+}
+
+/// Why TLS could not be set up; names the key and the file.
+#[derive(Debug, thiserror::Error)]
+#[error("config key `tls.{key}`: {message}")]
+pub struct TlsError {
+    pub key: &'static str,
+    pub message: String,
+}
+
+fn tls_error(key: &'static str, message: String) -> TlsError {
+    TlsError { key, message }
+}
+
+/// The files' modification times and sizes: a change means a reload.
+type Stamps = Vec<Option<(SystemTime, u64)>>;
+
+/// The current TLS configurations (gRPC speaks `h2`, the HTTP listener `http/1.1`), swapped
+/// whole on reload.
+#[derive(Debug)]
+pub struct Tls {
+    config: TlsConfig,
+    grpc: RwLock<Arc<rustls::ServerConfig>>,
+    http: RwLock<Arc<rustls::ServerConfig>>,
+    stamps: std::sync::Mutex<Stamps>,
+}
+
+impl Tls {
+    /// `None` when TLS is off; an error names the key and what is wrong with its file.
+    pub fn from_config(config: &TlsConfig) -> Result<Option<Arc<Self>>, TlsError> {
+        match (&config.cert_file, &config.key_file) {
+            (None, None) => {
+                if config.client_ca_file.is_some() {
+                    return Err(tls_error(
+                        "client_ca_file",
+                        "client certificates need TLS: set tls.cert_file and tls.key_file".into(),
+                    ));
+                }
+                return Ok(None);
+            }
+            (Some(_), None) => {
+                return Err(tls_error(
+                    "key_file",
+                    "tls.cert_file is set but tls.key_file is not".into(),
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(tls_error(
+                    "cert_file",
+                    "tls.key_file is set but tls.cert_file is not".into(),
+                ));
+            }
+            (Some(_), Some(_)) => {}
+        }
+        if !(1..=86_400).contains(&config.reload_interval_secs) {
+            return Err(tls_error(
+                "reload_interval_secs",
+                format!("{} is not within 1..=86400", config.reload_interval_secs),
+            ));
+        }
+        let stamps = stamps(config);
+        let (grpc, http) = build(config)?;
+        Ok(Some(Arc::new(Self {
+            config: config.clone(),
+            grpc: RwLock::new(grpc),
+            http: RwLock::new(http),
+            stamps: std::sync::Mutex::new(stamps),
+        })))
+    }
+
+    fn current(&self, kind: Kind) -> Arc<rustls::ServerConfig> {
+        let slot = match kind {
+            Kind::Grpc => &self.grpc,
+            Kind::Http => &self.http,
+        };
+        slot.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Reads the files again if they changed (or always, with `force`). Ok(true): swapped.
+    pub fn reload(&self, force: bool) -> Result<bool, TlsError> {
+        let now = stamps(&self.config);
+        let mut seen = self.stamps.lock().unwrap_or_else(|p| p.into_inner());
+        if !force && *seen == now {
+            return Ok(false);
+        }
+        // Remember the attempt either way, so a broken file is reported once, not every tick.
+        *seen = now;
+        let (grpc, http) = build(&self.config)?;
+        *self.grpc.write().unwrap_or_else(|p| p.into_inner()) = grpc;
+        *self.http.write().unwrap_or_else(|p| p.into_inner()) = http;
+        Ok(true)
+    }
+
+    /// Reloads on change and on SIGHUP until `stop`.
+    pub async fn watch(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        let mut tick = tokio::time::interval(Duration::from_secs(self.config.reload_interval_secs));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        #[cfg(unix)]
+        let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+        loop {
+            #[cfg(unix)]
+            let hangup = async {
+                match hup.as_mut() {
+                    Some(h) => {
+                        h.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            #[cfg(not(unix))]
+            let hangup = std::future::pending::<()>();
+            let force = tokio::select! {
+                _ = stop.wait_for(|s| *s) => return,
+                _ = tick.tick() => false,
+                () = hangup => true,
+            };
+            let tls = self.clone();
+            match tokio::task::spawn_blocking(move || tls.reload(force)).await {
+                Ok(Ok(true)) => tracing::info!(
+                    forced = force,
+                    "TLS certificates reloaded; new connections use them"
+                ),
+                Ok(Ok(false)) => {}
+                Ok(Err(e)) => {
+                    tracing::error!(error = %e, "TLS reload failed; keeping the previous certificates")
+                }
+                Err(e) => tracing::error!(error = %e, "TLS reload task failed"),
+            }
+        }
+    }
+}
+
+fn stamps(config: &TlsConfig) -> Stamps {
+    [&config.cert_file, &config.key_file, &config.client_ca_file]
+        .into_iter()
+        .map(|p| {
+            let meta = std::fs::metadata(p.as_ref()?).ok()?;
+            Some((meta.modified().ok()?, meta.len()))
+        })
+        .collect()
+}
+
+fn read_pem(key: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|e| tls_error(key, format!("cannot read {}: {e}", path.display())))
+}
+
+fn certificates(
+    key: &'static str,
+    path: &Path,
+) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, TlsError> {
+    use rustls::pki_types::pem::PemObject;
+    let pem = read_pem(key, path)?;
+    let certs = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| {
+            tls_error(
+                key,
+                format!("{}: not PEM certificates: {e}", path.display()),
+            )
+        })?;
+    if certs.is_empty() {
+        return Err(tls_error(
+            key,
+            format!("{} holds no PEM certificate", path.display()),
+        ));
+    }
+    Ok(certs)
+}
+
+fn build(
+    config: &TlsConfig,
+) -> Result<(Arc<rustls::ServerConfig>, Arc<rustls::ServerConfig>), TlsError> {
+    use rustls::pki_types::pem::PemObject;
+    let (Some(cert_file), Some(key_file)) = (&config.cert_file, &config.key_file) else {
+        return Err(tls_error("cert_file", "not set".into()));
+    };
+    let chain = certificates("cert_file", cert_file)?;
+    let key_pem = read_pem("key_file", key_file)?;
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
+        tls_error(
+            "key_file",
+            format!("{}: no PEM private key: {e}", key_file.display()),
+        )
+    })?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let certified = rustls::sign::CertifiedKey::from_der(chain, key, &provider).map_err(|e| {
+        tls_error(
+            "key_file",
+            format!(
+                "{} does not go with {}: {e}",
+                key_file.display(),
+                cert_file.display()
+            ),
+        )
+    })?;
+    let certified = Arc::new(certified);
+    let verifier = match &config.client_ca_file {
+        None => None,
+        Some(ca_file) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in certificates("client_ca_file", ca_file)? {
+                roots.add(cert).map_err(|e| {
+                    tls_error(
+                        "client_ca_file",
+                        format!("{}: not a usable CA certificate: {e}", ca_file.display()),
+                    )
+                })?;
+            }
+            let builder = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider.clone(),
+            );
+            let builder = match config.client_auth {
+                ClientAuth::Optional => builder.allow_unauthenticated(),
+                ClientAuth::Required => builder,
+            };
+            Some(builder.build().map_err(|e| {
+                tls_error(
+                    "client_ca_file",
+                    format!("{}: cannot verify clients with it: {e}", ca_file.display()),
+                )
+            })?)
+        }
+    };
+    let make = |alpn: &[u8]| -> Result<Arc<rustls::ServerConfig>, TlsError> {
+        let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| tls_error("cert_file", e.to_string()))?;
+        let builder = match &verifier {
+            Some(v) => builder.with_client_cert_verifier(v.clone()),
+            None => builder.with_no_client_auth(),
+        };
+        let mut server = builder.with_cert_resolver(Arc::new(
+            rustls::sign::SingleCertAndKey::from(certified.clone()),
+        ));
+        server.alpn_protocols = vec![alpn.to_vec()];
+        Ok(Arc::new(server))
+    };
+    Ok((make(b"h2")?, make(b"http/1.1")?))
+}
+
+/// Which listener a connection came to (decides ALPN).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Grpc,
+    Http,
+}
+
+/// What the services learn about a connection (a request extension on both listeners).
+#[derive(Debug, Clone)]
+pub struct ConnInfo {
+    pub remote: SocketAddr,
+    /// The verified client certificate's identity (mTLS).
+    pub peer: Option<Arc<PeerIdentity>>,
+}
+
+enum Io {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+}
+
+/// An accepted connection: its stream, its place under the connection limit, and the idle
+/// timer (reset by every byte the peer sends).
+pub struct Conn {
+    io: Io,
+    info: ConnInfo,
+    idle: Pin<Box<Sleep>>,
+    idle_timeout: Duration,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn").field("info", &self.info).finish()
+    }
+}
+
+impl Conn {
+    pub fn info(&self) -> &ConnInfo {
+        &self.info
+    }
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let polled = match &mut this.io {
+            Io::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        };
+        match polled {
+            Poll::Ready(Ok(())) if buf.filled().len() > before => {
+                let deadline = Instant::now() + this.idle_timeout;
+                this.idle.as_mut().reset(deadline);
+                Poll::Ready(Ok(()))
+            }
+            Poll::Pending => match this.idle.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the peer sent nothing for the idle timeout",
+                ))),
+                Poll::Pending => Poll::Pending,
+            },
+            other => other,
+        }
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match &mut self.get_mut().io {
+            Io::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match &mut self.get_mut().io {
+            Io::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match &self.io {
+            Io::Plain(s) => s.is_write_vectored(),
+            Io::Tls(s) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.get_mut().io {
+            Io::Plain(s) => Pin::new(s).poll_flush(cx),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.get_mut().io {
+            Io::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+impl tonic::transport::server::Connected for Conn {
+    type ConnectInfo = ConnInfo;
+    fn connect_info(&self) -> ConnInfo {
+        self.info.clone()
+    }
+}
+
+/// Accepts on `listener` until `stop`, and hands over connections that passed the handshake.
+/// The channel closes when the loop ends (the servers then stop).
+pub fn accept(
+    listener: TcpListener,
+    kind: Kind,
+    tls: Option<Arc<Tls>>,
+    limits: &ConnectionLimits,
+    max_connections: usize,
+    mut stop: watch::Receiver<bool>,
+) -> mpsc::Receiver<io::Result<Conn>> {
+    let (tx, rx) = mpsc::channel(64);
+    let permits = Arc::new(Semaphore::new(max_connections));
+    let handshake = Duration::from_millis(limits.handshake_timeout_ms);
+    let idle = Duration::from_secs(limits.idle_timeout_secs);
+    tokio::spawn(async move {
+        let mut refused_log = Throttle::default();
+        loop {
+            let accepted = tokio::select! {
+                _ = stop.wait_for(|s| *s) => return,
+                a = listener.accept() => a,
+            };
+            let (stream, remote) = match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning; open connections
+                    // closing will make room.
+                    if refused_log.ready() {
+                        tracing::warn!(listener = ?kind, error = %e, "accept failed; backing off");
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let Ok(permit) = permits.clone().try_acquire_owned() else {
+                if refused_log.ready() {
+                    tracing::warn!(
+                        listener = ?kind,
+                        max_connections,
+                        "connection limit reached; closing new connections"
+                    );
+                }
+                drop(stream);
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let tls = tls.clone();
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let io = match tokio::time::timeout(handshake, open(stream, kind, tls)).await {
+                    Ok(Ok(io)) => io,
+                    Ok(Err(e)) => {
+                        tracing::debug!(%remote, error = %e, "connection refused at handshake");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%remote, "handshake timed out");
+                        return;
+                    }
+                };
+                let peer = match &io {
+                    Io::Tls(s) => peer_identity(s.get_ref().1),
+                    Io::Plain(_) => None,
+                };
+                let conn = Conn {
+                    io,
+                    info: ConnInfo { remote, peer },
+                    idle: Box::pin(tokio::time::sleep(idle)),
+                    idle_timeout: idle,
+                    _permit: permit,
+                };
+                let _ = tx.send(Ok(conn)).await;
+            });
+        }
+    });
+    rx
+}
+
+/// The TLS handshake, or for plaintext the first bytes of a request.
+async fn open(stream: TcpStream, kind: Kind, tls: Option<Arc<Tls>>) -> io::Result<Io> {
+    match tls {
+        Some(tls) => {
+            let acceptor = tokio_rustls::TlsAcceptor::from(tls.current(kind));
+            Ok(Io::Tls(Box::new(acceptor.accept(stream).await?)))
+        }
+        None => {
+            stream.readable().await?;
+            Ok(Io::Plain(stream))
+        }
+    }
+}
+
+fn peer_identity(conn: &rustls::ServerConnection) -> Option<Arc<PeerIdentity>> {
+    let leaf = conn.peer_certificates()?.first()?;
+    let cert = webpki::EndEntityCert::try_from(leaf).ok()?;
+    Some(Arc::new(PeerIdentity {
+        dns_names: cert.valid_dns_names().map(str::to_owned).collect(),
+    }))
+}
+
+/// A request body that fails with DEADLINE_EXCEEDED when it has not ended within a time
+/// from its start (the gRPC request-body timeout).
+#[derive(Debug)]
+pub struct DeadlineBody<B> {
+    inner: B,
+    deadline: Pin<Box<Sleep>>,
+}
+
+impl<B> DeadlineBody<B> {
+    pub fn new(inner: B, timeout: Duration) -> Self {
+        Self {
+            inner,
+            deadline: Box::pin(tokio::time::sleep(timeout)),
+        }
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl<B> http_body::Body for DeadlineBody<B>
+where
+    B: http_body::Body<Data = bytes::Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    type Data = bytes::Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(frame) => Poll::Ready(frame.map(|f| f.map_err(Into::into))),
+            Poll::Pending => match this.deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    Poll::Ready(Some(Err(Box::new(tonic::Status::deadline_exceeded(
+                        "the request's message did not arrive within connections.request_body_timeout_ms",
+                    )))))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Lets a warning through at most every 10 s.
+#[derive(Debug, Default)]
+struct Throttle(Option<std::time::Instant>);
+
+impl Throttle {
+    fn ready(&mut self) -> bool {
+        let now = std::time::Instant::now();
+        match self.0 {
+            Some(last) if now.duration_since(last) < Duration::from_secs(10) => false,
+            _ => {
+                self.0 = Some(now);
+                true
+            }
+        }
+    }
+}
+
+/// Serves the admin router over HTTP/1.1 on accepted connections until `stop`; then lets
+/// the requests in progress finish.
+pub async fn serve_http(
+    mut conns: mpsc::Receiver<io::Result<Conn>>,
+    router: axum::Router,
+    limits: &ConnectionLimits,
+    stop: watch::Receiver<bool>,
+) -> io::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_millis(limits.header_read_timeout_ms))
+        .max_buf_size((limits.max_header_bytes as usize).max(8 << 10))
+        .keep_alive(true);
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut stopping = stop.clone();
+    loop {
+        let conn = tokio::select! {
+            _ = stopping.wait_for(|s| *s) => break,
+            c = conns.recv() => match c {
+                Some(Ok(c)) => c,
+                Some(Err(_)) => continue,
+                None => break,
+            },
+        };
+        while tasks.try_join_next().is_some() {}
+        let info = conn.info().clone();
+        let router = router.clone();
+        let service = hyper::service::service_fn(move |mut request: http::Request<_>| {
+            request.extensions_mut().insert(info.clone());
+            let mut router = router.clone();
+            async move {
+                tower_service::Service::call(&mut router, request.map(axum::body::Body::new)).await
+            }
+        });
+        let connection = builder.serve_connection(TokioIo::new(conn), service);
+        let mut stop = stop.clone();
+        tasks.spawn(async move {
+            let mut connection = std::pin::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                () = async { let _ = stop.wait_for(|s| *s).await; } => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+    Ok(())
+}
+
+/// Raises the soft open-file limit to the hard one and returns it (`None` where it cannot
+/// be read). Connections then have room, and the listeners' limits are set below it so
+/// storage and outbound pushes always have descriptors.
+pub fn raise_open_file_limit() -> Option<u64> {
+    #[cfg(unix)]
+    {
+        use rustix::process::{Resource, getrlimit, setrlimit};
+        let mut limit = getrlimit(Resource::Nofile);
+        if let (Some(current), Some(hard)) = (limit.current, limit.maximum)
+            && current < hard
+        {
+            limit.current = Some(hard);
+            if setrlimit(Resource::Nofile, limit).is_err() {
+                limit.current = Some(current);
+            }
+        }
+        limit.current
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_are_checked_with_their_key() {
+        assert!(ConnectionLimits::default().check().is_ok());
+        let bad = ConnectionLimits {
+            max_header_bytes: 10,
+            ..ConnectionLimits::default()
+        };
+        assert_eq!(bad.check().unwrap_err().0, "connections.max_header_bytes");
+        let bad = ConnectionLimits {
+            idle_timeout_secs: 10,
+            ..ConnectionLimits::default()
+        };
+        assert_eq!(bad.check().unwrap_err().0, "connections.idle_timeout_secs");
+    }
+
+    #[test]
+    fn tls_config_errors_name_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.pem");
+        let e = Tls::from_config(&TlsConfig {
+            cert_file: Some(missing.clone()),
+            ..TlsConfig::default()
+        })
+        .unwrap_err();
+        assert_eq!(e.key, "key_file");
+        let e = Tls::from_config(&TlsConfig {
+            cert_file: Some(missing.clone()),
+            key_file: Some(missing.clone()),
+            ..TlsConfig::default()
+        })
+        .unwrap_err();
+        assert_eq!(e.key, "cert_file");
+        assert!(e.message.contains("cannot read"), "{}", e.message);
+        let garbage = dir.path().join("garbage.pem");
+        std::fs::write(&garbage, "not a certificate").unwrap();
+        let e = Tls::from_config(&TlsConfig {
+            cert_file: Some(garbage.clone()),
+            key_file: Some(garbage),
+            ..TlsConfig::default()
+        })
+        .unwrap_err();
+        assert!(e.message.contains("no PEM certificate"), "{}", e.message);
+        let e = Tls::from_config(&TlsConfig {
+            client_ca_file: Some(missing),
+            ..TlsConfig::default()
+        })
+        .unwrap_err();
+        assert_eq!(e.key, "client_ca_file");
+    }
+}
