@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod bad_input;
+mod certs;
 mod cli;
 mod crash;
 mod ctl;
@@ -20,6 +21,7 @@ mod python;
 mod queue;
 mod restart;
 mod retry;
+mod security;
 mod service;
 mod sink;
 mod storage_failure;
