@@ -48,3 +48,57 @@ async fn python_client_speaks_the_contract() {
 async fn python_standard_webhooks_library_verifies_deliveries() {
     run_python("webhooks_verify.py").await;
 }
+
+/// grpcio's own TLS stack against hookd: TLS with a token, mTLS with a client certificate,
+/// and refusals (untrusted server CA, plaintext).
+#[tokio::test]
+#[ignore = "needs Python with grpcio (tests/python/requirements.txt); .ci/run runs it"]
+async fn python_client_over_tls_and_mtls() {
+    let python = std::env::var("HOOKD_PYTHON").expect(
+        "HOOKD_PYTHON must name a Python with tests/python/requirements.txt installed (.ci/run sets it)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (config, files) = crate::security::tls_config(dir.path(), "optional");
+    let server = TestServer::start_with(
+        config,
+        hookd::clock::ManualClock::new(hookd::clock::Clock::now_ms(&hookd::clock::SystemClock)),
+    )
+    .await;
+    let other = crate::certs::Ca::new("not hookd's CA");
+    let worker = files.client_ca.client("worker.internal");
+    let d = dir.path();
+    let args = vec![
+        server.grpc.trim_start_matches("http://").to_owned(),
+        format!("{}/../proto", env!("CARGO_MANIFEST_DIR")),
+        crate::certs::write(d, "py-ca.pem", &files.ca.pem)
+            .display()
+            .to_string(),
+        crate::certs::write(d, "py-client.pem", &worker.cert)
+            .display()
+            .to_string(),
+        crate::certs::write(d, "py-client.key", &worker.key)
+            .display()
+            .to_string(),
+        crate::security::AGENT.to_owned(),
+        crate::certs::write(d, "py-other.pem", &other.pem)
+            .display()
+            .to_string(),
+    ];
+    let script = format!("{}/python/tls_smoke.py", env!("CARGO_MANIFEST_DIR"));
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python)
+            .arg(script)
+            .args(args)
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "tls_smoke.py failed\nstdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    server.stop().await;
+}

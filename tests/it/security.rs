@@ -14,7 +14,7 @@ use tonic::Code;
 use crate::certs::{self, Ca};
 use crate::harness::{TestServer, code, test_config};
 
-const AGENT: &str = "agent-token-aaaaaaaaaaaaaaaa";
+pub const AGENT: &str = "agent-token-aaaaaaaaaaaaaaaa";
 const READER: &str = "reader-token-bbbbbbbbbbbbbbbb";
 const OPS: &str = "ops-token-cccccccccccccccccccc";
 
@@ -268,9 +268,9 @@ async fn a_non_loopback_listener_without_auth_refuses_to_start() {
 }
 
 /// Files of a TLS setup: server certificate and key, and the CA of client certificates.
-struct TlsFiles {
-    ca: Ca,
-    client_ca: Ca,
+pub struct TlsFiles {
+    pub ca: Ca,
+    pub client_ca: Ca,
     cert: std::path::PathBuf,
     key: std::path::PathBuf,
     client_ca_file: std::path::PathBuf,
@@ -297,6 +297,12 @@ fn tls_toml(files: &TlsFiles, client_auth: &str) -> String {
         files.key.display(),
         files.client_ca_file.display()
     )
+}
+
+/// A secured config with TLS and optional or required client certificates.
+pub fn tls_config(dir: &std::path::Path, client_auth: &str) -> (Config, TlsFiles) {
+    let files = tls_files(dir);
+    (secured(dir, &tls_toml(&files, client_auth)), files)
 }
 
 fn https(server: &TestServer) -> String {
