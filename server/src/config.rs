@@ -64,6 +64,8 @@ pub struct Config {
     pub tls: crate::listen::TlsConfig,
     /// Limits against hostile or broken connections, per listener.
     pub connections: crate::listen::ConnectionLimits,
+    /// Encryption of endpoint signing secrets at rest.
+    pub secrets: crate::secrets::SecretsConfig,
 }
 
 /// Dead-letter tools.
@@ -176,6 +178,7 @@ impl Default for Config {
             auth: crate::auth::AuthConfig::default(),
             tls: crate::listen::TlsConfig::default(),
             connections: crate::listen::ConnectionLimits::default(),
+            secrets: crate::secrets::SecretsConfig::default(),
         }
     }
 }

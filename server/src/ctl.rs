@@ -493,7 +493,10 @@ async fn endpoints(api: &mut Api, json: bool, cmd: EndpointsCmd) -> Result<(), t
         }
         EndpointsCmd::Get { name } => {
             let r = api
-                .get_endpoint(pb::GetEndpointRequest { name })
+                .get_endpoint(pb::GetEndpointRequest {
+                    name,
+                    reveal_secrets: false,
+                })
                 .await?
                 .into_inner();
             shown(show(json, &r, |r| {
@@ -858,7 +861,7 @@ fn print_endpoints(endpoints: &[pb::Endpoint]) {
                 e.name.clone(),
                 e.url.clone(),
                 state,
-                e.secrets.len().to_string(),
+                e.secret_summaries.len().to_string(),
                 if e.max_attempts == 0 {
                     "default".into()
                 } else {

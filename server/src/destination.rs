@@ -67,7 +67,8 @@ impl fmt::Display for Destination {
     }
 }
 
-fn origin_of(raw: &str) -> String {
+/// A URL's origin (`https://host:port`), no path, query or credentials.
+pub fn origin_of(raw: &str) -> String {
     match url::Url::parse(raw) {
         Ok(url) => url.origin().ascii_serialization(),
         Err(_) => raw.to_owned(),

@@ -45,6 +45,7 @@ pub mod limiter;
 pub mod listen;
 pub mod metrics;
 pub mod retry;
+pub mod secrets;
 pub mod server;
 pub mod stats;
 pub mod store;

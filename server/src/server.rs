@@ -40,6 +40,9 @@ pub enum ServeError {
     /// A listener on a non-loopback address with no authentication.
     #[error("{0}")]
     Exposed(String),
+    /// A stored secret that the configured keys cannot open.
+    #[error("endpoint secrets: {0}")]
+    Secrets(String),
 }
 
 /// Called once the engine is up, with its handle (tests use it to wake the engine after
@@ -159,6 +162,9 @@ async fn serve(
     .map_err(|(key, message)| ConfigError::InvalidAt { key, message })?;
     let auth = Arc::new(auth);
     let tls = crate::listen::Tls::from_config(&config.tls)?;
+    let sealer = crate::secrets::Sealer::new(&config.secrets, &|var| std::env::var(var).ok())
+        .map_err(|(key, message)| ConfigError::InvalidAt { key, message })?
+        .map(Arc::new);
     exposure(&config, &grpc, &http, auth.enabled(), tls.is_some())?;
     let max_connections = connection_budget(config.connections.max_connections);
     let storage = {
@@ -186,6 +192,7 @@ async fn serve(
         metrics: metrics.clone(),
         events: events.clone(),
         alerts: config.alerts.clone(),
+        sealer: sealer.clone(),
     };
     // Engine -> dispatcher: attempts, after their commit. Dispatcher -> engine: outcomes,
     // through the handle (a callback, so `delivery` never depends on the engine).
@@ -198,6 +205,13 @@ async fn serve(
         .await
         .map_err(|e| StoreError::Io(std::io::Error::other(e)))??
     };
+    // Every stored secret must open with the configured keys (or deliveries would go out
+    // unsigned), and is sealed under the newest key (rotation).
+    if let Err(e) = reseal(&engine, sealer.clone()).await {
+        engine.drain();
+        let _ = tokio::task::spawn_blocking(move || engine_thread.shutdown()).await;
+        return Err(e);
+    }
     let dispatcher = {
         let engine = engine.clone();
         Dispatcher::new(
@@ -243,6 +257,7 @@ async fn serve(
             events,
             stopping: stop_rx.clone(),
         },
+        sealer.clone(),
     ))
     .max_decoding_message_size(max_message)
     .max_encoding_message_size(max_message);
@@ -474,5 +489,41 @@ fn connection_budget(configured: usize) -> usize {
             configured.min(share)
         }
         None => configured,
+    }
+}
+
+/// Checks that every endpoint's secrets open, and seals those in clear or under an older
+/// key with the newest one.
+async fn reseal(
+    engine: &EngineHandle,
+    sealer: Option<Arc<crate::secrets::Sealer>>,
+) -> Result<(), ServeError> {
+    let work = crate::engine::Resealer(Box::new(move |name, secrets| {
+        let mut changed = false;
+        let mut out = Vec::with_capacity(secrets.len());
+        for stored in secrets {
+            let clear = crate::secrets::open(sealer.as_deref(), name, stored)
+                .map_err(|e| format!("{e}; add that key to [secrets] keys"))?;
+            match sealer.as_deref() {
+                Some(s) if s.needs_reseal(stored) => {
+                    out.push(s.seal(name, &clear));
+                    changed = true;
+                }
+                _ => out.push(stored.clone()),
+            }
+        }
+        Ok(changed.then_some(out))
+    }));
+    match engine.reseal(work).await {
+        Ok(Ok(0)) => Ok(()),
+        Ok(Ok(n)) => {
+            tracing::info!(
+                endpoints = n,
+                "endpoint secrets sealed under the newest key"
+            );
+            Ok(())
+        }
+        Ok(Err(why)) => Err(ServeError::Secrets(why)),
+        Err(refusal) => Err(ServeError::Secrets(refusal.to_string())),
     }
 }

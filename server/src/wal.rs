@@ -80,7 +80,7 @@ impl Debug for OsDir {
 impl OsDir {
     /// The directory at `path`, created if missing.
     pub fn new(path: &Path) -> io::Result<Self> {
-        std::fs::create_dir_all(path)?;
+        crate::store::private_dir(path)?;
         Ok(Self {
             path: path.to_owned(),
             hook: None,
@@ -125,11 +125,11 @@ impl LogDir for OsDir {
     }
 
     fn open(&self, name: &str, create: bool) -> io::Result<Box<dyn LogFile>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(create)
-            .open(self.path.join(name))?;
+        let mut options = OpenOptions::new();
+        options.read(true).write(true).create_new(create);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let file = options.open(self.path.join(name))?;
         Ok(Box::new(OsFile {
             file,
             hook: self.hook.clone(),

@@ -190,6 +190,7 @@ async fn a_format_v1_database_opens_with_everything_in_it() {
         .raw()
         .get_endpoint(pb::GetEndpointRequest {
             name: "fixture-ep".into(),
+            reveal_secrets: true,
         })
         .await
         .unwrap()

@@ -21,6 +21,7 @@ mod python;
 mod queue;
 mod restart;
 mod retry;
+mod secrets;
 mod security;
 mod service;
 mod sink;

@@ -234,7 +234,10 @@ async fn client_error_is_permanent_and_gone_disables_the_endpoint() {
     dead_lettered(&mut c, &b).await;
     let e = c
         .raw()
-        .get_endpoint(pb::GetEndpointRequest { name: "e".into() })
+        .get_endpoint(pb::GetEndpointRequest {
+            name: "e".into(),
+            ..Default::default()
+        })
         .await
         .unwrap()
         .into_inner()

@@ -35,6 +35,7 @@ async fn endpoints_crud_and_enqueue_to_endpoint() {
         .raw()
         .get_endpoint(pb::GetEndpointRequest {
             name: "billing".into(),
+            ..Default::default()
         })
         .await
         .unwrap()

@@ -55,8 +55,21 @@ fn stored_destination(encoded: &str) -> Option<pb::Destination> {
     Destination::decode(encoded).map(|d| destination(&d))
 }
 
-pub fn endpoint(e: EndpointRecord) -> pb::Endpoint {
+/// An endpoint as answers show it: secrets as summaries only (`clear` holds them opened,
+/// in order; with `reveal`, they are returned too).
+pub fn endpoint(e: EndpointRecord, clear: &[String], reveal: bool) -> pb::Endpoint {
+    let secret_summaries = clear
+        .iter()
+        .map(|s| {
+            let (prefix, fingerprint) = crate::secrets::summary(s);
+            pb::SecretSummary {
+                prefix,
+                fingerprint,
+            }
+        })
+        .collect();
     pb::Endpoint {
+        secret_summaries,
         name: e.name,
         url: e.url,
         description: e.description,
@@ -66,7 +79,7 @@ pub fn endpoint(e: EndpointRecord) -> pb::Endpoint {
         disabled: e.disabled,
         created_unix_ms: e.created_ms,
         updated_unix_ms: e.updated_ms,
-        secrets: e.secrets,
+        secrets: if reveal { clear.to_vec() } else { Vec::new() },
         connect_timeout_ms: e.connect_timeout_ms,
         timeout_ms: e.timeout_ms,
         max_in_flight: e.max_in_flight,
@@ -336,7 +349,7 @@ mod tests {
             paused_reason: "p".into(),
             paused_ms: 12,
         };
-        let back = endpoint_from_proto(endpoint(stored.clone()));
+        let back = endpoint_from_proto(endpoint(stored.clone(), &stored.secrets, true));
         assert_eq!(
             back,
             EndpointRecord {
@@ -353,7 +366,7 @@ mod tests {
         );
         // Format version 1 stored the wire type itself: its bytes decode as the record.
         use prost::Message;
-        let wire = endpoint(stored.clone()).encode_to_vec();
+        let wire = endpoint(stored.clone(), &stored.secrets, true).encode_to_vec();
         assert_eq!(EndpointRecord::decode(wire.as_slice()).ok(), Some(stored));
     }
 }

@@ -25,6 +25,7 @@ pub struct HookdService {
     limits: Limits,
     clock: Arc<dyn Clock>,
     watchers: Watchers,
+    sealer: Option<Arc<crate::secrets::Sealer>>,
 }
 
 /// What `Watch` streams from, and the signal that ends them (shutdown).
@@ -41,6 +42,7 @@ impl HookdService {
         limits: Limits,
         clock: Arc<dyn Clock>,
         watchers: Watchers,
+        sealer: Option<Arc<crate::secrets::Sealer>>,
     ) -> Self {
         Self {
             engine,
@@ -48,7 +50,21 @@ impl HookdService {
             limits,
             clock,
             watchers,
+            sealer,
         }
+    }
+
+    /// An endpoint as answers show it: secrets summarised, in clear only with `reveal`.
+    fn shown(&self, e: crate::store::EndpointRecord, reveal: bool) -> pb::Endpoint {
+        let clear: Vec<String> = e
+            .secrets
+            .iter()
+            .map(|s| {
+                crate::secrets::open(self.sealer.as_deref(), &e.name, s)
+                    .unwrap_or_else(|err| format!("<{err}>"))
+            })
+            .collect();
+        convert::endpoint(e, &clear, reveal)
     }
 
     /// Runs a read on the blocking pool: redb reads touch the disk.
@@ -62,6 +78,23 @@ impl HookdService {
             .map_err(|e| ApiError::Unavailable(format!("read task failed: {e}")))?
             .map_err(Status::from)
     }
+}
+
+/// The authenticated caller's name (`anonymous` without authentication).
+fn caller_name<T>(request: &Request<T>) -> String {
+    request
+        .extensions()
+        .get::<Arc<crate::auth::Principal>>()
+        .map_or_else(|| "anonymous".to_owned(), |p| p.name.clone())
+}
+
+/// Whether the caller has `scope` (everyone has, without authentication; a request that did
+/// not pass the auth layer, such as one in a unit test, has none).
+fn may<T>(request: &Request<T>, scope: crate::auth::Scope) -> bool {
+    request
+        .extensions()
+        .get::<Arc<crate::auth::Principal>>()
+        .is_some_and(|p| p.may(scope))
 }
 
 /// Maps an engine refusal to the answer, naming `field` (see [`ApiError::refused`]).
@@ -227,14 +260,37 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::PutEndpointRequest>,
     ) -> Result<Response<pb::PutEndpointResponse>, Status> {
-        let endpoint = validate::endpoint(request.into_inner().endpoint)?;
+        let caller = caller_name(&request);
+        let mut endpoint = validate::endpoint(request.into_inner().endpoint)?;
+        // Re-pointing an endpoint that signs is worth a line in the log: its receivers
+        // trust what it signs.
+        let before = self
+            .read({
+                let name = endpoint.name.clone();
+                move |s| Ok(s.endpoint(&name)?)
+            })
+            .await?;
+        if let Some(old) = before.filter(|old| old.url != endpoint.url && !old.secrets.is_empty()) {
+            tracing::warn!(
+                endpoint = %endpoint.name,
+                caller,
+                from = %crate::destination::origin_of(&old.url),
+                to = %crate::destination::origin_of(&endpoint.url),
+                "the URL of an endpoint with signing secrets was changed"
+            );
+        }
+        crate::secrets::seal_all(
+            self.sealer.as_deref(),
+            &endpoint.name,
+            &mut endpoint.secrets,
+        );
         let put = self
             .engine
             .put_endpoint(endpoint)
             .await
             .map_err(refused("endpoint"))?;
         Ok(Response::new(pb::PutEndpointResponse {
-            endpoint: Some(convert::endpoint(put.endpoint)),
+            endpoint: Some(self.shown(put.endpoint, false)),
             created: put.created,
         }))
     }
@@ -243,6 +299,12 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::GetEndpointRequest>,
     ) -> Result<Response<pb::GetEndpointResponse>, Status> {
+        let reveal = request.get_ref().reveal_secrets;
+        if reveal && !may(&request, crate::auth::Scope::Admin) {
+            return Err(Status::permission_denied(
+                "reveal_secrets: showing secrets needs the admin scope",
+            ));
+        }
         let name = request.into_inner().name;
         validate::validate_name(&name, "name")?;
         let endpoint = self
@@ -253,7 +315,7 @@ impl Hookd for HookdService {
             .await?
             .ok_or_else(|| ApiError::NotFound(format!("name: no endpoint named {name:?}")))?;
         Ok(Response::new(pb::GetEndpointResponse {
-            endpoint: Some(convert::endpoint(endpoint)),
+            endpoint: Some(self.shown(endpoint, reveal)),
         }))
     }
 
@@ -263,7 +325,10 @@ impl Hookd for HookdService {
     ) -> Result<Response<pb::ListEndpointsResponse>, Status> {
         let endpoints = self.read(|s| Ok(s.endpoints()?)).await?;
         Ok(Response::new(pb::ListEndpointsResponse {
-            endpoints: endpoints.into_iter().map(convert::endpoint).collect(),
+            endpoints: endpoints
+                .into_iter()
+                .map(|e| self.shown(e, false))
+                .collect(),
         }))
     }
 
@@ -448,7 +513,7 @@ impl Hookd for HookdService {
             .await
             .map_err(refused("name"))?;
         Ok(Response::new(pb::PauseEndpointResponse {
-            endpoint: Some(convert::endpoint(endpoint)),
+            endpoint: Some(self.shown(endpoint, false)),
         }))
     }
 
@@ -509,7 +574,7 @@ impl Hookd for HookdService {
             .await
             .map_err(refused("name"))?;
         Ok(Response::new(pb::ResumeEndpointResponse {
-            endpoint: Some(convert::endpoint(endpoint)),
+            endpoint: Some(self.shown(endpoint, false)),
         }))
     }
 }

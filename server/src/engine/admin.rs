@@ -157,6 +157,38 @@ impl Engine {
 
     /// An operator's pause of an endpoint (`Some(reason)`), or its end (`None`): durable;
     /// its messages wait meanwhile, attempts in flight finish.
+    /// [`Command::Reseal`]: every endpoint's secrets through `reseal`; the changed ones are
+    /// written (nothing else about them changes). Stops at the first it cannot reseal.
+    pub(super) fn reseal(
+        &mut self,
+        t: Tx<'_, '_>,
+        now: u64,
+        reseal: &super::Resealer,
+    ) -> Result<Result<u32, String>, StoreError> {
+        let mut names: Vec<String> = self.endpoints.keys().cloned().collect();
+        names.sort();
+        let mut changed = 0;
+        for name in names {
+            let Some(endpoint) = self.endpoints.get_mut(&name) else {
+                continue;
+            };
+            match (reseal.0)(&name, &endpoint.secrets) {
+                Err(why) => return Ok(Err(format!("endpoint {name:?}: {why}"))),
+                Ok(None) => {}
+                Ok(Some(secrets)) => {
+                    endpoint.secrets = secrets;
+                    t.put_endpoint(endpoint)?;
+                    changed += 1;
+                    let key = Destination::Endpoint(name.clone()).key();
+                    if let Some(d) = self.index.find(&key) {
+                        self.refresh_push(d, now);
+                    }
+                }
+            }
+        }
+        Ok(Ok(changed))
+    }
+
     pub(super) fn pause(
         &mut self,
         t: Tx<'_, '_>,

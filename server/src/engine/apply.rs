@@ -190,6 +190,10 @@ impl Engine {
                 }
                 reply_after(done, reply, Ok(PutOutcome { endpoint, created }));
             }
+            Command::Reseal { reseal, reply } => {
+                let outcome = self.reseal(t, now, &reseal);
+                settle(done, reply, outcome.map(Ok))?;
+            }
             Command::DeleteEndpoint { name, reply } => {
                 let outcome = self.delete_endpoint(t, &name);
                 settle(done, reply, outcome)?;

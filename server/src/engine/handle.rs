@@ -162,6 +162,11 @@ impl EngineHandle {
             .await?
     }
 
+    /// See [`Command::Reseal`].
+    pub async fn reseal(&self, reseal: super::Resealer) -> Result<Result<u32, String>, Refusal> {
+        self.call(|reply| Command::Reseal { reseal, reply }).await?
+    }
+
     pub async fn put_endpoint(&self, endpoint: EndpointRecord) -> Result<PutOutcome, Refusal> {
         self.call(|reply| Command::PutEndpoint { endpoint, reply })
             .await?

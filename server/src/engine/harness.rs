@@ -59,6 +59,7 @@ pub fn config() -> EngineConfig {
         dead_letter_retention_ms: 14 * 24 * 3_600_000,
         events: Default::default(),
         alerts: Default::default(),
+        sealer: None,
         max_commit_batch: 8_192,
         checkpoint_interval_ms: 10_000,
         metrics: Default::default(),

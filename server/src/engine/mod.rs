@@ -192,6 +192,8 @@ pub struct EngineConfig {
     pub rng_seed: Option<u64>,
     /// Counters and histograms the engine and its pipeline update (`/metrics`).
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// Opens endpoint secrets sealed at rest (`[secrets] keys`), to sign deliveries.
+    pub sealer: Option<Arc<crate::secrets::Sealer>>,
 }
 
 type Reply<T> = oneshot::Sender<Result<T, Refusal>>;
@@ -245,6 +247,12 @@ pub(crate) enum Command {
         name: String,
         reply: Reply<()>,
     },
+    /// Rewrites endpoints' stored secrets: `reseal` gets an endpoint's name and secrets and
+    /// returns the new ones (`None`: unchanged) or why it cannot. How many were rewritten.
+    Reseal {
+        reseal: Resealer,
+        reply: Reply<Result<u32, String>>,
+    },
     Stats {
         /// The page of destinations: those after this key, at most `limit`.
         after: Option<String>,
@@ -264,6 +272,15 @@ pub(crate) enum Command {
     Drain,
     /// Finish this round and stop.
     Shutdown,
+}
+
+/// See [`Command::Reseal`].
+pub struct Resealer(pub Box<dyn Fn(&str, &[String]) -> Result<Option<Vec<String>>, String> + Send>);
+
+impl std::fmt::Debug for Resealer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Resealer")
+    }
 }
 
 /// The round's open tables, as every operation takes them.
@@ -831,6 +848,9 @@ fn answer_failed(command: Command, err: Refusal) {
             let _ = reply.send(Err(err));
         }
         Command::DeleteEndpoint { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::Reseal { reply, .. } => {
             let _ = reply.send(Err(err));
         }
         Command::Purge { reply, .. } => {

@@ -93,6 +93,7 @@ fn config(seed: u64) -> EngineConfig {
         dead_letter_retention_ms: 14 * 24 * 3_600_000,
         events: Default::default(),
         alerts: Default::default(),
+        sealer: None,
         max_commit_batch: 8_192,
         checkpoint_interval_ms: 20,
         checkpoint_log_bytes: 16 << 10,

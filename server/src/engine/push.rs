@@ -108,11 +108,15 @@ impl Engine {
             let e = self.endpoints.get(name)?;
             return Some(Settings {
                 url: Some(e.url.clone()),
-                // Validated by PutEndpoint; a secret that no longer parses is skipped.
+                // Validated by PutEndpoint, and checked to open at start (secrets.rs); a
+                // secret that no longer parses is skipped.
                 secrets: e
                     .secrets
                     .iter()
-                    .filter_map(|s| Secret::parse(s).ok())
+                    .filter_map(|s| {
+                        crate::secrets::open(self.config.sealer.as_deref(), name, s).ok()
+                    })
+                    .filter_map(|s| Secret::parse(&s).ok())
                     .collect(),
                 connect_timeout_ms: or(e.connect_timeout_ms, c.connect_timeout_ms),
                 timeout_ms: or(e.timeout_ms, c.timeout_ms),

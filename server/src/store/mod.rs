@@ -339,7 +339,7 @@ impl Store {
 
     /// Makes the directory and, if there is none, an empty store file in it; its path.
     fn prepare(dir: &Path) -> Result<std::path::PathBuf, StoreError> {
-        std::fs::create_dir_all(dir)?;
+        private_dir(dir)?;
         let path = dir.join("hookd.redb");
         if !path.exists() {
             create_atomically(dir, &path)?;
@@ -739,6 +739,39 @@ impl Store {
 /// half-created file would not open ("not a redb database"), so hookd would not start.
 /// The file is made under a temporary name, synced, and renamed into place; the rename is
 /// made durable by syncing the directory.
+/// Makes `dir` (and missing parents) readable by hookd's user alone: the directory 0700
+/// and every file in it 0600, also when an older hookd or an operator made them wider. The
+/// files hold payloads, headers and (unless sealed) signing secrets.
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+        let private = |path: &Path, mode: u32| -> std::io::Result<()> {
+            let now = std::fs::metadata(path)?.permissions().mode() & 0o777;
+            if now != mode {
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+            }
+            Ok(())
+        };
+        private(dir, 0o700)?;
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            if entry.file_type()?.is_file() {
+                private(&entry.path(), 0o600)?;
+            }
+        }
+        Ok(())
+    }
+    #[cfg(not(unix))]
+    {
+        std::fs::create_dir_all(dir)
+    }
+}
+
 fn create_atomically(dir: &Path, path: &Path) -> Result<(), StoreError> {
     let temp = dir.join("hookd.redb.creating");
     // A leftover from a crash during an earlier creation holds nothing.
@@ -746,6 +779,11 @@ fn create_atomically(dir: &Path, path: &Path) -> Result<(), StoreError> {
         std::fs::remove_file(&temp)?;
     }
     Store::init(Database::create(&temp)?)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o600))?;
+    }
     std::fs::File::open(&temp)?.sync_all()?;
     std::fs::rename(&temp, path)?;
     std::fs::File::open(dir)?.sync_all()?;
