@@ -275,7 +275,10 @@ pub(crate) enum Command {
 }
 
 /// See [`Command::Reseal`].
-pub struct Resealer(pub Box<dyn Fn(&str, &[String]) -> Result<Option<Vec<String>>, String> + Send>);
+pub struct Resealer(pub Box<ResealFn>);
+
+/// An endpoint's name and stored secrets -> the secrets to store instead (`None`: keep).
+pub type ResealFn = dyn Fn(&str, &[String]) -> Result<Option<Vec<String>>, String> + Send;
 
 impl std::fmt::Debug for Resealer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
