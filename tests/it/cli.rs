@@ -226,3 +226,120 @@ async fn operational_events_are_logged_one_line_each_without_payloads() {
     let paused = next("endpoint paused");
     assert_eq!(paused["fields"]["reason"], "deploy");
 }
+
+/// At trace level, everything hookd and its libraries log: no bearer token, signing secret
+/// or payload appears in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trace_logs_hold_no_token_secret_or_payload() {
+    const TOKEN: &str = "tok-MARKER-7f3a9c1e5b2d4f60";
+    const SECRET_MATERIAL: &str = "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    const PAYLOAD: &str = "PAYLOAD-MARKER-81c4";
+    const HEADER: &str = "HEADER-MARKER-55e0";
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("hookd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[delivery]\nallow_destinations = [\"127.0.0.1/32\"]\n\
+             [[auth.tokens]]\nname = \"ops\"\nsha256 = \"{}\"\nscopes = [\"admin\"]\n",
+            hookd::auth::hex(&hookd::auth::token_hash(TOKEN))
+        ),
+    )
+    .unwrap();
+    let grpc = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = grpc.local_addr().unwrap();
+    drop(grpc);
+    let child = Command::new(env!("CARGO_BIN_EXE_hookd-under-test"))
+        .args(["serve", "--log-level", "trace"])
+        .arg("--config")
+        .arg(&config)
+        .args([
+            "--grpc-addr",
+            &addr.to_string(),
+            "--http-addr",
+            "127.0.0.1:0",
+        ])
+        .env("HOOKD_DATA_DIR", dir.path().join("data"))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Kill(child);
+    let rx = crate::harness::lines_of(child.0.stderr.take().unwrap());
+    let mut lines = Vec::new();
+    loop {
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("hookd serving");
+        let serving = line.contains("hookd serving");
+        lines.push(line);
+        if serving {
+            break;
+        }
+    }
+    let sink = crate::sink::Sink::start(crate::sink::Reply::Status(204)).await;
+    let mut c = hookd_client::Client::connect_with(
+        format!("http://{addr}"),
+        hookd_client::Options {
+            token: Some(TOKEN.into()),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    c.put_endpoint(hookd_client::pb::Endpoint {
+        name: "e".into(),
+        url: sink.url("/"),
+        secrets: vec![format!("whsec_{SECRET_MATERIAL}")],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    c.enqueue(hookd_client::Event::to_endpoint("e", PAYLOAD).header("x-note", HEADER))
+        .await
+        .unwrap();
+    sink.wait_for(1).await;
+    c.enqueue(hookd_client::Event::to_queue("q", PAYLOAD))
+        .await
+        .unwrap();
+    let leased = c
+        .receive("q", 1, std::time::Duration::from_secs(30), None)
+        .await
+        .unwrap();
+    c.get_message(leased[0].id.clone()).await.unwrap();
+    // The bad token is logged by nobody either.
+    let mut wrong = hookd_client::Client::connect_with(
+        format!("http://{addr}"),
+        hookd_client::Options {
+            token: Some(format!("{TOKEN}-wrong")),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(wrong.stats().await.is_err());
+    let _ = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    while let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(30)) {
+        lines.push(line);
+    }
+    let _ = child.0.wait();
+    assert!(
+        lines.len() > 100,
+        "trace level logs more than this: {}",
+        lines.len()
+    );
+    for line in &lines {
+        for marker in [TOKEN, SECRET_MATERIAL, PAYLOAD, HEADER] {
+            assert!(!line.contains(marker), "{marker} logged: {line}");
+        }
+    }
+}
