@@ -509,6 +509,7 @@ pub const RPC_SCOPES: &[(&str, Scope)] = &[
 pub struct GrpcAuthLayer {
     pub auth: Arc<Authenticator>,
     pub body_timeout: Duration,
+    pub budget: Arc<crate::listen::RequestBudget>,
 }
 
 impl<S> tower_layer::Layer<S> for GrpcAuthLayer {
@@ -517,6 +518,7 @@ impl<S> tower_layer::Layer<S> for GrpcAuthLayer {
         GrpcAuth {
             auth: self.auth.clone(),
             body_timeout: self.body_timeout,
+            budget: self.budget.clone(),
             inner,
         }
     }
@@ -526,6 +528,7 @@ impl<S> tower_layer::Layer<S> for GrpcAuthLayer {
 pub struct GrpcAuth<S> {
     auth: Arc<Authenticator>,
     body_timeout: Duration,
+    budget: Arc<crate::listen::RequestBudget>,
     inner: S,
 }
 
@@ -567,15 +570,28 @@ where
             .map(|v| v.as_bytes());
         match self.auth.check(access, authorization, peer.as_deref()) {
             Ok(caller) => {
+                let Some(slot) = self.budget.try_request() else {
+                    let status = tonic::Status::resource_exhausted(format!(
+                        "hookd is serving {} calls at once (connections.max_requests_in_flight); retry with backoff",
+                        self.budget.max_requests()
+                    ));
+                    return Box::pin(std::future::ready(Ok(status.into_http())));
+                };
                 request.extensions_mut().insert(caller);
                 let timeout = self.body_timeout;
+                let budget = self.budget.clone();
                 let request = request.map(|body| {
-                    tonic::body::Body::new(crate::listen::DeadlineBody::new(body, timeout))
+                    tonic::body::Body::new(crate::listen::DeadlineBody::new(body, timeout, budget))
                 });
                 // The clone is not ready; the one that was polled ready serves this call.
                 let clone = self.inner.clone();
                 let mut ready = std::mem::replace(&mut self.inner, clone);
-                Box::pin(ready.call(request))
+                let call = ready.call(request);
+                Box::pin(async move {
+                    let answer = call.await;
+                    drop(slot);
+                    answer
+                })
             }
             Err(denied) => {
                 let response = denied.to_status().into_http();

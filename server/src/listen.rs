@@ -53,6 +53,12 @@ pub struct ConnectionLimits {
     pub request_body_timeout_ms: u64,
     /// Server-side keep-alive ping interval on gRPC connections.
     pub keepalive_interval_secs: u64,
+    /// gRPC calls in progress at once, over all connections (long polls included); more
+    /// are answered RESOURCE_EXHAUSTED at once.
+    pub max_requests_in_flight: usize,
+    /// Bytes of gRPC request bodies received but not yet decoded, over all calls; a call
+    /// that would pass it is answered RESOURCE_EXHAUSTED.
+    pub max_request_bytes_in_flight: u64,
 }
 
 impl Default for ConnectionLimits {
@@ -66,6 +72,8 @@ impl Default for ConnectionLimits {
             max_concurrent_streams: 128,
             request_body_timeout_ms: 30_000,
             keepalive_interval_secs: 30,
+            max_requests_in_flight: 10_000,
+            max_request_bytes_in_flight: 256 << 20,
         }
     }
 }
@@ -120,6 +128,18 @@ impl ConnectionLimits {
             self.request_body_timeout_ms,
             100,
             3_600_000,
+        )?;
+        within(
+            "connections.max_requests_in_flight",
+            self.max_requests_in_flight as u64,
+            1,
+            1 << 24,
+        )?;
+        within(
+            "connections.max_request_bytes_in_flight",
+            self.max_request_bytes_in_flight,
+            1 << 20,
+            1 << 40,
         )?;
         within(
             "connections.keepalive_interval_secs",
@@ -627,20 +647,129 @@ fn peer_identity(conn: &rustls::ServerConnection) -> Option<Arc<PeerIdentity>> {
     }))
 }
 
+/// What all gRPC calls in progress may hold at once: calls, and request-body bytes
+/// received but not yet decoded (what a client that never finishes its messages makes
+/// hookd hold).
+#[derive(Debug)]
+pub struct RequestBudget {
+    requests: std::sync::atomic::AtomicUsize,
+    max_requests: usize,
+    bytes: std::sync::atomic::AtomicU64,
+    max_bytes: u64,
+}
+
+/// One call's place in the [`RequestBudget`], given back when dropped.
+#[derive(Debug)]
+pub struct RequestSlot(Arc<RequestBudget>);
+
+impl Drop for RequestSlot {
+    fn drop(&mut self) {
+        self.0
+            .requests
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl RequestBudget {
+    pub fn new(limits: &ConnectionLimits) -> Arc<Self> {
+        Arc::new(Self {
+            requests: Default::default(),
+            max_requests: limits.max_requests_in_flight,
+            bytes: Default::default(),
+            max_bytes: limits.max_request_bytes_in_flight,
+        })
+    }
+
+    /// A place for one more call, if there is room.
+    pub fn try_request(self: &Arc<Self>) -> Option<RequestSlot> {
+        use std::sync::atomic::Ordering;
+        let before = self.requests.fetch_add(1, Ordering::Relaxed);
+        let slot = RequestSlot(self.clone());
+        (before < self.max_requests).then_some(slot)
+    }
+
+    pub fn max_requests(&self) -> usize {
+        self.max_requests
+    }
+}
+
 /// A request body that fails with DEADLINE_EXCEEDED when it has not ended within a time
-/// from its start (the gRPC request-body timeout).
+/// from its start (the gRPC request-body timeout), and with RESOURCE_EXHAUSTED when the
+/// bytes all calls hold would pass the [`RequestBudget`].
+///
+/// What is charged is each message's announced length (the gRPC frame prefix), as soon as
+/// the prefix arrives: tonic reserves a buffer of that size then, so 5 bytes announcing
+/// 4 MiB cost 4 MiB of memory (finding F2: 100 such calls took 1.65 GB).
 #[derive(Debug)]
 pub struct DeadlineBody<B> {
     inner: B,
     deadline: Pin<Box<Sleep>>,
+    budget: Arc<RequestBudget>,
+    /// Bytes this body has added to the budget (given back when dropped).
+    counted: u64,
+    /// The gRPC message framing: prefix bytes seen of the current message...
+    prefix: [u8; 5],
+    prefix_len: usize,
+    /// ...and, once it is complete, the message bytes still to come.
+    remaining: u64,
 }
 
 impl<B> DeadlineBody<B> {
-    pub fn new(inner: B, timeout: Duration) -> Self {
+    pub fn new(inner: B, timeout: Duration, budget: Arc<RequestBudget>) -> Self {
         Self {
             inner,
             deadline: Box::pin(tokio::time::sleep(timeout)),
+            budget,
+            counted: 0,
+            prefix: [0; 5],
+            prefix_len: 0,
+            remaining: 0,
         }
+    }
+
+    /// Follows the framing through `data`; charges each announced length. Err: the total
+    /// it would make.
+    fn charge(&mut self, mut data: &[u8]) -> Result<(), u64> {
+        use std::sync::atomic::Ordering;
+        while !data.is_empty() {
+            if self.remaining > 0 {
+                let take = data
+                    .len()
+                    .min(usize::try_from(self.remaining).unwrap_or(usize::MAX));
+                self.remaining -= take as u64;
+                data = &data[take..];
+                continue;
+            }
+            let take = (5 - self.prefix_len).min(data.len());
+            self.prefix[self.prefix_len..self.prefix_len + take].copy_from_slice(&data[..take]);
+            self.prefix_len += take;
+            data = &data[take..];
+            if self.prefix_len == 5 {
+                self.prefix_len = 0;
+                let len = u64::from(u32::from_be_bytes([
+                    self.prefix[1],
+                    self.prefix[2],
+                    self.prefix[3],
+                    self.prefix[4],
+                ]));
+                self.remaining = len;
+                let charged = len + 5;
+                self.counted += charged;
+                let total = self.budget.bytes.fetch_add(charged, Ordering::Relaxed) + charged;
+                if total > self.budget.max_bytes {
+                    return Err(total);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<B> Drop for DeadlineBody<B> {
+    fn drop(&mut self) {
+        self.budget
+            .bytes
+            .fetch_sub(self.counted, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -660,7 +789,20 @@ where
     ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, BoxError>>> {
         let this = self.get_mut();
         match Pin::new(&mut this.inner).poll_frame(cx) {
-            Poll::Ready(frame) => Poll::Ready(frame.map(|f| f.map_err(Into::into))),
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref()
+                    && let Err(total) = this.charge(data)
+                {
+                    return Poll::Ready(Some(Err(Box::new(tonic::Status::resource_exhausted(
+                        format!(
+                            "hookd holds {total} bytes of unfinished requests (connections.max_request_bytes_in_flight {}); retry with backoff",
+                            this.budget.max_bytes
+                        ),
+                    )))));
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(other) => Poll::Ready(other.map(|f| f.map_err(Into::into))),
             Poll::Pending => match this.deadline.as_mut().poll(cx) {
                 Poll::Ready(()) => {
                     Poll::Ready(Some(Err(Box::new(tonic::Status::deadline_exceeded(

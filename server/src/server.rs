@@ -341,6 +341,7 @@ async fn serve(
         .layer(crate::auth::GrpcAuthLayer {
             auth: auth.clone(),
             body_timeout: Duration::from_millis(limits.request_body_timeout_ms),
+            budget: crate::listen::RequestBudget::new(limits),
         })
         .add_service(health_service)
         .add_optional_service(reflection_v1)

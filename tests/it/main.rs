@@ -14,6 +14,7 @@ mod ctl;
 mod deadletters;
 mod format;
 mod harness;
+mod hostile;
 mod idempotency;
 mod metrics;
 mod push;
