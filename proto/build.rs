@@ -17,6 +17,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         // Messages serialize to JSON (the CLI's --json); field names as in the .proto.
         .type_attribute(".hookd.v1", "#[derive(serde::Serialize)]")
+        .codec_path("crate::codec::HookdCodec")
         .build_client(true)
         .build_server(true)
         .compile_fds(fds)?;

@@ -553,7 +553,8 @@ impl Hookd {
             ..Default::default()
         };
         // The push measurements' sinks are on loopback.
-        config.delivery.allow_destinations = vec!["127.0.0.1/32".parse()?];
+        config.delivery.allow_destinations =
+            vec!["127.0.0.1/32".parse().map_err(anyhow::Error::msg)?];
         let slow = SLOW_SYNC_MS.load(std::sync::atomic::Ordering::SeqCst);
         let hooks = if slow > 0 {
             let faults = hookd::store::faults::Faults::default();

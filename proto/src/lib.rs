@@ -7,6 +7,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod codec;
+
 /// Generated types and service stubs of `hookd.v1`.
 #[allow(clippy::all, missing_debug_implementations, missing_docs)]
 pub mod v1 {

@@ -75,7 +75,7 @@ struct ServeArgs {
         env = "HOOKD_ALLOW_DESTINATIONS",
         value_delimiter = ','
     )]
-    allow_destinations: Vec<ipnet::IpNet>,
+    allow_destinations: Vec<crate::delivery::guard::AllowRule>,
     /// Serve on a non-loopback address without authentication (`auth.insecure`); logs a
     /// warning. Without it such a configuration refuses to start.
     #[arg(long, env = "HOOKD_INSECURE")]

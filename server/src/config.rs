@@ -9,8 +9,6 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use ipnet::IpNet;
-
 use crate::breaker::BreakerConfig;
 use crate::retry::RetryPolicy;
 
@@ -126,7 +124,7 @@ pub struct DeliveryConfig {
     pub slow_breaker_threshold_ms: u64,
     /// Networks hookd may deliver to although they are loopback, private, link-local, ...
     /// (e.g. `["127.0.0.1/32"]`). Everything else non-public is refused.
-    pub allow_destinations: Vec<IpNet>,
+    pub allow_destinations: Vec<crate::delivery::guard::AllowRule>,
     /// On shutdown, how long attempts in flight may take to finish.
     pub shutdown_grace_ms: u64,
     /// PEM file of extra CA certificates trusted for HTTPS endpoints (an internal CA),

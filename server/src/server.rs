@@ -212,11 +212,14 @@ async fn serve(
         let _ = tokio::task::spawn_blocking(move || engine_thread.shutdown()).await;
         return Err(e);
     }
+    // hookd's own listeners are never a push destination.
+    let own_addrs = vec![grpc.local_addr()?, http.local_addr()?];
     let dispatcher = {
         let engine = engine.clone();
         Dispatcher::new(
             DispatcherConfig {
-                guard: AddressGuard::new(config.delivery.allow_destinations.clone()),
+                guard: AddressGuard::new(config.delivery.allow_destinations.clone())
+                    .with_own(own_addrs.clone()),
                 max_response_body_bytes: config.delivery.max_response_body_bytes,
                 ca_file: config.delivery.ca_file.clone(),
             },

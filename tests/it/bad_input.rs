@@ -44,7 +44,7 @@ async fn enqueue_rejects_bad_fields_by_name() {
             "endpoint: no endpoint named \"ghost\"",
         ),
         (
-            Event::to_url("not a url", b"x".to_vec()).into_request(),
+            Event::to_url("not-a-url", b"x".to_vec()).into_request(),
             Code::InvalidArgument,
             "url: malformed URL",
         ),

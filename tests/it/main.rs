@@ -12,6 +12,7 @@ mod cli;
 mod crash;
 mod ctl;
 mod deadletters;
+mod findings;
 mod format;
 mod harness;
 mod hostile;

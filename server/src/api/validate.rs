@@ -43,16 +43,29 @@ pub const MAX_PAGE: u32 = 1_000;
 pub const DEFAULT_REPLAY_LIMIT: u32 = 10_000;
 pub const MAX_REPLAY_LIMIT: u32 = 100_000;
 
-/// Headers hookd sets itself or that would break the HTTP request.
+/// Headers hookd sets itself, or that would break the HTTP request (hop-by-hop ones):
+/// refused rather than silently replaced or forwarded (finding F12).
 const RESERVED_HEADERS: &[&str] = &[
     "host",
     "content-length",
     "transfer-encoding",
     "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+    "user-agent",
+    "idempotency-key",
     "webhook-id",
     "webhook-timestamp",
     "webhook-signature",
 ];
+
+/// The smallest non-zero endpoint rate: one attempt per 100 s (finding F10: 1e-9 was
+/// accepted and the endpoint never sent again).
+pub const MIN_RATE_PER_S: f64 = 0.01;
 
 fn invalid(message: String) -> ApiError {
     ApiError::InvalidArgument(message)
@@ -83,6 +96,18 @@ pub fn new_message(
             "idempotency_key: {} bytes is over the limit of {} bytes",
             req.idempotency_key.len(),
             limits.max_idempotency_key_bytes
+        )));
+    }
+    // It is sent as the `idempotency-key` header and stored after the destination and a
+    // NUL: printable ASCII only, so it always reaches the receiver and no two
+    // (destination, key) pairs share a scope (findings F9, F12).
+    if let Some(c) = req
+        .idempotency_key
+        .chars()
+        .find(|c| !(' '..='~').contains(c))
+    {
+        return Err(invalid(format!(
+            "idempotency_key: character {c:?} is not allowed (printable ASCII only)"
         )));
     }
     if req.event_type.len() > MAX_EVENT_TYPE_LEN {
@@ -205,7 +230,8 @@ pub fn count_or_default(n: u32, default: u32, max: u32, field: &str) -> Result<u
 pub fn endpoint(e: Option<pb::Endpoint>) -> Result<EndpointRecord, ApiError> {
     let e = e.ok_or_else(|| invalid("endpoint: required".into()))?;
     validate_name(&e.name, "endpoint.name")?;
-    validate_url(&e.url, "endpoint.url")?;
+    let mut e = e;
+    e.url = validate_url(&e.url, "endpoint.url")?;
     if e.description.len() > 1_024 {
         return Err(invalid(
             "endpoint.description: over the limit of 1024 bytes".into(),
@@ -216,6 +242,16 @@ pub fn endpoint(e: Option<pb::Endpoint>) -> Result<EndpointRecord, ApiError> {
             "endpoint.max_attempts: {} is over the limit of {MAX_ATTEMPTS}",
             e.max_attempts
         )));
+    }
+    for (field, v) in [
+        ("retry_base_ms", e.retry_base_ms),
+        ("retry_cap_ms", e.retry_cap_ms),
+    ] {
+        if v > MAX_RETRY_MS {
+            return Err(invalid(format!(
+                "endpoint.{field}: {v} is over the limit of {MAX_RETRY_MS} (one day)"
+            )));
+        }
     }
     if e.retry_base_ms > 0 && e.retry_cap_ms > 0 && e.retry_cap_ms < e.retry_base_ms {
         return Err(invalid(format!(
@@ -246,10 +282,10 @@ pub fn endpoint(e: Option<pb::Endpoint>) -> Result<EndpointRecord, ApiError> {
     within("timeout_ms", e.timeout_ms, 3_600_000)?;
     within("max_in_flight", u64::from(e.max_in_flight), 100_000)?;
     within("rate_limit_burst", u64::from(e.rate_limit_burst), 1_000_000)?;
-    if !e.rate_limit_per_s.is_finite() || !(0.0..=1_000_000.0).contains(&e.rate_limit_per_s) {
+    let rate = e.rate_limit_per_s;
+    if !rate.is_finite() || !(rate == 0.0 || (MIN_RATE_PER_S..=1_000_000.0).contains(&rate)) {
         return Err(invalid(format!(
-            "endpoint.rate_limit_per_s: {} is not within 0 (no limit) to 1000000",
-            e.rate_limit_per_s
+            "endpoint.rate_limit_per_s: {rate} is not 0 (no limit) or within {MIN_RATE_PER_S} to 1000000"
         )));
     }
     Ok(super::convert::endpoint_from_proto(e))
@@ -279,8 +315,9 @@ pub fn validate_name(name: &str, field: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// An absolute http or https URL with a host.
-pub fn validate_url(raw: &str, field: &str) -> Result<(), ApiError> {
+/// An absolute http or https URL with a host, without credentials; returns it normalised
+/// (the form stored, shown and dialed: finding F8, one parser for all three).
+pub fn validate_url(raw: &str, field: &str) -> Result<String, ApiError> {
     if raw.is_empty() {
         return Err(ApiError::InvalidArgument(format!(
             "{field}: must not be empty"
@@ -292,6 +329,18 @@ pub fn validate_url(raw: &str, field: &str) -> Result<(), ApiError> {
             raw.len()
         )));
     }
+    // The URL parser drops tabs and newlines and trims spaces without a word; a URL with
+    // them is a mistake or an attack, and is refused instead.
+    if let Some(c) = raw.chars().find(|c| c.is_control() || c.is_whitespace()) {
+        return Err(ApiError::InvalidArgument(format!(
+            "{field}: character {c:?} is not allowed in a URL (percent-encode it)"
+        )));
+    }
+    if raw.contains('\\') {
+        return Err(ApiError::InvalidArgument(format!(
+            "{field}: `\\` is not allowed in a URL (use `/`)"
+        )));
+    }
     let url = url::Url::parse(raw)
         .map_err(|e| ApiError::InvalidArgument(format!("{field}: malformed URL {raw:?}: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") {
@@ -300,12 +349,42 @@ pub fn validate_url(raw: &str, field: &str) -> Result<(), ApiError> {
             url.scheme()
         )));
     }
-    if url.host_str().is_none_or(str::is_empty) {
+    // `http:h` and `http:///h` parse (the parser repairs them); only `scheme://host` is
+    // what a client meant.
+    let after_scheme = &raw[url.scheme().len()..];
+    if !after_scheme.starts_with("://") || after_scheme[3..].starts_with('/') {
+        return Err(ApiError::InvalidArgument(format!(
+            "{field}: URL {raw:?} must start with {}://host",
+            url.scheme()
+        )));
+    }
+    let Some(host) = url.host_str().filter(|h| !h.is_empty()) else {
         return Err(ApiError::InvalidArgument(format!(
             "{field}: URL {raw:?} has no host"
         )));
+    };
+    let authority = after_scheme[3..]
+        .split(['/', '?', '#'])
+        .next()
+        .unwrap_or_default();
+    if host.contains('%') || authority.contains('%') {
+        return Err(ApiError::InvalidArgument(format!(
+            "{field}: a percent-encoded host is not allowed"
+        )));
     }
-    Ok(())
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(ApiError::InvalidArgument(format!(
+            "{field}: credentials in the URL (user:password@) are not allowed: hookd never sends them; put them in a header"
+        )));
+    }
+    let normal = url.as_str().to_owned();
+    // What is dialed is parsed by `http::Uri`: it must agree on the host.
+    match normal.parse::<http::Uri>() {
+        Ok(uri) if uri.host().is_some_and(|h| h.eq_ignore_ascii_case(host)) => Ok(normal),
+        _ => Err(ApiError::InvalidArgument(format!(
+            "{field}: URL {raw:?} cannot be dialed as written"
+        ))),
+    }
 }
 
 /// Validates a destination given by a client. `field` names the message that holds it
@@ -324,10 +403,10 @@ pub fn destination(kind: Option<Kind>, field: &str, prefix: &str) -> Result<Dest
             validate_name(&name, &format!("{prefix}queue"))?;
             Ok(Destination::Queue(name))
         }
-        Some(Kind::Url(url)) => {
-            validate_url(&url, &format!("{prefix}url"))?;
-            Ok(Destination::Url(url))
-        }
+        Some(Kind::Url(url)) => Ok(Destination::Url(validate_url(
+            &url,
+            &format!("{prefix}url"),
+        )?)),
     }
 }
 
@@ -674,8 +753,116 @@ mod tests {
         );
         assert!(err(Some(Kind::Queue("a b".into()))).contains("destination.queue"));
         assert!(
-            err(Some(Kind::Url("not a url".into()))).contains("destination.url: malformed URL")
+            err(Some(Kind::Url("not-a-url".into()))).contains("destination.url: malformed URL")
         );
         assert!(err(Some(Kind::Url("ftp://x/".into()))).contains("scheme"));
+    }
+
+    /// Finding F8: every URL the two parsers read differently is refused at the edge, and
+    /// what is accepted is stored normalised (what is dialed). F7: no credentials.
+    #[test]
+    fn urls_are_normalised_once_or_refused() {
+        for bad in [
+            "http:///h",
+            "http:h",
+            "http://exa mple.com/",
+            " http://example.com/",
+            "http://example.com/\0",
+            "http://exam\tple.com/",
+            "http://example.com\\@evil.com/",
+            "http://%65xample.com/",
+            "http://user:pass@example.com/",
+            "http://user@example.com/",
+            "https:example.com",
+        ] {
+            assert!(validate_url(bad, "url").is_err(), "{bad:?} was accepted");
+        }
+        let e = validate_url("http://u:p@example.com/", "url")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("credentials"), "{e}");
+        for (raw, normal) in [
+            ("http://example.com", "http://example.com/"),
+            ("HTTPS://Example.COM:443/a?b=c", "https://example.com/a?b=c"),
+            ("http://bücher.example/x", "http://xn--bcher-kva.example/x"),
+            ("http://example\u{ff0e}com/", "http://example.com/"),
+            ("http://[::1]:8080/h", "http://[::1]:8080/h"),
+        ] {
+            assert_eq!(validate_url(raw, "url").unwrap(), normal, "{raw:?}");
+        }
+    }
+
+    /// F9/F12: an idempotency key is printable ASCII (it is a header value, and the
+    /// destination and key are stored NUL-separated); F12: hop-by-hop and hookd's own
+    /// headers are refused, not forwarded or silently replaced.
+    #[test]
+    fn keys_and_headers_that_would_be_dropped_or_replaced_are_refused() {
+        let limits = Limits {
+            max_payload_bytes: 1 << 20,
+            max_batch_events: 10,
+            max_idempotency_key_bytes: 256,
+            replay_rate_per_s: 100.0,
+        };
+        let base = || pb::EnqueueRequest {
+            destination: Some(enqueue_request::Destination::Queue("q".into())),
+            ..Default::default()
+        };
+        for key in ["a\0b", "line\nbreak", "ümlaut", "tab\t"] {
+            let r = pb::EnqueueRequest {
+                idempotency_key: key.into(),
+                ..base()
+            };
+            let e = new_message(r, &limits, 0)
+                .map(|_| ())
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with("idempotency_key:"), "{key:?}: {e}");
+        }
+        for name in [
+            "TE",
+            "upgrade",
+            "keep-alive",
+            "proxy-connection",
+            "trailer",
+            "expect",
+            "user-agent",
+            "Idempotency-Key",
+        ] {
+            let mut r = base();
+            r.headers.insert(name.into(), "v".into());
+            let e = new_message(r, &limits, 0)
+                .map(|_| ())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("sets this header itself"), "{name}: {e}");
+        }
+    }
+
+    /// F10: retry bounds and the smallest rate are enforced, with the limit in the error.
+    #[test]
+    fn endpoint_retry_and_rate_bounds() {
+        let ep = |f: &dyn Fn(&mut pb::Endpoint)| {
+            let mut e = pb::Endpoint {
+                name: "e".into(),
+                url: "https://example.com/".into(),
+                ..Default::default()
+            };
+            f(&mut e);
+            endpoint(Some(e)).map(|_| ()).map_err(|e| e.to_string())
+        };
+        let e = ep(&|e| e.retry_base_ms = u64::MAX).unwrap_err();
+        assert!(
+            e.contains("endpoint.retry_base_ms") && e.contains("86400000"),
+            "{e}"
+        );
+        let e = ep(&|e| e.retry_cap_ms = u64::MAX).unwrap_err();
+        assert!(e.contains("endpoint.retry_cap_ms"), "{e}");
+        let e = ep(&|e| e.rate_limit_per_s = 1e-9).unwrap_err();
+        assert!(
+            e.contains("endpoint.rate_limit_per_s") && e.contains("0.01"),
+            "{e}"
+        );
+        assert!(ep(&|e| e.rate_limit_per_s = 0.01).is_ok());
+        assert!(ep(&|e| e.rate_limit_per_s = 0.0).is_ok());
     }
 }

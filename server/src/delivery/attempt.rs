@@ -166,10 +166,10 @@ fn classify(
     }
     let mut error = format!("HTTP {code}");
     if status.is_redirection() {
-        error.push_str(&format!(
-            " (redirect to {:?} not followed)",
-            location.unwrap_or("")
-        ));
+        // The receiver's Location, cut: it is only a hint for the operator.
+        let mut location = location.unwrap_or("").to_owned();
+        crate::store::bound_text(&mut location, 256);
+        error.push_str(&format!(" (redirect to {location:?} not followed)"));
     }
     if !body.bytes.is_empty() {
         let keep = &body.bytes[..body.bytes.len().min(ERROR_EXCERPT_BYTES)];

@@ -93,7 +93,7 @@ async fn connect(guard: &AddressGuard, uri: &Uri) -> Result<TokioIo<TcpStream>, 
     let mut refused = None;
     let mut failed = None;
     for addr in addrs {
-        if let Err(r) = guard.check(addr.ip()) {
+        if let Err(r) = guard.check(addr) {
             refused.get_or_insert(r);
             continue;
         }

@@ -5,48 +5,146 @@
 //! address is checked *as it is dialed* (see `connect.rs`), after DNS resolution, so a name
 //! that resolves to a public address when validated and a private one when used (DNS
 //! rebinding) is still refused. IPv4-mapped, IPv4-compatible, NAT64 and 6to4 IPv6 addresses
-//! are judged by the IPv4 address they carry. An allow-list of CIDRs admits addresses the
-//! operator trusts (`127.0.0.1/32` in the tests and the quickstart).
+//! are judged by the IPv4 address they carry. An allow-list of CIDRs, each optionally
+//! limited to a port or a port range (`127.0.0.1/32:8080`, `10.0.0.0/8:8000-8999`), admits
+//! addresses the operator trusts. hookd's own listeners are never a destination, allowed or
+//! not. Every refusal reads the same to the client (the class and address go to the log
+//! only), so the answers cannot be used to map the private network (finding F14).
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use ipnet::IpNet;
 
-/// Why an address was refused.
+/// Why an address was refused. The message is the same for every address and class.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("destination address {ip} is {class} and not in the allow-list (allow_destinations)")]
+#[error(
+    "destination refused: not a public address, or not admitted by delivery.allow_destinations"
+)]
 pub struct Refused {
-    pub ip: IpAddr,
+    pub addr: SocketAddr,
     pub class: &'static str,
+}
+
+/// One allow-list entry: a network, and the ports it admits (all without a range).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AllowRule {
+    pub net: IpNet,
+    pub ports: Option<(u16, u16)>,
+}
+
+impl AllowRule {
+    fn admits(&self, ip: IpAddr, port: u16) -> bool {
+        self.net.contains(&ip) && self.ports.is_none_or(|(lo, hi)| (lo..=hi).contains(&port))
+    }
+}
+
+impl std::str::FromStr for AllowRule {
+    type Err = String;
+
+    /// `CIDR`, `CIDR:PORT` or `CIDR:LOW-HIGH` (the port after the prefix length, so IPv6
+    /// reads `::1/128:8080`).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = |why: &str| {
+            format!(
+                "{s:?}: {why} (expected CIDR, CIDR:PORT or CIDR:LOW-HIGH, e.g. 127.0.0.1/32:8080)"
+            )
+        };
+        let (addr, rest) = s.split_once('/').ok_or_else(|| bad("no /prefix length"))?;
+        let (prefix, ports) = match rest.split_once(':') {
+            Some((prefix, ports)) => (prefix, Some(ports)),
+            None => (rest, None),
+        };
+        let net: IpNet = format!("{addr}/{prefix}")
+            .parse()
+            .map_err(|_| bad("not a network"))?;
+        let ports = match ports {
+            None => None,
+            Some(p) => {
+                let (lo, hi) = p.split_once('-').unwrap_or((p, p));
+                let lo: u16 = lo.parse().map_err(|_| bad("bad port"))?;
+                let hi: u16 = hi.parse().map_err(|_| bad("bad port"))?;
+                if lo == 0 || hi < lo {
+                    return Err(bad("bad port range"));
+                }
+                Some((lo, hi))
+            }
+        };
+        Ok(Self { net, ports })
+    }
+}
+
+impl std::fmt::Display for AllowRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.ports {
+            None => write!(f, "{}", self.net),
+            Some((lo, hi)) if lo == hi => write!(f, "{}:{lo}", self.net),
+            Some((lo, hi)) => write!(f, "{}:{lo}-{hi}", self.net),
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for AllowRule {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 #[derive(Debug, Clone, Default)]
 pub struct AddressGuard {
-    allow: Vec<IpNet>,
+    allow: Vec<AllowRule>,
+    /// hookd's own listeners.
+    own: Vec<SocketAddr>,
 }
 
 impl AddressGuard {
-    pub fn new(allow: Vec<IpNet>) -> Self {
-        Self { allow }
+    pub fn new(allow: Vec<AllowRule>) -> Self {
+        Self {
+            allow,
+            own: Vec::new(),
+        }
     }
 
-    /// Ok if `ip` is public or allow-listed.
-    pub fn check(&self, ip: IpAddr) -> Result<(), Refused> {
-        if self.allow.iter().any(|net| net.contains(&ip)) {
-            return Ok(());
-        }
-        // An allow-listed IPv4 network also admits the same address written as IPv6.
+    /// Also refuses these addresses (hookd's listeners; an unspecified address stands for
+    /// every local one, of which loopback is what can be told here).
+    pub fn with_own(mut self, own: Vec<SocketAddr>) -> Self {
+        self.own = own;
+        self
+    }
+
+    /// Ok if `addr` is public or allow-listed, and not hookd itself.
+    pub fn check(&self, addr: SocketAddr) -> Result<(), Refused> {
+        let ip = addr.ip();
+        let port = addr.port();
+        // An IPv4 address written as IPv6 is judged as the IPv4 address.
         let embedded = match ip {
-            IpAddr::V6(v6) => embedded_v4(v6),
+            IpAddr::V6(v6) => embedded_v4(v6).map(IpAddr::V4),
             IpAddr::V4(_) => None,
         };
-        if let Some(v4) = embedded
-            && self.allow.iter().any(|net| net.contains(&IpAddr::V4(v4)))
-        {
+        let itself = self.own.iter().any(|own| {
+            own.port() == port
+                && [Some(ip), embedded].into_iter().flatten().any(|ip| {
+                    ip == own.ip()
+                        || (own.ip().is_unspecified() && ip.is_loopback())
+                        || (own.ip().is_loopback() && ip.is_loopback())
+                        || ip.is_unspecified()
+                })
+        });
+        if itself {
+            return Err(Refused {
+                addr,
+                class: "hookd's own listener",
+            });
+        }
+        let allowed = [Some(ip), embedded]
+            .into_iter()
+            .flatten()
+            .any(|ip| self.allow.iter().any(|rule| rule.admits(ip, port)));
+        if allowed {
             return Ok(());
         }
         match special(ip) {
-            Some(class) => Err(Refused { ip, class }),
+            Some(class) => Err(Refused { addr, class }),
             None => Ok(()),
         }
     }
@@ -59,6 +157,8 @@ fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
     match s {
         // ::ffff:a.b.c.d (mapped)
         [0, 0, 0, 0, 0, 0xffff, _, _] => Some(tail),
+        // ::ffff:0:a.b.c.d (IPv4-translated, RFC 2765)
+        [0, 0, 0, 0, 0xffff, 0, _, _] => Some(tail),
         // ::a.b.c.d (compatible, deprecated; :: and ::1 are handled as IPv6)
         [0, 0, 0, 0, 0, 0, hi, _] if hi != 0 => Some(tail),
         // 64:ff9b::a.b.c.d (NAT64 well-known prefix)
@@ -115,6 +215,9 @@ fn special_v6(ip: Ipv6Addr) -> Option<&'static str> {
         0xfc00..=0xfdff => "unique local (private)",
         0xff00..=0xffff => "multicast",
         0x0100 if s[1..4] == [0, 0, 0] => "discard-only",
+        // Local-use NAT64 (RFC 8215): where the IPv4 address sits depends on the site's
+        // prefix length, so it cannot be judged; refused.
+        0x0064 if s[1] == 0xff9b && s[2] == 1 => "local-use NAT64",
         0x2001 if s[1] == 0x0db8 => "documentation",
         // Teredo carries an obfuscated IPv4 address; refuse rather than decode it.
         0x2001 if s[1] == 0 => "Teredo",
@@ -127,7 +230,8 @@ mod tests {
     use super::*;
 
     fn refused(guard: &AddressGuard, ip: &str) -> bool {
-        guard.check(ip.parse().unwrap()).is_err()
+        let ip: IpAddr = ip.parse().unwrap();
+        guard.check(SocketAddr::new(ip, 443)).is_err()
     }
 
     #[test]
@@ -164,6 +268,10 @@ mod tests {
             "2002:7f00:1::",
             "2001:db8::1",
             "2001:0:4136:e378::1",
+            "::ffff:0:7f00:1",
+            "::ffff:0:a00:1",
+            "64:ff9b:1::a00:1",
+            "64:ff9b:1::808:808",
         ] {
             assert!(refused(&g, ip), "{ip} should be refused");
         }
@@ -190,7 +298,44 @@ mod tests {
         assert!(refused(&g, "127.0.0.2"));
         assert!(refused(&g, "::1"));
         assert!(refused(&g, "10.0.0.1"));
-        let err = g.check("10.0.0.1".parse().unwrap()).unwrap_err();
-        assert!(err.to_string().contains("private"));
+        // Every refusal reads the same; the class is for the log.
+        let err = g.check("10.0.0.1:80".parse().unwrap()).unwrap_err();
+        assert_eq!(err.class, "private");
+        let other = g.check("169.254.169.254:80".parse().unwrap()).unwrap_err();
+        assert_eq!(err.to_string(), other.to_string());
+        assert!(!err.to_string().contains("10.0.0.1"));
+    }
+
+    #[test]
+    fn allow_rules_may_carry_ports_and_never_admit_hookd_itself() {
+        let rules: Vec<AllowRule> = ["127.0.0.1/32:8080", "10.0.0.0/8:9000-9100", "::1/128"]
+            .iter()
+            .map(|r| r.parse().unwrap())
+            .collect();
+        assert_eq!(rules[1].to_string(), "10.0.0.0/8:9000-9100");
+        let g = AddressGuard::new(rules).with_own(vec![
+            "127.0.0.1:7700".parse().unwrap(),
+            "0.0.0.0:7701".parse().unwrap(),
+        ]);
+        let ok = |a: &str| g.check(a.parse().unwrap()).is_ok();
+        assert!(ok("127.0.0.1:8080"));
+        assert!(!ok("127.0.0.1:8081"));
+        assert!(ok("[::ffff:127.0.0.1]:8080"));
+        assert!(ok("10.1.2.3:9050"));
+        assert!(!ok("10.1.2.3:9101"));
+        assert!(ok("[::1]:12345"));
+        // hookd's listeners, in any spelling, allow-listed or not.
+        assert!(!ok("[::1]:7700"));
+        assert!(!ok("127.0.0.1:7701"));
+        assert!(!ok("[::ffff:127.0.0.1]:7700"));
+        for bad in [
+            "127.0.0.1",
+            "127.0.0.1/33",
+            "1.2.3.4/32:0",
+            "1.2.3.4/32:9-8",
+            "x/8",
+        ] {
+            assert!(bad.parse::<AllowRule>().is_err(), "{bad}");
+        }
     }
 }

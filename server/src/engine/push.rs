@@ -436,6 +436,7 @@ impl Engine {
         };
         endpoint.disabled = true;
         endpoint.disabled_reason.clone_from(&reason);
+        crate::store::bound_text(&mut endpoint.disabled_reason, crate::store::MAX_TEXT_BYTES);
         endpoint.disabled_ms = now;
         t.put_endpoint(endpoint)?;
         tracing::warn!(endpoint = name, %reason, "endpoint disabled");

@@ -56,7 +56,8 @@ use redb::{
 };
 
 pub use records::{
-    AttemptRecord, DoneRecord, EndpointRecord, HistoryRecord, MessageRecord, ScheduleEntry, State,
+    AttemptRecord, DoneRecord, EndpointRecord, HistoryRecord, MAX_TEXT_BYTES, MessageRecord,
+    ScheduleEntry, State, bound_text,
 };
 
 use crate::destination::Destination;
@@ -205,6 +206,10 @@ pub struct Replayed {
     pub changes: u64,
     pub millis: u64,
 }
+
+/// A page of dead letters ends after this many bytes (payloads and histories), whatever its
+/// row limit, so an answer stays well under the 64 MiB clients accept (finding F4).
+pub const MAX_PAGE_BYTES: usize = 4 << 20;
 
 /// A page of dead letters and, if more follow, the key to continue after.
 pub type DeadLetterPage = (Vec<StoredMessage>, Option<Vec<u8>>);
@@ -646,6 +651,7 @@ impl Store {
             (None, None) => Vec::new(),
         };
         let mut page = Vec::new();
+        let mut page_bytes = 0usize;
         let mut last_key = None;
         for row in dead.range(start.as_slice()..)? {
             let (key, entry) = row?;
@@ -655,12 +661,18 @@ impl Store {
             {
                 break;
             }
-            if page.len() == limit {
+            if page.len() == limit || (!page.is_empty() && page_bytes >= MAX_PAGE_BYTES) {
                 return Ok((page, last_key));
             }
             let id = dead_key_id(key)?;
             if let Some(record) = messages.get(id.0)? {
                 let history = history_of(&history, id)?;
+                page_bytes += record.value().len()
+                    + history
+                        .attempts
+                        .iter()
+                        .map(|a| a.error.len() + 64)
+                        .sum::<usize>();
                 page.push(StoredMessage {
                     id,
                     record: MessageRecord::decode(record.value())?,
