@@ -130,6 +130,9 @@ pub struct DeliveryConfig {
     /// PEM file of extra CA certificates trusted for HTTPS endpoints (an internal CA),
     /// on top of the Mozilla roots built in.
     pub ca_file: Option<PathBuf>,
+    /// Outbound connections open at once over every destination (0: half of the
+    /// open-file limit). Beyond it a push waits, uncounted, instead of failing.
+    pub max_connections: usize,
     pub breaker: BreakerConfig,
 }
 
@@ -146,6 +149,7 @@ impl Default for DeliveryConfig {
             allow_destinations: Vec::new(),
             shutdown_grace_ms: 10_000,
             ca_file: None,
+            max_connections: 0,
             breaker: BreakerConfig::default(),
         }
     }

@@ -633,7 +633,14 @@ async fn open(stream: TcpStream, kind: Kind, tls: Option<Arc<Tls>>) -> io::Resul
             Ok(Io::Tls(Box::new(acceptor.accept(stream).await?)))
         }
         None => {
-            stream.readable().await?;
+            // `readable()` may report a fresh socket ready with nothing in it; a peek waits
+            // for a byte that is really there.
+            if stream.peek(&mut [0u8; 1]).await? == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "closed before sending anything",
+                ));
+            }
             Ok(Io::Plain(stream))
         }
     }

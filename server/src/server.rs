@@ -222,6 +222,7 @@ async fn serve(
                     .with_own(own_addrs.clone()),
                 max_response_body_bytes: config.delivery.max_response_body_bytes,
                 ca_file: config.delivery.ca_file.clone(),
+                max_connections: outbound_budget(config.delivery.max_connections),
             },
             deliveries_rx,
             Arc::new(move |report| engine.report(report)),
@@ -529,5 +530,17 @@ async fn reseal(
         }
         Ok(Err(why)) => Err(ServeError::Secrets(why)),
         Err(refusal) => Err(ServeError::Secrets(refusal.to_string())),
+    }
+}
+
+/// Outbound push connections: the configured number, or half of the open-file limit (the
+/// listeners have a quarter each; see `connection_budget`).
+fn outbound_budget(configured: usize) -> usize {
+    if configured > 0 {
+        return configured;
+    }
+    match crate::listen::raise_open_file_limit() {
+        Some(files) => usize::try_from(files / 2).unwrap_or(usize::MAX).max(16),
+        None => 4_096,
     }
 }

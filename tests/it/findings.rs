@@ -246,3 +246,166 @@ async fn urls_and_keys_are_refused_at_enqueue() {
     assert_eq!(put.endpoint.unwrap().url, "https://example.com/");
     server.stop().await;
 }
+
+/// F6: receivers that hold connections (tarpits) used every descriptor, and a delivery to
+/// an unrelated healthy endpoint failed and was dead-lettered. Now outbound connections
+/// are capped (`delivery.max_connections`), and hookd's own shortage postpones an attempt
+/// without counting it: the healthy endpoint's message, allowed one attempt, is delivered.
+#[tokio::test]
+async fn local_shortage_postpones_and_never_dead_letters() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(dir.path());
+    config.delivery.max_connections = 2;
+    let server = TestServer::start_with(config, ManualClock::new(SystemClock.now_ms())).await;
+    let tarpit = Sink::start(Reply::Hang).await;
+    let healthy = Sink::start(Reply::Status(204)).await;
+    let mut c = server.client().await;
+    c.put_endpoint(pb::Endpoint {
+        name: "tarpit".into(),
+        url: tarpit.url("/"),
+        timeout_ms: 1_500,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    c.put_endpoint(pb::Endpoint {
+        name: "healthy".into(),
+        url: healthy.url("/"),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    for _ in 0..4 {
+        c.enqueue(Event::to_endpoint("tarpit", b"x".to_vec()))
+            .await
+            .unwrap();
+    }
+    // Both outbound slots are held by the tarpit now.
+    crate::harness::eventually(
+        "the tarpit holds both connections",
+        async || tarpit.count(),
+        |n| *n >= 2,
+    )
+    .await;
+    let sent = c
+        .enqueue(Event::to_endpoint("healthy", b"ok".to_vec()).max_attempts(1))
+        .await
+        .unwrap();
+    let mut delivered = None;
+    for _ in 0..300 {
+        let m = c.get_message(sent.id.clone()).await.unwrap();
+        assert_ne!(
+            m.state,
+            pb::MessageState::DeadLetter as i32,
+            "dead-lettered for hookd's own shortage: {:?}",
+            m.history
+        );
+        if m.state == pb::MessageState::Delivered as i32 {
+            delivered = Some(m);
+            break;
+        }
+        server.advance(2_000).await;
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let m = delivered.expect("delivered once a connection was free");
+    assert!(
+        m.history.iter().any(|a| a.outcome == "local_error"),
+        "{:?}",
+        m.history
+    );
+    assert_eq!(m.history.last().unwrap().outcome, "delivered");
+    assert_eq!(healthy.count(), 1);
+    server.stop().await;
+}
+
+/// F5: with a 1,024 open-file limit, about 1,010 idle connections locked out new gRPC
+/// clients and /healthz and made pushes fail with EMFILE. Now each listener takes at most
+/// a quarter of the limit, idle connections are closed after the handshake timeout, and
+/// the rest of the descriptors stay for storage and pushes. Here: a limit of 256 and 400
+/// idle connections on each listener.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_cannot_take_every_descriptor() {
+    use hookd::testkit::ChildHookd;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("hookd.toml");
+    std::fs::write(
+        &config,
+        "[connections]\nhandshake_timeout_ms = 1000\n[delivery]\nallow_destinations = [\"127.0.0.1/32\"]\n",
+    )
+    .unwrap();
+    let exe = env!("CARGO_BIN_EXE_hookd-under-test");
+    let hookd = ChildHookd::spawn(
+        std::path::Path::new("/bin/sh"),
+        &["-c", "ulimit -n 256 && exec \"$0\" \"$@\"", exe],
+        &dir.path().join("data"),
+        &["--config".into(), config.into_os_string()],
+        std::time::Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
+    let grpc: std::net::SocketAddr = hookd.grpc.trim_start_matches("http://").parse().unwrap();
+    let mut idle = Vec::new();
+    for target in [grpc, hookd.http] {
+        for _ in 0..400 {
+            if let Ok(s) = tokio::net::TcpStream::connect(target).await {
+                idle.push(s);
+            }
+        }
+    }
+    // Pushes still have descriptors, and a client that holds a channel is served.
+    let sink = Sink::start(Reply::Status(204)).await;
+    let mut c = None;
+    for _ in 0..100 {
+        if let Ok(client) = Client::connect(hookd.grpc.clone()).await
+            && let Ok(()) = async {
+                let mut client = client.clone();
+                client.stats().await.map(|_| ())
+            }
+            .await
+        {
+            c = Some(client);
+            break;
+        }
+        // The idle connections on the gRPC listener go after the 1 s handshake timeout.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let mut c = c.expect("a new gRPC client got in");
+    c.put_endpoint(pb::Endpoint {
+        name: "e".into(),
+        url: sink.url("/"),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    for i in 0..20 {
+        c.enqueue(Event::to_endpoint("e", format!("{i}").into_bytes()))
+            .await
+            .unwrap();
+    }
+    sink.wait_for(20).await;
+    // /healthz answers (within the handshake timeout, the idle ones are gone).
+    let mut healthy = false;
+    for _ in 0..100 {
+        let mut tcp = match tokio::net::TcpStream::connect(hookd.http).await {
+            Ok(t) => t,
+            Err(_) => continue,
+        };
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let _ = tcp
+            .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            .await;
+        let mut response = String::new();
+        let _ = tcp.read_to_string(&mut response).await;
+        if response.starts_with("HTTP/1.1 200") {
+            healthy = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(healthy, "/healthz never answered");
+    drop(idle);
+    hookd
+        .stop(std::time::Duration::from_secs(10))
+        .await
+        .unwrap();
+}

@@ -55,8 +55,14 @@ pub async fn send(client: &HttpClient, d: &Delivery, body_cap: usize) -> (Verdic
             retry_after: None,
         },
         Ok(Err(e)) => match refusal(&e) {
-            Some(r) => Verdict::Refused {
-                error: r.to_string(),
+            Some(r) => {
+                tracing::debug!(addr = %r.addr, class = r.class, "destination refused by the guard");
+                Verdict::Refused {
+                    error: r.to_string(),
+                }
+            }
+            None if super::connect::local_shortage(&e) => Verdict::Local {
+                error: describe(&e),
             },
             None => Verdict::Retry {
                 status: 0,

@@ -37,22 +37,110 @@ pub enum ConnectError {
     },
     #[error("connect timed out after {0} ms")]
     Timeout(u64),
+    /// hookd's own limit of outbound connections is reached (`delivery.max_connections`).
+    #[error("hookd has {0} outbound connections open (delivery.max_connections)")]
+    Saturated(usize),
+}
+
+impl ConnectError {
+    /// Whether hookd itself ran short (descriptors, memory, local ports, its own cap): the
+    /// receiver was never tried, so the attempt is not counted against it (finding F6).
+    pub fn is_local(&self) -> bool {
+        match self {
+            Self::Saturated(_) => true,
+            Self::Connect { source, .. } | Self::Resolve { source, .. } => {
+                is_local_shortage(source)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// EMFILE, ENFILE, ENOBUFS, ENOMEM, EADDRNOTAVAIL (no ephemeral port left).
+pub fn is_local_shortage(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(24 | 23 | 105 | 12 | 99))
+}
+
+/// One outbound connection, holding its place under the global cap until it closes.
+#[derive(Debug)]
+pub struct Outbound {
+    io: TokioIo<TcpStream>,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl hyper::rt::Read for Outbound {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl hyper::rt::Write for Outbound {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+}
+
+impl hyper_util::client::legacy::connect::Connection for Outbound {
+    fn connected(&self) -> hyper_util::client::legacy::connect::Connected {
+        self.io.connected()
+    }
 }
 
 #[derive(Debug, Clone)]
 pub struct GuardedConnector {
     guard: Arc<AddressGuard>,
     timeout: Duration,
+    /// Outbound connections hookd may hold at once, over every destination.
+    slots: Arc<tokio::sync::Semaphore>,
+    max: usize,
 }
 
 impl GuardedConnector {
-    pub fn new(guard: Arc<AddressGuard>, timeout: Duration) -> Self {
-        Self { guard, timeout }
+    pub fn new(
+        guard: Arc<AddressGuard>,
+        timeout: Duration,
+        slots: Arc<tokio::sync::Semaphore>,
+        max: usize,
+    ) -> Self {
+        Self {
+            guard,
+            timeout,
+            slots,
+            max,
+        }
     }
 }
 
 impl tower_service::Service<Uri> for GuardedConnector {
-    type Response = TokioIo<TcpStream>;
+    type Response = Outbound;
     type Error = ConnectError;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, ConnectError>> + Send>>;
 
@@ -63,10 +151,18 @@ impl tower_service::Service<Uri> for GuardedConnector {
     fn call(&mut self, uri: Uri) -> Self::Future {
         let guard = self.guard.clone();
         let timeout = self.timeout;
+        let slot = self.slots.clone().try_acquire_owned();
+        let max = self.max;
         Box::pin(async move {
+            let Ok(permit) = slot else {
+                return Err(ConnectError::Saturated(max));
+            };
             let attempt = connect(&guard, &uri);
             match tokio::time::timeout(timeout, attempt).await {
-                Ok(result) => result,
+                Ok(result) => result.map(|io| Outbound {
+                    io,
+                    _permit: permit,
+                }),
                 Err(_) => Err(ConnectError::Timeout(timeout.as_millis() as u64)),
             }
         })
@@ -112,6 +208,23 @@ async fn connect(guard: &AddressGuard, uri: &Uri) -> Result<TokioIo<TcpStream>, 
         .unwrap_or_else(|| ConnectError::NoAddress {
             host: bare.to_owned(),
         }))
+}
+
+/// Whether `err` (anywhere in its source chain) is hookd's own shortage, not the receiver's.
+pub fn local_shortage(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(err);
+    while let Some(e) = cur {
+        if let Some(c) = e.downcast_ref::<ConnectError>() {
+            return c.is_local();
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && is_local_shortage(io)
+        {
+            return true;
+        }
+        cur = e.source();
+    }
+    false
 }
 
 /// The guard's refusal, if that is what stopped `err` (anywhere in its source chain).

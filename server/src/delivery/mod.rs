@@ -93,6 +93,11 @@ pub enum Verdict {
     Refused {
         error: String,
     },
+    /// hookd itself ran short (descriptors, memory, local ports, its outbound cap): the
+    /// receiver was never tried; tried again later, never dead-lettered for it.
+    Local {
+        error: String,
+    },
 }
 
 #[derive(Debug)]
@@ -116,6 +121,8 @@ pub struct DispatcherConfig {
     pub max_response_body_bytes: usize,
     /// Extra trusted CA certificates (PEM), on top of the built-in Mozilla roots.
     pub ca_file: Option<std::path::PathBuf>,
+    /// Outbound connections open at once, over every destination.
+    pub max_connections: usize,
 }
 
 /// Why the HTTP side could not be set up.
@@ -164,6 +171,8 @@ pub struct Dispatcher {
     tls: rustls::ClientConfig,
     body_cap: usize,
     in_flight: InFlight,
+    slots: Arc<tokio::sync::Semaphore>,
+    max_connections: usize,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -216,6 +225,8 @@ impl Dispatcher {
             tls,
             body_cap: config.max_response_body_bytes,
             in_flight: InFlight::default(),
+            slots: Arc::new(tokio::sync::Semaphore::new(config.max_connections)),
+            max_connections: config.max_connections,
         })
     }
 
@@ -250,7 +261,12 @@ impl Dispatcher {
         target
             .pool
             .get_or_init(|| {
-                let connector = GuardedConnector::new(self.guard.clone(), target.connect_timeout);
+                let connector = GuardedConnector::new(
+                    self.guard.clone(),
+                    target.connect_timeout,
+                    self.slots.clone(),
+                    self.max_connections,
+                );
                 let https = HttpsConnectorBuilder::new()
                     .with_tls_config(self.tls.clone())
                     .https_or_http()

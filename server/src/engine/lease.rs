@@ -309,6 +309,44 @@ impl Engine {
     /// Ends the current attempt of an in-flight message as failed: schedules a retry (after
     /// `delay_ms`, or the backoff) or, after the last attempt or when `permanent`,
     /// dead-letters it. Returns the next attempt's time, or `None` if it was dead-lettered.
+    /// hookd could not make the attempt (no descriptor, memory or local port, or its own
+    /// outbound cap): the receiver was never tried, so the attempt is given back, the
+    /// message is tried again in 1 to 2 s, and it is never dead-lettered for this (F6).
+    pub(super) fn postpone(
+        &mut self,
+        t: Tx<'_, '_>,
+        now: u64,
+        id: MessageId,
+        end: AttemptEnd<'_>,
+    ) -> Result<(), StoreError> {
+        use rand::RngExt;
+        let Some(live) = self.index.live.get(&id).cloned() else {
+            return Ok(());
+        };
+        if let Some(timer) = live.timer {
+            self.wheel.remove(timer);
+        }
+        let attempts = live.attempts.saturating_sub(1);
+        let mut entry = t.schedule(id)?;
+        entry.attempts = attempts;
+        let mut history = t.history(id)?;
+        history.push(end.record(live.attempts, entry.since_ms, now));
+        t.put_history(id, &history)?;
+        let due = now.saturating_add(1_000 + self.rng.random_range(0..1_000u64));
+        entry.state = if attempts == 0 {
+            State::Pending
+        } else {
+            State::Retry
+        };
+        entry.due_ms = due;
+        entry.since_ms = 0;
+        t.put_schedule(id, &entry)?;
+        self.transition(id, waiting(due, now), attempts, due);
+        let key = &self.index.dests[live.dest].key;
+        tracing::warn!(%id, destination = %key, error = end.error, "push attempt not made: hookd is short of a local resource; retrying, not counted");
+        Ok(())
+    }
+
     pub(super) fn fail_attempt(
         &mut self,
         t: Tx<'_, '_>,

@@ -327,7 +327,7 @@ impl Engine {
                 retry_after: *retry_after,
             },
             Verdict::Permanent { .. } => Outcome::Rejected,
-            Verdict::Refused { .. } => Outcome::Refused,
+            Verdict::Refused { .. } | Verdict::Local { .. } => Outcome::Refused,
         };
         push.stats
             .record(now, latency_us, outcome == Outcome::Delivered);
@@ -337,6 +337,7 @@ impl Engine {
                 status, outcome, ..
             } => (*status, Some(*outcome)),
             Verdict::Refused { .. } => (0, Some("refused")),
+            Verdict::Local { .. } => (0, Some("local_error")),
         };
         self.config
             .metrics
@@ -388,6 +389,10 @@ impl Engine {
             Verdict::Refused { error } => {
                 let end = AttemptEnd::http(now, latency_us, "refused", &error, 0);
                 self.fail_attempt(t, now, id, end, None, true)?;
+            }
+            Verdict::Local { error } => {
+                let end = AttemptEnd::http(now, latency_us, "local_error", &error, 0);
+                self.postpone(t, now, id, end)?;
             }
         }
         Ok(())
