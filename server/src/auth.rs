@@ -403,7 +403,7 @@ fn nonempty<'a>(token: &'a str, key: &str) -> Result<&'a str, AuthConfigError> {
 }
 
 /// `Bearer <token>` (scheme case-insensitive, as RFC 6750 allows).
-fn strip_bearer(value: &[u8]) -> Option<&[u8]> {
+pub fn strip_bearer(value: &[u8]) -> Option<&[u8]> {
     let (scheme, rest) = value.split_at_checked(7)?;
     scheme
         .eq_ignore_ascii_case(b"bearer ")
@@ -424,7 +424,7 @@ pub fn hex(bytes: &[u8]) -> String {
     })
 }
 
-fn parse_sha256(hex: &str) -> Option<[u8; 32]> {
+pub fn parse_sha256(hex: &str) -> Option<[u8; 32]> {
     let hex = hex.trim();
     if hex.len() != 64 {
         return None;

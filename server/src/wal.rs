@@ -239,6 +239,30 @@ struct Scan {
     bad: Option<&'static str>,
 }
 
+/// The records of a segment's bytes, and why the rest is not valid (a torn tail): what
+/// replay reads from disk, for the fuzz target `records`.
+pub fn frames(bytes: &[u8]) -> (Vec<&[u8]>, Option<&'static str>) {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    let found = scan(bytes, 0, 0, &mut |lsn: Lsn, _payload: &[u8]| {
+        out.push(lsn);
+        Ok::<(), LogError>(())
+    });
+    let bad = match found {
+        Ok(scan) => scan.bad,
+        Err(_) => Some("unreadable"),
+    };
+    let records = out
+        .into_iter()
+        .filter_map(|lsn| {
+            at = usize::try_from(lsn).ok()?;
+            let len = u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?) as usize;
+            bytes.get(at + HEADER..at + HEADER + len)
+        })
+        .collect();
+    (records, bad)
+}
+
 /// Checks every frame of a segment, handing those at or after `from` to `each`.
 fn scan<E: From<LogError>>(
     bytes: &[u8],

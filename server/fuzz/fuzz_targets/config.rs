@@ -1,0 +1,17 @@
+//! Any text as hookd's TOML config: parse, validate, and build what start-up builds from
+//! it (authentication, the secret keys' config). Errors, never panics.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(config) = hookd::Config::from_toml(text) {
+        let _ = config.validate();
+        let clock = std::sync::Arc::new(hookd::clock::SystemClock);
+        let _ = hookd::auth::Authenticator::new(&config.auth, clock, &|_| None);
+        let _ = hookd::secrets::Sealer::new(&config.secrets, &|_| None);
+    }
+});
