@@ -306,6 +306,16 @@ async fn trace_logs_hold_no_token_secret_or_payload() {
         .await
         .unwrap();
     sink.wait_for(1).await;
+    // Finding F1: re-pointing an endpoint that signs is logged (with the caller), and the
+    // log line names origins, never the secret.
+    c.put_endpoint(hookd_client::pb::Endpoint {
+        name: "e".into(),
+        url: "http://127.0.0.1:9/elsewhere".into(),
+        secrets: vec![format!("whsec_{SECRET_MATERIAL}")],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     c.enqueue(hookd_client::Event::to_queue("q", PAYLOAD))
         .await
         .unwrap();
@@ -337,6 +347,15 @@ async fn trace_logs_hold_no_token_secret_or_payload() {
         "trace level logs more than this: {}",
         lines.len()
     );
+    let moved = lines
+        .iter()
+        .find(|l| l.contains("URL of an endpoint with signing secrets was changed"))
+        .expect("the URL change is logged");
+    assert!(
+        moved.contains("caller=\"ops\"") || moved.contains("caller=ops"),
+        "{moved}"
+    );
+    assert!(moved.contains("http://127.0.0.1:9"), "{moved}");
     for line in &lines {
         for marker in [TOKEN, SECRET_MATERIAL, PAYLOAD, HEADER] {
             assert!(!line.contains(marker), "{marker} logged: {line}");
