@@ -451,6 +451,11 @@ pub struct Conn {
     info: ConnInfo,
     idle: Pin<Box<Sleep>>,
     idle_timeout: Duration,
+    /// HTTP/2: the client's preface and the header of its first frame (33 bytes) must
+    /// arrive by this deadline (from accept), so a client that trickles them is dropped
+    /// like one that sends nothing. `None` once they have (or for HTTP/1, which hyper's
+    /// header-read timeout covers).
+    opening: Option<(usize, Pin<Box<Sleep>>)>,
     _permit: OwnedSemaphorePermit,
 }
 
@@ -482,15 +487,31 @@ impl AsyncRead for Conn {
             Poll::Ready(Ok(())) if buf.filled().len() > before => {
                 let deadline = Instant::now() + this.idle_timeout;
                 this.idle.as_mut().reset(deadline);
+                if let Some((left, _)) = &mut this.opening {
+                    *left = left.saturating_sub(buf.filled().len() - before);
+                    if *left == 0 {
+                        this.opening = None;
+                    }
+                }
                 Poll::Ready(Ok(()))
             }
-            Poll::Pending => match this.idle.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "the peer sent nothing for the idle timeout",
-                ))),
-                Poll::Pending => Poll::Pending,
-            },
+            Poll::Pending => {
+                if let Some((_, deadline)) = &mut this.opening
+                    && deadline.as_mut().poll(cx).is_ready()
+                {
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the HTTP/2 preface did not arrive within the handshake timeout",
+                    )));
+                }
+                match this.idle.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the peer sent nothing for the idle timeout",
+                    ))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
             other => other,
         }
     }
@@ -595,6 +616,7 @@ pub fn accept(
             let _ = stream.set_nodelay(true);
             let tls = tls.clone();
             let tx = tx.clone();
+            let opened = Instant::now() + handshake;
             tokio::spawn(async move {
                 let io = match tokio::time::timeout(handshake, open(stream, kind, tls)).await {
                     Ok(Ok(io)) => io,
@@ -615,6 +637,8 @@ pub fn accept(
                     io,
                     info: ConnInfo { remote, peer },
                     idle: Box::pin(tokio::time::sleep(idle)),
+                    opening: (kind == Kind::Grpc)
+                        .then(|| (33, Box::pin(tokio::time::sleep_until(opened)))),
                     idle_timeout: idle,
                     _permit: permit,
                 };

@@ -241,3 +241,54 @@ async fn idle_trickling_and_unfinished_connections_leave_a_good_client_served() 
     drop(idle);
     hookd.stop(Duration::from_secs(10)).await.unwrap();
 }
+
+/// Slowloris on both listeners: a client that trickles an HTTP/1 request head, or the
+/// HTTP/2 preface, one byte at a time is cut off at the header-read (HTTP/1) or handshake
+/// (HTTP/2) deadline, although it never falls silent long enough for the idle timeout.
+#[tokio::test]
+async fn trickled_request_heads_are_cut_off() {
+    use tokio::io::AsyncReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = crate::harness::test_config(dir.path());
+    config.connections.handshake_timeout_ms = 1_000;
+    config.connections.header_read_timeout_ms = 1_000;
+    let server =
+        crate::harness::TestServer::start_with(config, hookd::clock::ManualClock::new(0)).await;
+    let grpc: std::net::SocketAddr = server.grpc.trim_start_matches("http://").parse().unwrap();
+    for (addr, head) in [
+        (
+            server.http,
+            &b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-slow: aaaaaaaaaaaaaaaaaaaaaaaaaaa"[..],
+        ),
+        (
+            grpc,
+            &b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0"[..],
+        ),
+    ] {
+        let started = Instant::now();
+        let mut tcp = TcpStream::connect(addr).await.unwrap();
+        let mut closed = false;
+        for byte in head {
+            if tcp.write_all(&[*byte]).await.is_err() {
+                closed = true;
+                break;
+            }
+            // hookd answers (a 408, or its HTTP/2 settings) or closes; either way, read.
+            let mut buf = [0u8; 256];
+            match tokio::time::timeout(Duration::from_millis(150), tcp.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => {
+                    closed = true;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let took = started.elapsed();
+        assert!(closed, "{addr}: still open after {took:?}");
+        assert!(
+            took < Duration::from_secs(4),
+            "{addr}: cut off after {took:?}, the deadline is 1 s"
+        );
+    }
+    server.stop().await;
+}
