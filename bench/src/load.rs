@@ -49,14 +49,37 @@ pub async fn run(
     payload: usize,
     duration: Duration,
 ) -> anyhow::Result<Outcome> {
+    run_as(
+        channels,
+        hookd_client::Credentials::none(),
+        concurrency,
+        shape,
+        payload,
+        duration,
+    )
+    .await
+}
+
+/// As [`run`], every call with `credentials` (a bearer token).
+pub async fn run_as(
+    channels: &[Channel],
+    credentials: hookd_client::Credentials,
+    concurrency: usize,
+    shape: Shape,
+    payload: usize,
+    duration: Duration,
+) -> anyhow::Result<Outcome> {
     let payload = vec![b'x'; payload];
     let started = Instant::now();
     let deadline = started + duration;
     let mut tasks = Vec::new();
     for task in 0..concurrency {
-        let mut client = HookdClient::new(channels[task % channels.len()].clone())
-            .max_encoding_message_size(64 << 20)
-            .max_decoding_message_size(64 << 20);
+        let mut client = HookdClient::with_interceptor(
+            channels[task % channels.len()].clone(),
+            credentials.clone(),
+        )
+        .max_encoding_message_size(64 << 20)
+        .max_decoding_message_size(64 << 20);
         let payload = payload.clone();
         // Keys must not repeat across legs, or hookd would answer duplicates without storing.
         let prefix = uuid::Uuid::new_v4().simple().to_string();

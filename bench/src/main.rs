@@ -300,6 +300,9 @@ async fn bench(args: Args) -> anyhow::Result<()> {
             .as_ref()
             .is_none_or(|o| name.contains(&o.to_lowercase()))
     };
+    if wants("security") {
+        security(&args, dir.path(), leg).await?;
+    }
     if wants("push delivery") {
         let sink = push::sink(false).await?;
         println!(
@@ -548,10 +551,18 @@ impl Hookd {
     }
 
     async fn start_in(data_dir: std::path::PathBuf) -> anyhow::Result<Self> {
+        Self::start_configured(data_dir, |_| {}).await
+    }
+
+    async fn start_configured(
+        data_dir: std::path::PathBuf,
+        adjust: impl FnOnce(&mut hookd::Config),
+    ) -> anyhow::Result<Self> {
         let mut config = hookd::Config {
             data_dir: data_dir.clone(),
             ..Default::default()
         };
+        adjust(&mut config);
         // The push measurements' sinks are on loopback.
         config.delivery.allow_destinations =
             vec!["127.0.0.1/32".parse().map_err(anyhow::Error::msg)?];
@@ -586,4 +597,93 @@ impl Hookd {
         self.running.stop().await?;
         Ok(())
     }
+}
+
+/// What authentication and TLS cost: unary Enqueue against one hookd open (no token,
+/// plaintext), one that checks a bearer token, and one that checks a token over TLS, in
+/// alternating legs of one run; the ratios are to the open hookd.
+async fn security(args: &Args, dir: &std::path::Path, leg: Duration) -> anyhow::Result<()> {
+    use rcgen::{CertificateParams, KeyPair};
+    const TOKEN: &str = "bench-token-0123456789abcdef";
+    let key = KeyPair::generate()?;
+    let cert = CertificateParams::new(vec!["localhost".to_owned()])?.self_signed(&key)?;
+    let cert_file = dir.join("bench-tls.pem");
+    let key_file = dir.join("bench-tls.key");
+    std::fs::write(&cert_file, cert.pem())?;
+    std::fs::write(&key_file, key.serialize_pem())?;
+    let token = |config: &mut hookd::Config| {
+        config.auth.tokens = vec![hookd::auth::TokenConfig {
+            name: "bench".into(),
+            sha256: Some(hookd::auth::hex(&hookd::auth::token_hash(TOKEN))),
+            file: None,
+            env: None,
+            scopes: vec![hookd::auth::Scope::Enqueue],
+            rate_limit_per_s: None,
+        }];
+    };
+    println!(
+        "\nsecurity: unary Enqueue, {} calls in flight: open vs bearer token vs token over TLS (rustls, ring)",
+        args.concurrency
+    );
+    let (mut token_ratios, mut tls_ratios) = (Vec::new(), Vec::new());
+    for round in 1..=usize::from(args.rounds) {
+        println!(" round {round}");
+        let mut rates = Vec::new();
+        for (name, tls) in [("open", false), ("token", false), ("tls", true)] {
+            let data = dir.join(format!("security-{round}-{name}"));
+            let (cert_file, key_file) = (cert_file.clone(), key_file.clone());
+            let hookd = Hookd::start_configured(data, |c| {
+                if name != "open" {
+                    token(c);
+                }
+                if tls {
+                    c.tls.cert_file = Some(cert_file);
+                    c.tls.key_file = Some(key_file);
+                }
+            })
+            .await?;
+            let mut chans = Vec::new();
+            for _ in 0..args.connections {
+                let options = hookd_client::Options {
+                    ca_pem: tls.then(|| cert.pem().into_bytes()),
+                    domain: tls.then(|| "localhost".to_owned()),
+                    ..Default::default()
+                };
+                let scheme = if tls { "https" } else { "http" };
+                chans.push(
+                    hookd_client::secure_endpoint(format!("{scheme}://{}", hookd.addr), &options)?
+                        .connect()
+                        .await?,
+                );
+            }
+            let credentials = if name == "open" {
+                hookd_client::Credentials::none()
+            } else {
+                hookd_client::Credentials::bearer(TOKEN)?
+            };
+            let o = load::run_as(
+                &chans,
+                credentials,
+                args.concurrency,
+                Shape::Unary,
+                args.payload,
+                leg,
+            )
+            .await?;
+            drop(chans);
+            hookd.stop().await?;
+            line(name, &o);
+            rates.push(o.events_per_s());
+        }
+        let (t, s) = (rates[1] / rates[0], rates[2] / rates[0]);
+        println!("  ratio token/open: {t:.2}  tls/open: {s:.2}");
+        token_ratios.push(t);
+        tls_ratios.push(s);
+    }
+    println!(
+        " median ratio token/open {:.2}, token+TLS/open {:.2}",
+        median(token_ratios),
+        median(tls_ratios)
+    );
+    Ok(())
 }
