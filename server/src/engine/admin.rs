@@ -83,15 +83,16 @@ impl Engine {
                 now
             };
             last_due_ms = due;
-            let mut history = t.history(id)?;
-            history.push(AttemptRecord {
-                number: 0,
-                started_ms: now,
-                ended_ms: now,
-                outcome: "replayed".into(),
-                ..Default::default()
-            });
-            t.put_history(id, &history)?;
+            t.push_attempt(
+                id,
+                AttemptRecord {
+                    number: 0,
+                    started_ms: now,
+                    ended_ms: now,
+                    outcome: "replayed".into(),
+                    ..Default::default()
+                },
+            )?;
             entry.state = State::Pending;
             entry.attempts = 0;
             entry.due_ms = due;

@@ -329,9 +329,7 @@ impl Engine {
         let attempts = live.attempts.saturating_sub(1);
         let mut entry = t.schedule(id)?;
         entry.attempts = attempts;
-        let mut history = t.history(id)?;
-        history.push(end.record(live.attempts, entry.since_ms, now));
-        t.put_history(id, &history)?;
+        t.push_attempt(id, end.record(live.attempts, entry.since_ms, now))?;
         let due = now.saturating_add(1_000 + self.rng.random_range(0..1_000u64));
         entry.state = if attempts == 0 {
             State::Pending
@@ -365,9 +363,7 @@ impl Engine {
         let mut entry = t.schedule(id)?;
         // A push attempt is not written when it starts (see `push.rs`): it counts from here.
         entry.attempts = live.attempts;
-        let mut history = t.history(id)?;
-        history.push(end.record(live.attempts, entry.since_ms, now));
-        t.put_history(id, &history)?;
+        t.push_attempt(id, end.record(live.attempts, entry.since_ms, now))?;
         let key = self.index.dests[live.dest].key.clone();
         self.config.metrics.attempts_failed.inc();
         let dies = permanent || live.attempts >= live.max_attempts;

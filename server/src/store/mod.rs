@@ -15,7 +15,8 @@
 //! |---|---|---|
 //! | `messages` | id (u128) | [`MessageRecord`] (protobuf, with the payload): written once |
 //! | `schedule` | id | [`ScheduleEntry`] of a live message: due time, state, attempts, destination |
-//! | `history` | id | [`HistoryRecord`]: finished attempts; written when an attempt ends |
+//! | `history` | id | [`HistoryRecord`]: finished attempts as format 2 wrote them (read, and folded into `attempts` at the next attempt) |
+//! | `attempts` | id ‖ sequence | [`AttemptRecord`]: one finished attempt, appended when it ends (the last 32 kept) |
 //! | `done` | id | [`DoneRecord`] of a completed message (metadata and attempts, no payload), kept `completed_retention_secs` |
 //! | `dead` | destination key, 0, id (16 bytes BE) | [`ScheduleEntry`] of a dead letter |
 //! | `idempotency` | encoded destination, 0, client key | id (16) + created ms (8) |
@@ -66,6 +67,9 @@ use crate::ids::MessageId;
 const MESSAGES: TableDefinition<u128, &[u8]> = TableDefinition::new("messages");
 const SCHEDULE: TableDefinition<u128, &[u8]> = TableDefinition::new("schedule");
 const HISTORY: TableDefinition<u128, &[u8]> = TableDefinition::new("history");
+/// Finished attempts, one row each, appended (format 3): key id (16 bytes, big-endian) and
+/// a sequence number (4 bytes, big-endian), so a message's rows are one range in order.
+const ATTEMPTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("attempts");
 /// Completed messages (id -> `DoneRecord`), kept for `completed_retention_secs`. Ids are
 /// UUIDv7, so the oldest are first and expiry is a range from the start.
 const DONE: TableDefinition<u128, &[u8]> = TableDefinition::new("done");
@@ -85,7 +89,7 @@ const APPLIED_KEY: &str = "log_applied";
 /// - 2: a write-ahead log in front (`wal-*.log` beside the file); `meta` holds
 ///   `log_applied`, and the file alone may lag the log. A version-1 hookd must not open
 ///   it (it would ignore the log), and it does not: it refuses a newer version.
-pub const FORMAT_VERSION: u64 = 2;
+pub const FORMAT_VERSION: u64 = 3;
 
 /// A storage failure. Never answered as success; mapped to UNAVAILABLE.
 #[derive(Debug, thiserror::Error)]
@@ -485,7 +489,11 @@ impl Store {
                 out.push((name, k.value().to_be_bytes().to_vec(), v.value().to_vec()));
             }
         }
-        for (name, table) in [("dead", DEAD), ("idempotency", IDEMPOTENCY)] {
+        for (name, table) in [
+            ("dead", DEAD),
+            ("idempotency", IDEMPOTENCY),
+            ("attempts", ATTEMPTS),
+        ] {
             for row in txn.open_table(table)?.iter()? {
                 let (k, v) = row?;
                 out.push((name, k.value().to_vec(), v.value().to_vec()));
@@ -600,7 +608,7 @@ impl Store {
                 }
             }
         };
-        let history = history_of(&txn.open_table(HISTORY)?, id)?;
+        let history = history_of(&txn.open_table(HISTORY)?, &txn.open_table(ATTEMPTS)?, id)?;
         Ok(Some(StoredMessage {
             id,
             record,
@@ -640,6 +648,7 @@ impl Store {
         let dead = txn.open_table(DEAD)?;
         let messages = txn.open_table(MESSAGES)?;
         let history = txn.open_table(HISTORY)?;
+        let attempts = txn.open_table(ATTEMPTS)?;
         let prefix = destination.map(|d| dead_prefix(&d.key()));
         let start: Vec<u8> = match (after, &prefix) {
             (Some(after), _) => {
@@ -666,7 +675,7 @@ impl Store {
             }
             let id = dead_key_id(key)?;
             if let Some(record) = messages.get(id.0)? {
-                let history = history_of(&history, id)?;
+                let history = history_of(&history, &attempts, id)?;
                 page_bytes += record.value().len()
                     + history
                         .attempts
@@ -711,6 +720,7 @@ impl Store {
         let txn = self.read()?;
         let dead = txn.open_table(DEAD)?;
         let history = txn.open_table(HISTORY)?;
+        let attempts = txn.open_table(ATTEMPTS)?;
         let prefix = destination
             .map(|d| dead_prefix(&d.key()))
             .unwrap_or_default();
@@ -726,7 +736,7 @@ impl Store {
             }
             let id = dead_key_id(key)?;
             let entry = ScheduleEntry::decode(entry.value())?;
-            let h = history_of(&history, id)?;
+            let h = history_of(&history, &attempts, id)?;
             let last_status = h
                 .attempts
                 .iter()
@@ -821,6 +831,15 @@ fn check_format(txn: &WriteTransaction) -> Result<(), StoreError> {
             tracing::info!(from = 1, to = FORMAT_VERSION, "migrated the disk format");
             Ok(())
         }
+        Some(2) => {
+            // Version 3 appends each finished attempt as a row of `attempts` (created by
+            // `Apply::open` in the same transaction) instead of rewriting a message's
+            // whole `history` row. Rows of `history` stay readable and are folded into
+            // `attempts` the next time their message has an attempt; nothing to convert.
+            meta.insert(FORMAT_KEY, FORMAT_VERSION)?;
+            tracing::info!(from = 2, to = FORMAT_VERSION, "migrated the disk format");
+            Ok(())
+        }
         Some(found) => Err(StoreError::Corrupt(format!(
             "disk format version {found} is not one hookd ever wrote"
         ))),
@@ -848,15 +867,36 @@ fn dest_key_of(encoded: &str) -> Result<String, StoreError> {
         .ok_or_else(|| StoreError::Corrupt(format!("destination {encoded:?}")))
 }
 
-/// A message's finished attempts; none recorded yet is an empty history.
+/// A message's finished attempts (a `history` row of format 2, then its `attempts` rows);
+/// none recorded yet is an empty history.
 fn history_of(
     table: &impl ReadableTable<u128, &'static [u8]>,
+    attempts: &impl ReadableTable<&'static [u8], &'static [u8]>,
     id: MessageId,
 ) -> Result<HistoryRecord, StoreError> {
-    match table.get(id.0)? {
-        Some(v) => Ok(HistoryRecord::decode(v.value())?),
-        None => Ok(HistoryRecord::default()),
+    let legacy = match table.get(id.0)? {
+        Some(v) => Some(HistoryRecord::decode(v.value())?),
+        None => None,
+    };
+    let (first, last) = attempt_range(id);
+    let mut rows = Vec::new();
+    for row in attempts.range(first.as_slice()..=last.as_slice())? {
+        let (_, v) = row?;
+        rows.push(AttemptRecord::decode(v.value())?);
     }
+    Ok(HistoryRecord::assemble(legacy, rows))
+}
+
+/// The first and last possible keys of a message's `attempts` rows (inclusive).
+pub(crate) fn attempt_range(id: MessageId) -> (Vec<u8>, Vec<u8>) {
+    (attempt_key(id, 0), attempt_key(id, u32::MAX))
+}
+
+/// The key of a message's `seq`-th attempt row.
+pub(crate) fn attempt_key(id: MessageId, seq: u32) -> Vec<u8> {
+    let mut key = id.0.to_be_bytes().to_vec();
+    key.extend_from_slice(&seq.to_be_bytes());
+    key
 }
 
 /// Scopes a client's idempotency key to its exact destination (`Destination::encode()`:
@@ -928,6 +968,46 @@ mod tests {
                 && err.contains(&format!("reads format version {ours} and older")),
             "{err}"
         );
+    }
+
+    /// Format 2 kept a message's attempts in one `history` row; format 3 appends rows to
+    /// `attempts`. A format-2 file opens as format 3 with nothing converted: its rows are
+    /// read as they are (and folded into `attempts` at the message's next attempt).
+    #[test]
+    fn a_format_2_file_is_migrated_and_its_history_rows_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let id = MessageId(42);
+        let mut legacy = HistoryRecord::default();
+        legacy.push(AttemptRecord {
+            number: 1,
+            outcome: "http_error".into(),
+            error: "HTTP 503".into(),
+            ..Default::default()
+        });
+        let txn = store.db.begin_write().unwrap();
+        {
+            let mut meta = txn.open_table(META).unwrap();
+            meta.insert(FORMAT_KEY, 2).unwrap();
+            txn.delete_table(ATTEMPTS).unwrap();
+            let mut history = txn.open_table(HISTORY).unwrap();
+            history
+                .insert(id.0, legacy.encode_to_vec().as_slice())
+                .unwrap();
+        }
+        txn.commit().unwrap();
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.format_version().unwrap(), Some(3));
+        let txn = store.read().unwrap();
+        let h = history_of(
+            &txn.open_table(HISTORY).unwrap(),
+            &txn.open_table(ATTEMPTS).unwrap(),
+            id,
+        )
+        .unwrap();
+        assert_eq!(h.attempts.len(), 1);
+        assert_eq!(h.last_error, "HTTP 503");
     }
 
     #[test]

@@ -22,7 +22,7 @@ struct Entry {
     round: u64,
 }
 
-const TABLES: usize = 8;
+const TABLES: usize = 9;
 
 /// A row as bytes: key and value.
 pub type Row = (Vec<u8>, Vec<u8>);

@@ -88,10 +88,29 @@ pub fn bound_text(text: &mut String, max: usize) {
     text.push_str(MARK);
 }
 
+impl AttemptRecord {
+    /// Cuts its texts to what is stored (see [`MAX_TEXT_BYTES`]).
+    pub fn bounded(mut self) -> Self {
+        bound_text(&mut self.error, MAX_TEXT_BYTES);
+        bound_text(&mut self.outcome, 64);
+        self
+    }
+}
+
 impl HistoryRecord {
-    pub fn push(&mut self, mut attempt: AttemptRecord) {
-        bound_text(&mut attempt.error, MAX_TEXT_BYTES);
-        bound_text(&mut attempt.outcome, 64);
+    /// A history from a format-2 `history` row (if any) and the `attempts` rows after it,
+    /// oldest first: the last [`MAX_HISTORY`] attempts, and the last error among them (or
+    /// the row's, if none of the rows has one).
+    pub fn assemble(legacy: Option<HistoryRecord>, rows: Vec<AttemptRecord>) -> Self {
+        let mut out = legacy.unwrap_or_default();
+        for attempt in rows {
+            out.push(attempt);
+        }
+        out
+    }
+
+    pub fn push(&mut self, attempt: AttemptRecord) {
+        let attempt = attempt.bounded();
         if self.attempts.len() >= MAX_HISTORY {
             self.attempts.remove(0);
         }

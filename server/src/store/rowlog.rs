@@ -29,6 +29,7 @@ pub enum TableId {
     Dead = 5,
     Idempotency = 6,
     Endpoints = 7,
+    Attempts = 8,
 }
 
 impl TableId {
@@ -41,6 +42,7 @@ impl TableId {
             5 => Self::Dead,
             6 => Self::Idempotency,
             7 => Self::Endpoints,
+            8 => Self::Attempts,
             _ => return None,
         })
     }

@@ -15,11 +15,13 @@ use prost::Message;
 use redb::{ReadOnlyTable, ReadTransaction, Table, WriteTransaction};
 
 use super::overlay::{Overlay, Seen};
-use super::records::{DoneRecord, EndpointRecord, HistoryRecord, MessageRecord, ScheduleEntry};
+use super::records::{
+    AttemptRecord, DoneRecord, EndpointRecord, HistoryRecord, MessageRecord, ScheduleEntry,
+};
 use super::rowlog::{Change, RowLog, TableId};
 use super::{
-    DEAD, DONE, ENDPOINTS, HISTORY, IDEMPOTENCY, MESSAGES, SCHEDULE, StoreError, dead_key,
-    dead_key_id, dead_prefix,
+    ATTEMPTS, DEAD, DONE, ENDPOINTS, HISTORY, IDEMPOTENCY, MESSAGES, SCHEDULE, StoreError,
+    dead_key, dead_key_id, dead_prefix,
 };
 use crate::ids::MessageId;
 
@@ -58,6 +60,7 @@ pub struct Tables<'a> {
     messages: ReadOnlyTable<u128, &'static [u8]>,
     schedule: ReadOnlyTable<u128, &'static [u8]>,
     history: ReadOnlyTable<u128, &'static [u8]>,
+    attempts: ReadOnlyTable<&'static [u8], &'static [u8]>,
     done: ReadOnlyTable<u128, &'static [u8]>,
     dead: ReadOnlyTable<&'static [u8], &'static [u8]>,
     idempotency: ReadOnlyTable<&'static [u8], &'static [u8]>,
@@ -111,6 +114,7 @@ impl<'a> Tables<'a> {
             messages: txn.open_table(MESSAGES)?,
             schedule: txn.open_table(SCHEDULE)?,
             history: txn.open_table(HISTORY)?,
+            attempts: txn.open_table(ATTEMPTS)?,
             done: txn.open_table(DONE)?,
             dead: txn.open_table(DEAD)?,
             idempotency: txn.open_table(IDEMPOTENCY)?,
@@ -174,19 +178,79 @@ impl<'a> Tables<'a> {
         Ok(())
     }
 
-    pub fn history(&self, id: MessageId) -> Result<HistoryRecord, StoreError> {
+    /// A message's format-2 `history` row, if it still has one.
+    fn legacy_history(&self, id: MessageId) -> Result<Option<HistoryRecord>, StoreError> {
         match get_u128(self.overlay, TableId::History, &self.history, id)? {
-            Some(v) => Ok(HistoryRecord::decode(v.as_slice())?),
-            None => Ok(HistoryRecord::default()),
+            Some(v) => Ok(Some(HistoryRecord::decode(v.as_slice())?)),
+            None => Ok(None),
         }
     }
 
-    pub fn put_history(
+    /// A message's `attempts` rows as the engine sees them: (key, value), oldest first.
+    fn attempt_rows(&self, id: MessageId) -> Result<Vec<super::overlay::Row>, StoreError> {
+        let (first, last) = super::attempt_range(id);
+        let base = self
+            .attempts
+            .range(first.as_slice()..=last.as_slice())?
+            .map(|row| -> Result<_, StoreError> {
+                let (k, v) = row?;
+                Ok((k.value().to_vec(), v.value().to_vec()))
+            });
+        self.overlay.merge(
+            TableId::Attempts,
+            (Bound::Included(&first[..]), Bound::Included(&last[..])),
+            base,
+            usize::MAX,
+        )
+    }
+
+    /// A message's finished attempts.
+    pub fn history(&self, id: MessageId) -> Result<HistoryRecord, StoreError> {
+        let rows = self
+            .attempt_rows(id)?
+            .into_iter()
+            .map(|(_, v)| AttemptRecord::decode(v.as_slice()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(HistoryRecord::assemble(self.legacy_history(id)?, rows))
+    }
+
+    /// Records a finished attempt: one row appended (and the oldest removed beyond
+    /// [`MAX_HISTORY`]); the rest of the history is not rewritten (finding F4: every
+    /// attempt rewrote it whole). A format-2 `history` row is folded into rows first.
+    pub fn push_attempt(
         &mut self,
         id: MessageId,
-        history: &HistoryRecord,
+        attempt: AttemptRecord,
     ) -> Result<(), StoreError> {
-        self.put(TableId::History, &id_key(id), &history.encode_to_vec());
+        let mut rows = self.attempt_rows(id)?;
+        if let Some(legacy) = self.legacy_history(id)? {
+            // Once per message: its old row becomes rows, in front of any it has.
+            let mut seq = match rows.first() {
+                Some((k, _)) => attempt_seq(k)?,
+                None => u32::MAX / 2,
+            };
+            for old in legacy.attempts.iter().rev() {
+                seq -= 1;
+                let key = super::attempt_key(id, seq);
+                self.put(TableId::Attempts, &key, &old.encode_to_vec());
+                rows.insert(0, (key, Vec::new()));
+            }
+            self.remove(TableId::History, &id_key(id));
+        }
+        let next = match rows.last() {
+            Some((k, _)) => attempt_seq(k)?.saturating_add(1),
+            None => u32::MAX / 2,
+        };
+        self.put(
+            TableId::Attempts,
+            &super::attempt_key(id, next),
+            &attempt.bounded().encode_to_vec(),
+        );
+        // Keep the last MAX_HISTORY (this one included).
+        let excess = (rows.len() + 1).saturating_sub(super::records::MAX_HISTORY);
+        for (key, _) in rows.iter().take(excess) {
+            self.remove(TableId::Attempts, key);
+        }
         Ok(())
     }
 
@@ -196,6 +260,9 @@ impl<'a> Tables<'a> {
         self.remove(TableId::Messages, &key);
         self.remove(TableId::Schedule, &key);
         self.remove(TableId::History, &key);
+        for (row, _) in self.attempt_rows(id)? {
+            self.remove(TableId::Attempts, &row);
+        }
         Ok(())
     }
 
@@ -390,6 +457,7 @@ pub struct Apply<'txn> {
     messages: Table<'txn, u128, &'static [u8]>,
     schedule: Table<'txn, u128, &'static [u8]>,
     history: Table<'txn, u128, &'static [u8]>,
+    attempts: Table<'txn, &'static [u8], &'static [u8]>,
     done: Table<'txn, u128, &'static [u8]>,
     dead: Table<'txn, &'static [u8], &'static [u8]>,
     idempotency: Table<'txn, &'static [u8], &'static [u8]>,
@@ -409,6 +477,7 @@ impl<'txn> Apply<'txn> {
             messages: txn.open_table(MESSAGES)?,
             schedule: txn.open_table(SCHEDULE)?,
             history: txn.open_table(HISTORY)?,
+            attempts: txn.open_table(ATTEMPTS)?,
             done: txn.open_table(DONE)?,
             dead: txn.open_table(DEAD)?,
             idempotency: txn.open_table(IDEMPOTENCY)?,
@@ -431,6 +500,7 @@ impl<'txn> Apply<'txn> {
                     TableId::Messages => drop(self.messages.insert(id(key)?, value)?),
                     TableId::Schedule => drop(self.schedule.insert(id(key)?, value)?),
                     TableId::History => drop(self.history.insert(id(key)?, value)?),
+                    TableId::Attempts => drop(self.attempts.insert(key, value)?),
                     TableId::Done => drop(self.done.insert(id(key)?, value)?),
                     TableId::Dead => drop(self.dead.insert(key, value)?),
                     TableId::Idempotency => drop(self.idempotency.insert(key, value)?),
@@ -440,6 +510,7 @@ impl<'txn> Apply<'txn> {
                     TableId::Messages => drop(self.messages.remove(id(key)?)?),
                     TableId::Schedule => drop(self.schedule.remove(id(key)?)?),
                     TableId::History => drop(self.history.remove(id(key)?)?),
+                    TableId::Attempts => drop(self.attempts.remove(key)?),
                     TableId::Done => drop(self.done.remove(id(key)?)?),
                     TableId::Dead => drop(self.dead.remove(key)?),
                     TableId::Idempotency => drop(self.idempotency.remove(key)?),
@@ -449,6 +520,14 @@ impl<'txn> Apply<'txn> {
         }
         Ok(changes.len())
     }
+}
+
+/// The sequence number of an `attempts` key.
+fn attempt_seq(key: &[u8]) -> Result<u32, StoreError> {
+    key.get(16..20)
+        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        .map(u32::from_be_bytes)
+        .ok_or_else(|| StoreError::Corrupt("an attempts key".into()))
 }
 
 fn name(key: &[u8]) -> Result<&str, StoreError> {
@@ -548,8 +627,8 @@ mod tests {
                 Box::new(|t| t.put_schedule(id, &retry()).unwrap()),
             ),
             (
-                "put_history",
-                Box::new(|t| t.put_history(id, &HistoryRecord::default()).unwrap()),
+                "push_attempt",
+                Box::new(|t| t.push_attempt(id, AttemptRecord::default()).unwrap()),
             ),
             (
                 "remove_message",
@@ -628,6 +707,64 @@ mod tests {
                 "{name} changed nothing but marked or logged the round"
             );
         }
+    }
+
+    /// Finding F4: an attempt appends one row (and drops the oldest beyond the cap); the
+    /// history is never rewritten whole, so an attempt's log record does not grow with
+    /// the history. A format-2 row is folded into rows once, then removed.
+    #[test]
+    fn attempts_are_appended_not_rewritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut overlay = Overlay::default();
+        let id = MessageId(7);
+        let attempt = |n: u32| AttemptRecord {
+            number: n,
+            outcome: "http_error".into(),
+            error: format!("HTTP 500: {}", "x".repeat(900)),
+            ..Default::default()
+        };
+        let mut sizes = Vec::new();
+        for n in 1..=40u32 {
+            let ((), record) = round(&store, &mut overlay, u64::from(n), |t| {
+                t.push_attempt(id, attempt(n)).unwrap();
+            });
+            sizes.push(record.len());
+            let changes = crate::store::rowlog::decode(&record).unwrap().len();
+            // One put; from the 33rd on, one removal of the oldest too.
+            let want = if n as usize > super::super::records::MAX_HISTORY {
+                2
+            } else {
+                1
+            };
+            assert_eq!(changes, want, "attempt {n}");
+        }
+        // The record of attempt 40 is as small as that of attempt 2.
+        assert!(sizes[39] <= sizes[1] + 32, "{sizes:?}");
+        let (history, _) = round(&store, &mut overlay, 100, |t| t.history(id).unwrap());
+        let numbers: Vec<u32> = history.attempts.iter().map(|a| a.number).collect();
+        assert_eq!(numbers, (9..=40).collect::<Vec<_>>());
+        assert!(history.last_error.starts_with("HTTP 500"));
+        // A format-2 row: folded into rows at the next attempt, in front of it.
+        let old = MessageId(8);
+        let mut legacy = HistoryRecord::default();
+        legacy.push(attempt(1));
+        legacy.push(attempt(2));
+        round(&store, &mut overlay, 101, |t| {
+            t.put(TableId::History, &id_key(old), &legacy.encode_to_vec());
+        });
+        round(&store, &mut overlay, 102, |t| {
+            t.push_attempt(old, attempt(3)).unwrap();
+        });
+        round(&store, &mut overlay, 103, |t| {
+            let h = t.history(old).unwrap();
+            let numbers: Vec<u32> = h.attempts.iter().map(|a| a.number).collect();
+            assert_eq!(numbers, [1, 2, 3]);
+            assert!(t.legacy_history(old).unwrap().is_none());
+            // Removing the message removes every row.
+            t.remove_message(old).unwrap();
+            assert!(t.history(old).unwrap().attempts.is_empty());
+        });
     }
 
     #[test]
