@@ -367,6 +367,24 @@ impl Authenticator {
         Ok(caller)
     }
 
+    /// [`Authenticator::check`] with the credentials a request carries: its
+    /// `authorization` header, and its connection's verified client certificate
+    /// ([`crate::listen::ConnInfo`]).
+    pub fn check_request(
+        &self,
+        access: Access,
+        headers: &http::HeaderMap,
+        extensions: &http::Extensions,
+    ) -> Result<Arc<Principal>, Denied> {
+        let peer = extensions
+            .get::<crate::listen::ConnInfo>()
+            .and_then(|c| c.peer.as_deref());
+        let authorization = headers
+            .get(http::header::AUTHORIZATION)
+            .map(|v| v.as_bytes());
+        self.check(access, authorization, peer)
+    }
+
     fn by_token(&self, authorization: Option<&[u8]>) -> Option<Arc<Principal>> {
         let value = authorization?;
         let token = strip_bearer(value)?;
@@ -560,15 +578,10 @@ where
 
     fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
         let access = grpc_access(request.uri().path(), self.auth.reflection);
-        let peer = request
-            .extensions()
-            .get::<crate::listen::ConnInfo>()
-            .and_then(|c| c.peer.clone());
-        let authorization = request
-            .headers()
-            .get(http::header::AUTHORIZATION)
-            .map(|v| v.as_bytes());
-        match self.auth.check(access, authorization, peer.as_deref()) {
+        match self
+            .auth
+            .check_request(access, request.headers(), request.extensions())
+        {
             Ok(caller) => {
                 let Some(slot) = self.budget.try_request() else {
                     let status = tonic::Status::resource_exhausted(format!(
@@ -611,15 +624,7 @@ pub async fn http_middleware(
     use axum::http::{StatusCode, header};
     use axum::response::IntoResponse;
     let access = http_access(request.uri().path());
-    let peer = request
-        .extensions()
-        .get::<crate::listen::ConnInfo>()
-        .and_then(|c| c.peer.clone());
-    let authorization = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .map(|v| v.as_bytes());
-    match auth.check(access, authorization, peer.as_deref()) {
+    match auth.check_request(access, request.headers(), request.extensions()) {
         Ok(caller) => {
             request.extensions_mut().insert(caller);
             next.run(request).await

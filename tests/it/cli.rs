@@ -97,14 +97,7 @@ fn logs_are_json_lines_or_plain_text() {
             .spawn()
             .unwrap();
         let rx = crate::harness::lines_of(child.stderr.take().unwrap());
-        let mut lines = Vec::new();
-        while let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(60)) {
-            let serving = line.contains("hookd serving");
-            lines.push(line);
-            if serving {
-                break;
-            }
-        }
+        let lines = crate::harness::lines_until_serving(&rx);
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(
@@ -273,17 +266,11 @@ async fn trace_logs_hold_no_token_secret_or_payload() {
     }
     let mut child = Kill(child);
     let rx = crate::harness::lines_of(child.0.stderr.take().unwrap());
-    let mut lines = Vec::new();
-    loop {
-        let line = rx
-            .recv_timeout(std::time::Duration::from_secs(60))
-            .expect("hookd serving");
-        let serving = line.contains("hookd serving");
-        lines.push(line);
-        if serving {
-            break;
-        }
-    }
+    let mut lines = crate::harness::lines_until_serving(&rx);
+    assert!(
+        lines.last().is_some_and(|l| l.contains("hookd serving")),
+        "{lines:?}"
+    );
     let sink = crate::sink::Sink::start(crate::sink::Reply::Status(204)).await;
     let mut c = hookd_client::Client::connect_with(
         format!("http://{addr}"),
@@ -386,14 +373,7 @@ fn insecure_non_loopback_listener_warns() {
         .spawn()
         .unwrap();
     let rx = crate::harness::lines_of(child.stderr.take().unwrap());
-    let mut lines = Vec::new();
-    while let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(60)) {
-        let serving = line.contains("hookd serving");
-        lines.push(line);
-        if serving {
-            break;
-        }
-    }
+    let lines = crate::harness::lines_until_serving(&rx);
     child.kill().unwrap();
     child.wait().unwrap();
     let warned = |what: &str| {

@@ -213,3 +213,16 @@ pub fn lines_of(out: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Re
     });
     rx
 }
+
+/// Lines of a hookd's log up to and including its "hookd serving" line (at most 60 s).
+pub fn lines_until_serving(rx: &std::sync::mpsc::Receiver<String>) -> Vec<String> {
+    let mut lines = Vec::new();
+    while let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        let serving = line.contains("hookd serving");
+        lines.push(line);
+        if serving {
+            break;
+        }
+    }
+    lines
+}
