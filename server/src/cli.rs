@@ -67,11 +67,11 @@ struct ServeArgs {
     #[arg(long, env = "HOOKD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
     /// Let push delivery reach this network although it is loopback, private, link-local,
-    /// ... (e.g. 127.0.0.1/32). Repeatable; added to `delivery.allow_destinations`. From
-    /// the environment: comma-separated.
+    /// ..., optionally on one port or a range (e.g. 127.0.0.1/32:8080, 10.0.0.0/8). Repeatable;
+    /// added to `delivery.allow_destinations`. From the environment: comma-separated.
     #[arg(
         long = "allow-destination",
-        value_name = "CIDR",
+        value_name = "CIDR[:PORT[-PORT]]",
         env = "HOOKD_ALLOW_DESTINATIONS",
         value_delimiter = ','
     )]
