@@ -154,8 +154,8 @@ pub async fn hookd_end_to_end(
     })
 }
 
-/// hookd draining a backlog: `n` events are stored for an endpoint whose rate limit holds
-/// them back, then the limit is lifted and the time until the sink has them all is taken.
+/// hookd draining a backlog: `n` events are stored for a paused endpoint, then it is
+/// resumed and the time until the sink has them all is taken.
 /// Every delivery's completion is committed (the message removed) as part of the run.
 pub async fn hookd_drain(
     ch: &Channel,
@@ -167,15 +167,21 @@ pub async fn hookd_drain(
     let mut client = HookdClient::new(ch.clone())
         .max_encoding_message_size(64 << 20)
         .max_decoding_message_size(64 << 20);
-    let endpoint = |rate_limit_per_s| pb::PutEndpointRequest {
-        endpoint: Some(pb::Endpoint {
+    client
+        .put_endpoint(pb::PutEndpointRequest {
+            endpoint: Some(pb::Endpoint {
+                name: "drain".into(),
+                url: sink.url(PATH),
+                ..Default::default()
+            }),
+        })
+        .await?;
+    client
+        .pause_endpoint(pb::PauseEndpointRequest {
             name: "drain".into(),
-            url: sink.url(PATH),
-            rate_limit_per_s,
-            ..Default::default()
-        }),
-    };
-    client.put_endpoint(endpoint(0.001)).await?;
+            reason: "filling the backlog".into(),
+        })
+        .await?;
     let payload = vec![b'x'; payload];
     let mut left = n;
     while left > 0 {
@@ -185,9 +191,12 @@ pub async fn hookd_drain(
     }
     let before = sink.count();
     let started = Instant::now();
-    client.put_endpoint(endpoint(0.0)).await?;
-    // The one event the bucket's burst let through before is already counted in `before`.
-    let target = before + n as u64 - 1;
+    client
+        .resume_endpoint(pb::ResumeEndpointRequest {
+            name: "drain".into(),
+        })
+        .await?;
+    let target = before + n as u64;
     while sink.count() < target && started.elapsed() < timeout {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
