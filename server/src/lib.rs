@@ -41,6 +41,7 @@ pub mod error;
 pub mod events;
 pub mod http;
 pub mod ids;
+pub mod ingest;
 pub mod limiter;
 pub mod listen;
 pub mod metrics;

@@ -35,6 +35,11 @@ pub enum SecretError {
 }
 
 impl Secret {
+    /// The decoded key (inbound verification keys its MAC with it).
+    pub fn key_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
     pub fn parse(s: &str) -> Result<Self, SecretError> {
         let encoded = s.strip_prefix(SECRET_PREFIX).ok_or(SecretError::Prefix)?;
         let key = STANDARD.decode(encoded).map_err(|_| SecretError::Base64)?;
