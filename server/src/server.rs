@@ -166,7 +166,9 @@ async fn serve(
         .map_err(|(key, message)| ConfigError::InvalidAt { key, message })?
         .map(Arc::new);
     exposure(&config, &grpc, &http, auth.enabled(), tls.is_some())?;
-    let max_connections = connection_budget(config.connections.max_connections);
+    // Raised once, then shared out: a quarter to each listener, half to push delivery.
+    let open_files = crate::listen::raise_open_file_limit();
+    let max_connections = connection_budget(config.connections.max_connections, open_files);
     let storage = {
         let dir = config.data_dir.clone();
         let cache = usize::try_from(config.cache_size_mb << 20).unwrap_or(usize::MAX);
@@ -222,7 +224,7 @@ async fn serve(
                     .with_own(own_addrs.clone()),
                 max_response_body_bytes: config.delivery.max_response_body_bytes,
                 ca_file: config.delivery.ca_file.clone(),
-                max_connections: outbound_budget(config.delivery.max_connections),
+                max_connections: outbound_budget(config.delivery.max_connections, open_files),
             },
             deliveries_rx,
             Arc::new(move |report| engine.report(report)),
@@ -478,10 +480,10 @@ fn exposure(
 }
 
 /// Connections per listener: the configured limit, kept to a quarter of the open-file limit
-/// (raised to its hard limit first) each, so storage and push delivery always have
+/// (already raised to its hard limit) each, so storage and push delivery always have
 /// descriptors.
-fn connection_budget(configured: usize) -> usize {
-    match crate::listen::raise_open_file_limit() {
+fn connection_budget(configured: usize, open_files: Option<u64>) -> usize {
+    match open_files {
         Some(files) => {
             let share = usize::try_from(files / 4).unwrap_or(usize::MAX).max(16);
             if share < configured {
@@ -535,11 +537,11 @@ async fn reseal(
 
 /// Outbound push connections: the configured number, or half of the open-file limit (the
 /// listeners have a quarter each; see `connection_budget`).
-fn outbound_budget(configured: usize) -> usize {
+fn outbound_budget(configured: usize, open_files: Option<u64>) -> usize {
     if configured > 0 {
         return configured;
     }
-    match crate::listen::raise_open_file_limit() {
+    match open_files {
         Some(files) => usize::try_from(files / 2).unwrap_or(usize::MAX).max(16),
         None => 4_096,
     }

@@ -140,34 +140,12 @@ async fn operational_events_are_logged_one_line_each_without_payloads() {
         "[delivery]\nallow_destinations = [\"127.0.0.1/32\"]\n[delivery.breaker]\nfailure_threshold = 2\n",
     )
     .unwrap();
-    let grpc = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = grpc.local_addr().unwrap();
-    drop(grpc);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hookd-under-test"))
-        .args(["serve", "--log-format", "json", "--log-level", "info"])
-        .arg("--config")
-        .arg(&config)
-        .args([
-            "--grpc-addr",
-            &addr.to_string(),
-            "--http-addr",
-            "127.0.0.1:0",
-        ])
-        .env("HOOKD_DATA_DIR", dir.path().join("data"))
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    // Killed however the test ends.
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let _child = Kill(child);
-    let rx = crate::harness::lines_of(stderr);
+    let hookd = LoggedHookd::spawn(
+        dir.path(),
+        &config,
+        &["--log-format", "json", "--log-level", "info"],
+    );
+    let (addr, rx) = (hookd.addr, &hookd.lines);
     let next = |want: &str| -> serde_json::Value {
         loop {
             let line = rx
@@ -239,34 +217,9 @@ async fn trace_logs_hold_no_token_secret_or_payload() {
         ),
     )
     .unwrap();
-    let grpc = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = grpc.local_addr().unwrap();
-    drop(grpc);
-    let child = Command::new(env!("CARGO_BIN_EXE_hookd-under-test"))
-        .args(["serve", "--log-level", "trace"])
-        .arg("--config")
-        .arg(&config)
-        .args([
-            "--grpc-addr",
-            &addr.to_string(),
-            "--http-addr",
-            "127.0.0.1:0",
-        ])
-        .env("HOOKD_DATA_DIR", dir.path().join("data"))
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let mut child = Kill(child);
-    let rx = crate::harness::lines_of(child.0.stderr.take().unwrap());
-    let mut lines = crate::harness::lines_until_serving(&rx);
+    let mut hookd = LoggedHookd::spawn(dir.path(), &config, &["--log-level", "trace"]);
+    let (addr, pid) = (hookd.addr, hookd.child.id());
+    let mut lines = crate::harness::lines_until_serving(&hookd.lines);
     assert!(
         lines.last().is_some_and(|l| l.contains("hookd serving")),
         "{lines:?}"
@@ -325,10 +278,10 @@ async fn trace_logs_hold_no_token_secret_or_payload() {
     let _ = Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status();
-    while let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(30)) {
+    while let Ok(line) = hookd.lines.recv_timeout(std::time::Duration::from_secs(30)) {
         lines.push(line);
     }
-    let _ = child.0.wait();
+    let _ = hookd.child.wait();
     assert!(
         lines.len() > 100,
         "trace level logs more than this: {}",
@@ -383,4 +336,44 @@ fn insecure_non_loopback_listener_warns() {
     };
     assert!(warned("without authentication"), "{lines:#?}");
     assert!(warned("without TLS"), "{lines:#?}");
+}
+
+/// hookd (the test binary) serving with `config` and `log_args` on a free loopback gRPC
+/// port, its data in `dir/data`, its log read line by line; killed however the test ends.
+struct LoggedHookd {
+    child: std::process::Child,
+    addr: std::net::SocketAddr,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl LoggedHookd {
+    fn spawn(dir: &std::path::Path, config: &std::path::Path, log_args: &[&str]) -> Self {
+        let grpc = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = grpc.local_addr().unwrap();
+        drop(grpc);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hookd-under-test"))
+            .arg("serve")
+            .args(log_args)
+            .arg("--config")
+            .arg(config)
+            .args([
+                "--grpc-addr",
+                &addr.to_string(),
+                "--http-addr",
+                "127.0.0.1:0",
+            ])
+            .env("HOOKD_DATA_DIR", dir.join("data"))
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let lines = crate::harness::lines_of(child.stderr.take().unwrap());
+        Self { child, addr, lines }
+    }
+}
+
+impl Drop for LoggedHookd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -259,20 +259,20 @@ impl Engine {
                 Some(_) => 0,
                 None => t.schedule(id)?.since_ms,
             };
-            let mut history = t.history(id)?;
-            history.push(last.record(live.attempts, lease_started_ms, now));
-            let done = DoneRecord {
-                destination: meta.destination,
-                event_type: meta.event_type,
-                idempotency_key: meta.idempotency_key,
-                payload_size: meta.payload_size,
-                created_ms: meta.created_ms,
-                completed_ms: now,
-                attempts: live.attempts,
-                max_attempts: live.max_attempts,
-                history: Some(history),
-            };
-            t.complete(id, &done)?;
+            t.complete(id, |mut history| {
+                history.push(last.record(live.attempts, lease_started_ms, now));
+                DoneRecord {
+                    destination: meta.destination,
+                    event_type: meta.event_type,
+                    idempotency_key: meta.idempotency_key,
+                    payload_size: meta.payload_size,
+                    created_ms: meta.created_ms,
+                    completed_ms: now,
+                    attempts: live.attempts,
+                    max_attempts: live.max_attempts,
+                    history: Some(history),
+                }
+            })?;
         }
         let latency_us = now.saturating_sub(id.unix_ms()).saturating_mul(1_000);
         self.index.dests[live.dest]
@@ -306,9 +306,6 @@ impl Engine {
         Ok(())
     }
 
-    /// Ends the current attempt of an in-flight message as failed: schedules a retry (after
-    /// `delay_ms`, or the backoff) or, after the last attempt or when `permanent`,
-    /// dead-letters it. Returns the next attempt's time, or `None` if it was dead-lettered.
     /// hookd could not make the attempt (no descriptor, memory or local port, or its own
     /// outbound cap): the receiver was never tried, so the attempt is given back, the
     /// message is tried again in 1 to 2 s, and it is never dead-lettered for this (F6).
@@ -331,20 +328,39 @@ impl Engine {
         entry.attempts = attempts;
         t.push_attempt(id, end.record(live.attempts, entry.since_ms, now))?;
         let due = now.saturating_add(1_000 + self.rng.random_range(0..1_000u64));
-        entry.state = if attempts == 0 {
+        let state = if attempts == 0 {
             State::Pending
         } else {
             State::Retry
         };
-        entry.due_ms = due;
-        entry.since_ms = 0;
-        t.put_schedule(id, &entry)?;
-        self.transition(id, waiting(due, now), attempts, due);
+        self.wait_until(t, now, id, entry, state, due)?;
         let key = &self.index.dests[live.dest].key;
         tracing::warn!(%id, destination = %key, error = end.error, "push attempt not made: hookd is short of a local resource; retrying, not counted");
         Ok(())
     }
 
+    /// Makes a live message wait until `due` in `state` (its schedule row, then the index),
+    /// with the attempts `entry` counts.
+    fn wait_until(
+        &mut self,
+        t: Tx<'_, '_>,
+        now: u64,
+        id: MessageId,
+        mut entry: crate::store::ScheduleEntry,
+        state: State,
+        due: u64,
+    ) -> Result<(), StoreError> {
+        entry.state = state;
+        entry.due_ms = due;
+        entry.since_ms = 0;
+        t.put_schedule(id, &entry)?;
+        self.transition(id, waiting(due, now), entry.attempts, due);
+        Ok(())
+    }
+
+    /// Ends the current attempt of an in-flight message as failed: schedules a retry (after
+    /// `delay_ms`, or the backoff) or, after the last attempt or when `permanent`,
+    /// dead-letters it. Returns the next attempt's time, or `None` if it was dead-lettered.
     pub(super) fn fail_attempt(
         &mut self,
         t: Tx<'_, '_>,
@@ -424,11 +440,7 @@ impl Engine {
         }
         let delay = delay_ms.unwrap_or_else(|| policy.backoff_ms(live.attempts, &mut self.rng));
         let due = now.saturating_add(delay);
-        entry.state = State::Retry;
-        entry.due_ms = due;
-        entry.since_ms = 0;
-        t.put_schedule(id, &entry)?;
-        self.transition(id, waiting(due, now), live.attempts, due);
+        self.wait_until(t, now, id, entry, State::Retry, due)?;
         Ok(Some(due))
     }
 }

@@ -206,12 +206,20 @@ impl<'a> Tables<'a> {
 
     /// A message's finished attempts.
     pub fn history(&self, id: MessageId) -> Result<HistoryRecord, StoreError> {
-        let rows = self
-            .attempt_rows(id)?
-            .into_iter()
-            .map(|(_, v)| AttemptRecord::decode(v.as_slice()))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(HistoryRecord::assemble(self.legacy_history(id)?, rows))
+        Ok(self.history_and_keys(id)?.0)
+    }
+
+    /// A message's finished attempts, and the keys of its `attempts` rows (one read).
+    fn history_and_keys(&self, id: MessageId) -> Result<(HistoryRecord, Vec<Vec<u8>>), StoreError> {
+        let rows = self.attempt_rows(id)?;
+        let mut keys = Vec::with_capacity(rows.len());
+        let mut attempts = Vec::with_capacity(rows.len());
+        for (key, value) in rows {
+            attempts.push(AttemptRecord::decode(value.as_slice())?);
+            keys.push(key);
+        }
+        let history = HistoryRecord::assemble(self.legacy_history(id)?, attempts);
+        Ok((history, keys))
     }
 
     /// Records a finished attempt: one row appended (and the oldest removed beyond
@@ -256,19 +264,32 @@ impl<'a> Tables<'a> {
 
     /// Removes a completed message entirely (its idempotency key stays until it expires).
     pub fn remove_message(&mut self, id: MessageId) -> Result<(), StoreError> {
+        let keys: Vec<Vec<u8>> = self.attempt_rows(id)?.into_iter().map(|(k, _)| k).collect();
+        self.remove_rows(id, &keys);
+        Ok(())
+    }
+
+    /// A message's rows: record, schedule, a format-2 history row, and these attempt rows.
+    fn remove_rows(&mut self, id: MessageId, attempt_keys: &[Vec<u8>]) {
         let key = id_key(id);
         self.remove(TableId::Messages, &key);
         self.remove(TableId::Schedule, &key);
         self.remove(TableId::History, &key);
-        for (row, _) in self.attempt_rows(id)? {
-            self.remove(TableId::Attempts, &row);
+        for row in attempt_keys {
+            self.remove(TableId::Attempts, row);
         }
-        Ok(())
     }
 
-    /// Removes a completed message and keeps `done` (metadata and attempts) in its place.
-    pub fn complete(&mut self, id: MessageId, done: &DoneRecord) -> Result<(), StoreError> {
-        self.remove_message(id)?;
+    /// Removes a completed message and keeps what `done` makes of its history (metadata
+    /// and attempts) in its place; the history is read once, for both.
+    pub fn complete(
+        &mut self,
+        id: MessageId,
+        done: impl FnOnce(HistoryRecord) -> DoneRecord,
+    ) -> Result<(), StoreError> {
+        let (history, keys) = self.history_and_keys(id)?;
+        let done = done(history);
+        self.remove_rows(id, &keys);
         self.put(TableId::Done, &id_key(id), &done.encode_to_vec());
         Ok(())
     }
@@ -636,7 +657,7 @@ mod tests {
             ),
             (
                 "complete",
-                Box::new(|t| t.complete(id, &DoneRecord::default()).unwrap()),
+                Box::new(|t| t.complete(id, |_| DoneRecord::default()).unwrap()),
             ),
             (
                 "bury",
@@ -663,7 +684,7 @@ mod tests {
             (
                 "sweep_done (one expired)",
                 Box::new(|t| {
-                    t.complete(MessageId(9), &DoneRecord::default()).unwrap();
+                    t.complete(MessageId(9), |_| DoneRecord::default()).unwrap();
                     assert_eq!(t.sweep_done(u64::MAX >> 16, 10).unwrap(), 1);
                 }),
             ),
