@@ -5,16 +5,8 @@ use hookd::clock::{Clock, ManualClock, SystemClock};
 use hookd_client::{Client, Event, pb};
 use tonic::Code;
 
-use crate::harness::{TestServer, test_config, until_message};
+use crate::harness::{TestServer, dead_lettered, test_config, until_message};
 use crate::sink::{Reply, Sink};
-
-async fn dead_lettered(c: &mut Client, id: &str) -> pb::GetMessageResponse {
-    until_message(c, id, "dead letter", |m| {
-        m.is_some_and(|m| m.state == pb::MessageState::DeadLetter as i32)
-    })
-    .await
-    .expect("a dead letter")
-}
 
 /// F4: a receiver's 3xx `Location` (here 100 KB) was stored whole in every attempt's
 /// error; now every stored text is cut to 1 KiB, and a dead-letter page is bounded by bytes.

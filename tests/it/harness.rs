@@ -198,6 +198,15 @@ pub async fn delivered(c: &mut Client, id: &str) -> hookd_client::pb::GetMessage
     .expect("a delivered message is kept")
 }
 
+/// Waits until the message is a dead letter; returns what GetMessage shows of it then.
+pub async fn dead_lettered(c: &mut Client, id: &str) -> hookd_client::pb::GetMessageResponse {
+    until_message(c, id, "dead letter", |m| {
+        m.is_some_and(|m| m.state == hookd_client::pb::MessageState::DeadLetter as i32)
+    })
+    .await
+    .expect("a dead letter exists")
+}
+
 /// The lines of a child process's output, read on a thread of their own (so a test can
 /// wait for one with a timeout); the thread ends at EOF or when the receiver is dropped.
 pub fn lines_of(out: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {

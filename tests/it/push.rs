@@ -10,7 +10,8 @@ use hookd::clock::{Clock, ManualClock, SystemClock};
 use hookd_client::{Client, Event, pb};
 
 use crate::harness::{
-    TestServer, code, delivered, eventually, push_settled, test_config, until_message,
+    TestServer, code, dead_lettered, delivered, eventually, push_settled, test_config,
+    until_message,
 };
 use crate::sink::{Reply, Sink};
 
@@ -67,14 +68,6 @@ async fn first_failure(c: &mut Client, id: &str) -> pb::GetMessageResponse {
     })
     .await
     .expect("a message with a failed attempt exists")
-}
-
-async fn dead_lettered(c: &mut Client, id: &str) -> pb::GetMessageResponse {
-    until_message(c, id, "dead letter", |m| {
-        m.is_some_and(|m| m.state == pb::MessageState::DeadLetter as i32)
-    })
-    .await
-    .expect("a dead letter exists")
 }
 
 #[tokio::test]
