@@ -517,6 +517,10 @@ pub const RPC_SCOPES: &[(&str, Scope)] = &[
     ("PurgeDeadLetters", Scope::Admin),
     ("PauseEndpoint", Scope::Admin),
     ("ResumeEndpoint", Scope::Admin),
+    ("PutSource", Scope::Admin),
+    ("GetSource", Scope::Admin),
+    ("ListSources", Scope::Admin),
+    ("DeleteSource", Scope::Admin),
 ];
 
 /// The tower layer in front of every gRPC call: [`Authenticator::check`] (the caller, a

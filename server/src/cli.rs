@@ -60,6 +60,10 @@ struct ServeArgs {
     /// HTTP listen address for /healthz and /metrics (default 127.0.0.1:7701).
     #[arg(long, env = "HOOKD_HTTP_ADDR")]
     http_addr: Option<SocketAddr>,
+    /// Ingest listen address for `POST /in/{source}` (default 127.0.0.1:7702): the one
+    /// listener meant to face providers.
+    #[arg(long, env = "HOOKD_INGEST_ADDR")]
+    ingest_addr: Option<SocketAddr>,
     /// Log filter, e.g. `info` or `hookd=debug`; RUST_LOG is used when this is not given.
     #[arg(long, env = "HOOKD_LOG_LEVEL")]
     log_level: Option<String>,
@@ -153,6 +157,9 @@ fn serve(args: ServeArgs) -> ExitCode {
     if let Some(a) = args.http_addr {
         config.http_addr = a;
     }
+    if let Some(a) = args.ingest_addr {
+        config.ingest_addr = a;
+    }
     config
         .delivery
         .allow_destinations
@@ -178,7 +185,9 @@ fn serve(args: ServeArgs) -> ExitCode {
         };
         let grpc = bind("gRPC (grpc_addr)", config.grpc_addr).await?;
         let http = bind("HTTP (http_addr)", config.http_addr).await?;
-        crate::server::run(config, grpc, http, shutdown_signal())
+        let ingest = bind("ingest (ingest_addr)", config.ingest_addr).await?;
+        let listeners = crate::server::Listeners { grpc, http, ingest };
+        crate::server::run(config, listeners, shutdown_signal())
             .await
             .map_err(std::io::Error::other)
     });

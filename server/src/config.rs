@@ -20,6 +20,11 @@ pub struct Config {
     pub grpc_addr: SocketAddr,
     /// Serves `/healthz`.
     pub http_addr: SocketAddr,
+    /// Receives webhooks from providers (`POST /in/{source}`) and serves nothing else:
+    /// the one listener meant to face the internet.
+    pub ingest_addr: SocketAddr,
+    /// Ingest sources defined here (read-only over gRPC; PutSource makes others).
+    pub sources: Vec<crate::ingest::SourceSpec>,
     /// Largest accepted event payload.
     pub max_payload_bytes: usize,
     /// Most events in one EnqueueBatch call.
@@ -161,6 +166,8 @@ impl Default for Config {
             data_dir: PathBuf::from("./hookd-data"),
             grpc_addr: SocketAddr::from(([127, 0, 0, 1], 7700)),
             http_addr: SocketAddr::from(([127, 0, 0, 1], 7701)),
+            ingest_addr: SocketAddr::from(([127, 0, 0, 1], 7702)),
+            sources: Vec::new(),
             max_payload_bytes: 1 << 20,
             max_batch_events: 1_000,
             max_idempotency_key_bytes: 256,

@@ -58,4 +58,4 @@ pub mod wheel;
 pub use config::Config;
 #[cfg(any(test, feature = "test-util"))]
 pub use server::{Hooks, run_with};
-pub use server::{ServeError, run};
+pub use server::{Listeners, ServeError, run};

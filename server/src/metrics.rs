@@ -57,6 +57,12 @@ pub struct Metrics {
     pub storage_failures: IntCounterVec,
     /// Checkpoints (redb made durable up to the log) and how long each took.
     pub checkpoint_seconds: Histogram,
+    /// Inbound webhooks by source and outcome (`accepted`, `duplicate`, `unauthorized`,
+    /// `invalid`, `too_large`, `unsupported_type`, `unknown_source`, `backpressure`,
+    /// `unavailable`). The source label is a configured source's name or `_unknown`.
+    pub ingest_requests: IntCounterVec,
+    /// From the request's arrival to its answer, accepted requests only (durable).
+    pub ingest_seconds: Histogram,
     gauges: Mutex<Gauges>,
 }
 
@@ -241,6 +247,18 @@ impl Metrics {
                 "hookd_checkpoint_duration_seconds",
                 "One checkpoint: redb made durable up to the log position it holds.",
                 LATENCY_BUCKETS,
+            ),
+            ingest_requests: reg.add(IntCounterVec::new(
+                Opts::new(
+                    "hookd_ingest_requests_total",
+                    "Inbound webhooks by source and outcome: accepted, duplicate, unauthorized, invalid, too_large, unsupported_type, unknown_source, backpressure, unavailable.",
+                ),
+                &["source", "outcome"],
+            )),
+            ingest_seconds: histogram(
+                "hookd_ingest_duration_seconds",
+                "From an inbound webhook's arrival to its 202, the event durable.",
+                SYNC_BUCKETS,
             ),
             gauges: Mutex::new(Gauges {
                 pending: by_dest(

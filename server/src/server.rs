@@ -109,23 +109,44 @@ impl Default for Plugged {
     }
 }
 
+/// The listeners hookd serves on, bound by the caller.
+#[derive(Debug)]
+pub struct Listeners {
+    /// The gRPC API.
+    pub grpc: TcpListener,
+    /// `/healthz`, `/metrics`.
+    pub http: TcpListener,
+    /// `POST /in/{source}` and nothing else.
+    pub ingest: TcpListener,
+}
+
+impl Listeners {
+    /// All three on `127.0.0.1:0`.
+    pub async fn loopback() -> std::io::Result<Self> {
+        let bind = || TcpListener::bind("127.0.0.1:0");
+        Ok(Self {
+            grpc: bind().await?,
+            http: bind().await?,
+            ingest: bind().await?,
+        })
+    }
+}
+
 /// Runs hookd on the given listeners until `shutdown` resolves. Then: stop accepting, answer
 /// waiting long polls, let in-flight calls finish, commit the engine's last round, return.
 pub async fn run(
     config: Config,
-    grpc: TcpListener,
-    http: TcpListener,
+    listeners: Listeners,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    serve(config, grpc, http, shutdown, Plugged::default()).await
+    serve(config, listeners, shutdown, Plugged::default()).await
 }
 
 /// As [`run`], with what a test plugs in (feature `test-util`).
 #[cfg(any(test, feature = "test-util"))]
 pub async fn run_with(
     config: Config,
-    grpc: TcpListener,
-    http: TcpListener,
+    listeners: Listeners,
     shutdown: impl Future<Output = ()> + Send + 'static,
     hooks: Hooks,
 ) -> Result<(), ServeError> {
@@ -139,17 +160,17 @@ pub async fn run_with(
         plugged.open_store =
             Box::new(move |dir, cache, segment| Storage::open_faulty(dir, cache, segment, faults));
     }
-    serve(config, grpc, http, shutdown, plugged).await
+    serve(config, listeners, shutdown, plugged).await
 }
 
 async fn serve(
     config: Config,
-    grpc: TcpListener,
-    http: TcpListener,
+    listeners: Listeners,
     shutdown: impl Future<Output = ()> + Send + 'static,
     plugged: Plugged,
 ) -> Result<(), ServeError> {
     config.validate()?;
+    let Listeners { grpc, http, ingest } = listeners;
     let Plugged {
         clock,
         on_ready,
@@ -166,6 +187,10 @@ async fn serve(
         .map_err(|(key, message)| ConfigError::InvalidAt { key, message })?
         .map(Arc::new);
     exposure(&config, &grpc, &http, auth.enabled(), tls.is_some())?;
+    let ingest_addr = ingest.local_addr()?;
+    if !ingest_addr.ip().is_loopback() && tls.is_none() {
+        tracing::warn!(%ingest_addr, "receiving webhooks without TLS on a non-loopback address: put a TLS-terminating proxy in front, or set tls.cert_file and tls.key_file");
+    }
     // Raised once, then shared out: a quarter to each listener, half to push delivery.
     let open_files = crate::listen::raise_open_file_limit();
     let max_connections = connection_budget(config.connections.max_connections, open_files);
@@ -214,8 +239,17 @@ async fn serve(
         let _ = tokio::task::spawn_blocking(move || engine_thread.shutdown()).await;
         return Err(e);
     }
+    // Ingest sources: the config's, then those made over gRPC (stored).
+    let sources = match load_sources(&config, store.clone(), &engine, sealer.clone()).await {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            engine.drain();
+            let _ = tokio::task::spawn_blocking(move || engine_thread.shutdown()).await;
+            return Err(e);
+        }
+    };
     // hookd's own listeners are never a push destination.
-    let own_addrs = vec![grpc.local_addr()?, http.local_addr()?];
+    let own_addrs = vec![grpc.local_addr()?, http.local_addr()?, ingest_addr];
     let dispatcher = {
         let engine = engine.clone();
         Dispatcher::new(
@@ -252,6 +286,7 @@ async fn serve(
         .saturating_mul(config.max_batch_events.min(16))
         .max(4 << 20)
         .saturating_add(1 << 20);
+    let (clock_for_ingest, metrics_for_ingest) = (clock.clone(), metrics.clone());
     // Set at shutdown: the servers drain, and Watch streams end.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let service = HookdServer::new(HookdService::new(
@@ -264,6 +299,7 @@ async fn serve(
             stopping: stop_rx.clone(),
         },
         sealer.clone(),
+        sources.clone(),
     ))
     .max_decoding_message_size(max_message)
     .max_encoding_message_size(max_message);
@@ -367,13 +403,32 @@ async fn serve(
         crate::auth::http_middleware,
     ));
     let http_server = crate::listen::serve_http(http_conns, router, limits, stop_rx.clone());
-    tracing::info!(%grpc_addr, %http_addr, tls = tls.is_some(), authentication = auth.enabled(), max_connections, data_dir = %config.data_dir.display(), "hookd serving");
+    let ingest_conns = crate::listen::accept(
+        ingest,
+        crate::listen::Kind::Http,
+        tls.clone(),
+        limits,
+        max_connections,
+        stop_rx.clone(),
+    );
+    let ingest_router = crate::ingest::receive::router(Arc::new(crate::ingest::receive::Ingest {
+        sources: sources.clone(),
+        engine: engine.clone(),
+        clock: clock_for_ingest,
+        metrics: metrics_for_ingest,
+        max_idempotency_key_bytes: config.max_idempotency_key_bytes,
+        body_timeout: Duration::from_millis(limits.request_body_timeout_ms),
+    }));
+    let ingest_server =
+        crate::listen::serve_http(ingest_conns, ingest_router, limits, stop_rx.clone());
+    tracing::info!(%grpc_addr, %http_addr, %ingest_addr, sources = sources.list().len(), tls = tls.is_some(), authentication = auth.enabled(), max_connections, data_dir = %config.data_dir.display(), "hookd serving");
 
     // Run until asked to stop, or until a listener fails on its own; either way, stop
     // everything in order.
     let mut grpc_server = std::pin::pin!(grpc_server);
     let mut http_server = std::pin::pin!(http_server);
-    let (mut grpc_done, mut http_done) = (None, None);
+    let mut ingest_server = std::pin::pin!(ingest_server);
+    let (mut grpc_done, mut http_done, mut ingest_done) = (None, None, None);
     tokio::select! {
         () = shutdown => tracing::info!("shutting down: no new connections; finishing in-flight requests"),
         r = &mut grpc_server => {
@@ -383,6 +438,10 @@ async fn serve(
         r = &mut http_server => {
             tracing::error!(result = ?r, "HTTP server stopped unexpectedly; shutting down");
             http_done = Some(r);
+        }
+        r = &mut ingest_server => {
+            tracing::error!(result = ?r, "ingest server stopped unexpectedly; shutting down");
+            ingest_done = Some(r);
         }
     }
     set_health(&health, false).await;
@@ -396,6 +455,10 @@ async fn serve(
     let http_result = match http_done {
         Some(r) => r,
         None => http_server.await,
+    };
+    let ingest_result = match ingest_done {
+        Some(r) => r,
+        None => ingest_server.await,
     };
     let _ = watch_health.await;
     // The engine stopped handing out attempts at `drain`; let those in flight finish so
@@ -417,6 +480,7 @@ async fn serve(
     tracing::info!("hookd stopped cleanly");
     grpc_result?;
     http_result?;
+    ingest_result?;
     Ok(())
 }
 
@@ -501,6 +565,36 @@ fn connection_budget(configured: usize, open_files: Option<u64>) -> usize {
 
 /// Checks that every endpoint's secrets open, and seals those in clear or under an older
 /// key with the newest one.
+/// The config's sources and the stored ones, compiled; stored secrets re-sealed under the
+/// newest key.
+async fn load_sources(
+    config: &Config,
+    store: crate::store::Store,
+    engine: &EngineHandle,
+    sealer: Option<Arc<crate::secrets::Sealer>>,
+) -> Result<crate::ingest::Sources, ServeError> {
+    let stored = tokio::task::spawn_blocking(move || store.sources())
+        .await
+        .map_err(|e| StoreError::Io(std::io::Error::other(e)))??;
+    let sources = crate::ingest::Sources::load(
+        &config.sources,
+        stored.clone(),
+        engine.clone(),
+        sealer,
+        crate::ingest::source::Limits {
+            max_payload_bytes: config.max_payload_bytes,
+        },
+        &|var| std::env::var(var).ok(),
+    )
+    .map_err(|(key, message)| ConfigError::InvalidAt { key, message })?;
+    match sources.reseal(&stored).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(sources = n, "source secrets sealed under the newest key"),
+        Err(e) => return Err(ServeError::Secrets(e.to_string())),
+    }
+    Ok(sources)
+}
+
 async fn reseal(
     engine: &EngineHandle,
     sealer: Option<Arc<crate::secrets::Sealer>>,

@@ -52,6 +52,8 @@ pub fn trampoline() -> Option<ExitCode> {
 pub struct InProcess {
     pub grpc: SocketAddr,
     pub http: SocketAddr,
+    /// The ingest listener (`POST /in/{source}`).
+    pub ingest: SocketAddr,
     /// The engine, for tests that drive it (e.g. wake it after moving a manual clock).
     pub engine: EngineHandle,
     stop: Option<oneshot::Sender<()>>,
@@ -61,9 +63,12 @@ pub struct InProcess {
 impl InProcess {
     /// Starts hookd and returns once it serves. `hooks.on_ready` is replaced.
     pub async fn start(config: Config, mut hooks: Hooks) -> Result<Self, ServeError> {
-        let grpc = TcpListener::bind("127.0.0.1:0").await?;
-        let http = TcpListener::bind("127.0.0.1:0").await?;
-        let (grpc_addr, http_addr) = (grpc.local_addr()?, http.local_addr()?);
+        let listeners = crate::server::Listeners::loopback().await?;
+        let (grpc_addr, http_addr, ingest_addr) = (
+            listeners.grpc.local_addr()?,
+            listeners.http.local_addr()?,
+            listeners.ingest.local_addr()?,
+        );
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let (ready_tx, ready_rx) = oneshot::channel();
         hooks.on_ready = Some(Box::new(move |engine| {
@@ -72,11 +77,12 @@ impl InProcess {
         let shutdown = async {
             let _ = stop_rx.await;
         };
-        let task = tokio::spawn(crate::server::run_with(config, grpc, http, shutdown, hooks));
+        let task = tokio::spawn(crate::server::run_with(config, listeners, shutdown, hooks));
         match ready_rx.await {
             Ok(engine) => Ok(Self {
                 grpc: grpc_addr,
                 http: http_addr,
+                ingest: ingest_addr,
                 engine,
                 stop: Some(stop_tx),
                 task,
@@ -115,6 +121,7 @@ pub struct ChildHookd {
     /// `http://127.0.0.1:PORT`.
     pub grpc: String,
     pub http: SocketAddr,
+    pub ingest: SocketAddr,
     child: tokio::process::Child,
 }
 
@@ -133,6 +140,7 @@ impl ChildHookd {
         for _ in 0..2 {
             let grpc: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
             let http: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+            let ingest: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
             let child = tokio::process::Command::new(exe)
                 .args(prefix)
                 .arg("serve")
@@ -140,6 +148,7 @@ impl ChildHookd {
                 .arg(data_dir)
                 .args(["--grpc-addr", &grpc.to_string()])
                 .args(["--http-addr", &http.to_string()])
+                .args(["--ingest-addr", &ingest.to_string()])
                 .args(extra)
                 .stdin(Stdio::null())
                 .kill_on_drop(true)
@@ -147,6 +156,7 @@ impl ChildHookd {
             let mut hookd = Self {
                 grpc: format!("http://{grpc}"),
                 http,
+                ingest,
                 child,
             };
             match hookd.wait_ready(ready_within).await {

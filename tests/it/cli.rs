@@ -64,6 +64,7 @@ fn an_address_in_use_names_the_listener() {
         .env("HOOKD_DATA_DIR", dir.path().join("data"))
         .env("HOOKD_GRPC_ADDR", "127.0.0.1:0")
         .env("HOOKD_HTTP_ADDR", addr.to_string())
+        .env("HOOKD_INGEST_ADDR", "127.0.0.1:0")
         .env("HOOKD_LOG_LEVEL", "warn")
         .output()
         .unwrap();
@@ -89,6 +90,8 @@ fn logs_are_json_lines_or_plain_text() {
                 "--grpc-addr",
                 "127.0.0.1:0",
                 "--http-addr",
+                "127.0.0.1:0",
+                "--ingest-addr",
                 "127.0.0.1:0",
             ])
             .args(["--log-format", format, "--log-level", "info"])
@@ -318,6 +321,8 @@ fn insecure_non_loopback_listener_warns() {
             "0.0.0.0:0",
             "--http-addr",
             "127.0.0.1:0",
+            "--ingest-addr",
+            "127.0.0.1:0",
             "--log-format",
             "json",
         ])
@@ -360,6 +365,8 @@ impl LoggedHookd {
                 "--grpc-addr",
                 &addr.to_string(),
                 "--http-addr",
+                "127.0.0.1:0",
+                "--ingest-addr",
                 "127.0.0.1:0",
             ])
             .env("HOOKD_DATA_DIR", dir.join("data"))

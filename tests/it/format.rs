@@ -223,14 +223,15 @@ async fn a_format_v1_database_opens_with_everything_in_it() {
     server.stop().await;
 
     // Migrated at open to the current version (2: a write-ahead log beside the file; 3:
-    // attempts appended as rows, the fixture's history rows read as they are), whose
+    // attempts appended as rows, the fixture's history rows read as they are; 4: the
+    // `sources` table), whose
     // writes went through the log since.
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(
         store.format_version().unwrap(),
         Some(hookd::store::FORMAT_VERSION)
     );
-    assert_eq!(hookd::store::FORMAT_VERSION, 3);
+    assert_eq!(hookd::store::FORMAT_VERSION, 4);
     let logs = std::fs::read_dir(dir.path())
         .unwrap()
         .filter(|e| {

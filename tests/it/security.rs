@@ -244,8 +244,15 @@ async fn a_non_loopback_listener_without_auth_refuses_to_start() {
     let dir = tempfile::tempdir().unwrap();
     // Bound to every interface; no traffic is sent to a non-loopback address.
     let bind = || async { tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap() };
+    let all = || async {
+        hookd::Listeners {
+            grpc: bind().await,
+            http: bind().await,
+            ingest: bind().await,
+        }
+    };
     let config = test_config(dir.path());
-    let err = hookd::run(config.clone(), bind().await, bind().await, async {})
+    let err = hookd::run(config.clone(), all().await, async {})
         .await
         .unwrap_err()
         .to_string();
@@ -256,15 +263,11 @@ async fn a_non_loopback_listener_without_auth_refuses_to_start() {
     );
     // With a token it starts (and stops at once: the shutdown future is ready).
     let secured = secured(dir.path(), "");
-    hookd::run(secured, bind().await, bind().await, async {})
-        .await
-        .unwrap();
+    hookd::run(secured, all().await, async {}).await.unwrap();
     // The explicit opt-out starts too.
     let mut insecure = test_config(dir.path());
     insecure.auth.insecure = true;
-    hookd::run(insecure, bind().await, bind().await, async {})
-        .await
-        .unwrap();
+    hookd::run(insecure, all().await, async {}).await.unwrap();
 }
 
 /// Files of a TLS setup: server certificate and key, and the CA of client certificates.
@@ -598,6 +601,8 @@ async fn sighup_reloads_certificates() {
             "--grpc-addr",
             &format!("127.0.0.1:{grpc}"),
             "--http-addr",
+            "127.0.0.1:0",
+            "--ingest-addr",
             "127.0.0.1:0",
         ])
         .kill_on_drop(true)

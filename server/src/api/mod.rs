@@ -4,6 +4,7 @@
 //! through `crate::error` (`ApiError -> Status`).
 
 pub mod convert;
+pub mod sources;
 pub mod validate;
 
 use hookd_proto::v1::{self as pb, hookd_server::Hookd};
@@ -26,6 +27,7 @@ pub struct HookdService {
     clock: Arc<dyn Clock>,
     watchers: Watchers,
     sealer: Option<Arc<crate::secrets::Sealer>>,
+    sources: Arc<crate::ingest::Sources>,
 }
 
 /// What `Watch` streams from, and the signal that ends them (shutdown).
@@ -43,6 +45,7 @@ impl HookdService {
         clock: Arc<dyn Clock>,
         watchers: Watchers,
         sealer: Option<Arc<crate::secrets::Sealer>>,
+        sources: Arc<crate::ingest::Sources>,
     ) -> Self {
         Self {
             engine,
@@ -51,6 +54,7 @@ impl HookdService {
             clock,
             watchers,
             sealer,
+            sources,
         }
     }
 
@@ -343,6 +347,57 @@ impl Hookd for HookdService {
             .await
             .map_err(refused("name"))?;
         Ok(Response::new(pb::DeleteEndpointResponse {}))
+    }
+
+    async fn put_source(
+        &self,
+        request: Request<pb::PutSourceRequest>,
+    ) -> Result<Response<pb::PutSourceResponse>, Status> {
+        let spec = sources::spec(request.into_inner().source)?;
+        let (source, created) = self.sources.put(spec).await.map_err(ApiError::from)?;
+        Ok(Response::new(pb::PutSourceResponse {
+            source: Some(sources::shown(&source)),
+            created,
+        }))
+    }
+
+    async fn get_source(
+        &self,
+        request: Request<pb::GetSourceRequest>,
+    ) -> Result<Response<pb::GetSourceResponse>, Status> {
+        let name = request.into_inner().name;
+        validate::validate_name(&name, "name")?;
+        let source = self
+            .sources
+            .get(&name)
+            .ok_or_else(|| ApiError::NotFound(format!("name: no source named {name:?}")))?;
+        Ok(Response::new(pb::GetSourceResponse {
+            source: Some(sources::shown(&source)),
+        }))
+    }
+
+    async fn list_sources(
+        &self,
+        _request: Request<pb::ListSourcesRequest>,
+    ) -> Result<Response<pb::ListSourcesResponse>, Status> {
+        Ok(Response::new(pb::ListSourcesResponse {
+            sources: self
+                .sources
+                .list()
+                .iter()
+                .map(|s| sources::shown(s))
+                .collect(),
+        }))
+    }
+
+    async fn delete_source(
+        &self,
+        request: Request<pb::DeleteSourceRequest>,
+    ) -> Result<Response<pb::DeleteSourceResponse>, Status> {
+        let name = request.into_inner().name;
+        validate::validate_name(&name, "name")?;
+        self.sources.delete(&name).await.map_err(ApiError::from)?;
+        Ok(Response::new(pb::DeleteSourceResponse {}))
     }
 
     async fn list_dead_letters(

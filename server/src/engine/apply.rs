@@ -198,6 +198,13 @@ impl Engine {
                 let outcome = self.delete_endpoint(t, &name);
                 settle(done, reply, outcome)?;
             }
+            Command::PutSource { name, spec, reply } => {
+                match spec {
+                    Some(spec) => t.put_source(&name, &spec),
+                    None => t.remove_source(&name),
+                }
+                reply_after(done, reply, Ok(()));
+            }
             Command::Stats {
                 after,
                 limit,

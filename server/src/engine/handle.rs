@@ -172,6 +172,12 @@ impl EngineHandle {
             .await?
     }
 
+    /// Makes an ingest source's definition durable (`Some`), or its removal (`None`).
+    pub async fn put_source(&self, name: String, spec: Option<Vec<u8>>) -> Result<(), Refusal> {
+        self.call(|reply| Command::PutSource { name, spec, reply })
+            .await?
+    }
+
     pub async fn delete_endpoint(&self, name: String) -> Result<(), Refusal> {
         self.call(|reply| Command::DeleteEndpoint { name, reply })
             .await?

@@ -247,6 +247,13 @@ pub(crate) enum Command {
         name: String,
         reply: Reply<()>,
     },
+    /// Stores (`Some`: its JSON definition) or removes (`None`) an ingest source. The
+    /// ingest registry decides and serialises these; the engine only makes them durable.
+    PutSource {
+        name: String,
+        spec: Option<Vec<u8>>,
+        reply: Reply<()>,
+    },
     /// Rewrites endpoints' stored secrets: `reseal` gets an endpoint's name and secrets and
     /// returns the new ones (`None`: unchanged) or why it cannot. How many were rewritten.
     Reseal {
@@ -851,6 +858,9 @@ fn answer_failed(command: Command, err: Refusal) {
             let _ = reply.send(Err(err));
         }
         Command::DeleteEndpoint { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::PutSource { reply, .. } => {
             let _ = reply.send(Err(err));
         }
         Command::Reseal { reply, .. } => {

@@ -1,5 +1,18 @@
-//! Receiving webhooks (issue #13, in progress): so far the provider signature schemes,
-//! pure and tested on their own ([`verify`]); the ingest listener, sources and dedup come
-//! next.
+//! Receiving webhooks (issue #13): the ingest listener's `POST /in/{source}`.
+//!
+//! - [`verify`]: provider signature schemes, pure.
+//! - [`source`]: a source's definition ([`SourceSpec`]: config file, gRPC, disk) and its
+//!   compiled form.
+//! - [`registry`]: the sources in force (config's and gRPC's), durable through the engine.
+//! - [`redact`]: opt-in payload sanitisation (JSON pointers, detectors).
+//! - [`receive`]: the handler: authenticate on the raw bytes, check, store, answer 202
+//!   once durable.
 
+pub mod receive;
+pub mod redact;
+pub mod registry;
+pub mod source;
 pub mod verify;
+
+pub use registry::{SourceError, Sources};
+pub use source::{SchemeName, Source, SourceSpec};

@@ -17,7 +17,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use hmac::{Hmac, KeyInit, Mac};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// How a source's deliveries are signed.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -31,7 +31,7 @@ pub enum Scheme {
 }
 
 /// The generic scheme.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HmacScheme {
     /// The header holding the signature.
@@ -55,7 +55,7 @@ fn dot() -> String {
     ".".into()
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Algorithm {
     #[default]
@@ -63,7 +63,7 @@ pub enum Algorithm {
     Sha1,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Encoding {
     #[default]

@@ -21,6 +21,7 @@
 //! | `dead` | destination key, 0, id (16 bytes BE) | [`ScheduleEntry`] of a dead letter |
 //! | `idempotency` | encoded destination, 0, client key | id (16) + created ms (8) |
 //! | `endpoints` | name | [`EndpointRecord`] (protobuf) |
+//! | `sources` | name | an ingest source made over gRPC (`ingest::SourceSpec` as JSON, secrets sealed when `[secrets]` has keys) |
 //! | `meta` | `"format_version"` | [`FORMAT_VERSION`] of the layout above (u64) |
 //!
 //! # Format versions
@@ -76,6 +77,8 @@ const DONE: TableDefinition<u128, &[u8]> = TableDefinition::new("done");
 const DEAD: TableDefinition<&[u8], &[u8]> = TableDefinition::new("dead");
 const IDEMPOTENCY: TableDefinition<&[u8], &[u8]> = TableDefinition::new("idempotency");
 const ENDPOINTS: TableDefinition<&str, &[u8]> = TableDefinition::new("endpoints");
+/// Ingest sources made over gRPC (format 4): name -> the source's JSON definition.
+const SOURCES: TableDefinition<&str, &[u8]> = TableDefinition::new("sources");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const FORMAT_KEY: &str = "format_version";
 /// The write-ahead log position up to which this file holds every change (the last
@@ -89,7 +92,9 @@ const APPLIED_KEY: &str = "log_applied";
 /// - 2: a write-ahead log in front (`wal-*.log` beside the file); `meta` holds
 ///   `log_applied`, and the file alone may lag the log. A version-1 hookd must not open
 ///   it (it would ignore the log), and it does not: it refuses a newer version.
-pub const FORMAT_VERSION: u64 = 3;
+/// - 3: a message's finished attempts are rows of `attempts`, appended.
+/// - 4: the `sources` table (ingest sources made over gRPC), and log records that name it.
+pub const FORMAT_VERSION: u64 = 4;
 
 /// A storage failure. Never answered as success; mapped to UNAVAILABLE.
 #[derive(Debug, thiserror::Error)]
@@ -499,13 +504,11 @@ impl Store {
                 out.push((name, k.value().to_vec(), v.value().to_vec()));
             }
         }
-        for row in txn.open_table(ENDPOINTS)?.iter()? {
-            let (k, v) = row?;
-            out.push((
-                "endpoints",
-                k.value().as_bytes().to_vec(),
-                v.value().to_vec(),
-            ));
+        for (name, table) in [("endpoints", ENDPOINTS), ("sources", SOURCES)] {
+            for row in txn.open_table(table)?.iter()? {
+                let (k, v) = row?;
+                out.push((name, k.value().as_bytes().to_vec(), v.value().to_vec()));
+            }
         }
         Ok(out)
     }
@@ -624,6 +627,18 @@ impl Store {
             Some(v) => Ok(Some(EndpointRecord::decode(v.value())?)),
             None => Ok(None),
         }
+    }
+
+    /// Every ingest source made over gRPC: (name, its JSON definition).
+    pub fn sources(&self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let txn = self.read()?;
+        let table = txn.open_table(SOURCES)?;
+        let mut out = Vec::new();
+        for row in table.iter()? {
+            let (k, v) = row?;
+            out.push((k.value().to_owned(), v.value().to_vec()));
+        }
+        Ok(out)
     }
 
     pub fn endpoints(&self) -> Result<Vec<EndpointRecord>, StoreError> {
@@ -831,6 +846,13 @@ fn check_format(txn: &WriteTransaction) -> Result<(), StoreError> {
             tracing::info!(from = 1, to = FORMAT_VERSION, "migrated the disk format");
             Ok(())
         }
+        Some(3) => {
+            // Version 4 adds the `sources` table (created by `Apply::open` in the same
+            // transaction) and log records may name it; nothing to convert.
+            meta.insert(FORMAT_KEY, FORMAT_VERSION)?;
+            tracing::info!(from = 3, to = FORMAT_VERSION, "migrated the disk format");
+            Ok(())
+        }
         Some(2) => {
             // Version 3 appends each finished attempt as a row of `attempts` (created by
             // `Apply::open` in the same transaction) instead of rewriting a message's
@@ -998,7 +1020,7 @@ mod tests {
         txn.commit().unwrap();
         drop(store);
         let store = Store::open(dir.path()).unwrap();
-        assert_eq!(store.format_version().unwrap(), Some(3));
+        assert_eq!(store.format_version().unwrap(), Some(FORMAT_VERSION));
         let txn = store.read().unwrap();
         let h = history_of(
             &txn.open_table(HISTORY).unwrap(),

@@ -30,6 +30,7 @@ pub enum TableId {
     Idempotency = 6,
     Endpoints = 7,
     Attempts = 8,
+    Sources = 9,
 }
 
 impl TableId {
@@ -42,6 +43,7 @@ impl TableId {
             5 => Self::Dead,
             6 => Self::Idempotency,
             7 => Self::Endpoints,
+            9 => Self::Sources,
             8 => Self::Attempts,
             _ => return None,
         })

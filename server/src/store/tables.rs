@@ -20,7 +20,7 @@ use super::records::{
 };
 use super::rowlog::{Change, RowLog, TableId};
 use super::{
-    ATTEMPTS, DEAD, DONE, ENDPOINTS, HISTORY, IDEMPOTENCY, MESSAGES, SCHEDULE, StoreError,
+    ATTEMPTS, DEAD, DONE, ENDPOINTS, HISTORY, IDEMPOTENCY, MESSAGES, SCHEDULE, SOURCES, StoreError,
     dead_key, dead_key_id, dead_prefix,
 };
 use crate::ids::MessageId;
@@ -470,6 +470,15 @@ impl<'a> Tables<'a> {
         self.remove(TableId::Endpoints, name.as_bytes());
         Ok(())
     }
+
+    /// An ingest source's definition (its JSON, secrets sealed), under its name.
+    pub fn put_source(&mut self, name: &str, spec: &[u8]) {
+        self.put(TableId::Sources, name.as_bytes(), spec);
+    }
+
+    pub fn remove_source(&mut self, name: &str) {
+        self.remove(TableId::Sources, name.as_bytes());
+    }
 }
 
 /// The write side of the tables: performs log records on redb (the apply stage, and
@@ -483,6 +492,7 @@ pub struct Apply<'txn> {
     dead: Table<'txn, &'static [u8], &'static [u8]>,
     idempotency: Table<'txn, &'static [u8], &'static [u8]>,
     endpoints: Table<'txn, &'static str, &'static [u8]>,
+    sources: Table<'txn, &'static str, &'static [u8]>,
 }
 
 impl std::fmt::Debug for Apply<'_> {
@@ -503,6 +513,7 @@ impl<'txn> Apply<'txn> {
             dead: txn.open_table(DEAD)?,
             idempotency: txn.open_table(IDEMPOTENCY)?,
             endpoints: txn.open_table(ENDPOINTS)?,
+            sources: txn.open_table(SOURCES)?,
         })
     }
 
@@ -526,6 +537,7 @@ impl<'txn> Apply<'txn> {
                     TableId::Dead => drop(self.dead.insert(key, value)?),
                     TableId::Idempotency => drop(self.idempotency.insert(key, value)?),
                     TableId::Endpoints => drop(self.endpoints.insert(name(key)?, value)?),
+                    TableId::Sources => drop(self.sources.insert(name(key)?, value)?),
                 },
                 Change::Remove(table, key) => match table {
                     TableId::Messages => drop(self.messages.remove(id(key)?)?),
@@ -536,6 +548,7 @@ impl<'txn> Apply<'txn> {
                     TableId::Dead => drop(self.dead.remove(key)?),
                     TableId::Idempotency => drop(self.idempotency.remove(key)?),
                     TableId::Endpoints => drop(self.endpoints.remove(name(key)?)?),
+                    TableId::Sources => drop(self.sources.remove(name(key)?)?),
                 },
             }
         }
@@ -552,7 +565,8 @@ fn attempt_seq(key: &[u8]) -> Result<u32, StoreError> {
 }
 
 fn name(key: &[u8]) -> Result<&str, StoreError> {
-    std::str::from_utf8(key).map_err(|_| StoreError::Corrupt("log record: an endpoint name".into()))
+    std::str::from_utf8(key)
+        .map_err(|_| StoreError::Corrupt("log record: an endpoint or source name".into()))
 }
 
 fn decode_idempotency(v: &[u8]) -> Result<(MessageId, u64), StoreError> {

@@ -1,0 +1,409 @@
+//! The ingest listener's one route, `POST /in/{source}`: authenticate the delivery on its
+//! raw bytes, check it, store it, and answer 202 only once the log record holding it is
+//! synced. Everything else on the listener is 404.
+//!
+//! Order of checks (each refusal stores nothing): unknown source 404; an announced body
+//! over the limit 413; `none` sources' credentials 401; media type 415; the body read
+//! under the limit (413) and the body timeout (408); the signature over the raw bytes
+//! 401 (one text, whatever failed); JSON, schema (400 with the failing path); delivery id
+//! and event type (400); redaction; then the engine: 202 (`duplicate` when the delivery id
+//! was seen within the idempotency window, with the first message's id), 429 when writes
+//! wait for the disk beyond `max_queued_write_bytes`, 503 when storage refuses writes, both
+//! with `Retry-After`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use super::registry::Sources;
+use super::source::{Locator, SchemeName, Source};
+use crate::clock::Clock;
+use crate::engine::{EngineHandle, NewMessage, Refusal};
+use crate::ids::MessageId;
+use crate::metrics::Metrics;
+use crate::store::MessageRecord;
+
+/// Header of a stored inbound message: the source that received it.
+pub const SOURCE_HEADER: &str = "hookd-source";
+/// Header of a stored inbound message from a source that redacts: its rules.
+pub const REDACTION_HEADER: &str = "hookd-redaction";
+/// Header of a stored inbound message whose body redaction changed: the rules that did.
+/// Its body is no longer the provider's bytes, so the provider's signature no longer
+/// verifies.
+pub const REDACTED_HEADER: &str = "hookd-redacted";
+
+/// What the handler shares.
+#[derive(Debug)]
+pub struct Ingest {
+    pub sources: Arc<Sources>,
+    pub engine: EngineHandle,
+    pub clock: Arc<dyn Clock>,
+    pub metrics: Arc<Metrics>,
+    pub max_idempotency_key_bytes: usize,
+    /// How long the whole body may take to arrive.
+    pub body_timeout: Duration,
+}
+
+/// The ingest listener's routes.
+pub fn router(ingest: Arc<Ingest>) -> axum::Router {
+    axum::Router::new()
+        .route("/in/{source}", axum::routing::post(receive))
+        .fallback(|| async { answer(StatusCode::NOT_FOUND, json!({"error": "not found"})) })
+        .with_state(ingest)
+}
+
+fn answer(status: StatusCode, body: Value) -> Response {
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn retry_after(status: StatusCode, secs: u64, body: Value) -> Response {
+    let mut r = answer(status, body);
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    r
+}
+
+/// A refusal: its status, its body, and its outcome label.
+struct Refuse(Response, &'static str);
+
+fn refuse(status: StatusCode, outcome: &'static str, error: impl Into<String>) -> Refuse {
+    Refuse(answer(status, json!({ "error": error.into() })), outcome)
+}
+
+fn invalid(error: impl Into<String>) -> Refuse {
+    refuse(StatusCode::BAD_REQUEST, "invalid", error)
+}
+
+fn unauthorized(source: &Source) -> Refuse {
+    let mut r = answer(
+        StatusCode::UNAUTHORIZED,
+        json!({ "error": super::verify::Refused { why: "" }.to_string() }),
+    );
+    if source.spec.scheme == SchemeName::None {
+        let challenge = if source.auth.bearer.is_empty() {
+            "Basic realm=\"hookd\""
+        } else {
+            "Bearer"
+        };
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static(challenge),
+        );
+    }
+    Refuse(r, "unauthorized")
+}
+
+async fn receive(
+    State(ingest): State<Arc<Ingest>>,
+    Path(name): Path<String>,
+    request: axum::http::Request<Body>,
+) -> Response {
+    let started = Instant::now();
+    let Some(source) = ingest.sources.get(&name) else {
+        ingest
+            .metrics
+            .ingest_requests
+            .with_label_values(&["_unknown", "unknown_source"])
+            .inc();
+        return answer(
+            StatusCode::NOT_FOUND,
+            json!({"error": format!("no source named {name:?}")}),
+        );
+    };
+    let (outcome, response) = match handle(&ingest, &source, request).await {
+        Ok((id, duplicate)) => {
+            ingest
+                .metrics
+                .ingest_seconds
+                .observe(started.elapsed().as_secs_f64());
+            (
+                if duplicate { "duplicate" } else { "accepted" },
+                answer(
+                    StatusCode::ACCEPTED,
+                    json!({"id": id.to_string(), "duplicate": duplicate}),
+                ),
+            )
+        }
+        Err(Refuse(response, outcome)) => (outcome, response),
+    };
+    ingest
+        .metrics
+        .ingest_requests
+        .with_label_values(&[source.spec.name.as_str(), outcome])
+        .inc();
+    response
+}
+
+async fn handle(
+    ingest: &Ingest,
+    source: &Source,
+    request: axum::http::Request<Body>,
+) -> Result<(MessageId, bool), Refuse> {
+    let (parts, body) = request.into_parts();
+    let headers = &parts.headers;
+    let limit = source.max_body_bytes;
+    let too_large = || {
+        refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            format!("body: over the limit of {limit} bytes"),
+        )
+    };
+    if headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|n| n > limit as u64)
+    {
+        return Err(too_large());
+    }
+    if source.spec.scheme == SchemeName::None && !credentials_match(source, headers) {
+        return Err(unauthorized(source));
+    }
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    if !source.accepts(content_type) {
+        return Err(refuse(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_type",
+            format!(
+                "content-type: {} is not accepted here (accepted: {})",
+                content_type.map_or_else(|| "none".to_owned(), |c| format!("{c:?}")),
+                source.content_types.join(", ")
+            ),
+        ));
+    }
+    let body = http_body_util::Limited::new(body, limit).collect();
+    let raw = match tokio::time::timeout(ingest.body_timeout, body).await {
+        Err(_) => {
+            return Err(refuse(
+                StatusCode::REQUEST_TIMEOUT,
+                "invalid",
+                "body: not received in time",
+            ));
+        }
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return Err(too_large()),
+        Ok(Err(_)) => return Err(invalid("body: the connection failed while it was read")),
+        Ok(Ok(collected)) => collected.to_bytes(),
+    };
+    let now_ms = ingest.clock.now_ms();
+    if let Some(verifier) = &source.verifier
+        && let Err(refused) = verifier.verify(headers, &raw, now_ms / 1000)
+    {
+        tracing::debug!(source = %source.spec.name, why = refused.why, "inbound webhook refused");
+        return Err(unauthorized(source));
+    }
+    // Trusted from here on.
+    let mut json = if source.needs_json() {
+        Some(
+            serde_json::from_slice::<Value>(&raw)
+                .map_err(|e| invalid(format!("body: not JSON: {e}")))?,
+        )
+    } else {
+        None
+    };
+    if let (Some(schema), Some(value)) = (&source.schema, &json)
+        && let Err(e) = schema.validate(value)
+    {
+        let path = e.instance_path().to_string();
+        return Err(Refuse(
+            answer(
+                StatusCode::BAD_REQUEST,
+                json!({
+                    "error": format!("body{}: {e}", if path.is_empty() { String::new() } else { format!(" at {path}") }),
+                    "path": path,
+                    "schema_path": e.schema_path().to_string(),
+                }),
+            ),
+            "invalid",
+        ));
+    }
+    let dedup_id = match &source.dedup {
+        None => None,
+        Some(l) => Some(
+            locate(l, headers, json.as_ref())
+                .ok_or_else(|| invalid(format!("delivery id: {} is missing", describe(l))))?,
+        ),
+    };
+    let idempotency_key = match dedup_id {
+        None => String::new(),
+        Some(id) => {
+            let key = format!("{}:{id}", source.spec.name);
+            if key.len() > ingest.max_idempotency_key_bytes
+                || key.chars().any(|c| !(' '..='~').contains(&c))
+            {
+                return Err(invalid(format!(
+                    "delivery id: not printable ASCII of at most {} bytes with the source's name",
+                    ingest.max_idempotency_key_bytes
+                )));
+            }
+            key
+        }
+    };
+    let event_type = match &source.event_type {
+        None => String::new(),
+        Some(l) => locate(l, headers, json.as_ref()).unwrap_or_default(),
+    };
+    if event_type.len() > crate::api::validate::MAX_EVENT_TYPE_LEN {
+        return Err(invalid(format!(
+            "event type: {} bytes is over the limit of {}",
+            event_type.len(),
+            crate::api::validate::MAX_EVENT_TYPE_LEN
+        )));
+    }
+    let mut stored_headers = BTreeMap::new();
+    if let Some(ct) = content_type {
+        stored_headers.insert(header::CONTENT_TYPE.as_str().to_owned(), ct.to_owned());
+    }
+    for name in &source.keep_headers {
+        if let Some(v) = headers.get(name).and_then(|v| v.to_str().ok()) {
+            stored_headers.insert(name.as_str().to_owned(), v.to_owned());
+        }
+    }
+    stored_headers.insert(SOURCE_HEADER.into(), source.spec.name.clone());
+    let mut payload = raw.to_vec();
+    if let (Some(redactor), Some(value)) = (&source.redactor, json.as_mut()) {
+        stored_headers.insert(REDACTION_HEADER.into(), redactor.rules.clone());
+        let applied = redactor.apply(value);
+        if !applied.fired.is_empty() {
+            payload = serde_json::to_vec(value).map_err(|e| invalid(format!("body: {e}")))?;
+            stored_headers.insert(REDACTED_HEADER.into(), applied.fired.join(", "));
+        }
+    }
+    let record = MessageRecord {
+        destination: String::new(),
+        event_type,
+        idempotency_key,
+        headers: stored_headers,
+        created_ms: now_ms,
+        payload,
+        retry_base_ms: 0,
+        retry_cap_ms: 0,
+    };
+    let message = NewMessage::new(
+        MessageId::generate(now_ms),
+        source.destination.clone(),
+        record,
+        0,
+        0,
+    );
+    let result = match ingest.engine.enqueue(vec![message]).await {
+        Ok(mut results) => results
+            .pop()
+            .unwrap_or_else(|| Err(Refusal::Unavailable("the engine gave no result".into()))),
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(e) => Ok((e.id, e.duplicate)),
+        Err(Refusal::AtCapacity { .. }) => Err(Refuse(
+            retry_after(
+                StatusCode::TOO_MANY_REQUESTS,
+                1,
+                json!({"error": "busy: events wait for the disk; retry later"}),
+            ),
+            "backpressure",
+        )),
+        Err(Refusal::Unavailable(why)) => {
+            tracing::warn!(source = %source.spec.name, %why, "inbound webhook refused: storage unavailable");
+            Err(Refuse(
+                retry_after(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    5,
+                    json!({"error": "storage unavailable; retry later"}),
+                ),
+                "unavailable",
+            ))
+        }
+        Err(other) => {
+            // The route is wrong (its endpoint was deleted): the operator's to fix; the
+            // provider retries meanwhile.
+            tracing::error!(source = %source.spec.name, refusal = %other, "inbound webhook cannot be routed");
+            Err(Refuse(
+                retry_after(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    30,
+                    json!({"error": "this source's route is not available; retry later"}),
+                ),
+                "unavailable",
+            ))
+        }
+    }
+}
+
+fn describe(l: &Locator) -> String {
+    match l {
+        Locator::Header(h) => format!("header {h}"),
+        Locator::Json(p) => format!("JSON value {p}"),
+    }
+}
+
+/// A header's text, or a JSON string or number at a pointer; `None` when absent or empty.
+fn locate(l: &Locator, headers: &HeaderMap, json: Option<&Value>) -> Option<String> {
+    let text = match l {
+        Locator::Header(h) => headers.get(h)?.to_str().ok()?.trim().to_owned(),
+        Locator::Json(p) => match json?.pointer(p)? {
+            Value::String(s) => s.clone(),
+            Value::Number(n) => n.to_string(),
+            _ => return None,
+        },
+    };
+    (!text.is_empty()).then_some(text)
+}
+
+/// A `none` source's credentials: a bearer token or basic user whose SHA-256 matches,
+/// compared in constant time against every configured digest.
+fn credentials_match(source: &Source, headers: &HeaderMap) -> bool {
+    let Some(value) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let (scheme, rest) = value.trim().split_once(' ').unwrap_or((value, ""));
+    if scheme.eq_ignore_ascii_case("bearer") {
+        let digest: [u8; 32] = Sha256::digest(rest.trim().as_bytes()).into();
+        let mut ok = subtle::Choice::from(0);
+        for d in &source.auth.bearer {
+            ok |= d.ct_eq(&digest);
+        }
+        return bool::from(ok);
+    }
+    if scheme.eq_ignore_ascii_case("basic") {
+        let Some(decoded) = base64::engine::general_purpose::STANDARD
+            .decode(rest.trim())
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+        else {
+            return false;
+        };
+        let Some((user, password)) = decoded.split_once(':') else {
+            return false;
+        };
+        let digest: [u8; 32] = Sha256::digest(password.as_bytes()).into();
+        let mut ok = subtle::Choice::from(0);
+        for (u, d) in &source.auth.basic {
+            ok |= u.as_bytes().ct_eq(user.as_bytes()) & d.ct_eq(&digest);
+        }
+        return bool::from(ok);
+    }
+    false
+}

@@ -1,0 +1,264 @@
+//! The sources hookd receives for: those of the config file (read-only) and those made
+//! over gRPC (stored in the `sources` table through the engine, so a PutSource is durable
+//! before it is answered, and replayed from the log after a crash like any write).
+//!
+//! The receiving handler reads the map on every request (a read lock, an `Arc` clone);
+//! writers are serialised by a mutex held across the engine's commit, so the map never
+//! shows a source the disk does not hold, nor misses one it does.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use super::source::{Limits, Source, SourceSpec};
+use crate::engine::{EngineHandle, Refusal};
+use crate::secrets::Sealer;
+
+/// Why a source cannot be put or deleted.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("source {0:?} is defined in the config file; change it there")]
+    FromConfig(String),
+    #[error("no source named {0:?}")]
+    NotFound(String),
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+}
+
+#[derive(Debug)]
+pub struct Sources {
+    map: RwLock<HashMap<String, Arc<Source>>>,
+    write: tokio::sync::Mutex<()>,
+    engine: EngineHandle,
+    sealer: Option<Arc<Sealer>>,
+    limits: Limits,
+}
+
+/// The associated data of a source's sealed secrets (endpoint names cannot hold `:`).
+fn aad(name: &str) -> String {
+    format!("source:{name}")
+}
+
+/// A config source's secrets: inline, from variables, from files.
+fn config_secrets(
+    spec: &SourceSpec,
+    key: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<String>, (String, String)> {
+    let mut out = spec.secrets.clone();
+    for (i, var) in spec.secret_env.iter().enumerate() {
+        out.push(env(var).ok_or_else(|| {
+            (
+                format!("{key}.secret_env[{i}]"),
+                format!("the environment variable {var} is not set"),
+            )
+        })?);
+    }
+    for (i, path) in spec.secret_files.iter().enumerate() {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            (
+                format!("{key}.secret_files[{i}]"),
+                format!("cannot read {}: {e}", path.display()),
+            )
+        })?;
+        out.push(text.trim().to_owned());
+    }
+    Ok(out)
+}
+
+impl Sources {
+    /// The config's sources and the stored ones, compiled. A stored source that cannot be
+    /// opened (its secrets need a key no longer configured) or compiled stops the start,
+    /// naming it: serving without it would answer its provider 404.
+    pub fn load(
+        config: &[SourceSpec],
+        stored: Vec<(String, Vec<u8>)>,
+        engine: EngineHandle,
+        sealer: Option<Arc<Sealer>>,
+        limits: Limits,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, (String, String)> {
+        let mut map = HashMap::new();
+        for (i, spec) in config.iter().enumerate() {
+            let key = format!("sources[{i}]");
+            let secrets = config_secrets(spec, &key, env)?;
+            let schema = match (&spec.json_schema, &spec.json_schema_file) {
+                (Some(_), Some(_)) => {
+                    return Err((
+                        format!("{key}.json_schema_file"),
+                        "give json_schema or json_schema_file, not both".into(),
+                    ));
+                }
+                (Some(text), None) => Some(text.clone()),
+                (None, Some(path)) => Some(std::fs::read_to_string(path).map_err(|e| {
+                    (
+                        format!("{key}.json_schema_file"),
+                        format!("cannot read {}: {e}", path.display()),
+                    )
+                })?),
+                (None, None) => None,
+            };
+            let mut shown = spec.clone();
+            shown.secrets.clear();
+            let source = Source::compile(shown, secrets, schema, true, limits)
+                .map_err(|e| (key.clone(), e))?;
+            if map.insert(spec.name.clone(), Arc::new(source)).is_some() {
+                return Err((
+                    format!("{key}.name"),
+                    format!("a second source named {:?}", spec.name),
+                ));
+            }
+        }
+        for (name, bytes) in stored {
+            let key = format!("stored source {name:?}");
+            if map.contains_key(&name) {
+                tracing::warn!(
+                    source = %name,
+                    "a source made over gRPC has the name of one in the config file; the config file's is used"
+                );
+                continue;
+            }
+            let spec: SourceSpec = serde_json::from_slice(&bytes)
+                .map_err(|e| (key.clone(), format!("unreadable: {e}")))?;
+            let mut secrets = Vec::with_capacity(spec.secrets.len());
+            for s in &spec.secrets {
+                secrets.push(
+                    crate::secrets::open(sealer.as_deref(), &aad(&name), s).map_err(|e| {
+                        (key.clone(), format!("{e}; add that key to [secrets] keys"))
+                    })?,
+                );
+            }
+            let schema = spec.json_schema.clone();
+            let mut shown = spec;
+            shown.secrets.clear();
+            let source = Source::compile(shown, secrets, schema, false, limits).map_err(|e| {
+                (
+                    key.clone(),
+                    format!("{e} (was the config changed since it was made? restore the limit, or delete the source)"),
+                )
+            })?;
+            map.insert(name, Arc::new(source));
+        }
+        Ok(Self {
+            map: RwLock::new(map),
+            write: tokio::sync::Mutex::new(()),
+            engine,
+            sealer,
+            limits,
+        })
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<Source>> {
+        self.map
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(name)
+            .cloned()
+    }
+
+    /// Every source, by name.
+    pub fn list(&self) -> Vec<Arc<Source>> {
+        let mut all: Vec<Arc<Source>> = self
+            .map
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        all.sort_by(|a, b| a.spec.name.cmp(&b.spec.name));
+        all
+    }
+
+    /// Creates or replaces a source (secrets in clear in `spec.secrets`); durable when it
+    /// returns. True when it was created.
+    pub async fn put(&self, spec: SourceSpec) -> Result<(Arc<Source>, bool), SourceError> {
+        for (key, config_only) in [
+            ("secret_env", !spec.secret_env.is_empty()),
+            ("secret_files", !spec.secret_files.is_empty()),
+            ("json_schema_file", spec.json_schema_file.is_some()),
+        ] {
+            if config_only {
+                return Err(SourceError::Invalid(format!(
+                    "{key}: only in the config file; send the value itself"
+                )));
+            }
+        }
+        let secrets = spec.secrets.clone();
+        let schema = spec.json_schema.clone();
+        let mut shown = spec.clone();
+        shown.secrets.clear();
+        let source = Source::compile(shown, secrets, schema, false, self.limits)
+            .map_err(SourceError::Invalid)?;
+        let mut stored = spec;
+        crate::secrets::seal_all(
+            self.sealer.as_deref(),
+            &aad(&stored.name),
+            &mut stored.secrets,
+        );
+        let bytes = serde_json::to_vec(&stored)
+            .map_err(|e| SourceError::Invalid(format!("source: {e}")))?;
+        let _write = self.write.lock().await;
+        let name = source.spec.name.clone();
+        let created = match self.get(&name) {
+            Some(s) if s.from_config => return Err(SourceError::FromConfig(name)),
+            Some(_) => false,
+            None => true,
+        };
+        self.engine.put_source(name.clone(), Some(bytes)).await?;
+        let source = Arc::new(source);
+        self.map
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(name, source.clone());
+        Ok((source, created))
+    }
+
+    /// Deletes a source made over gRPC; durable when it returns. Events already received
+    /// stay where they were routed.
+    pub async fn delete(&self, name: &str) -> Result<(), SourceError> {
+        let _write = self.write.lock().await;
+        match self.get(name) {
+            None => return Err(SourceError::NotFound(name.to_owned())),
+            Some(s) if s.from_config => return Err(SourceError::FromConfig(name.to_owned())),
+            Some(_) => {}
+        }
+        self.engine.put_source(name.to_owned(), None).await?;
+        self.map
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(name);
+        Ok(())
+    }
+
+    /// Seals every stored source's secrets under the newest key (at start, after a key
+    /// rotation, like endpoints'). How many were rewritten.
+    pub async fn reseal(&self, stored: &[(String, Vec<u8>)]) -> Result<u32, SourceError> {
+        let Some(sealer) = self.sealer.clone() else {
+            return Ok(0);
+        };
+        let _write = self.write.lock().await;
+        let mut n = 0;
+        for (name, bytes) in stored {
+            if self.get(name).is_none_or(|s| s.from_config) {
+                continue;
+            }
+            let Ok(mut spec) = serde_json::from_slice::<SourceSpec>(bytes) else {
+                continue;
+            };
+            if !spec.secrets.iter().any(|s| sealer.needs_reseal(s)) {
+                continue;
+            }
+            for s in &mut spec.secrets {
+                let clear = crate::secrets::open(Some(&sealer), &aad(name), s)
+                    .map_err(|e| SourceError::Invalid(format!("source {name:?}: {e}")))?;
+                *s = sealer.seal(&aad(name), &clear);
+            }
+            let bytes = serde_json::to_vec(&spec)
+                .map_err(|e| SourceError::Invalid(format!("source: {e}")))?;
+            self.engine.put_source(name.clone(), Some(bytes)).await?;
+            n += 1;
+        }
+        Ok(n)
+    }
+}

@@ -1,0 +1,590 @@
+//! An ingest source: its definition ([`SourceSpec`], the same in the config file, over
+//! gRPC and on disk) and its compiled form ([`Source`]), which the receiving handler uses.
+
+use std::path::PathBuf;
+
+use http::HeaderName;
+use serde::{Deserialize, Serialize};
+
+use super::redact::{RedactSpec, Redactor};
+use super::verify::{HmacScheme, Scheme, Verifier};
+use crate::destination::Destination;
+
+pub const DEFAULT_TOLERANCE_SECS: u64 = 300;
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1 << 20;
+/// Longest JSON Schema text a source may carry.
+pub const MAX_SCHEMA_BYTES: usize = 256 << 10;
+/// Most secrets, tokens or basic users of one source.
+pub const MAX_CREDENTIALS: usize = 16;
+
+/// How a source's deliveries are authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SchemeName {
+    StandardWebhooks,
+    Stripe,
+    Github,
+    Shopify,
+    Hmac,
+    /// No signature: a bearer token or basic credentials on the source instead.
+    None,
+}
+
+impl SchemeName {
+    pub const ALL: [SchemeName; 6] = [
+        SchemeName::StandardWebhooks,
+        SchemeName::Stripe,
+        SchemeName::Github,
+        SchemeName::Shopify,
+        SchemeName::Hmac,
+        SchemeName::None,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SchemeName::StandardWebhooks => "standard-webhooks",
+            SchemeName::Stripe => "stripe",
+            SchemeName::Github => "github",
+            SchemeName::Shopify => "shopify",
+            SchemeName::Hmac => "hmac",
+            SchemeName::None => "none",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|n| n.as_str() == s)
+    }
+
+    /// Where the provider puts its delivery id, which deduplicates.
+    fn default_dedup(self) -> Option<&'static str> {
+        match self {
+            SchemeName::StandardWebhooks => Some("header:webhook-id"),
+            SchemeName::Stripe => Some("json:/id"),
+            SchemeName::Github => Some("header:x-github-delivery"),
+            SchemeName::Shopify => Some("header:x-shopify-webhook-id"),
+            SchemeName::Hmac | SchemeName::None => None,
+        }
+    }
+
+    /// Where the provider puts the event's type.
+    fn default_event_type(self) -> Option<&'static str> {
+        match self {
+            SchemeName::StandardWebhooks | SchemeName::Stripe => Some("json:/type"),
+            SchemeName::Github => Some("header:x-github-event"),
+            SchemeName::Shopify => Some("header:x-shopify-topic"),
+            SchemeName::Hmac | SchemeName::None => None,
+        }
+    }
+
+    /// The provider's headers kept with the stored message (besides content type, event
+    /// type and delivery id), so a consumer can re-verify the signature.
+    fn signature_headers(self) -> &'static [&'static str] {
+        match self {
+            SchemeName::StandardWebhooks => {
+                &["webhook-id", "webhook-timestamp", "webhook-signature"]
+            }
+            SchemeName::Stripe => &["stripe-signature"],
+            SchemeName::Github => &["x-hub-signature-256", "x-hub-signature"],
+            SchemeName::Shopify => &["x-shopify-hmac-sha256", "x-shopify-shop-domain"],
+            SchemeName::Hmac | SchemeName::None => &[],
+        }
+    }
+}
+
+/// A source as configured (`[[sources]]`), sent over gRPC (PutSource) and stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceSpec {
+    /// `POST /in/{name}`. A-Z, a-z, 0-9, '.', '_', '-'.
+    pub name: String,
+    pub scheme: SchemeName,
+    /// The generic scheme's settings (`scheme = "hmac"` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hmac: Option<HmacScheme>,
+    /// Signing secrets; several during a rotation (any one verifies). Standard Webhooks:
+    /// `whsec_<base64>`; the others: the secret's text as the provider shows it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
+    /// Config file only: environment variables holding secrets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_env: Vec<String>,
+    /// Config file only: files holding one secret each (surrounding whitespace ignored).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_files: Vec<PathBuf>,
+    /// How far a signed timestamp may be from hookd's clock, either way.
+    #[serde(default = "default_tolerance")]
+    pub tolerance_secs: u64,
+    /// Larger bodies are answered 413 (at most `max_payload_bytes`).
+    #[serde(default = "default_max_body")]
+    pub max_body_bytes: usize,
+    /// Accepted media types (`*/*`: any); others are answered 415.
+    #[serde(default = "default_content_types")]
+    pub content_types: Vec<String>,
+    /// A JSON Schema (draft 2020-12 unless its `$schema` says otherwise) the body must
+    /// satisfy, as JSON text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_schema: Option<String>,
+    /// Config file only: the schema from a file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_schema_file: Option<PathBuf>,
+    /// `header:<name>` or `json:<pointer>`; default per scheme.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_type: Option<String>,
+    /// Where the delivery id comes from (`header:<name>` or `json:<pointer>`); default per
+    /// scheme. Deliveries with the same id within the idempotency window are stored once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup_id: Option<String>,
+    /// Route: a pull queue...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// ...or an endpoint (relayed, signed with the endpoint's own secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// `scheme = "none"`: SHA-256 (hex) of accepted bearer tokens.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bearer_sha256: Vec<String>,
+    /// `scheme = "none"`: accepted basic credentials, `user:<sha256 hex of the password>`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub basic: Vec<String>,
+    /// Payload sanitisation before the event is stored.
+    #[serde(default, skip_serializing_if = "RedactSpec::is_empty")]
+    pub redact: RedactSpec,
+}
+
+fn default_tolerance() -> u64 {
+    DEFAULT_TOLERANCE_SECS
+}
+fn default_max_body() -> usize {
+    DEFAULT_MAX_BODY_BYTES
+}
+fn default_content_types() -> Vec<String> {
+    vec!["application/json".into()]
+}
+
+impl SourceSpec {
+    /// A source with the defaults: `scheme`, routed to `queue`.
+    pub fn new(name: &str, scheme: SchemeName, queue: &str) -> Self {
+        Self {
+            name: name.into(),
+            scheme,
+            hmac: None,
+            secrets: Vec::new(),
+            secret_env: Vec::new(),
+            secret_files: Vec::new(),
+            tolerance_secs: DEFAULT_TOLERANCE_SECS,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            content_types: default_content_types(),
+            json_schema: None,
+            json_schema_file: None,
+            event_type: None,
+            dedup_id: None,
+            queue: Some(queue.into()),
+            endpoint: None,
+            bearer_sha256: Vec::new(),
+            basic: Vec::new(),
+            redact: RedactSpec::default(),
+        }
+    }
+}
+
+/// Where a value comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Locator {
+    Header(HeaderName),
+    /// A JSON pointer into the body.
+    Json(String),
+}
+
+impl Locator {
+    pub fn parse(text: &str, key: &str) -> Result<Self, String> {
+        if let Some(name) = text.strip_prefix("header:") {
+            return HeaderName::from_bytes(name.trim().as_bytes())
+                .map(Locator::Header)
+                .map_err(|_| format!("{key}: {name:?} is not a header name"));
+        }
+        if let Some(pointer) = text.strip_prefix("json:") {
+            super::redact::parse_pointer(pointer).map_err(|e| format!("{key}: {e}"))?;
+            return Ok(Locator::Json(pointer.to_owned()));
+        }
+        Err(format!(
+            "{key}: {text:?} must be `header:<name>` or `json:<pointer>`"
+        ))
+    }
+}
+
+/// Credentials of a `none` source, as SHA-256 digests.
+#[derive(Debug, Clone, Default)]
+pub struct SourceAuth {
+    pub bearer: Vec<[u8; 32]>,
+    /// (user, SHA-256 of the password).
+    pub basic: Vec<(String, [u8; 32])>,
+}
+
+/// A source ready to receive.
+#[derive(Debug)]
+pub struct Source {
+    /// As given (secrets as stored: sealed when keys are configured).
+    pub spec: SourceSpec,
+    /// Defined in the config file (read-only over gRPC).
+    pub from_config: bool,
+    /// `(prefix, fingerprint)` of each secret in clear.
+    pub secret_summaries: Vec<(String, String)>,
+    pub verifier: Option<Verifier>,
+    pub auth: SourceAuth,
+    pub schema: Option<jsonschema::Validator>,
+    pub event_type: Option<Locator>,
+    pub dedup: Option<Locator>,
+    pub destination: Destination,
+    /// Provider headers stored with the message.
+    pub keep_headers: Vec<HeaderName>,
+    pub redactor: Option<Redactor>,
+    /// Media types in lower case (`*/*`: any).
+    pub content_types: Vec<String>,
+    pub max_body_bytes: usize,
+}
+
+/// What [`Source::compile`] needs besides the spec.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// `max_payload_bytes`: no source takes more.
+    pub max_payload_bytes: usize,
+}
+
+impl Source {
+    /// Checks and compiles a spec whose secrets are given in clear in `secrets` and whose
+    /// schema text is `schema` (files and variables read by the caller). Errors name the
+    /// key (`json_schema: ...`).
+    pub fn compile(
+        spec: SourceSpec,
+        secrets: Vec<String>,
+        schema: Option<String>,
+        from_config: bool,
+        limits: Limits,
+    ) -> Result<Self, String> {
+        crate::api::validate::validate_name(&spec.name, "name").map_err(|e| e.to_string())?;
+        if secrets.len() > MAX_CREDENTIALS
+            || spec.bearer_sha256.len() > MAX_CREDENTIALS
+            || spec.basic.len() > MAX_CREDENTIALS
+        {
+            return Err(format!(
+                "secrets, bearer_sha256 and basic take at most {MAX_CREDENTIALS} entries each"
+            ));
+        }
+        let verifier = match (spec.scheme, &spec.hmac) {
+            (SchemeName::None, _) => {
+                if !secrets.is_empty() {
+                    return Err("secrets: scheme \"none\" verifies no signature; give bearer_sha256 or basic instead".into());
+                }
+                None
+            }
+            (SchemeName::Hmac, None) => {
+                return Err(
+                    "hmac: scheme \"hmac\" needs its settings (hmac.header at least)".into(),
+                );
+            }
+            (other, Some(_)) if other != SchemeName::Hmac => {
+                return Err(format!(
+                    "hmac: settings are for scheme \"hmac\", not {:?}",
+                    other.as_str()
+                ));
+            }
+            (name, hmac) => {
+                let scheme = match name {
+                    SchemeName::StandardWebhooks => Scheme::StandardWebhooks,
+                    SchemeName::Stripe => Scheme::Stripe,
+                    SchemeName::Github => Scheme::Github,
+                    SchemeName::Shopify => Scheme::Shopify,
+                    _ => Scheme::Hmac(hmac.clone().unwrap_or_else(|| HmacScheme {
+                        header: String::new(),
+                        algorithm: Default::default(),
+                        encoding: Default::default(),
+                        prefix: String::new(),
+                        timestamp_header: None,
+                        separator: ".".into(),
+                    })),
+                };
+                Some(
+                    Verifier::new(scheme, &secrets, spec.tolerance_secs).map_err(|e| {
+                        format!("secrets: {e}").replace("secrets: header:", "hmac.header:")
+                    })?,
+                )
+            }
+        };
+        let auth = source_auth(&spec)?;
+        if spec.scheme == SchemeName::None && auth.bearer.is_empty() && auth.basic.is_empty() {
+            return Err(
+                "bearer_sha256: scheme \"none\" needs a bearer token or basic credentials (`hookd token new` makes a token and its hash)"
+                    .into(),
+            );
+        }
+        if spec.scheme != SchemeName::None && !(auth.bearer.is_empty() && auth.basic.is_empty()) {
+            return Err("bearer_sha256: only scheme \"none\" takes tokens; the others are authenticated by their signature".into());
+        }
+        if spec.tolerance_secs == 0 || spec.tolerance_secs > 24 * 3600 {
+            return Err(format!(
+                "tolerance_secs: {} is outside 1..=86400",
+                spec.tolerance_secs
+            ));
+        }
+        if spec.max_body_bytes == 0 || spec.max_body_bytes > limits.max_payload_bytes {
+            return Err(format!(
+                "max_body_bytes: {} is outside 1..={} (max_payload_bytes)",
+                spec.max_body_bytes, limits.max_payload_bytes
+            ));
+        }
+        if spec.content_types.is_empty() {
+            return Err("content_types: at least one media type (or \"*/*\")".into());
+        }
+        let mut content_types = Vec::with_capacity(spec.content_types.len());
+        for (i, t) in spec.content_types.iter().enumerate() {
+            let t = t.trim().to_ascii_lowercase();
+            if !t.contains('/') || t.contains(';') || t.len() > 128 {
+                return Err(format!(
+                    "content_types[{i}]: {t:?} is not a media type (type/subtype, no parameters)"
+                ));
+            }
+            content_types.push(t);
+        }
+        let schema = match schema {
+            None => None,
+            Some(text) => {
+                if text.len() > MAX_SCHEMA_BYTES {
+                    return Err(format!(
+                        "json_schema: {} bytes is over the limit of {MAX_SCHEMA_BYTES}",
+                        text.len()
+                    ));
+                }
+                let value: serde_json::Value = serde_json::from_str(&text)
+                    .map_err(|e| format!("json_schema: not JSON: {e}"))?;
+                let validator = if value.get("$schema").is_some() {
+                    jsonschema::validator_for(&value)
+                } else {
+                    jsonschema::draft202012::new(&value)
+                }
+                .map_err(|e| format!("json_schema: not a usable schema: {e}"))?;
+                Some(validator)
+            }
+        };
+        let locator = |given: &Option<String>, default: Option<&str>, key: &str| {
+            given
+                .as_deref()
+                .or(default)
+                .map(|t| Locator::parse(t, key))
+                .transpose()
+        };
+        let event_type = locator(
+            &spec.event_type,
+            spec.scheme.default_event_type(),
+            "event_type",
+        )?;
+        let dedup = locator(&spec.dedup_id, spec.scheme.default_dedup(), "dedup_id")?;
+        let destination = match (&spec.queue, &spec.endpoint) {
+            (Some(q), None) => {
+                crate::api::validate::validate_name(q, "queue").map_err(|e| e.to_string())?;
+                Destination::Queue(q.clone())
+            }
+            (None, Some(e)) => {
+                crate::api::validate::validate_name(e, "endpoint").map_err(|e| e.to_string())?;
+                Destination::Endpoint(e.clone())
+            }
+            _ => return Err("queue: exactly one of queue or endpoint is the route".into()),
+        };
+        let redactor = Redactor::new(&spec.redact)?;
+        let mut keep_headers: Vec<HeaderName> = spec
+            .scheme
+            .signature_headers()
+            .iter()
+            .map(|h| HeaderName::from_static(h))
+            .collect();
+        if let Some(h) = &spec.hmac {
+            for name in std::iter::once(&h.header).chain(h.timestamp_header.as_ref()) {
+                if let Ok(n) = HeaderName::from_bytes(name.as_bytes()) {
+                    keep_headers.push(n);
+                }
+            }
+        }
+        for l in [&event_type, &dedup].into_iter().flatten() {
+            if let Locator::Header(h) = l {
+                keep_headers.push(h.clone());
+            }
+        }
+        keep_headers.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        keep_headers.dedup();
+        let secret_summaries = secrets.iter().map(|s| crate::secrets::summary(s)).collect();
+        Ok(Self {
+            max_body_bytes: spec.max_body_bytes,
+            spec,
+            from_config,
+            secret_summaries,
+            verifier,
+            auth,
+            schema,
+            event_type,
+            dedup,
+            destination,
+            keep_headers,
+            redactor,
+            content_types,
+        })
+    }
+
+    /// Whether the body's media type is one the source takes.
+    pub fn accepts(&self, content_type: Option<&str>) -> bool {
+        if self.content_types.iter().any(|t| t == "*/*") {
+            return true;
+        }
+        let Some(ct) = content_type else {
+            return false;
+        };
+        let essence = ct
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        self.content_types.contains(&essence)
+    }
+
+    /// Whether the body must be parsed as JSON before it is stored.
+    pub fn needs_json(&self) -> bool {
+        self.schema.is_some()
+            || self.redactor.is_some()
+            || matches!(self.event_type, Some(Locator::Json(_)))
+            || matches!(self.dedup, Some(Locator::Json(_)))
+    }
+}
+
+fn source_auth(spec: &SourceSpec) -> Result<SourceAuth, String> {
+    let digest = |hex: &str, key: &str| -> Result<[u8; 32], String> {
+        let bytes = crate::api::validate::unhex(hex.trim(), key)
+            .ok()
+            .filter(|b| b.len() == 32)
+            .ok_or_else(|| format!("{key}: not 64 hex digits (the SHA-256 of the secret)"))?;
+        let mut out = [0u8; 32];
+        out.copy_from_slice(&bytes);
+        Ok(out)
+    };
+    let mut auth = SourceAuth::default();
+    for (i, h) in spec.bearer_sha256.iter().enumerate() {
+        auth.bearer.push(digest(h, &format!("bearer_sha256[{i}]"))?);
+    }
+    for (i, entry) in spec.basic.iter().enumerate() {
+        let key = format!("basic[{i}]");
+        let (user, hash) = entry
+            .split_once(':')
+            .ok_or_else(|| format!("{key}: must be `user:<sha256 hex of the password>`"))?;
+        if user.is_empty() {
+            return Err(format!("{key}: the user must not be empty"));
+        }
+        auth.basic.push((user.to_owned(), digest(hash, &key)?));
+    }
+    Ok(auth)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: Limits = Limits {
+        max_payload_bytes: 1 << 20,
+    };
+
+    fn compile(spec: SourceSpec, secrets: &[&str]) -> Result<Source, String> {
+        let schema = spec.json_schema.clone();
+        Source::compile(
+            spec,
+            secrets.iter().map(|s| (*s).to_owned()).collect(),
+            schema,
+            false,
+            LIMITS,
+        )
+    }
+
+    #[test]
+    fn defaults_per_scheme() {
+        let s = compile(SourceSpec::new("gh", SchemeName::Github, "q"), &["s"]).unwrap();
+        assert_eq!(
+            s.dedup,
+            Some(Locator::Header(HeaderName::from_static(
+                "x-github-delivery"
+            )))
+        );
+        assert_eq!(
+            s.event_type,
+            Some(Locator::Header(HeaderName::from_static("x-github-event")))
+        );
+        assert!(s.keep_headers.iter().any(|h| h == "x-hub-signature-256"));
+        let s = compile(SourceSpec::new("st", SchemeName::Stripe, "q"), &["whsec_x"]).unwrap();
+        assert_eq!(s.dedup, Some(Locator::Json("/id".into())));
+        assert!(s.needs_json());
+        assert!(s.accepts(Some("application/json; charset=utf-8")));
+        assert!(!s.accepts(Some("text/plain")));
+        assert!(!s.accepts(None));
+    }
+
+    #[test]
+    fn bad_specs_name_the_key() {
+        let cases: Vec<(SourceSpec, &[&str], &str)> = vec![
+            (
+                SourceSpec::new("a b", SchemeName::Github, "q"),
+                &["s"],
+                "name:",
+            ),
+            (
+                SourceSpec::new("a", SchemeName::Github, "q"),
+                &[],
+                "secrets:",
+            ),
+            (
+                SourceSpec::new("a", SchemeName::None, "q"),
+                &[],
+                "bearer_sha256:",
+            ),
+            (SourceSpec::new("a", SchemeName::Hmac, "q"), &["s"], "hmac:"),
+            (
+                SourceSpec {
+                    json_schema: Some("{\"type\": 3}".into()),
+                    ..SourceSpec::new("a", SchemeName::Github, "q")
+                },
+                &["s"],
+                "json_schema:",
+            ),
+            (
+                SourceSpec {
+                    dedup_id: Some("body:/id".into()),
+                    ..SourceSpec::new("a", SchemeName::Github, "q")
+                },
+                &["s"],
+                "dedup_id:",
+            ),
+            (
+                SourceSpec {
+                    endpoint: Some("e".into()),
+                    ..SourceSpec::new("a", SchemeName::Github, "q")
+                },
+                &["s"],
+                "queue:",
+            ),
+            (
+                SourceSpec {
+                    max_body_bytes: 2 << 20,
+                    ..SourceSpec::new("a", SchemeName::Github, "q")
+                },
+                &["s"],
+                "max_body_bytes:",
+            ),
+            (
+                SourceSpec {
+                    basic: vec!["nocolon".into()],
+                    ..SourceSpec::new("a", SchemeName::None, "q")
+                },
+                &[],
+                "basic[0]:",
+            ),
+        ];
+        for (spec, secrets, key) in cases {
+            let err = compile(spec, secrets).unwrap_err();
+            assert!(err.starts_with(key), "{key}: {err}");
+        }
+    }
+}
