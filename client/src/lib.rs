@@ -299,6 +299,17 @@ impl Client {
             .into_inner())
     }
 
+    /// Creates or replaces an ingest source (admin scope).
+    pub async fn put_source(&mut self, source: pb::Source) -> Result<pb::PutSourceResponse, Error> {
+        Ok(self
+            .inner
+            .put_source(pb::PutSourceRequest {
+                source: Some(source),
+            })
+            .await?
+            .into_inner())
+    }
+
     pub async fn list_dead_letters(
         &mut self,
         destination: Option<pb::Destination>,

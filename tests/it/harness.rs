@@ -14,6 +14,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 pub struct TestServer {
     pub grpc: String,
     pub http: SocketAddr,
+    /// The ingest listener (`POST /in/{source}`).
+    pub ingest: SocketAddr,
     pub clock: ManualClock,
     pub config: Config,
     hookd: InProcess,
@@ -60,6 +62,7 @@ impl TestServer {
         Self {
             grpc: hookd.grpc_url(),
             http: hookd.http,
+            ingest: hookd.ingest,
             clock,
             config,
             hookd,

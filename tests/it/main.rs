@@ -17,6 +17,7 @@ mod format;
 mod harness;
 mod hostile;
 mod idempotency;
+mod ingest;
 mod metrics;
 mod push;
 mod python;

@@ -22,7 +22,8 @@ struct Entry {
     round: u64,
 }
 
-const TABLES: usize = 9;
+/// One map per table id (ids start at 1; index 0 is unused).
+const TABLES: usize = TableId::Sources as usize + 1;
 
 /// A row as bytes: key and value.
 pub type Row = (Vec<u8>, Vec<u8>);

@@ -695,6 +695,8 @@ mod tests {
                 "remove_endpoint",
                 Box::new(|t| t.remove_endpoint("e").unwrap()),
             ),
+            ("put_source", Box::new(|t| t.put_source("s", b"{}"))),
+            ("remove_source", Box::new(|t| t.remove_source("s"))),
             (
                 "sweep_done (one expired)",
                 Box::new(|t| {
