@@ -19,6 +19,7 @@ mod hostile;
 mod idempotency;
 mod ingest;
 mod metrics;
+mod node;
 mod push;
 mod python;
 mod queue;

@@ -102,3 +102,56 @@ async fn python_client_over_tls_and_mtls() {
     );
     server.stop().await;
 }
+
+/// Providers' own libraries against the ingest listener: `standardwebhooks` signs (and
+/// re-verifies what a consumer pulls), and a Stripe header is proven by the `stripe`
+/// package before hookd takes it.
+#[tokio::test]
+#[ignore = "needs Python with standardwebhooks, stripe and grpcio (tests/python/requirements.txt); .ci/run runs it"]
+async fn python_provider_libraries_sign_what_ingest_accepts() {
+    use hookd::ingest::{SchemeName, SourceSpec};
+    let python = std::env::var("HOOKD_PYTHON").expect(
+        "HOOKD_PYTHON must name a Python with tests/python/requirements.txt installed (.ci/run sets it)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = crate::harness::test_config(dir.path());
+    config.sources = vec![
+        SourceSpec {
+            secrets: vec!["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into()],
+            ..SourceSpec::new("sw", SchemeName::StandardWebhooks, "py-inbox")
+        },
+        SourceSpec {
+            secrets: vec!["whsec_stripe_python_test".into()],
+            ..SourceSpec::new("stripe", SchemeName::Stripe, "py-payments")
+        },
+    ];
+    // The real clock: the libraries sign with the time of day.
+    let server = TestServer::start_with(
+        config,
+        hookd::clock::ManualClock::new(hookd::clock::Clock::now_ms(&hookd::clock::SystemClock)),
+    )
+    .await;
+    let args = [
+        server.ingest.to_string(),
+        server.grpc.trim_start_matches("http://").to_owned(),
+        format!("{}/../proto", env!("CARGO_MANIFEST_DIR")),
+    ];
+    let script = format!("{}/python/ingest_providers.py", env!("CARGO_MANIFEST_DIR"));
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python)
+            .arg(script)
+            .args(args)
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "ingest_providers.py failed\nstdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    eprintln!("{}", String::from_utf8_lossy(&output.stdout));
+    server.stop().await;
+}
