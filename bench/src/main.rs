@@ -9,6 +9,7 @@
 mod churn;
 mod echo;
 mod fsync;
+mod ingest;
 mod load;
 mod pgpeer;
 mod push;
@@ -90,6 +91,16 @@ struct Args {
     pg_workers: usize,
     #[arg(long, default_value_t = 8)]
     pg_batch: i64,
+    /// Keep-alive HTTP/1.1 connections of the ingest measurement.
+    #[arg(long, default_value_t = 64)]
+    ingest_connections: usize,
+    /// Requests per second offered in the ingest latency run (open loop).
+    #[arg(long, default_value_t = 5_000)]
+    ingest_rate: u64,
+    /// The seed documents' receiver (`bench/peers/fastapi.sh start` prints it), measured
+    /// beside hookd's ingest. Skipped when not given.
+    #[arg(long)]
+    peer_url: Option<String>,
     /// Emulate a slow disk: every fsync of hookd (its log and its redb file) takes this
     /// many ms longer (the fault backend's delay), and so does each of the bare redb
     /// floor's (two per commit: quick-repair commits in two phases).
@@ -302,6 +313,10 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     };
     if wants("security") {
         security(&args, dir.path(), leg).await?;
+    }
+    if wants("ingest") {
+        let r = ingest_run(&args, dir.path(), leg).await?;
+        summary.push(("ingest", r.0, r.1));
     }
     if wants("push delivery") {
         let sink = push::sink(false).await?;
@@ -602,6 +617,157 @@ impl Hookd {
 /// What authentication and TLS cost: unary Enqueue against one hookd open (no token,
 /// plaintext), one that checks a bearer token, and one that checks a token over TLS, in
 /// alternating legs of one run; the ratios are to the open hookd.
+/// hookd's ingest listener vs a bare hyper 202 (and the FastAPI + Redis peer when given),
+/// closed loop over the same connections, then open loop at `--ingest-rate`. Returns
+/// hookd's accepted/s and its median ratio to bare hyper.
+async fn ingest_run(
+    args: &Args,
+    dir: &std::path::Path,
+    leg: Duration,
+) -> anyhow::Result<(f64, f64)> {
+    let conns = args.ingest_connections;
+    let probe = |label: &str| -> anyhow::Result<()> {
+        let rate = fsync::probe(dir, Duration::from_millis(500))?;
+        println!("  fsync probe ({label}): {rate:.0} fdatasync/s (4 KiB appends)");
+        Ok(())
+    };
+    let bare = ingest::bare_server().await?;
+    let peer: Option<SocketAddr> = match &args.peer_url {
+        Some(url) => Some(
+            url.trim_start_matches("http://")
+                .trim_end_matches('/')
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--peer-url {url}: {e}"))?,
+        ),
+        None => None,
+    };
+    println!(
+        "\ningest: signed Standard Webhooks POSTs ({} B bodies) over {conns} keep-alive connections: bare hyper (reads the body, answers 202) vs hookd (verifies, stores durably, answers 202){}",
+        args.payload,
+        if peer.is_some() {
+            " vs the FastAPI + Redis receiver (SET NX, LPUSH; appendfsync as its script set it)"
+        } else {
+            ""
+        }
+    );
+    probe("before")?;
+    let source = |c: &mut hookd::Config| {
+        c.sources = vec![hookd::ingest::SourceSpec {
+            secrets: vec![ingest::SECRET.into()],
+            ..hookd::ingest::SourceSpec::new(
+                "bench",
+                hookd::ingest::SchemeName::StandardWebhooks,
+                "bench-in",
+            )
+        }];
+    };
+    let (mut ratios, mut rates, mut peer_ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 1..=usize::from(args.rounds) {
+        println!(" round {round}, closed loop");
+        let b = ingest::closed_loop(
+            bare,
+            "/in/bench",
+            conns,
+            args.payload,
+            leg,
+            &format!("b{round}"),
+        )
+        .await?;
+        ingest::line("hyper", &b);
+        let hookd = Hookd::start_configured(dir.join(format!("ingest-{round}")), source).await?;
+        let h = ingest::closed_loop(
+            hookd.running.ingest,
+            "/in/bench",
+            conns,
+            args.payload,
+            leg,
+            &format!("h{round}"),
+        )
+        .await?;
+        let stored = hookd_client::Client::connect(format!("http://{}", hookd.addr))
+            .await?
+            .stats()
+            .await?
+            .total
+            .map_or(0, |t| t.pending);
+        hookd.stop().await?;
+        ingest::line("hookd", &h);
+        println!("           stored {stored} (accepted {})", h.accepted);
+        let ratio = h.per_s() / b.per_s();
+        println!("  ratio hookd/hyper: {ratio:.2}");
+        ratios.push(ratio);
+        rates.push(h.per_s());
+        if let Some(peer) = peer {
+            let p = ingest::closed_loop(
+                peer,
+                "/in/bench",
+                conns,
+                args.payload,
+                leg,
+                &format!("p{round}-{}", uuid::Uuid::new_v4().simple()),
+            )
+            .await?;
+            ingest::line("fastapi", &p);
+            let r = h.per_s() / p.per_s().max(1e-9);
+            println!(
+                "  ratio hookd/fastapi: {r:.1} (p99 {:.2} ms vs {:.2} ms)",
+                h.p(0.99),
+                p.p(0.99)
+            );
+            peer_ratios.push(r);
+        }
+    }
+    println!(
+        " open loop: {} requests/s offered for {} s over {conns} connections, latency from when each was due",
+        args.ingest_rate,
+        leg.as_secs()
+    );
+    let hookd = Hookd::start_configured(dir.join("ingest-open"), source).await?;
+    let h = ingest::open_loop(
+        hookd.running.ingest,
+        "/in/bench",
+        args.ingest_rate,
+        conns,
+        args.payload,
+        leg,
+        "open",
+    )
+    .await?;
+    hookd.stop().await?;
+    ingest::line("hookd", &h);
+    let b = ingest::open_loop(
+        bare,
+        "/in/bench",
+        args.ingest_rate,
+        conns,
+        args.payload,
+        leg,
+        "open-b",
+    )
+    .await?;
+    ingest::line("hyper", &b);
+    if let Some(peer) = peer {
+        let p = ingest::open_loop(
+            peer,
+            "/in/bench",
+            args.ingest_rate,
+            conns,
+            args.payload,
+            leg,
+            &format!("open-p-{}", uuid::Uuid::new_v4().simple()),
+        )
+        .await?;
+        ingest::line("fastapi", &p);
+    }
+    probe("after")?;
+    let (r, rate) = (median(ratios), median(rates));
+    println!(" median: hookd {rate:.0} accepted/s, ratio hookd/hyper {r:.2}");
+    if !peer_ratios.is_empty() {
+        println!(" median ratio hookd/fastapi {:.1}", median(peer_ratios));
+    }
+    Ok((rate, r))
+}
+
 async fn security(args: &Args, dir: &std::path::Path, leg: Duration) -> anyhow::Result<()> {
     use rcgen::{CertificateParams, KeyPair};
     const TOKEN: &str = "bench-token-0123456789abcdef";

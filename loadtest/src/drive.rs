@@ -76,6 +76,8 @@ pub struct Sender {
     pub seed: u64,
     /// Prefix of idempotency keys, unique per run.
     pub run_id: String,
+    /// `[ingest]` scenarios: events go as signed webhooks instead of Enqueue calls.
+    pub inbound: Option<Arc<crate::inbound::Inbound>>,
 }
 
 /// A definite refusal (nothing stored) or an open outcome.
@@ -95,6 +97,9 @@ fn failure_of(code: i32) -> Enqueue {
 impl Sender {
     /// Sends call number `index` (its events and their payloads), records the outcome.
     pub async fn call(&self, index: u64, intended: Instant) {
+        if let Some(inbound) = &self.inbound {
+            return self.post(inbound, index, intended).await;
+        }
         let n = self.batch;
         let first = self.tally.issue(n);
         let intended_ns = self.tally.ns_since_start(intended);
@@ -153,6 +158,28 @@ impl Sender {
         };
         self.tally
             .answered(first, outcomes.into_iter().zip(push), intended, sent);
+    }
+
+    /// One event as a provider's webhook (batch is 1 in `[ingest]` scenarios).
+    async fn post(&self, inbound: &crate::inbound::Inbound, index: u64, intended: Instant) {
+        let seq = self.tally.issue(1);
+        let intended_ns = self.tally.ns_since_start(intended);
+        let mut rng = StdRng::seed_from_u64(self.seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let queue = match self.targets.pick(&mut rng) {
+            Destination::Queue(name) | Destination::Endpoint(name) => name.clone(),
+        };
+        let draw = (rng.random::<f64>(), rng.random::<f64>());
+        let sent = Instant::now();
+        let outcome = inbound
+            .deliver(
+                index,
+                &queue,
+                &format!("{}-{seq}", self.run_id),
+                encode(seq, intended_ns, self.payload_bytes),
+                draw,
+            )
+            .await;
+        self.tally.answered(seq, [(outcome, false)], intended, sent);
     }
 
     /// Open loop at the times `shape` gives.

@@ -6,7 +6,8 @@
 //!
 //! - [`scenario`]: the TOML file and its checks; [`dist`]: latency distributions.
 //! - [`schedule`]: intended send times and the open loop (coordinated-omission correction).
-//! - [`drive`]: the calls (unary or batch, open or closed loop) and the pull consumers.
+//! - [`drive`]: the calls (unary or batch, open or closed loop) and the pull consumers;
+//!   [`inbound`]: the same traffic as signed webhooks on hookd's ingest listener.
 //! - [`sim`]: the simulated endpoints; [`target`]: the hookd under test.
 //! - [`tally`]: what was sent, acknowledged and delivered; [`checker`]: the verdict.
 //! - [`capacity`]: the search for the highest rate that holds the SLO.
@@ -18,6 +19,7 @@ pub mod capacity;
 pub mod checker;
 pub mod dist;
 pub mod drive;
+pub mod inbound;
 pub mod report;
 pub mod run;
 pub mod scenario;

@@ -98,6 +98,8 @@ pub struct Report {
     pub queues: Vec<QueueCounts>,
     pub timeline: Vec<Second>,
     pub capacity: Option<Outcome>,
+    /// `[ingest]` runs: what the provider side saw.
+    pub ingest: Option<crate::inbound::InboundCounts>,
 }
 
 impl Report {
@@ -129,6 +131,31 @@ impl Report {
         }
         for e in &v.examples {
             let _ = writeln!(s, "          {e}");
+        }
+        if let Some(i) = &self.ingest {
+            let _ = writeln!(
+                s,
+                "ingest    posted {}  accepted {}  refused {}  no answer {}; resends {} (confirmed duplicate {}, refused {}, stored again {}); bad signatures {} (refused {}, accepted {})",
+                i.posted,
+                i.accepted,
+                i.refused,
+                i.failed,
+                i.duplicates_posted,
+                i.duplicates_confirmed,
+                i.duplicates_refused,
+                i.duplicates_wrong,
+                i.bad_signatures_posted,
+                i.bad_signatures_refused,
+                i.bad_signatures_accepted
+            );
+            if !i.refused_by_status.is_empty() {
+                let by: Vec<String> = i
+                    .refused_by_status
+                    .iter()
+                    .map(|(status, n)| format!("{status}: {n}"))
+                    .collect();
+                let _ = writeln!(s, "          refusals by status: {}", by.join(", "));
+            }
         }
         for b in &self.slo_broken {
             let _ = writeln!(s, "SLO       broken: {b}");

@@ -170,6 +170,12 @@ async fn setup(s: &Scenario, o: &Options) -> anyhow::Result<World> {
             .map(|(q, name)| (name.clone(), q.weight))
             .collect::<Vec<_>>(),
     ));
+    let inbound = match &s.ingest {
+        None => None,
+        Some(settings) => Some(Arc::new(
+            sources(&mut admin, &target, &queues, *settings).await?,
+        )),
+    };
     let consumers = Consumers::start(&queues, &clients, &tally, s.seed);
     let sender = Sender {
         clients: clients.clone(),
@@ -179,6 +185,7 @@ async fn setup(s: &Scenario, o: &Options) -> anyhow::Result<World> {
         payload_bytes: s.traffic.payload_bytes,
         seed: s.seed,
         run_id: id,
+        inbound,
     };
     Ok(World {
         target,
@@ -188,6 +195,52 @@ async fn setup(s: &Scenario, o: &Options) -> anyhow::Result<World> {
         consumers,
         tally,
     })
+}
+
+/// `[ingest]`: one Standard Webhooks source per queue, made over gRPC, and the provider
+/// that posts to them.
+async fn sources(
+    admin: &mut HookdClient<Channel>,
+    target: &Target,
+    queues: &[(crate::scenario::QueueGroup, String)],
+    settings: crate::scenario::Ingest,
+) -> anyhow::Result<crate::inbound::Inbound> {
+    let addr = target.ingest.ok_or_else(|| {
+        anyhow::anyhow!(
+            "an `[ingest]` scenario needs the hookd the tool starts (its ingest address); run it without --target"
+        )
+    })?;
+    let key: [u8; 32] = rand::random();
+    let secret = format!(
+        "whsec_{}",
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, key)
+    );
+    let mut paths = HashMap::new();
+    for (_, queue) in queues {
+        let source = pb::Source {
+            name: queue.clone(),
+            scheme: "standard-webhooks".into(),
+            secrets: vec![secret.clone()],
+            content_types: vec!["application/octet-stream".into()],
+            // The tool's payloads are binary: the type comes from a header, not the body.
+            event_type: "header:x-event-type".into(),
+            route: Some(pb::source::Route::Queue(queue.clone())),
+            ..Default::default()
+        };
+        let made = admin
+            .put_source(pb::PutSourceRequest {
+                source: Some(source),
+            })
+            .await
+            .map_err(|e| anyhow::anyhow!("hookd refused source `{queue}`: {}", e.message()))?
+            .into_inner();
+        paths.insert(
+            queue.clone(),
+            made.source
+                .map_or_else(|| format!("/in/{queue}"), |s| s.path),
+        );
+    }
+    crate::inbound::Inbound::new(addr, &secret, paths, settings)
 }
 
 /// Messages of this run hookd still holds (pending, awaiting a retry or in flight);
@@ -337,7 +390,14 @@ fn describe(s: &Scenario, duration: Duration) -> String {
             mix(s)
         );
     }
-    let how = if s.traffic.batch == 1 {
+    let how = if let Some(i) = &s.ingest {
+        format!(
+            "signed webhooks on the ingest listener over {} connections ({:.1} % resent, {:.1} % badly signed)",
+            i.connections,
+            i.duplicate_rate.0 * 100.0,
+            i.bad_signature_rate.0 * 100.0
+        )
+    } else if s.traffic.batch == 1 {
         "unary Enqueue".to_owned()
     } else {
         format!("EnqueueBatch of {}", s.traffic.batch)
@@ -458,6 +518,26 @@ pub async fn run(s: &Scenario, o: &Options) -> anyhow::Result<Report> {
             ));
         }
     }
+    let inbound = world.sender.inbound.as_ref().map(|i| i.counts());
+    if let Some(i) = &inbound {
+        // Every accepted webhook reached a consumer exactly once: a second copy would have
+        // come from hookd storing a resend (no nacks or lease expiries in such a run).
+        if verdict.duplicated > 0 {
+            slo_broken.push(format!(
+                "ingest: {} events reached a consumer more than once",
+                verdict.duplicated
+            ));
+        }
+        if i.accepted == 0 {
+            slo_broken.push("ingest: hookd accepted no event".into());
+        }
+        if !i.passed() {
+            slo_broken.push(format!(
+                "ingest: {} resends answered as new events, {} forged events accepted",
+                i.duplicates_wrong, i.bad_signatures_accepted
+            ));
+        }
+    }
     let passed = verdict.passed() && slo_broken.is_empty();
     let report = Report {
         slo_broken,
@@ -479,6 +559,7 @@ pub async fn run(s: &Scenario, o: &Options) -> anyhow::Result<Report> {
         queues,
         timeline: snap.timeline,
         capacity,
+        ingest: inbound,
     };
     world.stop().await?;
     Ok(report)

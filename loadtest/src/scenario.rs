@@ -34,6 +34,9 @@ pub struct Scenario {
     pub queues: Vec<QueueGroup>,
     #[serde(default)]
     pub hookd: HookdSettings,
+    /// Present: events arrive as signed webhooks on hookd's ingest listener (`POST
+    /// /in/{source}`, one Standard Webhooks source per queue) instead of gRPC Enqueue.
+    pub ingest: Option<Ingest>,
     /// Limits a run (or a capacity step) must stay within. A run without `[slo]` is judged
     /// by the checker alone; a capacity search uses the defaults.
     pub slo: Option<Slo>,
@@ -90,6 +93,9 @@ mod defaults {
     }
     pub fn e2e_p99() -> f64 {
         1_000.0
+    }
+    pub fn ingest_connections() -> usize {
+        64
     }
 }
 
@@ -552,6 +558,24 @@ pub struct HookdSettings {
     pub config: toml::Table,
 }
 
+/// Inbound webhooks (`[ingest]`): a provider posting signed events, some of them twice
+/// (the provider did not see the 202), some with a bad signature.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ingest {
+    /// Share of events posted a second time, with the same delivery id, after their 202:
+    /// hookd must answer 202 `duplicate` with the first id and store nothing.
+    #[serde(default)]
+    pub duplicate_rate: Fraction,
+    /// Share of events signed with the wrong secret: hookd must answer 401 and store
+    /// nothing.
+    #[serde(default)]
+    pub bad_signature_rate: Fraction,
+    /// HTTP/1.1 keep-alive connections (a request waits for a free one).
+    #[serde(default = "defaults::ingest_connections")]
+    pub connections: usize,
+}
+
 /// What a run (or each capacity step) must stay within.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -712,6 +736,24 @@ impl Scenario {
                 ));
             }
         }
+        if let Some(i) = &self.ingest {
+            let why = if !self.endpoints.is_empty() {
+                Some("`[ingest]` routes each source to a queue: remove `[[endpoints]]`")
+            } else if self.queues.is_empty() {
+                Some("`[ingest]` needs at least one `[[queues]]` to route its sources to")
+            } else if self.traffic.batch != 1 {
+                Some("`[ingest]` posts one event per request: `[traffic] batch` must be 1")
+            } else if self.capacity.is_some() {
+                Some("`[ingest]` does not run a capacity search")
+            } else if !(1..=1024).contains(&i.connections) {
+                Some("`[ingest] connections` must be 1 to 1024")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(why.into());
+            }
+        }
         if self.capacity.is_some() && !matches!(self.traffic.load, Load::Open { .. }) {
             return Err("`[capacity]` drives an open loop itself; set `[traffic] mode = \"open\"` (its `rate` is ignored)".into());
         }
@@ -756,6 +798,28 @@ mod tests {
 
     fn err(text: &str) -> String {
         Scenario::parse(text).unwrap_err()
+    }
+
+    #[test]
+    fn ingest_takes_queues_only_and_one_event_per_request() {
+        let q = "name = \"t\"\n[traffic]\nmode = \"open\"\nrate = 100\n[ingest]\nduplicate_rate = 0.01\n[[queues]]\nname = \"q\"\n";
+        let s = Scenario::parse(q).unwrap();
+        let i = s.ingest.unwrap();
+        assert_eq!(
+            (i.duplicate_rate.0, i.bad_signature_rate.0, i.connections),
+            (0.01, 0.0, 64)
+        );
+        assert!(
+            err(&format!("{q}[[endpoints]]\nname = \"e\"\n")).contains("remove `[[endpoints]]`")
+        );
+        assert!(
+            err(&q.replace("rate = 100", "rate = 100\nbatch = 10"))
+                .contains("`[traffic] batch` must be 1")
+        );
+        assert!(err(&q.replace("0.01", "1.5")).contains("not a fraction"));
+        assert!(
+            err(&q.replace("duplicate_rate = 0.01", "connections = 0")).contains("connections")
+        );
     }
 
     #[test]

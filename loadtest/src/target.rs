@@ -11,6 +11,8 @@ use hookd::testkit::ChildHookd;
 #[derive(Debug)]
 pub struct Target {
     pub grpc: String,
+    /// The ingest listener, when the tool started hookd.
+    pub ingest: Option<std::net::SocketAddr>,
     /// Whose CPU and RSS the report shows.
     pub pid: Option<u32>,
     child: Option<ChildHookd>,
@@ -22,6 +24,7 @@ impl Target {
     pub fn remote(grpc: String, pid: Option<u32>) -> Self {
         Self {
             grpc,
+            ingest: None,
             pid,
             child: None,
             _dir: None,
@@ -57,6 +60,7 @@ impl Target {
         .context("cannot start hookd")?;
         Ok(Self {
             grpc: child.grpc.clone(),
+            ingest: Some(child.ingest),
             pid: child.pid(),
             child: Some(child),
             _dir: Some(dir),

@@ -1,0 +1,258 @@
+//! Inbound webhooks: hookd's ingest listener (Standard Webhooks signature checked, event
+//! durable before the 202) against a bare hyper server that reads the body and answers 202,
+//! and against the seed documents' receiver (FastAPI, Redis SET NX, a Redis list:
+//! `bench/peers/fastapi.sh`), with the same signed requests over HTTP/1.1 keep-alive
+//! connections.
+//!
+//! Closed loop: each connection sends its next request when the last one is answered.
+//! Open loop: requests are due at a fixed rate and latency counts from when each was due,
+//! so a server that falls behind is charged for the wait (no coordinated omission).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use hmac::{Hmac, KeyInit, Mac};
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use sha2::Sha256;
+
+/// The signing secret of every target (the FastAPI peer's default too).
+pub const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// What one run measured.
+#[derive(Debug)]
+pub struct HttpOutcome {
+    pub accepted: u64,
+    pub other: u64,
+    pub elapsed: Duration,
+    pub latency_us: Histogram<u64>,
+}
+
+impl HttpOutcome {
+    pub fn per_s(&self) -> f64 {
+        self.accepted as f64 / self.elapsed.as_secs_f64()
+    }
+
+    pub fn p(&self, q: f64) -> f64 {
+        self.latency_us.value_at_quantile(q) as f64 / 1000.0
+    }
+}
+
+/// A server that reads each request's body and answers 202: the floor of HTTP/1.1 on this
+/// machine.
+pub async fn bare_server() -> anyhow::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let _ = stream.set_nodelay(true);
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(
+                    |req: hyper::Request<hyper::body::Incoming>| async move {
+                        let body = req.into_body().collect().await.map(|b| b.to_bytes());
+                        let n = body.map_or(0, |b| b.len());
+                        let answer = format!("{{\"id\":\"{n}\",\"duplicate\":false}}");
+                        Ok::<_, std::convert::Infallible>(
+                            hyper::Response::builder()
+                                .status(202)
+                                .header("content-type", "application/json")
+                                .body(Full::new(Bytes::from(answer)))
+                                .unwrap_or_default(),
+                        )
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    Ok(addr)
+}
+
+/// Signs and sends; each request has its own `webhook-id`.
+struct Signer {
+    key: Vec<u8>,
+    body: Bytes,
+    prefix: String,
+}
+
+impl Signer {
+    fn new(payload: usize, prefix: &str) -> anyhow::Result<Self> {
+        let key = STANDARD.decode(SECRET.trim_start_matches("whsec_"))?;
+        let pad = "x".repeat(payload.saturating_sub(40));
+        let body = Bytes::from(format!(r#"{{"type":"bench.event","data":"{pad}"}}"#));
+        Ok(Self {
+            key,
+            body,
+            prefix: prefix.to_owned(),
+        })
+    }
+
+    fn request(&self, path: &str, n: u64) -> anyhow::Result<hyper::Request<Full<Bytes>>> {
+        let id = format!("{}-{n}", self.prefix);
+        let ts = SystemTime::now()
+            .duration_since(UNIX_EPOCH)?
+            .as_secs()
+            .to_string();
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.key)?;
+        mac.update(id.as_bytes());
+        mac.update(b".");
+        mac.update(ts.as_bytes());
+        mac.update(b".");
+        mac.update(&self.body);
+        let sig = STANDARD.encode(mac.finalize().into_bytes());
+        Ok(hyper::Request::post(path)
+            .header("host", "bench")
+            .header("content-type", "application/json")
+            .header("webhook-id", id)
+            .header("webhook-timestamp", ts)
+            .header("webhook-signature", format!("v1,{sig}"))
+            .body(Full::new(self.body.clone()))?)
+    }
+}
+
+type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+async fn connect(addr: SocketAddr) -> anyhow::Result<Sender> {
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
+    tcp.set_nodelay(true)?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await?;
+    tokio::spawn(conn);
+    Ok(sender)
+}
+
+/// One request; whether it was answered 202.
+async fn send(sender: &mut Sender, req: hyper::Request<Full<Bytes>>) -> anyhow::Result<bool> {
+    sender.ready().await?;
+    let response = sender.send_request(req).await?;
+    let status = response.status();
+    response.into_body().collect().await?;
+    Ok(status == hyper::StatusCode::ACCEPTED)
+}
+
+fn histogram() -> anyhow::Result<Histogram<u64>> {
+    Ok(Histogram::new_with_bounds(1, 60_000_000, 3)?)
+}
+
+/// `connections` keep-alive connections, each sending back to back for `duration`.
+pub async fn closed_loop(
+    addr: SocketAddr,
+    path: &str,
+    connections: usize,
+    payload: usize,
+    duration: Duration,
+    run: &str,
+) -> anyhow::Result<HttpOutcome> {
+    let started = Instant::now();
+    let deadline = started + duration;
+    let mut tasks = Vec::new();
+    for c in 0..connections {
+        let signer = Signer::new(payload, &format!("{run}-c{c}"))?;
+        let path = path.to_owned();
+        let mut sender = connect(addr).await?;
+        tasks.push(tokio::spawn(async move {
+            let (mut ok, mut other, mut hist) = (0u64, 0u64, histogram()?);
+            let mut n = 0;
+            while Instant::now() < deadline {
+                n += 1;
+                let req = signer.request(&path, n)?;
+                let t = Instant::now();
+                match send(&mut sender, req).await {
+                    Ok(true) => ok += 1,
+                    Ok(false) => other += 1,
+                    Err(_) => {
+                        other += 1;
+                        sender = connect(addr).await?;
+                    }
+                }
+                let _ = hist.record(t.elapsed().as_micros() as u64);
+            }
+            anyhow::Ok((ok, other, hist))
+        }));
+    }
+    collect(tasks, started).await
+}
+
+/// Requests due at `rate` per second for `duration`, over `connections` keep-alive
+/// connections (a request waits for a free one); latency from when it was due.
+pub async fn open_loop(
+    addr: SocketAddr,
+    path: &str,
+    rate: u64,
+    connections: usize,
+    payload: usize,
+    duration: Duration,
+    run: &str,
+) -> anyhow::Result<HttpOutcome> {
+    let started = Instant::now();
+    let total = rate * duration.as_secs();
+    let next = Arc::new(AtomicU64::new(0));
+    let interval_ns = 1_000_000_000 / rate.max(1);
+    let mut tasks = Vec::new();
+    for c in 0..connections {
+        let signer = Signer::new(payload, &format!("{run}-o{c}"))?;
+        let path = path.to_owned();
+        let next = next.clone();
+        let mut sender = connect(addr).await?;
+        tasks.push(tokio::spawn(async move {
+            let (mut ok, mut other, mut hist) = (0u64, 0u64, histogram()?);
+            loop {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                if n >= total {
+                    break;
+                }
+                let due = started + Duration::from_nanos(n * interval_ns);
+                tokio::time::sleep_until(due.into()).await;
+                let req = signer.request(&path, n)?;
+                match send(&mut sender, req).await {
+                    Ok(true) => ok += 1,
+                    Ok(false) => other += 1,
+                    Err(_) => {
+                        other += 1;
+                        sender = connect(addr).await?;
+                    }
+                }
+                let _ = hist.record(due.elapsed().as_micros() as u64);
+            }
+            anyhow::Ok((ok, other, hist))
+        }));
+    }
+    collect(tasks, started).await
+}
+
+type Task = tokio::task::JoinHandle<anyhow::Result<(u64, u64, Histogram<u64>)>>;
+
+async fn collect(tasks: Vec<Task>, started: Instant) -> anyhow::Result<HttpOutcome> {
+    let mut out = HttpOutcome {
+        accepted: 0,
+        other: 0,
+        elapsed: Duration::ZERO,
+        latency_us: histogram()?,
+    };
+    for t in tasks {
+        let (ok, other, hist) = t.await??;
+        out.accepted += ok;
+        out.other += other;
+        out.latency_us.add(&hist)?;
+    }
+    out.elapsed = started.elapsed();
+    Ok(out)
+}
+
+pub fn line(name: &str, o: &HttpOutcome) {
+    println!(
+        "  {name:<8} {:>9.0} accepted/s  p50 {:>7.2} ms  p99 {:>7.2} ms  p99.9 {:>7.2} ms  not 202: {}",
+        o.per_s(),
+        o.p(0.5),
+        o.p(0.99),
+        o.p(0.999),
+        o.other
+    );
+}
