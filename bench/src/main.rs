@@ -684,15 +684,21 @@ async fn ingest_run(
             &format!("h{round}"),
         )
         .await?;
-        let stored = hookd_client::Client::connect(format!("http://{}", hookd.addr))
+        let stats = hookd_client::Client::connect(format!("http://{}", hookd.addr))
             .await?
             .stats()
-            .await?
-            .total
-            .map_or(0, |t| t.pending);
+            .await?;
+        let stored = stats.total.map_or(0, |t| t.pending);
         hookd.stop().await?;
         ingest::line("hookd", &h);
         println!("           stored {stored} (accepted {})", h.accepted);
+        if let Some(storage) = stats.storage {
+            let lat = storage.commit_latency_last_hour.unwrap_or_default();
+            println!(
+                "           writer: {:.1} requests per commit, commit p50 {:.2} ms p99 {:.2} ms",
+                storage.requests_per_commit, lat.p50_ms, lat.p99_ms
+            );
+        }
         let ratio = h.per_s() / b.per_s();
         println!("  ratio hookd/hyper: {ratio:.2}");
         ratios.push(ratio);

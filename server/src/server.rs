@@ -413,7 +413,10 @@ async fn serve(
     );
     let ingest_router = crate::ingest::receive::router(Arc::new(crate::ingest::receive::Ingest {
         sources: sources.clone(),
-        engine: engine.clone(),
+        engine: crate::ingest::batch::Batcher::start(
+            engine.clone(),
+            usize::try_from(config.max_queued_write_bytes / 4).unwrap_or(usize::MAX),
+        ),
         clock: clock_for_ingest,
         metrics: metrics_for_ingest,
         max_idempotency_key_bytes: config.max_idempotency_key_bytes,
