@@ -61,6 +61,26 @@ pub enum Ctl {
     /// Dead letters: list, analyze, replay, purge.
     #[command(subcommand)]
     Dlq(DlqCmd),
+    /// Webhook sources of the ingest listener (`POST /in/{name}`).
+    #[command(subcommand)]
+    Sources(SourcesCmd),
+    /// Lease messages from a pull queue and print them (payload as text, headers); with
+    /// --ack, acknowledge them once printed.
+    Receive {
+        queue: String,
+        /// At most this many.
+        #[arg(long, default_value_t = 10)]
+        max: u32,
+        /// Wait up to this many milliseconds for a first message (long poll).
+        #[arg(long, default_value_t = 0)]
+        wait_ms: u64,
+        /// Acknowledge each message after printing it (otherwise its lease expires in
+        /// --visibility-ms and it is delivered again).
+        #[arg(long)]
+        ack: bool,
+        #[arg(long, default_value_t = 30_000)]
+        visibility_ms: u64,
+    },
     /// One message: state, attempts, statuses, errors.
     Message {
         /// The message id.
@@ -97,6 +117,23 @@ pub struct EnqueueArgs {
     delay_ms: Option<u64>,
     #[arg(long)]
     max_attempts: Option<u32>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SourcesCmd {
+    List,
+    Get {
+        name: String,
+    },
+    /// Create or replace a source from a TOML file with the keys of a config file's
+    /// `[[sources]]` entry (`secret_env` and `secret_files` are read here, by this
+    /// command, and sent as secrets).
+    Put {
+        file: std::path::PathBuf,
+    },
+    Delete {
+        name: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -425,6 +462,41 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
             })
         }
         Ctl::Endpoints(cmd) => endpoints(&mut api, json, cmd).await.map_err(fail),
+        Ctl::Sources(cmd) => sources(&mut api, json, cmd, server).await,
+        Ctl::Receive {
+            queue,
+            max,
+            wait_ms,
+            ack,
+            visibility_ms,
+        } => {
+            let r = api
+                .receive(pb::ReceiveRequest {
+                    queue,
+                    max_messages: max,
+                    visibility_timeout_ms: visibility_ms,
+                    wait_ms,
+                })
+                .await
+                .map_err(fail)?
+                .into_inner();
+            show(json, &r, |r| {
+                for m in &r.messages {
+                    print_received(m);
+                }
+                if r.messages.is_empty() {
+                    println!("(no message)");
+                }
+            })?;
+            if ack && !r.messages.is_empty() {
+                api.ack(pb::AckRequest {
+                    lease_ids: r.messages.iter().map(|m| m.lease_id.clone()).collect(),
+                })
+                .await
+                .map_err(fail)?;
+            }
+            Ok(())
+        }
         Ctl::Dlq(cmd) => dlq(&mut api, json, cmd, server).await,
         Ctl::Tail { destination: d } => {
             let destination = d.as_deref().map(destination).transpose()?;
@@ -478,6 +550,120 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
             show(json, &m, print_message)
         }
     }
+}
+
+async fn sources(api: &mut Api, json: bool, cmd: SourcesCmd, server: &str) -> Result<(), Failure> {
+    let fail = |s: tonic::Status| Failure::status(server, &s);
+    match cmd {
+        SourcesCmd::List => {
+            let r = api
+                .list_sources(pb::ListSourcesRequest {})
+                .await
+                .map_err(fail)?
+                .into_inner();
+            show(json, &r, |r| print_sources(&r.sources))
+        }
+        SourcesCmd::Get { name } => {
+            let r = api
+                .get_source(pb::GetSourceRequest { name })
+                .await
+                .map_err(fail)?
+                .into_inner();
+            show(json, &r, |r| print_sources(r.source.as_slice()))
+        }
+        SourcesCmd::Put { file } => {
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| Failure::usage(format!("{}: {e}", file.display())))?;
+            let mut spec: crate::ingest::SourceSpec = toml::from_str(&text)
+                .map_err(|e| Failure::usage(format!("{}: {e}", file.display())))?;
+            for var in std::mem::take(&mut spec.secret_env) {
+                let value = std::env::var(&var).map_err(|_| {
+                    Failure::usage(format!(
+                        "secret_env: the environment variable {var} is not set"
+                    ))
+                })?;
+                spec.secrets.push(value);
+            }
+            for path in std::mem::take(&mut spec.secret_files) {
+                let value = std::fs::read_to_string(&path).map_err(|e| {
+                    Failure::usage(format!("secret_files: {}: {e}", path.display()))
+                })?;
+                spec.secrets.push(value.trim().to_owned());
+            }
+            if let Some(path) = spec.json_schema_file.take() {
+                spec.json_schema = Some(std::fs::read_to_string(&path).map_err(|e| {
+                    Failure::usage(format!("json_schema_file: {}: {e}", path.display()))
+                })?);
+            }
+            let r = api
+                .put_source(pb::PutSourceRequest {
+                    source: Some(crate::api::sources::to_proto(&spec)),
+                })
+                .await
+                .map_err(fail)?
+                .into_inner();
+            show(json, &r, |r| {
+                println!("{} source", if r.created { "created" } else { "replaced" });
+                print_sources(r.source.as_slice());
+            })
+        }
+        SourcesCmd::Delete { name } => {
+            api.delete_source(pb::DeleteSourceRequest { name: name.clone() })
+                .await
+                .map_err(fail)?;
+            show(json, &serde_json::json!({ "deleted": name }), |_| {
+                println!("deleted source {name}");
+            })
+        }
+    }
+}
+
+fn print_sources(sources: &[pb::Source]) {
+    let rows = sources
+        .iter()
+        .map(|s| {
+            let route = match &s.route {
+                Some(pb::source::Route::Queue(q)) => format!("queue:{q}"),
+                Some(pb::source::Route::Endpoint(e)) => format!("endpoint:{e}"),
+                None => String::new(),
+            };
+            let secrets: Vec<&str> = s
+                .secret_summaries
+                .iter()
+                .map(|x| x.fingerprint.as_str())
+                .collect();
+            vec![
+                s.name.clone(),
+                s.path.clone(),
+                s.scheme.clone(),
+                route,
+                if s.from_config { "config" } else { "api" }.into(),
+                secrets.join(" "),
+            ]
+        })
+        .collect::<Vec<_>>();
+    table(
+        &["NAME", "PATH", "SCHEME", "ROUTE", "FROM", "SECRETS"],
+        rows,
+    );
+}
+
+fn print_received(m: &pb::ReceivedMessage) {
+    println!("id          {}", m.id);
+    println!("lease       {}", m.lease_id);
+    if !m.event_type.is_empty() {
+        println!("event type  {}", m.event_type);
+    }
+    if !m.idempotency_key.is_empty() {
+        println!("key         {}", m.idempotency_key);
+    }
+    let mut headers: Vec<_> = m.headers.iter().collect();
+    headers.sort();
+    for (k, v) in headers {
+        println!("header      {k}: {v}");
+    }
+    println!("payload     {}", String::from_utf8_lossy(&m.payload));
+    println!();
 }
 
 async fn endpoints(api: &mut Api, json: bool, cmd: EndpointsCmd) -> Result<(), tonic::Status> {

@@ -122,7 +122,23 @@ pub fn spec(source: Option<pb::Source>) -> Result<SourceSpec, ApiError> {
 
 /// A source as answers show it.
 pub fn shown(source: &Source) -> pb::Source {
-    let s = &source.spec;
+    pb::Source {
+        secrets: Vec::new(),
+        secret_summaries: source
+            .secret_summaries
+            .iter()
+            .map(|(prefix, fingerprint)| pb::SecretSummary {
+                prefix: prefix.clone(),
+                fingerprint: fingerprint.clone(),
+            })
+            .collect(),
+        from_config: source.from_config,
+        ..to_proto(&source.spec)
+    }
+}
+
+/// A spec on the wire (what `hookd sources put` sends), secrets included.
+pub fn to_proto(s: &SourceSpec) -> pb::Source {
     pb::Source {
         name: s.name.clone(),
         scheme: s.scheme.as_str().into(),
@@ -142,7 +158,7 @@ pub fn shown(source: &Source) -> pb::Source {
             timestamp_header: h.timestamp_header.clone().unwrap_or_default(),
             separator: h.separator.clone(),
         }),
-        secrets: Vec::new(),
+        secrets: s.secrets.clone(),
         tolerance_secs: s.tolerance_secs,
         max_body_bytes: s.max_body_bytes as u64,
         content_types: s.content_types.clone(),
@@ -166,15 +182,8 @@ pub fn shown(source: &Source) -> pb::Source {
                 .map(|d| d.name().to_owned())
                 .collect(),
         }),
-        secret_summaries: source
-            .secret_summaries
-            .iter()
-            .map(|(prefix, fingerprint)| pb::SecretSummary {
-                prefix: prefix.clone(),
-                fingerprint: fingerprint.clone(),
-            })
-            .collect(),
-        from_config: source.from_config,
+        secret_summaries: Vec::new(),
+        from_config: false,
         path: format!("/in/{}", s.name),
     }
 }
