@@ -137,6 +137,50 @@ async fn send(sender: &mut Sender, req: hyper::Request<Full<Bytes>>) -> anyhow::
     Ok(status == hyper::StatusCode::ACCEPTED)
 }
 
+/// One keep-alive connection of a load task and what it recorded.
+struct Conn {
+    addr: SocketAddr,
+    sender: Sender,
+    ok: u64,
+    other: u64,
+    hist: Histogram<u64>,
+}
+
+impl Conn {
+    async fn open(addr: SocketAddr) -> anyhow::Result<Self> {
+        Ok(Self {
+            addr,
+            sender: connect(addr).await?,
+            ok: 0,
+            other: 0,
+            hist: histogram()?,
+        })
+    }
+
+    /// Sends `req`, counts its answer, records the latency from `since`; a failed
+    /// connection is replaced.
+    async fn exchange(
+        &mut self,
+        req: hyper::Request<Full<Bytes>>,
+        since: Instant,
+    ) -> anyhow::Result<()> {
+        match send(&mut self.sender, req).await {
+            Ok(true) => self.ok += 1,
+            Ok(false) => self.other += 1,
+            Err(_) => {
+                self.other += 1;
+                self.sender = connect(self.addr).await?;
+            }
+        }
+        let _ = self.hist.record(since.elapsed().as_micros() as u64);
+        Ok(())
+    }
+
+    fn done(self) -> (u64, u64, Histogram<u64>) {
+        (self.ok, self.other, self.hist)
+    }
+}
+
 fn histogram() -> anyhow::Result<Histogram<u64>> {
     Ok(Histogram::new_with_bounds(1, 60_000_000, 3)?)
 }
@@ -156,25 +200,15 @@ pub async fn closed_loop(
     for c in 0..connections {
         let signer = Signer::new(payload, &format!("{run}-c{c}"))?;
         let path = path.to_owned();
-        let mut sender = connect(addr).await?;
+        let mut conn = Conn::open(addr).await?;
         tasks.push(tokio::spawn(async move {
-            let (mut ok, mut other, mut hist) = (0u64, 0u64, histogram()?);
             let mut n = 0;
             while Instant::now() < deadline {
                 n += 1;
                 let req = signer.request(&path, n)?;
-                let t = Instant::now();
-                match send(&mut sender, req).await {
-                    Ok(true) => ok += 1,
-                    Ok(false) => other += 1,
-                    Err(_) => {
-                        other += 1;
-                        sender = connect(addr).await?;
-                    }
-                }
-                let _ = hist.record(t.elapsed().as_micros() as u64);
+                conn.exchange(req, Instant::now()).await?;
             }
-            anyhow::Ok((ok, other, hist))
+            anyhow::Ok(conn.done())
         }));
     }
     collect(tasks, started).await
@@ -200,9 +234,8 @@ pub async fn open_loop(
         let signer = Signer::new(payload, &format!("{run}-o{c}"))?;
         let path = path.to_owned();
         let next = next.clone();
-        let mut sender = connect(addr).await?;
+        let mut conn = Conn::open(addr).await?;
         tasks.push(tokio::spawn(async move {
-            let (mut ok, mut other, mut hist) = (0u64, 0u64, histogram()?);
             loop {
                 let n = next.fetch_add(1, Ordering::Relaxed);
                 if n >= total {
@@ -211,17 +244,9 @@ pub async fn open_loop(
                 let due = started + Duration::from_nanos(n * interval_ns);
                 tokio::time::sleep_until(due.into()).await;
                 let req = signer.request(&path, n)?;
-                match send(&mut sender, req).await {
-                    Ok(true) => ok += 1,
-                    Ok(false) => other += 1,
-                    Err(_) => {
-                        other += 1;
-                        sender = connect(addr).await?;
-                    }
-                }
-                let _ = hist.record(due.elapsed().as_micros() as u64);
+                conn.exchange(req, due).await?;
             }
-            anyhow::Ok((ok, other, hist))
+            anyhow::Ok(conn.done())
         }));
     }
     collect(tasks, started).await

@@ -238,3 +238,25 @@ pub fn lines_until_serving(rx: &std::sync::mpsc::Receiver<String>) -> Vec<String
     }
     lines
 }
+
+/// Runs `program tests/{script} args...` (a Python or Node test script) off the async
+/// threads; fails the test with the script's output unless it exits 0, else prints it.
+pub async fn run_script(program: String, script: &str, args: Vec<String>) {
+    let path = format!("{}/{script}", env!("CARGO_MANIFEST_DIR"));
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(program)
+            .arg(path)
+            .args(args)
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{script} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    eprintln!("{stdout}");
+}

@@ -24,24 +24,7 @@ async fn node_octokit_signs_what_ingest_accepts() {
         hookd::clock::ManualClock::new(hookd::clock::Clock::now_ms(&hookd::clock::SystemClock)),
     )
     .await;
-    let script = format!("{}/node/octokit.mjs", env!("CARGO_MANIFEST_DIR"));
-    let addr = server.ingest.to_string();
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(node)
-            .arg(script)
-            .arg(addr)
-            .output()
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    assert!(
-        output.status.success(),
-        "octokit.mjs failed\nstdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    eprintln!("{}", String::from_utf8_lossy(&output.stdout));
+    crate::harness::run_script(node, "node/octokit.mjs", vec![server.ingest.to_string()]).await;
     // What octokit signed is stored once (the redelivery was a duplicate).
     let mut client = server.client().await;
     let got = client

@@ -13,25 +13,8 @@ async fn run_python(script: &str) {
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::start(dir.path()).await;
     let addr = server.grpc.trim_start_matches("http://").to_owned();
-    let root = env!("CARGO_MANIFEST_DIR");
-    let path = format!("{root}/python/{script}");
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(python)
-            .arg(path)
-            .arg(addr)
-            .arg(format!("{root}/../proto"))
-            .output()
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "{script} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    eprintln!("{stdout}");
+    let proto = format!("{}/../proto", env!("CARGO_MANIFEST_DIR"));
+    crate::harness::run_script(python, &format!("python/{script}"), vec![addr, proto]).await;
     server.stop().await;
 }
 
@@ -84,22 +67,7 @@ async fn python_client_over_tls_and_mtls() {
             .display()
             .to_string(),
     ];
-    let script = format!("{}/python/tls_smoke.py", env!("CARGO_MANIFEST_DIR"));
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(python)
-            .arg(script)
-            .args(args)
-            .output()
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    assert!(
-        output.status.success(),
-        "tls_smoke.py failed\nstdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    crate::harness::run_script(python, "python/tls_smoke.py", args).await;
     server.stop().await;
 }
 
@@ -136,22 +104,6 @@ async fn python_provider_libraries_sign_what_ingest_accepts() {
         server.grpc.trim_start_matches("http://").to_owned(),
         format!("{}/../proto", env!("CARGO_MANIFEST_DIR")),
     ];
-    let script = format!("{}/python/ingest_providers.py", env!("CARGO_MANIFEST_DIR"));
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(python)
-            .arg(script)
-            .args(args)
-            .output()
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    assert!(
-        output.status.success(),
-        "ingest_providers.py failed\nstdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    eprintln!("{}", String::from_utf8_lossy(&output.stdout));
+    crate::harness::run_script(python, "python/ingest_providers.py", args.to_vec()).await;
     server.stop().await;
 }
