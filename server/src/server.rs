@@ -191,7 +191,8 @@ async fn serve(
     if !ingest_addr.ip().is_loopback() && tls.is_none() {
         tracing::warn!(%ingest_addr, "receiving webhooks without TLS on a non-loopback address: put a TLS-terminating proxy in front, or set tls.cert_file and tls.key_file");
     }
-    // Raised once, then shared out: a quarter to each listener, half to push delivery.
+    // Raised once, then shared out: a sixth to each of the three listeners, half to push
+    // delivery.
     let open_files = crate::listen::raise_open_file_limit();
     let max_connections = connection_budget(config.connections.max_connections, open_files);
     let storage = {
@@ -420,6 +421,7 @@ async fn serve(
         clock: clock_for_ingest,
         metrics: metrics_for_ingest,
         max_idempotency_key_bytes: config.max_idempotency_key_bytes,
+        max_payload_bytes: config.max_payload_bytes,
         body_timeout: Duration::from_millis(limits.request_body_timeout_ms),
     }));
     let ingest_server =
@@ -546,18 +548,18 @@ fn exposure(
     Ok(())
 }
 
-/// Connections per listener: the configured limit, kept to a quarter of the open-file limit
-/// (already raised to its hard limit) each, so storage and push delivery always have
-/// descriptors.
+/// Connections per listener: the configured limit, kept to a sixth of the open-file limit
+/// (already raised to its hard limit) for each of the three listeners, so that they take
+/// half at most and storage and push delivery always have descriptors.
 fn connection_budget(configured: usize, open_files: Option<u64>) -> usize {
     match open_files {
         Some(files) => {
-            let share = usize::try_from(files / 4).unwrap_or(usize::MAX).max(16);
+            let share = usize::try_from(files / 6).unwrap_or(usize::MAX).max(16);
             if share < configured {
                 tracing::info!(
                     open_file_limit = files,
                     connections = share,
-                    "connections per listener lowered to a quarter of the open-file limit"
+                    "connections per listener lowered to a sixth of the open-file limit"
                 );
             }
             configured.min(share)
@@ -566,8 +568,6 @@ fn connection_budget(configured: usize, open_files: Option<u64>) -> usize {
     }
 }
 
-/// Checks that every endpoint's secrets open, and seals those in clear or under an older
-/// key with the newest one.
 /// The config's sources and the stored ones, compiled; stored secrets re-sealed under the
 /// newest key.
 async fn load_sources(
@@ -598,6 +598,8 @@ async fn load_sources(
     Ok(sources)
 }
 
+/// Checks that every endpoint's secrets open, and seals those in clear or under an older
+/// key with the newest one.
 async fn reseal(
     engine: &EngineHandle,
     sealer: Option<Arc<crate::secrets::Sealer>>,
@@ -633,7 +635,7 @@ async fn reseal(
 }
 
 /// Outbound push connections: the configured number, or half of the open-file limit (the
-/// listeners have a quarter each; see `connection_budget`).
+/// listeners have a sixth each; see `connection_budget`).
 fn outbound_budget(configured: usize, open_files: Option<u64>) -> usize {
     if configured > 0 {
         return configured;

@@ -669,6 +669,40 @@ async fn redaction_scrubs_before_storing_and_says_so() {
     server.stop().await;
 }
 
+/// Masks are longer than many values they replace: a body redaction would take past
+/// `max_payload_bytes` is refused (413), not stored at several times the limit.
+#[tokio::test]
+async fn a_body_redaction_would_grow_past_the_payload_limit_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(dir.path());
+    config.max_payload_bytes = 4_096;
+    config.sources = vec![SourceSpec {
+        max_body_bytes: 4_096,
+        redact: RedactSpec {
+            mask: vec!["/data/*".into()],
+            ..RedactSpec::default()
+        },
+        ..sw_source("grow", "q")
+    }];
+    let server = TestServer::start_with(config, ManualClock::new(SystemClock.now_ms())).await;
+    let ones = vec!["1"; 1_500].join(",");
+    let body = format!(r#"{{"type":"t","data":[{ones}]}}"#);
+    assert!(body.len() < 4_096);
+    let h = sw_headers(SW_KEY, "g1", now_s(), body.as_bytes());
+    let a = post(server.ingest, "grow", &h, body.as_bytes()).await;
+    assert_eq!(a.status, 413, "{a:?}");
+    assert!(
+        a.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("once redacted"),
+        "{a:?}"
+    );
+    let mut client = server.client().await;
+    assert_eq!(pending(&mut client).await, 0);
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn a_source_routed_to_an_endpoint_is_relayed_with_hookds_own_signature() {
     let dir = tempfile::tempdir().unwrap();

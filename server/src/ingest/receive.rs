@@ -50,6 +50,9 @@ pub struct Ingest {
     pub clock: Arc<dyn Clock>,
     pub metrics: Arc<Metrics>,
     pub max_idempotency_key_bytes: usize,
+    /// `max_payload_bytes`: what a redacted body may grow to (masks are longer than many
+    /// of the values they replace).
+    pub max_payload_bytes: usize,
     /// How long the whole body may take to arrive.
     pub body_timeout: Duration,
 }
@@ -286,6 +289,17 @@ async fn handle(
         let applied = redactor.apply(value);
         if !applied.fired.is_empty() {
             payload = serde_json::to_vec(value).map_err(|e| invalid(format!("body: {e}")))?;
+            if payload.len() > ingest.max_payload_bytes {
+                return Err(refuse(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "too_large",
+                    format!(
+                        "body: {} bytes once redacted, over max_payload_bytes ({})",
+                        payload.len(),
+                        ingest.max_payload_bytes
+                    ),
+                ));
+            }
             stored_headers.insert(REDACTED_HEADER.into(), applied.fired.join(", "));
         }
     }
