@@ -414,10 +414,7 @@ async fn serve(
     );
     let ingest_router = crate::ingest::receive::router(Arc::new(crate::ingest::receive::Ingest {
         sources: sources.clone(),
-        engine: crate::ingest::batch::Batcher::start(
-            engine.clone(),
-            usize::try_from(config.max_queued_write_bytes / 4).unwrap_or(usize::MAX),
-        ),
+        engine: engine.clone(),
         clock: clock_for_ingest,
         metrics: metrics_for_ingest,
         max_idempotency_key_bytes: config.max_idempotency_key_bytes,

@@ -5,11 +5,9 @@
 //!   compiled form.
 //! - [`registry`]: the sources in force (config's and gRPC's), durable through the engine.
 //! - [`redact`]: opt-in payload sanitisation (JSON pointers, detectors).
-//! - [`batch`]: concurrent webhooks handed to the engine in one command.
 //! - [`receive`]: the handler: authenticate on the raw bytes, check, store, answer 202
 //!   once durable.
 
-pub mod batch;
 pub mod receive;
 pub mod redact;
 pub mod registry;

@@ -28,7 +28,7 @@ use subtle::ConstantTimeEq;
 use super::registry::Sources;
 use super::source::{Locator, SchemeName, Source};
 use crate::clock::Clock;
-use crate::engine::{NewMessage, Refusal};
+use crate::engine::{EngineHandle, NewMessage, Refusal};
 use crate::ids::MessageId;
 use crate::metrics::Metrics;
 use crate::store::MessageRecord;
@@ -46,7 +46,7 @@ pub const REDACTED_HEADER: &str = "hookd-redacted";
 #[derive(Debug)]
 pub struct Ingest {
     pub sources: Arc<Sources>,
-    pub engine: super::batch::Batcher,
+    pub engine: EngineHandle,
     pub clock: Arc<dyn Clock>,
     pub metrics: Arc<Metrics>,
     pub max_idempotency_key_bytes: usize,
@@ -320,7 +320,13 @@ async fn handle(
         0,
         0,
     );
-    match ingest.engine.enqueue(message).await {
+    let result = match ingest.engine.enqueue(vec![message]).await {
+        Ok(mut results) => results
+            .pop()
+            .unwrap_or_else(|| Err(Refusal::Unavailable("the engine gave no result".into()))),
+        Err(e) => Err(e),
+    };
+    match result {
         Ok(e) => Ok((e.id, e.duplicate)),
         Err(Refusal::AtCapacity { .. }) => Err(Refuse(
             retry_after(
