@@ -410,6 +410,53 @@ async fn every_refusal_has_its_status_and_stores_nothing() {
     server.stop().await;
 }
 
+/// A Standard Webhooks source that takes any media type stores a body that is not JSON:
+/// the scheme's default event type (`json:/type`) is best effort, unlike a configured one.
+#[tokio::test]
+async fn a_default_event_type_does_not_make_a_plain_body_invalid() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_with_sources(
+        dir.path(),
+        vec![
+            SourceSpec {
+                content_types: vec!["*/*".into()],
+                ..sw_source("plain", "q")
+            },
+            SourceSpec {
+                content_types: vec!["*/*".into()],
+                event_type: Some("json:/type".into()),
+                ..sw_source("strict", "q2")
+            },
+        ],
+    )
+    .await;
+    let text = b"temperature=21";
+    let mut h = sw_headers(SW_KEY, "p1", now_s(), text);
+    h[0].1 = "text/plain".into();
+    let a = post(server.ingest, "plain", &h, text).await;
+    assert_eq!(a.status, 202, "{a:?}");
+    let a = post(server.ingest, "strict", &h, text).await;
+    assert_eq!(a.status, 400, "{a:?}");
+    let json_body = br#"{"type":"reading"}"#;
+    let a = post(
+        server.ingest,
+        "plain",
+        &sw_headers(SW_KEY, "p2", now_s(), json_body),
+        json_body,
+    )
+    .await;
+    assert_eq!(a.status, 202, "{a:?}");
+    let mut client = server.client().await;
+    let got = receive_all(&mut client, "q").await;
+    let types: Vec<&str> = got.iter().map(|m| m.event_type.as_str()).collect();
+    assert_eq!(types.len(), 2);
+    assert!(
+        types.contains(&"") && types.contains(&"reading"),
+        "{types:?}"
+    );
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn rotation_accepts_either_secret() {
     let dir = tempfile::tempdir().unwrap();

@@ -221,6 +221,8 @@ async fn handle(
             serde_json::from_slice::<Value>(&raw)
                 .map_err(|e| invalid(format!("body: not JSON: {e}")))?,
         )
+    } else if source.wants_json() {
+        serde_json::from_slice::<Value>(&raw).ok()
     } else {
         None
     };

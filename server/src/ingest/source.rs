@@ -233,6 +233,9 @@ pub struct Source {
     pub auth: SourceAuth,
     pub schema: Option<jsonschema::Validator>,
     pub event_type: Option<Locator>,
+    /// The event type's locator is the scheme's default, not configured: best effort (a
+    /// body that is not JSON then has no event type rather than a 400).
+    pub event_type_by_default: bool,
     pub dedup: Option<Locator>,
     pub destination: Destination,
     /// Provider headers stored with the message.
@@ -377,6 +380,7 @@ impl Source {
             spec.scheme.default_event_type(),
             "event_type",
         )?;
+        let event_type_by_default = spec.event_type.is_none();
         let dedup = locator(&spec.dedup_id, spec.scheme.default_dedup(), "dedup_id")?;
         let destination = match (&spec.queue, &spec.endpoint) {
             (Some(q), None) => {
@@ -420,6 +424,7 @@ impl Source {
             auth,
             schema,
             event_type,
+            event_type_by_default,
             dedup,
             destination,
             keep_headers,
@@ -445,12 +450,19 @@ impl Source {
         self.content_types.contains(&essence)
     }
 
-    /// Whether the body must be parsed as JSON before it is stored.
+    /// Whether the body must be JSON (a body that is not is refused with 400): a schema,
+    /// redaction, or a configured JSON locator needs it.
     pub fn needs_json(&self) -> bool {
         self.schema.is_some()
             || self.redactor.is_some()
-            || matches!(self.event_type, Some(Locator::Json(_)))
+            || (!self.event_type_by_default && matches!(self.event_type, Some(Locator::Json(_))))
             || matches!(self.dedup, Some(Locator::Json(_)))
+    }
+
+    /// Whether the body is worth parsing as JSON when it need not be: for the scheme's
+    /// default event type (`json:/type`), taken when the body has it.
+    pub fn wants_json(&self) -> bool {
+        matches!(self.event_type, Some(Locator::Json(_)))
     }
 }
 
@@ -517,6 +529,23 @@ mod tests {
         let s = compile(SourceSpec::new("st", SchemeName::Stripe, "q"), &["whsec_x"]).unwrap();
         assert_eq!(s.dedup, Some(Locator::Json("/id".into())));
         assert!(s.needs_json());
+        // Standard Webhooks: the delivery id is a header and the event type a default
+        // JSON lookup, so a body need not be JSON.
+        let sw = compile(
+            SourceSpec::new("sw", SchemeName::StandardWebhooks, "q"),
+            &["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"],
+        )
+        .unwrap();
+        assert!(!sw.needs_json() && sw.wants_json());
+        let configured = compile(
+            SourceSpec {
+                event_type: Some("json:/kind".into()),
+                ..SourceSpec::new("sw", SchemeName::StandardWebhooks, "q")
+            },
+            &["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"],
+        )
+        .unwrap();
+        assert!(configured.needs_json());
         assert!(s.accepts(Some("application/json; charset=utf-8")));
         assert!(!s.accepts(Some("text/plain")));
         assert!(!s.accepts(None));
