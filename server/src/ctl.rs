@@ -576,25 +576,8 @@ async fn sources(api: &mut Api, json: bool, cmd: SourcesCmd, server: &str) -> Re
                 .map_err(|e| Failure::usage(format!("{}: {e}", file.display())))?;
             let mut spec: crate::ingest::SourceSpec = toml::from_str(&text)
                 .map_err(|e| Failure::usage(format!("{}: {e}", file.display())))?;
-            for var in std::mem::take(&mut spec.secret_env) {
-                let value = std::env::var(&var).map_err(|_| {
-                    Failure::usage(format!(
-                        "secret_env: the environment variable {var} is not set"
-                    ))
-                })?;
-                spec.secrets.push(value);
-            }
-            for path in std::mem::take(&mut spec.secret_files) {
-                let value = std::fs::read_to_string(&path).map_err(|e| {
-                    Failure::usage(format!("secret_files: {}: {e}", path.display()))
-                })?;
-                spec.secrets.push(value.trim().to_owned());
-            }
-            if let Some(path) = spec.json_schema_file.take() {
-                spec.json_schema = Some(std::fs::read_to_string(&path).map_err(|e| {
-                    Failure::usage(format!("json_schema_file: {}: {e}", path.display()))
-                })?);
-            }
+            spec.resolve_files("", &|var| std::env::var(var).ok())
+                .map_err(|(key, message)| Failure::usage(format!("{key}: {message}")))?;
             let r = api
                 .put_source(pb::PutSourceRequest {
                     source: Some(crate::api::sources::to_proto(&spec)),

@@ -31,6 +31,29 @@ impl Hookd {
     }
 }
 
+/// Kills hookd with SIGKILL once `enough` writes are recorded (20 s at most), while the
+/// writers are still busy; then stops the writers and returns what they recorded.
+async fn kill_9_after<T: Clone>(
+    hookd: Hookd,
+    recorded: &Mutex<Vec<T>>,
+    enough: usize,
+    stop: &AtomicBool,
+    writers: Vec<tokio::task::JoinHandle<()>>,
+) -> Vec<T> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while recorded.lock().await.len() < enough && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut hookd = hookd.0;
+    hookd.signal("-KILL").unwrap();
+    hookd.wait(Duration::from_secs(10)).await.unwrap();
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.await.unwrap();
+    }
+    recorded.lock().await.clone()
+}
+
 /// Drains a queue; returns id -> payload.
 async fn drain(c: &mut Client, queue: &str) -> HashMap<String, Vec<u8>> {
     let mut out = HashMap::new();
@@ -76,25 +99,12 @@ async fn kill_9_while_enqueuing_loses_no_acknowledged_event() {
             }
         }));
     }
-    // Kill once a good number of events is acknowledged, while writers are still busy.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while acked.lock().await.len() < 2_000 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let mut hookd = hookd.0;
-    hookd.signal("-KILL").unwrap();
-    hookd.wait(Duration::from_secs(10)).await.unwrap();
-    stop.store(true, Ordering::Relaxed);
-    for w in writers {
-        w.await.unwrap();
-    }
-    let acked = acked.lock().await.clone();
+    let acked = kill_9_after(hookd, &acked, 2_000, &stop, writers).await;
     assert!(
         acked.len() >= 100,
         "too few acknowledged events to mean anything: {}",
         acked.len()
     );
-    drop(hookd);
 
     let hookd = Hookd::spawn(dir.path()).await;
     let mut c = hookd.client().await;
@@ -164,7 +174,7 @@ async fn sigterm_shuts_down_cleanly_and_keeps_everything() {
 /// resend after the restart is still recognised as a duplicate of the first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_while_receiving_webhooks_loses_no_202() {
-    use crate::ingest::{post, sw_headers, sw_secret};
+    use crate::ingest::{now_s, post, sw_headers, sw_secret};
     const KEY: &[u8] = b"crash-test-key-of-32-bytes......";
     let dir = tempfile::tempdir().unwrap();
     let hookd = Hookd::spawn(dir.path()).await;
@@ -196,11 +206,7 @@ async fn kill_9_while_receiving_webhooks_loses_no_202() {
                     break;
                 }
                 let id = format!("w{w}-{n}");
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    .as_secs();
-                let headers = sw_headers(KEY, &id, now, id.as_bytes());
+                let headers = sw_headers(KEY, &id, now_s(), id.as_bytes());
                 let a = post(ingest, "crash", &headers, id.as_bytes()).await;
                 match (a.status, a.json()["id"].as_str()) {
                     (202, Some(hookd_id)) => accepted.lock().await.push((id, hookd_id.to_owned())),
@@ -210,20 +216,8 @@ async fn kill_9_while_receiving_webhooks_loses_no_202() {
             }
         }));
     }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while accepted.lock().await.len() < 1_000 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let mut hookd = hookd.0;
-    hookd.signal("-KILL").unwrap();
-    hookd.wait(Duration::from_secs(10)).await.unwrap();
-    stop.store(true, Ordering::Relaxed);
-    for w in writers {
-        w.await.unwrap();
-    }
-    let accepted = accepted.lock().await.clone();
+    let accepted = kill_9_after(hookd, &accepted, 1_000, &stop, writers).await;
     assert!(accepted.len() >= 100, "too few: {}", accepted.len());
-    drop(hookd);
 
     let hookd = Hookd::spawn(dir.path()).await;
     let mut c = hookd.client().await;
@@ -246,14 +240,10 @@ async fn kill_9_while_receiving_webhooks_loses_no_202() {
     );
     // The source (made over gRPC) and the delivery ids survived.
     let (id, hookd_id) = &accepted[0];
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
     let a = post(
         hookd.0.ingest,
         "crash",
-        &sw_headers(KEY, id, now, id.as_bytes()),
+        &sw_headers(KEY, id, now_s(), id.as_bytes()),
         id.as_bytes(),
     )
     .await;

@@ -45,7 +45,7 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn now_s() -> u64 {
+pub fn now_s() -> u64 {
     SystemClock.now_ms() / 1000
 }
 

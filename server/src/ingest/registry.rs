@@ -40,33 +40,6 @@ fn aad(name: &str) -> String {
     format!("source:{name}")
 }
 
-/// A config source's secrets: inline, from variables, from files.
-fn config_secrets(
-    spec: &SourceSpec,
-    key: &str,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Vec<String>, (String, String)> {
-    let mut out = spec.secrets.clone();
-    for (i, var) in spec.secret_env.iter().enumerate() {
-        out.push(env(var).ok_or_else(|| {
-            (
-                format!("{key}.secret_env[{i}]"),
-                format!("the environment variable {var} is not set"),
-            )
-        })?);
-    }
-    for (i, path) in spec.secret_files.iter().enumerate() {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            (
-                format!("{key}.secret_files[{i}]"),
-                format!("cannot read {}: {e}", path.display()),
-            )
-        })?;
-        out.push(text.trim().to_owned());
-    }
-    Ok(out)
-}
-
 impl Sources {
     /// The config's sources and the stored ones, compiled. A stored source that cannot be
     /// opened (its secrets need a key no longer configured) or compiled stops the start,
@@ -82,23 +55,9 @@ impl Sources {
         let mut map = HashMap::new();
         for (i, spec) in config.iter().enumerate() {
             let key = format!("sources[{i}]");
-            let secrets = config_secrets(spec, &key, env)?;
-            let schema = match (&spec.json_schema, &spec.json_schema_file) {
-                (Some(_), Some(_)) => {
-                    return Err((
-                        format!("{key}.json_schema_file"),
-                        "give json_schema or json_schema_file, not both".into(),
-                    ));
-                }
-                (Some(text), None) => Some(text.clone()),
-                (None, Some(path)) => Some(std::fs::read_to_string(path).map_err(|e| {
-                    (
-                        format!("{key}.json_schema_file"),
-                        format!("cannot read {}: {e}", path.display()),
-                    )
-                })?),
-                (None, None) => None,
-            };
+            let mut resolved = spec.clone();
+            resolved.resolve_files(&format!("{key}."), env)?;
+            let (secrets, schema) = (resolved.secrets, resolved.json_schema);
             let mut shown = spec.clone();
             shown.secrets.clear();
             let source = Source::compile(shown, secrets, schema, true, limits)

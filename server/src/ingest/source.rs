@@ -187,6 +187,55 @@ impl SourceSpec {
     }
 }
 
+impl SourceSpec {
+    /// Reads what a file names instead of holding (`secret_env`, `secret_files`,
+    /// `json_schema_file`) into `secrets` and `json_schema`, as hookd does for the config
+    /// file's sources and `hookd sources put FILE` before sending one. Errors:
+    /// (`{key}.secret_env[i]` and so on, what is wrong).
+    pub fn resolve_files(
+        &mut self,
+        key: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(), (String, String)> {
+        for (i, var) in std::mem::take(&mut self.secret_env).into_iter().enumerate() {
+            let value = env(&var).ok_or_else(|| {
+                (
+                    format!("{key}secret_env[{i}]"),
+                    format!("the environment variable {var} is not set"),
+                )
+            })?;
+            self.secrets.push(value);
+        }
+        for (i, path) in std::mem::take(&mut self.secret_files)
+            .into_iter()
+            .enumerate()
+        {
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                (
+                    format!("{key}secret_files[{i}]"),
+                    format!("cannot read {}: {e}", path.display()),
+                )
+            })?;
+            self.secrets.push(text.trim().to_owned());
+        }
+        if let Some(path) = self.json_schema_file.take() {
+            if self.json_schema.is_some() {
+                return Err((
+                    format!("{key}json_schema_file"),
+                    "give json_schema or json_schema_file, not both".into(),
+                ));
+            }
+            self.json_schema = Some(std::fs::read_to_string(&path).map_err(|e| {
+                (
+                    format!("{key}json_schema_file"),
+                    format!("cannot read {}: {e}", path.display()),
+                )
+            })?);
+        }
+        Ok(())
+    }
+}
+
 /// Where a value comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Locator {
@@ -273,46 +322,42 @@ impl Source {
                 "secrets, bearer_sha256 and basic take at most {MAX_CREDENTIALS} entries each"
             ));
         }
-        let verifier = match (spec.scheme, &spec.hmac) {
+        let scheme = match (spec.scheme, &spec.hmac) {
             (SchemeName::None, _) => {
                 if !secrets.is_empty() {
                     return Err("secrets: scheme \"none\" verifies no signature; give bearer_sha256 or basic instead".into());
                 }
                 None
             }
+            (SchemeName::Hmac, Some(h)) => Some(Scheme::Hmac(h.clone())),
             (SchemeName::Hmac, None) => {
                 return Err(
                     "hmac: scheme \"hmac\" needs its settings (hmac.header at least)".into(),
                 );
             }
-            (other, Some(_)) if other != SchemeName::Hmac => {
+            (other, Some(_)) => {
                 return Err(format!(
                     "hmac: settings are for scheme \"hmac\", not {:?}",
                     other.as_str()
                 ));
             }
-            (name, hmac) => {
-                let scheme = match name {
-                    SchemeName::StandardWebhooks => Scheme::StandardWebhooks,
-                    SchemeName::Stripe => Scheme::Stripe,
-                    SchemeName::Github => Scheme::Github,
-                    SchemeName::Shopify => Scheme::Shopify,
-                    _ => Scheme::Hmac(hmac.clone().unwrap_or_else(|| HmacScheme {
-                        header: String::new(),
-                        algorithm: Default::default(),
-                        encoding: Default::default(),
-                        prefix: String::new(),
-                        timestamp_header: None,
-                        separator: ".".into(),
-                    })),
-                };
-                Some(
-                    Verifier::new(scheme, &secrets, spec.tolerance_secs).map_err(|e| {
-                        format!("secrets: {e}").replace("secrets: header:", "hmac.header:")
-                    })?,
-                )
-            }
+            (SchemeName::StandardWebhooks, None) => Some(Scheme::StandardWebhooks),
+            (SchemeName::Stripe, None) => Some(Scheme::Stripe),
+            (SchemeName::Github, None) => Some(Scheme::Github),
+            (SchemeName::Shopify, None) => Some(Scheme::Shopify),
         };
+        // The verifier's errors name its own fields: `header` is `hmac.header` here.
+        let verifier = scheme
+            .map(|scheme| {
+                Verifier::new(scheme, &secrets, spec.tolerance_secs).map_err(|e| {
+                    if e.starts_with("header:") {
+                        format!("hmac.{e}")
+                    } else {
+                        format!("secrets: {e}")
+                    }
+                })
+            })
+            .transpose()?;
         let auth = source_auth(&spec)?;
         if spec.scheme == SchemeName::None && auth.bearer.is_empty() && auth.basic.is_empty() {
             return Err(
@@ -549,6 +594,43 @@ mod tests {
         assert!(s.accepts(Some("application/json; charset=utf-8")));
         assert!(!s.accepts(Some("text/plain")));
         assert!(!s.accepts(None));
+    }
+
+    #[test]
+    fn files_and_variables_are_read_into_secrets_and_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let (secret, schema) = (dir.path().join("secret"), dir.path().join("schema.json"));
+        std::fs::write(&secret, "from-file\n").unwrap();
+        std::fs::write(&schema, "{\"type\": \"object\"}").unwrap();
+        let env = |var: &str| (var == "GH").then(|| "from-env".to_owned());
+        let mut spec = SourceSpec {
+            secrets: vec!["inline".into()],
+            secret_env: vec!["GH".into()],
+            secret_files: vec![secret.clone()],
+            json_schema_file: Some(schema.clone()),
+            ..SourceSpec::new("gh", SchemeName::Github, "q")
+        };
+        spec.resolve_files("sources[0].", &env).unwrap();
+        assert_eq!(spec.secrets, ["inline", "from-env", "from-file"]);
+        assert_eq!(spec.json_schema.as_deref(), Some("{\"type\": \"object\"}"));
+        assert!(spec.secret_env.is_empty() && spec.json_schema_file.is_none());
+        let unset = SourceSpec {
+            secret_env: vec!["NOPE".into()],
+            ..SourceSpec::new("gh", SchemeName::Github, "q")
+        };
+        let (key, _) = unset
+            .clone()
+            .resolve_files("sources[0].", &env)
+            .unwrap_err();
+        assert_eq!(key, "sources[0].secret_env[0]");
+        let both = SourceSpec {
+            json_schema: Some("{}".into()),
+            json_schema_file: Some(schema),
+            ..SourceSpec::new("gh", SchemeName::Github, "q")
+        };
+        let (key, why) = both.clone().resolve_files("", &env).unwrap_err();
+        assert_eq!(key, "json_schema_file");
+        assert!(why.contains("not both"), "{why}");
     }
 
     #[test]
