@@ -189,9 +189,22 @@ fn inbound_burst_stores_each_accepted_webhook_once_and_no_forged_one() {
         &dir,
         &["--duration", "3s", "--scale", "0.1"],
     );
-    assert_eq!(code, Some(0), "{text}");
+    // 1 = the checker or an SLO failed; the latency SLO depends on how busy the shared CI
+    // box is (a timing, not a behaviour, as in the test above), so only that may break.
+    // The ingest checks (resends stored again, forgeries accepted, a consumer seeing an
+    // event twice) are `slo_broken` entries too, and must not.
+    assert!(matches!(code, Some(0 | 1)), "{text}");
     let r = report(&dir);
+    for broken in r["slo_broken"].as_array().unwrap() {
+        let b = broken.as_str().unwrap();
+        assert!(
+            b.starts_with("enqueue p99") || b.starts_with("end-to-end p99"),
+            "{b}: {text}"
+        );
+    }
     let (v, i) = (&r["verdict"], &r["ingest"]);
+    assert_eq!(v["lost"], 0, "{text}");
+    assert_eq!(v["undelivered"], 0, "{text}");
     let accepted = i["accepted"].as_u64().unwrap();
     assert!(accepted > 2_000, "{text}");
     assert_eq!(v["acked"].as_u64().unwrap(), accepted, "{text}");
