@@ -13,14 +13,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use hdrhistogram::Histogram;
-use hmac::{Hmac, KeyInit, Mac};
+use hookd::delivery::signing::{Secret, signature_header};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
-use sha2::Sha256;
 
 /// The signing secret of every target (the FastAPI peer's default too).
 pub const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -78,18 +75,18 @@ pub async fn bare_server() -> anyhow::Result<SocketAddr> {
 
 /// Signs and sends; each request has its own `webhook-id`.
 struct Signer {
-    key: Vec<u8>,
+    secret: [Secret; 1],
     body: Bytes,
     prefix: String,
 }
 
 impl Signer {
     fn new(payload: usize, prefix: &str) -> anyhow::Result<Self> {
-        let key = STANDARD.decode(SECRET.trim_start_matches("whsec_"))?;
+        let secret = [Secret::parse(SECRET)?];
         let pad = "x".repeat(payload.saturating_sub(40));
         let body = Bytes::from(format!(r#"{{"type":"bench.event","data":"{pad}"}}"#));
         Ok(Self {
-            key,
+            secret,
             body,
             prefix: prefix.to_owned(),
         })
@@ -97,23 +94,14 @@ impl Signer {
 
     fn request(&self, path: &str, n: u64) -> anyhow::Result<hyper::Request<Full<Bytes>>> {
         let id = format!("{}-{n}", self.prefix);
-        let ts = SystemTime::now()
-            .duration_since(UNIX_EPOCH)?
-            .as_secs()
-            .to_string();
-        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.key)?;
-        mac.update(id.as_bytes());
-        mac.update(b".");
-        mac.update(ts.as_bytes());
-        mac.update(b".");
-        mac.update(&self.body);
-        let sig = STANDARD.encode(mac.finalize().into_bytes());
+        let ts = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
+        let signature = signature_header(&self.secret, &id, ts, &self.body).unwrap_or_default();
         Ok(hyper::Request::post(path)
             .header("host", "bench")
             .header("content-type", "application/json")
             .header("webhook-id", id)
-            .header("webhook-timestamp", ts)
-            .header("webhook-signature", format!("v1,{sig}"))
+            .header("webhook-timestamp", ts.to_string())
+            .header("webhook-signature", signature)
             .body(Full::new(self.body.clone()))?)
     }
 }

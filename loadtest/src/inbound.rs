@@ -16,11 +16,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
-use hmac::{Hmac, KeyInit, Mac};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde::Serialize;
-use sha2::Sha256;
+
+use hookd::delivery::signing::{Secret, signature_header};
 
 use crate::scenario::Ingest;
 use crate::tally::Enqueue;
@@ -83,8 +83,9 @@ pub struct Inbound {
     addr: SocketAddr,
     /// Queue name in hookd -> `/in/{source}`.
     paths: HashMap<String, String>,
-    key: Vec<u8>,
-    wrong_key: Vec<u8>,
+    secret: [Secret; 1],
+    /// Not the sources' secret: what a forger signs with.
+    wrong_secret: [Secret; 1],
     settings: Ingest,
     conns: Vec<tokio::sync::Mutex<Option<Conn>>>,
     counters: Counters,
@@ -106,12 +107,14 @@ impl Inbound {
         settings: Ingest,
     ) -> anyhow::Result<Self> {
         let key = STANDARD.decode(secret.trim_start_matches("whsec_"))?;
-        let wrong_key = key.iter().map(|b| b ^ 0x5a).collect();
+        let wrong: Vec<u8> = key.iter().map(|b| b ^ 0x5a).collect();
+        let wrong_secret = [Secret::parse(&format!("whsec_{}", STANDARD.encode(wrong)))?];
+        let secret = [Secret::parse(secret)?];
         Ok(Self {
             addr,
             paths,
-            key,
-            wrong_key,
+            secret,
+            wrong_secret,
             settings,
             conns: (0..settings.connections)
                 .map(|_| tokio::sync::Mutex::new(None))
@@ -159,7 +162,11 @@ impl Inbound {
         let bad = draw.0 < self.settings.bad_signature_rate.0;
         let resend = !bad && draw.1 < self.settings.duplicate_rate.0;
         let body = Bytes::from(payload);
-        let key = if bad { &self.wrong_key } else { &self.key };
+        let key = if bad {
+            &self.wrong_secret
+        } else {
+            &self.secret
+        };
         let conn = &self.conns[index as usize % self.conns.len()];
         bump(&self.counters.posted);
         if bad {
@@ -220,24 +227,16 @@ impl Inbound {
         conn: &tokio::sync::Mutex<Option<Conn>>,
         path: &str,
         id: &str,
-        key: &[u8],
+        secret: &[Secret],
         body: Bytes,
     ) -> Option<Answer> {
-        let ts = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .ok()?
-            .as_secs()
-            .to_string();
-        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).ok()?;
-        for part in [id.as_bytes(), b".", ts.as_bytes(), b".", &body] {
-            mac.update(part);
-        }
-        let signature = format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes()));
+        let ts = SystemTime::now().duration_since(UNIX_EPOCH).ok()?.as_secs();
+        let signature = signature_header(secret, id, ts, &body)?;
         let request = hyper::Request::post(path)
             .header("host", "hookd")
             .header("content-type", "application/octet-stream")
             .header("webhook-id", id)
-            .header("webhook-timestamp", ts)
+            .header("webhook-timestamp", ts.to_string())
             .header("webhook-signature", signature)
             .header("x-event-type", "loadtest")
             .body(Full::new(body))
