@@ -17,6 +17,7 @@ fn id() -> pb::EnqueueResponse {
     pb::EnqueueResponse {
         id: uuid::Uuid::now_v7().to_string(),
         duplicate: false,
+        throttle_ms: 0,
     }
 }
 
@@ -41,7 +42,10 @@ impl Hookd for Echo {
                 result: Some(pb::enqueue_result::Result::Ok(id())),
             })
             .collect();
-        Ok(Response::new(pb::EnqueueBatchResponse { results }))
+        Ok(Response::new(pb::EnqueueBatchResponse {
+            results,
+            throttle_ms: 0,
+        }))
     }
 }
 

@@ -69,6 +69,50 @@ pub struct Config {
     pub connections: crate::listen::ConnectionLimits,
     /// Encryption of endpoint signing secrets at rest.
     pub secrets: crate::secrets::SecretsConfig,
+    /// Watermarks per destination and in total: a throttle hint above the soft mark,
+    /// RESOURCE_EXHAUSTED with a retry delay at the hard mark.
+    pub backpressure: crate::backpressure::BackpressureConfig,
+    /// Disk headroom, and what hookd does after its storage fails.
+    pub storage: StorageConfig,
+}
+
+/// Disk headroom and storage failures.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageConfig {
+    /// Space kept free on the data directory's file system: below it new events, endpoints
+    /// and sources are refused (RESOURCE_EXHAUSTED), while Acks, Nacks, delivery outcomes,
+    /// deletes and purges still go through. The reserve is the larger of the two.
+    pub reserve_mb: u64,
+    /// ...or this share of the file system's size.
+    pub reserve_percent: f64,
+    /// How often free space is measured (also on every checkpoint).
+    pub probe_interval_ms: u64,
+    /// After a storage failure (a failed write or fsync): `recover` closes the store,
+    /// reopens it (replaying and verifying the log) and serves again once that succeeds,
+    /// retrying every `recover_interval_ms`; `exit` stops hookd with a non-zero status for
+    /// its supervisor to restart. Either way nothing is answered from the failed state.
+    pub on_failure: OnStorageFailure,
+    pub recover_interval_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnStorageFailure {
+    Recover,
+    Exit,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        Self {
+            reserve_mb: 256,
+            reserve_percent: 1.0,
+            probe_interval_ms: 250,
+            on_failure: OnStorageFailure::Recover,
+            recover_interval_ms: 1_000,
+        }
+    }
 }
 
 /// Dead-letter tools.
@@ -188,6 +232,8 @@ impl Default for Config {
             tls: crate::listen::TlsConfig::default(),
             connections: crate::listen::ConnectionLimits::default(),
             secrets: crate::secrets::SecretsConfig::default(),
+            backpressure: crate::backpressure::BackpressureConfig::default(),
+            storage: StorageConfig::default(),
         }
     }
 }
@@ -303,6 +349,31 @@ impl Config {
         }
         if let Err((key, message)) = self.connections.check() {
             return invalid(key, message);
+        }
+        if let Err((key, message)) = self.backpressure.check(self.max_payload_bytes) {
+            return Err(ConfigError::InvalidAt {
+                key: format!("backpressure.{key}"),
+                message,
+            });
+        }
+        let st = &self.storage;
+        if !(st.reserve_percent.is_finite() && (0.0..=50.0).contains(&st.reserve_percent)) {
+            return invalid(
+                "storage.reserve_percent",
+                format!("{} is not within 0..=50", st.reserve_percent),
+            );
+        }
+        if !(10..=60_000).contains(&st.probe_interval_ms) {
+            return invalid(
+                "storage.probe_interval_ms",
+                format!("{} is not within 10..=60000", st.probe_interval_ms),
+            );
+        }
+        if !(10..=3_600_000).contains(&st.recover_interval_ms) {
+            return invalid(
+                "storage.recover_interval_ms",
+                format!("{} is not within 10..=3600000", st.recover_interval_ms),
+            );
         }
         validate_retry(&self.retry, "retry")?;
         self.delivery.validate()

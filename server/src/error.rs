@@ -16,8 +16,13 @@ pub enum ApiError {
     NotFound(String),
     #[error("{0}")]
     FailedPrecondition(String),
-    #[error("{0}")]
-    ResourceExhausted(String),
+    /// Over a limit that clears by itself; the client may retry after `retry_after_ms`
+    /// (sent as `google.rpc.RetryInfo` in the status details).
+    #[error("{message}")]
+    ResourceExhausted {
+        message: String,
+        retry_after_ms: Option<u64>,
+    },
     /// Storage failed or the server is shutting down: nothing was acknowledged.
     #[error("unavailable: {0}")]
     Unavailable(String),
@@ -32,7 +37,7 @@ impl ApiError {
             Self::InvalidArgument(_) => Code::InvalidArgument,
             Self::NotFound(_) => Code::NotFound,
             Self::FailedPrecondition(_) => Code::FailedPrecondition,
-            Self::ResourceExhausted(_) => Code::ResourceExhausted,
+            Self::ResourceExhausted { .. } => Code::ResourceExhausted,
             Self::Unavailable(_) => Code::Unavailable,
             Self::Internal(_) => Code::Internal,
         }
@@ -45,7 +50,13 @@ impl ApiError {
             Self::InvalidArgument(m) => Self::InvalidArgument(wrap(m)),
             Self::NotFound(m) => Self::NotFound(wrap(m)),
             Self::FailedPrecondition(m) => Self::FailedPrecondition(wrap(m)),
-            Self::ResourceExhausted(m) => Self::ResourceExhausted(wrap(m)),
+            Self::ResourceExhausted {
+                message,
+                retry_after_ms,
+            } => Self::ResourceExhausted {
+                message: wrap(message),
+                retry_after_ms,
+            },
             Self::Unavailable(m) => Self::Unavailable(m),
             Self::Internal(m) => Self::Internal(m),
         }
@@ -61,7 +72,12 @@ impl ApiError {
         match refusal {
             Refusal::At { index, refusal } => Self::refused(*refusal, &format!("{field}[{index}]")),
             Refusal::Unavailable(m) => Self::Unavailable(m),
-            r @ Refusal::AtCapacity { .. } => Self::ResourceExhausted(r.to_string()),
+            r @ (Refusal::AtCapacity { .. }
+            | Refusal::OverMark(_)
+            | Refusal::DiskFull { .. }) => Self::ResourceExhausted {
+                retry_after_ms: r.retry_after_ms(),
+                message: r.to_string(),
+            },
             r @ (Refusal::UnknownEndpoint { .. }
             | Refusal::NoEndpoint { .. }
             | Refusal::NoMessage { .. }
@@ -77,9 +93,31 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// When the client may retry (RESOURCE_EXHAUSTED only).
+    pub fn retry_after_ms(&self) -> Option<u64> {
+        match self {
+            Self::ResourceExhausted { retry_after_ms, .. } => *retry_after_ms,
+            _ => None,
+        }
+    }
+}
+
 impl From<ApiError> for Status {
     fn from(e: ApiError) -> Self {
-        Status::new(e.code(), e.to_string())
+        match e.retry_after_ms() {
+            // google.rpc.RetryInfo in the grpc-status-details-bin trailer: what gRPC
+            // clients in every language read to back off.
+            Some(ms) => {
+                use tonic_types::{ErrorDetails, StatusExt};
+                Status::with_error_details(
+                    e.code(),
+                    e.to_string(),
+                    ErrorDetails::with_retry_info(Some(std::time::Duration::from_millis(ms))),
+                )
+            }
+            None => Status::new(e.code(), e.to_string()),
+        }
     }
 }
 

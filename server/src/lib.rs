@@ -28,12 +28,14 @@
 pub mod alerts;
 pub mod api;
 pub mod auth;
+pub mod backpressure;
 pub mod breaker;
 pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod ctl;
 pub mod deadletters;
+pub mod disk;
 pub mod delivery;
 pub mod destination;
 pub mod engine;

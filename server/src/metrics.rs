@@ -63,6 +63,12 @@ pub struct Metrics {
     pub ingest_requests: IntCounterVec,
     /// From the request's arrival to its answer, accepted requests only (durable).
     pub ingest_seconds: Histogram,
+    /// Events refused before storage, by reason (`destination_messages`,
+    /// `destination_bytes`, `total_messages`, `total_bytes`: a hard watermark;
+    /// `disk_reserve`; `write_queue`: `max_queued_write_bytes`).
+    pub enqueue_refused: IntCounterVec,
+    /// Events accepted above a soft watermark (their answer carried a throttle hint).
+    pub throttled: IntCounter,
     gauges: Mutex<Gauges>,
 }
 
@@ -80,6 +86,10 @@ struct Gauges {
     dead_letters: GaugeVec,
     oldest_pending: GaugeVec,
     waiting_receives: GaugeVec,
+    live_bytes: GaugeVec,
+    backpressure: GaugeVec,
+    disk_available: IntGauge,
+    disk_reserve: IntGauge,
     breaker: GaugeVec,
     disabled: GaugeVec,
     live: IntGauge,
@@ -103,6 +113,8 @@ pub struct DestinationGauges {
     pub dead_letters: u64,
     pub oldest_pending_age_ms: u64,
     pub waiting_receives: u64,
+    pub live_bytes: u64,
+    pub backpressure: crate::backpressure::Level,
     /// Push destinations only.
     pub breaker: Option<BreakerState>,
     pub disabled: bool,
@@ -121,6 +133,8 @@ impl DestinationGauges {
         self.in_flight += other.in_flight;
         self.dead_letters += other.dead_letters;
         self.waiting_receives += other.waiting_receives;
+        self.live_bytes += other.live_bytes;
+        self.backpressure = self.backpressure.max(other.backpressure);
         self.oldest_pending_age_ms = self.oldest_pending_age_ms.max(other.oldest_pending_age_ms);
     }
 }
@@ -134,7 +148,18 @@ pub struct GaugeSnapshot {
     pub healthy: bool,
     /// Alert states: the totals' and each destination's that is not ok.
     pub alerts: Vec<crate::stats::AlertSnapshot>,
+    /// Against the global watermarks.
+    pub backpressure: crate::backpressure::Level,
 }
+
+const REFUSAL_REASONS: [&str; 6] = [
+    "destination_messages",
+    "destination_bytes",
+    "total_messages",
+    "total_bytes",
+    "disk_reserve",
+    "write_queue",
+];
 
 /// Alert series written at most (the totals' come first); beyond, the rest are left out.
 pub const MAX_ALERT_SERIES: usize = 1_000;
@@ -260,7 +285,34 @@ impl Metrics {
                 "From an inbound webhook's arrival to its 202, the event durable.",
                 SYNC_BUCKETS,
             ),
+            enqueue_refused: reg.add(IntCounterVec::new(
+                Opts::new(
+                    "hookd_enqueue_refused_total",
+                    "Events refused before storage (RESOURCE_EXHAUSTED or HTTP 429/503), by reason: destination_messages, destination_bytes, total_messages, total_bytes (hard watermarks), disk_reserve, write_queue.",
+                ),
+                &["reason"],
+            )),
+            throttled: counter(
+                "hookd_enqueue_throttled_total",
+                "Events accepted above a soft watermark: their answer suggested a pause (throttle_ms).",
+            ),
             gauges: Mutex::new(Gauges {
+                live_bytes: by_dest(
+                    "hookd_live_bytes",
+                    "Bytes of live messages' records, by destination (the byte watermarks' measure).",
+                ),
+                backpressure: by_dest(
+                    "hookd_backpressure_level",
+                    "Against the watermarks: 0 below the soft mark, 1 between the marks (throttle hints), 2 at the hard mark (refusing); destination \"*\" is the global marks.",
+                ),
+                disk_available: gauge(
+                    "hookd_disk_available_bytes",
+                    "Space hookd may still write on the data directory's file system.",
+                ),
+                disk_reserve: gauge(
+                    "hookd_disk_reserve_bytes",
+                    "The reserve: below it new events are refused (storage.reserve_mb / reserve_percent).",
+                ),
                 pending: by_dest(
                     "hookd_pending_messages",
                     "Messages waiting for their first or next attempt (ready or scheduled), by destination.",
@@ -357,6 +409,27 @@ impl Metrics {
         for stage in ["log", "apply", "checkpoint"] {
             self.storage_failures.with_label_values(&[stage]);
         }
+        for reason in REFUSAL_REASONS {
+            self.enqueue_refused.with_label_values(&[reason]);
+        }
+    }
+
+    /// Counts an event refused before storage.
+    pub fn refused(&self, r: &crate::engine::Refusal) {
+        use crate::backpressure::{Measure, Scope};
+        use crate::engine::Refusal;
+        let reason = match r {
+            Refusal::OverMark(over) => match (over.scope, over.measure) {
+                (Scope::Destination, Measure::Messages) => "destination_messages",
+                (Scope::Destination, Measure::Bytes) => "destination_bytes",
+                (Scope::All, Measure::Messages) => "total_messages",
+                (Scope::All, Measure::Bytes) => "total_bytes",
+            },
+            Refusal::DiskFull { .. } => "disk_reserve",
+            Refusal::AtCapacity { .. } => "write_queue",
+            _ => return,
+        };
+        self.enqueue_refused.with_label_values(&[reason]).inc();
     }
 
     /// One push attempt's outcome class and duration.
@@ -421,6 +494,8 @@ impl Gauges {
             &self.dead_letters,
             &self.oldest_pending,
             &self.waiting_receives,
+            &self.live_bytes,
+            &self.backpressure,
             &self.breaker,
             &self.disabled,
             &self.alerts,
@@ -453,6 +528,10 @@ impl Gauges {
             self.oldest_pending
                 .with_label_values(&l)
                 .set(d.oldest_pending_age_ms as f64 / 1e3);
+            self.live_bytes.with_label_values(&l).set(d.live_bytes as f64);
+            self.backpressure
+                .with_label_values(&l)
+                .set(d.backpressure as u8 as f64);
             if d.waiting_receives > 0 {
                 self.waiting_receives
                     .with_label_values(&l)
@@ -480,6 +559,11 @@ impl Gauges {
         self.checkpoint_age.set(st.checkpoint_age_ms as f64 / 1e3);
         self.replay_seconds.set(st.replay_ms as f64 / 1e3);
         self.healthy.set(i64::from(s.healthy));
+        self.disk_available.set(clamp(st.disk_available_bytes));
+        self.disk_reserve.set(clamp(st.disk_reserve_bytes));
+        self.backpressure
+            .with_label_values(&[crate::alerts::TOTAL])
+            .set(s.backpressure as u8 as f64);
     }
 }
 

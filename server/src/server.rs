@@ -43,6 +43,9 @@ pub enum ServeError {
     /// A stored secret that the configured keys cannot open.
     #[error("endpoint secrets: {0}")]
     Secrets(String),
+    /// Storage failed while serving and `storage.on_failure = "exit"`.
+    #[error("storage failed: {0}")]
+    StorageFailed(String),
 }
 
 /// Called once the engine is up, with its handle (tests use it to wake the engine after
@@ -61,6 +64,8 @@ pub struct Hooks {
     /// Seeds the engine's random source (retry jitter), so a test sees the same draws on
     /// every run. `None`: seeded from the OS.
     pub rng_seed: Option<u64>,
+    /// Measures free disk space instead of the data directory's file system.
+    pub disk: Option<crate::disk::Probe>,
 }
 
 #[cfg(any(test, feature = "test-util"))]
@@ -71,6 +76,7 @@ impl Default for Hooks {
             on_ready: None,
             faults: None,
             rng_seed: None,
+            disk: None,
         }
     }
 }
@@ -88,14 +94,16 @@ impl std::fmt::Debug for Hooks {
 /// Opens the store and its log (in a data directory, with a page cache of so many bytes
 /// and log segments of so many).
 type OpenStore =
-    Box<dyn FnOnce(&std::path::Path, usize, u64) -> Result<Storage, StoreError> + Send>;
+    Arc<dyn Fn(&std::path::Path, usize, u64) -> Result<Storage, StoreError> + Send + Sync>;
 
-/// What [`serve`] runs with: the system's clock and file unless a test plugged in others.
+/// What [`serve`] runs with: the system's clock, file and file system unless a test plugged
+/// in others.
 struct Plugged {
     clock: Arc<dyn Clock>,
     on_ready: Option<OnReady>,
     open_store: OpenStore,
     rng_seed: Option<u64>,
+    disk: Option<crate::disk::Probe>,
 }
 
 impl Default for Plugged {
@@ -103,8 +111,9 @@ impl Default for Plugged {
         Self {
             clock: Arc::new(SystemClock),
             on_ready: None,
-            open_store: Box::new(Storage::open_dir),
+            open_store: Arc::new(Storage::open_dir),
             rng_seed: None,
+            disk: None,
         }
     }
 }
@@ -121,6 +130,23 @@ pub struct Listeners {
 }
 
 impl Listeners {
+    /// Second handles on the same three sockets: a storage recovery stops the servers
+    /// (closing their handles) and serves again on these, so the addresses stay bound
+    /// and connections that arrive meanwhile wait in the backlog.
+    fn try_clone(&self) -> std::io::Result<Self> {
+        use std::os::fd::AsFd;
+        let dup = |l: &TcpListener| -> std::io::Result<TcpListener> {
+            let std = std::net::TcpListener::from(l.as_fd().try_clone_to_owned()?);
+            std.set_nonblocking(true)?;
+            TcpListener::from_std(std)
+        };
+        Ok(Self {
+            grpc: dup(&self.grpc)?,
+            http: dup(&self.http)?,
+            ingest: dup(&self.ingest)?,
+        })
+    }
+
     /// All three on `127.0.0.1:0`.
     pub async fn loopback() -> std::io::Result<Self> {
         let bind = || TcpListener::bind("127.0.0.1:0");
@@ -154,29 +180,122 @@ pub async fn run_with(
         clock: hooks.clock,
         on_ready: hooks.on_ready,
         rng_seed: hooks.rng_seed,
+        disk: hooks.disk,
         ..Plugged::default()
     };
     if let Some(faults) = hooks.faults {
-        plugged.open_store =
-            Box::new(move |dir, cache, segment| Storage::open_faulty(dir, cache, segment, faults));
+        plugged.open_store = Arc::new(move |dir, cache, segment| {
+            Storage::open_faulty(dir, cache, segment, faults.clone())
+        });
     }
     serve(config, listeners, shutdown, plugged).await
 }
 
+/// How one incarnation of the servers ended.
+enum Ended {
+    /// Asked to stop.
+    Shutdown,
+    /// The storage failed: everything was stopped in order, nothing answered after.
+    StorageFailed(String),
+}
+
+/// Serves until `shutdown`; after a storage failure, either stops with
+/// [`ServeError::StorageFailed`] (`storage.on_failure = "exit"`) or closes everything,
+/// reopens the store (replaying and checking the log) and serves again on the same
+/// sockets, retrying the reopening every `storage.recover_interval_ms`.
 async fn serve(
     config: Config,
     listeners: Listeners,
     shutdown: impl Future<Output = ()> + Send + 'static,
-    plugged: Plugged,
+    mut plugged: Plugged,
 ) -> Result<(), ServeError> {
     config.validate()?;
+    let (quit_tx, quit) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = quit_tx.send(true);
+    });
+    ignore_file_size_signal();
+    let shared = Shared {
+        metrics: Arc::new(Metrics::new()),
+        headroom: Arc::new(crate::disk::Headroom::new(
+            config.storage.reserve_mb,
+            config.storage.reserve_percent,
+        )),
+        disk: plugged
+            .disk
+            .take()
+            .unwrap_or_else(|| crate::disk::probe_dir(&config.data_dir)),
+    };
+    let mut first = true;
+    loop {
+        let handles = listeners.try_clone()?;
+        match serve_once(&config, handles, quit.clone(), &mut plugged, &shared).await {
+            Ok(Ended::Shutdown) => return Ok(()),
+            Ok(Ended::StorageFailed(why)) => {
+                if config.storage.on_failure == crate::config::OnStorageFailure::Exit {
+                    tracing::error!(reason = %why, "storage failed; exiting (storage.on_failure = \"exit\")");
+                    return Err(ServeError::StorageFailed(why));
+                }
+                tracing::error!(reason = %why, "storage failed; everything stopped in order; reopening the store");
+            }
+            // The first start's errors are the caller's (a bad config, a store that does
+            // not open); after a failure, the store may take a while to come back.
+            Err(e) if first => return Err(e),
+            Err(e) => tracing::warn!(error = %e, retry_in_ms = config.storage.recover_interval_ms, "storage still failing; retrying"),
+        }
+        first = false;
+        let mut quit = quit.clone();
+        tokio::select! {
+            _ = quit.wait_for(|q| *q) => return Ok(()),
+            () = tokio::time::sleep(Duration::from_millis(config.storage.recover_interval_ms)) => {}
+        }
+    }
+}
+
+/// What outlives a storage recovery: the metrics (counters keep counting) and the disk
+/// headroom.
+struct Shared {
+    metrics: Arc<Metrics>,
+    headroom: Arc<crate::disk::Headroom>,
+    disk: crate::disk::Probe,
+}
+
+/// A write past the file-size limit (`RLIMIT_FSIZE`) raises SIGXFSZ, which kills the
+/// process by default: with a handler installed the write fails with EFBIG instead, a
+/// storage failure hookd recovers from (and the headroom refuses new events before it).
+fn ignore_file_size_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::from_raw(rustix::process::Signal::XFSZ.as_raw())) {
+        Ok(mut s) => {
+            tokio::spawn(async move {
+                while s.recv().await.is_some() {
+                    tracing::warn!("a write went past the file-size limit (SIGXFSZ)");
+                }
+            });
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot handle SIGXFSZ"),
+    }
+}
+
+async fn serve_once(
+    config: &Config,
+    listeners: Listeners,
+    quit: tokio::sync::watch::Receiver<bool>,
+    plugged: &mut Plugged,
+    shared: &Shared,
+) -> Result<Ended, ServeError> {
     let Listeners { grpc, http, ingest } = listeners;
-    let Plugged {
-        clock,
-        on_ready,
-        open_store,
-        rng_seed,
-    } = plugged;
+    let clock = plugged.clock.clone();
+    let on_ready = plugged.on_ready.take();
+    let open_store = plugged.open_store.clone();
+    let rng_seed = plugged.rng_seed;
+    let shutdown = {
+        let mut quit = quit.clone();
+        async move {
+            let _ = quit.wait_for(|q| *q).await;
+        }
+    };
     let auth = crate::auth::Authenticator::new(&config.auth, clock.clone(), &|var| {
         std::env::var(var).ok()
     })
@@ -186,7 +305,7 @@ async fn serve(
     let sealer = crate::secrets::Sealer::new(&config.secrets, &|var| std::env::var(var).ok())
         .map_err(|(key, message)| ConfigError::InvalidAt { key, message })?
         .map(Arc::new);
-    exposure(&config, &grpc, &http, auth.enabled(), tls.is_some())?;
+    exposure(config, &grpc, &http, auth.enabled(), tls.is_some())?;
     let ingest_addr = ingest.local_addr()?;
     if !ingest_addr.ip().is_loopback() && tls.is_none() {
         tracing::warn!(%ingest_addr, "receiving webhooks without TLS on a non-loopback address: put a TLS-terminating proxy in front, or set tls.cert_file and tls.key_file");
@@ -204,7 +323,10 @@ async fn serve(
             .map_err(|e| StoreError::Io(std::io::Error::other(e)))??
     };
     let store = storage.store.clone();
-    let metrics = Arc::new(Metrics::new());
+    let failure_store = store.clone();
+    let metrics = shared.metrics.clone();
+    let headroom = shared.headroom.clone();
+    headroom.probe(&shared.disk);
     let events = crate::events::Events::default();
     let engine_config = EngineConfig {
         retry: config.retry,
@@ -221,6 +343,8 @@ async fn serve(
         events: events.clone(),
         alerts: config.alerts.clone(),
         sealer: sealer.clone(),
+        backpressure: config.backpressure.clone(),
+        headroom: headroom.clone(),
     };
     // Engine -> dispatcher: attempts, after their commit. Dispatcher -> engine: outcomes,
     // through the handle (a callback, so `delivery` never depends on the engine).
@@ -241,7 +365,7 @@ async fn serve(
         return Err(e);
     }
     // Ingest sources: the config's, then those made over gRPC (stored).
-    let sources = match load_sources(&config, store.clone(), &engine, sealer.clone()).await {
+    let sources = match load_sources(config, store.clone(), &engine, sealer.clone()).await {
         Ok(s) => Arc::new(s),
         Err(e) => {
             engine.drain();
@@ -354,6 +478,11 @@ async fn serve(
     if let Some(tls) = &tls {
         tokio::spawn(tls.clone().watch(stop_rx.clone()));
     }
+    tokio::spawn(headroom.clone().watch(
+        shared.disk.clone(),
+        Duration::from_millis(config.storage.probe_interval_ms),
+        stop_rx.clone(),
+    ));
     // Connections are accepted (and their TLS handshakes done) by `listen`, which holds
     // them to the connection limit, the handshake deadline and the idle timeout.
     let grpc_conns = crate::listen::accept(
@@ -431,8 +560,28 @@ async fn serve(
     let mut http_server = std::pin::pin!(http_server);
     let mut ingest_server = std::pin::pin!(ingest_server);
     let (mut grpc_done, mut http_done, mut ingest_done) = (None, None, None);
+    let mut failed = None;
+    let storage_failed = {
+        let mut healthy = engine.health();
+        async move {
+            // Ends when health turns false (a storage failure, or a panic of the engine
+            // thread), or never, if the engine stops while healthy.
+            if healthy.wait_for(|h| !*h).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    };
     tokio::select! {
         () = shutdown => tracing::info!("shutting down: no new connections; finishing in-flight requests"),
+        () = storage_failed => {
+            tracing::error!("storage failed: stopping the servers; nothing more is answered from this state");
+            failed = Some(
+                failure_store
+                    .mark()
+                    .failed()
+                    .map_or_else(|| "the engine stopped".to_owned(), |why| why.to_string()),
+            );
+        }
         r = &mut grpc_server => {
             tracing::error!(result = ?r, "gRPC server stopped unexpectedly; shutting down");
             grpc_done = Some(r);
@@ -465,7 +614,11 @@ async fn serve(
     let _ = watch_health.await;
     // The engine stopped handing out attempts at `drain`; let those in flight finish so
     // their outcomes are recorded (any left are simply sent again after a restart).
-    let grace = Duration::from_millis(config.delivery.shutdown_grace_ms);
+    // (After a storage failure their outcomes cannot be recorded: no grace.)
+    let grace = match failed {
+        Some(_) => Duration::ZERO,
+        None => Duration::from_millis(config.delivery.shutdown_grace_ms),
+    };
     let left = in_flight.settle(grace).await;
     if left > 0 {
         tracing::warn!(
@@ -479,11 +632,17 @@ async fn serve(
         .map_err(std::io::Error::other)?;
     // The engine's sender is gone with it, so the dispatcher's loop ends.
     dispatcher_task.abort();
-    tracing::info!("hookd stopped cleanly");
+    drop(failure_store);
     grpc_result?;
     http_result?;
     ingest_result?;
-    Ok(())
+    match failed {
+        Some(why) => Ok(Ended::StorageFailed(why)),
+        None => {
+            tracing::info!("hookd stopped cleanly");
+            Ok(Ended::Shutdown)
+        }
+    }
 }
 
 /// Sets both the server's overall health (`""`) and `hookd.v1.Hookd`'s.

@@ -397,6 +397,10 @@ pub struct DestinationSnapshot {
     pub push: Option<PushSnapshot>,
     /// Long-poll Receives waiting for a message.
     pub waiting_receives: u64,
+    /// Bytes of its live messages' records (what the byte watermarks measure).
+    pub live_bytes: u64,
+    /// Where it stands against its watermarks (for the total: the global ones).
+    pub backpressure: crate::backpressure::Level,
 }
 
 /// How deliveries to one push destination are going.
@@ -444,6 +448,10 @@ pub struct StorageSnapshot {
     /// At the last start: how long replaying the log took, and how many bytes it read.
     pub replay_ms: u64,
     pub replayed_bytes: u64,
+    /// Space hookd may still write on the data directory's file system, and the reserve
+    /// below which new events are refused.
+    pub disk_available_bytes: u64,
+    pub disk_reserve_bytes: u64,
 }
 
 /// Everything Stats answers.

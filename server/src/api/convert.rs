@@ -16,6 +16,7 @@ pub fn enqueued(e: Enqueued) -> pb::EnqueueResponse {
     pb::EnqueueResponse {
         id: e.id.to_string(),
         duplicate: e.duplicate,
+        throttle_ms: e.throttle_ms,
     }
 }
 
@@ -165,6 +166,17 @@ fn destination_stats(d: DestinationSnapshot) -> pb::DestinationStats {
         latency_last_24h: Some(latency(d.latency_last_24h)),
         push: d.push.map(push),
         waiting_receives: d.waiting_receives,
+        live_bytes: d.live_bytes,
+        backpressure: level(d.backpressure) as i32,
+    }
+}
+
+fn level(l: crate::backpressure::Level) -> pb::BackpressureLevel {
+    use crate::backpressure::Level;
+    match l {
+        Level::Ok => pb::BackpressureLevel::Ok,
+        Level::Soft => pb::BackpressureLevel::Soft,
+        Level::Hard => pb::BackpressureLevel::Hard,
     }
 }
 
@@ -182,6 +194,8 @@ fn storage(s: StorageSnapshot) -> pb::StorageStats {
         replay_ms: s.replay_ms,
         replayed_bytes: s.replayed_bytes,
         log_since_checkpoint_bytes: s.log_since_checkpoint_bytes,
+        disk_available_bytes: s.disk_available_bytes,
+        disk_reserve_bytes: s.disk_reserve_bytes,
     }
 }
 

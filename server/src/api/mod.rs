@@ -110,6 +110,7 @@ fn error_proto(e: &ApiError) -> pb::Error {
     pb::Error {
         code: e.code() as i32,
         message: e.to_string(),
+        retry_after_ms: e.retry_after_ms().unwrap_or(0),
     }
 }
 
@@ -167,19 +168,41 @@ impl Hookd for HookdService {
                 Err(e) => results.push(Some(failed(e, i))),
             }
         }
+        let mut throttle_ms = 0;
         if !valid.is_empty() {
             let stored = self.engine.enqueue(valid).await.map_err(refused(""))?;
+            // Every event refused for a limit that clears by itself (a hard watermark, the
+            // disk reserve): the call as a whole is RESOURCE_EXHAUSTED with RetryInfo, so a
+            // client's ordinary retry policy backs off. Nothing was stored.
+            let retry = stored
+                .iter()
+                .map(|r| r.as_ref().err().and_then(Refusal::retry_after_ms))
+                .collect::<Option<Vec<u64>>>();
+            if let (Some(delays), Some(Err(first))) = (retry, stored.first())
+                && results.iter().all(Option::is_none)
+            {
+                let longest = delays.into_iter().max().unwrap_or(0);
+                return Err(ApiError::ResourceExhausted {
+                    message: format!("every event was refused: {first}"),
+                    retry_after_ms: Some(longest),
+                }
+                .into());
+            }
             for (slot, result) in slots.into_iter().zip(stored) {
                 results[slot] = Some(match result {
-                    Ok(ok) => pb::EnqueueResult {
-                        result: Some(pb::enqueue_result::Result::Ok(convert::enqueued(ok))),
-                    },
+                    Ok(ok) => {
+                        throttle_ms = throttle_ms.max(ok.throttle_ms);
+                        pb::EnqueueResult {
+                            result: Some(pb::enqueue_result::Result::Ok(convert::enqueued(ok))),
+                        }
+                    }
                     Err(r) => failed(ApiError::refused(r, "endpoint"), slot),
                 });
             }
         }
         Ok(Response::new(pb::EnqueueBatchResponse {
             results: results.into_iter().map(Option::unwrap_or_default).collect(),
+            throttle_ms,
         }))
     }
 

@@ -3,6 +3,7 @@
 use std::collections::HashSet;
 
 use super::enqueue::waiting;
+use super::index::Live;
 use super::{Engine, Refusal, ReplayOutcome, ReplayRequest, Tx};
 use crate::destination::Destination;
 use crate::ids::MessageId;
@@ -102,7 +103,9 @@ impl Engine {
             self.fresh.insert(id);
             let d = self.dest(&key, now);
             self.index.one_dead_less(d);
-            self.track(id, d, waiting(due, now), 0, entry.max_attempts, due);
+            let bytes = t.record_len(id)?;
+            let live = Live::new(d, waiting(due, now), 0, entry.max_attempts, bytes);
+            self.track(id, live, due);
             self.watch(|| crate::events::Event {
                 at_ms: now,
                 kind: "replayed",
@@ -284,6 +287,8 @@ impl Engine {
                 dead_letters: dest.counts.dead,
                 oldest_pending_age_ms: dest.oldest_age_ms(now),
                 waiting_receives: dest.waiters.len() as u64,
+                live_bytes: dest.live_bytes,
+                backpressure: self.dest_level(dest),
                 breaker: dest.push.as_ref().map(|p| p.gate.breaker().state()),
                 disabled: dest
                     .push
@@ -296,7 +301,28 @@ impl Engine {
             alerts: self.alert_states(),
             storage: self.storage_snapshot(now),
             healthy: self.failed.is_none() && self.syncer.failed().is_none(),
+            backpressure: self.total_level(),
         }
+    }
+
+    fn dest_level(&self, dest: &super::index::Dest) -> crate::backpressure::Level {
+        let held = crate::backpressure::Held {
+            messages: dest.counts.pending + dest.counts.awaiting_retry + dest.counts.in_flight,
+            bytes: dest.live_bytes,
+        };
+        self.config
+            .backpressure
+            .level(held, crate::backpressure::Scope::Destination)
+    }
+
+    fn total_level(&self) -> crate::backpressure::Level {
+        let held = crate::backpressure::Held {
+            messages: self.index.live.len() as u64,
+            bytes: self.index.live_bytes,
+        };
+        self.config
+            .backpressure
+            .level(held, crate::backpressure::Scope::All)
     }
 
     /// The totals (kept as messages move, never summed here) and one page of
@@ -315,6 +341,8 @@ impl Engine {
                 .index
                 .oldest()
                 .map_or(0, |id| now.saturating_sub(id.unix_ms())),
+            live_bytes: self.index.live_bytes,
+            backpressure: self.total_level(),
             ..Default::default()
         };
         self.total.fill(now, &mut total);
@@ -326,6 +354,8 @@ impl Engine {
                 break;
             }
             let mut s = dest.stats(now);
+            s.live_bytes = dest.live_bytes;
+            s.backpressure = self.dest_level(dest);
             if let Some(push) = &dest.push {
                 s.push = Some(push.stats(
                     now,
@@ -363,6 +393,8 @@ impl Engine {
         storage.log_since_checkpoint_bytes = since;
         storage.replay_ms = self.replayed.millis;
         storage.replayed_bytes = self.replayed.to - self.replayed.from;
+        storage.disk_available_bytes = self.config.headroom.available();
+        storage.disk_reserve_bytes = self.config.headroom.reserve();
         storage
     }
 }

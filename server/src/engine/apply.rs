@@ -160,6 +160,17 @@ impl Engine {
                 let outcome = self.pause(t, now, &name, pause);
                 settle(done, reply, outcome)?;
             }
+            // New definitions wait for disk space like new events (removals go through).
+            Command::PutEndpoint { reply, .. } if self.config.headroom.short().is_some() => {
+                let _ = reply.send(Err(self.disk_full()));
+            }
+            Command::PutSource {
+                spec: Some(_),
+                reply,
+                ..
+            } if self.config.headroom.short().is_some() => {
+                let _ = reply.send(Err(self.disk_full()));
+            }
             Command::PutEndpoint {
                 mut endpoint,
                 reply,
@@ -227,9 +238,19 @@ impl Engine {
                 }
             }
             Command::Attempted(report) => self.attempted(t, now, report)?,
+            Command::Sized(sizes) => {
+                for (id, bytes) in sizes {
+                    self.index.set_bytes(id, bytes);
+                }
+            }
             Command::Tick | Command::Shutdown => {}
         }
         Ok(())
+    }
+
+    fn disk_full(&self) -> Refusal {
+        let (available, reserve) = self.config.headroom.short().unwrap_or_default();
+        Refusal::DiskFull { available, reserve }
     }
 
     /// Handles every timer due by `now`.

@@ -1,8 +1,9 @@
 //! Enqueue: the idempotency claim, the two rows of a new message, and its place in the
 //! index (ready now, or in the wheel).
 
-use super::index::{DestId, Live, LiveState, Timer};
+use super::index::{Live, LiveState, Timer};
 use super::{Engine, Enqueued, NewMessage, Refusal, Tx};
+use crate::backpressure::{Assessment, Held};
 use crate::destination::Destination;
 use crate::ids::MessageId;
 use crate::retry::RetryPolicy;
@@ -26,13 +27,50 @@ impl Engine {
             _ => self.config.retry,
         };
         let id = m.id;
+        let bytes = m.record.len() as u64;
+        let not_before = now.saturating_sub(self.config.idempotency_retention_ms);
+        // Admission: disk headroom, then the watermarks. A refused event changes nothing,
+        // but the resend of one already stored is still answered as the duplicate it is.
+        let held = self.index.find(&m.key).map_or_else(Held::default, |d| {
+            let d = &self.index.dests[d];
+            Held {
+                messages: d.counts.pending + d.counts.awaiting_retry + d.counts.in_flight,
+                bytes: d.live_bytes,
+            }
+        });
+        let total = Held {
+            messages: self.index.live.len() as u64,
+            bytes: self.index.live_bytes,
+        };
+        let (refusal, throttle_ms) = match (
+            self.config.headroom.short(),
+            self.config.backpressure.assess(held, total, bytes),
+        ) {
+            (Some((available, reserve)), _) => (Some(Refusal::DiskFull { available, reserve }), 0),
+            (None, Assessment::Refuse(over)) => (Some(Refusal::OverMark(over)), 0),
+            (None, Assessment::Admit { throttle_ms }) => (None, throttle_ms),
+        };
+        if let Some(refusal) = refusal {
+            if !m.idempotency_key.is_empty() {
+                let scoped = idempotency_scope(&m.encoded, &m.idempotency_key);
+                if let Some(original) = t.idempotent_original(&scoped, not_before)? {
+                    return Ok(Ok(Enqueued {
+                        id: original,
+                        duplicate: true,
+                        throttle_ms: 0,
+                    }));
+                }
+            }
+            self.config.metrics.refused(&refusal);
+            return Ok(Err(refusal));
+        }
         if !m.idempotency_key.is_empty() {
             let scoped = idempotency_scope(&m.encoded, &m.idempotency_key);
-            let not_before = now.saturating_sub(self.config.idempotency_retention_ms);
             if let Some(original) = t.claim_idempotency_key(&scoped, id, now, not_before)? {
                 return Ok(Ok(Enqueued {
                     id: original,
                     duplicate: true,
+                    throttle_ms,
                 }));
             }
         }
@@ -53,37 +91,27 @@ impl Engine {
         t.insert_message(id, &m.record, &entry)?;
         self.fresh.insert(id);
         let dest = self.dest(&m.key, now);
-        self.track(id, dest, waiting(due, now), 0, max_attempts, due);
+        let size = u32::try_from(bytes).unwrap_or(u32::MAX);
+        let live = Live::new(dest, waiting(due, now), 0, max_attempts, size);
+        self.track(id, live, due);
         self.index.dests[dest].activity.enqueued(now);
         self.total.enqueued(now);
         self.config.metrics.enqueued.inc();
+        if throttle_ms > 0 {
+            self.config.metrics.throttled.inc();
+        }
         Ok(Ok(Enqueued {
             id,
             duplicate: false,
+            throttle_ms,
         }))
     }
 
     /// Puts a new live message into the index, with the wheel entry it waits on.
-    pub(super) fn track(
-        &mut self,
-        id: MessageId,
-        dest: DestId,
-        state: LiveState,
-        attempts: u32,
-        max_attempts: u32,
-        due_ms: u64,
-    ) {
-        let timer = self.arm(id, state, due_ms);
-        self.index.insert(
-            id,
-            Live {
-                dest,
-                state,
-                attempts,
-                max_attempts,
-                timer,
-            },
-        );
+    /// (`live.timer` is set here.)
+    pub(super) fn track(&mut self, id: MessageId, mut live: Live, due_ms: u64) {
+        live.timer = self.arm(id, live.state, due_ms);
+        self.index.insert(id, live);
     }
 
     /// Moves a live message to `state`, replacing whatever wheel entry it waited on.

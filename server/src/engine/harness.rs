@@ -65,6 +65,8 @@ pub fn config() -> EngineConfig {
         metrics: Default::default(),
         checkpoint_log_bytes: 64 << 20,
         rng_seed: Some(1),
+        backpressure: Default::default(),
+        headroom: std::sync::Arc::new(crate::disk::Headroom::unlimited()),
     }
 }
 

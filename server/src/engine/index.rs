@@ -52,6 +52,23 @@ pub struct Live {
     pub attempts: u32,
     pub max_attempts: u32,
     pub timer: Option<TimerKey>,
+    /// Its encoded record's size, counted in its destination's `live_bytes` (0 until
+    /// known: a message recovered at start is sized by a pass after it).
+    pub bytes: u32,
+}
+
+impl Live {
+    /// Not yet in the wheel (see `Engine::track`).
+    pub fn new(dest: DestId, state: LiveState, attempts: u32, max_attempts: u32, bytes: u32) -> Self {
+        Self {
+            dest,
+            state,
+            attempts,
+            max_attempts,
+            timer: None,
+            bytes,
+        }
+    }
 }
 
 pub type ReceiveReply = oneshot::Sender<Result<Vec<super::Leased>, super::Refusal>>;
@@ -87,6 +104,8 @@ pub struct Dest {
     /// Every live id, ordered by creation time: the first is the oldest pending message.
     pub live_ids: BTreeSet<MessageId>,
     pub counts: Counts,
+    /// Bytes of its live messages' records (what the byte watermarks measure).
+    pub live_bytes: u64,
     pub waiters: VecDeque<Waiter>,
     pub activity: Activity,
     /// Set for endpoints and ad-hoc URL origins: how they are delivered to.
@@ -106,6 +125,7 @@ impl Dest {
             ready: VecDeque::new(),
             live_ids: BTreeSet::new(),
             counts: Counts::default(),
+            live_bytes: 0,
             waiters: VecDeque::new(),
             activity: Activity::per_destination(),
             push: None,
@@ -176,6 +196,8 @@ pub struct Index {
     /// Ordered, so that Stats pages through destinations by key.
     by_key: BTreeMap<String, DestId>,
     pub totals: Counts,
+    /// Bytes of every live message's record (sized ones).
+    pub live_bytes: u64,
     /// The oldest live message of each destination that has one: the first is the oldest
     /// pending message of all.
     firsts: BTreeSet<MessageId>,
@@ -236,6 +258,8 @@ impl Index {
         let dest = &mut self.dests[live.dest];
         *dest.counts.counter(live.state, live.attempts) += 1;
         *self.totals.counter(live.state, live.attempts) += 1;
+        dest.live_bytes += u64::from(live.bytes);
+        self.live_bytes += u64::from(live.bytes);
         let first = dest.live_ids.first().copied();
         dest.live_ids.insert(id);
         if first.is_none_or(|f| id < f) {
@@ -291,6 +315,8 @@ impl Index {
         let dest = &mut self.dests[live.dest];
         *dest.counts.counter(live.state, live.attempts) -= 1;
         *self.totals.counter(live.state, live.attempts) -= 1;
+        dest.live_bytes = dest.live_bytes.saturating_sub(u64::from(live.bytes));
+        self.live_bytes = self.live_bytes.saturating_sub(u64::from(live.bytes));
         let was_first = dest.live_ids.first() == Some(&id);
         dest.live_ids.remove(&id);
         if was_first {
@@ -301,6 +327,21 @@ impl Index {
         }
         self.review(live.dest);
         Some(live)
+    }
+
+    /// Records the size of a live message whose size was not known (recovered at start);
+    /// false if it is no longer live or already sized.
+    pub fn set_bytes(&mut self, id: MessageId, bytes: u32) -> bool {
+        let Some(live) = self.live.get_mut(&id) else {
+            return false;
+        };
+        if live.bytes != 0 {
+            return false;
+        }
+        live.bytes = bytes;
+        self.dests[live.dest].live_bytes += u64::from(bytes);
+        self.live_bytes += u64::from(bytes);
+        true
     }
 
     /// Sets a destination's dead-letter count.

@@ -113,6 +113,8 @@ pub struct Enqueued {
     pub id: MessageId,
     /// The idempotency key was seen within the window; `id` is the original's.
     pub duplicate: bool,
+    /// Above a soft watermark: the pause suggested before the producer's next send.
+    pub throttle_ms: u64,
 }
 
 /// A message leased to a consumer by Receive.
@@ -194,6 +196,10 @@ pub struct EngineConfig {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Opens endpoint secrets sealed at rest (`[secrets] keys`), to sign deliveries.
     pub sealer: Option<Arc<crate::secrets::Sealer>>,
+    /// The watermarks new events are held to.
+    pub backpressure: crate::backpressure::BackpressureConfig,
+    /// Free space on the data directory's file system, against its reserve.
+    pub headroom: Arc<crate::disk::Headroom>,
 }
 
 type Reply<T> = oneshot::Sender<Result<T, Refusal>>;
@@ -201,6 +207,9 @@ type Reply<T> = oneshot::Sender<Result<T, Refusal>>;
 /// A request to the engine thread. Each carries the channel its answer goes back on.
 #[derive(Debug)]
 pub(crate) enum Command {
+    /// Sizes of stored records (recovered messages are sized after start): each live one
+    /// not yet sized counts in its destination's bytes from now on.
+    Sized(Vec<(MessageId, u32)>),
     Enqueue {
         messages: Vec<NewMessage>,
         /// Reserved in `EngineHandle::queued`; released when the engine takes the command.
@@ -400,6 +409,15 @@ pub fn start(
     )?;
     let engine = Engine::recover(store, syncer, replayed, config, clock, deliveries)?;
     let (tx, rx) = mpsc::channel();
+    // Recovered messages are counted at once but sized by this pass, off the engine
+    // thread: reading every record at start would make a restart with a million pending
+    // messages read their payloads before serving.
+    if !engine.index.live.is_empty() {
+        let (store, tx) = (engine.store.clone(), tx.clone());
+        std::thread::Builder::new()
+            .name("hookd-sizer".into())
+            .spawn(move || size_recovered(&store, &tx))?;
+    }
     let handle = EngineHandle {
         tx,
         health: engine.health.subscribe(),
@@ -416,6 +434,28 @@ pub fn start(
             thread: Some(thread),
         },
     ))
+}
+
+/// Sends the size of every stored record to the engine, in chunks (see `Command::Sized`).
+fn size_recovered(store: &Store, tx: &mpsc::Sender<Command>) {
+    let mut after = None;
+    loop {
+        match store.record_sizes(after, 4_096) {
+            Ok(sizes) => {
+                let Some(&(last, _)) = sizes.last() else {
+                    return;
+                };
+                after = Some(last);
+                if tx.send(Command::Sized(sizes)).is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot size the recovered messages; their bytes are not counted in the byte watermarks");
+                return;
+            }
+        }
+    }
 }
 
 impl Engine {
@@ -486,14 +526,9 @@ impl Engine {
                 State::Pending | State::Retry => enqueue::waiting(entry.due_ms, now),
                 State::Dead => continue,
             };
-            engine.track(
-                id,
-                dest,
-                state,
-                entry.attempts,
-                entry.max_attempts,
-                entry.due_ms,
-            );
+            // Sized after start, off this thread (see `Command::Sized`).
+            let live = index::Live::new(dest, state, entry.attempts, entry.max_attempts, 0);
+            engine.track(id, live, entry.due_ms);
         }
         for (key, n) in recovered.dead {
             let d = engine.dest(&key, now);
@@ -878,6 +913,6 @@ fn answer_failed(command: Command, err: Refusal) {
         Command::Gauges { reply, .. } => {
             let _ = reply.send(Err(err));
         }
-        Command::Attempted(_) | Command::Tick | Command::Drain | Command::Shutdown => {}
+        Command::Attempted(_) | Command::Sized(_) | Command::Tick | Command::Drain | Command::Shutdown => {}
     }
 }

@@ -99,6 +99,8 @@ fn config(seed: u64) -> EngineConfig {
         checkpoint_log_bytes: 16 << 10,
         rng_seed: Some(seed),
         metrics: Default::default(),
+        backpressure: Default::default(),
+        headroom: std::sync::Arc::new(crate::disk::Headroom::unlimited()),
     }
 }
 

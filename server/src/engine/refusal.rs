@@ -48,12 +48,32 @@ pub enum Refusal {
         "hookd is at capacity: {queued} bytes of accepted writes are waiting for the disk (limit {limit}); retry with backoff"
     )]
     AtCapacity { queued: u64, limit: u64 },
+    /// A watermark's hard mark: the destination (or hookd) holds as much as it may.
+    #[error("{0}")]
+    OverMark(crate::backpressure::OverMark),
+    /// The data directory's file system is inside hookd's reserve.
+    #[error(
+        "the disk is nearly full: {available} bytes free, below the reserve of {reserve} (storage.reserve_mb / reserve_percent); new events are refused until space is freed"
+    )]
+    DiskFull { available: u64, reserve: u64 },
     /// Storage failed, or the engine stopped: nothing was acknowledged.
     #[error("unavailable: {0}")]
     Unavailable(String),
 }
 
 impl Refusal {
+    /// How long a client should wait before trying again, for refusals that clear by
+    /// themselves (capacity, watermarks, disk space).
+    pub fn retry_after_ms(&self) -> Option<u64> {
+        match self {
+            Self::At { refusal, .. } => refusal.retry_after_ms(),
+            Self::AtCapacity { .. } => Some(200),
+            Self::OverMark(over) => Some(over.retry_after_ms),
+            Self::DiskFull { .. } => Some(5_000),
+            _ => None,
+        }
+    }
+
     /// This refusal, about the `index`-th item of the request's list.
     pub fn at(self, index: usize) -> Self {
         Self::At {

@@ -338,6 +338,26 @@ async fn handle(
             ),
             "backpressure",
         )),
+        // A hard watermark: the route's destination (or hookd) holds all it may.
+        Err(Refusal::OverMark(over)) => Err(Refuse(
+            retry_after(
+                StatusCode::TOO_MANY_REQUESTS,
+                over.retry_after_ms.div_ceil(1000),
+                json!({"error": "busy: too many events wait for delivery; retry later"}),
+            ),
+            "backpressure",
+        )),
+        Err(r @ Refusal::DiskFull { .. }) => {
+            tracing::warn!(source = %source.spec.name, refusal = %r, "inbound webhook refused: disk reserve");
+            Err(Refuse(
+                retry_after(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    r.retry_after_ms().unwrap_or(5_000).div_ceil(1000),
+                    json!({"error": "storage is full; retry later"}),
+                ),
+                "unavailable",
+            ))
+        }
         Err(Refusal::Unavailable(why)) => {
             tracing::warn!(source = %source.spec.name, %why, "inbound webhook refused: storage unavailable");
             Err(Refuse(

@@ -580,6 +580,28 @@ impl Store {
         Ok(out)
     }
 
+    /// The sizes of up to `limit` stored records after `after`, in id order (from redb's
+    /// applied state).
+    pub fn record_sizes(
+        &self,
+        after: Option<MessageId>,
+        limit: usize,
+    ) -> Result<Vec<(MessageId, u32)>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let messages = txn.open_table(MESSAGES)?;
+        let rows = match after {
+            Some(a) => messages.range((std::ops::Bound::Excluded(a.0), std::ops::Bound::Unbounded))?,
+            None => messages.range::<u128>(..)?,
+        };
+        let mut out = Vec::with_capacity(limit);
+        for row in rows.take(limit) {
+            let (id, record) = row?;
+            let len = u32::try_from(record.value().len()).unwrap_or(u32::MAX);
+            out.push((MessageId(id.value()), len));
+        }
+        Ok(out)
+    }
+
     /// A completed message's record, while it is kept.
     pub fn done(&self, id: MessageId) -> Result<Option<DoneRecord>, StoreError> {
         let txn = self.read()?;

@@ -164,6 +164,12 @@ impl<'a> Tables<'a> {
         }
     }
 
+    /// The size of a message's encoded record (what the byte watermarks count).
+    pub fn record_len(&self, id: MessageId) -> Result<u32, StoreError> {
+        Ok(get_u128(self.overlay, TableId::Messages, &self.messages, id)?
+            .map_or(0, |v| u32::try_from(v.as_slice().len()).unwrap_or(u32::MAX)))
+    }
+
     pub fn schedule(&self, id: MessageId) -> Result<ScheduleEntry, StoreError> {
         match get_u128(self.overlay, TableId::Schedule, &self.schedule, id)? {
             Some(v) => ScheduleEntry::decode(&v),
@@ -375,6 +381,26 @@ impl<'a> Tables<'a> {
             .take(limit)
             .map(|(k, _)| dead_key_id(k))
             .collect()
+    }
+
+    /// The message `scoped_key` names, if it was recorded at or after `not_before_ms`.
+    pub fn idempotent_original(
+        &self,
+        scoped_key: &[u8],
+        not_before_ms: u64,
+    ) -> Result<Option<MessageId>, StoreError> {
+        if let Some(old) = get_bytes(
+            self.overlay,
+            TableId::Idempotency,
+            &self.idempotency,
+            scoped_key,
+        )? {
+            let (original, created) = decode_idempotency(&old)?;
+            if created >= not_before_ms {
+                return Ok(Some(original));
+            }
+        }
+        Ok(None)
     }
 
     /// Records that `scoped_key` names message `id`, unless it already names a message

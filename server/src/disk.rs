@@ -1,0 +1,170 @@
+//! Disk headroom: hookd keeps a reserve of free space on its data directory's file system
+//! and refuses new events (RESOURCE_EXHAUSTED) before the file system is full, so a full
+//! disk is a clean refusal that clears by itself when space comes back, not a failed commit.
+//!
+//! A probe measures the space available to hookd (`statvfs`'s blocks available to
+//! unprivileged users, and the room left under a file-size limit, `RLIMIT_FSIZE`, for the
+//! redb file) every `storage.probe_interval_ms`; the engine reads the last figure on each
+//! enqueue. Between two probes hookd can write at most what its write queue holds
+//! (`max_queued_write_bytes`), far less than the reserve, so the reserve is never used up
+//! by new events. Writes that free space (Acks, Nacks, outcomes, deletes, purges) are never
+//! refused: they are small, and they are how an operator makes room.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// What the file system reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Space {
+    /// Bytes hookd may still write.
+    pub available: u64,
+    /// The file system's size.
+    pub total: u64,
+}
+
+/// Measures the space (tests plug in their own).
+pub type Probe = Arc<dyn Fn() -> io::Result<Space> + Send + Sync>;
+
+/// The probe of a real directory: statvfs, and the file-size limit against the redb file.
+pub fn probe_dir(dir: &Path) -> Probe {
+    let dir: PathBuf = dir.to_path_buf();
+    Arc::new(move || {
+        let st = rustix::fs::statvfs(&dir).map_err(io::Error::from)?;
+        let frsize = st.f_frsize.max(1);
+        let mut available = st.f_bavail.saturating_mul(frsize);
+        let total = st.f_blocks.saturating_mul(frsize);
+        // A file-size limit kills a process that writes past it (SIGXFSZ; hookd ignores
+        // the signal, so the write fails instead): the redb file is the one that grows.
+        if let Some(limit) = rustix::process::getrlimit(rustix::process::Resource::Fsize).current
+        {
+            let size = std::fs::metadata(dir.join("hookd.redb")).map_or(0, |m| m.len());
+            available = available.min(limit.saturating_sub(size));
+        }
+        Ok(Space { available, total })
+    })
+}
+
+/// The last measure, and the reserve it is held to. Shared by the probe task, the engine
+/// (which refuses new writes while short) and the metrics.
+#[derive(Debug)]
+pub struct Headroom {
+    reserve_mb: u64,
+    reserve_percent: f64,
+    available: AtomicU64,
+    reserve: AtomicU64,
+    short: AtomicBool,
+}
+
+impl Headroom {
+    pub fn new(reserve_mb: u64, reserve_percent: f64) -> Self {
+        Self {
+            reserve_mb,
+            reserve_percent,
+            available: AtomicU64::new(u64::MAX),
+            reserve: AtomicU64::new(reserve_mb << 20),
+            short: AtomicBool::new(false),
+        }
+    }
+
+    /// No reserve and never short (tests of other things; the engine harness).
+    pub fn unlimited() -> Self {
+        Self::new(0, 0.0)
+    }
+
+    /// Records a measure; returns `Some(short)` when that changed.
+    pub fn record(&self, space: Space) -> Option<bool> {
+        let share = (space.total as f64 * self.reserve_percent / 100.0) as u64;
+        let reserve = (self.reserve_mb << 20).max(share);
+        self.available.store(space.available, Ordering::Relaxed);
+        self.reserve.store(reserve, Ordering::Relaxed);
+        let short = space.available < reserve;
+        let was = self.short.swap(short, Ordering::AcqRel);
+        (was != short).then_some(short)
+    }
+
+    /// `Some((available, reserve))` while the disk is inside its reserve.
+    pub fn short(&self) -> Option<(u64, u64)> {
+        self.short.load(Ordering::Acquire).then(|| {
+            (
+                self.available.load(Ordering::Relaxed),
+                self.reserve.load(Ordering::Relaxed),
+            )
+        })
+    }
+
+    pub fn available(&self) -> u64 {
+        self.available.load(Ordering::Relaxed)
+    }
+
+    pub fn reserve(&self) -> u64 {
+        self.reserve.load(Ordering::Relaxed)
+    }
+
+    /// Measures now, logging a change.
+    pub fn probe(&self, probe: &Probe) {
+        match probe() {
+            Ok(space) => match self.record(space) {
+                Some(true) => tracing::warn!(
+                    available = space.available,
+                    reserve = self.reserve(),
+                    "disk space is inside the reserve: new events, endpoints and sources are refused (RESOURCE_EXHAUSTED) until space is freed; acks, nacks, deletes and purges still go through"
+                ),
+                Some(false) => tracing::info!(
+                    available = space.available,
+                    reserve = self.reserve(),
+                    "disk space is above the reserve again: accepting new events"
+                ),
+                None => {}
+            },
+            Err(e) => tracing::warn!(error = %e, "cannot measure free disk space"),
+        }
+    }
+
+    /// Measures every `every` until `stop` turns true.
+    pub async fn watch(
+        self: Arc<Self>,
+        probe: Probe,
+        every: std::time::Duration,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => self.probe(&probe),
+                _ = stop.wait_for(|s| *s) => return,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reserve_is_the_larger_of_its_two_settings_and_short_clears_when_space_returns() {
+        let h = Headroom::new(256, 1.0);
+        let gib = 1u64 << 30;
+        // 1% of 100 GiB (1 GiB) is more than 256 MiB.
+        assert_eq!(h.record(Space { available: 2 * gib, total: 100 * gib }), None);
+        assert_eq!(h.reserve(), gib);
+        assert_eq!(h.short(), None);
+        assert_eq!(h.record(Space { available: gib - 1, total: 100 * gib }), Some(true));
+        assert_eq!(h.short(), Some((gib - 1, gib)));
+        // 1% of 1 GiB is less than 256 MiB.
+        assert_eq!(h.record(Space { available: 300 << 20, total: gib }), Some(false));
+        assert_eq!(h.reserve(), 256 << 20);
+        assert_eq!(h.short(), None);
+    }
+
+    #[test]
+    fn the_real_probe_reads_the_temp_dir() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let space = probe_dir(dir.path())()?;
+        assert!(space.total > 0 && space.available <= space.total, "{space:?}");
+        Ok(())
+    }
+}
