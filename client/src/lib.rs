@@ -15,6 +15,10 @@
 
 #![forbid(unsafe_code)]
 
+mod emitter;
+
+pub use emitter::{Counters, EmitError, Emitter, EmitterConfig, Transport, Unflushed};
+
 use std::collections::HashMap;
 use std::time::Duration;
 

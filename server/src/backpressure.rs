@@ -74,16 +74,25 @@ impl BackpressureConfig {
             }
         }
         if !(self.soft_fraction > 0.0 && self.soft_fraction <= 1.0) {
-            return Err(("soft_fraction", format!("{} is not within (0, 1]", self.soft_fraction)));
+            return Err((
+                "soft_fraction",
+                format!("{} is not within (0, 1]", self.soft_fraction),
+            ));
         }
         if self.max_throttle_ms < self.throttle_ms {
             return Err((
                 "max_throttle_ms",
-                format!("{} is below throttle_ms ({})", self.max_throttle_ms, self.throttle_ms),
+                format!(
+                    "{} is below throttle_ms ({})",
+                    self.max_throttle_ms, self.throttle_ms
+                ),
             ));
         }
         if !(1..=3_600_000).contains(&self.retry_after_ms) {
-            return Err(("retry_after_ms", format!("{} is not within 1..=3600000", self.retry_after_ms)));
+            return Err((
+                "retry_after_ms",
+                format!("{} is not within 1..=3600000", self.retry_after_ms),
+            ));
         }
         Ok(())
     }
@@ -92,10 +101,34 @@ impl BackpressureConfig {
     /// held over all destinations (both before this message).
     pub fn assess(&self, dest: Held, total: Held, bytes: u64) -> Assessment {
         let marks = [
-            (Scope::Destination, Measure::Messages, dest.messages, 1, self.destination_max_messages),
-            (Scope::Destination, Measure::Bytes, dest.bytes, bytes, self.destination_max_bytes),
-            (Scope::All, Measure::Messages, total.messages, 1, self.max_messages),
-            (Scope::All, Measure::Bytes, total.bytes, bytes, self.max_bytes),
+            (
+                Scope::Destination,
+                Measure::Messages,
+                dest.messages,
+                1,
+                self.destination_max_messages,
+            ),
+            (
+                Scope::Destination,
+                Measure::Bytes,
+                dest.bytes,
+                bytes,
+                self.destination_max_bytes,
+            ),
+            (
+                Scope::All,
+                Measure::Messages,
+                total.messages,
+                1,
+                self.max_messages,
+            ),
+            (
+                Scope::All,
+                Measure::Bytes,
+                total.bytes,
+                bytes,
+                self.max_bytes,
+            ),
         ];
         let mut fill: f64 = 0.0;
         for (scope, measure, held, adding, limit) in marks {
@@ -137,8 +170,8 @@ impl BackpressureConfig {
             Scope::Destination => (self.destination_max_messages, self.destination_max_bytes),
             Scope::All => (self.max_messages, self.max_bytes),
         };
-        let fill = (held.messages as f64 / max_messages as f64)
-            .max(held.bytes as f64 / max_bytes as f64);
+        let fill =
+            (held.messages as f64 / max_messages as f64).max(held.bytes as f64 / max_bytes as f64);
         if fill >= 1.0 {
             Level::Hard
         } else if fill >= self.soft_fraction {
@@ -204,8 +237,14 @@ impl std::fmt::Display for OverMark {
             Measure::Bytes => "bytes of live messages",
         };
         let (whose, key) = match (self.scope, self.measure) {
-            (Scope::Destination, Measure::Messages) => ("the destination holds", "backpressure.destination_max_messages"),
-            (Scope::Destination, Measure::Bytes) => ("the destination holds", "backpressure.destination_max_bytes"),
+            (Scope::Destination, Measure::Messages) => (
+                "the destination holds",
+                "backpressure.destination_max_messages",
+            ),
+            (Scope::Destination, Measure::Bytes) => (
+                "the destination holds",
+                "backpressure.destination_max_bytes",
+            ),
             (Scope::All, Measure::Messages) => ("hookd holds", "backpressure.max_messages"),
             (Scope::All, Measure::Bytes) => ("hookd holds", "backpressure.max_bytes"),
         };
@@ -220,7 +259,9 @@ impl std::fmt::Display for OverMark {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Assessment {
     /// Take it; suggest the producer pauses this long before its next send (0: no pause).
-    Admit { throttle_ms: u64 },
+    Admit {
+        throttle_ms: u64,
+    },
     Refuse(OverMark),
 }
 
@@ -278,8 +319,15 @@ mod tests {
         let Assessment::Refuse(over) = m.assess(held(10_000, 0), held(10_000, 0), 10) else {
             panic!("not refused");
         };
-        assert_eq!((over.scope, over.measure, over.limit), (Scope::Destination, Measure::Messages, 10_000));
-        assert!(over.to_string().contains("backpressure.destination_max_messages"), "{over}");
+        assert_eq!(
+            (over.scope, over.measure, over.limit),
+            (Scope::Destination, Measure::Messages, 10_000)
+        );
+        assert!(
+            over.to_string()
+                .contains("backpressure.destination_max_messages"),
+            "{over}"
+        );
         // Bytes: a message that would take the destination past its byte mark.
         let Assessment::Refuse(over) = m.assess(held(1, (1 << 20) - 5), held(1, 0), 10) else {
             panic!("not refused");
@@ -303,11 +351,23 @@ mod tests {
 
     #[test]
     fn bad_settings_name_their_key() {
-        let bad = BackpressureConfig { soft_fraction: 0.0, ..marks() };
+        let bad = BackpressureConfig {
+            soft_fraction: 0.0,
+            ..marks()
+        };
         assert_eq!(bad.check(1 << 20).map_err(|e| e.0), Err("soft_fraction"));
-        let bad = BackpressureConfig { destination_max_bytes: 10, ..marks() };
-        assert_eq!(bad.check(1 << 20).map_err(|e| e.0), Err("destination_max_bytes"));
-        let bad = BackpressureConfig { max_throttle_ms: 1, ..marks() };
+        let bad = BackpressureConfig {
+            destination_max_bytes: 10,
+            ..marks()
+        };
+        assert_eq!(
+            bad.check(1 << 20).map_err(|e| e.0),
+            Err("destination_max_bytes")
+        );
+        let bad = BackpressureConfig {
+            max_throttle_ms: 1,
+            ..marks()
+        };
         assert_eq!(bad.check(1 << 20).map_err(|e| e.0), Err("max_throttle_ms"));
         assert!(BackpressureConfig::default().check(1 << 20).is_ok());
     }

@@ -37,8 +37,7 @@ pub fn probe_dir(dir: &Path) -> Probe {
         let total = st.f_blocks.saturating_mul(frsize);
         // A file-size limit kills a process that writes past it (SIGXFSZ; hookd ignores
         // the signal, so the write fails instead): the redb file is the one that grows.
-        if let Some(limit) = rustix::process::getrlimit(rustix::process::Resource::Fsize).current
-        {
+        if let Some(limit) = rustix::process::getrlimit(rustix::process::Resource::Fsize).current {
             let size = std::fs::metadata(dir.join("hookd.redb")).map_or(0, |m| m.len());
             available = available.min(limit.saturating_sub(size));
         }
@@ -149,13 +148,31 @@ mod tests {
         let h = Headroom::new(256, 1.0);
         let gib = 1u64 << 30;
         // 1% of 100 GiB (1 GiB) is more than 256 MiB.
-        assert_eq!(h.record(Space { available: 2 * gib, total: 100 * gib }), None);
+        assert_eq!(
+            h.record(Space {
+                available: 2 * gib,
+                total: 100 * gib
+            }),
+            None
+        );
         assert_eq!(h.reserve(), gib);
         assert_eq!(h.short(), None);
-        assert_eq!(h.record(Space { available: gib - 1, total: 100 * gib }), Some(true));
+        assert_eq!(
+            h.record(Space {
+                available: gib - 1,
+                total: 100 * gib
+            }),
+            Some(true)
+        );
         assert_eq!(h.short(), Some((gib - 1, gib)));
         // 1% of 1 GiB is less than 256 MiB.
-        assert_eq!(h.record(Space { available: 300 << 20, total: gib }), Some(false));
+        assert_eq!(
+            h.record(Space {
+                available: 300 << 20,
+                total: gib
+            }),
+            Some(false)
+        );
         assert_eq!(h.reserve(), 256 << 20);
         assert_eq!(h.short(), None);
     }
@@ -164,7 +181,10 @@ mod tests {
     fn the_real_probe_reads_the_temp_dir() -> io::Result<()> {
         let dir = tempfile::tempdir()?;
         let space = probe_dir(dir.path())()?;
-        assert!(space.total > 0 && space.available <= space.total, "{space:?}");
+        assert!(
+            space.total > 0 && space.available <= space.total,
+            "{space:?}"
+        );
         Ok(())
     }
 }

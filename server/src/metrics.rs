@@ -528,7 +528,9 @@ impl Gauges {
             self.oldest_pending
                 .with_label_values(&l)
                 .set(d.oldest_pending_age_ms as f64 / 1e3);
-            self.live_bytes.with_label_values(&l).set(d.live_bytes as f64);
+            self.live_bytes
+                .with_label_values(&l)
+                .set(d.live_bytes as f64);
             self.backpressure
                 .with_label_values(&l)
                 .set(d.backpressure as u8 as f64);

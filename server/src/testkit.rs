@@ -103,6 +103,13 @@ impl InProcess {
         format!("http://{}", self.grpc)
     }
 
+    /// Waits until hookd stops by itself (a storage failure with `on_failure = "exit"`).
+    pub async fn finished(mut self) -> Result<(), ServeError> {
+        (&mut self.task)
+            .await
+            .map_err(|e| ServeError::Io(std::io::Error::other(e)))?
+    }
+
     /// Graceful shutdown; returns once the engine has committed and stopped.
     pub async fn stop(mut self) -> Result<(), ServeError> {
         if let Some(stop) = self.stop.take() {

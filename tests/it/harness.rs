@@ -50,10 +50,21 @@ impl TestServer {
     }
 
     pub async fn start_full(config: Config, clock: ManualClock, faults: Option<Faults>) -> Self {
+        Self::start_hooked(config, clock, faults, None).await
+    }
+
+    /// As `start_full`, with free disk space measured by `disk` instead of the file system.
+    pub async fn start_hooked(
+        config: Config,
+        clock: ManualClock,
+        faults: Option<Faults>,
+        disk: Option<hookd::disk::Probe>,
+    ) -> Self {
         let hooks = Hooks {
             clock: Arc::new(clock.clone()),
             faults,
             rng_seed: Some(JITTER_SEED),
+            disk,
             ..Default::default()
         };
         let hookd = InProcess::start(config.clone(), hooks)
@@ -110,6 +121,11 @@ impl TestServer {
     /// Graceful shutdown; returns once the engine has committed and stopped.
     pub async fn stop(self) {
         self.hookd.stop().await.unwrap();
+    }
+
+    /// Waits until hookd stops by itself (no shutdown asked): how it ended.
+    pub async fn finished(self) -> Result<(), hookd::ServeError> {
+        self.hookd.finished().await
     }
 
     /// Stops and starts again on the same data dir and clock.

@@ -24,7 +24,7 @@ use tonic::Code;
 use crate::harness::{TestServer, code, message, test_config};
 
 /// The Standard Webhooks secret of the tests: `whsec_` + base64 of these bytes.
-const SW_KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
+pub const SW_KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
 const STRIPE_SECRET: &str = "whsec_stripe_test_secret";
 const GITHUB_SECRET: &str = "It's a Secret to Everybody";
 const SHOPIFY_SECRET: &str = "shopify-app-secret";

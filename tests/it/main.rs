@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod backpressure;
 mod bad_input;
 mod certs;
 mod cli;

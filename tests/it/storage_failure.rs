@@ -1,6 +1,7 @@
 //! When the disk fails, hookd never answers success: the commit's callers get UNAVAILABLE,
-//! health turns NOT_SERVING, and every later write is refused until a restart, which
-//! recovers everything acknowledged before the failure.
+//! health turns NOT_SERVING, everything stops in order, and hookd reopens its store and
+//! serves again once the disk is back (or exits non-zero, when configured so), with
+//! everything acknowledged before the failure.
 
 use std::time::Duration;
 
@@ -13,12 +14,16 @@ use tonic_health::pb::health_check_response::ServingStatus;
 use crate::harness::{TestServer, code, test_config};
 
 #[tokio::test]
-async fn failed_fsync_is_unavailable_never_success_and_restart_recovers() {
+async fn failed_fsync_is_unavailable_never_success_and_hookd_recovers_by_itself() {
     let dir = tempfile::tempdir().unwrap();
     let faults = Faults::default();
     let clock = ManualClock::new(SystemClock.now_ms());
-    let server =
-        TestServer::start_full(test_config(dir.path()), clock.clone(), Some(faults.clone())).await;
+    if std::env::var_os("HOOKD_TEST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt().with_env_filter("info").try_init();
+    }
+    let mut config = test_config(dir.path());
+    config.storage.recover_interval_ms = 50;
+    let server = TestServer::start_full(config, clock.clone(), Some(faults.clone())).await;
     let mut c = server.client().await;
     let kept = c
         .enqueue(Event::to_queue("f", b"before".to_vec()))
@@ -26,30 +31,14 @@ async fn failed_fsync_is_unavailable_never_success_and_restart_recovers() {
         .unwrap();
 
     faults.fail_syncs(true);
-    let err = c
-        .enqueue(Event::to_queue("f", b"during".to_vec()))
-        .await
-        .unwrap_err();
+    let during = || Event::to_queue("f", b"during".to_vec()).idempotency_key("during-1");
+    let err = c.enqueue(during()).await.unwrap_err();
     assert_eq!(code(&err), Code::Unavailable, "{err}");
     let health = server.healthz().await;
     assert!(
         health.starts_with("HTTP/1.1 503"),
         "{health}\nafter error: {err}"
     );
-
-    // The disk is back, but this process does not trust its store any more: redb needs a
-    // reopen after a failed commit, so writes stay refused until a restart.
-    faults.fail_syncs(false);
-    let err = c
-        .enqueue(Event::to_queue("f", b"after".to_vec()))
-        .await
-        .unwrap_err();
-    assert_eq!(code(&err), Code::Unavailable);
-    let err = c
-        .receive("f", 10, Duration::from_secs(5), None)
-        .await
-        .unwrap_err();
-    assert_eq!(code(&err), Code::Unavailable);
 
     // gRPC health is pushed when the engine fails: both the service and the whole server
     // (`""`, what grpc_health_probe and Kubernetes probes ask) report NOT_SERVING. Watch
@@ -84,9 +73,16 @@ async fn failed_fsync_is_unavailable_never_success_and_restart_recovers() {
         );
     }
 
-    let server = server.restart().await;
-    let mut c = server.client().await;
+    // The disk comes back: hookd stops everything in order, reopens the store (replaying
+    // and checking the log) and serves again on the same addresses, with no restart.
+    faults.fail_syncs(false);
+    let after = until_served(&server).await;
     assert!(server.healthz().await.starts_with("HTTP/1.1 200"));
+    let mut c = server.client().await;
+    // UNAVAILABLE means the outcome is unknown (the record may have reached the disk
+    // although its fsync failed); the client's retry with the same key makes it exactly
+    // once either way.
+    c.enqueue(during()).await.unwrap();
     let got = c
         .receive("f", 10, Duration::from_secs(5), None)
         .await
@@ -96,11 +92,64 @@ async fn failed_fsync_is_unavailable_never_success_and_restart_recovers() {
         got.iter().any(|m| m.id == kept.id),
         "acknowledged event lost: {payloads:?}"
     );
-    assert!(
-        !payloads.contains(&b"after".to_vec()),
-        "a refused write was stored"
-    );
+    assert!(got.iter().any(|m| m.id == after), "{payloads:?}");
+    let stored = payloads
+        .iter()
+        .filter(|p| p.as_slice() == b"during")
+        .count();
+    assert_eq!(stored, 1, "{payloads:?}");
+    // And what it holds survives a restart as usual.
+    let server = server.restart().await;
+    let mut c = server.client().await;
+    let stats = c.stats().await.unwrap();
+    assert_eq!(stats.total.unwrap().in_flight, 3);
     server.stop().await;
+}
+
+/// Enqueues until hookd answers success again (it recovers by itself); the event's id.
+async fn until_served(server: &TestServer) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(mut c) = hookd_client::Client::connect(server.grpc.clone()).await
+            && let Ok(r) = c.enqueue(Event::to_queue("f", b"after".to_vec())).await
+        {
+            return r.id;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "hookd did not recover within 30 s of the disk coming back"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn with_on_failure_exit_a_storage_failure_stops_hookd_with_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Faults::default();
+    let mut config = test_config(dir.path());
+    config.storage.on_failure = hookd::config::OnStorageFailure::Exit;
+    let server = TestServer::start_full(
+        config,
+        ManualClock::new(SystemClock.now_ms()),
+        Some(faults.clone()),
+    )
+    .await;
+    let mut c = server.client().await;
+    c.enqueue(Event::to_queue("f", b"kept".to_vec()))
+        .await
+        .unwrap();
+    faults.fail_syncs(true);
+    let err = c
+        .enqueue(Event::to_queue("f", b"during".to_vec()))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), Code::Unavailable, "{err}");
+    let ended = tokio::time::timeout(Duration::from_secs(30), server.finished())
+        .await
+        .expect("hookd did not stop after the storage failure");
+    let err = ended.expect_err("stopped without an error");
+    assert!(err.to_string().starts_with("storage failed"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

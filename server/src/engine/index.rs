@@ -59,7 +59,13 @@ pub struct Live {
 
 impl Live {
     /// Not yet in the wheel (see `Engine::track`).
-    pub fn new(dest: DestId, state: LiveState, attempts: u32, max_attempts: u32, bytes: u32) -> Self {
+    pub fn new(
+        dest: DestId,
+        state: LiveState,
+        attempts: u32,
+        max_attempts: u32,
+        bytes: u32,
+    ) -> Self {
         Self {
             dest,
             state,

@@ -1319,3 +1319,143 @@ fn alert_evaluation_of_many_destinations_goes_in_steps() {
     }
     assert_eq!(steps, 3, "1,200 destinations in steps of 512");
 }
+
+/// The seed's practice at small scale: 10 messages per destination, soft mark at 8.
+fn marked() -> Harness {
+    let mut c = config();
+    c.backpressure = crate::backpressure::BackpressureConfig {
+        destination_max_messages: 10,
+        destination_max_bytes: 1 << 20,
+        max_messages: 15,
+        max_bytes: 1 << 20,
+        ..Default::default()
+    };
+    Harness::with(c)
+}
+
+#[test]
+fn watermarks_throttle_between_the_marks_and_refuse_at_the_hard_mark_until_messages_leave() {
+    let mut h = marked();
+    let mut throttles = Vec::new();
+    for _ in 0..10 {
+        let m = h.message(Destination::Queue("q".into()), b"x");
+        throttles.push(
+            h.enqueue_message(m)
+                .expect("below the hard mark")
+                .throttle_ms,
+        );
+    }
+    // 1..=7 held after the enqueue: no hint; 8 (the soft mark) 100 ms, rising to 1 s at 10.
+    assert_eq!(throttles, [0, 0, 0, 0, 0, 0, 0, 100, 550, 1_000]);
+    let size = h.message(Destination::Queue("q".into()), b"x").record.len() as u64;
+    let d = h.dest("queue:q");
+    assert_eq!(d.backpressure, crate::backpressure::Level::Hard);
+    assert_eq!(d.live_bytes, 10 * size);
+
+    // The 11th is refused and stores nothing.
+    let m = h.message(Destination::Queue("q".into()), b"x");
+    let refused = m.id;
+    let Err(Refusal::OverMark(over)) = h.enqueue_message(m) else {
+        panic!("not refused at the hard mark");
+    };
+    assert_eq!(
+        (over.held, over.limit, over.retry_after_ms),
+        (10, 10, 1_000)
+    );
+    assert!(h.stored(refused).is_none());
+    // Another destination still takes events, up to the global mark (15).
+    for _ in 0..5 {
+        h.enqueue("other", b"y");
+    }
+    let m = h.message(Destination::Queue("third".into()), b"z");
+    assert!(matches!(
+        h.enqueue_message(m),
+        Err(Refusal::OverMark(crate::backpressure::OverMark {
+            scope: crate::backpressure::Scope::All,
+            ..
+        }))
+    ));
+    // Delivering makes room again.
+    let leased = h.receive("q", 3, 30_000);
+    h.ack(&leased.iter().map(|l| l.lease).collect::<Vec<_>>())
+        .expect("acked");
+    let d = h.dest("queue:q");
+    assert_eq!((d.pending + d.in_flight, d.live_bytes), (7, 7 * size));
+    let m = h.message(Destination::Queue("q".into()), b"x");
+    assert!(h.enqueue_message(m).is_ok());
+}
+
+#[test]
+fn at_the_hard_mark_a_resend_of_a_stored_event_is_still_its_duplicate() {
+    let mut h = marked();
+    let keyed = |h: &Harness, key: &str| {
+        let now = h.now();
+        let record = MessageRecord {
+            payload: b"x".to_vec(),
+            idempotency_key: key.into(),
+            created_ms: now,
+            ..Default::default()
+        };
+        let id = crate::ids::MessageId::generate(now);
+        NewMessage::new(id, Destination::Queue("q".into()), record, 0, 0)
+    };
+    let first = h.enqueue_message(keyed(&h, "k0")).expect("stored").id;
+    for i in 1..10 {
+        h.enqueue_message(keyed(&h, &format!("k{i}")))
+            .expect("stored");
+    }
+    let again = h
+        .enqueue_message(keyed(&h, "k0"))
+        .expect("a duplicate, not a refusal");
+    assert_eq!((again.id, again.duplicate), (first, true));
+    assert!(matches!(
+        h.enqueue_message(keyed(&h, "new")),
+        Err(Refusal::OverMark(_))
+    ));
+}
+
+#[test]
+fn inside_the_disk_reserve_new_events_and_endpoints_are_refused_but_acks_and_deletes_go_through() {
+    let headroom = std::sync::Arc::new(crate::disk::Headroom::new(100, 0.0));
+    let mut c = config();
+    c.headroom = headroom.clone();
+    let mut h = Harness::with(c);
+    let space = |available: u64| crate::disk::Space {
+        available,
+        total: 10 << 30,
+    };
+    headroom.record(space(1 << 30));
+    let id = h.enqueue("q", b"kept");
+    h.endpoint("e", 4);
+    assert_eq!(headroom.record(space(99 << 20)), Some(true));
+
+    let m = h.message(Destination::Queue("q".into()), b"new");
+    let refused = m.id;
+    let Err(r @ Refusal::DiskFull { .. }) = h.enqueue_message(m) else {
+        panic!("not refused inside the reserve");
+    };
+    assert!(r.to_string().contains("reserve"), "{r}");
+    assert_eq!(r.retry_after_ms(), Some(5_000));
+    assert!(h.stored(refused).is_none());
+    let put = h.call(|reply| Command::PutEndpoint {
+        endpoint: EndpointRecord {
+            name: "new".into(),
+            url: "http://127.0.0.1:9/".into(),
+            ..Default::default()
+        },
+        reply,
+    });
+    assert!(matches!(put, Err(Refusal::DiskFull { .. })));
+    // What frees space still works: a lease and its ack, an endpoint's deletion.
+    let leased = h.receive("q", 1, 30_000);
+    assert_eq!(leased[0].id, id);
+    assert_eq!(h.ack(&[leased[0].lease]), Ok(1));
+    let deleted = h.call(|reply| Command::DeleteEndpoint {
+        name: "e".into(),
+        reply,
+    });
+    assert_eq!(deleted, Ok(()));
+    // Space back: accepted again, with nothing to restart.
+    assert_eq!(headroom.record(space(1 << 30)), Some(false));
+    h.enqueue("q", b"after");
+}

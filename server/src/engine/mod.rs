@@ -913,6 +913,10 @@ fn answer_failed(command: Command, err: Refusal) {
         Command::Gauges { reply, .. } => {
             let _ = reply.send(Err(err));
         }
-        Command::Attempted(_) | Command::Sized(_) | Command::Tick | Command::Drain | Command::Shutdown => {}
+        Command::Attempted(_)
+        | Command::Sized(_)
+        | Command::Tick
+        | Command::Drain
+        | Command::Shutdown => {}
     }
 }

@@ -590,7 +590,9 @@ impl Store {
         let txn = self.db.begin_read()?;
         let messages = txn.open_table(MESSAGES)?;
         let rows = match after {
-            Some(a) => messages.range((std::ops::Bound::Excluded(a.0), std::ops::Bound::Unbounded))?,
+            Some(a) => {
+                messages.range((std::ops::Bound::Excluded(a.0), std::ops::Bound::Unbounded))?
+            }
             None => messages.range::<u128>(..)?,
         };
         let mut out = Vec::with_capacity(limit);

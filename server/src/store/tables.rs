@@ -166,8 +166,10 @@ impl<'a> Tables<'a> {
 
     /// The size of a message's encoded record (what the byte watermarks count).
     pub fn record_len(&self, id: MessageId) -> Result<u32, StoreError> {
-        Ok(get_u128(self.overlay, TableId::Messages, &self.messages, id)?
-            .map_or(0, |v| u32::try_from(v.as_slice().len()).unwrap_or(u32::MAX)))
+        Ok(
+            get_u128(self.overlay, TableId::Messages, &self.messages, id)?
+                .map_or(0, |v| u32::try_from(v.as_slice().len()).unwrap_or(u32::MAX)),
+        )
     }
 
     pub fn schedule(&self, id: MessageId) -> Result<ScheduleEntry, StoreError> {
