@@ -449,3 +449,261 @@ fn settle(emitter: &Emitter, left: usize) {
     emitter.lock().sending = left;
     emitter.shared.drained.notify_waiters();
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use std::collections::HashSet;
+
+    /// What the fake hookd answers to each call, in order; `Accept` once the script ends.
+    #[derive(Debug, Clone)]
+    enum Answer {
+        Accept,
+        /// Accept, suggesting this pause.
+        Throttle(u64),
+        /// The whole call fails with this code, and RetryInfo if `Some`.
+        Fail(Code, Option<u64>),
+        /// Never answers (the call times out).
+        Hang,
+        /// Stores the events, then never answers (the answer is lost).
+        StoreThenHang,
+    }
+
+    #[derive(Debug, Clone, Default)]
+    struct Fake {
+        script: Arc<Mutex<VecDeque<Answer>>>,
+        /// Every call's events' keys, and when it was made.
+        calls: Arc<Mutex<Vec<(Instant, Vec<String>)>>>,
+        stored: Arc<Mutex<HashSet<String>>>,
+    }
+
+    impl Fake {
+        fn scripted(answers: &[Answer]) -> Self {
+            let f = Self::default();
+            f.script.lock().unwrap().extend(answers.iter().cloned());
+            f
+        }
+    }
+
+    impl Transport for Fake {
+        async fn send(
+            &mut self,
+            batch: pb::EnqueueBatchRequest,
+        ) -> Result<pb::EnqueueBatchResponse, tonic::Status> {
+            let keys: Vec<String> = batch
+                .events
+                .iter()
+                .map(|e| e.idempotency_key.clone())
+                .collect();
+            self.calls
+                .lock()
+                .unwrap()
+                .push((Instant::now(), keys.clone()));
+            let answer = self
+                .script
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or(Answer::Accept);
+            let throttle_ms = match answer {
+                Answer::Accept => 0,
+                Answer::Throttle(ms) => ms,
+                Answer::Fail(code, retry) => {
+                    let mut status = tonic::Status::new(code, "scripted");
+                    if let Some(ms) = retry {
+                        status = with_retry_info(code, ms);
+                    }
+                    return Err(status);
+                }
+                Answer::Hang => std::future::pending().await,
+                Answer::StoreThenHang => {
+                    self.stored.lock().unwrap().extend(keys.clone());
+                    std::future::pending().await
+                }
+            };
+            let mut stored = self.stored.lock().unwrap();
+            let results = keys
+                .into_iter()
+                .map(|k| pb::EnqueueResult {
+                    result: Some(pb::enqueue_result::Result::Ok(pb::EnqueueResponse {
+                        id: k.clone(),
+                        duplicate: !stored.insert(k),
+                        throttle_ms,
+                    })),
+                })
+                .collect();
+            Ok(pb::EnqueueBatchResponse {
+                results,
+                throttle_ms,
+            })
+        }
+    }
+
+    fn with_retry_info(code: Code, ms: u64) -> tonic::Status {
+        use prost::Message;
+        let info = pb_status::RetryInfo {
+            retry_delay: Some(prost_types::Duration {
+                seconds: (ms / 1000) as i64,
+                nanos: ((ms % 1000) * 1_000_000) as i32,
+            }),
+        };
+        let status = pb_status::Status {
+            code: code as i32,
+            message: "scripted".into(),
+            details: vec![prost_types::Any {
+                type_url: "type.googleapis.com/google.rpc.RetryInfo".into(),
+                value: info.encode_to_vec(),
+            }],
+        };
+        tonic::Status::with_details(code, "scripted", status.encode_to_vec().into())
+    }
+
+    fn event(i: usize) -> Event {
+        Event::to_queue("q", format!("{i}").into_bytes())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn emit_returns_at_once_and_the_sender_batches() {
+        let fake = Fake::default();
+        let e = Emitter::with_transport(fake.clone(), EmitterConfig::default());
+        let start = Instant::now();
+        for i in 0..1_200 {
+            e.emit(event(i)).await.unwrap();
+        }
+        assert_eq!(start.elapsed(), Duration::ZERO, "emit waited");
+        e.flush(Duration::from_secs(1)).await.unwrap();
+        let c = e.counters();
+        assert_eq!(
+            (c.sent, c.buffered, c.throttled, c.refused),
+            (1_200, 0, 0, 0)
+        );
+        let calls = fake.calls.lock().unwrap();
+        assert!(
+            calls.iter().all(|(_, k)| k.len() <= 500),
+            "a batch over max_batch"
+        );
+        assert!(calls.len() >= 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn above_throttle_at_emit_pauses_once_and_a_full_buffer_refuses() {
+        // The sender is stuck on a call that never answers, so the buffer only fills.
+        let fake = Fake::scripted(&[Answer::Hang]);
+        let config = EmitterConfig {
+            capacity: 10,
+            throttle_at: 8,
+            call_timeout: Duration::from_secs(3_600),
+            ..EmitterConfig::default()
+        };
+        let e = Emitter::with_transport(fake, config);
+        let mut pauses = Vec::new();
+        let mut results = Vec::new();
+        for i in 0..12 {
+            let t = Instant::now();
+            results.push(e.emit(event(i)).await);
+            pauses.push(t.elapsed());
+            tokio::task::yield_now().await;
+        }
+        // 0..8 go straight in; 8 and 9 pause 100 ms first; 10 and 11 pause, then are refused.
+        assert!(pauses[..8].iter().all(|p| p.is_zero()), "{pauses:?}");
+        assert!(
+            pauses[8..].iter().all(|p| *p == Duration::from_millis(100)),
+            "{pauses:?}"
+        );
+        assert!(results[..10].iter().all(Result::is_ok));
+        assert_eq!(results[10], Err(EmitError::Full { capacity: 10 }));
+        let c = e.counters();
+        assert_eq!((c.buffered, c.throttled, c.refused), (10, 4, 2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retries_honour_retry_info_and_keep_each_events_key() {
+        let fake = Fake::scripted(&[
+            Answer::Fail(Code::ResourceExhausted, Some(1_500)),
+            Answer::Fail(Code::Unavailable, None),
+            Answer::Accept,
+        ]);
+        let e = Emitter::with_transport(fake.clone(), EmitterConfig::default());
+        for i in 0..3 {
+            e.emit(event(i)).await.unwrap();
+        }
+        e.flush(Duration::from_secs(60)).await.unwrap();
+        let calls = fake.calls.lock().unwrap();
+        assert_eq!(calls.len(), 3, "{calls:?}");
+        // The second try waited exactly the server's RetryInfo delay.
+        assert_eq!(calls[1].0 - calls[0].0, Duration::from_millis(1_500));
+        // The third waited a jittered backoff, at most the base (50 ms) * 2.
+        assert!(calls[2].0 - calls[1].0 <= Duration::from_millis(100));
+        // The same keys every time: a retry of a stored event is only a duplicate.
+        assert_eq!(calls[0].1, calls[1].1);
+        assert_eq!(calls[1].1, calls[2].1);
+        assert_eq!(calls[0].1.iter().collect::<HashSet<_>>().len(), 3);
+        let c = e.counters();
+        assert_eq!((c.sent, c.retries, c.failed), (3, 2, 0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_whose_answer_is_lost_is_sent_again_and_answered_as_a_duplicate() {
+        let fake = Fake::scripted(&[Answer::StoreThenHang]);
+        let config = EmitterConfig {
+            call_timeout: Duration::from_secs(2),
+            ..EmitterConfig::default()
+        };
+        let e = Emitter::with_transport(fake.clone(), config);
+        e.emit(event(1)).await.unwrap();
+        e.flush(Duration::from_secs(60)).await.unwrap();
+        let c = e.counters();
+        assert_eq!((c.sent, c.duplicates, c.retries), (1, 1, 1));
+        assert_eq!(fake.stored.lock().unwrap().len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_throttle_hint_slows_producers_and_the_sender() {
+        let fake = Fake::scripted(&[Answer::Throttle(400)]);
+        let e = Emitter::with_transport(fake.clone(), EmitterConfig::default());
+        e.emit(event(0)).await.unwrap();
+        e.flush(Duration::from_secs(5)).await.unwrap();
+        // hookd suggested 400 ms: the next emit pauses.
+        let t = Instant::now();
+        e.emit(event(1)).await.unwrap();
+        assert_eq!(t.elapsed(), Duration::from_millis(100));
+        assert_eq!(e.counters().throttled, 1);
+        e.flush(Duration::from_secs(5)).await.unwrap();
+        let calls = fake.calls.lock().unwrap();
+        assert!(calls[1].0 - calls[0].0 >= Duration::from_millis(400));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_final_refusal_drops_only_the_bad_event_and_close_refuses_new_ones() {
+        let fake = Fake::scripted(&[
+            Answer::Fail(Code::InvalidArgument, None),
+            Answer::Fail(Code::InvalidArgument, None),
+        ]);
+        let e = Emitter::with_transport(fake.clone(), EmitterConfig::default());
+        e.emit(event(0)).await.unwrap();
+        e.emit(event(1)).await.unwrap();
+        e.close(Duration::from_secs(5)).await.unwrap();
+        // The batch was refused whole, then each went alone: the first alone was refused
+        // too, the second accepted.
+        let c = e.counters();
+        assert_eq!((c.sent, c.failed), (1, 1));
+        assert!(e.last_error().unwrap().contains("scripted"));
+        assert_eq!(e.emit(event(2)).await, Err(EmitError::Closed));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn flush_reports_what_is_left_at_its_deadline() {
+        let fake = Fake::scripted(&[Answer::Fail(Code::Unavailable, Some(10_000))]);
+        let e = Emitter::with_transport(fake, EmitterConfig::default());
+        for i in 0..5 {
+            e.emit(event(i)).await.unwrap();
+        }
+        assert_eq!(
+            e.flush(Duration::from_secs(1)).await,
+            Err(Unflushed { left: 5 })
+        );
+        e.flush(Duration::from_secs(20)).await.unwrap();
+    }
+}
