@@ -148,6 +148,33 @@ impl ChildHookd {
             let grpc: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
             let http: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
             let ingest: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+            match Self::spawn_at(
+                exe,
+                prefix,
+                data_dir,
+                extra,
+                [grpc, http, ingest],
+                ready_within,
+            )
+            .await
+            {
+                Ok(hookd) => return Ok(hookd),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| std::io::Error::other("hookd did not start")))
+    }
+
+    /// As `spawn`, on given addresses (gRPC, HTTP, ingest): a restart on the same ones.
+    pub async fn spawn_at(
+        exe: &Path,
+        prefix: &[&str],
+        data_dir: &Path,
+        extra: &[OsString],
+        [grpc, http, ingest]: [SocketAddr; 3],
+        ready_within: Duration,
+    ) -> std::io::Result<Self> {
+        {
             let child = tokio::process::Command::new(exe)
                 .args(prefix)
                 .arg("serve")
@@ -166,12 +193,19 @@ impl ChildHookd {
                 ingest,
                 child,
             };
-            match hookd.wait_ready(ready_within).await {
-                Ok(()) => return Ok(hookd),
-                Err(e) => last = Some(e),
-            }
+            hookd.wait_ready(ready_within).await?;
+            Ok(hookd)
         }
-        Err(last.unwrap_or_else(|| std::io::Error::other("hookd did not start")))
+    }
+
+    /// Its three addresses (gRPC, HTTP, ingest), for a restart on the same ones.
+    pub fn addrs(&self) -> std::io::Result<[SocketAddr; 3]> {
+        let grpc = self
+            .grpc
+            .trim_start_matches("http://")
+            .parse()
+            .map_err(std::io::Error::other)?;
+        Ok([grpc, self.http, self.ingest])
     }
 
     /// Ready is what a probe sees: gRPC health of the whole server (`""`) is SERVING,

@@ -251,3 +251,105 @@ async fn kill_9_while_receiving_webhooks_loses_no_202() {
     assert_eq!(a.json()["duplicate"], true);
     assert_eq!(a.json()["id"].as_str(), Some(hookd_id.as_str()));
 }
+
+/// An agent's Emitter through `kill -9` and a restart of hookd on the same address, under
+/// a burst: every event `emit` took is stored exactly once (the buffer held them while hookd
+/// was down; retried calls whose answers were lost come back as duplicates).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_emitter_loses_and_doubles_nothing_when_hookd_is_killed_and_restarted() {
+    use hookd_client::{Emitter, EmitterConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let exe = Path::new(env!("CARGO_BIN_EXE_hookd-under-test"));
+    let extra: Vec<std::ffi::OsString> = vec!["--log-level".into(), "warn".into()];
+    let hookd = ChildHookd::spawn(exe, &[], dir.path(), &extra, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let addrs = hookd.addrs().unwrap();
+    let emitter = Emitter::connect_lazy(
+        hookd.grpc.clone(),
+        EmitterConfig {
+            call_timeout: Duration::from_secs(2),
+            ..EmitterConfig::default()
+        },
+    )
+    .unwrap();
+
+    // The agent: a burst of up to 6,000 events, as fast as emit lets it, for at most 30 s.
+    let taken: Arc<Mutex<Vec<String>>> = Arc::default();
+    let agent = {
+        let (emitter, taken) = (emitter.clone(), taken.clone());
+        tokio::spawn(async move {
+            let started = Instant::now();
+            for n in 0..6_000 {
+                if started.elapsed() > Duration::from_secs(30) {
+                    break;
+                }
+                let body = format!("ev-{n}");
+                if emitter
+                    .emit(Event::to_queue("agent", body.clone().into_bytes()))
+                    .await
+                    .is_ok()
+                {
+                    taken.lock().await.push(body);
+                }
+                if n % 64 == 0 {
+                    tokio::task::yield_now().await;
+                }
+            }
+        })
+    };
+    // Kill it once a good part is sent, and start it again on the same address.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while emitter.counters().sent < 1_500 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut hookd = hookd;
+    hookd.signal("-KILL").unwrap();
+    hookd.wait(Duration::from_secs(10)).await.unwrap();
+    let sent_before = emitter.counters().sent;
+    let hookd = ChildHookd::spawn_at(exe, &[], dir.path(), &extra, addrs, Duration::from_secs(30))
+        .await
+        .unwrap();
+    agent.await.unwrap();
+    emitter
+        .close(Duration::from_secs(60))
+        .await
+        .expect("every event the agent handed over reaches hookd");
+    let counters = emitter.counters();
+    let taken = taken.lock().await.clone();
+    assert!(
+        sent_before >= 1_000 && sent_before < taken.len() as u64,
+        "{sent_before} of {}",
+        taken.len()
+    );
+    assert_eq!(counters.sent, taken.len() as u64, "{counters:?}");
+    assert_eq!((counters.failed, counters.buffered), (0, 0), "{counters:?}");
+
+    let mut c = Client::connect(hookd.grpc.clone()).await.unwrap();
+    let stored = drain(&mut c, "agent").await;
+    let mut seen: HashMap<Vec<u8>, usize> = HashMap::new();
+    for payload in stored.values() {
+        *seen.entry(payload.clone()).or_default() += 1;
+    }
+    let lost: Vec<&String> = taken
+        .iter()
+        .filter(|b| !seen.contains_key(b.as_bytes()))
+        .collect();
+    let doubled: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        lost.is_empty(),
+        "{} taken events lost, e.g. {:?}",
+        lost.len(),
+        &lost[..lost.len().min(5)]
+    );
+    assert!(doubled.is_empty(), "{} events stored twice", doubled.len());
+    assert_eq!(stored.len(), taken.len());
+    eprintln!(
+        "emitter through kill -9: {} events taken, {} sent before the kill, {} retries, {} answered as duplicates",
+        taken.len(),
+        sent_before,
+        counters.retries,
+        counters.duplicates
+    );
+    hookd.stop(Duration::from_secs(10)).await.unwrap();
+}
