@@ -79,6 +79,13 @@ async fn enqueue_rejects_bad_fields_by_name() {
             Code::InvalidArgument,
             "max_attempts:",
         ),
+        (
+            Event::to_queue("q", b"x".to_vec())
+                .event_type("order\ncreated")
+                .into_request(),
+            Code::InvalidArgument,
+            "event_type: character",
+        ),
     ];
     for (request, want, text) in cases {
         let err = c.raw().enqueue(request).await.unwrap_err();

@@ -107,6 +107,7 @@ async fn delivers_with_headers_and_standard_webhooks_signatures() {
     assert_eq!(h("idempotency-key"), "order-42");
     assert_eq!(h("x-tenant"), "acme");
     assert_eq!(h("webhook-id"), sent.id);
+    assert_eq!(h("webhook-event-type"), "order.created");
     let timestamp = h("webhook-timestamp");
     assert_eq!(timestamp, (server.clock_now() / 1000).to_string());
     // Verified independently of hookd's signing code: HMAC-SHA256 over id.timestamp.body,

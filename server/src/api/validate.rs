@@ -59,6 +59,7 @@ const RESERVED_HEADERS: &[&str] = &[
     "user-agent",
     "idempotency-key",
     "webhook-id",
+    "webhook-event-type",
     "webhook-timestamp",
     "webhook-signature",
 ];
@@ -114,6 +115,12 @@ pub fn new_message(
         return Err(invalid(format!(
             "event_type: {} bytes is over the limit of {MAX_EVENT_TYPE_LEN} bytes",
             req.event_type.len()
+        )));
+    }
+    // Sent as the `webhook-event-type` header of push deliveries.
+    if let Some(c) = req.event_type.chars().find(|c| !(' '..='~').contains(c)) {
+        return Err(invalid(format!(
+            "event_type: character {c:?} is not allowed (printable ASCII only)"
         )));
     }
     let headers = headers(req.headers)?;

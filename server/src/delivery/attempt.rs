@@ -113,6 +113,11 @@ fn build(d: &Delivery) -> Result<Request<Full<Bytes>>, String> {
     if let Ok(v) = HeaderValue::from_str(&id) {
         headers.insert(HeaderName::from_static("webhook-id"), v);
     }
+    if !d.event_type.is_empty()
+        && let Ok(v) = HeaderValue::from_str(&d.event_type)
+    {
+        headers.insert(HeaderName::from_static("webhook-event-type"), v);
+    }
     headers.insert(
         HeaderName::from_static("webhook-timestamp"),
         HeaderValue::from(timestamp),

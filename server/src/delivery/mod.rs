@@ -66,6 +66,8 @@ pub struct Delivery {
     pub headers: BTreeMap<String, String>,
     /// Sent as `idempotency-key` (the message id when the event had none).
     pub idempotency_key: String,
+    /// Sent as `webhook-event-type` when set.
+    pub event_type: String,
     /// `webhook-timestamp`: when the engine handed the attempt out.
     pub timestamp_s: u64,
 }

@@ -258,6 +258,7 @@ impl Engine {
             payload: record.payload.into(),
             headers: record.headers,
             idempotency_key: record.idempotency_key,
+            event_type: record.event_type,
             timestamp_s: now / 1_000,
         };
         if self.fresh.contains(&id) {
