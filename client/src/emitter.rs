@@ -471,11 +471,14 @@ mod tests {
         StoreThenHang,
     }
 
+    /// When a call was made, and its events' keys.
+    type Call = (Instant, Vec<String>);
+
     #[derive(Debug, Clone, Default)]
     struct Fake {
         script: Arc<Mutex<VecDeque<Answer>>>,
         /// Every call's events' keys, and when it was made.
-        calls: Arc<Mutex<Vec<(Instant, Vec<String>)>>>,
+        calls: Arc<Mutex<Vec<Call>>>,
         stored: Arc<Mutex<HashSet<String>>>,
     }
 
