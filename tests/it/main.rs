@@ -13,6 +13,7 @@ mod cli;
 mod crash;
 mod ctl;
 mod deadletters;
+mod examples;
 mod findings;
 mod format;
 mod harness;
