@@ -259,10 +259,23 @@ pub fn lines_until_serving(rx: &std::sync::mpsc::Receiver<String>) -> Vec<String
 /// threads; fails the test with the script's output unless it exits 0, else prints it.
 pub async fn run_script(program: String, script: &str, args: Vec<String>) {
     let path = format!("{}/{script}", env!("CARGO_MANIFEST_DIR"));
+    let mut all = vec![path];
+    all.extend(args);
+    run_program(program, script, all, Vec::new()).await;
+}
+
+/// Runs `program ARGS` with `env` added; fails with its output unless it exits 0.
+pub async fn run_program(
+    program: String,
+    what: &str,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+) {
+    let script = what.to_owned();
     let output = tokio::task::spawn_blocking(move || {
         std::process::Command::new(program)
-            .arg(path)
             .args(args)
+            .envs(env)
             .output()
     })
     .await

@@ -18,6 +18,41 @@ async fn run_python(script: &str) {
     server.stop().await;
 }
 
+/// The Python package (`client/python`, installed into HOOKD_PYTHON by `.ci/run`): its
+/// pytest suite, against a hookd whose destinations hold at most 64 KiB of live messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Python with client/python installed (pip install ./client/python[test]); .ci/run runs it"]
+async fn python_client_package() {
+    let python = std::env::var("HOOKD_PYTHON")
+        .expect("HOOKD_PYTHON must name a Python with client/python installed (.ci/run sets it)");
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = crate::harness::test_config(dir.path());
+    config.max_payload_bytes = 16 << 10;
+    config.backpressure.destination_max_bytes = 64 << 10;
+    let server = TestServer::start_with(
+        config,
+        hookd::clock::ManualClock::new(hookd::clock::Clock::now_ms(&hookd::clock::SystemClock)),
+    )
+    .await;
+    let tests = format!("{}/../client/python/tests", env!("CARGO_MANIFEST_DIR"));
+    let addr = server.grpc.trim_start_matches("http://").to_owned();
+    crate::harness::run_program(
+        python,
+        "client/python tests",
+        vec![
+            "-m".into(),
+            "pytest".into(),
+            "-q".into(),
+            "-p".into(),
+            "no:cacheprovider".into(),
+            tests,
+        ],
+        vec![("HOOKD_ADDR".into(), addr)],
+    )
+    .await;
+    server.stop().await;
+}
+
 #[tokio::test]
 #[ignore = "needs Python with grpcio (tests/python/requirements.txt); .ci/run runs it"]
 async fn python_client_speaks_the_contract() {

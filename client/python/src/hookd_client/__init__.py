@@ -1,0 +1,47 @@
+"""hookd's Python client: a thin gRPC client and an Emitter for agents that must never block.
+
+    from hookd_client import Emitter, queue
+
+    emitter = Emitter("127.0.0.1:7700")
+    emitter.emit(queue("jobs", b'{"step": 1}', event_type="agent.step_finished"))
+    emitter.close(timeout=10)
+
+`Emitter` (threads) and `AsyncEmitter` (asyncio) share the semantics of the Rust client's
+Emitter: a bounded buffer (10,000 events; above 8,000 `emit` pauses 100 ms first; a full
+buffer raises `BufferFull`), background batching into EnqueueBatch, an idempotency key per
+event kept across retries, retries of UNAVAILABLE / RESOURCE_EXHAUSTED / DEADLINE_EXCEEDED
+that honour the server's `google.rpc.RetryInfo`, hookd's throttle hints, counters, and
+`flush` / `close` with a deadline.
+"""
+
+from ._proto import hookd_pb2 as pb
+from ._proto import hookd_pb2_grpc as pb_grpc
+from .emitter import (
+    AsyncEmitter,
+    BufferFull,
+    Closed,
+    Counters,
+    EmitError,
+    Emitter,
+    EmitterConfig,
+    Unflushed,
+    endpoint,
+    queue,
+    url,
+)
+
+__all__ = [
+    "AsyncEmitter",
+    "BufferFull",
+    "Closed",
+    "Counters",
+    "EmitError",
+    "Emitter",
+    "EmitterConfig",
+    "Unflushed",
+    "endpoint",
+    "pb",
+    "pb_grpc",
+    "queue",
+    "url",
+]

@@ -1,0 +1,1 @@
+"""Generated from proto/hookd/v1/hookd.proto by generate.py; do not edit."""

@@ -1,0 +1,178 @@
+"""The Python Emitter: its buffer rules on a fake hookd with an injected sleep, then against a
+real hookd (HOOKD_ADDR, started by the cargo test that runs this file; required)."""
+
+import asyncio
+import os
+import threading
+
+import grpc
+import pytest
+
+from hookd_client import (
+    AsyncEmitter,
+    BufferFull,
+    Closed,
+    Emitter,
+    EmitterConfig,
+    pb,
+    pb_grpc,
+    queue,
+)
+from hookd_client.emitter import retry_info
+
+
+class FakeHookd:
+    """Answers EnqueueBatch calls: stores keys (duplicates answered as such), can hold calls
+    until released, refuse items with a retry delay, or suggest a throttle pause."""
+
+    def __init__(self, script=()):
+        self.script = list(script)
+        self.stored = set()
+        self.calls = []
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def send(self, batch, timeout):
+        self.gate.wait()
+        keys = [e.idempotency_key for e in batch.events]
+        self.calls.append(keys)
+        step = self.script.pop(0) if self.script else "accept"
+        results = []
+        for k in keys:
+            if step == "busy":
+                results.append(pb.EnqueueResult(error=pb.Error(code=8, message="over the hard mark", retry_after_ms=1500)))
+            else:
+                dup = k in self.stored
+                self.stored.add(k)
+                results.append(pb.EnqueueResult(ok=pb.EnqueueResponse(id=k, duplicate=dup)))
+        return pb.EnqueueBatchResponse(results=results, throttle_ms=400 if step == "throttle" else 0)
+
+
+def test_above_throttle_at_emit_pauses_once_and_a_full_buffer_refuses():
+    fake = FakeHookd()
+    fake.gate.clear()  # hookd does not answer: the buffer only fills
+    pauses = []
+    e = Emitter(config=EmitterConfig(capacity=10, throttle_at=8), send=fake.send, sleep=pauses.append)
+    taken = 0
+    refused = 0
+    for i in range(12):
+        try:
+            e.emit(queue("q", str(i).encode()))
+            taken += 1
+        except BufferFull:
+            refused += 1
+    assert (taken, refused) == (10, 2)
+    assert pauses == [0.1] * 4
+    c = e.counters()
+    assert (c.buffered, c.throttled, c.refused) == (10, 4, 2)
+    fake.gate.set()
+    e.close(timeout=5)
+    assert e.counters().sent == 10
+    with pytest.raises(Closed):
+        e.emit(queue("q", b"late"))
+
+
+def test_a_refused_item_waits_the_servers_retry_delay_and_keeps_its_key():
+    fake = FakeHookd(script=["busy", "accept"])
+    sleeps = []
+    e = Emitter(send=fake.send, sleep=sleeps.append)
+    for i in range(3):
+        e.emit(queue("q", str(i).encode()))
+    e.flush(timeout=5)
+    assert sleeps == [1.5]
+    assert fake.calls[0] == fake.calls[1] and len(set(fake.calls[0])) == 3
+    c = e.counters()
+    assert (c.sent, c.retries, c.failed) == (3, 1, 0)
+    e.close(timeout=1)
+
+
+def test_a_throttle_hint_pauses_the_next_emit():
+    fake = FakeHookd(script=["throttle"])
+    sleeps = []
+    e = Emitter(send=fake.send, sleep=sleeps.append)
+    e.emit(queue("q", b"a"))
+    e.flush(timeout=5)
+    e.emit(queue("q", b"b"))  # hookd asked for 400 ms: this one pauses first
+    e.close(timeout=5)
+    assert 0.1 in sleeps and 0.4 in sleeps
+    assert e.counters().throttled == 1
+
+
+def addr():
+    a = os.environ.get("HOOKD_ADDR")
+    assert a, "HOOKD_ADDR must name a running hookd (the cargo test python_client_package sets it)"
+    return a
+
+
+def drain(stub, name):
+    got = []
+    while True:
+        r = stub.Receive(pb.ReceiveRequest(queue=name, max_messages=1000, visibility_timeout_ms=600000))
+        if not r.messages:
+            return got
+        got.extend(r.messages)
+
+
+def test_sync_emitter_against_hookd():
+    e = Emitter(addr())
+    for i in range(500):
+        e.emit(queue("py-sync", f"ev-{i}".encode(), event_type="agent.step"))
+    e.close(timeout=30)
+    c = e.counters()
+    assert (c.sent, c.failed, c.buffered) == (500, 0, 0), c
+    stub = pb_grpc.HookdStub(grpc.insecure_channel(addr()))
+    got = drain(stub, "py-sync")
+    assert sorted(m.payload for m in got) == sorted(f"ev-{i}".encode() for i in range(500))
+    assert {m.event_type for m in got} == {"agent.step"}
+
+
+def test_async_emitter_against_hookd():
+    async def main():
+        e = AsyncEmitter(addr())
+        for i in range(300):
+            await e.emit(queue("py-async", f"ev-{i}".encode()))
+        await e.close(timeout=30)
+        return e.counters()
+
+    c = asyncio.run(main())
+    assert (c.sent, c.failed, c.buffered) == (300, 0, 0), c
+    stub = pb_grpc.HookdStub(grpc.insecure_channel(addr()))
+    assert len(drain(stub, "py-async")) == 300
+
+
+def test_hookd_at_its_hard_mark_sends_retry_info_and_the_emitter_waits_for_room():
+    # The hookd under test holds at most 64 KiB of live messages per destination.
+    stub = pb_grpc.HookdStub(grpc.insecure_channel(addr()))
+    big = b"x" * 2048
+    err = None
+    for _ in range(100):
+        try:
+            stub.Enqueue(queue("py-full", big))
+        except grpc.RpcError as e:
+            err = e
+            break
+    assert err is not None, "hookd never refused"
+    assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, err
+    assert "backpressure.destination_max_bytes" in err.details()
+    assert retry_info(err) == pytest.approx(1.0)
+    slept = []
+    sleep_event = threading.Event()
+
+    def sleep(s):
+        slept.append(s)
+        sleep_event.set()
+        import time
+
+        time.sleep(min(s, 0.05))
+
+    e = Emitter(addr(), sleep=sleep)
+    for i in range(10):
+        e.emit(queue("py-full", big, idempotency_key=f"late-{i}"))
+    assert sleep_event.wait(10), "the emitter never backed off"
+    assert 1.0 in slept  # RetryInfo's delay
+    assert e.counters().sent == 0
+    # Make room: consume what is held; the emitter's retries then get through.
+    got = drain(stub, "py-full")
+    stub.Ack(pb.AckRequest(lease_ids=[m.lease_id for m in got]))
+    e.close(timeout=30)
+    assert e.counters().sent == 10
