@@ -35,3 +35,54 @@ async fn node_octokit_signs_what_ingest_accepts() {
     assert_eq!(got[0].event_type, "pull_request");
     server.stop().await;
 }
+
+/// The TypeScript package (`client/node`, built by `.ci/run` with `npm ci && npm run
+/// build`): its `node --test` suite, against a hookd whose destinations hold at most 64 KiB
+/// of live messages; then the README's example agent (examples/node/agent.mjs) against it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Node.js with client/node built (npm ci && npm run build); .ci/run runs it"]
+async fn node_client_package() {
+    let node = std::env::var("HOOKD_NODE")
+        .expect("HOOKD_NODE must name a node binary, with client/node built (.ci/run does)");
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = crate::harness::test_config(dir.path());
+    config.max_payload_bytes = 16 << 10;
+    config.backpressure.destination_max_bytes = 64 << 10;
+    let server = TestServer::start_with(
+        config,
+        hookd::clock::ManualClock::new(hookd::clock::Clock::now_ms(&hookd::clock::SystemClock)),
+    )
+    .await;
+    let root = format!("{}/..", env!("CARGO_MANIFEST_DIR"));
+    let addr = server.grpc.trim_start_matches("http://").to_owned();
+    crate::harness::run_program(
+        node.clone(),
+        "client/node tests",
+        vec!["--test".into(), format!("{root}/client/node/test/")],
+        vec![("HOOKD_ADDR".into(), addr.clone())],
+    )
+    .await;
+    crate::harness::run_program(
+        node,
+        "examples/node/agent.mjs",
+        vec![
+            format!("{root}/examples/node/agent.mjs"),
+            "node-example".into(),
+            "25".into(),
+        ],
+        vec![("HOOKD_ADDR".into(), addr)],
+    )
+    .await;
+    let mut client = server.client().await;
+    let got = client
+        .receive(
+            "node-example",
+            100,
+            std::time::Duration::from_secs(30),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 25);
+    server.stop().await;
+}

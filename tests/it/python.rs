@@ -47,9 +47,24 @@ async fn python_client_package() {
             "no:cacheprovider".into(),
             tests,
         ],
+        vec![("HOOKD_ADDR".into(), addr.clone())],
+    )
+    .await;
+    // The README's example agent, as pasted.
+    let root = format!("{}/..", env!("CARGO_MANIFEST_DIR"));
+    crate::harness::run_program(
+        std::env::var("HOOKD_PYTHON").unwrap_or_default(),
+        "examples/python/agent.py",
+        vec![format!("{root}/examples/python/agent.py"), "py-example".into(), "25".into()],
         vec![("HOOKD_ADDR".into(), addr)],
     )
     .await;
+    let mut client = server.client().await;
+    let got = client
+        .receive("py-example", 100, std::time::Duration::from_secs(30), None)
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 25);
     server.stop().await;
 }
 

@@ -1,0 +1,129 @@
+// The Node Emitter: its buffer rules on a fake hookd with recorded pauses, then against a real
+// hookd (HOOKD_ADDR, started by the cargo test that runs this suite; required).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { Emitter, BufferFull, Closed, queue, hookdClient, retryInfoMs } from "../dist/index.js";
+
+function fakeHookd(script = []) {
+  const fake = { stored: new Set(), calls: [], hold: null };
+  fake.send = async (batch) => {
+    if (fake.hold) await fake.hold;
+    const keys = batch.events.map((e) => e.idempotency_key);
+    fake.calls.push(keys);
+    const step = script.shift() ?? "accept";
+    const results = keys.map((k) => {
+      if (step === "busy") return { error: { code: 8, message: "over the hard mark", retry_after_ms: "1500" } };
+      const duplicate = fake.stored.has(k);
+      fake.stored.add(k);
+      return { ok: { id: k, duplicate } };
+    });
+    return { results, throttle_ms: step === "throttle" ? "400" : "0" };
+  };
+  return fake;
+}
+
+test("above throttleAt emit pauses once, a full buffer refuses", async () => {
+  const fake = fakeHookd();
+  let release;
+  fake.hold = new Promise((r) => (release = r));
+  const pauses = [];
+  const e = new Emitter("unused", { config: { capacity: 10, throttleAt: 8 }, send: fake.send, sleep: async (ms) => pauses.push(ms) });
+  let taken = 0;
+  let refused = 0;
+  for (let i = 0; i < 12; i++) {
+    try {
+      await e.emit(queue("q", `e${i}`));
+      taken++;
+    } catch (err) {
+      assert.ok(err instanceof BufferFull);
+      refused++;
+    }
+  }
+  // The first batch (one event) is in flight, held: 10 held in all.
+  assert.deepEqual([taken, refused], [10, 2]);
+  assert.deepEqual(pauses, [100, 100, 100, 100]);
+  assert.equal(e.counters().throttled, 4);
+  release();
+  fake.hold = null;
+  await e.close(5000);
+  assert.equal(e.counters().sent, 10);
+  await assert.rejects(e.emit(queue("q", "late")), Closed);
+});
+
+test("a refused item waits the server's retry delay and keeps its key", async () => {
+  const fake = fakeHookd(["busy", "accept"]);
+  const sleeps = [];
+  const e = new Emitter("unused", { send: fake.send, sleep: async (ms) => sleeps.push(ms) });
+  for (let i = 0; i < 3; i++) await e.emit(queue("q", `e${i}`));
+  await e.close(5000);
+  assert.deepEqual(sleeps, [1500]);
+  assert.deepEqual(fake.calls[0], fake.calls[1]);
+  assert.equal(new Set(fake.calls.flat()).size, 3);
+  const c = e.counters();
+  assert.deepEqual([c.sent, c.retries, c.failed], [3, 1, 0]);
+});
+
+test("a throttle hint pauses the next emit", async () => {
+  const fake = fakeHookd(["throttle"]);
+  const sleeps = [];
+  const e = new Emitter("unused", { send: fake.send, sleep: async (ms) => sleeps.push(ms) });
+  await e.emit(queue("q", "a"));
+  await e.flush(5000);
+  await e.emit(queue("q", "b"));
+  await e.close(5000);
+  assert.ok(sleeps.includes(400) && sleeps.includes(100), String(sleeps));
+  assert.equal(e.counters().throttled, 1);
+});
+
+const addr = () => {
+  assert.ok(process.env.HOOKD_ADDR, "HOOKD_ADDR must name a running hookd (the cargo test node_client_package sets it)");
+  return process.env.HOOKD_ADDR;
+};
+const call = (client, method, request) =>
+  new Promise((resolve, reject) => client[method](request, (err, res) => (err ? reject(err) : resolve(res))));
+
+async function drain(client, name) {
+  const got = [];
+  for (;;) {
+    const r = await call(client, "Receive", { queue: name, max_messages: 1000, visibility_timeout_ms: 600000 });
+    if (r.messages.length === 0) return got;
+    got.push(...r.messages);
+  }
+}
+
+test("against hookd: every emitted event is stored once, with its event type", async () => {
+  const e = new Emitter(addr());
+  for (let i = 0; i < 500; i++) await e.emit(queue("node-agent", `ev-${i}`, { event_type: "agent.step" }));
+  await e.close(30000);
+  const c = e.counters();
+  assert.deepEqual([c.sent, c.failed, c.buffered], [500, 0, 0]);
+  const client = hookdClient(addr());
+  const got = await drain(client, "node-agent");
+  assert.deepEqual(got.map((m) => m.payload.toString()).sort(), Array.from({ length: 500 }, (_, i) => `ev-${i}`).sort());
+  assert.ok(got.every((m) => m.event_type === "agent.step"));
+  client.close();
+});
+
+test("against hookd: at the hard mark RetryInfo is read and the emitter waits for room", async () => {
+  const client = hookdClient(addr());
+  const big = Buffer.alloc(2048, 120);
+  let refusal;
+  for (let i = 0; i < 100 && !refusal; i++) {
+    await call(client, "Enqueue", { queue: "node-full", payload: big }).catch((err) => (refusal = err));
+  }
+  assert.ok(refusal, "hookd never refused");
+  assert.equal(refusal.code, 8);
+  assert.match(refusal.details, /backpressure\.destination_max_bytes/);
+  assert.equal(retryInfoMs(refusal), 1000);
+  const slept = [];
+  const e = new Emitter(addr(), { sleep: async (ms) => { slept.push(ms); await new Promise((r) => setTimeout(r, 20)); } });
+  for (let i = 0; i < 10; i++) await e.emit(queue("node-full", big, { idempotency_key: `late-${i}` }));
+  for (let i = 0; i < 500 && !slept.includes(1000); i++) await new Promise((r) => setTimeout(r, 10));
+  assert.ok(slept.includes(1000), `no RetryInfo wait: ${slept}`);
+  assert.equal(e.counters().sent, 0);
+  const got = await drain(client, "node-full");
+  await call(client, "Ack", { lease_ids: got.map((m) => m.lease_id) });
+  await e.close(30000);
+  assert.equal(e.counters().sent, 10);
+  client.close();
+});
