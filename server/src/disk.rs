@@ -35,11 +35,21 @@ pub fn probe_dir(dir: &Path) -> Probe {
         let frsize = st.f_frsize.max(1);
         let mut available = st.f_bavail.saturating_mul(frsize);
         let total = st.f_blocks.saturating_mul(frsize);
-        // A file-size limit kills a process that writes past it (SIGXFSZ; hookd ignores
-        // the signal, so the write fails instead): the redb file is the one that grows.
+        // A file-size limit kills a process that writes past it (SIGXFSZ; hookd handles
+        // the signal, so the write fails instead). The redb file is the one that grows: it
+        // must still take what the log holds (applied behind it), and redb doubles a small
+        // file at once (sparse: only a limit on the file's length cares), so the room left
+        // is what the limit allows beyond twice the file and the log together.
         if let Some(limit) = rustix::process::getrlimit(rustix::process::Resource::Fsize).current {
             let size = std::fs::metadata(dir.join("hookd.redb")).map_or(0, |m| m.len());
-            available = available.min(limit.saturating_sub(size));
+            let log: u64 = std::fs::read_dir(&dir)?
+                .filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().starts_with("wal-"))
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum();
+            let needs = size.saturating_add(log).saturating_mul(2);
+            available = available.min(limit.saturating_sub(needs));
         }
         Ok(Space { available, total })
     })

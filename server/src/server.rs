@@ -227,6 +227,16 @@ async fn serve(
             .take()
             .unwrap_or_else(|| crate::disk::probe_dir(&config.data_dir)),
     };
+    // What may still be written once the reserve is reached: the log up to a checkpoint and
+    // redb's copy of it (copy-on-write pages kept until the checkpoint), and a segment or two.
+    let needed_mb = 4 * config.checkpoint_log_mb + 2 * config.log_segment_mb;
+    if config.storage.reserve_mb < needed_mb && config.storage.reserve_percent == 0.0 {
+        tracing::warn!(
+            reserve_mb = config.storage.reserve_mb,
+            needed_mb,
+            "storage.reserve_mb is small for these log settings (4 x checkpoint_log_mb + 2 x log_segment_mb): a full disk may fail a write instead of refusing new events"
+        );
+    }
     let mut first = true;
     loop {
         let handles = listeners.try_clone()?;

@@ -252,6 +252,11 @@ impl ChildHookd {
         }
     }
 
+    /// Its exit status if it has exited, without waiting.
+    pub fn try_exit(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        self.child.try_wait()
+    }
+
     /// Waits for it to exit, at most `within`.
     pub async fn wait(&mut self, within: Duration) -> std::io::Result<std::process::ExitStatus> {
         tokio::time::timeout(within, self.child.wait())

@@ -13,6 +13,7 @@ mod cli;
 mod crash;
 mod ctl;
 mod deadletters;
+mod disk_full;
 mod examples;
 mod findings;
 mod format;

@@ -55,7 +55,11 @@ async fn python_client_package() {
     crate::harness::run_program(
         std::env::var("HOOKD_PYTHON").unwrap_or_default(),
         "examples/python/agent.py",
-        vec![format!("{root}/examples/python/agent.py"), "py-example".into(), "25".into()],
+        vec![
+            format!("{root}/examples/python/agent.py"),
+            "py-example".into(),
+            "25".into(),
+        ],
         vec![("HOOKD_ADDR".into(), addr)],
     )
     .await;

@@ -104,7 +104,7 @@ pub enum StoreError {
     Redb(#[from] redb::Error),
     #[error("corrupt record: {0}")]
     Corrupt(String),
-    #[error("cannot create data directory: {0}")]
+    #[error("storage I/O: {0}")]
     Io(#[from] std::io::Error),
     #[error(transparent)]
     Log(#[from] crate::wal::LogError),
