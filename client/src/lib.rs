@@ -166,6 +166,11 @@ impl Event {
         self.request
     }
 
+    /// An event from a request built elsewhere.
+    pub fn from_request(request: pb::EnqueueRequest) -> Self {
+        Self { request }
+    }
+
     /// The request exactly as built, without a generated key.
     pub fn into_raw_request(self) -> pb::EnqueueRequest {
         self.request

@@ -78,6 +78,8 @@ pub struct Sender {
     pub run_id: String,
     /// `[ingest]` scenarios: events go as signed webhooks instead of Enqueue calls.
     pub inbound: Option<Arc<crate::inbound::Inbound>>,
+    /// `[agent]` scenarios: events are handed to these Emitters (call `i` to `i % n`).
+    pub agents: Vec<hookd_client::Emitter>,
 }
 
 /// A definite refusal (nothing stored) or an open outcome.
@@ -129,7 +131,21 @@ impl Sender {
             .collect();
         let mut client = self.clients[index as usize % self.clients.len()].clone();
         let sent = Instant::now();
-        let outcomes: Vec<Result<String, Enqueue>> = if n == 1 {
+        let outcomes: Vec<Result<String, Enqueue>> = if !self.agents.is_empty() {
+            // What the agent is told: taken (its Emitter now owes it to hookd, so the
+            // checker requires its delivery) or refused (buffer full: nothing is sent).
+            let agent = &self.agents[index as usize % self.agents.len()];
+            let mut out = Vec::with_capacity(n);
+            for event in events {
+                out.push(
+                    match agent.emit(hookd_client::Event::from_request(event)).await {
+                        Ok(()) => Ok(String::new()),
+                        Err(_) => Err(Enqueue::Rejected),
+                    },
+                );
+            }
+            out
+        } else if n == 1 {
             let Some(event) = events.into_iter().next() else {
                 return;
             };

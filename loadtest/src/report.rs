@@ -68,6 +68,36 @@ pub struct HookdFigures {
     pub rss_max_mb: Option<f64>,
     pub commits_per_s: f64,
     pub requests_per_commit: f64,
+    /// Events hookd refused before storing them, by reason (hard watermarks, the disk
+    /// reserve, the write queue), from its /metrics (when the tool started hookd).
+    pub refused: std::collections::BTreeMap<String, u64>,
+    /// Events hookd took with a throttle hint (above a soft watermark).
+    pub throttle_hints: u64,
+    /// The most live messages hookd held at once (sampled every 500 ms), and the highest
+    /// watermark level it reached (ok, soft, hard).
+    pub peak_live_messages: u64,
+    pub peak_level: String,
+}
+
+/// `[agent]` runs: what the agents' Emitters did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AgentFigures {
+    pub agents: usize,
+    /// Events `emit` took (each must reach hookd).
+    pub taken: u64,
+    /// Acknowledged by hookd.
+    pub sent: u64,
+    /// `emit` calls that paused first (buffer above throttle_at, or hookd's hint).
+    pub throttled: u64,
+    /// `emit` calls refused: the buffer was full.
+    pub refused: u64,
+    /// Calls the Emitters retried (hookd unavailable or at a watermark).
+    pub retries: u64,
+    pub duplicates: u64,
+    /// Refused by hookd for good.
+    pub failed: u64,
+    /// Events still buffered when the drain ended.
+    pub left: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -100,6 +130,8 @@ pub struct Report {
     pub capacity: Option<Outcome>,
     /// `[ingest]` runs: what the provider side saw.
     pub ingest: Option<crate::inbound::InboundCounts>,
+    /// `[agent]` runs: what the agents' Emitters did.
+    pub agents: Option<AgentFigures>,
 }
 
 impl Report {
@@ -197,6 +229,35 @@ impl Report {
             h.commits_per_s,
             h.requests_per_commit
         );
+        let refused: Vec<String> = h
+            .refused
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(r, n)| format!("{r} {n}"))
+            .collect();
+        let _ = writeln!(
+            s,
+            "          backpressure: peak live {}  peak level {}  throttle hints {}  refused [{}]",
+            h.peak_live_messages,
+            h.peak_level,
+            h.throttle_hints,
+            refused.join(", ")
+        );
+        if let Some(a) = &self.agents {
+            let _ = writeln!(
+                s,
+                "agents    {} Emitters: taken {}  sent {}  throttled {}  refused (buffer full) {}  retries {}  duplicates {}  failed {}  left {}",
+                a.agents,
+                a.taken,
+                a.sent,
+                a.throttled,
+                a.refused,
+                a.retries,
+                a.duplicates,
+                a.failed,
+                a.left
+            );
+        }
         for g in &self.endpoints {
             let _ = writeln!(
                 s,

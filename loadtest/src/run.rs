@@ -177,6 +177,23 @@ async fn setup(s: &Scenario, o: &Options) -> anyhow::Result<World> {
         )),
     };
     let consumers = Consumers::start(&queues, &clients, &tally, s.seed);
+    let mut agents = Vec::new();
+    if let Some(a) = s.agent {
+        for _ in 0..a.agents {
+            let channel = hookd_client::endpoint(target.grpc.clone())?
+                .connect()
+                .await?;
+            agents.push(hookd_client::Emitter::new(
+                hookd_client::Client::from_channel(channel),
+                hookd_client::EmitterConfig {
+                    capacity: a.capacity,
+                    throttle_at: a.throttle_at,
+                    throttle_pause: Duration::from_millis(a.throttle_pause_ms),
+                    ..hookd_client::EmitterConfig::default()
+                },
+            ));
+        }
+    }
     let sender = Sender {
         clients: clients.clone(),
         targets,
@@ -186,6 +203,7 @@ async fn setup(s: &Scenario, o: &Options) -> anyhow::Result<World> {
         seed: s.seed,
         run_id: id,
         inbound,
+        agents,
     };
     Ok(World {
         target,
@@ -346,6 +364,65 @@ fn reason(m: &pb::GetMessageResponse) -> String {
     }
 }
 
+/// The most live messages hookd held and the highest watermark level, sampled every
+/// 500 ms until `stop`.
+async fn watch_backlog(
+    client: HookdClient<Channel>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> (u64, i32) {
+    let (mut peak, mut level) = (0, 0);
+    loop {
+        let mut c = client.clone();
+        if let Ok(Ok(stats)) =
+            tokio::time::timeout(Duration::from_secs(2), hookd_client::all_stats(&mut c)).await
+        {
+            if let Some(st) = &stats.storage {
+                peak = peak.max(st.live_messages);
+            }
+            for d in stats.total.iter().chain(&stats.destinations) {
+                level = level.max(d.backpressure);
+            }
+        }
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return (peak, level),
+            () = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+    }
+}
+
+/// hookd's backpressure counters from its /metrics (refusals by reason, throttle hints).
+async fn backpressure_counters(
+    http: std::net::SocketAddr,
+) -> (std::collections::BTreeMap<String, u64>, u64) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut refused = std::collections::BTreeMap::new();
+    let mut hints = 0;
+    let Ok(mut tcp) = tokio::net::TcpStream::connect(http).await else {
+        return (refused, hints);
+    };
+    let _ = tcp
+        .write_all(b"GET /metrics HTTP/1.1\r\nhost: hookd\r\nconnection: close\r\n\r\n")
+        .await;
+    let mut text = String::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), tcp.read_to_string(&mut text)).await;
+    for line in text.lines() {
+        let value = || {
+            line.rsplit(' ')
+                .next()
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0) as u64
+        };
+        if let Some(rest) = line.strip_prefix("hookd_enqueue_refused_total{reason=\"") {
+            if let Some((reason, _)) = rest.split_once('"') {
+                refused.insert(reason.to_owned(), value());
+            }
+        } else if line.starts_with("hookd_enqueue_throttled_total ") {
+            hints = value();
+        }
+    }
+    (refused, hints)
+}
+
 async fn hookd_figures(
     client: &HookdClient<Channel>,
     timeline: &[crate::tally::Second],
@@ -397,6 +474,11 @@ fn describe(s: &Scenario, duration: Duration) -> String {
             i.duplicate_rate.0 * 100.0,
             i.bad_signature_rate.0 * 100.0
         )
+    } else if let Some(a) = &s.agent {
+        format!(
+            "{} agents' Emitters (buffer {}, throttle above {} with {} ms pauses)",
+            a.agents, a.capacity, a.throttle_at, a.throttle_pause_ms
+        )
     } else if s.traffic.batch == 1 {
         "unary Enqueue".to_owned()
     } else {
@@ -433,6 +515,8 @@ pub async fn run(s: &Scenario, o: &Options) -> anyhow::Result<Report> {
         None => format!("hookd started by the tool at {}", world.target.grpc),
     };
     let tally = world.tally.clone();
+    let (backlog_stop, backlog_rx) = tokio::sync::watch::channel(false);
+    let backlog = tokio::spawn(watch_backlog(world.clients[0].clone(), backlog_rx));
     // Setup (hookd's start, endpoint registration) is not part of the traffic's time.
     let traffic_start = Instant::now();
     let capacity = match s.capacity {
@@ -460,8 +544,20 @@ pub async fn run(s: &Scenario, o: &Options) -> anyhow::Result<Report> {
     let traffic_s = traffic_start.elapsed().as_secs_f64();
     let drained = {
         let _sampler = Sampler::start(tally.clone(), world.target.pid, None);
-        drain(&world, s.drain_timeout).await
+        let start = Instant::now();
+        // The agents hand over what they still buffer first (within the drain time; each
+        // Emitter sends from its own task, so they drain together while one is awaited).
+        for agent in &world.sender.agents {
+            let _ = agent
+                .close(s.drain_timeout.saturating_sub(start.elapsed()))
+                .await;
+        }
+        let left = s.drain_timeout.saturating_sub(start.elapsed());
+        drain(&world, left).await;
+        start.elapsed()
     };
+    let _ = backlog_stop.send(true);
+    let (peak_live, peak_level) = backlog.await.unwrap_or((0, 0));
     let queues = world.consumers.counts();
     let snap = tally.snapshot();
     let held = lookups(&world.clients[0], &snap.events).await;
@@ -482,7 +578,35 @@ pub async fn run(s: &Scenario, o: &Options) -> anyhow::Result<Report> {
         .iter()
         .filter(|e| e.push && e.enqueue == Enqueue::Acked)
         .count() as u64;
-    let hookd = hookd_figures(&world.clients[0], &snap.timeline, acked_push).await;
+    let mut hookd = hookd_figures(&world.clients[0], &snap.timeline, acked_push).await;
+    hookd.peak_live_messages = peak_live;
+    hookd.peak_level = match pb::BackpressureLevel::try_from(peak_level) {
+        Ok(pb::BackpressureLevel::Soft) => "soft",
+        Ok(pb::BackpressureLevel::Hard) => "hard",
+        _ => "ok",
+    }
+    .into();
+    if let Some(http) = world.target.http {
+        (hookd.refused, hookd.throttle_hints) = backpressure_counters(http).await;
+    }
+    let agents = (!world.sender.agents.is_empty()).then(|| {
+        let mut a = crate::report::AgentFigures {
+            agents: world.sender.agents.len(),
+            ..Default::default()
+        };
+        for e in &world.sender.agents {
+            let c = e.counters();
+            a.sent += c.sent;
+            a.throttled += c.throttled;
+            a.refused += c.refused;
+            a.retries += c.retries;
+            a.duplicates += c.duplicates;
+            a.failed += c.failed;
+            a.left += c.buffered;
+        }
+        a.taken = a.sent + a.failed + a.left;
+        a
+    });
     let mut slo_broken = Vec::new();
     // A capacity search breaks the SLO on purpose; its steps carry the verdicts.
     if let Some(slo) = s.slo.filter(|_| s.capacity.is_none()) {
@@ -501,6 +625,21 @@ pub async fn run(s: &Scenario, o: &Options) -> anyhow::Result<Report> {
                 "end-to-end p99 {e2e:.2} ms > {} ms",
                 slo.end_to_end_p99_ms
             ));
+        }
+        if let (Some(cap), Some(rss)) = (slo.max_rss_mb, hookd.rss_max_mb)
+            && rss > cap
+        {
+            slo_broken.push(format!("hookd RSS peaked at {rss:.0} MB > {cap} MB"));
+        }
+        if slo.backpressure_engaged {
+            let refused: u64 = hookd.refused.values().sum();
+            let throttled = agents.as_ref().map_or(0, |a| a.throttled);
+            if refused == 0 || throttled == 0 || hookd.throttle_hints == 0 {
+                slo_broken.push(format!(
+                    "backpressure did not engage: hookd refused {refused}, hinted {}, agents throttled {throttled}",
+                    hookd.throttle_hints
+                ));
+            }
         }
     }
     for (g, counts) in s
@@ -560,6 +699,7 @@ pub async fn run(s: &Scenario, o: &Options) -> anyhow::Result<Report> {
         timeline: snap.timeline,
         capacity,
         ingest: inbound,
+        agents,
     };
     world.stop().await?;
     Ok(report)

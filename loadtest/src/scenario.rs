@@ -42,12 +42,28 @@ pub struct Scenario {
     pub slo: Option<Slo>,
     /// Present: the run is a capacity search instead of one traffic shape.
     pub capacity: Option<Capacity>,
+    /// Present: events are handed to agents' Emitters (hookd-client's bounded buffer with
+    /// throttling, batching and retries) instead of sent by the tool's own calls; the
+    /// enqueue latency is then `emit`'s, what an agent waits.
+    pub agent: Option<Agent>,
     /// The file's text, for the line of checks that span several tables.
     #[serde(skip)]
     source: String,
 }
 
 mod defaults {
+    pub fn agents() -> usize {
+        4
+    }
+    pub fn agent_capacity() -> usize {
+        10_000
+    }
+    pub fn agent_throttle_at() -> usize {
+        8_000
+    }
+    pub fn agent_throttle_pause_ms() -> u64 {
+        100
+    }
     use std::time::Duration;
     pub fn duration() -> Duration {
         Duration::from_secs(30)
@@ -586,6 +602,13 @@ pub struct Slo {
     /// Enqueue to delivery (2xx answered or Ack accepted) p99, from the intended send time.
     #[serde(default = "defaults::e2e_p99")]
     pub end_to_end_p99_ms: f64,
+    /// hookd's peak resident memory (when the tool can see its process).
+    #[serde(default)]
+    pub max_rss_mb: Option<f64>,
+    /// hookd must have refused events at a hard watermark and the agents must have
+    /// throttled (an overload scenario proves its backpressure engaged).
+    #[serde(default)]
+    pub backpressure_engaged: bool,
 }
 
 impl Default for Slo {
@@ -593,8 +616,25 @@ impl Default for Slo {
         Self {
             enqueue_p99_ms: defaults::enqueue_p99(),
             end_to_end_p99_ms: defaults::e2e_p99(),
+            max_rss_mb: None,
+            backpressure_engaged: false,
         }
     }
+}
+
+/// `[agent]`: the producers are Emitters, as an agent would use them.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Agent {
+    /// Emitters (agents), each with its own buffer; calls are spread over them.
+    #[serde(default = "defaults::agents")]
+    pub agents: usize,
+    #[serde(default = "defaults::agent_capacity")]
+    pub capacity: usize,
+    #[serde(default = "defaults::agent_throttle_at")]
+    pub throttle_at: usize,
+    #[serde(default = "defaults::agent_throttle_pause_ms")]
+    pub throttle_pause_ms: u64,
 }
 
 /// Capacity search: ramp the offered rate (open loop, constant within a step) until the

@@ -13,6 +13,8 @@ pub struct Target {
     pub grpc: String,
     /// The ingest listener, when the tool started hookd.
     pub ingest: Option<std::net::SocketAddr>,
+    /// The HTTP listener (`/metrics`), when the tool started hookd.
+    pub http: Option<std::net::SocketAddr>,
     /// Whose CPU and RSS the report shows.
     pub pid: Option<u32>,
     child: Option<ChildHookd>,
@@ -25,6 +27,7 @@ impl Target {
         Self {
             grpc,
             ingest: None,
+            http: None,
             pid,
             child: None,
             _dir: None,
@@ -61,6 +64,7 @@ impl Target {
         Ok(Self {
             grpc: child.grpc.clone(),
             ingest: Some(child.ingest),
+            http: Some(child.http),
             pid: child.pid(),
             child: Some(child),
             _dir: Some(dir),

@@ -226,3 +226,72 @@ fn inbound_burst_stores_each_accepted_webhook_once_and_no_forged_one() {
         "{text}"
     );
 }
+
+/// A small overload, shaped like `overload.toml`: agents' Emitters offer 2,000 events/s for
+/// 4 s to two endpoints that take 100/s each. hookd's watermarks engage (throttle hints,
+/// then refusals at 500 live messages per endpoint), the agents throttle and refuse when
+/// their buffers are full, nothing an Emitter took is lost or doubled, and the backlog
+/// drains once the load stops.
+#[test]
+fn overload_engages_backpressure_and_loses_nothing() {
+    let out = tempfile::tempdir().unwrap();
+    let scenario = out.path().join("overload-small.toml");
+    std::fs::write(
+        &scenario,
+        r#"
+name = "overload-small"
+duration = "4s"
+drain_timeout = "120s"
+
+[traffic]
+mode = "open"
+rate = 2000
+payload_bytes = 256
+
+[agent]
+agents = 2
+capacity = 1000
+throttle_at = 800
+
+[slo]
+enqueue_p99_ms = 100000
+end_to_end_p99_ms = 1000000
+max_rss_mb = 400
+backpressure_engaged = true
+
+[[endpoints]]
+name = "sink"
+count = 2
+latency = { dist = "fixed", ms = 1 }
+hookd = { rate_limit_per_s = 100, rate_limit_burst = 10, max_attempts = 20 }
+
+[hookd.config.backpressure]
+destination_max_messages = 500
+"#,
+    )
+    .unwrap();
+    let dir = out.path().join("overload");
+    let (code, text) = run(&scenario, &dir, &[]);
+    assert_eq!(code, Some(0), "{text}");
+    let r = report(&dir);
+    let (v, a, h) = (&r["verdict"], &r["agents"], &r["hookd"]);
+    assert_eq!(v["lost"], 0, "{text}");
+    assert_eq!(v["duplicated"], 0, "{text}");
+    assert_eq!(v["undelivered"], 0, "{text}");
+    assert_eq!(v["acked"], v["delivered"], "{text}");
+    assert_eq!(a["taken"], v["acked"], "{text}");
+    assert_eq!(a["left"], 0, "{text}");
+    assert!(
+        a["refused"].as_u64().unwrap() > 0,
+        "no Emitter buffer filled: {text}"
+    );
+    assert!(a["throttled"].as_u64().unwrap() > 0, "{text}");
+    assert!(
+        h["refused"]["destination_messages"].as_u64().unwrap() > 0,
+        "{text}"
+    );
+    // Sampled every 500 ms: the level hovers just under the hard mark as deliveries make
+    // room, so the sample may read soft; the refusals above prove the hard mark.
+    assert_ne!(h["peak_level"], "ok", "{text}");
+    assert!(h["peak_live_messages"].as_u64().unwrap() <= 1_000, "{text}");
+}
