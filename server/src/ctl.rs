@@ -971,7 +971,7 @@ fn print_stats(s: &pb::StatsResponse) {
             .as_ref()
             .map_or(0.0, |l| l.p99_ms);
         println!(
-            "hookd up {} · {} live messages · {} destinations · log {:.1} MiB, checkpoint {} ago · {:.0} syncs/s, {:.1} requests each, p99 {p99:.2} ms",
+            "hookd up {} · {} live messages · {} destinations · log {:.1} MiB, checkpoint {} ago · {:.0} syncs/s, {:.1} requests each, p99 {p99:.2} ms · disk {:.0} MiB free (reserve {:.0})",
             age(s.uptime_ms),
             st.live_messages,
             st.destinations,
@@ -979,6 +979,8 @@ fn print_stats(s: &pb::StatsResponse) {
             age(st.checkpoint_age_ms),
             st.commits_per_s,
             st.requests_per_commit,
+            st.disk_available_bytes as f64 / 1_048_576.0,
+            st.disk_reserve_bytes as f64 / 1_048_576.0,
         );
     }
     let row = |d: &pb::DestinationStats| {
@@ -994,6 +996,11 @@ fn print_stats(s: &pb::StatsResponse) {
             d.failed_last_hour.to_string(),
             format!("{p95:.0}"),
             d.push.as_ref().map(breaker_text).unwrap_or_default(),
+            match pb::BackpressureLevel::try_from(d.backpressure) {
+                Ok(pb::BackpressureLevel::Soft) => "soft".into(),
+                Ok(pb::BackpressureLevel::Hard) => "HARD".into(),
+                _ => "ok".into(),
+            },
         ]
     };
     let mut rows: Vec<Vec<String>> = s.total.iter().map(row).collect();
@@ -1010,6 +1017,7 @@ fn print_stats(s: &pb::StatsResponse) {
             "FAILED/1H",
             "P95 MS",
             "BREAKER",
+            "LEVEL",
         ],
         rows,
     );
