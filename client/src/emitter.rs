@@ -128,6 +128,9 @@ struct Shared {
     /// Wakes `flush` (the buffer drained a bit).
     drained: Notify,
     closed: AtomicBool,
+    /// `close` ran out of time: the sender stops at its next step, leaving what it still
+    /// holds unsent (counted in `buffered`).
+    abandoned: AtomicBool,
     /// Until when (ms since `epoch`) hookd asked producers to slow down.
     hinted_until_ms: AtomicU64,
     sent: AtomicU64,
@@ -253,10 +256,14 @@ impl Emitter {
         }
     }
 
-    /// Refuses new events, sends what is buffered (until `timeout`), and stops the sender.
+    /// Refuses new events, sends what is buffered (until `timeout`), and stops the sender;
+    /// past the deadline what is left stays unsent (the error says how many).
     pub async fn close(&self, timeout: Duration) -> Result<(), Unflushed> {
         self.shared.closed.store(true, Ordering::Release);
         let flushed = self.flush(timeout).await;
+        if flushed.is_err() {
+            self.shared.abandoned.store(true, Ordering::Release);
+        }
         self.shared.wake.notify_one();
         flushed
     }
@@ -354,6 +361,9 @@ async fn sender(emitter: Emitter, mut transport: impl Transport) {
         // cannot sink the others.
         let mut alone = false;
         while !pending.is_empty() {
+            if shared.abandoned.load(Ordering::Acquire) {
+                return;
+            }
             let take = if alone { 1 } else { pending.len() };
             let part: Vec<pb::EnqueueRequest> = pending.iter().take(take).cloned().collect();
             let request = pb::EnqueueBatchRequest { events: part };
@@ -458,7 +468,7 @@ mod tests {
     use std::collections::HashSet;
 
     /// What the fake hookd answers to each call, in order; `Accept` once the script ends.
-    #[derive(Debug, Clone)]
+    #[derive(Debug, Clone, Copy)]
     enum Answer {
         Accept,
         /// Accept, suggesting this pause.
@@ -694,6 +704,26 @@ mod tests {
         assert_eq!((c.sent, c.failed), (1, 1));
         assert!(e.last_error().unwrap().contains("scripted"));
         assert_eq!(e.emit(event(2)).await, Err(EmitError::Closed));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn past_closes_deadline_the_sender_stops_and_reports_what_is_left() {
+        let fake = Fake::scripted(&[Answer::Fail(Code::Unavailable, Some(1_000)); 100]);
+        let e = Emitter::with_transport(fake.clone(), EmitterConfig::default());
+        for i in 0..3 {
+            e.emit(event(i)).await.unwrap();
+        }
+        assert_eq!(
+            e.close(Duration::from_millis(2_500)).await,
+            Err(Unflushed { left: 3 })
+        );
+        let calls = fake.calls.lock().unwrap().len();
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(
+            fake.calls.lock().unwrap().len() <= calls + 1,
+            "still sending after close"
+        );
+        assert_eq!(e.counters().buffered, 3);
     }
 
     #[tokio::test(start_paused = true)]

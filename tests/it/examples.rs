@@ -115,7 +115,7 @@ fn the_readme_shows_every_example_as_it_is() {
         "examples/rust/pull_worker.rs",
         "examples/rust/receiver.rs",
         "examples/python/agent.py",
-        "examples/node/agent.mjs",
+        "examples/node/agent.ts",
     ] {
         let text = std::fs::read_to_string(root.join(file)).unwrap();
         assert!(

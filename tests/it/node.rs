@@ -38,7 +38,8 @@ async fn node_octokit_signs_what_ingest_accepts() {
 
 /// The TypeScript package (`client/node`, built by `.ci/run` with `npm ci && npm run
 /// build`): its `node --test` suite, against a hookd whose destinations hold at most 64 KiB
-/// of live messages; then the README's example agent (examples/node/agent.mjs) against it.
+/// of live messages; then the README's example agent (examples/node/agent.ts, built by
+/// `.ci/run` into examples/node/dist) against it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Node.js with client/node built (npm ci && npm run build); .ci/run runs it"]
 async fn node_client_package() {
@@ -64,9 +65,9 @@ async fn node_client_package() {
     .await;
     crate::harness::run_program(
         node,
-        "examples/node/agent.mjs",
+        "examples/node/agent.ts",
         vec![
-            format!("{root}/examples/node/agent.mjs"),
+            format!("{root}/examples/node/dist/agent.js"),
             "node-example".into(),
             "25".into(),
         ],

@@ -194,6 +194,12 @@ async fn slow_disk_bounds_the_queue_with_resource_exhausted() {
         stored.len(),
         refused.len()
     );
+    let metrics = server.http_get("/metrics").await;
+    let line = format!(
+        "hookd_enqueue_refused_total{{reason=\"write_queue\"}} {}",
+        refused.len()
+    );
+    assert!(metrics.contains(&line), "no {line:?} in\n{metrics}");
 
     // Once the disk keeps up again, the refused ones go through on retry; nothing was lost
     // or half-stored.

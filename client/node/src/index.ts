@@ -163,6 +163,8 @@ export class Emitter {
   private queue: EnqueueRequest[] = [];
   private sending = 0;
   private closed = false;
+  /** close() ran out of time: the sender stops at its next step, leaving the rest unsent. */
+  private abandoned = false;
   private hintedUntil = 0;
   private failures = 0;
   private counts = { sent: 0, duplicates: 0, throttled: 0, refused: 0, retries: 0, failed: 0 };
@@ -239,6 +241,9 @@ export class Emitter {
     this.wake?.();
     try {
       await this.flush(timeoutMs);
+    } catch (err) {
+      this.abandoned = true;
+      throw err;
     } finally {
       this.wake?.();
       if (this.held() === 0) await this.loop;
@@ -271,6 +276,7 @@ export class Emitter {
       this.sending = pending.length;
       let alone = false;
       while (pending.length > 0) {
+        if (this.abandoned) return;
         const take = alone ? 1 : pending.length;
         let delay: number | undefined;
         let pause = 0;

@@ -25,6 +25,8 @@ pub struct EngineHandle {
     /// Bytes of enqueued records sent to the engine and not yet applied.
     pub(super) queued: Arc<AtomicU64>,
     pub(super) max_queued: u64,
+    /// Where refusals for want of room are counted.
+    pub(super) metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// Owns the engine thread; `shutdown` finishes the round in progress and joins it.
@@ -88,10 +90,14 @@ impl EngineHandle {
         if before > 0 && before + bytes > self.max_queued {
             self.queued.fetch_sub(bytes, Ordering::AcqRel);
             refusal_logged(before, self.max_queued);
-            return Err(Refusal::AtCapacity {
+            let refusal = Refusal::AtCapacity {
                 queued: before,
                 limit: self.max_queued,
-            });
+            };
+            for _ in &messages {
+                self.metrics.refused(&refusal);
+            }
+            return Err(refusal);
         }
         // The engine releases the reservation when it takes the command. If the engine has
         // stopped, the count no longer matters.

@@ -423,6 +423,7 @@ pub fn start(
         health: engine.health.subscribe(),
         queued: engine.queued.clone(),
         max_queued: engine.config.max_queued_write_bytes,
+        metrics: engine.config.metrics.clone(),
     };
     let thread = std::thread::Builder::new()
         .name("hookd-engine".into())

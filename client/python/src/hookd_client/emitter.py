@@ -114,6 +114,8 @@ class _Core:
         self.queue: Deque[pb.EnqueueRequest] = collections.deque()
         self.sending = 0
         self.closed = False
+        # close() ran out of time: the sender stops at its next step, leaving the rest unsent.
+        self.abandoned = False
         self.hinted_until = 0.0
         self.counters = Counters()
         self.last_error: Optional[str] = None
@@ -251,6 +253,9 @@ class Emitter:
             self._lock.notify_all()
         try:
             self.flush(timeout)
+        except Unflushed:
+            self._core.abandoned = True
+            raise
         finally:
             with self._lock:
                 self._lock.notify_all()
@@ -267,6 +272,8 @@ class Emitter:
                 pending = core.take()
             alone = False
             while pending:
+                if core.abandoned:
+                    return
                 take = 1 if alone else len(pending)
                 request = pb.EnqueueBatchRequest(events=pending[:take])
                 delay: Optional[float] = None
@@ -359,6 +366,9 @@ class AsyncEmitter:
             self._changed.notify_all()
         try:
             await self.flush(timeout)
+        except Unflushed:
+            self._core.abandoned = True
+            raise
         finally:
             self._task.cancel()
             try:

@@ -1,8 +1,8 @@
-// An agent that hands events to hookd and never blocks on delivery (Node, client/node).
+// An agent that hands events to hookd and never blocks on delivery (TypeScript, client/node).
 //
-//   (cd client/node && npm ci && npm run build)
-//   HOOKD_ADDR=127.0.0.1:7700 node examples/node/agent.mjs jobs 100
-import { Emitter, queue } from "../../client/node/dist/index.js";
+//   (cd client/node && npm ci && npm run build) && (cd examples/node && npm ci && npm run build)
+//   HOOKD_ADDR=127.0.0.1:7700 node examples/node/dist/agent.js jobs 100
+import { Emitter, queue } from "@hookd/client";
 
 const [name = "jobs", count = "10"] = process.argv.slice(2);
 // 10,000 events buffered at most; above 8,000 emit() waits 100 ms; then it throws BufferFull.
@@ -12,7 +12,7 @@ for (let step = 0; step < Number(count); step++) {
   try {
     await emitter.emit(queue(name, payload, { event_type: "agent.step_finished" }));
   } catch (err) {
-    console.error(`event ${step} not taken: ${err.message}`);
+    console.error(`event ${step} not taken: ${(err as Error).message}`);
   }
 }
 // Before exiting: give the buffer up to 10 s to reach hookd.
