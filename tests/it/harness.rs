@@ -80,6 +80,15 @@ impl TestServer {
         }
     }
 
+    /// For the client packages' suites: destinations hold at most 64 KiB of live messages
+    /// (events up to 16 KiB), so a test reaches a hard watermark with a few calls.
+    pub async fn with_small_marks(dir: &Path) -> Self {
+        let mut config = test_config(dir);
+        config.max_payload_bytes = 16 << 10;
+        config.backpressure.destination_max_bytes = 64 << 10;
+        Self::start_with(config, ManualClock::new(SystemClock.now_ms())).await
+    }
+
     pub async fn client(&self) -> Client {
         Client::connect(self.grpc.clone()).await.unwrap()
     }

@@ -46,14 +46,7 @@ async fn node_client_package() {
     let node = std::env::var("HOOKD_NODE")
         .expect("HOOKD_NODE must name a node binary, with client/node built (.ci/run does)");
     let dir = tempfile::tempdir().unwrap();
-    let mut config = crate::harness::test_config(dir.path());
-    config.max_payload_bytes = 16 << 10;
-    config.backpressure.destination_max_bytes = 64 << 10;
-    let server = TestServer::start_with(
-        config,
-        hookd::clock::ManualClock::new(hookd::clock::Clock::now_ms(&hookd::clock::SystemClock)),
-    )
-    .await;
+    let server = TestServer::with_small_marks(dir.path()).await;
     let root = format!("{}/..", env!("CARGO_MANIFEST_DIR"));
     let addr = server.grpc.trim_start_matches("http://").to_owned();
     crate::harness::run_program(

@@ -415,16 +415,8 @@ impl<'a> Tables<'a> {
         created_ms: u64,
         not_before_ms: u64,
     ) -> Result<Option<MessageId>, StoreError> {
-        if let Some(old) = get_bytes(
-            self.overlay,
-            TableId::Idempotency,
-            &self.idempotency,
-            scoped_key,
-        )? {
-            let (original, created) = decode_idempotency(&old)?;
-            if created >= not_before_ms {
-                return Ok(Some(original));
-            }
+        if let Some(original) = self.idempotent_original(scoped_key, not_before_ms)? {
+            return Ok(Some(original));
         }
         let mut v = [0u8; 24];
         v[..16].copy_from_slice(&id.0.to_be_bytes());

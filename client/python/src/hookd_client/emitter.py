@@ -183,6 +183,19 @@ class _Core:
             delay = self.backoff()
         return left, delay, pause
 
+    def call_failed(self, pending: List[pb.EnqueueRequest], take: int, error: grpc.RpcError) -> tuple:
+        """Applies a failed call for pending[:take]; returns (left, delay, alone): retry all
+        after `delay`, or (a final refusal) resend one per call, or drop a lone event."""
+        self.last_error = f"{error.code().name}: {error.details()}"
+        if error.code() in RETRYABLE:
+            delay = retry_info(error)
+            return pending, (self.backoff() if delay is None else delay), False
+        if take > 1:
+            return pending, None, True
+        self.counters.failed += 1
+        self.sending = len(pending) - 1
+        return pending[1:], None, True
+
     def snapshot(self) -> Counters:
         c = dataclasses.replace(self.counters)
         c.buffered = self.held()
@@ -282,18 +295,8 @@ class Emitter:
                     response = self._send(request, core.config.call_timeout_s)
                 except grpc.RpcError as e:
                     with self._lock:
-                        core.last_error = f"{e.code().name}: {e.details()}"
-                        if e.code() in RETRYABLE:
-                            delay = retry_info(e)
-                            if delay is None:
-                                delay = core.backoff()
-                        elif take > 1:
-                            alone = True
-                        else:
-                            pending = pending[1:]
-                            core.counters.failed += 1
-                            core.sending = len(pending)
-                            self._lock.notify_all()
+                        pending, delay, alone = core.call_failed(pending, take, e)
+                        self._lock.notify_all()
                 else:
                     with self._lock:
                         pending, delay, pause = core.answered(pending, take, response)
@@ -397,18 +400,8 @@ class AsyncEmitter:
                 try:
                     response = await self._send(request, core.config.call_timeout_s)
                 except grpc.RpcError as e:
-                    core.last_error = f"{e.code().name}: {e.details()}"
-                    if e.code() in RETRYABLE:
-                        delay = retry_info(e)
-                        if delay is None:
-                            delay = core.backoff()
-                    elif take > 1:
-                        alone = True
-                    else:
-                        pending = pending[1:]
-                        core.counters.failed += 1
-                        core.sending = len(pending)
-                        await self._notify()
+                    pending, delay, alone = core.call_failed(pending, take, e)
+                    await self._notify()
                 else:
                     pending, delay, pause = core.answered(pending, take, response)
                     await self._notify()
