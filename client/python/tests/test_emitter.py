@@ -156,6 +156,18 @@ def test_hookd_at_its_hard_mark_sends_retry_info_and_the_emitter_waits_for_room(
     assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, err
     assert "backpressure.destination_max_bytes" in err.details()
     assert retry_info(err) == pytest.approx(1.0)
+
+    async def refused_async():
+        async with grpc.aio.insecure_channel(addr()) as channel:
+            try:
+                await pb_grpc.HookdStub(channel).Enqueue(queue("py-full", big))
+            except grpc.RpcError as e:  # grpc.aio.AioRpcError
+                return e
+        return None
+
+    aio_err = asyncio.run(refused_async())
+    assert aio_err is not None and aio_err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert retry_info(aio_err) == pytest.approx(1.0)
     slept = []
     sleep_event = threading.Event()
 
