@@ -284,41 +284,8 @@ fn retryable(code: Code) -> bool {
 
 /// The server's RetryInfo delay, if it sent one.
 fn retry_info(status: &tonic::Status) -> Option<Duration> {
-    let details = status.details();
-    if details.is_empty() {
-        return None;
-    }
-    use prost::Message;
-    let decoded = pb_status::Status::decode(details).ok()?;
-    decoded
-        .details
-        .iter()
-        .filter(|a| a.type_url.ends_with("google.rpc.RetryInfo"))
-        .find_map(|a| pb_status::RetryInfo::decode(a.value.as_slice()).ok())
-        .and_then(|r| r.retry_delay)
-        .map(|d| {
-            Duration::from_secs(d.seconds.max(0) as u64)
-                + Duration::from_nanos(d.nanos.max(0) as u64)
-        })
-}
-
-/// The two google.rpc messages a status's details carry, decoded with prost.
-mod pb_status {
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Status {
-        #[prost(int32, tag = "1")]
-        pub code: i32,
-        #[prost(string, tag = "2")]
-        pub message: String,
-        #[prost(message, repeated, tag = "3")]
-        pub details: Vec<prost_types::Any>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct RetryInfo {
-        #[prost(message, optional, tag = "1")]
-        pub retry_delay: Option<prost_types::Duration>,
-    }
+    use tonic_types::StatusExt;
+    status.get_details_retry_info()?.retry_delay
 }
 
 /// Full jitter: uniform over `0..=min(cap, base * 2^n)`.
@@ -555,22 +522,9 @@ mod tests {
     }
 
     fn with_retry_info(code: Code, ms: u64) -> tonic::Status {
-        use prost::Message;
-        let info = pb_status::RetryInfo {
-            retry_delay: Some(prost_types::Duration {
-                seconds: (ms / 1000) as i64,
-                nanos: ((ms % 1000) * 1_000_000) as i32,
-            }),
-        };
-        let status = pb_status::Status {
-            code: code as i32,
-            message: "scripted".into(),
-            details: vec![prost_types::Any {
-                type_url: "type.googleapis.com/google.rpc.RetryInfo".into(),
-                value: info.encode_to_vec(),
-            }],
-        };
-        tonic::Status::with_details(code, "scripted", status.encode_to_vec().into())
+        use tonic_types::{ErrorDetails, StatusExt};
+        let details = ErrorDetails::with_retry_info(Some(Duration::from_millis(ms)));
+        tonic::Status::with_error_details(code, "scripted", details)
     }
 
     fn event(i: usize) -> Event {
