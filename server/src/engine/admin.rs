@@ -306,23 +306,15 @@ impl Engine {
     }
 
     fn dest_level(&self, dest: &super::index::Dest) -> crate::backpressure::Level {
-        let held = crate::backpressure::Held {
-            messages: dest.counts.pending + dest.counts.awaiting_retry + dest.counts.in_flight,
-            bytes: dest.live_bytes,
-        };
         self.config
             .backpressure
-            .level(held, crate::backpressure::Scope::Destination)
+            .level(dest.held(), crate::backpressure::Scope::Destination)
     }
 
     fn total_level(&self) -> crate::backpressure::Level {
-        let held = crate::backpressure::Held {
-            messages: self.index.live.len() as u64,
-            bytes: self.index.live_bytes,
-        };
         self.config
             .backpressure
-            .level(held, crate::backpressure::Scope::All)
+            .level(self.index.total_held(), crate::backpressure::Scope::All)
     }
 
     /// The totals (kept as messages move, never summed here) and one page of

@@ -31,17 +31,11 @@ impl Engine {
         let not_before = now.saturating_sub(self.config.idempotency_retention_ms);
         // Admission: disk headroom, then the watermarks. A refused event changes nothing,
         // but the resend of one already stored is still answered as the duplicate it is.
-        let held = self.index.find(&m.key).map_or_else(Held::default, |d| {
-            let d = &self.index.dests[d];
-            Held {
-                messages: d.counts.pending + d.counts.awaiting_retry + d.counts.in_flight,
-                bytes: d.live_bytes,
-            }
-        });
-        let total = Held {
-            messages: self.index.live.len() as u64,
-            bytes: self.index.live_bytes,
-        };
+        let held = self
+            .index
+            .find(&m.key)
+            .map_or_else(Held::default, |d| self.index.dests[d].held());
+        let total = self.index.total_held();
         let (refusal, throttle_ms) = match (
             self.config.headroom.short(),
             self.config.backpressure.assess(held, total, bytes),

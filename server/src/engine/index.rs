@@ -141,6 +141,15 @@ impl Dest {
         }
     }
 
+    /// What it holds, as the watermarks measure it: its live messages (pending, awaiting
+    /// retry or in flight) and their records' bytes.
+    pub fn held(&self) -> crate::backpressure::Held {
+        crate::backpressure::Held {
+            messages: self.counts.pending + self.counts.awaiting_retry + self.counts.in_flight,
+            bytes: self.live_bytes,
+        }
+    }
+
     /// Age of its oldest live message (0: none).
     pub fn oldest_age_ms(&self, now_ms: u64) -> u64 {
         self.live_ids
@@ -415,10 +424,17 @@ impl Index {
         }
     }
 
+    /// What every destination holds together, as the watermarks measure it.
+    pub fn total_held(&self) -> crate::backpressure::Held {
+        crate::backpressure::Held {
+            messages: self.live.len() as u64,
+            bytes: self.live_bytes,
+        }
+    }
+
     /// Live messages of a destination (pending, awaiting retry or in flight).
     pub fn live_count(&self, d: DestId) -> u64 {
-        let dest = &self.dests[d];
-        dest.counts.pending + dest.counts.awaiting_retry + dest.counts.in_flight
+        self.dests[d].held().messages
     }
 
     /// Destination `d` may have become idle or busy: look at it at the end of the round.
