@@ -131,14 +131,15 @@ impl Headroom {
         }
     }
 
-    /// Measures every `every` until `stop` turns true.
+    /// Measures every `every` (the first one `every` from now) until `stop` turns true.
     pub async fn watch(
         self: Arc<Self>,
         probe: Probe,
         every: std::time::Duration,
         mut stop: tokio::sync::watch::Receiver<bool>,
     ) {
-        let mut tick = tokio::time::interval(every);
+        // The first measure is the caller's, taken before the engine starts.
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {

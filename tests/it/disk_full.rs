@@ -3,7 +3,7 @@
 //! through; once space comes back it accepts again without a restart; and a file-size limit
 //! (`ulimit -f`) does not kill it. Real file systems and a real process: hookd as a child.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use hookd::testkit::ChildHookd;
@@ -12,19 +12,23 @@ use tonic::Code;
 
 use crate::harness::code;
 
-/// A config file for a small volume: small log segments and checkpoints, a fast probe and a
-/// reserve of `reserve_mb`.
-fn small_volume_config(dir: &Path, reserve_mb: u64) -> PathBuf {
-    let path = dir.join("hookd.toml");
+/// `hookd serve` arguments for a small volume: small log segments and checkpoints, a fast
+/// probe, a 32 MiB reserve (above 4 x checkpoint_log_mb + 2 x log_segment_mb), quiet logs.
+/// `hookd serve` arguments for `small_volume_config`, quiet logs.
+fn small_volume_args(conf_dir: &Path) -> Vec<std::ffi::OsString> {
+    let config = conf_dir.join("hookd.toml");
     std::fs::write(
-        &path,
-        format!(
-            "log_segment_mb = 2\ncheckpoint_log_mb = 4\ncache_size_mb = 8\n\
-             [storage]\nreserve_mb = {reserve_mb}\nreserve_percent = 0.0\nprobe_interval_ms = 20\n"
-        ),
+        &config,
+        "log_segment_mb = 2\ncheckpoint_log_mb = 4\ncache_size_mb = 8\n\
+         [storage]\nreserve_mb = 32\nreserve_percent = 0.0\nprobe_interval_ms = 20\n",
     )
     .unwrap();
-    path
+    vec![
+        "--config".into(),
+        config.into_os_string(),
+        "--log-level".into(),
+        "warn".into(),
+    ]
 }
 
 /// Enqueues 64 KiB events in batches of 16 until hookd refuses (at most 2,000 calls); the
@@ -107,12 +111,7 @@ async fn disk_full_on_a_small_file_system_is_a_clean_refusal_that_clears_when_sp
     let ballast = volume.0.path().join("ballast");
     std::fs::write(&ballast, vec![0u8; 24 << 20]).unwrap();
     let conf = tempfile::tempdir().unwrap();
-    let extra = vec![
-        "--config".into(),
-        small_volume_config(conf.path(), 32).into_os_string(),
-        "--log-level".into(),
-        "warn".into(),
-    ];
+    let extra = small_volume_args(conf.path());
     let exe = Path::new(env!("CARGO_BIN_EXE_hookd-under-test"));
     let hookd = ChildHookd::spawn(exe, &[], &data, &extra, Duration::from_secs(30))
         .await
@@ -159,24 +158,19 @@ async fn disk_full_on_a_small_file_system_is_a_clean_refusal_that_clears_when_sp
     let mut c = Client::connect(hookd.grpc.clone()).await.unwrap();
     assert_eq!(drain_and_ack(&mut c, "after").await, 1);
     eprintln!(
-        "tmpfs 96 MiB: {stored} events of 64 KiB stored before the reserve refused; {free_bytes} bytes free at the refusal"
+        "tmpfs 128 MiB, reserve 32 MiB: {stored} events of 64 KiB stored before the reserve refused; {free_bytes} bytes free at the refusal"
     );
     hookd.stop(Duration::from_secs(10)).await.unwrap();
 }
 
 /// `ulimit -f`: a write past the file-size limit raises SIGXFSZ, which kills a process by
-/// default. hookd counts the limit as disk space (the redb file against it), so it refuses
-/// new events before, and keeps serving.
+/// default. hookd counts the limit as disk space (against twice the redb file plus the
+/// log), so it refuses new events before, and keeps serving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_size_limit_is_a_refusal_not_a_killed_process() {
     let data = tempfile::tempdir().unwrap();
     let conf = tempfile::tempdir().unwrap();
-    let extra = vec![
-        "--config".into(),
-        small_volume_config(conf.path(), 32).into_os_string(),
-        "--log-level".into(),
-        "warn".into(),
-    ];
+    let extra = small_volume_args(conf.path());
     let exe = Path::new(env!("CARGO_BIN_EXE_hookd-under-test"));
     // 40 MiB per file (bash's ulimit -f counts KiB).
     let wrapper = [
