@@ -73,10 +73,10 @@ pub struct HookdFigures {
     pub refused: std::collections::BTreeMap<String, u64>,
     /// Events hookd took with a throttle hint (above a soft watermark).
     pub throttle_hints: u64,
-    /// The most live messages hookd held at once (sampled every 500 ms), and the highest
-    /// watermark level it reached (ok, soft, hard).
-    pub peak_live_messages: u64,
-    pub peak_level: String,
+    /// `[agent]` runs: the most live messages hookd held at once (sampled every 500 ms),
+    /// and the highest watermark level it reached (ok, soft, hard).
+    pub peak_live_messages: Option<u64>,
+    pub peak_level: Option<String>,
 }
 
 /// `[agent]` runs: what the agents' Emitters did.
@@ -238,8 +238,8 @@ impl Report {
         let _ = writeln!(
             s,
             "          backpressure: peak live {}  peak level {}  throttle hints {}  refused [{}]",
-            h.peak_live_messages,
-            h.peak_level,
+            h.peak_live_messages.map_or("n/a".into(), |n| n.to_string()),
+            h.peak_level.as_deref().unwrap_or("n/a"),
             h.throttle_hints,
             refused.join(", ")
         );

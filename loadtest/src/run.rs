@@ -365,7 +365,8 @@ fn reason(m: &pb::GetMessageResponse) -> String {
 }
 
 /// The most live messages hookd held and the highest watermark level, sampled every
-/// 500 ms until `stop`.
+/// 500 ms until `stop`. Every destination's Stats are built on hookd's engine thread, so
+/// only `[agent]` runs (overload is what they are for) sample them.
 async fn watch_backlog(
     client: HookdClient<Channel>,
     mut stop: tokio::sync::watch::Receiver<bool>,
@@ -516,7 +517,10 @@ pub async fn run(s: &Scenario, o: &Options) -> anyhow::Result<Report> {
     };
     let tally = world.tally.clone();
     let (backlog_stop, backlog_rx) = tokio::sync::watch::channel(false);
-    let backlog = tokio::spawn(watch_backlog(world.clients[0].clone(), backlog_rx));
+    let backlog = s
+        .agent
+        .is_some()
+        .then(|| tokio::spawn(watch_backlog(world.clients[0].clone(), backlog_rx)));
     // Setup (hookd's start, endpoint registration) is not part of the traffic's time.
     let traffic_start = Instant::now();
     let capacity = match s.capacity {
@@ -557,7 +561,10 @@ pub async fn run(s: &Scenario, o: &Options) -> anyhow::Result<Report> {
         start.elapsed()
     };
     let _ = backlog_stop.send(true);
-    let (peak_live, peak_level) = backlog.await.unwrap_or((0, 0));
+    let peak = match backlog {
+        Some(task) => task.await.ok(),
+        None => None,
+    };
     let queues = world.consumers.counts();
     let snap = tally.snapshot();
     let held = lookups(&world.clients[0], &snap.events).await;
@@ -579,13 +586,17 @@ pub async fn run(s: &Scenario, o: &Options) -> anyhow::Result<Report> {
         .filter(|e| e.push && e.enqueue == Enqueue::Acked)
         .count() as u64;
     let mut hookd = hookd_figures(&world.clients[0], &snap.timeline, acked_push).await;
-    hookd.peak_live_messages = peak_live;
-    hookd.peak_level = match pb::BackpressureLevel::try_from(peak_level) {
-        Ok(pb::BackpressureLevel::Soft) => "soft",
-        Ok(pb::BackpressureLevel::Hard) => "hard",
-        _ => "ok",
+    if let Some((live, level)) = peak {
+        hookd.peak_live_messages = Some(live);
+        hookd.peak_level = Some(
+            match pb::BackpressureLevel::try_from(level) {
+                Ok(pb::BackpressureLevel::Soft) => "soft",
+                Ok(pb::BackpressureLevel::Hard) => "hard",
+                _ => "ok",
+            }
+            .into(),
+        );
     }
-    .into();
     if let Some(http) = world.target.http {
         (hookd.refused, hookd.throttle_hints) = backpressure_counters(http).await;
     }

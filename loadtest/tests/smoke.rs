@@ -292,6 +292,9 @@ destination_max_messages = 500
     );
     // Sampled every 500 ms: the level hovers just under the hard mark as deliveries make
     // room, so the sample may read soft; the refusals above prove the hard mark.
-    assert_ne!(h["peak_level"], "ok", "{text}");
+    assert!(
+        matches!(h["peak_level"].as_str(), Some("soft" | "hard")),
+        "{text}"
+    );
     assert!(h["peak_live_messages"].as_u64().unwrap() <= 1_000, "{text}");
 }
