@@ -7,6 +7,7 @@
 //! ```
 
 mod churn;
+mod console;
 mod echo;
 mod fsync;
 mod ingest;
@@ -106,6 +107,13 @@ struct Args {
     /// floor's (two per commit: quick-repair commits in two phases).
     #[arg(long, default_value_t = 0)]
     slow_sync_ms: u64,
+    /// The console run (`--only console`): endpoints, dead letters, requests per page.
+    #[arg(long, default_value_t = 2_000)]
+    console_endpoints: usize,
+    #[arg(long, default_value_t = 100_000)]
+    console_dead: usize,
+    #[arg(long, default_value_t = 20)]
+    console_samples: usize,
 }
 
 /// `--slow-sync-ms`, for every hookd and the redb floor this run starts.
@@ -405,6 +413,30 @@ async fn bench(args: Args) -> anyhow::Result<()> {
             scrape::run(&mut client, hookd.running.http, n, 20).await?;
             hookd.stop().await?;
         }
+    }
+    if args
+        .only
+        .as_deref()
+        .is_some_and(|o| "console".contains(&o.to_lowercase()))
+    {
+        println!(
+            "\nconsole: page render times with {} endpoints and {} dead letters, {} requests per page",
+            args.console_endpoints, args.console_dead, args.console_samples
+        );
+        let sink = hookd::testkit::Receiver::start(hookd::testkit::Reply::Status(400)).await?;
+        let hookd = Hookd::start(dir.path(), 0).await?;
+        let ch = channels(hookd.addr, 1).await?.remove(0);
+        let mut client = hookd_client::Client::from_channel(ch);
+        console::run(
+            &mut client,
+            hookd.running.http,
+            &sink.url("/hook"),
+            args.console_endpoints,
+            args.console_dead,
+            args.console_samples,
+        )
+        .await?;
+        hookd.stop().await?;
     }
     if wants("isolation") {
         let (n, hanging, measured) = (8, 4, 4);

@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 mod emitter;
+pub mod route;
 
 pub use emitter::{Counters, EmitError, Emitter, EmitterConfig, Transport, Unflushed};
 

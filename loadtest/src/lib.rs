@@ -8,7 +8,8 @@
 //! - [`schedule`]: intended send times and the open loop (coordinated-omission correction).
 //! - [`drive`]: the calls (unary or batch, open or closed loop) and the pull consumers;
 //!   [`inbound`]: the same traffic as signed webhooks on hookd's ingest listener.
-//! - [`sim`]: the simulated endpoints; [`target`]: the hookd under test.
+//! - [`sim`]: the simulated endpoints; [`target`]: the hookd under test; [`host`]: the
+//!   box beside it (CPU, load, this tool's CPU, an fsync probe) and what limited a run.
 //! - [`tally`]: what was sent, acknowledged and delivered; [`checker`]: the verdict.
 //! - [`capacity`]: the search for the highest rate that holds the SLO.
 //! - [`report`]: table, JSON, SVG; [`run`]: one run start to end.
@@ -19,6 +20,7 @@ pub mod capacity;
 pub mod checker;
 pub mod dist;
 pub mod drive;
+pub mod host;
 pub mod inbound;
 pub mod report;
 pub mod run;

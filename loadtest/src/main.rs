@@ -21,7 +21,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run a scenario; exits 1 if the checker finds a lost, unexpected or undelivered event.
+    /// Run a scenario and write its report (table, report.json, SVG plots).
+    #[command(after_help = EXIT_CODES)]
     Run {
         scenario: PathBuf,
         /// Overrides the scenario's `duration` (e.g. 30s, 2m).
@@ -38,6 +39,11 @@ enum Command {
         /// The running hookd's pid, so the report can show its CPU and RSS.
         #[arg(long, requires = "target")]
         target_pid: Option<u32>,
+        /// With --target: a directory on the disk the running hookd writes to, for the
+        /// fsync probe (default: the current directory). A hookd the tool starts is probed
+        /// in its own data directory.
+        #[arg(long, requires = "target")]
+        probe_dir: Option<PathBuf>,
         /// Multiplies every offered rate of the scenario (e.g. 2 = the same mix at twice the
         /// volume).
         #[arg(long, default_value_t = 1.0)]
@@ -49,8 +55,27 @@ enum Command {
         #[arg(long)]
         quiet: bool,
     },
-    /// Checks scenario files without running them.
+    /// Checks scenario files without running them; exits 2 if one is refused.
     Check { scenarios: Vec<PathBuf> },
+}
+
+const EXIT_CODES: &str = "Exit codes:
+  0  every run passed: the checker found nothing lost, unexpected or undelivered, and no
+     SLO limit was broken
+  1  the checker found a lost, unexpected, undelivered or unaccounted-for event (in any
+     run of --repeat)
+  2  bad usage or a scenario file refused (the key and line are named)
+  3  the checker passed but an SLO limit was broken (the report names each, and the
+     `limit` line says whether the box, the load generator, the disk or hookd set the pace)
+  4  the run could not be made: hookd did not start, the target did not answer, a report
+     could not be written";
+
+/// What the runs came to, worst first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Outcome {
+    Passed,
+    SloBroken,
+    CheckerFailed,
 }
 
 /// The allocator of the `hookd` binary: the hookd this tool starts runs in this binary.
@@ -84,6 +109,7 @@ fn main() -> ExitCode {
             out,
             target,
             target_pid,
+            probe_dir,
             scale,
             repeat,
             quiet,
@@ -108,36 +134,38 @@ fn main() -> ExitCode {
                 target,
                 target_pid,
                 progress: !quiet,
+                probe_dir,
             };
             let runtime = match tokio::runtime::Runtime::new() {
                 Ok(r) => r,
                 Err(e) => {
                     eprintln!("cannot start the runtime: {e}");
-                    return ExitCode::FAILURE;
+                    return ExitCode::from(4);
                 }
             };
             let out = out.unwrap_or_else(|| PathBuf::from("loadtest-out").join(&s.name));
             match runtime.block_on(repeated(&s, &options, &out, repeat)) {
-                Ok(true) => ExitCode::SUCCESS,
-                Ok(false) => ExitCode::from(1),
+                Ok(Outcome::Passed) => ExitCode::SUCCESS,
+                Ok(Outcome::CheckerFailed) => ExitCode::from(1),
+                Ok(Outcome::SloBroken) => ExitCode::from(3),
                 Err(e) => {
                     eprintln!("hookd-loadtest: {e:#}");
-                    ExitCode::FAILURE
+                    ExitCode::from(4)
                 }
             }
         }
     }
 }
 
-/// Runs `s` `times` times (reports in `out`, or `out/run-N` when repeated); true if every
-/// run passed the checker.
+/// Runs `s` `times` times (reports in `out`, or `out/run-N` when repeated); the worst
+/// outcome of the runs.
 async fn repeated(
     s: &Scenario,
     o: &Options,
     out: &std::path::Path,
     times: u32,
-) -> anyhow::Result<bool> {
-    let mut passed = true;
+) -> anyhow::Result<Outcome> {
+    let mut worst = Outcome::Passed;
     let mut figures = Vec::new();
     for i in 1..=times {
         let report = run(s, o).await?;
@@ -156,7 +184,13 @@ async fn repeated(
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        passed &= report.passed;
+        worst = worst.max(if !report.verdict.passed() {
+            Outcome::CheckerFailed
+        } else if !report.passed {
+            Outcome::SloBroken
+        } else {
+            Outcome::Passed
+        });
         figures.push(match &report.capacity {
             Some(c) => c.sustainable_rate.unwrap_or(0.0),
             None => report.delivered_per_s,
@@ -186,5 +220,5 @@ async fn repeated(
             }
         );
     }
-    Ok(passed)
+    Ok(worst)
 }

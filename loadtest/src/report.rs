@@ -132,6 +132,11 @@ pub struct Report {
     pub ingest: Option<crate::inbound::InboundCounts>,
     /// `[agent]` runs: what the agents' Emitters did.
     pub agents: Option<AgentFigures>,
+    /// The box beside hookd (CPU, load, this tool, the fsync probe) and what limited the run.
+    pub host: crate::host::HostFigures,
+    /// The scenario's SLO limits, drawn on the latency plots.
+    pub slo_enqueue_p99_ms: Option<f64>,
+    pub slo_end_to_end_p99_ms: Option<f64>,
 }
 
 impl Report {
@@ -243,6 +248,33 @@ impl Report {
             h.throttle_hints,
             refused.join(", ")
         );
+        let b = &self.host;
+        let _ = writeln!(
+            s,
+            "box       {} cores: busy avg {} max {}  iowait avg {}  load max {}  this tool cpu avg {} max {} (100 % = one core)",
+            b.cores,
+            opt(b.busy_avg_pct, " %"),
+            opt(b.busy_max_pct, " %"),
+            opt(b.iowait_avg_pct, " %"),
+            b.load1_max.map_or("n/a".into(), |l| format!("{l:.1}")),
+            opt(b.tool_cpu_avg_pct, " %"),
+            opt(b.tool_cpu_max_pct, " %"),
+        );
+        let ms = |v: Option<f64>| v.map_or("n/a".into(), |v| format!("{v:.2} ms"));
+        let _ = writeln!(
+            s,
+            "          fsync probe (4 KiB + fdatasync in {}): before {}; during: p50 {} p99 {} max {} ({} samples)",
+            b.fsync_dir,
+            b.fsync_before.map_or("n/a".into(), |f| format!(
+                "{:.0}/s, p50 {:.2} ms, p99 {:.2} ms",
+                f.per_s, f.p50_ms, f.p99_ms
+            )),
+            ms(b.fsync_p50_ms),
+            ms(b.fsync_p99_ms),
+            ms(b.fsync_max_ms),
+            b.fsync_samples
+        );
+        let _ = writeln!(s, "limit     {}", b.limit);
         if let Some(a) = &self.agents {
             let _ = writeln!(
                 s,
@@ -322,6 +354,7 @@ impl Report {
             (dir.join("latency-percentiles.svg"), Plot::Percentiles),
             (dir.join("throughput.svg"), Plot::Throughput),
             (dir.join("latency-over-time.svg"), Plot::LatencyOverTime),
+            (dir.join("resources.svg"), Plot::Resources),
         ];
         let mut out = vec![json];
         for (path, plot) in files {
@@ -353,6 +386,11 @@ impl Report {
                     .iter()
                     .flat_map(|(_, c)| c.iter().map(|(_, v)| *v))
                     .fold(1.0f64, f64::max);
+                let ymax = self.slo_lines().iter().map(|l| l.1).fold(ymax, f64::max);
+                let xmax = xmax.ceil();
+                // Labelled where people read percentiles: 50, 90, 99, 99.9, ...
+                let mut ticks = vec![0.0, 2f64.log10()];
+                ticks.extend((1..=xmax as u32).map(f64::from));
                 let mut chart = ChartBuilder::on(&root)
                     .caption(
                         format!("{}: latency by percentile", self.scenario),
@@ -361,13 +399,39 @@ impl Report {
                     .margin(10)
                     .x_label_area_size(40)
                     .y_label_area_size(60)
-                    .build_cartesian_2d(0.0..xmax.ceil(), (0.01..ymax * 1.2).log_scale())?;
+                    .build_cartesian_2d(0.0..xmax + 0.4, (0.01..ymax * 1.2).log_scale())?;
+                // The x axis is in nines; its labels are drawn here at the percentiles
+                // people read (plotters would put them at round numbers of nines).
                 chart
                     .configure_mesh()
+                    .x_labels(0)
+                    .disable_x_mesh()
                     .x_desc("percentile")
                     .y_desc("ms")
-                    .x_label_formatter(&|x| format!("{}", 100.0 - 100.0 * 10f64.powf(-x)))
                     .draw()?;
+                let grey = RGBColor(200, 200, 200);
+                for &x in &ticks {
+                    chart.draw_series(LineSeries::new(
+                        [(x, 0.01), (x, ymax * 1.2)],
+                        grey.stroke_width(1),
+                    ))?;
+                    chart.draw_series(std::iter::once(Text::new(
+                        format!("p{}", percentile_label(x)),
+                        (x, 0.012),
+                        ("sans-serif", 13).into_font().color(&BLACK),
+                    )))?;
+                }
+                for (name, ms, c) in self.slo_lines() {
+                    chart
+                        .draw_series(DashedLineSeries::new(
+                            [(0.0, ms), (xmax, ms)],
+                            8,
+                            4,
+                            c.stroke_width(1),
+                        ))?
+                        .label(name)
+                        .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], c));
+                }
                 for (i, (name, curve)) in series.iter().enumerate() {
                     let c = colours[i % colours.len()];
                     chart
@@ -396,10 +460,11 @@ impl Report {
             Plot::LatencyOverTime => {
                 let t = &self.timeline;
                 // Seconds without a sample have no point (a log axis has no 0).
+                // A second without a sample (between bursts) breaks the line there.
                 let at = |f: fn(&Second) -> f64| -> Vec<(f64, f64)> {
                     t.iter()
-                        .filter(|s| f(s) > 0.0)
-                        .map(|s| (s.t_s as f64, f(s).max(0.01)))
+                        .map(|s| (s.t_s as f64, f(s)))
+                        .map(|(x, v)| (x, if v > 0.0 { v.max(0.01) } else { f64::NAN }))
                         .collect()
                 };
                 let series = [
@@ -409,6 +474,38 @@ impl Report {
                     ("end to end p99", at(|s| s.e2e_p99_ms)),
                 ];
                 self.over_time(&root, "latency over time", "ms", &series, true)?;
+            }
+            Plot::Resources => {
+                let t = &self.timeline;
+                let cores = self.host.cores.max(1) as f64;
+                let at = |f: &dyn Fn(&Second) -> Option<f64>| -> Vec<(f64, f64)> {
+                    t.iter()
+                        .map(|s| (s.t_s as f64, f(s).unwrap_or(f64::NAN)))
+                        .collect()
+                };
+                let (top, bottom) = root.split_vertically(300);
+                let cpu = [
+                    ("hookd", at(&|s| s.hookd_cpu_pct)),
+                    ("load generator (this tool)", at(&|s| s.tool_cpu_pct)),
+                    (
+                        "everything else",
+                        at(&|s| {
+                            let all = s.host_busy_pct? * cores;
+                            Some(
+                                (all - s.hookd_cpu_pct.unwrap_or(0.0)
+                                    - s.tool_cpu_pct.unwrap_or(0.0))
+                                .max(0.0),
+                            )
+                        }),
+                    ),
+                    ("whole box", at(&|s| s.host_busy_pct.map(|b| b * cores))),
+                ];
+                self.over_time(&top, "CPU (100 % = one core)", "%", &cpu, false)?;
+                let fsync = [(
+                    "slowest fsync of the probe in each second",
+                    at(&|s| s.fsync_ms.map(|v| v.max(0.01))),
+                )];
+                self.over_time(&bottom, "fsync probe on hookd's disk", "ms", &fsync, true)?;
             }
         }
         root.present()?;
@@ -427,9 +524,17 @@ impl Report {
         log: bool,
     ) -> Result<(), Box<dyn std::error::Error>> {
         let xmax = self.timeline.len().max(1) as f64;
+        // SLO limits are drawn on the latency plot.
+        let slo = if unit == "ms" && title.starts_with("latency") {
+            self.slo_lines()
+        } else {
+            Vec::new()
+        };
         let ymax = series
             .iter()
             .flat_map(|(_, points)| points.iter().map(|p| p.1))
+            .chain(slo.iter().map(|l| l.1))
+            .filter(|v| v.is_finite())
             .fold(1.0, f64::max);
         let mut builder = ChartBuilder::on(root);
         builder
@@ -444,9 +549,27 @@ impl Report {
                 chart.configure_mesh().x_desc("s").y_desc(unit).draw()?;
                 for (i, (name, points)) in series.iter().enumerate() {
                     let c = colours[i % colours.len()];
+                    // One line per run of seconds with a value: never drawn across a gap.
+                    let mut runs = segments(points).into_iter();
+                    let first = runs.next().unwrap_or_default();
                     chart
-                        .draw_series(LineSeries::new(points.iter().copied(), c.stroke_width(2)))?
+                        .draw_series(LineSeries::new(first, c.stroke_width(2)))?
                         .label(*name)
+                        .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], c));
+                    for run in runs {
+                        chart.draw_series(LineSeries::new(run, c.stroke_width(2)))?;
+                    }
+                }
+                for (name, ms, c) in &slo {
+                    let c = *c;
+                    chart
+                        .draw_series(DashedLineSeries::new(
+                            [(0.0, *ms), (xmax, *ms)],
+                            8,
+                            4,
+                            c.stroke_width(1),
+                        ))?
+                        .label(name.as_str())
                         .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], c));
                 }
                 chart.configure_series_labels().border_style(BLACK).draw()?;
@@ -461,9 +584,82 @@ impl Report {
     }
 }
 
+impl Report {
+    /// The SLO limits to draw: (label, ms, colour).
+    fn slo_lines(&self) -> Vec<(String, f64, RGBColor)> {
+        let mut out = Vec::new();
+        if let Some(ms) = self.slo_enqueue_p99_ms {
+            out.push((
+                format!("SLO: enqueue p99 {ms} ms"),
+                ms,
+                RGBColor(255, 140, 0),
+            ));
+        }
+        if let Some(ms) = self.slo_end_to_end_p99_ms {
+            out.push((format!("SLO: end-to-end p99 {ms} ms"), ms, BLACK));
+        }
+        out
+    }
+}
+
+/// The percentile at `x` nines (0 = p0, 1 = p90, 2 = p99...), as people write it: 50, 90,
+/// 99, 99.9.
+fn percentile_label(x: f64) -> String {
+    let p = 100.0 - 100.0 * 10f64.powf(-x);
+    let rounded = (p * 1e4).round() / 1e4;
+    let mut s = format!("{rounded:.4}");
+    while s.ends_with('0') {
+        s.pop();
+    }
+    if s.ends_with('.') {
+        s.pop();
+    }
+    s
+}
+
+/// Runs of consecutive finite points: a line is drawn within a run, never across a gap.
+fn segments(points: &[(f64, f64)]) -> Vec<Vec<(f64, f64)>> {
+    let mut out: Vec<Vec<(f64, f64)>> = Vec::new();
+    let mut current = Vec::new();
+    for &(x, y) in points {
+        if y.is_finite() {
+            current.push((x, y));
+        } else if !current.is_empty() {
+            out.push(std::mem::take(&mut current));
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Plot {
     Percentiles,
     Throughput,
     LatencyOverTime,
+    Resources,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentile_axis_reads_50_90_99_99_9() {
+        let labels: Vec<String> = [0.0, 2f64.log10(), 1.0, 2.0, 3.0, 4.0]
+            .into_iter()
+            .map(percentile_label)
+            .collect();
+        assert_eq!(labels, ["0", "50", "90", "99", "99.9", "99.99"]);
+    }
+
+    #[test]
+    fn a_gap_splits_the_line() {
+        let nan = f64::NAN;
+        let runs = segments(&[(1.0, 2.0), (2.0, 3.0), (3.0, nan), (4.0, nan), (5.0, 1.0)]);
+        assert_eq!(runs, vec![vec![(1.0, 2.0), (2.0, 3.0)], vec![(5.0, 1.0)]]);
+        assert!(segments(&[(1.0, nan)]).is_empty());
+    }
 }

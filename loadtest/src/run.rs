@@ -1,6 +1,7 @@
 //! One run of a scenario, start to verdict.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,10 +14,11 @@ use tonic::transport::Channel;
 use crate::capacity::{self, Step};
 use crate::checker::{self, Held};
 use crate::drive::{Consumers, Sender, Targets};
+use crate::host::{FsyncProbe, HostFigures, HostMeter};
 use crate::report::{HookdFigures, Percentiles, Report};
 use crate::scenario::{Load, Scenario, Shape};
 use crate::sim::Sim;
-use crate::tally::{Enqueue, Tally};
+use crate::tally::{Enqueue, Resources, Tally};
 use crate::target::{Meter, Target};
 
 /// How to run a scenario.
@@ -30,6 +32,9 @@ pub struct Options {
     pub target_pid: Option<u32>,
     /// Draw a progress bar on the terminal.
     pub progress: bool,
+    /// Where the fsync probe writes when hookd runs elsewhere (`--target`): a directory on
+    /// the disk hookd writes to. A hookd the tool starts is probed in its data directory.
+    pub probe_dir: Option<PathBuf>,
 }
 
 async fn channels(addr: &str, n: usize) -> anyhow::Result<Vec<HookdClient<Channel>>> {
@@ -59,17 +64,28 @@ struct Sampler {
 }
 
 impl Sampler {
-    fn start(tally: Arc<Tally>, pid: Option<u32>, bar: Option<ProgressBar>) -> Self {
+    fn start(
+        tally: Arc<Tally>,
+        pid: Option<u32>,
+        probe: Option<Arc<FsyncProbe>>,
+        bar: Option<ProgressBar>,
+    ) -> Self {
         let task = tokio::spawn(async move {
             let mut meter = Meter::new(pid);
+            let mut host = HostMeter::new();
             let mut tick = tokio::time::interval_at(
                 Instant::now() + Duration::from_secs(1),
                 Duration::from_secs(1),
             );
             loop {
                 tick.tick().await;
-                let (cpu, rss) = meter.read();
-                let s = tally.tick(cpu, rss);
+                let (hookd_cpu_pct, hookd_rss_mb) = meter.read();
+                let s = tally.tick(Resources {
+                    hookd_cpu_pct,
+                    hookd_rss_mb,
+                    host: host.read(),
+                    fsync_ms: probe.as_ref().and_then(|p| p.take_max()),
+                });
                 if let Some(bar) = &bar {
                     bar.inc(1);
                     bar.set_message(format!(
@@ -114,6 +130,9 @@ struct World {
     sender: Sender,
     consumers: Consumers,
     tally: Arc<Tally>,
+    /// The fsync probe on hookd's disk, and what the disk did before the traffic.
+    probe: Option<Arc<FsyncProbe>>,
+    host: HostFigures,
 }
 
 async fn setup(s: &Scenario, o: &Options) -> anyhow::Result<World> {
@@ -205,6 +224,27 @@ async fn setup(s: &Scenario, o: &Options) -> anyhow::Result<World> {
         inbound,
         agents,
     };
+    // The disk's speed before any traffic, then a light probe through the run (an fsync
+    // every 250 ms), in hookd's data directory, or where --probe-dir says.
+    let probe_dir = target
+        .data_dir
+        .clone()
+        .or_else(|| o.probe_dir.clone())
+        .unwrap_or_else(|| PathBuf::from("."));
+    let mut host = HostFigures {
+        cores: std::thread::available_parallelism().map_or(1, usize::from),
+        fsync_dir: probe_dir.display().to_string(),
+        ..Default::default()
+    };
+    let dir = probe_dir.clone();
+    host.fsync_before = tokio::task::spawn_blocking(move || {
+        crate::host::baseline(&dir, Duration::from_secs(1), 5_000)
+    })
+    .await?
+    .map_err(|e| anyhow::anyhow!("fsync probe in {}: {e}", probe_dir.display()))
+    .map(Some)?;
+    let probe = FsyncProbe::start(&probe_dir, Duration::from_millis(250))
+        .map_err(|e| anyhow::anyhow!("fsync probe in {}: {e}", probe_dir.display()))?;
     Ok(World {
         target,
         sim,
@@ -212,6 +252,8 @@ async fn setup(s: &Scenario, o: &Options) -> anyhow::Result<World> {
         sender,
         consumers,
         tally,
+        probe: Some(Arc::new(probe)),
+        host,
     })
 }
 
@@ -456,6 +498,39 @@ async fn hookd_figures(
     f
 }
 
+/// The box over the run (from the timeline and the fsync probe), and what limited it.
+fn host_figures(
+    world: &World,
+    timeline: &[crate::tally::Second],
+    hookd_cpu_avg: Option<f64>,
+) -> HostFigures {
+    let mut h = world.host.clone();
+    let avg = |f: fn(&crate::tally::Second) -> Option<f64>| {
+        let v: Vec<f64> = timeline.iter().filter_map(f).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    let max = |f: fn(&crate::tally::Second) -> Option<f64>| {
+        timeline.iter().filter_map(f).reduce(f64::max)
+    };
+    h.busy_avg_pct = avg(|s| s.host_busy_pct);
+    h.busy_max_pct = max(|s| s.host_busy_pct);
+    h.iowait_avg_pct = avg(|s| s.host_iowait_pct);
+    h.load1_max = max(|s| s.load1);
+    h.tool_cpu_avg_pct = avg(|s| s.tool_cpu_pct);
+    h.tool_cpu_max_pct = max(|s| s.tool_cpu_pct);
+    if let Some(probe) = &world.probe {
+        let mut ms = probe.finish();
+        h.fsync_samples = ms.len();
+        if !ms.is_empty() {
+            h.fsync_p50_ms = Some(crate::host::quantile(&mut ms, 0.5));
+            h.fsync_p99_ms = Some(crate::host::quantile(&mut ms, 0.99));
+            h.fsync_max_ms = ms.last().copied();
+        }
+    }
+    h.judge(hookd_cpu_avg);
+    h
+}
+
 fn describe(s: &Scenario, duration: Duration) -> String {
     if let Some(c) = s.capacity {
         return format!(
@@ -527,7 +602,12 @@ pub async fn run(s: &Scenario, o: &Options) -> anyhow::Result<Report> {
         Some(c) => Some(search(s, &world, c, o.progress).await?),
         None => {
             let progress = bar(duration.as_secs(), &s.name, o.progress);
-            let _sampler = Sampler::start(tally.clone(), world.target.pid, progress.clone());
+            let _sampler = Sampler::start(
+                tally.clone(),
+                world.target.pid,
+                world.probe.clone(),
+                progress.clone(),
+            );
             match &s.traffic.load {
                 Load::Open {
                     shape,
@@ -547,7 +627,7 @@ pub async fn run(s: &Scenario, o: &Options) -> anyhow::Result<Report> {
     };
     let traffic_s = traffic_start.elapsed().as_secs_f64();
     let drained = {
-        let _sampler = Sampler::start(tally.clone(), world.target.pid, None);
+        let _sampler = Sampler::start(tally.clone(), world.target.pid, world.probe.clone(), None);
         let start = Instant::now();
         // The agents hand over what they still buffer first (within the drain time; each
         // Emitter sends from its own task, so they drain together while one is awaited).
@@ -586,6 +666,7 @@ pub async fn run(s: &Scenario, o: &Options) -> anyhow::Result<Report> {
         .filter(|e| e.push && e.enqueue == Enqueue::Acked)
         .count() as u64;
     let mut hookd = hookd_figures(&world.clients[0], &snap.timeline, acked_push).await;
+    let host = host_figures(&world, &snap.timeline, hookd.cpu_avg_pct);
     if let Some((live, level)) = peak {
         hookd.peak_live_messages = Some(live);
         hookd.peak_level = Some(
@@ -711,6 +792,9 @@ pub async fn run(s: &Scenario, o: &Options) -> anyhow::Result<Report> {
         capacity,
         ingest: inbound,
         agents,
+        host,
+        slo_enqueue_p99_ms: s.slo.map(|l| l.enqueue_p99_ms),
+        slo_end_to_end_p99_ms: s.slo.map(|l| l.end_to_end_p99_ms),
     };
     world.stop().await?;
     Ok(report)
@@ -741,7 +825,7 @@ async fn search(
     };
     let tally = &world.tally;
     let slo = s.slo.unwrap_or_default();
-    let _sampler = Sampler::start(tally.clone(), world.target.pid, None);
+    let _sampler = Sampler::start(tally.clone(), world.target.pid, world.probe.clone(), None);
     capacity::search(&c, |rate| async move {
         let phase = tally.phase();
         let started = Instant::now();

@@ -71,6 +71,23 @@ pub struct Second {
     /// hookd's CPU over the second (100 = one core), when the tool can see its process.
     pub hookd_cpu_pct: Option<f64>,
     pub hookd_rss_mb: Option<f64>,
+    /// This tool's CPU (100 = one core): the load generator shares the box.
+    pub tool_cpu_pct: Option<f64>,
+    /// The whole machine's CPU busy (100 = every core) and iowait share, and load average.
+    pub host_busy_pct: Option<f64>,
+    pub host_iowait_pct: Option<f64>,
+    pub load1: Option<f64>,
+    /// The slowest fsync of the probe on hookd's disk in the second.
+    pub fsync_ms: Option<f64>,
+}
+
+/// What the sampler read for one second besides the traffic.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Resources {
+    pub hookd_cpu_pct: Option<f64>,
+    pub hookd_rss_mb: Option<f64>,
+    pub host: crate::host::HostSample,
+    pub fsync_ms: Option<f64>,
 }
 
 /// Latency histograms (µs), up to an hour.
@@ -300,7 +317,7 @@ impl Tally {
     }
 
     /// Closes the current second of the timeline.
-    pub fn tick(&self, cpu_pct: Option<f64>, rss_mb: Option<f64>) -> Second {
+    pub fn tick(&self, r: Resources) -> Second {
         let mut g = self.lock();
         let g = &mut *g;
         let ms = |h: &Histogram<u64>, q| h.value_at_quantile(q) as f64 / 1e3;
@@ -310,8 +327,13 @@ impl Tally {
         s.enqueue_p99_ms = ms(&g.window.enqueue, 0.99);
         s.e2e_p50_ms = ms(&g.window.e2e, 0.5);
         s.e2e_p99_ms = ms(&g.window.e2e, 0.99);
-        s.hookd_cpu_pct = cpu_pct;
-        s.hookd_rss_mb = rss_mb;
+        s.hookd_cpu_pct = r.hookd_cpu_pct;
+        s.hookd_rss_mb = r.hookd_rss_mb;
+        s.tool_cpu_pct = r.host.tool_cpu_pct;
+        s.host_busy_pct = r.host.busy_pct;
+        s.host_iowait_pct = r.host.iowait_pct;
+        s.load1 = r.host.load1;
+        s.fsync_ms = r.fsync_ms;
         g.window = Latencies::new();
         g.timeline.push(s.clone());
         s

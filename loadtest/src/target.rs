@@ -17,6 +17,8 @@ pub struct Target {
     pub http: Option<std::net::SocketAddr>,
     /// Whose CPU and RSS the report shows.
     pub pid: Option<u32>,
+    /// The data directory of a hookd the tool started (where the fsync probe writes).
+    pub data_dir: Option<std::path::PathBuf>,
     child: Option<ChildHookd>,
     _dir: Option<tempfile::TempDir>,
 }
@@ -29,6 +31,7 @@ impl Target {
             ingest: None,
             http: None,
             pid,
+            data_dir: None,
             child: None,
             _dir: None,
         }
@@ -66,6 +69,7 @@ impl Target {
             ingest: Some(child.ingest),
             http: Some(child.http),
             pid: child.pid(),
+            data_dir: Some(dir.path().join("data")),
             child: Some(child),
             _dir: Some(dir),
         })

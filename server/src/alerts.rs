@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use serde::Deserialize;
 
 /// The `[alerts]` section of the config.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AlertConfig {
     pub enabled: bool,
@@ -82,7 +82,7 @@ impl Default for AlertConfig {
 
 /// One place alert changes go: an endpoint (put with PutEndpoint, like any other), and
 /// the shape of the body.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct NotifyConfig {
     pub endpoint: String,
@@ -93,7 +93,7 @@ pub struct NotifyConfig {
     pub routing_key: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum NotifyFormat {
     /// hookd's own JSON (`type: "hookd.alert"`).

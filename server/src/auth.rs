@@ -27,7 +27,7 @@ use crate::clock::Clock;
 use crate::limiter::TokenBucket;
 
 /// What a caller may do. `admin` includes the other three.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
     Enqueue,
@@ -57,7 +57,7 @@ impl Scope {
 }
 
 /// `[auth]`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
     /// `[[auth.tokens]]`: bearer tokens.
@@ -90,7 +90,7 @@ impl Default for AuthConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Reflection {
     Open,
@@ -99,7 +99,7 @@ pub enum Reflection {
 }
 
 /// One bearer token: exactly one of `sha256`, `file` and `env` says where it comes from.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TokenConfig {
     /// Shown in logs (never the token).
@@ -120,7 +120,7 @@ pub struct TokenConfig {
 }
 
 /// A client certificate's identity: a DNS name in its subject alternative names.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClientConfig {
     pub name: String,
@@ -492,6 +492,8 @@ pub fn http_access(path: &str) -> Access {
     match path {
         "/healthz" => Access::Open,
         "/metrics" => Access::Scope(Scope::Read),
+        // The console checks its own sessions (and the admin scope): see `console`.
+        p if p == "/ui" || p.starts_with("/ui/") => Access::Open,
         _ => Access::Authenticated,
     }
 }

@@ -12,7 +12,7 @@
 use serde::Deserialize;
 
 /// The `[backpressure]` section.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BackpressureConfig {
     /// Live messages one destination may hold (its hard mark).

@@ -14,10 +14,18 @@ use tracing_subscriber::EnvFilter;
 
 use crate::config::Config;
 
+/// `hookd --version`: the package version and the commit (`build.rs`).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("HOOKD_COMMIT"),
+    ")"
+);
+
 #[derive(Debug, Parser)]
 #[command(
     name = "hookd",
-    version,
+    version = VERSION,
     about = "A durable webhook delivery queue with a gRPC API"
 )]
 struct Cli {
@@ -34,6 +42,20 @@ enum Command {
     /// Make or hash a bearer token for `[[auth.tokens]]`.
     #[command(subcommand)]
     Token(TokenCmd),
+    /// Ask hookd's gRPC health service (`grpc.health.v1`, the whole server by default):
+    /// exit 0 when it answers SERVING, 3 when it is unreachable, answers NOT_SERVING
+    /// (its storage failed, or it is stopping) or does not answer within --timeout-ms.
+    /// For container health checks and probes: the image has no shell or curl.
+    Health {
+        /// A service name instead of the whole server (`hookd.v1.Hookd`).
+        #[arg(long, default_value = "")]
+        service: String,
+        #[arg(long, default_value_t = 3_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+        timeout_ms: u64,
+    },
+    /// The configuration file: print the annotated defaults, or check a file.
+    #[command(subcommand)]
+    Config(ConfigCmd),
     #[command(flatten)]
     Ctl(crate::ctl::Ctl),
 }
@@ -44,6 +66,18 @@ enum TokenCmd {
     New,
     /// Read a token from standard input and print its `sha256` for the config.
     Hash,
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCmd {
+    /// Print the complete configuration with every key at its default, annotated (the
+    /// same text as deploy/hookd.toml).
+    PrintDefault,
+    /// Check the configuration `serve` would run with (the same flags and HOOKD_*
+    /// variables): every key, the token, TLS and key files, the sources, the exposure
+    /// rule; then say what it would listen on. Nothing is bound or opened. Exit code 0
+    /// when `serve` would accept it, 2 when not.
+    Check(ServeArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -111,6 +145,46 @@ where
     match cli.command {
         Command::Serve(args) => serve(args),
         Command::Token(cmd) => token(cmd),
+        Command::Health {
+            service,
+            timeout_ms,
+        } => crate::ctl::run_health(cli.connection, service, timeout_ms),
+        Command::Config(ConfigCmd::PrintDefault) => {
+            print!("{}", crate::config::DEFAULT_TOML);
+            ExitCode::SUCCESS
+        }
+        Command::Config(ConfigCmd::Check(args)) => {
+            match load_config(&args).map_err(|e| e.to_string()).and_then(|c| {
+                crate::server::preflight(&c)
+                    .map(|()| c)
+                    .map_err(|e| e.to_string())
+            }) {
+                Ok(config) => {
+                    println!(
+                        "configuration ok: data_dir {}, gRPC {}, HTTP {}, ingest {}, {} source(s), {}",
+                        config.data_dir.display(),
+                        config.grpc_addr,
+                        config.http_addr,
+                        config.ingest_addr,
+                        config.sources.len(),
+                        if config.auth.tokens.is_empty() && config.auth.clients.is_empty() {
+                            "no authentication (loopback only)".to_owned()
+                        } else {
+                            format!(
+                                "{} token(s), {} client certificate name(s)",
+                                config.auth.tokens.len(),
+                                config.auth.clients.len()
+                            )
+                        }
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("hookd: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Command::Ctl(cmd) => crate::ctl::run(cli.connection, cmd),
     }
 }
@@ -138,37 +212,13 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
     }
 
-    let mut config = match &args.config {
-        Some(path) => match Config::from_file(path) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("hookd: {e}");
-                return ExitCode::from(2);
-            }
-        },
-        None => Config::default(),
+    let config = match load_config(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("hookd: {e}");
+            return ExitCode::from(2);
+        }
     };
-    if let Some(d) = args.data_dir {
-        config.data_dir = d;
-    }
-    if let Some(a) = args.grpc_addr {
-        config.grpc_addr = a;
-    }
-    if let Some(a) = args.http_addr {
-        config.http_addr = a;
-    }
-    if let Some(a) = args.ingest_addr {
-        config.ingest_addr = a;
-    }
-    config
-        .delivery
-        .allow_destinations
-        .extend(args.allow_destinations);
-    config.auth.insecure |= args.insecure;
-    if let Err(e) = config.validate() {
-        eprintln!("hookd: {e}");
-        return ExitCode::from(2);
-    }
 
     let runtime = match runtime(tokio::runtime::Builder::new_multi_thread()) {
         Ok(r) => r,
@@ -198,6 +248,34 @@ fn serve(args: ServeArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The configuration `serve` runs with: the file (or the defaults), then the flags and
+/// their HOOKD_* variables, validated.
+fn load_config(args: &ServeArgs) -> Result<Config, crate::config::ConfigError> {
+    let mut config = match &args.config {
+        Some(path) => Config::from_file(path)?,
+        None => Config::default(),
+    };
+    if let Some(d) = &args.data_dir {
+        config.data_dir = d.clone();
+    }
+    if let Some(a) = args.grpc_addr {
+        config.grpc_addr = a;
+    }
+    if let Some(a) = args.http_addr {
+        config.http_addr = a;
+    }
+    if let Some(a) = args.ingest_addr {
+        config.ingest_addr = a;
+    }
+    config
+        .delivery
+        .allow_destinations
+        .extend(args.allow_destinations.iter().cloned());
+    config.auth.insecure |= args.insecure;
+    config.validate()?;
+    Ok(config)
 }
 
 fn token(cmd: TokenCmd) -> ExitCode {

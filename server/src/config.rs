@@ -12,7 +12,7 @@ use serde::Deserialize;
 use crate::breaker::BreakerConfig;
 use crate::retry::RetryPolicy;
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// Directory holding `hookd.redb`; created if missing.
@@ -77,7 +77,7 @@ pub struct Config {
 }
 
 /// Disk headroom and storage failures.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StorageConfig {
     /// Space kept free on the data directory's file system: below it new events, endpoints
@@ -96,7 +96,7 @@ pub struct StorageConfig {
     pub recover_interval_ms: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OnStorageFailure {
     Recover,
@@ -116,7 +116,7 @@ impl Default for StorageConfig {
 }
 
 /// Dead-letter tools.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DeadLetterConfig {
     /// A replay that names no pace makes its messages due at most this many per second,
@@ -137,7 +137,7 @@ impl Default for DeadLetterConfig {
 }
 
 /// Prometheus metrics.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MetricsConfig {
     /// Destinations with their own per-destination series (the ones with the most live
@@ -154,7 +154,7 @@ impl Default for MetricsConfig {
 }
 
 /// Push delivery defaults (an endpoint may override the per-endpoint ones) and limits.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DeliveryConfig {
     pub connect_timeout_ms: u64,
@@ -254,6 +254,11 @@ pub enum ConfigError {
     #[error("config key `{key}`: {message}")]
     InvalidAt { key: String, message: String },
 }
+
+/// The complete configuration with every key at its default, annotated: what `hookd config
+/// print-default` prints and `deploy/hookd.toml` holds. Tests below hold it to the code:
+/// it parses to [`Config::default`], names every key, and its commented examples are keys.
+pub const DEFAULT_TOML: &str = include_str!("default-config.toml");
 
 impl Config {
     /// Reads a TOML file; keys it omits keep their defaults.
@@ -521,5 +526,185 @@ mod tests {
         let e =
             Config::from_toml("[delivery]\nallow_destinations = [\"127.0.0.1/33\"]").unwrap_err();
         assert!(e.contains("allow_destinations"), "{e}");
+    }
+
+    /// `DEFAULT_TOML` with its commented examples (`# key = ...`, `# [table]`) made live,
+    /// dropping a live `key = []` whose example is written as `[[table.key]]` below it.
+    fn examples_live() -> String {
+        let is_key = |l: &str| {
+            let name = l.split('=').next().unwrap_or("").trim();
+            l.contains('=')
+                && !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        };
+        let mut lines: Vec<String> = Vec::new();
+        for line in DEFAULT_TOML.lines() {
+            match line.strip_prefix("# ") {
+                Some(rest) if rest.starts_with('[') || is_key(rest) => lines.push(rest.to_owned()),
+                _ => lines.push(line.to_owned()),
+            }
+        }
+        let mut table = String::new();
+        let mut live = Vec::new();
+        for line in &lines {
+            if let Some(h) = line.strip_prefix('[') {
+                table = h
+                    .trim_start_matches('[')
+                    .split(']')
+                    .next()
+                    .unwrap_or("")
+                    .to_owned();
+            }
+            let name = line.split('=').next().unwrap_or("").trim();
+            let array_header = if table.is_empty() {
+                format!("[[{name}]]")
+            } else {
+                format!("[[{table}.{name}]]")
+            };
+            let is_empty_array = line
+                .split('#')
+                .next()
+                .is_some_and(|v| v.trim().ends_with("= []"));
+            if is_empty_array && lines.iter().any(|l| l.starts_with(&array_header)) {
+                continue;
+            }
+            live.push(line.as_str());
+        }
+        live.join("\n")
+    }
+
+    /// Every leaf key of a JSON value as a dotted path (array elements share their array's
+    /// path); `null` leaves count (a key with no default).
+    fn paths(
+        prefix: &str,
+        value: &serde_json::Value,
+        out: &mut std::collections::BTreeSet<String>,
+    ) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (k, v) in map {
+                    let path = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    paths(&path, v, out);
+                }
+            }
+            serde_json::Value::Array(items) if items.iter().any(|i| i.is_object()) => {
+                for item in items {
+                    paths(prefix, item, out);
+                }
+            }
+            _ => {
+                out.insert(prefix.to_owned());
+            }
+        }
+    }
+
+    #[test]
+    fn the_default_file_is_the_defaults() {
+        assert_eq!(Config::from_toml(DEFAULT_TOML), Ok(Config::default()));
+    }
+
+    #[test]
+    fn the_default_file_examples_are_real_keys() {
+        // Live, the examples must parse: a misspelt or removed key fails here (unknown
+        // keys are refused).
+        let live = examples_live();
+        if let Err(e) = Config::from_toml(&live) {
+            panic!("the default file's examples, made live, do not parse: {e}\n{live}");
+        }
+    }
+
+    #[test]
+    fn the_default_file_names_every_key() {
+        let live: toml::Value = toml::from_str(&examples_live()).unwrap();
+        let mut written = std::collections::BTreeSet::new();
+        paths("", &serde_json::to_value(&live).unwrap(), &mut written);
+
+        // Every key of the defaults, and every key of each kind of table that has no default
+        // (written in full here, so adding a field breaks this until the file shows it).
+        let mut every = std::collections::BTreeSet::new();
+        let mut config = serde_json::to_value(Config::default()).unwrap();
+        let full = |v: serde_json::Value| serde_json::Value::Array(vec![v]);
+        config["auth"]["tokens"] = full(
+            serde_json::to_value(crate::auth::TokenConfig {
+                name: "n".into(),
+                sha256: Some("s".into()),
+                file: Some("f".into()),
+                env: Some("e".into()),
+                scopes: vec![crate::auth::Scope::Read],
+                rate_limit_per_s: Some(1.0),
+            })
+            .unwrap(),
+        );
+        config["auth"]["clients"] = full(
+            serde_json::to_value(crate::auth::ClientConfig {
+                name: "n".into(),
+                scopes: vec![crate::auth::Scope::Read],
+                rate_limit_per_s: Some(1.0),
+            })
+            .unwrap(),
+        );
+        config["alerts"]["notify"] = full(
+            serde_json::to_value(crate::alerts::NotifyConfig {
+                endpoint: "e".into(),
+                format: crate::alerts::NotifyFormat::Slack,
+                routing_key: Some("k".into()),
+            })
+            .unwrap(),
+        );
+        config["secrets"]["keys"] = full(
+            serde_json::to_value(crate::secrets::KeyConfig {
+                id: "i".into(),
+                file: Some("f".into()),
+                env: Some("e".into()),
+            })
+            .unwrap(),
+        );
+        let text = || vec!["x".to_owned()];
+        config["sources"] = full(
+            serde_json::to_value(crate::ingest::SourceSpec {
+                name: "n".into(),
+                scheme: crate::ingest::source::SchemeName::Hmac,
+                hmac: Some(crate::ingest::verify::HmacScheme {
+                    header: "h".into(),
+                    algorithm: crate::ingest::verify::Algorithm::Sha1,
+                    encoding: crate::ingest::verify::Encoding::Base64,
+                    prefix: "p".into(),
+                    timestamp_header: Some("t".into()),
+                    separator: ".".into(),
+                }),
+                secrets: text(),
+                secret_env: text(),
+                secret_files: vec!["f".into()],
+                tolerance_secs: 1,
+                max_body_bytes: 1,
+                content_types: text(),
+                json_schema: Some("{}".into()),
+                json_schema_file: Some("f".into()),
+                event_type: Some("e".into()),
+                dedup_id: Some("d".into()),
+                queue: Some("q".into()),
+                endpoint: Some("e".into()),
+                bearer_sha256: text(),
+                basic: text(),
+                redact: crate::ingest::redact::RedactSpec {
+                    remove: text(),
+                    mask: text(),
+                    detectors: vec![crate::ingest::redact::Detector::Email],
+                },
+            })
+            .unwrap(),
+        );
+        paths("", &config, &mut every);
+        let missing: Vec<_> = every.difference(&written).collect();
+        assert!(
+            missing.is_empty(),
+            "keys the default file does not show: {missing:?}"
+        );
     }
 }

@@ -346,6 +346,16 @@ pub fn run(conn: Connection, cmd: Ctl) -> ExitCode {
 }
 
 async fn connect(conn: &Connection) -> Result<Api, Failure> {
+    let (channel, credentials) = channel(conn).await?;
+    Ok(HookdClient::with_interceptor(channel, credentials)
+        .max_decoding_message_size(64 << 20)
+        .max_encoding_message_size(64 << 20))
+}
+
+/// A channel to `--server` (TLS and mTLS as the flags say) and the token to send.
+async fn channel(
+    conn: &Connection,
+) -> Result<(tonic::transport::Channel, hookd_client::Credentials), Failure> {
     let credentials = match &conn.token {
         Some(t) => hookd_client::Credentials::bearer(t)
             .map_err(|_| Failure::usage("--token: not a valid header value".into()))?,
@@ -380,9 +390,62 @@ async fn connect(conn: &Connection) -> Result<Api, Failure> {
         ),
         code: 3,
     })?;
-    Ok(HookdClient::with_interceptor(channel, credentials)
-        .max_decoding_message_size(64 << 20)
-        .max_encoding_message_size(64 << 20))
+    Ok((channel, credentials))
+}
+
+/// `hookd health`: asks the gRPC health service on a channel of its own.
+pub fn run_health(conn: Connection, service: String, timeout_ms: u64) -> ExitCode {
+    let runtime = match crate::cli::runtime(tokio::runtime::Builder::new_current_thread()) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    match runtime.block_on(health(&conn, service, Duration::from_millis(timeout_ms))) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("hookd: {}", f.message);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+/// SERVING, or exit code 3.
+async fn health(conn: &Connection, service: String, timeout: Duration) -> Result<(), Failure> {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    let unavailable = |message: String| Failure { message, code: 3 };
+    let ask = async {
+        let (channel, credentials) = channel(conn).await?;
+        let mut client =
+            tonic_health::pb::health_client::HealthClient::with_interceptor(channel, credentials);
+        client
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: service.clone(),
+            })
+            .await
+            .map(|r| r.into_inner().status)
+            .map_err(|s| Failure::status(&conn.server, &s))
+    };
+    let status = tokio::time::timeout(timeout, ask).await.map_err(|_| {
+        unavailable(format!(
+            "no health answer from {} within {} ms",
+            conn.server,
+            timeout.as_millis()
+        ))
+    })??;
+    let name = ServingStatus::try_from(status).map_or_else(
+        |_| format!("status {status}"),
+        |s| s.as_str_name().to_owned(),
+    );
+    let what = if service.is_empty() {
+        "hookd"
+    } else {
+        service.as_str()
+    };
+    if status == ServingStatus::Serving as i32 {
+        println!("{what} at {}: {name}", conn.server);
+        Ok(())
+    } else {
+        Err(unavailable(format!("{what} at {}: {name}", conn.server)))
+    }
 }
 
 /// Prints `value` as JSON, or runs `human` to print it for people.

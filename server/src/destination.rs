@@ -8,9 +8,9 @@
 use std::fmt;
 
 /// The prefixes of the three kinds of key.
-const ENDPOINT: &str = "endpoint:";
-const URL: &str = "url:";
-const QUEUE: &str = "queue:";
+pub const ENDPOINT: &str = "endpoint:";
+pub const URL: &str = "url:";
+pub const QUEUE: &str = "queue:";
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Destination {

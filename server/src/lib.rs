@@ -33,6 +33,7 @@ pub mod breaker;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod console;
 pub mod ctl;
 pub mod deadletters;
 pub mod delivery;
@@ -55,6 +56,7 @@ pub mod store;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testkit;
 pub mod wal;
+pub mod watchdog;
 pub mod wheel;
 
 pub use config::Config;

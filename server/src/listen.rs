@@ -33,7 +33,7 @@ use tokio::time::{Instant, Sleep};
 use crate::auth::PeerIdentity;
 
 /// `[connections]`: limits against hostile or broken clients, per listener.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ConnectionLimits {
     /// Open connections per listener; more are closed as they arrive. Also kept below the
@@ -151,7 +151,7 @@ impl ConnectionLimits {
 }
 
 /// `[tls]`: one certificate for both listeners.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TlsConfig {
     /// PEM certificate chain (leaf first). TLS is on when this and `key_file` are set.
@@ -178,7 +178,7 @@ impl Default for TlsConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ClientAuth {
     Optional,

@@ -200,9 +200,10 @@ impl Metrics {
         let build = reg.add(IntGauge::with_opts(
             Opts::new(
                 "hookd_build_info",
-                "hookd's version; the value is always 1.",
+                "hookd's version and the commit it was built from; the value is always 1.",
             )
-            .const_label("version", env!("CARGO_PKG_VERSION")),
+            .const_label("version", env!("CARGO_PKG_VERSION"))
+            .const_label("commit", env!("HOOKD_COMMIT")),
         ));
         build.set(1);
         #[cfg(target_os = "linux")]
@@ -653,7 +654,12 @@ mod tests {
         assert!(text.contains("hookd_pending_messages{destination=\"queue:a\"} 3"));
         assert!(text.contains("hookd_dead_letter_messages{destination=\"queue:a\"} 1"));
         assert!(text.contains("hookd_storage_healthy 1"));
-        assert!(text.contains("hookd_build_info{version="));
+        let build = format!(
+            "hookd_build_info{{commit=\"{}\",version=\"{}\"}} 1",
+            env!("HOOKD_COMMIT"),
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(text.contains(&build), "{build} not in {text}");
         assert!(text.contains("hookd_log_sync_requests_bucket{le=\"32\"} 1"));
         assert!(text.contains("hookd_storage_failures_total{stage=\"apply\"} 0"));
         assert!(text.contains("hookd_push_attempts_total{outcome=\"2xx\"} 0"));

@@ -7,7 +7,7 @@
 use rand::{Rng, RngExt};
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetryPolicy {
     /// Attempts before a message is dead-lettered.

@@ -26,7 +26,7 @@ use sha2::{Digest, Sha256};
 const SEALED: &str = "hookd-sealed:v1:";
 
 /// `[secrets]`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SecretsConfig {
     /// Encryption keys, newest first; none: secrets are stored in clear (in a 0600 file).
@@ -34,7 +34,7 @@ pub struct SecretsConfig {
 }
 
 /// One key: 32 bytes, base64 or hex, from a file or an environment variable.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct KeyConfig {
     /// Stored beside each sealed value (letters, digits, `-`, `_`, `.`).

@@ -218,6 +218,7 @@ async fn serve(
     ignore_file_size_signal();
     let shared = Shared {
         metrics: Arc::new(Metrics::new()),
+        engine: tokio::sync::watch::Sender::new(None),
         headroom: Arc::new(crate::disk::Headroom::new(
             config.storage.reserve_mb,
             config.storage.reserve_percent,
@@ -227,6 +228,28 @@ async fn serve(
             .take()
             .unwrap_or_else(|| crate::disk::probe_dir(&config.data_dir)),
     };
+    // Under systemd's WatchdogSec=, WATCHDOG=1 while the engine finishes rounds.
+    let _watchdog = sd_notify::watchdog_enabled().map(|timeout| {
+        let period = crate::watchdog::period(timeout);
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        tracing::info!(
+            timeout_ms = ms(timeout),
+            period_ms = ms(period),
+            "service manager watchdog on"
+        );
+        let engine = shared.engine.subscribe();
+        AbortOnDrop(tokio::spawn(crate::watchdog::keep_alive(
+            period,
+            move || {
+                let engine = engine.borrow().clone()?;
+                Some(async move {
+                    // A refusal is an answer too: a failed store is being reopened.
+                    let _ = engine.ping().await;
+                })
+            },
+            || supervisor(&[sd_notify::NotifyState::Watchdog]),
+        )))
+    });
     // What may still be written once the reserve is reached: the log up to a checkpoint and
     // redb's copy of it (copy-on-write pages kept until the checkpoint), and a segment or two.
     let needed_mb = 4 * config.checkpoint_log_mb + 2 * config.log_segment_mb;
@@ -248,6 +271,9 @@ async fn serve(
                     return Err(ServeError::StorageFailed(why));
                 }
                 tracing::error!(reason = %why, "storage failed; everything stopped in order; reopening the store");
+                supervisor(&[sd_notify::NotifyState::Status(
+                    "storage failed: answering UNAVAILABLE while the store is reopened",
+                )]);
             }
             // The first start's errors are the caller's (a bad config, a store that does
             // not open); after a failure, the store may take a while to come back.
@@ -357,6 +383,8 @@ async fn serve_down(
 /// headroom.
 struct Shared {
     metrics: Arc<Metrics>,
+    /// The engine while a store is open (`None` between stores), for the watchdog.
+    engine: tokio::sync::watch::Sender<Option<EngineHandle>>,
     headroom: Arc<crate::disk::Headroom>,
     disk: crate::disk::Probe,
 }
@@ -405,7 +433,12 @@ async fn serve_once(
     let sealer = crate::secrets::Sealer::new(&config.secrets, &|var| std::env::var(var).ok())
         .map_err(|(key, message)| ConfigError::InvalidAt { key, message })?
         .map(Arc::new);
-    exposure(config, &grpc, &http, auth.enabled(), tls.is_some())?;
+    exposure(
+        config,
+        &[("gRPC", grpc.local_addr()?), ("HTTP", http.local_addr()?)],
+        auth.enabled(),
+        tls.is_some(),
+    )?;
     let ingest_addr = ingest.local_addr()?;
     if !ingest_addr.ip().is_loopback() && tls.is_none() {
         tracing::warn!(%ingest_addr, "receiving webhooks without TLS on a non-loopback address: put a TLS-terminating proxy in front, or set tls.cert_file and tls.key_file");
@@ -514,20 +547,29 @@ async fn serve_once(
     let (clock_for_ingest, metrics_for_ingest) = (clock.clone(), metrics.clone());
     // Set at shutdown: the servers drain, and Watch streams end.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let service = HookdServer::new(HookdService::new(
+    let api = HookdService::new(
         engine.clone(),
-        store,
+        store.clone(),
         limits,
-        clock,
+        clock.clone(),
         crate::api::Watchers {
             events,
             stopping: stop_rx.clone(),
         },
         sealer.clone(),
         sources.clone(),
-    ))
-    .max_decoding_message_size(max_message)
-    .max_encoding_message_size(max_message);
+    );
+    let console = Arc::new(crate::console::Console::new(
+        api.clone(),
+        engine.clone(),
+        store,
+        auth.clone(),
+        clock.clone(),
+        tls.is_some(),
+    ));
+    let service = HookdServer::new(api)
+        .max_decoding_message_size(max_message)
+        .max_encoding_message_size(max_message);
 
     let (health, health_service) = tonic_health::server::health_reporter();
     set_health(&health, true).await;
@@ -628,6 +670,7 @@ async fn serve_once(
         metrics,
         config.metrics.max_destination_series,
     )
+    .merge(crate::console::router(console))
     .layer(axum::middleware::from_fn_with_state(
         auth.clone(),
         crate::auth::http_middleware,
@@ -653,6 +696,11 @@ async fn serve_once(
     let ingest_server =
         crate::listen::serve_http(ingest_conns, ingest_router, limits, stop_rx.clone());
     tracing::info!(%grpc_addr, %http_addr, %ingest_addr, sources = sources.list().len(), tls = tls.is_some(), authentication = auth.enabled(), max_connections, data_dir = %config.data_dir.display(), "hookd serving");
+    supervisor(&[
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status("serving"),
+    ]);
+    shared.engine.send_replace(Some(engine.clone()));
 
     // Run until asked to stop, or until a listener fails on its own; either way, stop
     // everything in order.
@@ -695,6 +743,15 @@ async fn serve_once(
             ingest_done = Some(r);
         }
     }
+    match &failed {
+        None => supervisor(&[
+            sd_notify::NotifyState::Stopping,
+            sd_notify::NotifyState::Status("stopping: finishing requests and push attempts"),
+        ]),
+        Some(_) => supervisor(&[sd_notify::NotifyState::Status(
+            "storage failed: stopping everything in order",
+        )]),
+    }
     set_health(&health, false).await;
     // Long polls answer now, so the servers' graceful drain does not wait for them.
     engine.drain();
@@ -727,6 +784,7 @@ async fn serve_once(
         );
     }
     // Every request has been answered; the engine commits what it holds and stops.
+    shared.engine.send_replace(None);
     tokio::task::spawn_blocking(move || engine_thread.shutdown())
         .await
         .map_err(std::io::Error::other)?;
@@ -742,6 +800,24 @@ async fn serve_once(
             tracing::info!("hookd stopped cleanly");
             Ok(Ended::Shutdown)
         }
+    }
+}
+
+/// Tells a service manager what hookd is doing (`sd_notify`: READY=1 once serving,
+/// STOPPING=1 at shutdown, STATUS= lines); nothing when NOTIFY_SOCKET is unset, as outside
+/// systemd's `Type=notify`.
+fn supervisor(states: &[sd_notify::NotifyState<'_>]) {
+    if let Err(e) = sd_notify::notify(states) {
+        tracing::warn!(error = %e, "cannot notify the service manager (NOTIFY_SOCKET)");
+    }
+}
+
+/// Aborts its task when dropped (the watchdog ends with `serve`).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -761,21 +837,47 @@ async fn set_health(reporter: &tonic_health::server::HealthReporter, serving: bo
         .await;
 }
 
+/// What `serve` checks before it opens anything, for `hookd config check`: the tokens
+/// (their files and variables read), TLS (the certificate and key loaded), the secrets
+/// keys, the config's sources (compiled), and the refusal of a non-loopback listener
+/// without authentication. Nothing is bound or opened.
+pub fn preflight(config: &Config) -> Result<(), ServeError> {
+    config.validate()?;
+    let env = |var: &str| std::env::var(var).ok();
+    let clock: Arc<dyn Clock> = Arc::new(crate::clock::SystemClock);
+    let auth = crate::auth::Authenticator::new(&config.auth, clock, &env)
+        .map_err(|(key, message)| ConfigError::InvalidAt { key, message })?;
+    let tls = crate::listen::Tls::from_config(&config.tls)?;
+    crate::secrets::Sealer::new(&config.secrets, &env)
+        .map_err(|(key, message)| ConfigError::InvalidAt { key, message })?;
+    crate::ingest::Sources::compile_config(
+        &config.sources,
+        crate::ingest::source::Limits {
+            max_payload_bytes: config.max_payload_bytes,
+        },
+        &env,
+    )
+    .map_err(|(key, message)| ConfigError::InvalidAt { key, message })?;
+    exposure(
+        config,
+        &[("gRPC", config.grpc_addr), ("HTTP", config.http_addr)],
+        auth.enabled(),
+        tls.is_some(),
+    )
+}
+
 /// Refuses a non-loopback listener with no authentication (unless `auth.insecure`), and
 /// warns about what is allowed but unwise.
 fn exposure(
     config: &Config,
-    grpc: &TcpListener,
-    http: &TcpListener,
+    listeners: &[(&str, std::net::SocketAddr)],
     authenticated: bool,
     tls: bool,
 ) -> Result<(), ServeError> {
-    let exposed: Vec<String> = [("gRPC", grpc), ("HTTP", http)]
-        .into_iter()
-        .filter_map(|(name, l)| {
-            let addr = l.local_addr().ok()?;
-            (!addr.ip().is_loopback()).then(|| format!("{name} on {addr}"))
-        })
+    let exposed: Vec<String> = listeners
+        .iter()
+        .filter(|(_, addr)| !addr.ip().is_loopback())
+        .map(|(name, addr)| format!("{name} on {addr}"))
         .collect();
     if exposed.is_empty() {
         return Ok(());

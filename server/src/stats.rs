@@ -145,18 +145,44 @@ impl RollingHistogram {
                 }
             }
         }
-        let Some(h) = merged else {
-            return LatencySummary::default();
-        };
-        let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
-        LatencySummary {
-            count: h.len(),
-            p50_ms: ms(0.50),
-            p95_ms: ms(0.95),
-            p99_ms: ms(0.99),
-            p999_ms: ms(0.999),
-            max_ms: h.max() as f64 / 1000.0,
-        }
+        merged.as_ref().map(summarize).unwrap_or_default()
+    }
+}
+
+impl RollingHistogram {
+    /// Each sub-window of the window ending at `now_ms`, oldest first: its start (unix ms)
+    /// and its percentiles (all zero where nothing was recorded). What the console's
+    /// latency charts draw.
+    pub fn series(&self, now_ms: u64) -> Vec<(u64, LatencySummary)> {
+        let current = now_ms / self.bucket_ms;
+        let len = self.slots.len() as u64;
+        (0..len)
+            .rev()
+            .filter_map(|back| current.checked_sub(back))
+            .map(|bucket| {
+                let slot = &self.slots[(bucket % len) as usize];
+                let summary = match slot {
+                    Some((b, h)) if *b == bucket => summarize(h),
+                    _ => LatencySummary::default(),
+                };
+                (bucket * self.bucket_ms, summary)
+            })
+            .collect()
+    }
+}
+
+fn summarize(h: &Histogram<u32>) -> LatencySummary {
+    if h.is_empty() {
+        return LatencySummary::default();
+    }
+    let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    LatencySummary {
+        count: h.len(),
+        p50_ms: ms(0.50),
+        p95_ms: ms(0.95),
+        p99_ms: ms(0.99),
+        p999_ms: ms(0.999),
+        max_ms: h.max() as f64 / 1000.0,
     }
 }
 
@@ -372,6 +398,23 @@ pub struct LatencySummary {
     pub max_ms: f64,
 }
 
+/// A push destination's attempt latency by sub-window, oldest first: (start unix ms,
+/// percentiles).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LatencySeries {
+    /// The last hour in 5-minute windows.
+    pub hour: Vec<(u64, LatencySummary)>,
+    /// The last day in 4-hour windows.
+    pub day: Vec<(u64, LatencySummary)>,
+}
+
+/// One destination's figures and, for a push destination when asked, its latency series.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DestinationDetail {
+    pub stats: DestinationSnapshot,
+    pub series: Option<LatencySeries>,
+}
+
 /// One destination's figures (or the total's) at one moment.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DestinationSnapshot {
@@ -510,6 +553,28 @@ mod tests {
         let later = h.summary(3_600_000);
         assert_eq!(later.count, 1, "the first bucket is an hour old");
         assert!((later.max_ms - 7.0).abs() < 0.1);
+    }
+
+    #[test]
+    fn series_has_one_point_per_sub_window_oldest_first() {
+        let mut h = RollingHistogram::new(300_000, 12);
+        h.record(600_000, 5_000); // sub-window 2
+        h.record(3_300_000, 9_000); // sub-window 11, the current one
+        h.record(3_300_100, 11_000);
+        let series = h.series(3_400_000);
+        assert_eq!(series.len(), 12);
+        assert_eq!(series[0].0, 0);
+        assert_eq!(series[11].0, 3_300_000);
+        assert_eq!(series[2].1.count, 1);
+        assert!((series[2].1.p50_ms - 5.0).abs() < 0.1);
+        assert_eq!(series[11].1.count, 2);
+        assert!((series[11].1.max_ms - 11.0).abs() < 0.1);
+        let empty: Vec<_> = series.iter().filter(|(_, s)| s.count == 0).collect();
+        assert_eq!(empty.len(), 10);
+        // An hour later the old points have left the window; early in time, no negative
+        // sub-windows are made up.
+        assert!(h.series(7_300_000).iter().all(|(_, s)| s.count == 0));
+        assert_eq!(h.series(400_000).len(), 2);
     }
 
     #[test]

@@ -118,11 +118,19 @@ async fn the_counts_follow_what_happened() {
     assert!(get(&m, "hookd_log_sync_requests_sum") >= 6.0);
     assert!(get(&m, "hookd_log_bytes") > 0.0);
     assert!(get(&m, "process_resident_memory_bytes") > 0.0);
-    let version = env!("CARGO_PKG_VERSION");
-    assert_eq!(
-        get(&m, &format!("hookd_build_info{{version=\"{version}\"}}")),
-        1.0
+    // One build-info series: this version, and a commit (named by the server's build script).
+    let version = format!("version=\"{}\"", env!("CARGO_PKG_VERSION"));
+    let build: Vec<_> = m
+        .iter()
+        .filter(|(k, _)| k.starts_with("hookd_build_info{"))
+        .collect();
+    assert_eq!(build.len(), 1, "{build:?}");
+    let (series, value) = build[0];
+    assert!(
+        series.contains("commit=\"") && series.contains(&version),
+        "{series}"
     );
+    assert_eq!(*value, 1.0);
 
     // The next alert evaluation (every 10 s) sees the new dead letter: growth is a warning,
     // for the endpoint and in total; a quiet alert of the total shows as 0.

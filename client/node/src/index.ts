@@ -14,6 +14,8 @@ import protobuf from "protobufjs";
 
 const PROTO = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "proto", "hookd.proto");
 
+export { pick, score } from "./route.js";
+
 /** An event as EnqueueRequest carries it (field names as in the .proto). */
 export interface EnqueueRequest {
   queue?: string;

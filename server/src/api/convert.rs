@@ -113,6 +113,18 @@ pub fn endpoint_from_proto(e: pb::Endpoint) -> EndpointRecord {
     }
 }
 
+/// The inverse of [`latency`], for the console's own rendering of Stats.
+pub(crate) fn summary(l: &pb::LatencyStats) -> LatencySummary {
+    LatencySummary {
+        count: l.count,
+        p50_ms: l.p50_ms,
+        p95_ms: l.p95_ms,
+        p99_ms: l.p99_ms,
+        p999_ms: l.p999_ms,
+        max_ms: l.max_ms,
+    }
+}
+
 fn latency(l: LatencySummary) -> pb::LatencyStats {
     pb::LatencyStats {
         count: l.count,

@@ -90,6 +90,13 @@ impl<'de> serde::Deserialize<'de> for AllowRule {
     }
 }
 
+/// As written in the config (`hookd config`): the same text it was parsed from.
+impl serde::Serialize for AllowRule {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct AddressGuard {
     allow: Vec<AllowRule>,

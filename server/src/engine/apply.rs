@@ -224,10 +224,22 @@ impl Engine {
                 let response = self.stats(now, after.as_deref(), limit);
                 reply_after(done, reply, Ok(response));
             }
+            Command::Detail {
+                keys,
+                series,
+                reply,
+            } => {
+                let details = keys
+                    .iter()
+                    .map(|key| self.detail(now, key, series))
+                    .collect();
+                reply_after(done, reply, Ok(details));
+            }
             Command::Gauges { max, reply } => {
                 let response = self.gauges(now, max);
                 reply_after(done, reply, Ok(response));
             }
+            Command::Ping { reply } => reply_after(done, reply, Ok(())),
             Command::Drain => {
                 self.draining = true;
                 for d in self.index.with_waiters() {

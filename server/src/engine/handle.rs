@@ -204,10 +204,31 @@ impl EngineHandle {
         .await?
     }
 
+    /// The figures of the destinations with these keys, in order (`None`: one hookd does
+    /// not hold), with push destinations' latency by sub-window if `series`.
+    pub async fn detail(
+        &self,
+        keys: Vec<String>,
+        series: bool,
+    ) -> Result<Vec<Option<crate::stats::DestinationDetail>>, Refusal> {
+        self.call(|reply| Command::Detail {
+            keys,
+            series,
+            reply,
+        })
+        .await?
+    }
+
     /// What a metrics scrape shows: every destination's counts (at most `max` by name,
     /// the rest summed) and the storage figures. No histograms: cheap on the engine thread.
     pub async fn gauges(&self, max: usize) -> Result<crate::metrics::GaugeSnapshot, Refusal> {
         self.call(|reply| Command::Gauges { max, reply }).await?
+    }
+
+    /// Answers once the engine has finished the round this arrives in (a storage failure or
+    /// a stopped engine answers at once, with UNAVAILABLE).
+    pub async fn ping(&self) -> Result<(), Refusal> {
+        self.call(|reply| Command::Ping { reply }).await?
     }
 
     /// Makes the engine re-read its clock now (tests move an injected clock).

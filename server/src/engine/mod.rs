@@ -275,10 +275,22 @@ pub(crate) enum Command {
         limit: usize,
         reply: Reply<crate::stats::StatsSnapshot>,
     },
+    /// The figures of the destinations with these keys (`None` for one hookd does not
+    /// hold), with their attempt latency by sub-window if `series` (the console).
+    Detail {
+        keys: Vec<String>,
+        series: bool,
+        reply: Reply<Vec<Option<crate::stats::DestinationDetail>>>,
+    },
     /// The gauges of a metrics scrape: at most `max` destinations, the rest summed.
     Gauges {
         max: usize,
         reply: Reply<crate::metrics::GaugeSnapshot>,
+    },
+    /// Answered once the round it arrives in is done, its log sync included: proof for the
+    /// service manager's watchdog that the engine thread still completes rounds.
+    Ping {
+        reply: Reply<()>,
     },
     /// A push attempt ended (from the dispatcher).
     Attempted(crate::delivery::AttemptReport),
@@ -912,6 +924,12 @@ fn answer_failed(command: Command, err: Refusal) {
             let _ = reply.send(Err(err));
         }
         Command::Gauges { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::Detail { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::Ping { reply } => {
             let _ = reply.send(Err(err));
         }
         Command::Attempted(_)

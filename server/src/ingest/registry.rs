@@ -41,17 +41,13 @@ fn aad(name: &str) -> String {
 }
 
 impl Sources {
-    /// The config's sources and the stored ones, compiled. A stored source that cannot be
-    /// opened (its secrets need a key no longer configured) or compiled stops the start,
-    /// naming it: serving without it would answer its provider 404.
-    pub fn load(
+    /// The config file's sources, compiled (their secret files and variables read): what
+    /// `hookd config check` runs, and the first half of [`Sources::load`].
+    pub fn compile_config(
         config: &[SourceSpec],
-        stored: Vec<(String, Vec<u8>)>,
-        engine: EngineHandle,
-        sealer: Option<Arc<Sealer>>,
         limits: Limits,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Self, (String, String)> {
+    ) -> Result<HashMap<String, Arc<Source>>, (String, String)> {
         let mut map = HashMap::new();
         for (i, spec) in config.iter().enumerate() {
             let key = format!("sources[{i}]");
@@ -69,6 +65,21 @@ impl Sources {
                 ));
             }
         }
+        Ok(map)
+    }
+
+    /// The config's sources and the stored ones, compiled. A stored source that cannot be
+    /// opened (its secrets need a key no longer configured) or compiled stops the start,
+    /// naming it: serving without it would answer its provider 404.
+    pub fn load(
+        config: &[SourceSpec],
+        stored: Vec<(String, Vec<u8>)>,
+        engine: EngineHandle,
+        sealer: Option<Arc<Sealer>>,
+        limits: Limits,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, (String, String)> {
+        let mut map = Self::compile_config(config, limits, env)?;
         for (name, bytes) in stored {
             let key = format!("stored source {name:?}");
             if map.contains_key(&name) {

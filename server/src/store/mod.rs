@@ -756,6 +756,23 @@ impl Store {
         destination: Option<&Destination>,
         max: usize,
     ) -> Result<(Vec<DeadSummary>, bool), StoreError> {
+        let (rows, next) = self.dead_page(destination, None, max, usize::MAX, &|_| true)?;
+        Ok((rows, next.is_some()))
+    }
+
+    /// A page of the dead letters of `destination` (or of all) that `keep` accepts, in key
+    /// order after key `after`: at most `limit` of them, looking at no more than
+    /// `max_scan` rows, so a filter that matches little costs a bounded read per page.
+    /// Returns the rows and the key to continue after (`None`: nothing is left). Reads the
+    /// dead-letter index and attempts, never payloads.
+    pub fn dead_page(
+        &self,
+        destination: Option<&Destination>,
+        after: Option<&[u8]>,
+        limit: usize,
+        max_scan: usize,
+        keep: &dyn Fn(&DeadSummary) -> bool,
+    ) -> Result<(Vec<DeadSummary>, Option<Vec<u8>>), StoreError> {
         let txn = self.read()?;
         let dead = txn.open_table(DEAD)?;
         let history = txn.open_table(HISTORY)?;
@@ -763,15 +780,24 @@ impl Store {
         let prefix = destination
             .map(|d| dead_prefix(&d.key()))
             .unwrap_or_default();
+        let start = match after {
+            Some(after) => {
+                let mut k = after.to_vec();
+                k.push(0); // the smallest key strictly after `after`
+                k
+            }
+            None => prefix.clone(),
+        };
         let mut out = Vec::new();
-        for row in dead.range(prefix.as_slice()..)? {
+        let mut last: Option<Vec<u8>> = None;
+        for (scanned, row) in dead.range(start.as_slice()..)?.enumerate() {
             let (key, entry) = row?;
             let key = key.value();
             if !key.starts_with(&prefix) {
-                break;
+                return Ok((out, None));
             }
-            if out.len() == max {
-                return Ok((out, true));
+            if out.len() == limit || scanned == max_scan {
+                return Ok((out, last));
             }
             let id = dead_key_id(key)?;
             let entry = ScheduleEntry::decode(entry.value())?;
@@ -782,16 +808,20 @@ impl Store {
                 .rev()
                 .find(|a| a.number > 0)
                 .map_or(0, |a| a.http_status);
-            out.push(DeadSummary {
+            let row = DeadSummary {
                 id,
                 destination: dead_key_destination(key)?,
                 dead_ms: entry.since_ms,
                 attempts: entry.attempts,
                 last_status,
                 last_error: h.last_error,
-            });
+            };
+            if keep(&row) {
+                out.push(row);
+            }
+            last = Some(key.to_vec());
         }
-        Ok((out, false))
+        Ok((out, None))
     }
 }
 

@@ -16,6 +16,7 @@ that honour the server's `google.rpc.RetryInfo`, hookd's throttle hints, counter
 
 from ._proto import hookd_pb2 as pb
 from ._proto import hookd_pb2_grpc as pb_grpc
+from . import route
 from .emitter import (
     AsyncEmitter,
     BufferFull,
@@ -31,6 +32,7 @@ from .emitter import (
 )
 
 __all__ = [
+    "route",
     "AsyncEmitter",
     "BufferFull",
     "Closed",

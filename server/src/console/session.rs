@@ -1,0 +1,218 @@
+//! Console sessions: a random id in an `HttpOnly`, `SameSite=Strict` cookie (`Secure`
+//! under TLS), held in memory (a restart logs everyone out), each with its own CSRF token.
+//!
+//! The id is kept only as its SHA-256, so the table does not hold what a browser presents.
+//! A session ends after `IDLE_MS` without a request, after `MAX_AGE_MS` in any case, at
+//! logout, or when `MAX_SESSIONS` newer ones push it out.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::auth::Principal;
+use crate::clock::Clock;
+
+pub const COOKIE: &str = "hookd_session";
+/// The login form's double-submit nonce (a cookie and a hidden field that must match).
+pub const LOGIN_COOKIE: &str = "hookd_login";
+pub const IDLE_MS: u64 = 30 * 60 * 1_000;
+pub const MAX_AGE_MS: u64 = 12 * 3_600 * 1_000;
+pub const MAX_SESSIONS: usize = 1_024;
+
+/// A logged-in browser, as handlers see it.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub caller: Arc<Principal>,
+    /// Every form carries it; every POST must present it.
+    pub csrf: String,
+}
+
+#[derive(Debug)]
+struct Entry {
+    session: Session,
+    created_ms: u64,
+    seen_ms: u64,
+}
+
+#[derive(Debug)]
+pub struct Sessions {
+    table: Mutex<HashMap<[u8; 32], Entry>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Sessions {
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            table: Mutex::new(HashMap::new()),
+            clock,
+        }
+    }
+
+    /// A new session for `caller`: its cookie value and the session.
+    pub fn create(&self, caller: Arc<Principal>) -> (String, Session) {
+        let id = random_token();
+        let session = Session {
+            caller,
+            csrf: random_token(),
+        };
+        let now = self.clock.now_ms();
+        let mut table = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        table.retain(|_, e| live(e, now));
+        if table.len() >= MAX_SESSIONS
+            && let Some(oldest) = table.iter().min_by_key(|(_, e)| e.seen_ms).map(|(k, _)| *k)
+        {
+            table.remove(&oldest);
+        }
+        table.insert(
+            digest(&id),
+            Entry {
+                session: session.clone(),
+                created_ms: now,
+                seen_ms: now,
+            },
+        );
+        (id, session)
+    }
+
+    /// The session a cookie value names, if it is live (and marks it used).
+    pub fn get(&self, id: &str) -> Option<Session> {
+        let now = self.clock.now_ms();
+        let key = digest(id);
+        let mut table = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = table.get_mut(&key)?;
+        if !live(entry, now) {
+            table.remove(&key);
+            return None;
+        }
+        entry.seen_ms = now;
+        Some(entry.session.clone())
+    }
+
+    pub fn remove(&self, id: &str) {
+        let mut table = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        table.remove(&digest(id));
+    }
+}
+
+fn live(e: &Entry, now: u64) -> bool {
+    now.saturating_sub(e.seen_ms) < IDLE_MS && now.saturating_sub(e.created_ms) < MAX_AGE_MS
+}
+
+fn digest(id: &str) -> [u8; 32] {
+    Sha256::digest(id.as_bytes()).into()
+}
+
+/// 32 random bytes, URL-safe base64.
+pub fn random_token() -> String {
+    use base64::Engine;
+    let bytes: [u8; 32] = rand::random();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// Whether a presented token is the expected one (constant time; an empty one never is).
+pub fn same_token(presented: &str, expected: &str) -> bool {
+    !presented.is_empty() && bool::from(presented.as_bytes().ct_eq(expected.as_bytes()))
+}
+
+/// The value of cookie `name` in a request's `Cookie` headers.
+pub fn cookie<'a>(headers: &'a http::HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+/// A `Set-Cookie` value for the console's cookies (path `/ui`); `max_age_secs = 0` deletes.
+pub fn set_cookie(name: &str, value: &str, secure: bool, max_age_secs: u64) -> String {
+    format!(
+        "{name}={value}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={max_age_secs}{}",
+        if secure { "; Secure" } else { "" }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    fn principal() -> Arc<Principal> {
+        let auth = crate::auth::Authenticator::new(
+            &crate::auth::AuthConfig::default(),
+            Arc::new(ManualClock::new(0)),
+            &|_| None,
+        )
+        .unwrap();
+        auth.check(crate::auth::Access::Open, None, None).unwrap()
+    }
+
+    #[test]
+    fn sessions_expire_when_idle_and_when_old() {
+        let clock = Arc::new(ManualClock::new(1_000));
+        let sessions = Sessions::new(clock.clone());
+        let (id, s) = sessions.create(principal());
+        assert_eq!(sessions.get(&id).unwrap().csrf, s.csrf);
+        assert!(sessions.get("not-a-session").is_none());
+        clock.advance(IDLE_MS - 1);
+        assert!(sessions.get(&id).is_some(), "used within the idle time");
+        clock.advance(IDLE_MS);
+        assert!(sessions.get(&id).is_none(), "idle too long");
+
+        let (id, _) = sessions.create(principal());
+        for _ in 0..(MAX_AGE_MS / (IDLE_MS / 2)) {
+            clock.advance(IDLE_MS / 2);
+            sessions.get(&id);
+        }
+        assert!(sessions.get(&id).is_none(), "older than the maximum age");
+    }
+
+    #[test]
+    fn logout_ends_a_session_and_the_table_is_bounded() {
+        let clock = Arc::new(ManualClock::new(0));
+        let sessions = Sessions::new(clock.clone());
+        let (first, _) = sessions.create(principal());
+        clock.advance(1);
+        let (second, _) = sessions.create(principal());
+        sessions.remove(&second);
+        assert!(sessions.get(&second).is_none());
+        for _ in 0..MAX_SESSIONS {
+            clock.advance(1);
+            sessions.create(principal());
+        }
+        assert!(
+            sessions.get(&first).is_none(),
+            "the least recently used goes"
+        );
+        assert!(sessions.table.lock().unwrap().len() <= MAX_SESSIONS);
+    }
+
+    #[test]
+    fn tokens_compare_exactly_and_never_empty() {
+        let t = random_token();
+        assert!(same_token(&t, &t));
+        assert!(!same_token("", ""));
+        assert!(!same_token(&t[..10], &t));
+        assert_ne!(random_token(), t);
+    }
+
+    #[test]
+    fn cookies_are_found_among_others_and_set_strictly() {
+        let mut h = http::HeaderMap::new();
+        h.append(
+            http::header::COOKIE,
+            "a=1; hookd_session=abc".parse().unwrap(),
+        );
+        h.append(http::header::COOKIE, "b=2".parse().unwrap());
+        assert_eq!(cookie(&h, COOKIE), Some("abc"));
+        assert_eq!(cookie(&h, "b"), Some("2"));
+        assert_eq!(cookie(&h, "c"), None);
+        let c = set_cookie(COOKIE, "v", true, 60);
+        assert!(c.contains("HttpOnly") && c.contains("SameSite=Strict") && c.ends_with("Secure"));
+        assert!(!set_cookie(COOKIE, "v", false, 60).contains("Secure"));
+    }
+}

@@ -1,0 +1,185 @@
+//! The console's page frame and the formatting every page shares. maud escapes every
+//! interpolated value; nothing here builds HTML from strings.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use maud::{DOCTYPE, Markup, html};
+
+use super::session::Session;
+
+/// Which navigation entry is current.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nav {
+    Overview,
+    Endpoints,
+    Destinations,
+    DeadLetters,
+    Sources,
+    None,
+}
+
+/// A whole page: head, navigation (with the caller and a logout form), a notice, the body.
+pub fn page(
+    title: &str,
+    nav: Nav,
+    session: Option<&Session>,
+    notice: &str,
+    body: Markup,
+) -> Markup {
+    let item = |target: Nav, href: &str, label: &str| {
+        html! { a href=(href) .current[nav == target] { (label) } }
+    };
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · hookd" }
+                link rel="stylesheet" href="/ui/assets/console.css";
+            }
+            body {
+                header {
+                    span.brand { "hookd" }
+                    nav {
+                        (item(Nav::Overview, "/ui", "Overview"))
+                        (item(Nav::Endpoints, "/ui/endpoints", "Endpoints"))
+                        (item(Nav::Destinations, "/ui/destinations", "Destinations"))
+                        (item(Nav::DeadLetters, "/ui/dead-letters", "Dead letters"))
+                        (item(Nav::Sources, "/ui/sources", "Sources"))
+                    }
+                    @if let Some(s) = session {
+                        form.logout method="post" action="/ui/logout" {
+                            (csrf(s))
+                            span.caller { (s.caller.name) }
+                            button type="submit" { "Log out" }
+                        }
+                    }
+                }
+                main {
+                    h1 { (title) }
+                    @if !notice.is_empty() {
+                        p.notice role="status" { (notice) }
+                    }
+                    (body)
+                }
+            }
+        }
+    }
+}
+
+/// The hidden field every state-changing form carries.
+pub fn csrf(s: &Session) -> Markup {
+    html! { input type="hidden" name="csrf" value=(s.csrf); }
+}
+
+/// A one-button POST form (pause, resume, replay one...).
+pub fn button(s: &Session, action: &str, label: &str, fields: &[(&str, &str)]) -> Markup {
+    html! {
+        form.inline method="post" action=(action) {
+            (csrf(s))
+            @for (name, value) in fields {
+                input type="hidden" name=(name) value=(value);
+            }
+            button type="submit" { (label) }
+        }
+    }
+}
+
+/// A labelled figure for the overview's cards.
+pub fn figure(label: &str, value: impl maud::Render) -> Markup {
+    html! { div.figure { span.value { (value) } span.label { (label) } } }
+}
+
+/// Unix milliseconds as an HTTP date (UTC), or `-` for 0.
+pub fn time(unix_ms: u64) -> String {
+    if unix_ms == 0 {
+        return "-".into();
+    }
+    httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_millis(unix_ms))
+}
+
+/// A duration in the largest units that keep it short: `850 ms`, `12.5 s`, `3 min 20 s`,
+/// `5 h 2 min`, `2 d 3 h`.
+pub fn duration(ms: u64) -> String {
+    match ms {
+        0..1_000 => format!("{ms} ms"),
+        1_000..60_000 => format!("{:.1} s", ms as f64 / 1_000.0),
+        60_000..3_600_000 => format!("{} min {} s", ms / 60_000, ms % 60_000 / 1_000),
+        3_600_000..86_400_000 => format!("{} h {} min", ms / 3_600_000, ms % 3_600_000 / 60_000),
+        _ => format!("{} d {} h", ms / 86_400_000, ms % 86_400_000 / 3_600_000),
+    }
+}
+
+/// Milliseconds with a precision that suits their size.
+pub fn millis(ms: f64) -> String {
+    if ms <= 0.0 {
+        "-".into()
+    } else if ms < 10.0 {
+        format!("{ms:.2} ms")
+    } else if ms < 1_000.0 {
+        format!("{ms:.0} ms")
+    } else {
+        format!("{:.2} s", ms / 1_000.0)
+    }
+}
+
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+pub fn rate(per_s: f64) -> String {
+    if per_s >= 100.0 {
+        format!("{per_s:.0}/s")
+    } else {
+        format!("{per_s:.1}/s")
+    }
+}
+
+pub fn percent(fraction: f64) -> String {
+    format!("{:.1}%", fraction * 100.0)
+}
+
+/// At most `max` characters of `s`, with an ellipsis when cut.
+pub fn excerpt(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    let mut out: String = s.chars().take(max).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_read_well() {
+        assert_eq!(duration(850), "850 ms");
+        assert_eq!(duration(12_500), "12.5 s");
+        assert_eq!(duration(200_000), "3 min 20 s");
+        assert_eq!(duration(5 * 3_600_000 + 120_000), "5 h 2 min");
+        assert_eq!(duration(2 * 86_400_000 + 3 * 3_600_000), "2 d 3 h");
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(3 << 20), "3.0 MiB");
+        assert_eq!(millis(0.0), "-");
+        assert_eq!(millis(2.345), "2.35 ms");
+        assert_eq!(millis(1_500.0), "1.50 s");
+        assert_eq!(excerpt("abcdef", 3), "abc…");
+        assert_eq!(excerpt("abc", 3), "abc");
+        assert_eq!(time(0), "-");
+        assert_eq!(time(1_000), "Thu, 01 Jan 1970 00:00:01 GMT");
+    }
+}

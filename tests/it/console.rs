@@ -1,0 +1,894 @@
+//! The web console (`/ui`): its security over plain HTTP (always run), and the whole
+//! operator flow in headless Chromium (opt-in: `--ignored console_browser`, which `.ci/run`
+//! runs after installing Debian's chromium and chromium-driver; it fails, never skips,
+//! without them).
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hookd::Config;
+use hookd::auth::{hex, token_hash};
+use hookd::clock::{Clock, ManualClock, SystemClock};
+use hookd_client::{Client, Event, Options, pb};
+use http_body_util::{BodyExt, Full};
+
+use crate::harness::{TestServer, dead_lettered, test_config};
+use crate::sink::{Reply, Sink};
+
+const ADMIN: &str = "console-admin-token-0123456789";
+const READER: &str = "console-reader-token-0123456789";
+/// A payload and an error text that would run script if the console did not escape them.
+const XSS: &str = r#"<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>"#;
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+fn secured(dir: &std::path::Path) -> Config {
+    let toml = format!(
+        "[[auth.tokens]]\nname = \"ops\"\nsha256 = \"{}\"\nscopes = [\"admin\"]\n\
+         [[auth.tokens]]\nname = \"dashboards\"\nsha256 = \"{}\"\nscopes = [\"read\"]\n",
+        hex(&token_hash(ADMIN)),
+        hex(&token_hash(READER)),
+    );
+    Config {
+        auth: Config::from_toml(&toml).unwrap().auth,
+        ..test_config(dir)
+    }
+}
+
+async fn admin_client(server: &TestServer) -> Client {
+    Client::connect_with(
+        server.grpc.clone(),
+        Options {
+            token: Some(ADMIN.into()),
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// A minimal HTTP/1.1 client for the console: status, headers, body.
+struct Http {
+    base: String,
+    client: hyper_util::client::legacy::Client<
+        hyper_util::client::legacy::connect::HttpConnector,
+        Full<Bytes>,
+    >,
+}
+
+struct Answer {
+    status: u16,
+    headers: http::HeaderMap,
+    body: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> String {
+        self.headers
+            .get_all(name)
+            .iter()
+            .map(|v| v.to_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The `name=value` of a `Set-Cookie` this answer made.
+    fn cookie(&self, name: &str) -> String {
+        self.headers
+            .get_all(http::header::SET_COOKIE)
+            .iter()
+            .map(|v| v.to_str().unwrap())
+            .find(|v| v.starts_with(&format!("{name}=")))
+            .and_then(|v| v.split(';').next())
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// The first hidden input's value named `name` in the page.
+    fn field(&self, name: &str) -> String {
+        let marker = format!("name=\"{name}\" value=\"");
+        let start = self.body.find(&marker).expect("the field is on the page") + marker.len();
+        self.body[start..].split('"').next().unwrap().to_owned()
+    }
+}
+
+impl Http {
+    fn new(addr: SocketAddr) -> Self {
+        Self {
+            base: format!("http://{addr}"),
+            client: hyper_util::client::legacy::Client::builder(
+                hyper_util::rt::TokioExecutor::new(),
+            )
+            .build_http(),
+        }
+    }
+
+    async fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+        let mut req = http::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        if method == "POST" {
+            req = req.header("content-type", "application/x-www-form-urlencoded");
+        }
+        let res = self
+            .client
+            .request(req.body(Full::new(Bytes::from(body.to_owned()))).unwrap())
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        let headers = res.headers().clone();
+        let body = res.into_body().collect().await.unwrap().to_bytes();
+        Answer {
+            status,
+            headers,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        }
+    }
+
+    async fn get(&self, path: &str, cookie: &str) -> Answer {
+        self.send("GET", path, &[("cookie", cookie)], "").await
+    }
+
+    async fn post(&self, path: &str, cookie: &str, form: &[(&str, &str)]) -> Answer {
+        let mut body = url::form_urlencoded::Serializer::new(String::new());
+        for (k, v) in form {
+            body.append_pair(k, v);
+        }
+        self.send("POST", path, &[("cookie", cookie)], &body.finish())
+            .await
+    }
+
+    /// Logs in with `token` as a browser would; the session cookie.
+    async fn login(&self, token: &str) -> Result<String, Answer> {
+        let form = self.get("/ui/login", "").await;
+        let nonce_cookie = form.cookie("hookd_login");
+        let nonce = form.field("nonce");
+        let answer = self
+            .post(
+                "/ui/login",
+                &nonce_cookie,
+                &[
+                    ("nonce", &nonce),
+                    ("token", token),
+                    ("next", "/ui/dead-letters"),
+                ],
+            )
+            .await;
+        if answer.status == 303 {
+            Ok(answer.cookie("hookd_session"))
+        } else {
+            Err(answer)
+        }
+    }
+}
+
+/// An endpoint whose receiver fails with an HTML error body, and dead letters for it (one
+/// with a script in its payload).
+async fn dead_letters(server: &TestServer, sink: &Sink, n: usize) -> (Client, Vec<String>) {
+    let mut c = admin_client(server).await;
+    c.put_endpoint(pb::Endpoint {
+        name: "orders".into(),
+        url: sink.url("/hook"),
+        max_attempts: 1,
+        secrets: vec![SECRET.into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let payload = if i == 0 {
+            format!(r#"{{"note":"{}"}}"#, XSS.replace('"', "\\\""))
+        } else {
+            format!(r#"{{"order":{i}}}"#)
+        };
+        let id = c
+            .enqueue(Event::to_endpoint("orders", payload.into_bytes()).event_type("order.created"))
+            .await
+            .unwrap()
+            .id;
+        ids.push(id);
+    }
+    for id in &ids {
+        dead_lettered(&mut c, id).await;
+    }
+    (c, ids)
+}
+
+#[tokio::test]
+async fn console_needs_an_admin_login_and_sets_strict_cookies() {
+    let dir = tempfile::tempdir().unwrap();
+    let server =
+        TestServer::start_with(secured(dir.path()), ManualClock::new(SystemClock.now_ms())).await;
+    let http = Http::new(server.http);
+
+    // No session: pages send the browser to the login form; POSTs are refused.
+    let r = http.get("/ui/endpoints?q=x", "").await;
+    assert_eq!(r.status, 303);
+    assert_eq!(
+        r.header("location"),
+        "/ui/login?next=%2Fui%2Fendpoints%3Fq%3Dx"
+    );
+    let r = http
+        .post("/ui/endpoints/orders/pause", "", &[("csrf", "x")])
+        .await;
+    assert_eq!(r.status, 403);
+
+    // The login form: a token that is not valid, a token without the admin scope, a form
+    // whose nonce does not match its cookie.
+    let bad = http.login("not-a-token-at-all-000000").await.err().unwrap();
+    assert_eq!(bad.status, 401);
+    assert!(bad.body.contains("That token is not valid"));
+    let reader = http.login(READER).await.err().unwrap();
+    assert_eq!(reader.status, 403);
+    assert!(
+        reader.body.contains("lacks the admin scope"),
+        "{}",
+        reader.body
+    );
+    let form = http.get("/ui/login", "").await;
+    let forged = http
+        .post(
+            "/ui/login",
+            "hookd_login=other",
+            &[("nonce", &form.field("nonce")), ("token", ADMIN)],
+        )
+        .await;
+    assert_eq!(forged.status, 403);
+
+    // The admin token: a session cookie, HttpOnly and SameSite=Strict (not Secure over
+    // plain HTTP), and a redirect to where the browser was going.
+    let form = http.get("/ui/login", "").await;
+    let answer = http
+        .post(
+            "/ui/login",
+            &form.cookie("hookd_login"),
+            &[
+                ("nonce", &form.field("nonce")),
+                ("token", ADMIN),
+                ("next", "https://evil.example/"),
+            ],
+        )
+        .await;
+    assert_eq!(answer.status, 303);
+    assert_eq!(
+        answer.header("location"),
+        "/ui",
+        "never a redirect off the console"
+    );
+    let set = answer.header("set-cookie");
+    let session_line = set
+        .lines()
+        .find(|l| l.starts_with("hookd_session="))
+        .unwrap();
+    for flag in ["HttpOnly", "SameSite=Strict", "Path=/ui"] {
+        assert!(session_line.contains(flag), "{session_line}");
+    }
+    assert!(!session_line.contains("Secure"));
+    let cookie = answer.cookie("hookd_session");
+    let page = http.get("/ui", &cookie).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("Overview") && page.body.contains("ops"));
+    for (header, want) in [
+        ("content-security-policy", "default-src 'none'"),
+        ("x-content-type-options", "nosniff"),
+        ("x-frame-options", "DENY"),
+        ("cache-control", "no-store"),
+    ] {
+        assert!(
+            page.header(header).contains(want),
+            "{header}: {}",
+            page.header(header)
+        );
+    }
+
+    // A bearer token on a GET is a credential too; a read token is not enough.
+    for (token, status) in [(ADMIN, 200), (READER, 403)] {
+        let bearer = format!("Bearer {token}");
+        let r = http
+            .send("GET", "/ui/sources", &[("authorization", &bearer)], "")
+            .await;
+        assert_eq!(r.status, status, "{token}");
+    }
+
+    // Logging out ends the session.
+    let csrf = page.field("csrf");
+    let out = http.post("/ui/logout", &cookie, &[("csrf", &csrf)]).await;
+    assert_eq!(out.status, 303);
+    assert_eq!(http.get("/ui", &cookie).await.status, 303);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn console_refuses_posts_without_the_csrf_token_and_escapes_what_it_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    let server =
+        TestServer::start_with(secured(dir.path()), ManualClock::new(SystemClock.now_ms())).await;
+    let sink = Sink::start(Reply::Full(500, vec![], XSS.as_bytes().to_vec())).await;
+    let (mut c, ids) = dead_letters(&server, &sink, 2).await;
+    let http = Http::new(server.http);
+    let cookie = http.login(ADMIN).await.ok().unwrap();
+
+    // A purge without the token, with another session's token, with an empty one: refused,
+    // and nothing changed.
+    let other = http.login(ADMIN).await.ok().unwrap();
+    let other_csrf = http.get("/ui", &other).await.field("csrf");
+    for form in [
+        vec![("destination", "orders"), ("confirm", "yes")],
+        vec![
+            ("destination", "orders"),
+            ("confirm", "yes"),
+            ("csrf", other_csrf.as_str()),
+        ],
+        vec![("destination", "orders"), ("confirm", "yes"), ("csrf", "")],
+    ] {
+        let r = http.post("/ui/dead-letters/purge", &cookie, &form).await;
+        assert_eq!(r.status, 403, "{form:?}");
+        assert!(r.body.contains("csrf"), "{}", r.body);
+    }
+    for id in &ids {
+        dead_lettered(&mut c, id).await;
+    }
+
+    // The payload and the receiver's error text hold markup: shown as text, never as markup.
+    let list = http
+        .get("/ui/dead-letters?destination=orders", &cookie)
+        .await;
+    assert_eq!(list.status, 200);
+    assert!(
+        !list.body.contains("<script>window.__pwned"),
+        "{}",
+        list.body
+    );
+    assert!(!list.body.contains("<img src=x"));
+    assert!(
+        list.body
+            .contains("&lt;script&gt;window.__pwned=2&lt;/script&gt;")
+    );
+    let message = http.get(&format!("/ui/messages/{}", ids[0]), &cookie).await;
+    assert_eq!(message.status, 200);
+    assert!(
+        message.body.contains("&lt;img src=x onerror="),
+        "{}",
+        message.body
+    );
+    assert!(!message.body.contains("<img src=x"));
+
+    // The endpoint's secret is never on a page, in whole or in part beyond its prefix.
+    for path in [
+        "/ui/endpoints",
+        "/ui/endpoints/orders",
+        "/ui/endpoints/orders/edit",
+    ] {
+        let page = http.get(path, &cookie).await;
+        assert_eq!(page.status, 200, "{path}");
+        assert!(
+            !page.body.contains(&SECRET[6..14]),
+            "{path} shows the secret"
+        );
+        if path != "/ui/endpoints" {
+            assert!(
+                page.body.contains("sha256:"),
+                "{path} shows the fingerprint"
+            );
+        }
+    }
+
+    // With the token: the one-click replay works (and the message is pending again).
+    let csrf = list.field("csrf");
+    let r = http
+        .post(
+            "/ui/dead-letters/replay",
+            &cookie,
+            &[("csrf", &csrf), ("id", &ids[1])],
+        )
+        .await;
+    assert_eq!(r.status, 303);
+    assert!(
+        r.header("location").contains("Replayed"),
+        "{}",
+        r.header("location")
+    );
+    // It was sent again (the receiver still fails, so it is dead again after one attempt).
+    sink.wait_for(3).await;
+    let m = dead_lettered(&mut c, &ids[1]).await;
+    assert_eq!(m.history.last().unwrap().http_status, 500);
+
+    // An edit made over a newer change is refused, not applied.
+    let form = http.get("/ui/endpoints/orders/edit", &cookie).await;
+    let r = http
+        .post(
+            "/ui/endpoints/orders/edit",
+            &cookie,
+            &[
+                ("csrf", &csrf),
+                ("updated", "1"),
+                ("url", &sink.url("/moved")),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    // A bad number names its field; the good form saves and keeps the secret.
+    let updated = form.field("updated");
+    let r = http
+        .post(
+            "/ui/endpoints/orders/edit",
+            &cookie,
+            &[
+                ("csrf", &csrf),
+                ("updated", &updated),
+                ("url", &sink.url("/hook")),
+                ("max_attempts", "many"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    assert!(r.body.contains("max_attempts:"), "{}", r.body);
+    let r = http
+        .post(
+            "/ui/endpoints/orders/edit",
+            &cookie,
+            &[
+                ("csrf", &csrf),
+                ("updated", &updated),
+                ("url", &sink.url("/hook")),
+                ("max_attempts", "4"),
+                ("description", "edited in the console"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    let e = endpoint(&mut c, true).await;
+    assert_eq!(e.max_attempts, 4);
+    assert_eq!(e.description, "edited in the console");
+    assert_eq!(e.secrets, vec![SECRET.to_owned()], "the secret is kept");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn console_without_auth_answers_only_to_loopback_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let http = Http::new(server.http);
+    let ok = http.get("/ui", "").await;
+    assert_eq!(
+        ok.status, 200,
+        "no [auth]: open on loopback, a session is started"
+    );
+    assert!(!ok.cookie("hookd_session").is_empty());
+    let rebound = http
+        .send("GET", "/ui", &[("host", "attacker.example")], "")
+        .await;
+    assert_eq!(rebound.status, 403);
+    server.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// Headless Chromium.
+
+/// chromedriver on a free loopback port, killed when dropped.
+struct Driver {
+    child: tokio::process::Child,
+    url: String,
+}
+
+impl Driver {
+    async fn start() -> Self {
+        let path = std::env::var("HOOKD_CHROMEDRIVER").expect(
+            "HOOKD_CHROMEDRIVER must name chromedriver (Debian's chromium-driver; .ci/run installs it)",
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = tokio::process::Command::new(path)
+            .arg(format!("--port={port}"))
+            .arg("--allowed-ips=127.0.0.1")
+            .kill_on_drop(true)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        // chromedriver gives no readiness signal but its port: connect until it listens.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "chromedriver did not listen within 20 s"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    async fn browser(&self) -> fantoccini::Client {
+        let binary = std::env::var("HOOKD_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+        let caps = serde_json::json!({
+            "goog:chromeOptions": {
+                "binary": binary,
+                "args": [
+                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                    "--disable-background-networking", "--disable-extensions",
+                    "--disable-quic", "--no-first-run", "--disable-component-update",
+                    "--disable-sync",
+                    "--window-size=1440,1000", "--hide-scrollbars",
+                ],
+            }
+        });
+        let serde_json::Value::Object(caps) = caps else {
+            unreachable!()
+        };
+        fantoccini::ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps)
+            .connect(&self.url)
+            .await
+            .expect("a Chromium session")
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+/// Saves a screenshot of the page when HOOKD_SCREENSHOTS names a directory (how the
+/// README's pictures are made).
+async fn shot(b: &fantoccini::Client, name: &str) {
+    if let Ok(dir) = std::env::var("HOOKD_SCREENSHOTS") {
+        let png = b.screenshot().await.unwrap();
+        std::fs::write(std::path::Path::new(&dir).join(format!("{name}.png")), png).unwrap();
+    }
+}
+
+/// The text of the first element `css` finds, waiting (10 s at most) for it to be there: a
+/// click that submits a form returns before the next page has loaded.
+async fn text_of(b: &fantoccini::Client, css: &str) -> String {
+    let found = b
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(fantoccini::Locator::Css(css))
+        .await;
+    match found {
+        Ok(element) => element.text().await.unwrap(),
+        Err(e) => panic!(
+            "{css} is not on {}: {e}\n{}",
+            b.current_url().await.unwrap(),
+            b.source().await.unwrap_or_default()
+        ),
+    }
+}
+
+/// Clicks a form's button and waits for the page the form leads to: every click here
+/// submits a form, and chromedriver may return before the new document has replaced the old.
+async fn click(b: &fantoccini::Client, css: &str) {
+    // A mark on the old document's window; a new document has none.
+    b.execute("window.__hookd_old_page = true;", vec![])
+        .await
+        .unwrap();
+    b.find(fantoccini::Locator::Css(css))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let state = b
+            .execute(
+                "return window.__hookd_old_page === true ? 'old' : document.readyState;",
+                vec![],
+            )
+            .await
+            .unwrap();
+        if state.as_str() == Some("complete") {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "clicking {css} did not lead to a new page within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn path_of(b: &fantoccini::Client) -> String {
+    let url = b.current_url().await.unwrap();
+    match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_owned(),
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs chromium and chromedriver (HOOKD_CHROMEDRIVER); .ci/run runs it"]
+async fn console_browser_replays_dead_letters_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let server =
+        TestServer::start_with(secured(dir.path()), ManualClock::new(SystemClock.now_ms())).await;
+    // The receiver is down (500, with markup in its answer) until it is fixed below.
+    let sink = Sink::start(Reply::Full(500, vec![], XSS.as_bytes().to_vec())).await;
+    let (mut c, ids) = dead_letters(&server, &sink, 4).await;
+    assert_eq!(sink.count(), 4);
+    // A pull queue and a source, so every page has something on it.
+    c.enqueue(Event::to_queue("jobs", b"{\"job\":1}".to_vec()))
+        .await
+        .unwrap();
+    c.put_source(pb::Source {
+        name: "github".into(),
+        scheme: "github".into(),
+        secrets: vec!["a-github-webhook-secret".into()],
+        route: Some(pb::source::Route::Queue("github-events".into())),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+
+    let driver = Driver::start().await;
+    let b = driver.browser().await;
+    let base = format!("http://{}", server.http);
+
+    // Log in: the console sends the browser to the form and back where it was going.
+    b.goto(&format!("{base}/ui/dead-letters")).await.unwrap();
+    assert_eq!(b.current_url().await.unwrap().path(), "/ui/login");
+    shot(&b, "login").await;
+    b.find(fantoccini::Locator::Css("input[name=token]"))
+        .await
+        .unwrap()
+        .send_keys(ADMIN)
+        .await
+        .unwrap();
+    click(&b, "form.login button").await;
+    assert_eq!(path_of(&b).await, "/ui/dead-letters");
+    let session = b.get_named_cookie("hookd_session").await.unwrap();
+    assert_eq!(session.http_only(), Some(true));
+    assert!(format!("{:?}", session.same_site()).contains("Strict"));
+
+    // The dead letters: four rows, the analysis names the pattern, the markup is text.
+    let rows = b
+        .find_all(fantoccini::Locator::Css("table.list tbody tr"))
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 4);
+    let analysis = text_of(&b, "section article.analysis").await;
+    assert!(
+        analysis.contains("endpoint:orders") && analysis.contains("4 dead letters"),
+        "{analysis}"
+    );
+    let inert = b
+        .execute(
+            "return [window.__pwned === undefined, document.querySelectorAll('main script, main img').length]",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        inert,
+        serde_json::json!([true, 0]),
+        "an error text ran or made elements"
+    );
+    assert!(
+        text_of(&b, "table.list")
+            .await
+            .contains("<script>window.__pwned=2</script>")
+    );
+    shot(&b, "dead-letters").await;
+
+    // The message with the script in its payload: shown as text.
+    b.goto(&format!("{base}/ui/messages/{}", ids[0]))
+        .await
+        .unwrap();
+    let payload = text_of(&b, "pre.payload").await;
+    assert!(
+        payload.contains("<img src=x onerror=")
+            && payload.contains("<script>window.__pwned=2</script>"),
+        "{payload}"
+    );
+    let inert = b
+        .execute("return [window.__pwned === undefined, document.querySelectorAll('main img, main script').length]", vec![])
+        .await
+        .unwrap();
+    assert_eq!(inert, serde_json::json!([true, 0]));
+    assert!(text_of(&b, "table.list").await.contains("500"));
+    shot(&b, "message").await;
+
+    // Fix the receiver; one click replays this message, and it is delivered.
+    sink.set_default(Reply::Status(200));
+    click(&b, "section.actions form button").await;
+    assert!(text_of(&b, "p.notice").await.contains("pending again"));
+    sink.wait_for(5).await;
+    delivered_at_sink(&sink, &ids[0]).await;
+
+    // Bulk replay by filter: the dry run counts first, the confirmation replays.
+    b.goto(&format!("{base}/ui/dead-letters")).await.unwrap();
+    b.find(fantoccini::Locator::Css(
+        "form.filters input[name=destination]",
+    ))
+    .await
+    .unwrap()
+    .send_keys("orders")
+    .await
+    .unwrap();
+    b.find(fantoccini::Locator::Css("form.filters input[name=status]"))
+        .await
+        .unwrap()
+        .send_keys("500")
+        .await
+        .unwrap();
+    click(&b, "form.filters button").await;
+    assert_eq!(
+        b.find_all(fantoccini::Locator::Css("table.list tbody tr"))
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+    click(&b, "section.bulk form[action$=replay] button").await;
+    let count = text_of(&b, "p.count").await;
+    assert!(count.starts_with("3 dead letters match"), "{count}");
+    assert!(
+        count.contains("destination = orders") && count.contains("status = 500"),
+        "{count}"
+    );
+    shot(&b, "replay-confirm").await;
+    assert_eq!(sink.count(), 5, "the dry run replayed nothing");
+    click(&b, "form input[name=confirm] ~ button").await;
+    assert!(text_of(&b, "p.notice").await.contains("Replayed 3 of 3"));
+    // Replays are paced (dead_letters.replay_rate_per_s) on hookd's clock: move it on.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while sink.count() < 8 {
+        assert!(
+            Instant::now() < deadline,
+            "replayed messages not delivered: {}",
+            sink.count()
+        );
+        server.advance(1_000).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for id in &ids {
+        delivered_at_sink(&sink, id).await;
+        crate::harness::delivered(&mut c, id).await;
+    }
+    b.goto(&format!("{base}/ui/dead-letters")).await.unwrap();
+    assert!(
+        b.find_all(fantoccini::Locator::Css("table.list tbody tr"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Purge with confirmation: a new dead letter, a dry run, then the purge.
+    sink.set_default(Reply::Status(400));
+    let doomed = c
+        .enqueue(Event::to_endpoint("orders", b"{\"order\":99}".to_vec()))
+        .await
+        .unwrap()
+        .id;
+    dead_lettered(&mut c, &doomed).await;
+    b.goto(&format!(
+        "{base}/ui/dead-letters?destination=endpoint%3Aorders"
+    ))
+    .await
+    .unwrap();
+    click(&b, "section.bulk form[action$=purge] button").await;
+    assert!(
+        text_of(&b, "p.count")
+            .await
+            .starts_with("1 dead letters match")
+    );
+    click(&b, "form input[name=confirm] ~ button").await;
+    assert!(text_of(&b, "p.notice").await.contains("Purged 1 of 1"));
+    assert!(c.get_message(&doomed).await.is_err(), "purged for good");
+
+    // A POST without the CSRF token, from this browser's own session (its cookie goes
+    // along): the pause form with its token taken out. Refused, and nothing changes.
+    b.goto(&format!("{base}/ui/endpoints")).await.unwrap();
+    b.execute(
+        "document.querySelector(\"form[action$='/orders/pause'] input[name=csrf]\").remove()",
+        vec![],
+    )
+    .await
+    .unwrap();
+    click(&b, "form[action$='/orders/pause'] button").await;
+    let refusal = text_of(&b, "p.error").await;
+    assert!(refusal.starts_with("csrf:"), "{refusal}");
+    assert!(
+        !endpoint(&mut c, false).await.paused,
+        "the refused POST changed nothing"
+    );
+    // Script on a console page cannot send requests at all: the CSP (`default-src 'none'`)
+    // blocks fetch, which a WebDriver script shows.
+    let fetched = b
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             fetch('/ui/endpoints/orders/pause', {method: 'POST', body: 'reason=x'})
+               .then(r => done(r.status), e => done(String(e)));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert!(
+        fetched
+            .as_str()
+            .is_some_and(|e| e.contains("Failed to fetch")),
+        "{fetched}"
+    );
+
+    // Pause and resume from the list; the endpoint's page with its charts; the rest.
+    b.goto(&format!("{base}/ui/endpoints")).await.unwrap();
+    click(&b, "form[action$='/orders/pause'] button").await;
+    assert!(text_of(&b, "p.notice").await.contains("Paused orders"));
+    assert!(endpoint(&mut c, false).await.paused);
+    shot(&b, "endpoints").await;
+    click(&b, "form[action$='/orders/resume'] button").await;
+    assert!(!endpoint(&mut c, false).await.paused);
+    b.goto(&format!("{base}/ui/endpoints/orders"))
+        .await
+        .unwrap();
+    assert_eq!(
+        b.find_all(fantoccini::Locator::Css(
+            "figure.chart svg polyline, figure.chart svg circle"
+        ))
+        .await
+        .unwrap()
+        .len()
+            % 3,
+        0
+    );
+    assert!(!b.source().await.unwrap().contains(&SECRET[6..]));
+    shot(&b, "endpoint").await;
+    b.goto(&format!("{base}/ui")).await.unwrap();
+    assert!(text_of(&b, "section.cards").await.contains("dead letters"));
+    shot(&b, "overview").await;
+    b.goto(&format!("{base}/ui/destinations")).await.unwrap();
+    assert!(text_of(&b, "table.list").await.contains("queue:jobs"));
+    shot(&b, "destinations").await;
+    b.goto(&format!("{base}/ui/sources")).await.unwrap();
+    let sources = text_of(&b, "table.list").await;
+    assert!(sources.contains("github") && !sources.contains("a-github-webhook-secret"));
+    shot(&b, "sources").await;
+
+    // Log out: the session is gone.
+    click(&b, "form.logout button").await;
+    assert_eq!(b.current_url().await.unwrap().path(), "/ui/login");
+    b.goto(&format!("{base}/ui")).await.unwrap();
+    assert_eq!(b.current_url().await.unwrap().path(), "/ui/login");
+    b.close().await.unwrap();
+    drop(driver);
+    server.stop().await;
+}
+
+async fn endpoint(c: &mut Client, reveal: bool) -> pb::Endpoint {
+    c.raw()
+        .get_endpoint(pb::GetEndpointRequest {
+            name: "orders".into(),
+            reveal_secrets: reveal,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .endpoint
+        .unwrap()
+}
+
+/// The sink received the message `id` with a 2xx answer at least once.
+async fn delivered_at_sink(sink: &Sink, id: &str) {
+    let got = sink.received();
+    assert!(
+        got.iter().any(|r| r
+            .headers
+            .get("webhook-id")
+            .is_some_and(|v| v.as_bytes() == id.as_bytes())),
+        "{id} never reached the sink"
+    );
+}

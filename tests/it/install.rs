@@ -1,0 +1,332 @@
+//! What an installer relies on: the example config is the code's defaults, `config check`
+//! says what `serve` would refuse, `--version` names the commit, systemd hears READY=1 only
+//! once hookd serves (and STOPPING=1 at SIGTERM), and the shutdown grace in the unit file and
+//! the Kubernetes manifests leaves room for hookd's own.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+fn hookd(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hookd-under-test"))
+        .args(args)
+        .env_remove("HOOKD_CONFIG")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_example_config_is_what_print_default_prints() {
+    let (code, printed, stderr) = hookd(&["config", "print-default"]);
+    assert_eq!(code, 0, "{stderr}");
+    let example = std::fs::read_to_string(repo().join("deploy/hookd.toml")).unwrap();
+    assert!(
+        printed == example,
+        "deploy/hookd.toml differs from `hookd config print-default`; regenerate it with \
+         `cargo run -p hookd -- config print-default > deploy/hookd.toml`"
+    );
+    // And it is a configuration `serve` accepts as it is.
+    let path = repo().join("deploy/hookd.toml");
+    let (code, stdout, stderr) = hookd(&["config", "check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.starts_with("configuration ok: data_dir ./hookd-data, gRPC 127.0.0.1:7700"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn config_check_refuses_what_serve_would_refuse() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, &[&str], &str); 4] = [
+        ("[retry]\nbase_ms = 0\n", &[], "`retry"),
+        ("max_payload = 5\n", &[], "max_payload"),
+        (
+            "",
+            &["--grpc-addr", "0.0.0.0:7700"],
+            "refusing to serve gRPC on 0.0.0.0:7700 without authentication",
+        ),
+        (
+            "[[auth.tokens]]\nname = \"agents\"\nenv = \"HOOKD_TEST_UNSET_TOKEN_VARIABLE\"\nscopes = [\"enqueue\"]\n",
+            &[],
+            "HOOKD_TEST_UNSET_TOKEN_VARIABLE",
+        ),
+    ];
+    for (i, (text, flags, named)) in cases.into_iter().enumerate() {
+        let file = dir.path().join(format!("{i}.toml"));
+        std::fs::write(&file, text).unwrap();
+        let mut args = vec!["config", "check", "--config", file.to_str().unwrap()];
+        args.extend_from_slice(flags);
+        let (code, stdout, stderr) = hookd(&args);
+        assert_eq!(code, 2, "{text:?} {flags:?}: {stdout}");
+        assert!(stderr.contains(named), "{text:?}: {stderr}");
+    }
+    // The same file with the flag `serve` would take: the exposure rule is met by --insecure.
+    let file = dir.path().join("2.toml");
+    let (code, stdout, stderr) = hookd(&[
+        "config",
+        "check",
+        "--config",
+        file.to_str().unwrap(),
+        "--grpc-addr",
+        "0.0.0.0:7700",
+        "--insecure",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("gRPC 0.0.0.0:7700"), "{stdout}");
+}
+
+#[test]
+fn version_names_the_package_and_the_commit() {
+    let (code, stdout, stderr) = hookd(&["--version"]);
+    assert_eq!(code, 0, "{stderr}");
+    // The build script's rule: HOOKD_COMMIT when the build names one, else the checkout's
+    // HEAD, else "unknown" (a source tree without .git).
+    let commit = match option_env!("HOOKD_COMMIT").filter(|c| !c.is_empty()) {
+        Some(c) => c.to_owned(),
+        None => Command::new("git")
+            .args(["rev-parse", "--short=12", "HEAD"])
+            .current_dir(repo())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .map(|h| h.trim().to_owned())
+            .unwrap_or_else(|| "unknown".to_owned()),
+    };
+    let want = format!("hookd {} (commit {commit})\n", env!("CARGO_PKG_VERSION"),);
+    assert_eq!(stdout, want);
+}
+
+/// A service manager's notification socket: what hookd sends on it, one datagram each.
+struct NotifySocket {
+    socket: std::os::unix::net::UnixDatagram,
+    path: PathBuf,
+}
+
+impl NotifySocket {
+    fn bind(dir: &Path) -> Self {
+        let path = dir.join("notify.sock");
+        let socket = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        Self { socket, path }
+    }
+
+    fn next(&self) -> String {
+        let mut buf = [0u8; 4096];
+        let n = self
+            .socket
+            .recv(&mut buf)
+            .expect("a notification within 60 s");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+}
+
+fn http_status(addr: &str, path: &str) -> u16 {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    answer
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Under `WatchdogSec=` (systemd sets WATCHDOG_USEC), hookd sends WATCHDOG=1 a quarter of
+/// the timeout apart while its engine finishes rounds (the wedged case: `watchdog`'s unit
+/// tests, on a paused clock).
+#[test]
+fn systemd_watchdog_hears_from_a_working_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let notify = NotifySocket::bind(dir.path());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hookd-under-test"))
+        .args([
+            "serve",
+            "--grpc-addr",
+            "127.0.0.1:0",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--ingest-addr",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+        ])
+        .env("HOOKD_DATA_DIR", dir.path().join("data"))
+        .env("NOTIFY_SOCKET", &notify.path)
+        .env("WATCHDOG_USEC", "400000")
+        .env_remove("WATCHDOG_PID")
+        .env_remove("HOOKD_CONFIG")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = crate::harness::lines_of(child.stderr.take().unwrap());
+    // Killed if an assertion fails, so no hookd outlives the test.
+    let mut child = KillOnDrop(child);
+    let lines = crate::harness::lines_until_serving(&rx);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("service manager watchdog on")
+                && l.contains("\"timeout_ms\":400")
+                && l.contains("\"period_ms\":100")),
+        "{lines:#?}"
+    );
+    // Beats before READY=1 (no engine yet) are the runtime's; count those after it, which
+    // each waited for an engine round.
+    while !notify.next().lines().any(|l| l == "READY=1") {}
+    let mut beats = 0;
+    while beats < 3 {
+        let n = notify.next();
+        assert_eq!(
+            n.trim_end(),
+            "WATCHDOG=1",
+            "only watchdog beats while serving"
+        );
+        beats += 1;
+    }
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = child.0.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn systemd_hears_ready_once_hookd_serves_and_stopping_at_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let notify = NotifySocket::bind(dir.path());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hookd-under-test"))
+        .args([
+            "serve",
+            "--grpc-addr",
+            "127.0.0.1:0",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--ingest-addr",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+        ])
+        .env("HOOKD_DATA_DIR", dir.path().join("data"))
+        .env("NOTIFY_SOCKET", &notify.path)
+        .env_remove("HOOKD_CONFIG")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = crate::harness::lines_of(child.stderr.take().unwrap());
+    let ready = notify.next();
+    assert!(
+        ready.lines().any(|l| l == "READY=1") && ready.contains("STATUS=serving"),
+        "{ready:?}"
+    );
+    // READY=1 comes after the listeners serve: /healthz answers at once.
+    let lines = crate::harness::lines_until_serving(&rx);
+    let serving: serde_json::Value = serde_json::from_str(lines.last().unwrap()).unwrap();
+    let http = serving["fields"]["http_addr"].as_str().unwrap().to_owned();
+    assert_eq!(http_status(&http, "/healthz"), 200);
+
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let stopping = notify.next();
+    assert!(stopping.lines().any(|l| l == "STOPPING=1"), "{stopping:?}");
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+/// A number after `key` (`key=30`, `key: 30`, `key = 30`) on the line that holds it.
+fn number_after(text: &str, key: &str) -> Vec<u64> {
+    text.lines()
+        .filter_map(|l| {
+            let rest = l.trim_start().strip_prefix(key)?;
+            let rest = rest.trim_start_matches([' ', ':', '=']);
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+/// The `hookd.toml: |` block of a ConfigMap, de-indented.
+fn config_map_toml(yaml: &str) -> String {
+    let mut lines = yaml
+        .lines()
+        .skip_while(|l| !l.trim_end().ends_with("hookd.toml: |"));
+    lines.next().expect("a ConfigMap with hookd.toml");
+    let indent = "    ";
+    lines
+        .take_while(|l| l.is_empty() || l.starts_with(indent))
+        .map(|l| l.strip_prefix(indent).unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn stop_timeouts_leave_room_for_hookds_shutdown_grace() {
+    let default_grace_s = hookd::config::Config::default().delivery.shutdown_grace_ms / 1000;
+    // systemd: TimeoutStopSec above the default grace plus 15 s for requests and the last
+    // commit.
+    let unit = std::fs::read_to_string(repo().join("deploy/systemd/hookd.service")).unwrap();
+    let stop = number_after(&unit, "TimeoutStopSec");
+    assert_eq!(stop.len(), 1, "one TimeoutStopSec");
+    assert!(
+        stop[0] >= default_grace_s + 15,
+        "TimeoutStopSec={} with a {default_grace_s} s grace",
+        stop[0]
+    );
+    assert!(unit.contains("\nType=notify\n"));
+
+    // Kubernetes: the pod's grace covers the preStop sleep, hookd's grace from its own
+    // ConfigMap, and 10 s more; the ConfigMap is a configuration hookd accepts.
+    for file in ["sidecar.yaml", "shared.yaml"] {
+        let yaml = std::fs::read_to_string(repo().join("deploy/kubernetes").join(file)).unwrap();
+        let config = hookd::config::Config::from_toml(&config_map_toml(&yaml))
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        config.validate().unwrap();
+        let grace_s = config.delivery.shutdown_grace_ms / 1000;
+        let pod = number_after(&yaml, "terminationGracePeriodSeconds");
+        let pre_stop = number_after(&yaml, "seconds");
+        assert_eq!((pod.len(), pre_stop.len()), (1, 1), "{file}");
+        assert!(
+            pod[0] >= pre_stop[0] + grace_s + 10,
+            "{file}: terminationGracePeriodSeconds {} < preStop {} + grace {grace_s} + 10",
+            pod[0],
+            pre_stop[0]
+        );
+    }
+}
