@@ -253,11 +253,11 @@ fn inbound_burst_stores_each_accepted_webhook_once_and_no_forged_one() {
         &dir,
         &["--duration", "3s", "--scale", "0.1"],
     );
-    // 1 = the checker or an SLO failed; the latency SLO depends on how busy the shared CI
-    // box is (a timing, not a behaviour, as in the test above), so only that may break.
-    // The ingest checks (resends stored again, forgeries accepted, a consumer seeing an
-    // event twice) are `slo_broken` entries too, and must not.
-    assert!(matches!(code, Some(0 | 1)), "{text}");
+    // 3 = an SLO broke, 1 = the checker failed. The latency SLO depends on how busy the
+    // shared CI box is (a timing, not a behaviour, as in the test above), so only that may
+    // break. The ingest checks (resends stored again, forgeries accepted, a consumer seeing
+    // an event twice) are `slo_broken` entries too, and must not.
+    assert!(matches!(code, Some(0 | 3)), "{text}");
     let r = report(&dir);
     for broken in r["slo_broken"].as_array().unwrap() {
         let b = broken.as_str().unwrap();
