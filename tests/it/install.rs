@@ -160,29 +160,7 @@ fn http_status(addr: &str, path: &str) -> u16 {
 fn systemd_watchdog_hears_from_a_working_engine() {
     let dir = tempfile::tempdir().unwrap();
     let notify = NotifySocket::bind(dir.path());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hookd-under-test"))
-        .args([
-            "serve",
-            "--grpc-addr",
-            "127.0.0.1:0",
-            "--http-addr",
-            "127.0.0.1:0",
-            "--ingest-addr",
-            "127.0.0.1:0",
-            "--log-format",
-            "json",
-        ])
-        .env("HOOKD_DATA_DIR", dir.path().join("data"))
-        .env("NOTIFY_SOCKET", &notify.path)
-        .env("WATCHDOG_USEC", "400000")
-        .env_remove("WATCHDOG_PID")
-        .env_remove("HOOKD_CONFIG")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = crate::harness::lines_of(child.stderr.take().unwrap());
-    // Killed if an assertion fails, so no hookd outlives the test.
-    let mut child = KillOnDrop(child);
+    let (mut child, rx) = spawn_serve(dir.path(), &notify, &[("WATCHDOG_USEC", "400000")]);
     let lines = crate::harness::lines_until_serving(&rx);
     assert!(
         lines
@@ -214,6 +192,39 @@ fn systemd_watchdog_hears_from_a_working_engine() {
     assert!(status.success(), "{status:?}");
 }
 
+/// `hookd serve` on loopback ports with its data in `dir`, JSON logs, `notify` as its
+/// NOTIFY_SOCKET and `env` added; its stderr lines arrive on the receiver. The child is
+/// killed when dropped, so no hookd outlives a failed assertion.
+fn spawn_serve(
+    dir: &Path,
+    notify: &NotifySocket,
+    env: &[(&str, &str)],
+) -> (KillOnDrop, std::sync::mpsc::Receiver<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hookd-under-test"))
+        .args([
+            "serve",
+            "--grpc-addr",
+            "127.0.0.1:0",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--ingest-addr",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+        ])
+        .env("HOOKD_DATA_DIR", dir.join("data"))
+        .env("NOTIFY_SOCKET", &notify.path)
+        .env_remove("WATCHDOG_USEC")
+        .env_remove("WATCHDOG_PID")
+        .envs(env.iter().copied())
+        .env_remove("HOOKD_CONFIG")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = crate::harness::lines_of(child.stderr.take().unwrap());
+    (KillOnDrop(child), rx)
+}
+
 struct KillOnDrop(std::process::Child);
 
 impl Drop for KillOnDrop {
@@ -227,25 +238,7 @@ impl Drop for KillOnDrop {
 fn systemd_hears_ready_once_hookd_serves_and_stopping_at_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let notify = NotifySocket::bind(dir.path());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hookd-under-test"))
-        .args([
-            "serve",
-            "--grpc-addr",
-            "127.0.0.1:0",
-            "--http-addr",
-            "127.0.0.1:0",
-            "--ingest-addr",
-            "127.0.0.1:0",
-            "--log-format",
-            "json",
-        ])
-        .env("HOOKD_DATA_DIR", dir.path().join("data"))
-        .env("NOTIFY_SOCKET", &notify.path)
-        .env_remove("HOOKD_CONFIG")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = crate::harness::lines_of(child.stderr.take().unwrap());
+    let (mut child, rx) = spawn_serve(dir.path(), &notify, &[]);
     let ready = notify.next();
     assert!(
         ready.lines().any(|l| l == "READY=1") && ready.contains("STATUS=serving"),
@@ -258,13 +251,13 @@ fn systemd_hears_ready_once_hookd_serves_and_stopping_at_sigterm() {
     assert_eq!(http_status(&http, "/healthz"), 200);
 
     let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args(["-TERM", &child.0.id().to_string()])
         .status()
         .unwrap();
     assert!(killed.success());
     let stopping = notify.next();
     assert!(stopping.lines().any(|l| l == "STOPPING=1"), "{stopping:?}");
-    let status = child.wait().unwrap();
+    let status = child.0.wait().unwrap();
     assert!(status.success(), "{status:?}");
 }
 
