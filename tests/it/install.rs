@@ -323,3 +323,102 @@ fn stop_timeouts_leave_room_for_hookds_shutdown_grace() {
         );
     }
 }
+
+/// The container recipe cannot be built here (no container engine, no registry), so what
+/// can be checked without building it is: the build stage copies every workspace member
+/// and nothing the build context leaves out (a new member missing from the recipe would
+/// break `cargo build --locked` in it), the runtime stage runs as a numeric non-root user
+/// with the data directory as its volume, and its health check names a subcommand hookd
+/// has. `.ci/run` lints the file with hadolint as well.
+#[test]
+fn the_container_recipe_copies_the_whole_workspace_and_runs_as_non_root() {
+    let dir = repo().join("deploy/container");
+    let text = std::fs::read_to_string(dir.join("Containerfile")).unwrap();
+    let ignored = std::fs::read_to_string(dir.join("Containerfile.dockerignore")).unwrap();
+    // Instructions, with `\` continuations joined and comments dropped.
+    let mut instructions: Vec<String> = Vec::new();
+    let mut pending = String::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('#') || (line.is_empty() && pending.is_empty()) {
+            continue;
+        }
+        match line.strip_suffix('\\') {
+            Some(head) => pending.push_str(head),
+            None => {
+                pending.push_str(line);
+                instructions.push(std::mem::take(&mut pending));
+            }
+        }
+    }
+    let words = |i: &str| i.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+    let froms: Vec<usize> = instructions
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| i.starts_with("FROM "))
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(froms.len(), 2, "a build stage and a runtime stage");
+    let (build, runtime) = instructions.split_at(froms[1]);
+
+    let mut copied = Vec::new();
+    for i in build.iter().filter(|i| i.starts_with("COPY ")) {
+        let w = words(i);
+        let args: Vec<&String> = w[1..].iter().filter(|a| !a.starts_with("--")).collect();
+        assert!(args.len() >= 2, "{i}");
+        for src in &args[..args.len() - 1] {
+            let src = src.trim_end_matches('/');
+            assert!(repo().join(src).exists(), "COPY of a missing path: {i}");
+            assert!(
+                !ignored.lines().any(|p| p.trim() == src),
+                "{src} is copied but the build context leaves it out"
+            );
+            copied.push(src.to_owned());
+        }
+    }
+    let manifest = std::fs::read_to_string(repo().join("Cargo.toml")).unwrap();
+    let members = manifest
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("members"))
+        .expect("workspace members");
+    let members: Vec<&str> = members.split('"').skip(1).step_by(2).collect();
+    assert!(members.contains(&"server"), "{members:?}");
+    for m in members.iter().copied().chain(["Cargo.toml", "Cargo.lock"]) {
+        assert!(
+            copied.iter().any(|c| c == m),
+            "the build stage does not copy {m}"
+        );
+    }
+
+    let last = |kw: &str| {
+        runtime
+            .iter()
+            .rev()
+            .find(|i| i.starts_with(kw))
+            .unwrap_or_else(|| panic!("no {kw}in the runtime stage"))
+            .clone()
+    };
+    let user = words(&last("USER "))[1].clone();
+    let uid: u32 = user
+        .split(':')
+        .next()
+        .unwrap()
+        .parse()
+        .expect("numeric user");
+    assert_ne!(uid, 0, "runs as root");
+    let env = last("ENV ");
+    let data_dir = words(&env)
+        .iter()
+        .find_map(|w| w.strip_prefix("HOOKD_DATA_DIR=").map(str::to_owned))
+        .expect("HOOKD_DATA_DIR set");
+    assert!(
+        last("VOLUME ").contains(&format!("\"{data_dir}\"")),
+        "the data directory {data_dir} is the volume"
+    );
+    let health = last("HEALTHCHECK ");
+    let cmd = health.split("CMD").nth(1).expect("HEALTHCHECK CMD");
+    let args: Vec<String> = serde_json::from_str(cmd.trim()).expect("exec-form CMD");
+    assert_eq!(args[0], "/usr/local/bin/hookd");
+    let (code, _, err) = hookd(&[&args[1], "--help"]);
+    assert_eq!(code, 0, "hookd {} --help: {err}", args[1]);
+}
