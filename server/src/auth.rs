@@ -456,12 +456,15 @@ pub fn parse_sha256(hex: &str) -> Option<[u8; 32]> {
 
 /// A new random token (32 bytes, URL-safe base64 with a `hookd_` prefix).
 pub fn new_token() -> String {
+    format!("hookd_{}", random_token())
+}
+
+/// 32 random bytes, URL-safe base64: a bearer token's body, a console session id, a CSRF
+/// token.
+pub fn random_token() -> String {
     use base64::Engine;
     let bytes: [u8; 32] = rand::random();
-    format!(
-        "hookd_{}",
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-    )
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
 /// What a gRPC method needs. Unknown paths need a credential (they then get UNIMPLEMENTED).

@@ -267,21 +267,18 @@ fn parse_age(s: &str) -> Result<u64, String> {
 
 /// Parses `queue:NAME`, `endpoint:NAME`, `url:URL` or a bare http(s) URL.
 fn destination(s: &str) -> Result<pb::Destination, Failure> {
-    use pb::destination::Kind;
-    let kind = if let Some(n) = s.strip_prefix("queue:") {
-        Kind::Queue(n.to_owned())
-    } else if let Some(n) = s.strip_prefix("endpoint:") {
-        Kind::Endpoint(n.to_owned())
-    } else if let Some(u) = s.strip_prefix("url:") {
-        Kind::Url(u.to_owned())
-    } else if s.starts_with("http://") || s.starts_with("https://") {
-        Kind::Url(s.to_owned())
-    } else {
-        return Err(Failure::usage(format!(
-            "destination {s:?}: write queue:NAME, endpoint:NAME or an http(s) URL"
-        )));
-    };
-    Ok(pb::Destination { kind: Some(kind) })
+    use crate::destination::Destination;
+    let dest = Destination::from_key(s)
+        .or_else(|| {
+            (s.starts_with("http://") || s.starts_with("https://"))
+                .then(|| Destination::Url(s.to_owned()))
+        })
+        .ok_or_else(|| {
+            Failure::usage(format!(
+                "destination {s:?}: write queue:NAME, endpoint:NAME or an http(s) URL"
+            ))
+        })?;
+    Ok(crate::api::convert::destination(&dest))
 }
 
 fn destination_text(d: &Option<pb::Destination>) -> String {

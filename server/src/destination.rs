@@ -8,9 +8,9 @@
 use std::fmt;
 
 /// The prefixes of the three kinds of key.
-pub const ENDPOINT: &str = "endpoint:";
-pub const URL: &str = "url:";
-pub const QUEUE: &str = "queue:";
+const ENDPOINT: &str = "endpoint:";
+const URL: &str = "url:";
+const QUEUE: &str = "queue:";
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Destination {
@@ -26,6 +26,19 @@ impl Destination {
             Self::Endpoint(name) => format!("{ENDPOINT}{name}"),
             Self::Url(url) => format!("{URL}{}", origin_of(url)),
             Self::Queue(name) => format!("{QUEUE}{name}"),
+        }
+    }
+
+    /// The destination `key` names (`endpoint:NAME`, `queue:NAME`, `url:URL`): the inverse
+    /// of [`Destination::key`], up to a URL key holding only its origin. `None` for text
+    /// with none of the three prefixes.
+    pub fn from_key(key: &str) -> Option<Self> {
+        if let Some(name) = key.strip_prefix(ENDPOINT) {
+            Some(Self::Endpoint(name.to_owned()))
+        } else if let Some(name) = key.strip_prefix(QUEUE) {
+            Some(Self::Queue(name.to_owned()))
+        } else {
+            key.strip_prefix(URL).map(|url| Self::Url(url.to_owned()))
         }
     }
 
@@ -95,5 +108,13 @@ mod tests {
         assert_eq!(Destination::endpoint_of_key("queue:billing"), None);
         assert!(Destination::is_url_key("url:https://example.com"));
         assert!(!Destination::is_url_key(&e));
+        for d in [
+            Destination::Url("https://example.com:8443".into()),
+            Destination::Endpoint("billing".into()),
+            Destination::Queue("jobs.v1".into()),
+        ] {
+            assert_eq!(Destination::from_key(&d.key()), Some(d));
+        }
+        assert_eq!(Destination::from_key("billing"), None);
     }
 }

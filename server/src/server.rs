@@ -424,15 +424,9 @@ async fn serve_once(
             let _ = quit.wait_for(|q| *q).await;
         }
     };
-    let auth = crate::auth::Authenticator::new(&config.auth, clock.clone(), &|var| {
-        std::env::var(var).ok()
-    })
-    .map_err(|(key, message)| ConfigError::InvalidAt { key, message })?;
+    let Credentials { auth, tls, sealer } = credentials(config, clock.clone())?;
     let auth = Arc::new(auth);
-    let tls = crate::listen::Tls::from_config(&config.tls)?;
-    let sealer = crate::secrets::Sealer::new(&config.secrets, &|var| std::env::var(var).ok())
-        .map_err(|(key, message)| ConfigError::InvalidAt { key, message })?
-        .map(Arc::new);
+    let sealer = sealer.map(Arc::new);
     exposure(
         config,
         &[("gRPC", grpc.local_addr()?), ("HTTP", http.local_addr()?)],
@@ -549,7 +543,7 @@ async fn serve_once(
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let api = HookdService::new(
         engine.clone(),
-        store.clone(),
+        store,
         limits,
         clock.clone(),
         crate::api::Watchers {
@@ -562,7 +556,6 @@ async fn serve_once(
     let console = Arc::new(crate::console::Console::new(
         api.clone(),
         engine.clone(),
-        store,
         auth.clone(),
         clock.clone(),
         tls.is_some(),
@@ -843,27 +836,44 @@ async fn set_health(reporter: &tonic_health::server::HealthReporter, serving: bo
 /// without authentication. Nothing is bound or opened.
 pub fn preflight(config: &Config) -> Result<(), ServeError> {
     config.validate()?;
-    let env = |var: &str| std::env::var(var).ok();
-    let clock: Arc<dyn Clock> = Arc::new(crate::clock::SystemClock);
-    let auth = crate::auth::Authenticator::new(&config.auth, clock, &env)
-        .map_err(|(key, message)| ConfigError::InvalidAt { key, message })?;
-    let tls = crate::listen::Tls::from_config(&config.tls)?;
-    crate::secrets::Sealer::new(&config.secrets, &env)
-        .map_err(|(key, message)| ConfigError::InvalidAt { key, message })?;
+    let Credentials { auth, tls, .. } = credentials(config, Arc::new(SystemClock))?;
     crate::ingest::Sources::compile_config(
         &config.sources,
         crate::ingest::source::Limits {
             max_payload_bytes: config.max_payload_bytes,
         },
-        &env,
+        &|var| std::env::var(var).ok(),
     )
-    .map_err(|(key, message)| ConfigError::InvalidAt { key, message })?;
+    .map_err(invalid_at)?;
     exposure(
         config,
         &[("gRPC", config.grpc_addr), ("HTTP", config.http_addr)],
         auth.enabled(),
         tls.is_some(),
     )
+}
+
+/// What the config's credentials make, before anything is opened: the authenticator (its
+/// token files and variables read), TLS (certificate and key loaded) and the secrets'
+/// sealer. `serve` builds them once per store incarnation; `preflight` only checks them.
+struct Credentials {
+    auth: crate::auth::Authenticator,
+    tls: Option<Arc<crate::listen::Tls>>,
+    sealer: Option<crate::secrets::Sealer>,
+}
+
+fn credentials(config: &Config, clock: Arc<dyn Clock>) -> Result<Credentials, ServeError> {
+    let env = |var: &str| std::env::var(var).ok();
+    Ok(Credentials {
+        auth: crate::auth::Authenticator::new(&config.auth, clock, &env).map_err(invalid_at)?,
+        tls: crate::listen::Tls::from_config(&config.tls)?,
+        sealer: crate::secrets::Sealer::new(&config.secrets, &env).map_err(invalid_at)?,
+    })
+}
+
+/// A `(key, message)` refusal of one config key, as the config's own error.
+fn invalid_at((key, message): (String, String)) -> ConfigError {
+    ConfigError::InvalidAt { key, message }
 }
 
 /// Refuses a non-loopback listener with no authentication (unless `auth.insecure`), and
@@ -947,7 +957,7 @@ async fn load_sources(
         },
         &|var| std::env::var(var).ok(),
     )
-    .map_err(|(key, message)| ConfigError::InvalidAt { key, message })?;
+    .map_err(invalid_at)?;
     match sources.reseal(&stored).await {
         Ok(0) => {}
         Ok(n) => tracing::info!(sources = n, "source secrets sealed under the newest key"),

@@ -71,8 +71,9 @@ impl HookdService {
         convert::endpoint(e, &clear, reveal)
     }
 
-    /// Runs a read on the blocking pool: redb reads touch the disk.
-    async fn read<T: Send + 'static>(
+    /// Runs a read on the blocking pool: redb reads touch the disk (the console's own reads
+    /// too).
+    pub(crate) async fn read<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Store) -> Result<T, ApiError> + Send + 'static,
     ) -> Result<T, Status> {

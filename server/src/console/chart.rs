@@ -13,8 +13,13 @@ const LEFT: f64 = 48.0;
 const BOTTOM: f64 = 20.0;
 const TOP: f64 = 8.0;
 
-/// The three lines drawn, with their colours.
-const LINES: [(&str, &str); 3] = [("p50", "#2b6cb0"), ("p95", "#d69e2e"), ("p99", "#c53030")];
+/// The three lines drawn: name, colour, and the figure each draws.
+type Line = (&'static str, &'static str, fn(&LatencySummary) -> f64);
+const LINES: [Line; 3] = [
+    ("p50", "#2b6cb0", |s| s.p50_ms),
+    ("p95", "#d69e2e", |s| s.p95_ms),
+    ("p99", "#c53030", |s| s.p99_ms),
+];
 
 /// p50, p95 and p99 of each sub-window against time. A window with no attempts is a gap:
 /// no line is drawn across it (a lone point between gaps is a dot).
@@ -23,12 +28,7 @@ pub fn latency(series: &[(u64, LatencySummary)], title: &str, step_label: &str) 
     let n = series.len().max(1);
     let x = |i: usize| LEFT + (W - LEFT - 4.0) * (i as f64 + 0.5) / n as f64;
     let y = |v: f64| TOP + (H - TOP - BOTTOM) * (1.0 - (v / top).min(1.0));
-    let pick = |s: &LatencySummary, line: &str| match line {
-        "p50" => s.p50_ms,
-        "p95" => s.p95_ms,
-        _ => s.p99_ms,
-    };
-    let has_data = series.iter().any(|(_, s)| s.count > 0);
+    let runs = runs(series);
     html! {
         figure.chart {
             svg xmlns="http://www.w3.org/2000/svg" viewBox=(format!("0 0 {W} {H}"))
@@ -48,25 +48,25 @@ pub fn latency(series: &[(u64, LatencySummary)], title: &str, step_label: &str) 
                 }
                 text x=(LEFT) y=(H - 6.0) font-size="10" { "-" (series.len()) " " (step_label) }
                 text x=(W - 4.0) y=(H - 6.0) font-size="10" text-anchor="end" { "now" }
-                @if !has_data {
+                @if runs.is_empty() {
                     text x=((LEFT + W) / 2.0) y=(H / 2.0) text-anchor="middle" font-size="12"
                         fill="#777" { "no attempts in this window" }
                 }
-                @for (name, colour) in LINES {
-                    @for run in runs(series) {
+                @for (_, colour, figure) in LINES {
+                    @for run in &runs {
                         @if run.len() == 1 {
-                            circle cx=(fmt(x(run[0]))) cy=(fmt(y(pick(&series[run[0]].1, name))))
+                            circle cx=(fmt(x(run[0]))) cy=(fmt(y(figure(&series[run[0]].1))))
                                 r="2.5" fill=(colour) {}
                         } @else {
                             polyline fill="none" stroke=(colour) stroke-width="1.5"
-                                points=(run.iter().map(|&i| format!("{},{}", fmt(x(i)), fmt(y(pick(&series[i].1, name))))).collect::<Vec<_>>().join(" ")) {}
+                                points=(run.iter().map(|&i| format!("{},{}", fmt(x(i)), fmt(y(figure(&series[i].1))))).collect::<Vec<_>>().join(" ")) {}
                         }
                     }
                 }
             }
             figcaption {
                 (title) ": "
-                @for (name, colour) in LINES {
+                @for (name, colour, _) in LINES {
                     span.key {
                         svg width="10" height="10" { rect width="10" height="10" fill=(colour) {} }
                         " " (name)

@@ -33,7 +33,6 @@ use crate::api::HookdService;
 use crate::auth::{Access, Authenticator, Denied, Scope};
 use crate::clock::Clock;
 use crate::engine::EngineHandle;
-use crate::store::Store;
 use session::{COOKIE, Session, Sessions};
 
 /// A form body is at most this large (the edit form is the largest, well under it).
@@ -44,7 +43,6 @@ const MAX_FORM_BYTES: usize = 64 * 1024;
 pub struct Console {
     api: HookdService,
     engine: EngineHandle,
-    store: Store,
     auth: Arc<Authenticator>,
     sessions: Sessions,
     clock: Arc<dyn Clock>,
@@ -65,7 +63,6 @@ impl Console {
     pub fn new(
         api: HookdService,
         engine: EngineHandle,
-        store: Store,
         auth: Arc<Authenticator>,
         clock: Arc<dyn Clock>,
         secure: bool,
@@ -73,7 +70,6 @@ impl Console {
         Self {
             api,
             engine,
-            store,
             auth,
             sessions: Sessions::new(clock.clone()),
             clock,

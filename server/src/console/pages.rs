@@ -73,15 +73,15 @@ impl From<tonic::Status> for Failure {
     }
 }
 
-impl From<crate::engine::Refusal> for Failure {
-    fn from(r: crate::engine::Refusal) -> Self {
-        tonic::Status::from(crate::error::ApiError::refused(r, "")).into()
+impl From<crate::error::ApiError> for Failure {
+    fn from(e: crate::error::ApiError) -> Self {
+        tonic::Status::from(e).into()
     }
 }
 
-impl From<crate::store::StoreError> for Failure {
-    fn from(e: crate::store::StoreError) -> Self {
-        tonic::Status::from(crate::error::ApiError::from(e)).into()
+impl From<crate::engine::Refusal> for Failure {
+    fn from(r: crate::engine::Refusal) -> Self {
+        crate::error::ApiError::refused(r, "").into()
     }
 }
 
@@ -156,14 +156,6 @@ fn level_name(level: i32) -> &'static str {
     }
 }
 
-fn level_of(level: crate::backpressure::Level) -> &'static str {
-    match level {
-        crate::backpressure::Level::Ok => "ok",
-        crate::backpressure::Level::Soft => "soft",
-        crate::backpressure::Level::Hard => "hard",
-    }
-}
-
 fn breaker_name(b: crate::breaker::BreakerState) -> &'static str {
     match b {
         crate::breaker::BreakerState::Closed => "closed",
@@ -203,7 +195,7 @@ pub async fn login_form(State(c): Shared, Query(q): Query<LoginQuery>) -> Respon
 }
 
 fn login_page(c: &Console, next: &str, status: StatusCode, error: &str) -> Response {
-    let nonce = session::random_token();
+    let nonce = crate::auth::random_token();
     let body = page(
         "Log in",
         Nav::None,
@@ -643,7 +635,7 @@ pub async fn endpoint(
                 (figure("dead letters", stats.map_or(0, |s| s.dead_letter)))
                 (figure("success, last hour", push.map_or_else(|| "-".to_owned(), |p| if p.attempts_last_hour == 0 { "-".to_owned() } else { view::percent(p.success_rate_last_hour) })))
                 (figure("attempts, last hour", push.map_or(0, |p| p.attempts_last_hour)))
-                (figure("backpressure", stats.map_or("ok", |s| level_of(s.backpressure))))
+                (figure("backpressure", stats.map_or("ok", |s| s.backpressure.as_str())))
             }
             section {
                 h2 { "Delivery health" }
@@ -1087,7 +1079,7 @@ pub async fn destinations(
                 tbody {
                     @for d in &stats.destinations {
                         tr {
-                            td { @if let Some(name) = d.destination.strip_prefix(crate::destination::ENDPOINT) {
+                            td { @if let Some(name) = crate::destination::Destination::endpoint_of_key(&d.destination) {
                                 a href=(format!("/ui/endpoints/{}", segment(name))) { (d.destination) }
                             } @else { (d.destination) } }
                             td.num { (d.pending) } td.num { (d.awaiting_retry) } td.num { (d.in_flight) }
@@ -1153,22 +1145,15 @@ impl DeadFilter {
         self.pairs().iter().all(|(_, v)| v.trim().is_empty())
     }
 
+    /// A destination key, or an endpoint's bare name.
     fn destination(&self) -> Option<pb::Destination> {
-        use pb::destination::Kind;
+        use crate::destination::Destination;
         let d = self.destination.trim();
         if d.is_empty() {
             return None;
         }
-        let kind = if let Some(n) = d.strip_prefix(crate::destination::ENDPOINT) {
-            Kind::Endpoint(n.to_owned())
-        } else if let Some(n) = d.strip_prefix(crate::destination::QUEUE) {
-            Kind::Queue(n.to_owned())
-        } else if let Some(u) = d.strip_prefix(crate::destination::URL) {
-            Kind::Url(u.to_owned())
-        } else {
-            Kind::Endpoint(d.to_owned())
-        };
-        Some(pb::Destination { kind: Some(kind) })
+        let dest = Destination::from_key(d).unwrap_or_else(|| Destination::Endpoint(d.to_owned()));
+        Some(crate::api::convert::destination(&dest))
     }
 
     /// As the API's filter; `now_ms` anchors the window.
@@ -1246,33 +1231,24 @@ pub async fn dead_letters(
 ) -> Page {
     let now = c.clock.now_ms();
     let proto = q.filter.to_proto(now)?;
-    let filter = crate::api::validate::dead_letter_filter(proto.clone(), "filter")
-        .map_err(|e| Failure::from(tonic::Status::from(e)))?;
+    let filter = crate::api::validate::dead_letter_filter(proto.clone(), "filter")?;
     let after = if q.after.is_empty() {
         None
     } else {
-        Some(
-            crate::api::validate::unhex(&q.after, "after")
-                .map_err(|e| Failure::from(tonic::Status::from(e)))?,
-        )
+        Some(crate::api::validate::unhex(&q.after, "after")?)
     };
-    let store = c.store.clone();
-    let (rows, next) = tokio::task::spawn_blocking(move || {
-        store.dead_page(
-            filter.destination.as_ref(),
-            after.as_deref(),
-            PAGE,
-            MAX_DEAD_SCAN_PER_PAGE,
-            &|d| filter.matches(d),
-        )
-    })
-    .await
-    .map_err(|e| {
-        Failure::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("read task failed: {e}"),
-        )
-    })??;
+    let (rows, next) = c
+        .api
+        .read(move |store| {
+            Ok(store.dead_page(
+                filter.destination.as_ref(),
+                after.as_deref(),
+                PAGE,
+                MAX_DEAD_SCAN_PER_PAGE,
+                &|d| filter.matches(d),
+            )?)
+        })
+        .await?;
     // The analysis reads every dead letter's summary (up to 100,000): on the first page
     // only, and reused for a few seconds.
     let analysis = if q.after.is_empty() {
@@ -1393,7 +1369,6 @@ pub async fn replay(
     Form(f): Form<BulkForm>,
 ) -> Page {
     let list = dead_list_url(&f.filter);
-    c.forget_analysis();
     if !f.id.is_empty() {
         let r = c
             .api
@@ -1406,6 +1381,7 @@ pub async fn replay(
             ))
             .await?
             .into_inner();
+        c.forget_analysis();
         let notice = if r.replayed == 1 {
             format!("Replayed {}: it is pending again.", f.id)
         } else {
@@ -1448,6 +1424,7 @@ pub async fn replay(
         .replay_dead_letters(call(&s, request(false)))
         .await?
         .into_inner();
+    c.forget_analysis();
     let notice = format!(
         "Replayed {} of {} matching dead letters{}.",
         r.replayed,
@@ -1468,7 +1445,6 @@ pub async fn purge(
 ) -> Page {
     let filter = f.filter.to_proto(c.clock.now_ms())?;
     let all = f.filter.is_empty();
-    c.forget_analysis();
     let request = |dry_run| pb::PurgeDeadLettersRequest {
         filter: Some(filter.clone()),
         all,
@@ -1498,6 +1474,7 @@ pub async fn purge(
         .purge_dead_letters(call(&s, request(false)))
         .await?
         .into_inner();
+    c.forget_analysis();
     Ok(see_other(&with_notice(
         &dead_list_url(&f.filter),
         &format!(
@@ -1597,15 +1574,10 @@ pub async fn message(
     // The payload and headers: a live or dead message's record (a completed one keeps only
     // its outcome).
     let parsed: crate::ids::MessageId = id.parse().map_err(|e| Failure::bad(format!("id: {e}")))?;
-    let store = c.store.clone();
-    let record = tokio::task::spawn_blocking(move || store.message(parsed))
-        .await
-        .map_err(|e| {
-            Failure::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("read task failed: {e}"),
-            )
-        })??
+    let record = c
+        .api
+        .read(move |store| Ok(store.message(parsed)?))
+        .await?
         .map(|m| m.record);
     let state = pb::MessageState::try_from(m.state)
         .map(|s| {

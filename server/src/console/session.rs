@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::auth::Principal;
+use crate::auth::{Principal, random_token};
 use crate::clock::Clock;
 
 pub const COOKIE: &str = "hookd_session";
@@ -102,13 +102,6 @@ fn live(e: &Entry, now: u64) -> bool {
 
 fn digest(id: &str) -> [u8; 32] {
     Sha256::digest(id.as_bytes()).into()
-}
-
-/// 32 random bytes, URL-safe base64.
-pub fn random_token() -> String {
-    use base64::Engine;
-    let bytes: [u8; 32] = rand::random();
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
 /// Whether a presented token is the expected one (constant time; an empty one never is).
