@@ -455,7 +455,7 @@ impl Report {
                     ("delivered", at(|s| s.delivered)),
                     ("enqueue failed", at(|s| s.failed)),
                 ];
-                self.over_time(&root, "events per second", "events/s", &series, false)?;
+                self.over_time(&root, "events per second", "events/s", &series, false, &[])?;
             }
             Plot::LatencyOverTime => {
                 let t = &self.timeline;
@@ -473,7 +473,14 @@ impl Report {
                     ("end to end p50", at(|s| s.e2e_p50_ms)),
                     ("end to end p99", at(|s| s.e2e_p99_ms)),
                 ];
-                self.over_time(&root, "latency over time", "ms", &series, true)?;
+                self.over_time(
+                    &root,
+                    "latency over time",
+                    "ms",
+                    &series,
+                    true,
+                    &self.slo_lines(),
+                )?;
             }
             Plot::Resources => {
                 let t = &self.timeline;
@@ -500,12 +507,19 @@ impl Report {
                     ),
                     ("whole box", at(&|s| s.host_busy_pct.map(|b| b * cores))),
                 ];
-                self.over_time(&top, "CPU (100 % = one core)", "%", &cpu, false)?;
+                self.over_time(&top, "CPU (100 % = one core)", "%", &cpu, false, &[])?;
                 let fsync = [(
                     "slowest fsync of the probe in each second",
                     at(&|s| s.fsync_ms.map(|v| v.max(0.01))),
                 )];
-                self.over_time(&bottom, "fsync probe on hookd's disk", "ms", &fsync, true)?;
+                self.over_time(
+                    &bottom,
+                    "fsync probe on hookd's disk",
+                    "ms",
+                    &fsync,
+                    true,
+                    &[],
+                )?;
             }
         }
         root.present()?;
@@ -522,14 +536,9 @@ impl Report {
         unit: &str,
         series: &[(&str, Vec<(f64, f64)>)],
         log: bool,
+        slo: &[SloLine],
     ) -> Result<(), Box<dyn std::error::Error>> {
         let xmax = self.timeline.len().max(1) as f64;
-        // SLO limits are drawn on the latency plot.
-        let slo = if unit == "ms" && title.starts_with("latency") {
-            self.slo_lines()
-        } else {
-            Vec::new()
-        };
         let ymax = series
             .iter()
             .flat_map(|(_, points)| points.iter().map(|p| p.1))
@@ -560,7 +569,7 @@ impl Report {
                         chart.draw_series(LineSeries::new(run, c.stroke_width(2)))?;
                     }
                 }
-                for (name, ms, c) in &slo {
+                for (name, ms, c) in slo {
                     let c = *c;
                     chart
                         .draw_series(DashedLineSeries::new(
@@ -584,9 +593,12 @@ impl Report {
     }
 }
 
+/// An SLO limit drawn across a latency plot: (label, ms, colour).
+type SloLine = (String, f64, RGBColor);
+
 impl Report {
-    /// The SLO limits to draw: (label, ms, colour).
-    fn slo_lines(&self) -> Vec<(String, f64, RGBColor)> {
+    /// The SLO limits to draw on the latency plots.
+    fn slo_lines(&self) -> Vec<SloLine> {
         let mut out = Vec::new();
         if let Some(ms) = self.slo_enqueue_p99_ms {
             out.push((

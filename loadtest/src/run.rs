@@ -67,7 +67,7 @@ impl Sampler {
     fn start(
         tally: Arc<Tally>,
         pid: Option<u32>,
-        probe: Option<Arc<FsyncProbe>>,
+        probe: Arc<FsyncProbe>,
         bar: Option<ProgressBar>,
     ) -> Self {
         let task = tokio::spawn(async move {
@@ -84,7 +84,7 @@ impl Sampler {
                     hookd_cpu_pct,
                     hookd_rss_mb,
                     host: host.read(),
-                    fsync_ms: probe.as_ref().and_then(|p| p.take_max()),
+                    fsync_ms: probe.take_max(),
                 });
                 if let Some(bar) = &bar {
                     bar.inc(1);
@@ -131,7 +131,7 @@ struct World {
     consumers: Consumers,
     tally: Arc<Tally>,
     /// The fsync probe on hookd's disk, and what the disk did before the traffic.
-    probe: Option<Arc<FsyncProbe>>,
+    probe: Arc<FsyncProbe>,
     host: HostFigures,
 }
 
@@ -252,7 +252,7 @@ async fn setup(s: &Scenario, o: &Options) -> anyhow::Result<World> {
         sender,
         consumers,
         tally,
-        probe: Some(Arc::new(probe)),
+        probe: Arc::new(probe),
         host,
     })
 }
@@ -471,16 +471,12 @@ async fn hookd_figures(
     timeline: &[crate::tally::Second],
     acked_push: u64,
 ) -> HookdFigures {
-    let mut f = HookdFigures::default();
-    let cpu: Vec<f64> = timeline.iter().filter_map(|s| s.hookd_cpu_pct).collect();
-    if !cpu.is_empty() {
-        f.cpu_avg_pct = Some(cpu.iter().sum::<f64>() / cpu.len() as f64);
-        f.cpu_max_pct = cpu.iter().copied().reduce(f64::max);
-    }
-    f.rss_max_mb = timeline
-        .iter()
-        .filter_map(|s| s.hookd_rss_mb)
-        .reduce(f64::max);
+    let mut f = HookdFigures {
+        cpu_avg_pct: mean_of(timeline, |s| s.hookd_cpu_pct),
+        cpu_max_pct: max_of(timeline, |s| s.hookd_cpu_pct),
+        rss_max_mb: max_of(timeline, |s| s.hookd_rss_mb),
+        ..Default::default()
+    };
     if let Ok(stats) = hookd_client::all_stats(&mut client.clone()).await {
         for d in &stats.destinations {
             if let Some(p) = &d.push {
@@ -505,30 +501,41 @@ fn host_figures(
     hookd_cpu_avg: Option<f64>,
 ) -> HostFigures {
     let mut h = world.host.clone();
-    let avg = |f: fn(&crate::tally::Second) -> Option<f64>| {
-        let v: Vec<f64> = timeline.iter().filter_map(f).collect();
-        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-    };
-    let max = |f: fn(&crate::tally::Second) -> Option<f64>| {
-        timeline.iter().filter_map(f).reduce(f64::max)
-    };
-    h.busy_avg_pct = avg(|s| s.host_busy_pct);
-    h.busy_max_pct = max(|s| s.host_busy_pct);
-    h.iowait_avg_pct = avg(|s| s.host_iowait_pct);
-    h.load1_max = max(|s| s.load1);
-    h.tool_cpu_avg_pct = avg(|s| s.tool_cpu_pct);
-    h.tool_cpu_max_pct = max(|s| s.tool_cpu_pct);
-    if let Some(probe) = &world.probe {
-        let mut ms = probe.finish();
-        h.fsync_samples = ms.len();
-        if !ms.is_empty() {
-            h.fsync_p50_ms = Some(crate::host::quantile(&mut ms, 0.5));
-            h.fsync_p99_ms = Some(crate::host::quantile(&mut ms, 0.99));
-            h.fsync_max_ms = ms.last().copied();
-        }
+    h.busy_avg_pct = mean_of(timeline, |s| s.host_busy_pct);
+    h.busy_max_pct = max_of(timeline, |s| s.host_busy_pct);
+    h.iowait_avg_pct = mean_of(timeline, |s| s.host_iowait_pct);
+    h.load1_max = max_of(timeline, |s| s.load1);
+    h.tool_cpu_avg_pct = mean_of(timeline, |s| s.tool_cpu_pct);
+    h.tool_cpu_max_pct = max_of(timeline, |s| s.tool_cpu_pct);
+    let mut ms = world.probe.finish();
+    h.fsync_samples = ms.len();
+    if !ms.is_empty() {
+        h.fsync_p50_ms = Some(crate::host::quantile(&mut ms, 0.5));
+        h.fsync_p99_ms = Some(crate::host::quantile(&mut ms, 0.99));
+        h.fsync_max_ms = ms.last().copied();
     }
     h.judge(hookd_cpu_avg);
     h
+}
+
+/// The mean of one figure over the seconds that have it.
+fn mean_of(
+    timeline: &[crate::tally::Second],
+    figure: fn(&crate::tally::Second) -> Option<f64>,
+) -> Option<f64> {
+    let (sum, n) = timeline
+        .iter()
+        .filter_map(figure)
+        .fold((0.0, 0usize), |(sum, n), v| (sum + v, n + 1));
+    (n > 0).then(|| sum / n as f64)
+}
+
+/// The largest of one figure over the seconds that have it.
+fn max_of(
+    timeline: &[crate::tally::Second],
+    figure: fn(&crate::tally::Second) -> Option<f64>,
+) -> Option<f64> {
+    timeline.iter().filter_map(figure).reduce(f64::max)
 }
 
 fn describe(s: &Scenario, duration: Duration) -> String {
