@@ -36,11 +36,11 @@ pub fn score(replica: &str, destination: &str) -> u64 {
 /// `replicas` (e.g. `hookd-0.hookd.default.svc:7700`, ...); `None` when there is none. Ties
 /// go to the first name in sort order, so every client agrees whatever its list's order.
 pub fn pick<'a, S: AsRef<str>>(destination: &str, replicas: &'a [S]) -> Option<&'a str> {
-    replicas.iter().map(AsRef::as_ref).max_by(|a, b| {
-        score(a, destination)
-            .cmp(&score(b, destination))
-            .then_with(|| b.cmp(a))
-    })
+    replicas
+        .iter()
+        .map(|r| (score(r.as_ref(), destination), r.as_ref()))
+        .max_by(|(sa, a), (sb, b)| sa.cmp(sb).then_with(|| b.cmp(a)))
+        .map(|(_, r)| r)
 }
 
 #[cfg(test)]
