@@ -319,6 +319,12 @@ async fn bench(args: Args) -> anyhow::Result<()> {
             .as_ref()
             .is_none_or(|o| name.contains(&o.to_lowercase()))
     };
+    // The heavy runs: only when `--only` names them.
+    let named = |name: &str| {
+        args.only
+            .as_ref()
+            .is_some_and(|o| name.contains(&o.to_lowercase()))
+    };
     if wants("security") {
         security(&args, dir.path(), leg).await?;
     }
@@ -400,11 +406,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         println!(" median: hookd {rate:.0} deliveries/s, ratio hookd/hyper {r:.2}");
         summary.push(("push delivery", rate, r));
     }
-    if args
-        .only
-        .as_deref()
-        .is_some_and(|o| "metrics scrape".contains(&o.to_lowercase()))
-    {
+    if named("metrics scrape") {
         println!("\nmetrics scrape: GET /metrics vs the Stats call, 20 of each per size");
         for n in [100, 2_000, 10_000] {
             let hookd = Hookd::start(dir.path(), n).await?;
@@ -414,11 +416,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
             hookd.stop().await?;
         }
     }
-    if args
-        .only
-        .as_deref()
-        .is_some_and(|o| "console".contains(&o.to_lowercase()))
-    {
+    if named("console") {
         println!(
             "\nconsole: page render times with {} endpoints and {} dead letters, {} requests per page",
             args.console_endpoints, args.console_dead, args.console_samples
