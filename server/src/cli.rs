@@ -56,8 +56,28 @@ enum Command {
     /// The configuration file: print the annotated defaults, or check a file.
     #[command(subcommand)]
     Config(ConfigCmd),
+    /// Cut a damaged write-ahead log at its first damage so that hookd starts again.
+    /// hookd refuses to start on damage (a bad record with whole records after it, a
+    /// segment cut short or missing) and names it; this says exactly what cutting there
+    /// drops (positions, records, the messages they enqueued) and, without --dry-run, does
+    /// it. hookd must be stopped (the data file is locked while it runs). Exit code 0 when
+    /// the log opens afterwards (or already did), 2 when it cannot be repaired here.
+    Repair(RepairArgs),
     #[command(flatten)]
     Ctl(crate::ctl::Ctl),
+}
+
+#[derive(Debug, clap::Args)]
+struct RepairArgs {
+    /// TOML config file (for `data_dir`).
+    #[arg(long, env = "HOOKD_CONFIG")]
+    config: Option<PathBuf>,
+    /// The data directory (default ./hookd-data, or the config's).
+    #[arg(long, env = "HOOKD_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Say what would be dropped; change nothing.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -185,8 +205,116 @@ where
                 }
             }
         }
+        Command::Repair(args) => match repair(&args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("hookd repair: {e}");
+                ExitCode::from(2)
+            }
+        },
         Command::Ctl(cmd) => crate::ctl::run(cli.connection, cmd),
     }
+}
+
+/// `hookd repair [--dry-run]`: see [`Command::Repair`].
+fn repair(args: &RepairArgs) -> Result<ExitCode, String> {
+    use std::io::Write;
+    let mut config = match &args.config {
+        Some(path) => Config::from_file(path).map_err(|e| e.to_string())?,
+        None => Config::default(),
+    };
+    if let Some(d) = &args.data_dir {
+        config.data_dir = d.clone();
+    }
+    let dir = &config.data_dir;
+    if !dir.join("hookd.redb").exists() {
+        return Err(format!("no hookd data in {}", dir.display()));
+    }
+    let store = crate::store::Store::open(dir).map_err(|e| {
+        format!(
+            "cannot open {} (is hookd still running?): {e}",
+            dir.join("hookd.redb").display()
+        )
+    })?;
+    let from = store.applied().map_err(|e| e.to_string())?;
+    let log = crate::wal::OsDir::new(dir).map_err(|e| e.to_string())?;
+    let plan = crate::wal::plan_repair(&log, from).map_err(|e| e.to_string())?;
+    let mut out = std::io::stdout().lock();
+    let Some(problem) = &plan.problem else {
+        let _ = writeln!(
+            out,
+            "the write-ahead log in {} is whole: nothing to repair",
+            dir.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    };
+    let _ = writeln!(out, "found: {problem}");
+    if let Some((segment, at)) = &plan.cut {
+        let _ = writeln!(out, "repair cuts {segment} at offset {at}");
+    }
+    for name in &plan.remove {
+        let _ = writeln!(out, "repair deletes {name}");
+    }
+    let enqueued = |record: &[u8]| -> Vec<crate::ids::MessageId> {
+        use crate::store::rowlog::{Change, TableId, decode};
+        // A record that does not decode is still dropped; it is counted, not listed.
+        decode(record)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|change| match change {
+                Change::Put(TableId::Messages, key, _) => <[u8; 16]>::try_from(key)
+                    .ok()
+                    .map(|k| crate::ids::MessageId(u128::from_be_bytes(k))),
+                _ => None,
+            })
+            .collect()
+    };
+    let messages: Vec<_> = plan.dropped.iter().flat_map(|(_, r)| enqueued(r)).collect();
+    if let Some((at, record)) = &plan.damaged {
+        let ids = enqueued(record);
+        let _ = writeln!(
+            out,
+            "the damaged record at position {at} goes too; as read (its checksum failed, so this may be wrong) it enqueued {} message(s){}",
+            ids.len(),
+            if ids.is_empty() { "" } else { ":" }
+        );
+        for id in ids {
+            let _ = writeln!(out, "  {id} (from the damaged record)");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "this drops {} bytes of the log: {} whole record(s) after the checkpoint (at position {from}){}, enqueueing {} message(s){}",
+        plan.dropped_bytes,
+        plan.dropped.len(),
+        match (plan.dropped.first(), plan.dropped.last()) {
+            (Some(a), Some(b)) => format!(", positions {} to {}", a.0, b.0),
+            _ => String::new(),
+        },
+        messages.len(),
+        if messages.is_empty() { "" } else { ":" }
+    );
+    for id in &messages {
+        let _ = writeln!(out, "  {id}");
+    }
+    if args.dry_run {
+        let _ = writeln!(out, "--dry-run: nothing was changed");
+        return Ok(ExitCode::SUCCESS);
+    }
+    crate::wal::repair(&log, &plan).map_err(|e| e.to_string())?;
+    drop(store);
+    // The proof: the log opens now.
+    let store = crate::store::Store::open(dir).map_err(|e| e.to_string())?;
+    let log = crate::wal::OsDir::new(dir).map_err(|e| e.to_string())?;
+    let (_, replayed) = store
+        .open_log(Box::new(log), crate::store::DEFAULT_SEGMENT_BYTES)
+        .map_err(|e| format!("the log still does not open: {e}"))?;
+    let _ = writeln!(
+        out,
+        "repaired: the log opens and replays {} record(s); hookd can start",
+        replayed.records
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn serve(args: ServeArgs) -> ExitCode {

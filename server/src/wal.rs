@@ -15,9 +15,19 @@
 //! - At [`Log::open`] every frame is checked. In the last segment, the first frame that is
 //!   short or fails its checksum ends the log: it is a write torn by a crash (nothing after
 //!   it was ever synced, since a sync covers everything appended before it), and the file
-//!   is cut there, so a later append never leaves garbage between records. In an earlier
-//!   segment (one that was complete and synced before the next was started) such a frame
-//!   is corruption, and opening fails rather than skip data.
+//!   is cut there, so a later append never leaves garbage between records. A torn write only
+//!   damages the end: a bad frame with whole valid frames after it is damage
+//!   ([`LogError::Damaged`]), and opening fails, changing nothing, until an operator runs
+//!   `hookd repair` ([`repair`]). In an earlier segment (one that was complete and synced
+//!   before the next was started) a bad frame is corruption, and so is a segment that does
+//!   not end exactly where the next begins ([`LogError::Gap`]: cut short, or one deleted).
+//! - Nothing is trusted that this process did not see synced. After a failed fdatasync,
+//!   Linux marks the pages it could not write clean but keeps them readable: they would
+//!   read back as valid records, yet never reach the disk. So a failed sync cuts the
+//!   segment back to its last synced length, durably, before anything else happens; and
+//!   every open writes the last segment's records after the checkpoint again and syncs
+//!   them (with the directory) before replaying them, so what a previous process left in
+//!   the page cache (a failed sync it could not cut) is on disk before hookd relies on it.
 //! - All file access goes through [`LogDir`]: [`OsDir`] in production, a disk that loses
 //!   power in tests (`store::power_loss`).
 
@@ -177,6 +187,49 @@ pub enum LogError {
     },
     #[error("a log record of {0} bytes is over the limit of {MAX_RECORD}")]
     TooBig(usize),
+    /// A bad frame with whole frames after it, in the last segment: not a torn write.
+    #[error(
+        "write-ahead log segment {segment} is damaged at position {at} ({why}), and whole \
+         records follow it at position {next}: a torn write only damages the end of the log, \
+         so this is damage, and hookd does not start on it (nothing was changed). `hookd \
+         repair --dry-run` shows what cutting the log at position {at} would drop; `hookd \
+         repair` does it"
+    )]
+    Damaged {
+        segment: String,
+        at: Lsn,
+        next: Lsn,
+        why: &'static str,
+    },
+    /// A segment that does not end where the next begins (cut short, or one deleted).
+    #[error(
+        "write-ahead log segment {segment} ends at position {end} but the next segment, \
+         {next}, begins at position {next_start}: {} between them {}; hookd does not \
+         start on it (nothing was changed). Put the missing segment back (a backup), or run \
+         `hookd repair --dry-run` to see what dropping the log from position {end} would drop",
+        .next_start.abs_diff(*.end),
+        if .next_start > .end { "bytes of records are missing" } else { "bytes overlap" }
+    )]
+    Gap {
+        segment: String,
+        end: Lsn,
+        next: String,
+        next_start: Lsn,
+    },
+    /// The log's first segment begins after the checkpoint the store holds.
+    #[error(
+        "the write-ahead log's first segment, {segment}, begins at position {start}, after \
+         the store's checkpoint at {from}: the records between are missing; hookd does not \
+         start on it. Put the missing segments back (a backup)"
+    )]
+    Missing {
+        segment: String,
+        start: Lsn,
+        from: Lsn,
+    },
+    /// An append or a sync after a failed one: the log must be reopened.
+    #[error("the write-ahead log failed earlier ({0}) and must be reopened")]
+    Failed(String),
 }
 
 /// The log, open for appending at its end.
@@ -196,6 +249,10 @@ pub struct Log {
     segment_bytes: u64,
     /// A segment was created since the last sync: the directory must be synced too.
     new_segment: bool,
+    /// Bytes of the current segment this process saw made durable.
+    synced: u64,
+    /// Why a sync failed: nothing is appended or synced after it.
+    failed: Option<String>,
 }
 
 fn segment_name(start: Lsn) -> String {
@@ -299,6 +356,88 @@ fn scan<E: From<LogError>>(
     })
 }
 
+/// A valid frame at `at` with a payload: its end.
+fn valid_frame(bytes: &[u8], at: usize) -> Option<usize> {
+    frame_end(bytes, at, false)
+}
+
+/// A valid frame at `at` (`empty`: its payload may be empty): its end.
+fn frame_end(bytes: &[u8], at: usize, empty: bool) -> Option<usize> {
+    let header = bytes.get(at..at + HEADER)?;
+    let len_bytes: [u8; 4] = [header[0], header[1], header[2], header[3]];
+    let crc = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+    let len = u32::from_le_bytes(len_bytes) as usize;
+    if (len == 0 && !empty) || len > MAX_RECORD {
+        return None;
+    }
+    let payload = bytes.get(at + HEADER..at + HEADER + len)?;
+    (crc32c::crc32c_append(crc32c::crc32c(&len_bytes), payload) == crc).then_some(at + HEADER + len)
+}
+
+/// Candidates checked for a run of valid frames after a bad length, at most.
+const RESYNC_TRIES: usize = 8;
+
+/// Damage in a segment's bytes, rather than a torn tail: the first bad frame (its offset,
+/// the offset of a whole valid frame after it, and why it is bad).
+///
+/// A torn write leaves a frame cut short at the file's end, or a complete frame whose
+/// bytes did not all land, with nothing whole after it. So: a complete frame that fails its
+/// checksum and is followed, at its end, by a valid frame; or a frame whose length is bad
+/// (it would run past the end) while a run of valid frames follows somewhere after it that
+/// ends exactly at the file's end (found by walking the lengths back from the end, so the
+/// search is linear). Records hookd writes are never empty, so a valid frame here has a
+/// payload (a region of zeros never passes).
+fn damage(bytes: &[u8]) -> Option<(u64, u64, &'static str)> {
+    let mut at = 0usize;
+    while let Some(end) = frame_end(bytes, at, true) {
+        at = end;
+    }
+    if at >= bytes.len() {
+        return None;
+    }
+    let len = bytes
+        .get(at..at + 4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+    if let Some(len) = len.filter(|l| *l <= MAX_RECORD && at + HEADER + l <= bytes.len()) {
+        let next = at + HEADER + len;
+        return valid_frame(bytes, next).map(|_| {
+            (
+                at as u64,
+                next as u64,
+                "a frame whose checksum does not match",
+            )
+        });
+    }
+    // The length itself is damaged: find where whole frames resume.
+    let n = bytes.len();
+    let mut reaches_end = vec![false; n + 1];
+    reaches_end[n] = true;
+    for p in (at + 1..n).rev() {
+        let Some(h) = bytes.get(p..p + 4) else {
+            continue;
+        };
+        let len = u32::from_le_bytes([h[0], h[1], h[2], h[3]]) as usize;
+        let next = p + HEADER + len;
+        if len > 0 && len <= MAX_RECORD && next <= n && reaches_end[next] {
+            reaches_end[p] = true;
+        }
+    }
+    (at + 1..n)
+        .filter(|p| reaches_end[*p])
+        .take(RESYNC_TRIES)
+        .find(|p| {
+            let mut q = *p;
+            while q < n {
+                match valid_frame(bytes, q) {
+                    Some(end) => q = end,
+                    None => return false,
+                }
+            }
+            true
+        })
+        .map(|p| (at as u64, p as u64, "a frame whose length is damaged"))
+}
+
 impl Log {
     /// Opens the log in `dir` for appending, cutting a torn tail of the last segment;
     /// every record from position `from` on is returned, in order.
@@ -329,6 +468,8 @@ impl Log {
         let mut segments = list(dir.as_ref())?;
         let count = segments.len();
         let mut tail = None;
+        // Where the previous segment read ended, and its name.
+        let mut previous: Option<(Lsn, &str)> = None;
         for (i, (start, name)) in segments.iter().enumerate() {
             let last = i + 1 == count;
             // A segment that ends before `from` need not be read (the next one starts
@@ -336,7 +477,37 @@ impl Log {
             if segments.get(i + 1).is_some_and(|next| next.0 <= from) {
                 continue;
             }
+            match previous {
+                Some((end, before)) if end != *start => {
+                    return Err(LogError::Gap {
+                        segment: before.to_owned(),
+                        end,
+                        next: name.clone(),
+                        next_start: *start,
+                    }
+                    .into());
+                }
+                None if *start > from => {
+                    return Err(LogError::Missing {
+                        segment: name.clone(),
+                        start: *start,
+                        from,
+                    }
+                    .into());
+                }
+                _ => {}
+            }
             let bytes = dir.read(name).map_err(LogError::from)?;
+            // Damage in the last segment is refused before any record is handed over.
+            if last && let Some((at, next, why)) = damage(&bytes) {
+                return Err(LogError::Damaged {
+                    segment: name.clone(),
+                    at: start + at,
+                    next: start + next,
+                    why,
+                }
+                .into());
+            }
             let found = scan(&bytes, *start, from, &mut each)?;
             if let Some(why) = found.bad {
                 if !last {
@@ -354,19 +525,33 @@ impl Log {
                     "cutting the log's torn tail"
                 );
             }
+            previous = Some((start + found.valid, name));
             if last {
-                tail = Some((*start, found.valid, bytes.len() as u64));
+                tail = Some((*start, found.valid, bytes));
             }
         }
         let mut new_segment = false;
         let (start, valid, file) = match tail {
-            Some((start, valid, len)) if start + valid >= from => {
+            Some((start, valid, bytes)) if start + valid >= from => {
                 let name = &segments[segments.len() - 1].1;
                 let mut file = dir.open(name, false).map_err(LogError::from)?;
-                // Cut the torn tail, durably, before anything is appended after it.
+                let len = bytes.len() as u64;
+                // Cut the torn tail, durably, before anything is appended after it; and write
+                // the records after the checkpoint again, so that pages a failed sync left
+                // readable but unwritten (an earlier process's) reach the disk before they
+                // are replayed and built on. Before the checkpoint, redb holds it all.
+                let rewrite = from.saturating_sub(start).min(valid);
                 if len != valid {
                     file.set_len(valid).map_err(LogError::from)?;
+                }
+                if rewrite < valid {
+                    let (from_at, to_at) = (rewrite as usize, valid as usize);
+                    file.write_at(rewrite, &bytes[from_at..to_at])
+                        .map_err(LogError::from)?;
+                }
+                if len != valid || rewrite < valid {
                     file.sync_data().map_err(LogError::from)?;
+                    dir.sync().map_err(LogError::from)?;
                 }
                 (start, valid, file)
             }
@@ -393,6 +578,8 @@ impl Log {
             end: start + valid,
             segment_bytes: segment_bytes.max(HEADER as u64),
             new_segment,
+            synced: valid,
+            failed: None,
         };
         if log.new_segment {
             log.sync()?;
@@ -402,6 +589,9 @@ impl Log {
 
     /// Buffers one record; returns its position. Durable only after the next [`Log::sync`].
     pub fn append(&mut self, payload: &[u8]) -> Result<Lsn, LogError> {
+        if let Some(why) = &self.failed {
+            return Err(LogError::Failed(why.clone()));
+        }
         if payload.len() > MAX_RECORD {
             return Err(LogError::TooBig(payload.len()));
         }
@@ -417,12 +607,12 @@ impl Log {
 
     /// Starts a new segment at the current end (what is buffered goes to the old one).
     fn rotate(&mut self) -> Result<(), LogError> {
-        self.write_pending()?;
-        self.file.sync_data()?;
+        self.sync()?;
         let name = segment_name(self.end);
         self.file = self.dir.open(&name, true)?;
         self.segments.push((self.end, name));
         self.written = 0;
+        self.synced = 0;
         self.new_segment = true;
         Ok(())
     }
@@ -442,14 +632,59 @@ impl Log {
 
     /// Writes every appended record and makes it durable: one write, one fdatasync (and
     /// the directory's after a new segment).
+    ///
+    /// If it fails, what it wrote is cut off again (see the module doc) and the log refuses
+    /// every later append and sync: it must be reopened.
     pub fn sync(&mut self) -> Result<(), LogError> {
-        self.write_pending()?;
-        self.file.sync_data()?;
-        if self.new_segment {
-            self.dir.sync()?;
-            self.new_segment = false;
+        if let Some(why) = &self.failed {
+            return Err(LogError::Failed(why.clone()));
         }
-        Ok(())
+        let result = (|| {
+            self.write_pending()?;
+            self.file.sync_data()?;
+            if self.new_segment {
+                self.dir.sync()?;
+                self.new_segment = false;
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => {
+                self.synced = self.written;
+                Ok(())
+            }
+            Err(e) => {
+                self.cut_unsynced(&e);
+                Err(e)
+            }
+        }
+    }
+
+    /// After a failed sync: Linux may keep the pages it failed to write readable (and never
+    /// write them), so the segment is cut back to what this process saw synced, durably,
+    /// before anything reads or appends. If that fails too, the next open writes again
+    /// what it trusts before relying on it.
+    fn cut_unsynced(&mut self, e: &LogError) {
+        self.failed = Some(e.to_string());
+        self.pending.clear();
+        let start = self.segments.last().map_or(0, |s| s.0);
+        let cut = (|| {
+            self.file.set_len(self.synced)?;
+            self.file.sync_data()
+        })();
+        match cut {
+            Ok(()) => tracing::info!(
+                at = start + self.synced,
+                "cut the log back to its last synced record after the failed sync"
+            ),
+            Err(cut) => tracing::warn!(
+                error = %cut,
+                at = start + self.synced,
+                "could not cut the log back after the failed sync; reopening writes its records again"
+            ),
+        }
+        self.written = self.synced;
+        self.end = start + self.synced;
     }
 
     /// The position the next record will have.
@@ -480,6 +715,123 @@ impl Log {
     }
 }
 
+/// What `hookd repair` would do to a log that does not open: where it cuts, and every
+/// record that drops with what follows.
+#[derive(Debug, Default)]
+pub struct RepairPlan {
+    /// Why the log does not open as it is (none: it opens, there is nothing to do).
+    pub problem: Option<String>,
+    /// The segment cut, and the offset in it where it is cut.
+    pub cut: Option<(String, u64)>,
+    /// Segments deleted whole (everything after the cut).
+    pub remove: Vec<String>,
+    /// The whole records after the checkpoint that the cut drops: position and payload.
+    pub dropped: Vec<Record>,
+    /// Bytes the cut and the deletions take off the log.
+    pub dropped_bytes: u64,
+    /// The damaged record itself, as read (its checksum failed: what it says may be wrong).
+    pub damaged: Option<Record>,
+}
+
+/// The whole frames in `bytes` from `at` on, walking from one to the next.
+fn frames_from(bytes: &[u8], mut at: usize, start: Lsn, out: &mut Vec<Record>) {
+    while let Some(end) = frame_end(bytes, at, true) {
+        out.push((start + at as u64, bytes[at + HEADER..end].to_vec()));
+        at = end;
+    }
+}
+
+/// Works out the repair of the log in `dir` for a store checkpointed at `from`: the log is
+/// cut at its first damage (a bad frame anywhere, a segment that ends short of the next, a
+/// torn tail), and every segment after it goes. Reads only.
+pub fn plan_repair(dir: &dyn LogDir, from: Lsn) -> Result<RepairPlan, LogError> {
+    let segments = list(dir)?;
+    let mut plan = RepairPlan::default();
+    let mut previous: Option<Lsn> = None;
+    for (i, (start, name)) in segments.iter().enumerate() {
+        if plan.cut.is_some() {
+            let bytes = dir.read(name)?;
+            plan.dropped_bytes += bytes.len() as u64;
+            frames_from(&bytes, 0, *start, &mut plan.dropped);
+            plan.remove.push(name.clone());
+            continue;
+        }
+        if segments.get(i + 1).is_some_and(|next| next.0 <= from) {
+            continue;
+        }
+        if previous.is_none() && *start > from {
+            return Err(LogError::Missing {
+                segment: name.clone(),
+                start: *start,
+                from,
+            });
+        }
+        if let Some(end) = previous.filter(|end| end != start) {
+            // The previous segment ends early: the log ends there; this one and the rest go.
+            plan.problem = Some(
+                LogError::Gap {
+                    segment: segments[i - 1].1.clone(),
+                    end,
+                    next: name.clone(),
+                    next_start: *start,
+                }
+                .to_string(),
+            );
+            let bytes = dir.read(name)?;
+            plan.cut = Some((segments[i - 1].1.clone(), end - segments[i - 1].0));
+            plan.dropped_bytes += bytes.len() as u64;
+            frames_from(&bytes, 0, *start, &mut plan.dropped);
+            plan.remove.push(name.clone());
+            continue;
+        }
+        let bytes = dir.read(name)?;
+        let found = scan(&bytes, *start, u64::MAX, &mut |_, _| Ok::<(), LogError>(()))?;
+        previous = Some(start + found.valid);
+        if let Some(why) = found.bad {
+            plan.problem = Some(match damage(&bytes) {
+                Some((at, next, why)) => LogError::Damaged {
+                    segment: name.clone(),
+                    at: start + at,
+                    next: start + next,
+                    why,
+                }
+                .to_string(),
+                None => format!(
+                    "segment {name} ends in a torn write at position {} ({why})",
+                    start + found.valid
+                ),
+            });
+            plan.cut = Some((name.clone(), found.valid));
+            plan.dropped_bytes += bytes.len() as u64 - found.valid;
+            if let Some((at, next, _)) = damage(&bytes) {
+                let (at, next) = (at as usize, next as usize);
+                if next - at > HEADER {
+                    plan.damaged = Some((start + at as u64, bytes[at + HEADER..next].to_vec()));
+                }
+                frames_from(&bytes, next, *start, &mut plan.dropped);
+            }
+        }
+    }
+    plan.dropped.retain(|(at, _)| *at >= from);
+    plan.damaged = plan.damaged.filter(|(at, _)| *at >= from);
+    Ok(plan)
+}
+
+/// Carries out a [`RepairPlan`]: cuts the segment, deletes the ones after it, and syncs
+/// both the file and the directory.
+pub fn repair(dir: &dyn LogDir, plan: &RepairPlan) -> Result<(), LogError> {
+    if let Some((name, at)) = &plan.cut {
+        let mut file = dir.open(name, false)?;
+        file.set_len(*at)?;
+        file.sync_data()?;
+    }
+    for name in &plan.remove {
+        dir.remove(name)?;
+    }
+    dir.sync()?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -495,6 +847,18 @@ mod tests {
 
     fn open(dir: &Path, segment: u64, from: Lsn) -> Result<(Log, Vec<Record>), LogError> {
         Log::open(os(dir), segment, from)
+    }
+
+    /// The error opening the log fails with (a test failure, briefly, if it opens).
+    fn refused(dir: &Path, segment: u64) -> String {
+        match open(dir, segment, 0) {
+            Ok((log, records)) => panic!(
+                "the log opened: {} records, appending at {}",
+                records.len(),
+                log.end()
+            ),
+            Err(e) => e.to_string(),
+        }
     }
 
     fn segment_path(dir: &Path, start: Lsn) -> PathBuf {
@@ -564,27 +928,26 @@ mod tests {
         let mut bytes = std::fs::read(first).unwrap();
         bytes[HEADER + 20] ^= 0xff;
         std::fs::write(first, &bytes).unwrap();
-        let err = open(dir.path(), 2_000, 0).unwrap_err().to_string();
+        let err = refused(dir.path(), 2_000);
         assert!(err.contains("checksum does not match"), "{err}");
-        // The same in the last segment: the log ends there.
+        // The same in the last segment's last frame (nothing whole after it, as a torn
+        // write leaves it): the log ends there. With frames after it, see
+        // `a_damaged_frame_with_whole_frames_after_it_refuses_to_open`.
         std::fs::write(first, {
             bytes[HEADER + 20] ^= 0xff;
             &bytes
         })
         .unwrap();
+        let (_, all) = open(dir.path(), 2_000, 0).unwrap();
+        let last_at = all.last().unwrap().0;
         let last = &segments[segments.len() - 1];
+        assert!(last_at > last.0);
         let last_path = dir.path().join(&last.1);
         let mut bytes = std::fs::read(&last_path).unwrap();
-        let before_last = open(dir.path(), 2_000, 0)
-            .unwrap()
-            .1
-            .iter()
-            .filter(|r| r.0 < last.0)
-            .count();
-        bytes[HEADER] ^= 0xff;
+        bytes[(last_at - last.0) as usize + HEADER] ^= 0xff;
         std::fs::write(&last_path, &bytes).unwrap();
         let (_, back) = open(dir.path(), 2_000, 0).unwrap();
-        assert_eq!(back.len(), before_last);
+        assert_eq!(back.len(), all.len() - 1);
     }
 
     #[test]
@@ -616,6 +979,163 @@ mod tests {
             Err(LogError::TooBig(_))
         ));
         assert_eq!(log.end(), end);
+    }
+
+    /// Issue #26, 2: a flipped byte with whole frames after it is damage, not a torn tail.
+    #[test]
+    fn a_damaged_frame_with_whole_frames_after_it_refuses_to_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let recs = records(100);
+        let at = write_all(dir.path(), 1 << 20, &recs);
+        let path = segment_path(dir.path(), 0);
+        let mut bytes = std::fs::read(&path).unwrap();
+        // A payload byte of record 60 (39 whole records follow it).
+        let flip = at[60] as usize + HEADER + 3;
+        bytes[flip] ^= 0x01;
+        std::fs::write(&path, &bytes).unwrap();
+        let err = refused(dir.path(), 1 << 20);
+        assert!(
+            err.contains("wal-00000000000000000000.log") && err.contains(&at[60].to_string()),
+            "{err}"
+        );
+        assert!(err.contains("hookd repair"), "{err}");
+        // Nothing was cut: every byte is still there for the operator.
+        assert_eq!(std::fs::read(&path).unwrap(), bytes);
+        // A length byte flipped: the frame seems to run past the file's end.
+        bytes[flip] ^= 0x01;
+        bytes[at[60] as usize + 2] ^= 0x40;
+        std::fs::write(&path, &bytes).unwrap();
+        let err = refused(dir.path(), 1 << 20);
+        assert!(err.contains(&at[60].to_string()), "{err}");
+    }
+
+    /// Issue #26, 3: each segment must end where the next begins.
+    #[test]
+    fn a_segment_cut_short_or_missing_refuses_to_open_naming_both() {
+        let dir = tempfile::tempdir().unwrap();
+        let recs = records(300);
+        let at = write_all(dir.path(), 2_000, &recs);
+        let segments = list(&OsDir::new(dir.path()).unwrap()).unwrap();
+        assert!(segments.len() >= 5);
+        // An earlier segment cut short at a frame boundary.
+        let second = dir.path().join(&segments[1].1);
+        let whole = std::fs::read(&second).unwrap();
+        let boundary = at
+            .iter()
+            .rfind(|a| **a > segments[1].0 && **a < segments[2].0)
+            .map(|a| (a - segments[1].0) as usize)
+            .unwrap();
+        std::fs::write(&second, &whole[..boundary]).unwrap();
+        let err = refused(dir.path(), 2_000);
+        assert!(
+            err.contains(&segments[1].1) && err.contains(&segments[2].1),
+            "{err}"
+        );
+        std::fs::write(&second, &whole).unwrap();
+        open(dir.path(), 2_000, 0).unwrap();
+        // A middle segment deleted.
+        std::fs::remove_file(dir.path().join(&segments[2].1)).unwrap();
+        let err = refused(dir.path(), 2_000);
+        assert!(
+            err.contains(&segments[1].1) && err.contains(&segments[3].1),
+            "{err}"
+        );
+    }
+
+    /// Issue #26, 1: a failed sync cuts the segment back to what was synced, durably, and
+    /// the log takes nothing more until it is reopened.
+    #[test]
+    fn a_failed_sync_cuts_the_unsynced_records_off_and_refuses_more() {
+        use crate::store::power_loss::PowerLossFs;
+        let fs = PowerLossFs::default();
+        let (mut log, _) = Log::open(Box::new(fs.clone()), 1 << 20, 0).unwrap();
+        log.append(b"synced").unwrap();
+        log.sync().unwrap();
+        let synced = fs.snapshot()[&segment_name(0)].clone();
+        log.append(b"never synced").unwrap();
+        fs.fail_syncs(true);
+        assert!(log.sync().is_err());
+        fs.fail_syncs(false);
+        assert!(matches!(log.append(b"x"), Err(LogError::Failed(_))));
+        assert!(matches!(log.sync(), Err(LogError::Failed(_))));
+        drop(log);
+        // What a reopening reads (the page cache included) and what the disk holds agree.
+        assert_eq!(fs.snapshot()[&segment_name(0)], synced);
+        assert_eq!(fs.crash_image()[&segment_name(0)], synced);
+        let (_, back) = Log::open(Box::new(fs), 1 << 20, 0).unwrap();
+        assert_eq!(back.len(), 1);
+    }
+
+    /// Issue #26, 1: a process that could not cut its failed sync off (it died, or the cut
+    /// failed too) leaves pages that read back but are not on disk; the next open writes
+    /// them again and syncs them before it hands them over.
+    #[test]
+    fn an_open_makes_the_records_it_replays_durable() {
+        use crate::store::power_loss::PowerLossFs;
+        let fs = PowerLossFs::default();
+        let mut file = LogDir::open(&fs, &segment_name(0), true).unwrap();
+        LogDir::sync(&fs).unwrap();
+        let mut bytes = Vec::new();
+        frame(b"one", &mut bytes);
+        file.write_at(0, &bytes).unwrap();
+        file.sync_data().unwrap();
+        let mut more = Vec::new();
+        frame(b"two: its sync failed", &mut more);
+        file.write_at(bytes.len() as u64, &more).unwrap();
+        fs.fail_syncs(true);
+        assert!(file.sync_data().is_err());
+        fs.fail_syncs(false);
+        let (mut log, back) = Log::open(Box::new(fs.clone()), 1 << 20, 0).unwrap();
+        assert_eq!(back.len(), 2, "the cached record reads back");
+        log.append(b"three").unwrap();
+        log.sync().unwrap();
+        let (_, after_cut) = Log::open(
+            Box::new(PowerLossFs::with_image(fs.crash_image())),
+            1 << 20,
+            0,
+        )
+        .unwrap();
+        let payloads: Vec<_> = after_cut.into_iter().map(|r| r.1).collect();
+        assert_eq!(
+            payloads,
+            [&b"one"[..], b"two: its sync failed", b"three"],
+            "no hole on disk"
+        );
+    }
+
+    /// `hookd repair`'s plan names what it drops, and after it the log opens.
+    #[test]
+    fn repair_cuts_at_the_damage_and_says_what_it_drops() {
+        let dir = tempfile::tempdir().unwrap();
+        let recs = records(100);
+        let at = write_all(dir.path(), 1 << 20, &recs);
+        let path = segment_path(dir.path(), 0);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[at[60] as usize + HEADER + 3] ^= 0x01;
+        std::fs::write(&path, &bytes).unwrap();
+        let os = OsDir::new(dir.path()).unwrap();
+        let plan = plan_repair(&os, 0).unwrap();
+        assert!(plan.problem.as_deref().unwrap().contains("damaged"));
+        assert_eq!(plan.cut, Some((segment_name(0), at[60])));
+        // Record 60 is bad; the 39 after it are whole and drop with it.
+        assert_eq!(plan.dropped.len(), 39);
+        assert_eq!(plan.dropped[0].0, at[61]);
+        // A checkpoint after some of them: only those after it are counted.
+        assert_eq!(plan_repair(&os, at[90]).unwrap().dropped.len(), 10);
+        repair(&os, &plan).unwrap();
+        let (_, back) = open(dir.path(), 1 << 20, 0).unwrap();
+        assert_eq!(back.len(), 60);
+        assert!(plan_repair(&os, 0).unwrap().problem.is_none());
+        // A gap: the log ends where the segments stop following on.
+        let dir = tempfile::tempdir().unwrap();
+        write_all(dir.path(), 2_000, &records(300));
+        let os = OsDir::new(dir.path()).unwrap();
+        let segments = list(&os).unwrap();
+        std::fs::remove_file(dir.path().join(&segments[2].1)).unwrap();
+        let plan = plan_repair(&os, 0).unwrap();
+        assert_eq!(plan.remove.len(), segments.len() - 3);
+        repair(&os, &plan).unwrap();
+        open(dir.path(), 2_000, 0).unwrap();
     }
 
     proptest! {

@@ -163,9 +163,14 @@ struct RunStats {
 
 /// Opens the store and its log on `fs`, replaying the log.
 fn open(fs: &PowerLossFs) -> Result<Storage, String> {
+    open_with(fs, SEGMENT)
+}
+
+/// As [`open`], with segments of `segment` bytes.
+fn open_with(fs: &PowerLossFs, segment: u64) -> Result<Storage, String> {
     let store = Store::open_backend(fs.backend(DB), CACHE)
         .map_err(|e| format!("the file does not open: {e}"))?;
-    Storage::open(store, Box::new(fs.clone()), SEGMENT)
+    Storage::open(store, Box::new(fs.clone()), segment)
         .map_err(|e| format!("the log does not replay: {e}"))
 }
 
@@ -532,4 +537,110 @@ fn check_answered(store: &Store, answered: &[Answered]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Issue #26, 1: a log sync fails the way Linux's do (its pages stay readable, never
+/// written), hookd reopens its storage on the same files, acknowledges 100 more events, and
+/// then the kernel drops its cache or the power goes. Every event acknowledged after the
+/// reopening must survive, and its idempotency key must still be known (a resend is a
+/// duplicate, not a second copy).
+#[test]
+fn events_acknowledged_after_a_failed_fsync_survive_eviction_and_power_loss() {
+    let mut no_checkpoints = config(1);
+    no_checkpoints.checkpoint_interval_ms = 3_600_000;
+    no_checkpoints.checkpoint_log_bytes = 1 << 40;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let message = |key: String| {
+        let now = SystemClock.now_ms();
+        NewMessage::new(
+            MessageId::generate(now),
+            Destination::Queue("q".into()),
+            MessageRecord {
+                payload: key.clone().into_bytes(),
+                idempotency_key: key,
+                created_ms: now,
+                ..Default::default()
+            },
+            0,
+            0,
+        )
+    };
+    let enqueue = |engine: &EngineHandle, key: String| {
+        let engine = engine.clone();
+        let m = message(key);
+        runtime.block_on(async move { engine.enqueue(vec![m]).await })
+    };
+    // One segment holds it all: the failed record is followed by the new ones in one file.
+    for (eviction, label) in [(true, "page eviction"), (false, "power cut")] {
+        let fs = PowerLossFs::with_file(DB);
+        let (engine, thread) = super::start(
+            open_with(&fs, 1 << 20).unwrap(),
+            no_checkpoints.clone(),
+            Arc::new(SystemClock),
+            None,
+        )
+        .unwrap();
+        for i in 0..10 {
+            enqueue(&engine, format!("before-{i}")).unwrap()[0]
+                .as_ref()
+                .unwrap();
+        }
+        fs.fail_syncs(true);
+        let failed = enqueue(&engine, "during".into());
+        assert!(
+            failed.is_err() || failed.as_ref().unwrap()[0].is_err(),
+            "{failed:?}"
+        );
+        thread.shutdown();
+        fs.fail_syncs(false);
+        // The self-recovery (or a new process): the same files, the failed pages cached.
+        let (engine, thread) = super::start(
+            open_with(&fs, 1 << 20).unwrap(),
+            no_checkpoints.clone(),
+            Arc::new(SystemClock),
+            None,
+        )
+        .unwrap();
+        let mut after = Vec::new();
+        for i in 0..100 {
+            let r = enqueue(&engine, format!("after-{i}")).unwrap();
+            let e = r[0].as_ref().unwrap();
+            assert!(!e.duplicate);
+            after.push(e.id);
+        }
+        // What the next start reads, taken while hookd runs (a clean stop would checkpoint
+        // redb and hide the log's state): after an eviction, what a process killed now
+        // leaves (the disk and the dirty pages); after a power cut, the disk alone.
+        let image = if eviction {
+            fs.evict();
+            fs.snapshot()
+        } else {
+            fs.crash_image()
+        };
+        drop(engine);
+        thread.shutdown();
+        let fs = PowerLossFs::with_image(image);
+        let storage = open_with(&fs, 1 << 20).unwrap_or_else(|e| panic!("{label}: {e}"));
+        let lost = after
+            .iter()
+            .filter(|id| storage.store.message(**id).unwrap().is_none())
+            .count();
+        assert_eq!(
+            lost, 0,
+            "{label}: {lost} of 100 events acknowledged after the failed fsync are lost"
+        );
+        let (engine, thread) =
+            super::start(storage, no_checkpoints.clone(), Arc::new(SystemClock), None).unwrap();
+        for (i, id) in after.iter().enumerate() {
+            let r = enqueue(&engine, format!("after-{i}")).unwrap();
+            let e = r[0].as_ref().unwrap();
+            assert!(e.duplicate, "{label}: the key after-{i} was forgotten");
+            assert_eq!(e.id, *id);
+        }
+        drop(engine);
+        thread.shutdown();
+    }
 }

@@ -15,6 +15,12 @@
 //! every sync of any file or of the directory, with the state a cut at that instant would
 //! leave, before the sync makes anything new durable. Test-only: compiled with `cfg(test)`
 //! or the `test-util` feature.
+//!
+//! It also fails syncs as Linux does ([`PowerLossFs::fail_syncs`]): a failed `fdatasync`
+//! on ext4 or XFS marks the pages it could not write clean, so their new contents stay
+//! readable (a reopened file, even a new process, reads them back) but never reach the disk,
+//! and a later sync that succeeds does not write them either. They are gone at the next
+//! power cut, or when the kernel evicts them ([`PowerLossFs::evict`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -55,6 +61,9 @@ struct Fs {
     /// Created (true) or removed (false) since the last directory sync, in order.
     dir_pending: Vec<(String, bool)>,
     syncs: u64,
+    /// While set, every sync fails and its changes are dropped from what may reach the
+    /// disk, while reads still see them.
+    fail_syncs: bool,
     observer: Option<Observer>,
 }
 
@@ -142,6 +151,24 @@ impl std::fmt::Debug for PowerLossFs {
     }
 }
 
+fn injected() -> io::Error {
+    io::Error::other("injected fault: fsync failed (its pages stay readable, never written)")
+}
+
+/// Performs one change on a file's bytes.
+fn apply(bytes: &mut Vec<u8>, op: &Op) {
+    match op {
+        Op::SetLen(len) => bytes.resize(*len as usize, 0),
+        Op::Write(at, data) => {
+            let (at, end) = (*at as usize, *at as usize + data.len());
+            if bytes.len() < end {
+                bytes.resize(end, 0);
+            }
+            bytes[at..end].copy_from_slice(data);
+        }
+    }
+}
+
 fn not_found(name: &str) -> io::Error {
     io::Error::new(io::ErrorKind::NotFound, format!("no file {name}"))
 }
@@ -194,6 +221,47 @@ impl PowerLossFs {
             .iter()
             .filter_map(|n| fs.files.get(n).map(|f| (n.clone(), f.live.clone())))
             .collect()
+    }
+
+    /// While `on`, every sync (of a file or of the directory) fails as Linux's do: what it
+    /// should have made durable stays readable but is never written (see the module doc).
+    pub fn fail_syncs(&self, on: bool) {
+        self.lock().fail_syncs = on;
+    }
+
+    /// What a power cut now would leave: the durable bytes and names only.
+    pub fn crash_image(&self) -> Image {
+        let fs = self.lock();
+        Cut {
+            sync: fs.syncs,
+            file: None,
+            fs: &fs,
+        }
+        .image(None)
+    }
+
+    /// The kernel drops its cached pages: every file reads back as the disk holds it, with
+    /// the changes still waiting for a sync (dirty pages are not dropped), but without those a
+    /// failed sync lost.
+    pub fn evict(&self) {
+        let mut fs = self.lock();
+        let fs = &mut *fs;
+        for file in fs.files.values_mut() {
+            let mut bytes = file.durable.clone();
+            for op in &file.pending {
+                apply(&mut bytes, op);
+            }
+            file.live = bytes;
+        }
+        let mut names = fs.durable.clone();
+        for (name, created) in &fs.dir_pending {
+            if *created {
+                names.insert(name.clone());
+            } else {
+                names.remove(name);
+            }
+        }
+        fs.live = names;
     }
 
     /// Syncs so far.
@@ -250,12 +318,22 @@ impl PowerLossFs {
         if !self.lock().files.contains_key(name) {
             return Err(not_found(name));
         }
+        let mut failed = false;
         self.sync(Some(name), |fs| {
+            failed = fs.fail_syncs;
             if let Some(file) = fs.files.get_mut(name) {
-                file.durable.clone_from(&file.live);
-                file.pending.clear();
+                // A failed sync's pages are marked clean: no later sync writes them.
+                let pending = std::mem::take(&mut file.pending);
+                if !failed {
+                    for op in &pending {
+                        apply(&mut file.durable, op);
+                    }
+                }
             }
         });
+        if failed {
+            return Err(injected());
+        }
         Ok(())
     }
 }
@@ -308,7 +386,14 @@ impl LogDir for PowerLossFs {
     }
 
     fn sync(&self) -> io::Result<()> {
+        let mut failed = false;
         PowerLossFs::sync(self, None, |fs| {
+            failed = fs.fail_syncs;
+            if failed {
+                // The entries stay as reads see them; the disk keeps its old ones.
+                fs.dir_pending.clear();
+                return;
+            }
             fs.durable.clone_from(&fs.live);
             fs.dir_pending.clear();
             // A file neither visible nor durable is gone for good.
@@ -316,6 +401,9 @@ impl LogDir for PowerLossFs {
             fs.files
                 .retain(|n, _| live.contains(n) || durable.contains(n));
         });
+        if failed {
+            return Err(injected());
+        }
         Ok(())
     }
 }
@@ -450,5 +538,30 @@ mod tests {
             seen.contains(&b"baaa"[..]),
             "a torn write: only a prefix landed"
         );
+    }
+
+    #[test]
+    fn a_failed_sync_keeps_its_bytes_readable_but_never_durable() {
+        let fs = PowerLossFs::with_file("db");
+        let db = fs.backend("db");
+        db.write(0, b"aaaa").unwrap();
+        db.sync_data().unwrap();
+        db.write(0, b"bb").unwrap();
+        fs.fail_syncs(true);
+        assert!(db.sync_data().is_err());
+        fs.fail_syncs(false);
+        let mut out = [0u8; 4];
+        db.read(0, &mut out).unwrap();
+        assert_eq!(&out, b"bbaa", "the failed pages read back");
+        db.write(2, b"cc").unwrap();
+        db.sync_data().unwrap();
+        assert_eq!(
+            fs.crash_image()["db"],
+            b"aacc",
+            "a later sync does not write the failed pages"
+        );
+        fs.evict();
+        db.read(0, &mut out).unwrap();
+        assert_eq!(&out, b"aacc", "evicted: reads see the disk");
     }
 }
