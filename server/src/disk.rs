@@ -5,9 +5,13 @@
 //! A probe measures the space available to hookd (`statvfs`'s blocks available to
 //! unprivileged users, and the room left under a file-size limit, `RLIMIT_FSIZE`, for the
 //! redb file) every `storage.probe_interval_ms`; the engine reads the last figure on each
-//! enqueue. Between two probes hookd can write at most what its write queue holds
-//! (`max_queued_write_bytes`), far less than the reserve, so the reserve is never used up
-//! by new events. Writes that free space (Acks, Nacks, outcomes, deletes, purges) are never
+//! enqueue. Between two probes the engine counts what it accepts ([`Headroom::admit`]):
+//! every accepted payload byte is written twice before a checkpoint (the log, then redb),
+//! so an event is refused when the last measure, less twice the bytes accepted since the
+//! probe before it, would fall inside the reserve. (The interval before the last probe
+//! still counts: what the pipeline had accepted but not yet written when the probe
+//! measured.) A burst of large batches therefore cannot write past the reserve between
+//! two probes. Writes that free space (Acks, Nacks, outcomes, deletes, purges) are never
 //! refused: they are small, and they are how an operator makes room.
 
 use std::io;
@@ -22,6 +26,8 @@ pub struct Space {
     pub available: u64,
     /// The file system's size.
     pub total: u64,
+    /// The file-size limit (`RLIMIT_FSIZE`, bytes), when it is what bounds `available`.
+    pub fsize_limit: Option<u64>,
 }
 
 /// Measures the space (tests plug in their own).
@@ -35,6 +41,7 @@ pub fn probe_dir(dir: &Path) -> Probe {
         let frsize = st.f_frsize.max(1);
         let mut available = st.f_bavail.saturating_mul(frsize);
         let total = st.f_blocks.saturating_mul(frsize);
+        let mut fsize_limit = None;
         // A file-size limit kills a process that writes past it (SIGXFSZ; hookd handles
         // the signal, so the write fails instead). The redb file is the one that grows: it
         // must still take what the log holds (applied behind it), and redb doubles a small
@@ -49,9 +56,17 @@ pub fn probe_dir(dir: &Path) -> Probe {
                 .map(|m| m.len())
                 .sum();
             let needs = size.saturating_add(log).saturating_mul(2);
-            available = available.min(limit.saturating_sub(needs));
+            let under_limit = limit.saturating_sub(needs);
+            if under_limit < available {
+                available = under_limit;
+                fsize_limit = Some(limit);
+            }
         }
-        Ok(Space { available, total })
+        Ok(Space {
+            available,
+            total,
+            fsize_limit,
+        })
     })
 }
 
@@ -64,6 +79,42 @@ pub struct Headroom {
     available: AtomicU64,
     reserve: AtomicU64,
     short: AtomicBool,
+    /// The file-size limit that bounds `available` (0: none does).
+    fsize_limit: AtomicU64,
+    /// Payload bytes accepted since the last probe, and in the interval before it.
+    accepted: AtomicU64,
+    accepted_before: AtomicU64,
+}
+
+/// Why new events are refused: the room left, the reserve, and the file-size limit when it
+/// is what bounds the room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Short {
+    pub available: u64,
+    pub reserve: u64,
+    pub fsize_limit: Option<u64>,
+}
+
+impl std::fmt::Display for Short {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.fsize_limit {
+            Some(limit) => write!(
+                f,
+                "the file-size limit (RLIMIT_FSIZE, `ulimit -f`) of {limit} bytes leaves {} bytes \
+                 for hookd's files (against twice the redb file plus the log), below the reserve of {} \
+                 (storage.reserve_mb / reserve_percent); raise the limit (LimitFSIZE= under systemd) \
+                 or free space; new events are refused until then",
+                self.available, self.reserve
+            ),
+            None => write!(
+                f,
+                "the disk is nearly full: {} bytes free (less what was accepted since the last \
+                 measure), below the reserve of {} (storage.reserve_mb / reserve_percent); new \
+                 events are refused until space is freed",
+                self.available, self.reserve
+            ),
+        }
+    }
 }
 
 impl Headroom {
@@ -74,6 +125,9 @@ impl Headroom {
             available: AtomicU64::new(u64::MAX),
             reserve: AtomicU64::new(reserve_mb << 20),
             short: AtomicBool::new(false),
+            fsize_limit: AtomicU64::new(0),
+            accepted: AtomicU64::new(0),
+            accepted_before: AtomicU64::new(0),
         }
     }
 
@@ -88,19 +142,49 @@ impl Headroom {
         let reserve = (self.reserve_mb << 20).max(share);
         self.available.store(space.available, Ordering::Relaxed);
         self.reserve.store(reserve, Ordering::Relaxed);
+        self.fsize_limit
+            .store(space.fsize_limit.unwrap_or(0), Ordering::Relaxed);
+        let since = self.accepted.swap(0, Ordering::AcqRel);
+        self.accepted_before.store(since, Ordering::Release);
         let short = space.available < reserve;
         let was = self.short.swap(short, Ordering::AcqRel);
         (was != short).then_some(short)
     }
 
-    /// `Some((available, reserve))` while the disk is inside its reserve.
-    pub fn short(&self) -> Option<(u64, u64)> {
-        self.short.load(Ordering::Acquire).then(|| {
-            (
-                self.available.load(Ordering::Relaxed),
-                self.reserve.load(Ordering::Relaxed),
-            )
-        })
+    /// `Some` while the disk is inside its reserve (as last measured).
+    pub fn short(&self) -> Option<Short> {
+        self.short.load(Ordering::Acquire).then(|| self.figures(0))
+    }
+
+    fn figures(&self, pending: u64) -> Short {
+        let limit = self.fsize_limit.load(Ordering::Relaxed);
+        Short {
+            available: self
+                .available
+                .load(Ordering::Relaxed)
+                .saturating_sub(pending),
+            reserve: self.reserve.load(Ordering::Relaxed),
+            fsize_limit: (limit > 0).then_some(limit),
+        }
+    }
+
+    /// Admits `bytes` of new payload, or says why not: the last measure, less twice what
+    /// was accepted since the probe before it and twice `bytes`, must stay above the
+    /// reserve. Called by the engine thread only (the check and the count are not one
+    /// atomic step, and need not be).
+    pub fn admit(&self, bytes: u64) -> Result<(), Short> {
+        if let Some(short) = self.short() {
+            return Err(short);
+        }
+        let accepted =
+            self.accepted.load(Ordering::Acquire) + self.accepted_before.load(Ordering::Acquire);
+        let pending = accepted.saturating_add(bytes).saturating_mul(2);
+        let after = self.figures(pending);
+        if after.available < after.reserve {
+            return Err(after);
+        }
+        self.accepted.fetch_add(bytes, Ordering::AcqRel);
+        Ok(())
     }
 
     pub fn available(&self) -> u64 {
@@ -162,7 +246,8 @@ mod tests {
         assert_eq!(
             h.record(Space {
                 available: 2 * gib,
-                total: 100 * gib
+                total: 100 * gib,
+                fsize_limit: None,
             }),
             None
         );
@@ -171,16 +256,25 @@ mod tests {
         assert_eq!(
             h.record(Space {
                 available: gib - 1,
-                total: 100 * gib
+                total: 100 * gib,
+                fsize_limit: None,
             }),
             Some(true)
         );
-        assert_eq!(h.short(), Some((gib - 1, gib)));
+        assert_eq!(
+            h.short(),
+            Some(Short {
+                available: gib - 1,
+                reserve: gib,
+                fsize_limit: None
+            })
+        );
         // 1% of 1 GiB is less than 256 MiB.
         assert_eq!(
             h.record(Space {
                 available: 300 << 20,
-                total: gib
+                total: gib,
+                fsize_limit: None,
             }),
             Some(false)
         );

@@ -40,7 +40,7 @@ async fn healthz(State(admin): State<Admin>) -> (StatusCode, &'static str) {
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            "storage failed; restart hookd\n",
+            "storage failed; hookd is reopening its store (storage.on_failure = \"recover\") or exiting\n",
         )
     }
 }

@@ -147,6 +147,7 @@ async fn inside_the_disk_reserve_new_events_are_refused_and_accepted_again_once_
             Ok(hookd::disk::Space {
                 available: available.load(Ordering::Relaxed),
                 total: 20 << 30,
+                fsize_limit: None,
             })
         })
     };

@@ -190,6 +190,8 @@ async fn a_file_size_limit_is_a_refusal_not_a_killed_process() {
     let mut c = Client::connect(hookd.grpc.clone()).await.unwrap();
     let (stored, refusal) = fill(&mut c, "fill").await;
     assert_eq!(code(&refusal), Code::ResourceExhausted, "{refusal}");
+    // Issue #26, 6: the limit is named, not "disk nearly full: 0 bytes free".
+    assert!(refusal.to_string().contains("file-size limit"), "{refusal}");
     assert!(stored > 0);
     assert!(
         hookd::testkit::serving(&hookd.grpc).await,
@@ -197,5 +199,93 @@ async fn a_file_size_limit_is_a_refusal_not_a_killed_process() {
     );
     assert!(hookd.try_exit().unwrap().is_none(), "hookd exited");
     assert_eq!(drain_and_ack(&mut c, "fill").await, stored);
+    hookd.stop(Duration::from_secs(10)).await.unwrap();
+}
+
+/// Issue #26, 5: four clients sending EnqueueBatch calls of 12 x 1 MB at a volume whose
+/// reserve (24 MiB) is just above the documented minimum (4 x checkpoint_log_mb + 2 x
+/// log_segment_mb = 20 MiB) and the default probe interval (250 ms): the bytes accepted
+/// between two probes are counted, so the burst is refused with RESOURCE_EXHAUSTED before
+/// the disk fills; never a storage failure (UNAVAILABLE), and hookd keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "mounts a tmpfs (root); .ci/run runs it with --ignored disk_full"]
+async fn disk_full_burst_of_large_batches_between_probes_is_refused_not_a_storage_failure() {
+    let volume = Tmpfs::mount("64m");
+    let data = volume.0.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let conf = tempfile::tempdir().unwrap();
+    let config = conf.path().join("hookd.toml");
+    std::fs::write(
+        &config,
+        "log_segment_mb = 2\ncheckpoint_log_mb = 4\ncache_size_mb = 8\n\
+         [storage]\nreserve_mb = 24\nreserve_percent = 0.0\non_failure = \"exit\"\n",
+    )
+    .unwrap();
+    let extra: Vec<std::ffi::OsString> = vec![
+        "--config".into(),
+        config.into_os_string(),
+        "--log-level".into(),
+        "warn".into(),
+    ];
+    let exe = Path::new(env!("CARGO_BIN_EXE_hookd-under-test"));
+    let mut hookd = ChildHookd::spawn(exe, &[], &data, &extra, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let c = Client::connect(hookd.grpc.clone()).await.unwrap();
+    let started = Instant::now();
+    let mut clients = Vec::new();
+    for w in 0..4 {
+        let mut c = c.clone();
+        clients.push(tokio::spawn(async move {
+            let (mut stored, mut refused) = (0usize, 0usize);
+            for call in 0..40 {
+                if started.elapsed() > Duration::from_secs(60) {
+                    break;
+                }
+                let batch = (0..12).map(|i| {
+                    Event::to_queue("burst", vec![b'b'; 1_000_000])
+                        .idempotency_key(format!("{w}-{call}-{i}"))
+                });
+                match c.enqueue_batch(batch).await {
+                    Ok(results) => {
+                        for r in results {
+                            match r.result {
+                                Some(hookd_client::pb::enqueue_result::Result::Ok(_)) => {
+                                    stored += 1
+                                }
+                                Some(hookd_client::pb::enqueue_result::Result::Error(e)) => {
+                                    assert_eq!(e.code, Code::ResourceExhausted as i32, "{e:?}");
+                                    refused += 1;
+                                }
+                                None => panic!("no result"),
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        assert_eq!(code(&e), Code::ResourceExhausted, "client {w}: {e}");
+                        refused += 12;
+                    }
+                }
+            }
+            (stored, refused)
+        }));
+    }
+    let (mut stored, mut refused) = (0, 0);
+    for c in clients {
+        let (s, r) = c.await.unwrap();
+        stored += s;
+        refused += r;
+    }
+    assert!(refused > 0, "never refused: {stored} MB stored on 64 MiB");
+    assert!(
+        hookd.try_exit().unwrap().is_none(),
+        "hookd exited: its storage failed"
+    );
+    assert!(hookd::testkit::serving(&hookd.grpc).await, "not serving");
+    let free = rustix::fs::statvfs(volume.0.path()).unwrap();
+    eprintln!(
+        "tmpfs 64 MiB, reserve 24 MiB, 4 clients x 12 x 1 MB batches: {stored} stored, {refused} refused (RESOURCE_EXHAUSTED), {} bytes free after",
+        free.f_bavail * free.f_frsize
+    );
     hookd.stop(Duration::from_secs(10)).await.unwrap();
 }

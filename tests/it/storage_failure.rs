@@ -39,6 +39,8 @@ async fn failed_fsync_is_unavailable_never_success_and_hookd_recovers_by_itself(
         health.starts_with("HTTP/1.1 503"),
         "{health}\nafter error: {err}"
     );
+    // Issue #26, 6: hookd reopens its store by itself; it does not ask for a restart.
+    assert!(!health.contains("restart"), "{health}");
 
     // gRPC health is pushed when the engine fails: both the service and the whole server
     // (`""`, what grpc_health_probe and Kubernetes probes ask) report NOT_SERVING. Watch

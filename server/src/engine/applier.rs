@@ -171,7 +171,7 @@ impl Applier {
     }
 
     fn fail(&mut self, e: StoreError) {
-        tracing::error!(error = %e, "applying the log to redb failed; refusing writes until restart");
+        tracing::error!(error = %e, "applying the log to redb failed; refusing writes until the store is reopened");
         self.mark.fail(Arc::from(e.to_string()));
     }
 }

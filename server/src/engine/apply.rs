@@ -261,8 +261,7 @@ impl Engine {
     }
 
     fn disk_full(&self) -> Refusal {
-        let (available, reserve) = self.config.headroom.short().unwrap_or_default();
-        Refusal::DiskFull { available, reserve }
+        Refusal::DiskFull(self.config.headroom.short().unwrap_or_default())
     }
 
     /// Handles every timer due by `now`.

@@ -36,13 +36,16 @@ impl Engine {
             .find(&m.key)
             .map_or_else(Held::default, |d| self.index.dests[d].held());
         let total = self.index.total_held();
-        let (refusal, throttle_ms) = match (
-            self.config.headroom.short(),
-            self.config.backpressure.assess(held, total, bytes),
-        ) {
-            (Some((available, reserve)), _) => (Some(Refusal::DiskFull { available, reserve }), 0),
-            (None, Assessment::Refuse(over)) => (Some(Refusal::OverMark(over)), 0),
-            (None, Assessment::Admit { throttle_ms }) => (None, throttle_ms),
+        let (refusal, throttle_ms) = match self.config.backpressure.assess(held, total, bytes) {
+            Assessment::Refuse(over) => match self.config.headroom.short() {
+                Some(short) => (Some(Refusal::DiskFull(short)), 0),
+                None => (Some(Refusal::OverMark(over)), 0),
+            },
+            // Counted against the space last measured only once it passes every other check.
+            Assessment::Admit { throttle_ms } => match self.config.headroom.admit(bytes) {
+                Err(short) => (Some(Refusal::DiskFull(short)), 0),
+                Ok(()) => (None, throttle_ms),
+            },
         };
         if let Some(refusal) = refusal {
             if !m.idempotency_key.is_empty() {

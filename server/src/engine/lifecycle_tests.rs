@@ -1423,6 +1423,7 @@ fn inside_the_disk_reserve_new_events_and_endpoints_are_refused_but_acks_and_del
     let space = |available: u64| crate::disk::Space {
         available,
         total: 10 << 30,
+        fsize_limit: None,
     };
     headroom.record(space(1 << 30));
     let id = h.enqueue("q", b"kept");
@@ -1458,4 +1459,66 @@ fn inside_the_disk_reserve_new_events_and_endpoints_are_refused_but_acks_and_del
     // Space back: accepted again, with nothing to restart.
     assert_eq!(headroom.record(space(1 << 30)), Some(false));
     h.enqueue("q", b"after");
+}
+
+/// Issue #26, 5: between two probes of free space, the bytes accepted count against it: a
+/// burst that would write past the reserve before the next probe is refused, not written
+/// into a full disk.
+#[test]
+fn a_burst_between_two_probes_cannot_eat_the_reserve() {
+    let headroom = std::sync::Arc::new(crate::disk::Headroom::new(24, 0.0));
+    let mut c = config();
+    c.headroom = headroom.clone();
+    let mut h = Harness::with(c);
+    // 40 MiB above the reserve at the last probe; no probe again during the burst.
+    headroom.record(crate::disk::Space {
+        available: (24 + 40) << 20,
+        total: 1 << 30,
+        fsize_limit: None,
+    });
+    let payload = vec![7u8; 1 << 20];
+    let mut stored = 0u64;
+    let refusal = loop {
+        let m = h.message(Destination::Queue("q".into()), &payload);
+        match h.enqueue_message(m) {
+            Ok(_) => stored += 1,
+            Err(r) => break r,
+        }
+        assert!(stored < 200, "200 MiB accepted on 40 MiB of room");
+    };
+    assert!(matches!(refusal, Refusal::DiskFull { .. }), "{refusal}");
+    // Each accepted byte is written twice (log, then redb) before a checkpoint.
+    assert!(
+        (2 * stored) << 20 <= 40 << 20,
+        "{stored} MiB accepted on 40 MiB of room"
+    );
+    assert!(stored >= 15, "refused too early: {stored} MiB");
+    // A fresh probe starts the count again (the bytes of the interval before it still
+    // count once, for what the pipeline may not have written yet when it measured).
+    headroom.record(crate::disk::Space {
+        available: 1 << 30,
+        total: 1 << 30,
+        fsize_limit: None,
+    });
+    h.enqueue("q", b"after");
+}
+
+/// Issue #26, 6: a file-size limit is named as the cause, not "0 bytes free".
+#[test]
+fn a_file_size_limit_refusal_names_the_limit() {
+    let headroom = std::sync::Arc::new(crate::disk::Headroom::new(24, 0.0));
+    let mut c = config();
+    c.headroom = headroom.clone();
+    let mut h = Harness::with(c);
+    headroom.record(crate::disk::Space {
+        available: 0,
+        total: 1 << 40,
+        fsize_limit: Some(40 << 20),
+    });
+    let m = h.message(Destination::Queue("q".into()), b"x");
+    let r = h.enqueue_message(m).unwrap_err().to_string();
+    assert!(
+        r.contains("file-size limit") && r.contains(&(40u64 << 20).to_string()),
+        "{r}"
+    );
 }

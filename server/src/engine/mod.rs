@@ -840,7 +840,7 @@ impl Engine {
 
     /// Stops all writing after a storage error; everyone waiting is told UNAVAILABLE.
     fn fail(&mut self, e: StoreError, commands: Vec<Command>, done: Vec<Completion>) {
-        tracing::error!(error = %e, "storage failed; refusing writes until restart");
+        tracing::error!(error = %e, "storage failed; refusing writes until the store is reopened (storage.on_failure: \"recover\" reopens it, \"exit\" exits)");
         self.failed = Some(e.to_string());
         self.outbox.clear();
         self.early.clear();
@@ -877,7 +877,9 @@ struct PanicGuard(Arc<watch::Sender<bool>>);
 impl Drop for PanicGuard {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            tracing::error!("the engine thread panicked; refusing writes until restart");
+            tracing::error!(
+                "the engine thread panicked; refusing writes until the store is reopened"
+            );
             self.0.send_replace(false);
         }
     }

@@ -52,10 +52,8 @@ pub enum Refusal {
     #[error("{0}")]
     OverMark(crate::backpressure::OverMark),
     /// The data directory's file system is inside hookd's reserve.
-    #[error(
-        "the disk is nearly full: {available} bytes free, below the reserve of {reserve} (storage.reserve_mb / reserve_percent); new events are refused until space is freed"
-    )]
-    DiskFull { available: u64, reserve: u64 },
+    #[error("{0}")]
+    DiskFull(crate::disk::Short),
     /// Storage failed, or the engine stopped: nothing was acknowledged.
     #[error("unavailable: {0}")]
     Unavailable(String),
@@ -69,7 +67,7 @@ impl Refusal {
             Self::At { refusal, .. } => refusal.retry_after_ms(),
             Self::AtCapacity { .. } => Some(200),
             Self::OverMark(over) => Some(over.retry_after_ms),
-            Self::DiskFull { .. } => Some(5_000),
+            Self::DiskFull(_) => Some(5_000),
             _ => None,
         }
     }

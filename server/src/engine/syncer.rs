@@ -153,7 +153,7 @@ impl Writer {
                 Ok(())
             }
             Err(e) => {
-                tracing::error!(error = %e, "the write-ahead log failed; refusing writes until restart");
+                tracing::error!(error = %e, "the write-ahead log failed; refusing writes until the store is reopened");
                 self.shared.metrics.storage_failed("log");
                 let e: Arc<str> = Arc::from(e.to_string());
                 self.shared.mark.fail(e.clone());
