@@ -170,7 +170,7 @@ where
             timeout_ms,
         } => crate::ctl::run_health(cli.connection, service, timeout_ms),
         Command::Config(ConfigCmd::PrintDefault) => {
-            print!("{}", crate::config::DEFAULT_TOML);
+            out!("{}", crate::config::DEFAULT_TOML);
             ExitCode::SUCCESS
         }
         Command::Config(ConfigCmd::Check(args)) => {
@@ -180,7 +180,7 @@ where
                     .map_err(|e| e.to_string())
             }) {
                 Ok(config) => {
-                    println!(
+                    outln!(
                         "configuration ok: data_dir {}, gRPC {}, HTTP {}, ingest {}, {} source(s), {}",
                         config.data_dir.display(),
                         config.grpc_addr,
@@ -218,7 +218,6 @@ where
 
 /// `hookd repair [--dry-run]`: see [`Command::Repair`].
 fn repair(args: &RepairArgs) -> Result<ExitCode, String> {
-    use std::io::Write;
     let mut config = match &args.config {
         Some(path) => Config::from_file(path).map_err(|e| e.to_string())?,
         None => Config::default(),
@@ -239,21 +238,19 @@ fn repair(args: &RepairArgs) -> Result<ExitCode, String> {
     let from = store.applied().map_err(|e| e.to_string())?;
     let log = crate::wal::OsDir::new(dir).map_err(|e| e.to_string())?;
     let plan = crate::wal::plan_repair(&log, from).map_err(|e| e.to_string())?;
-    let mut out = std::io::stdout().lock();
     let Some(problem) = &plan.problem else {
-        let _ = writeln!(
-            out,
+        outln!(
             "the write-ahead log in {} is whole: nothing to repair",
             dir.display()
         );
         return Ok(ExitCode::SUCCESS);
     };
-    let _ = writeln!(out, "found: {problem}");
+    outln!("found: {problem}");
     if let Some((segment, at)) = &plan.cut {
-        let _ = writeln!(out, "repair cuts {segment} at offset {at}");
+        outln!("repair cuts {segment} at offset {at}");
     }
     for name in &plan.remove {
-        let _ = writeln!(out, "repair deletes {name}");
+        outln!("repair deletes {name}");
     }
     let enqueued = |record: &[u8]| -> Vec<crate::ids::MessageId> {
         use crate::store::rowlog::{Change, TableId, decode};
@@ -272,18 +269,16 @@ fn repair(args: &RepairArgs) -> Result<ExitCode, String> {
     let messages: Vec<_> = plan.dropped.iter().flat_map(|(_, r)| enqueued(r)).collect();
     if let Some((at, record)) = &plan.damaged {
         let ids = enqueued(record);
-        let _ = writeln!(
-            out,
+        outln!(
             "the damaged record at position {at} goes too; as read (its checksum failed, so this may be wrong) it enqueued {} message(s){}",
             ids.len(),
             if ids.is_empty() { "" } else { ":" }
         );
         for id in ids {
-            let _ = writeln!(out, "  {id} (from the damaged record)");
+            outln!("  {id} (from the damaged record)");
         }
     }
-    let _ = writeln!(
-        out,
+    outln!(
         "this drops {} bytes of the log: {} whole record(s) after the checkpoint (at position {from}){}, enqueueing {} message(s){}",
         plan.dropped_bytes,
         plan.dropped.len(),
@@ -295,10 +290,10 @@ fn repair(args: &RepairArgs) -> Result<ExitCode, String> {
         if messages.is_empty() { "" } else { ":" }
     );
     for id in &messages {
-        let _ = writeln!(out, "  {id}");
+        outln!("  {id}");
     }
     if args.dry_run {
-        let _ = writeln!(out, "--dry-run: nothing was changed");
+        outln!("--dry-run: nothing was changed");
         return Ok(ExitCode::SUCCESS);
     }
     crate::wal::repair(&log, &plan).map_err(|e| e.to_string())?;
@@ -309,8 +304,7 @@ fn repair(args: &RepairArgs) -> Result<ExitCode, String> {
     let (_, replayed) = store
         .open_log(Box::new(log), crate::store::DEFAULT_SEGMENT_BYTES)
         .map_err(|e| format!("the log still does not open: {e}"))?;
-    let _ = writeln!(
-        out,
+    outln!(
         "repaired: the log opens and replays {} record(s); hookd can start",
         replayed.records
     );
@@ -380,6 +374,21 @@ fn serve(args: ServeArgs) -> ExitCode {
 
 /// The configuration `serve` runs with: the file (or the defaults), then the flags and
 /// their HOOKD_* variables, validated.
+/// Writes the command line's output to stdout. A reader that went away (`| head`, `| true`)
+/// ends the command quietly, with exit code 0, as it would a shell tool; any other write
+/// error ends it with exit code 1 and says so on stderr.
+pub fn write_stdout(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_fmt(args) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("hookd: cannot write to standard output: {e}");
+        std::process::exit(1);
+    }
+}
+
 fn load_config(args: &ServeArgs) -> Result<Config, crate::config::ConfigError> {
     let mut config = match &args.config {
         Some(path) => Config::from_file(path)?,
@@ -425,9 +434,9 @@ fn token(cmd: TokenCmd) -> ExitCode {
     };
     let hash = crate::auth::hex(&crate::auth::token_hash(&token));
     if matches!(cmd, TokenCmd::New) {
-        println!("token:  {token}");
+        outln!("token:  {token}");
     }
-    println!("sha256 = \"{hash}\"");
+    outln!("sha256 = \"{hash}\"");
     ExitCode::SUCCESS
 }
 

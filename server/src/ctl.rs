@@ -438,7 +438,7 @@ async fn health(conn: &Connection, service: String, timeout: Duration) -> Result
         service.as_str()
     };
     if status == ServingStatus::Serving as i32 {
-        println!("{what} at {}: {name}", conn.server);
+        outln!("{what} at {}: {name}", conn.server);
         Ok(())
     } else {
         Err(unavailable(format!("{what} at {}: {name}", conn.server)))
@@ -452,7 +452,7 @@ fn show<T: serde::Serialize>(json: bool, value: &T, human: impl FnOnce(&T)) -> R
             message: format!("cannot print JSON: {e}"),
             code: 1,
         })?;
-        println!("{text}");
+        outln!("{text}");
     } else {
         human(value);
     }
@@ -471,9 +471,9 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
                 use std::io::IsTerminal;
                 if std::io::stdout().is_terminal() {
                     // Clear the screen and go home, as `watch` does.
-                    print!("\x1b[2J\x1b[H");
+                    out!("\x1b[2J\x1b[H");
                 } else {
-                    println!();
+                    outln!();
                 }
             }
             show(json, &stats, print_stats)?;
@@ -515,9 +515,9 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
             let r = api.enqueue(request).await.map_err(fail)?.into_inner();
             show(json, &r, |r| {
                 if r.duplicate {
-                    println!("{} (duplicate: the idempotency key was used before)", r.id);
+                    outln!("{} (duplicate: the idempotency key was used before)", r.id);
                 } else {
-                    println!("{}", r.id);
+                    outln!("{}", r.id);
                 }
             })
         }
@@ -545,7 +545,7 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
                     print_received(m);
                 }
                 if r.messages.is_empty() {
-                    println!("(no message)");
+                    outln!("(no message)");
                 }
             })?;
             if ack && !r.messages.is_empty() {
@@ -571,7 +571,7 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
                         message: format!("cannot print JSON: {e}"),
                         code: 1,
                     })?;
-                    println!("{line}");
+                    outln!("{line}");
                 } else {
                     let status = if e.http_status == 0 {
                         String::new()
@@ -583,7 +583,7 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
                     } else {
                         format!(" attempt {}", e.attempt)
                     };
-                    println!(
+                    outln!(
                         "{} {:<18} {} {}{attempt}{status} {}",
                         when(e.unix_ms),
                         e.kind,
@@ -646,7 +646,7 @@ async fn sources(api: &mut Api, json: bool, cmd: SourcesCmd, server: &str) -> Re
                 .map_err(fail)?
                 .into_inner();
             show(json, &r, |r| {
-                println!("{} source", if r.created { "created" } else { "replaced" });
+                outln!("{} source", if r.created { "created" } else { "replaced" });
                 print_sources(r.source.as_slice());
             })
         }
@@ -655,7 +655,7 @@ async fn sources(api: &mut Api, json: bool, cmd: SourcesCmd, server: &str) -> Re
                 .await
                 .map_err(fail)?;
             show(json, &serde_json::json!({ "deleted": name }), |_| {
-                println!("deleted source {name}");
+                outln!("deleted source {name}");
             })
         }
     }
@@ -692,21 +692,21 @@ fn print_sources(sources: &[pb::Source]) {
 }
 
 fn print_received(m: &pb::ReceivedMessage) {
-    println!("id          {}", m.id);
-    println!("lease       {}", m.lease_id);
+    outln!("id          {}", m.id);
+    outln!("lease       {}", m.lease_id);
     if !m.event_type.is_empty() {
-        println!("event type  {}", m.event_type);
+        outln!("event type  {}", m.event_type);
     }
     if !m.idempotency_key.is_empty() {
-        println!("key         {}", m.idempotency_key);
+        outln!("key         {}", m.idempotency_key);
     }
     let mut headers: Vec<_> = m.headers.iter().collect();
     headers.sort();
     for (k, v) in headers {
-        println!("header      {k}: {v}");
+        outln!("header      {k}: {v}");
     }
-    println!("payload     {}", String::from_utf8_lossy(&m.payload));
-    println!();
+    outln!("payload     {}", String::from_utf8_lossy(&m.payload));
+    outln!();
 }
 
 async fn endpoints(api: &mut Api, json: bool, cmd: EndpointsCmd) -> Result<(), tonic::Status> {
@@ -762,7 +762,7 @@ async fn endpoints(api: &mut Api, json: bool, cmd: EndpointsCmd) -> Result<(), t
                 .await?
                 .into_inner();
             shown(show(json, &r, |r| {
-                println!("{}", if r.created { "created" } else { "updated" });
+                outln!("{}", if r.created { "created" } else { "updated" });
                 if let Some(e) = &r.endpoint {
                     print(e);
                 }
@@ -773,7 +773,7 @@ async fn endpoints(api: &mut Api, json: bool, cmd: EndpointsCmd) -> Result<(), t
                 .delete_endpoint(pb::DeleteEndpointRequest { name: name.clone() })
                 .await?
                 .into_inner();
-            shown(show(json, &r, |_| println!("deleted {name}")))
+            shown(show(json, &r, |_| outln!("deleted {name}")))
         }
         EndpointsCmd::Pause { name, reason } => {
             let r = api
@@ -851,7 +851,7 @@ async fn dlq(api: &mut Api, json: bool, cmd: DlqCmd, server: &str) -> Result<(),
                     rows,
                 );
                 if !r.next_page_token.is_empty() {
-                    println!("(more: raise --limit or filter by --destination)");
+                    outln!("(more: raise --limit or filter by --destination)");
                 }
             })
         }
@@ -902,9 +902,9 @@ async fn dlq(api: &mut Api, json: bool, cmd: DlqCmd, server: &str) -> Result<(),
                 .into_inner();
             show(json, &r, |r| {
                 if dry_run {
-                    println!("{} dead letters would be replayed (dry run)", r.matched);
+                    outln!("{} dead letters would be replayed (dry run)", r.matched);
                 } else {
-                    println!(
+                    outln!(
                         "replayed {} of {} matched; the last is due {}",
                         r.replayed,
                         r.matched,
@@ -931,9 +931,9 @@ async fn dlq(api: &mut Api, json: bool, cmd: DlqCmd, server: &str) -> Result<(),
                 .into_inner();
             show(json, &r, |r| {
                 if dry_run {
-                    println!("{} dead letters would be purged (dry run)", r.matched);
+                    outln!("{} dead letters would be purged (dry run)", r.matched);
                 } else {
-                    println!("purged {} of {} matched", r.purged, r.matched);
+                    outln!("purged {} of {} matched", r.purged, r.matched);
                 }
             })
         }
@@ -954,7 +954,7 @@ fn table(headers: &[&str], rows: Vec<Vec<String>>) {
             .zip(&widths)
             .map(|(c, w)| format!("{c:<w$}"))
             .collect();
-        println!("{}", text.join("  ").trim_end());
+        outln!("{}", text.join("  ").trim_end());
     };
     line(headers.iter().map(|h| (*h).to_owned()).collect());
     for row in rows {
@@ -1030,7 +1030,7 @@ fn print_stats(s: &pb::StatsResponse) {
             .commit_latency_last_hour
             .as_ref()
             .map_or(0.0, |l| l.p99_ms);
-        println!(
+        outln!(
             "hookd up {} · {} live messages · {} destinations · log {:.1} MiB, checkpoint {} ago · {:.0} syncs/s, {:.1} requests each, p99 {p99:.2} ms · disk {:.0} MiB free (reserve {:.0})",
             age(s.uptime_ms),
             st.live_messages,
@@ -1118,20 +1118,20 @@ fn print_message(m: &pb::GetMessageResponse) {
                 .to_lowercase()
         })
         .unwrap_or_else(|_| m.state.to_string());
-    println!("id           {}", m.id);
-    println!("destination  {}", destination_text(&m.destination));
-    println!("state        {state}");
-    println!("attempts     {} of {}", m.attempts, m.max_attempts);
-    println!("enqueued     {}", when(m.enqueued_unix_ms));
+    outln!("id           {}", m.id);
+    outln!("destination  {}", destination_text(&m.destination));
+    outln!("state        {state}");
+    outln!("attempts     {} of {}", m.attempts, m.max_attempts);
+    outln!("enqueued     {}", when(m.enqueued_unix_ms));
     if m.next_attempt_unix_ms > 0 {
-        println!("next attempt {}", when(m.next_attempt_unix_ms));
+        outln!("next attempt {}", when(m.next_attempt_unix_ms));
     }
     if !m.event_type.is_empty() {
-        println!("event type   {}", m.event_type);
+        outln!("event type   {}", m.event_type);
     }
-    println!("payload      {} bytes", m.payload_size);
+    outln!("payload      {} bytes", m.payload_size);
     if !m.last_error.is_empty() {
-        println!("last error   {}", excerpt(&m.last_error, 120));
+        outln!("last error   {}", excerpt(&m.last_error, 120));
     }
     let rows = m
         .history
@@ -1151,12 +1151,12 @@ fn print_message(m: &pb::GetMessageResponse) {
             ]
         })
         .collect();
-    println!();
+    outln!();
     table(&["#", "STARTED", "OUTCOME", "STATUS", "MS", "ERROR"], rows);
 }
 
 fn print_analysis(r: &pb::AnalyzeDeadLettersResponse) {
-    println!(
+    outln!(
         "dead letters from {} to {}: {} looked at{}",
         when(r.window_start_unix_ms),
         when(r.window_end_unix_ms),
@@ -1164,11 +1164,11 @@ fn print_analysis(r: &pb::AnalyzeDeadLettersResponse) {
         if r.truncated { " (more exist)" } else { "" }
     );
     if r.destinations.is_empty() {
-        println!("none in this window");
+        outln!("none in this window");
     }
     for a in &r.destinations {
-        println!();
-        println!(
+        outln!();
+        outln!(
             "{}: {} dead letters, first {}, last {}, {:.1} attempts on average, at most {} in one hour",
             a.destination,
             a.count,
@@ -1177,7 +1177,7 @@ fn print_analysis(r: &pb::AnalyzeDeadLettersResponse) {
             a.average_attempts,
             a.busiest_hour_count
         );
-        println!(
+        outln!(
             "  commonest error: {} ({}x); commonest status: {} ({}x)",
             excerpt(&a.most_common_error, 80),
             a.most_common_error_count,
@@ -1189,8 +1189,8 @@ fn print_analysis(r: &pb::AnalyzeDeadLettersResponse) {
             a.most_common_status_count
         );
         for p in &a.patterns {
-            println!("  pattern {}: {}", p.kind, p.description);
-            println!("    what to do: {}", p.suggestion);
+            outln!("  pattern {}: {}", p.kind, p.description);
+            outln!("    what to do: {}", p.suggestion);
         }
     }
 }

@@ -445,3 +445,42 @@ async fn sources_put_then_receive_pulls_a_signed_webhook() {
     assert!(bad.stderr.contains("qeue"), "{}", bad.stderr);
     server.stop().await;
 }
+
+/// Issue #26, 15: `hookd stats | head -2`, `hookd dlq list | true`: a closed stdout ends
+/// the command quietly (exit 0, nothing on stderr), never a "Broken pipe" panic (101).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_stdout_ends_the_command_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let s = server.grpc.clone();
+    for args in [
+        &["stats"][..],
+        &["dlq", "list"],
+        &["endpoints", "list"],
+        &["config", "print-default"],
+    ] {
+        let (s, run) = (s.clone(), args.to_vec());
+        let (code, stderr) = tokio::task::spawn_blocking(move || {
+            let mut child = Command::new(env!("CARGO_BIN_EXE_hookd-under-test"))
+                .args(&run)
+                .env("HOOKD_SERVER", s)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            // The reader goes away before anything is written.
+            drop(child.stdout.take());
+            let out = child.wait_with_output().unwrap();
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        })
+        .await
+        .unwrap();
+        assert_eq!(code, Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+    server.stop().await;
+}
