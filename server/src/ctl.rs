@@ -902,7 +902,7 @@ async fn dlq(api: &mut Api, json: bool, cmd: DlqCmd, server: &str) -> Result<(),
                 .into_inner();
             show(json, &r, |r| {
                 if dry_run {
-                    outln!("{} dead letters would be replayed (dry run)", r.matched);
+                    outln!("{} would be replayed (dry run)", dead_letters(r.matched.into()));
                 } else {
                     outln!(
                         "replayed {} of {} matched; the last is due {}",
@@ -931,7 +931,7 @@ async fn dlq(api: &mut Api, json: bool, cmd: DlqCmd, server: &str) -> Result<(),
                 .into_inner();
             show(json, &r, |r| {
                 if dry_run {
-                    outln!("{} dead letters would be purged (dry run)", r.matched);
+                    outln!("{} would be purged (dry run)", dead_letters(r.matched.into()));
                 } else {
                     outln!("purged {} of {} matched", r.purged, r.matched);
                 }
@@ -1169,9 +1169,9 @@ fn print_analysis(r: &pb::AnalyzeDeadLettersResponse) {
     for a in &r.destinations {
         outln!();
         outln!(
-            "{}: {} dead letters, first {}, last {}, {:.1} attempts on average, at most {} in one hour",
+            "{}: {}, first {}, last {}, {:.1} attempts on average, at most {} in one hour",
             a.destination,
-            a.count,
+            dead_letters(a.count),
             when(a.first_unix_ms),
             when(a.last_unix_ms),
             a.average_attempts,
@@ -1195,9 +1195,22 @@ fn print_analysis(r: &pb::AnalyzeDeadLettersResponse) {
     }
 }
 
+/// "1 dead letter", "2 dead letters".
+fn dead_letters(n: u64) -> String {
+    format!("{n} dead letter{}", if n == 1 { "" } else { "s" })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue #26, 16: "1 dead letter", not "1 dead letters".
+    #[test]
+    fn counts_of_dead_letters_agree_in_number() {
+        assert_eq!(dead_letters(1), "1 dead letter");
+        assert_eq!(dead_letters(0), "0 dead letters");
+        assert_eq!(dead_letters(12), "12 dead letters");
+    }
 
     #[test]
     fn dates_and_durations_read_as_people_write_them() {

@@ -2,7 +2,12 @@
 //! of AnalyzeDeadLetters, which names the failure patterns operators look for:
 //!
 //! - **cluster**: many dead letters for one destination within one hour (at least
-//!   [`CLUSTER_PER_HOUR`]): it went down and did not recover within the retry window.
+//!   [`CLUSTER_PER_HOUR`]), most of them after failures an outage gives (no response, a
+//!   5xx, a 408) and more than one attempt: it went down and did not recover within the
+//!   retry window. A burst of permanent refusals (401s after one attempt) is not one.
+//! - **destination_refused**: most were refused by the destination guard (SSRF) before
+//!   any connection: the URL resolves to an address `delivery.allow_destinations` does
+//!   not admit.
 //! - **credentials**: most last attempts answered 401 or 403: credentials changed.
 //! - **rate_limited**: most answered 429: hookd exceeds the endpoint's rate limit.
 //! - **client_error**: most answered another 4xx: the endpoint rejects the payload.
@@ -158,7 +163,30 @@ fn patterns(a: &Analysis, rows: &[&DeadSummary]) -> Vec<Pattern> {
     let share = |pred: &dyn Fn(u32) -> bool| {
         rows.iter().filter(|d| pred(d.last_status)).count() as f64 / rows.len().max(1) as f64
     };
-    if a.busiest_hour_count >= CLUSTER_PER_HOUR {
+    let guard = crate::delivery::guard::Refused::MESSAGE;
+    let refused = rows.iter().filter(|d| d.last_error.contains(guard)).count() as f64
+        / rows.len().max(1) as f64;
+    if refused >= STATUS_SHARE {
+        out.push(Pattern {
+            kind: "destination_refused",
+            description: format!(
+                "{:.0} % were refused by the destination guard before any connection: the URL resolves to a loopback, private or otherwise non-public address",
+                refused * 100.0
+            ),
+            suggestion: "if the receiver really is on that network, admit it with delivery.allow_destinations (or --allow-destination CIDR[:PORT]) and replay; otherwise fix the URL (or its DNS) and replay, or purge".into(),
+        });
+        // Nothing else about these is worth saying: no request was ever sent.
+        return out;
+    }
+    // An outage answers with nothing, a 5xx or a 408, and was retried.
+    let outage = rows
+        .iter()
+        .filter(|d| {
+            d.attempts > 1 && (d.last_status == 0 || d.last_status >= 500 || d.last_status == 408)
+        })
+        .count() as f64
+        / rows.len().max(1) as f64;
+    if a.busiest_hour_count >= CLUSTER_PER_HOUR && outage >= STATUS_SHARE {
         out.push(Pattern {
             kind: "cluster",
             description: format!(
@@ -368,5 +396,37 @@ mod tests {
             error_contains: "timeout".into(),
             ..Default::default()
         }));
+    }
+
+    /// Issue #26, 16: a burst of 401s after one attempt each is a credentials problem, not
+    /// an outage; SSRF refusals get advice of their own.
+    #[test]
+    fn permanent_refusals_in_one_hour_are_not_an_outage_and_ssrf_refusals_are_named() {
+        let rows: Vec<_> = (0..12)
+            .map(|i| DeadSummary {
+                attempts: 1,
+                ..dead("endpoint:a", T0 + i * 60_000, 401, "HTTP 401: bad token")
+            })
+            .collect();
+        let a = &analyze(&rows, T0, T0 + DAY_MS)[0];
+        assert_eq!(kinds(a), ["credentials"]);
+        let refused = crate::delivery::guard::Refused {
+            addr: ([10, 0, 0, 1], 80).into(),
+            class: "private",
+        }
+        .to_string();
+        let rows: Vec<_> = (0..12)
+            .map(|i| DeadSummary {
+                attempts: 1,
+                ..dead("url:http://10.0.0.1", T0 + i * 60_000, 0, &refused)
+            })
+            .collect();
+        let a = &analyze(&rows, T0, T0 + DAY_MS)[0];
+        assert_eq!(kinds(a), ["destination_refused"]);
+        assert!(
+            a.patterns[0].suggestion.contains("allow_destinations"),
+            "{:?}",
+            a.patterns
+        );
     }
 }

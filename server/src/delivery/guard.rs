@@ -17,12 +17,16 @@ use ipnet::IpNet;
 
 /// Why an address was refused. The message is the same for every address and class.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "destination refused: not a public address, or not admitted by delivery.allow_destinations"
-)]
+#[error("{}", Refused::MESSAGE)]
 pub struct Refused {
     pub addr: SocketAddr,
     pub class: &'static str,
+}
+
+impl Refused {
+    /// What a refusal says (and what the dead-letter analysis recognises).
+    pub const MESSAGE: &'static str =
+        "destination refused: not a public address, or not admitted by delivery.allow_destinations";
 }
 
 /// One allow-list entry: a network, and the ports it admits (all without a range).
