@@ -17,11 +17,32 @@ use hookd::testkit::{ChildHookd, Receiver, Reply};
 use hookd_proto::v1::{self as pb, hookd_client::HookdClient};
 use tonic::transport::Channel;
 
+/// Top-ups after the fill, at most (they stop once the log holds a checkpoint's worth).
+const MAX_TOP_UP: u64 = 200_000;
+
+/// The scale run's config: no timed checkpoint (the log's share of the restart is what is
+/// measured), and backpressure marks that hold the fill and its top-up with room to spare,
+/// below the soft mark too (the defaults' per-destination hard mark is 1,000,000, which
+/// `--scale-messages 1000000` plus its top-up passes).
+fn config_text(n: u64, payload: usize) -> String {
+    let messages = 2 * (n + MAX_TOP_UP);
+    // A live record's bytes: the payload and its metadata (well under 512 B).
+    let bytes = messages.saturating_mul(payload as u64 + 512);
+    format!(
+        "checkpoint_interval_ms = 3600000\n\
+         [backpressure]\n\
+         destination_max_messages = {messages}\n\
+         max_messages = {messages}\n\
+         destination_max_bytes = {bytes}\n\
+         max_bytes = {bytes}\n"
+    )
+}
+
 /// hookd as a child process of this binary (`hookd-bench __hookd serve ...`), connected.
-async fn spawn(data: &Path) -> anyhow::Result<(ChildHookd, Channel)> {
+async fn spawn(data: &Path, n: u64, payload: usize) -> anyhow::Result<(ChildHookd, Channel)> {
     let exe = std::env::current_exe()?;
     let config = data.with_extension("toml");
-    std::fs::write(&config, "checkpoint_interval_ms = 3600000\n")?;
+    std::fs::write(&config, config_text(n, payload))?;
     let extra = [
         "--log-level".into(),
         "warn".into(),
@@ -61,7 +82,7 @@ pub async fn run(base: &Path, n: u64, payload: usize) -> anyhow::Result<()> {
         .await?
         .without_recording();
     receiver.hold();
-    let (mut child, channel) = spawn(&data).await?;
+    let (mut child, channel) = spawn(&data, n, payload).await?;
     let mut client = HookdClient::new(channel.clone());
     client
         .put_endpoint(pb::PutEndpointRequest {
@@ -94,7 +115,7 @@ pub async fn run(base: &Path, n: u64, payload: usize) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(200)).await;
         let stats = hookd_client::all_stats(&mut client).await?;
         let log = stats.storage.map_or(0, |s| s.log_since_checkpoint_bytes);
-        if log >= want || topped >= n {
+        if log >= want || topped >= n.min(MAX_TOP_UP) {
             break;
         }
         let step = ((want - log) / 800).clamp(100, 10_000);
@@ -129,7 +150,7 @@ pub async fn run(base: &Path, n: u64, payload: usize) -> anyhow::Result<()> {
     receiver.release();
 
     let started = Instant::now();
-    let (mut child, channel) = spawn(&data).await?;
+    let (mut child, channel) = spawn(&data, n, payload).await?;
     let mut client = HookdClient::new(channel);
     let ready = started.elapsed();
     while receiver.count() == before {
@@ -160,4 +181,25 @@ pub async fn run(base: &Path, n: u64, payload: usize) -> anyhow::Result<()> {
     std::fs::remove_dir_all(&data)?;
     let _ = std::fs::remove_file(data.with_extension("toml"));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue #26, 17: the marks hold a million messages and the top-up, below the soft mark.
+    #[test]
+    fn the_scale_config_holds_the_fill_and_its_top_up() {
+        for n in [1_000, 1_000_000, 5_000_000] {
+            let config = hookd::Config::from_toml(&config_text(n, 256)).unwrap();
+            let b = &config.backpressure;
+            let most = (n + MAX_TOP_UP) as f64;
+            assert!(
+                b.destination_max_messages as f64 * b.soft_fraction >= most,
+                "{n}"
+            );
+            assert!(b.max_messages as f64 * b.soft_fraction >= most, "{n}");
+            assert!(b.destination_max_bytes as f64 * b.soft_fraction >= most * 256.0);
+        }
+    }
 }

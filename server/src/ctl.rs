@@ -902,7 +902,10 @@ async fn dlq(api: &mut Api, json: bool, cmd: DlqCmd, server: &str) -> Result<(),
                 .into_inner();
             show(json, &r, |r| {
                 if dry_run {
-                    outln!("{} would be replayed (dry run)", dead_letters(r.matched.into()));
+                    outln!(
+                        "{} would be replayed (dry run)",
+                        dead_letters(r.matched.into())
+                    );
                 } else {
                     outln!(
                         "replayed {} of {} matched; the last is due {}",
@@ -931,7 +934,10 @@ async fn dlq(api: &mut Api, json: bool, cmd: DlqCmd, server: &str) -> Result<(),
                 .into_inner();
             show(json, &r, |r| {
                 if dry_run {
-                    outln!("{} would be purged (dry run)", dead_letters(r.matched.into()));
+                    outln!(
+                        "{} would be purged (dry run)",
+                        dead_letters(r.matched.into())
+                    );
                 } else {
                     outln!("purged {} of {} matched", r.purged, r.matched);
                 }

@@ -1043,3 +1043,54 @@ async fn a_slow_disk_answers_429_and_a_failed_one_503_with_retry_after_storing_n
     assert_eq!(a.header("retry-after").as_deref(), Some("5"));
     server.stop().await;
 }
+
+/// Issue #26, 12: an `enqueue` caller cannot forge an ingest event: hookd's own header
+/// names (`hookd-*`) are refused on Enqueue, and a key that looks like an ingest key
+/// (`<source>:<delivery id>`) does not pre-claim the provider's real delivery.
+#[tokio::test]
+async fn enqueue_cannot_forge_or_pre_claim_an_ingest_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_with_sources(dir.path(), vec![sw_source("agents", "inbox")]).await;
+    let mut client = server.client().await;
+    for name in ["hookd-source", "Hookd-Redacted", "hookd-anything"] {
+        let forged = client
+            .enqueue(hookd_client::Event::to_queue("inbox", b"{}".to_vec()).header(name, "agents"))
+            .await
+            .unwrap_err();
+        assert_eq!(code(&forged), Code::InvalidArgument, "{name}: {forged}");
+        assert!(forged.to_string().contains("reserved"), "{forged}");
+    }
+    // The attacker claims the key of a delivery the provider has not sent yet.
+    let claim = client
+        .enqueue(
+            hookd_client::Event::to_queue("inbox", b"forged".to_vec())
+                .idempotency_key("agents:msg_future"),
+        )
+        .await
+        .unwrap();
+    assert!(!claim.duplicate);
+    let body = br#"{"type":"real"}"#;
+    let real = post(
+        server.ingest,
+        "agents",
+        &sw_headers(SW_KEY, "msg_future", now_s(), body),
+        body,
+    )
+    .await;
+    assert_eq!(real.status, 202, "{real:?}");
+    assert_eq!(real.json()["duplicate"], false, "{real:?}");
+    assert_ne!(real.json()["id"].as_str(), Some(claim.id.as_str()));
+    let got = receive_all(&mut client, "inbox").await;
+    assert_eq!(got.len(), 2);
+    assert!(got.iter().any(|m| m.payload == body.to_vec()));
+    // The provider's own resend is still a duplicate.
+    let again = post(
+        server.ingest,
+        "agents",
+        &sw_headers(SW_KEY, "msg_future", now_s(), body),
+        body,
+    )
+    .await;
+    assert_eq!(again.json()["duplicate"], true, "{again:?}");
+    server.stop().await;
+}

@@ -171,6 +171,10 @@ pub fn new_message(
     ))
 }
 
+/// Header names hookd keeps for itself (ingest's `hookd-source`, `hookd-redaction`,
+/// `hookd-redacted`, and any it adds later).
+pub const RESERVED_PREFIX: &str = "hookd-";
+
 fn headers(
     raw: std::collections::HashMap<String, String>,
 ) -> Result<BTreeMap<String, String>, ApiError> {
@@ -193,6 +197,13 @@ fn headers(
         if RESERVED_HEADERS.contains(&parsed.as_str()) {
             return Err(invalid(format!(
                 "headers[{name:?}]: hookd sets this header itself"
+            )));
+        }
+        // hookd-source, hookd-redacted, ...: what hookd records about an ingest event, so a
+        // caller cannot make an event look received and verified (issue #26, 12).
+        if parsed.as_str().starts_with(RESERVED_PREFIX) {
+            return Err(invalid(format!(
+                "headers[{name:?}]: names starting {RESERVED_PREFIX:?} are reserved for hookd's own headers"
             )));
         }
         http::HeaderValue::from_str(&value)

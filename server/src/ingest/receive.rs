@@ -42,6 +42,10 @@ pub const REDACTION_HEADER: &str = "hookd-redaction";
 /// verifies.
 pub const REDACTED_HEADER: &str = "hookd-redacted";
 
+/// The first character of an ingest event's dedup key (see `receive`): outside printable
+/// ASCII, so outside every key Enqueue accepts.
+pub const INGEST_SCOPE: char = '\u{1}';
+
 /// What the handler shares.
 #[derive(Debug)]
 pub struct Ingest {
@@ -315,13 +319,19 @@ async fn handle(
         retry_base_ms: 0,
         retry_cap_ms: 0,
     };
-    let message = NewMessage::new(
+    let mut message = NewMessage::new(
         MessageId::generate(now_ms),
         source.destination.clone(),
         record,
         0,
         0,
     );
+    // Ingest's own idempotency namespace: the stored key (`<source>:<delivery id>`, what a
+    // consumer sees) is unchanged, but its dedup scope starts with a byte no Enqueue key
+    // may hold (they are printable ASCII), so no caller can pre-claim a provider's delivery.
+    if !message.idempotency_key.is_empty() {
+        message.idempotency_key.insert(0, INGEST_SCOPE);
+    }
     let result = match ingest.engine.enqueue(vec![message]).await {
         Ok(mut results) => results
             .pop()
