@@ -1094,3 +1094,37 @@ async fn enqueue_cannot_forge_or_pre_claim_an_ingest_event() {
     assert_eq!(again.json()["duplicate"], true, "{again:?}");
     server.stop().await;
 }
+
+/// Issue #26, 7: a signature header of 1,900 `v1,` entries is refused for its size with a
+/// status that says so (400, naming the limit), and a source takes at most 8 secrets.
+#[tokio::test]
+async fn signature_candidates_and_secrets_are_capped() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_with_sources(dir.path(), vec![sw_source("agents", "inbox")]).await;
+    let body = br#"{"type":"x"}"#;
+    let mut headers = sw_headers(SW_KEY, "msg_many", now_s(), body);
+    // Short entries, as the finding sent them: 1,900 fit in the 16 KiB header limit.
+    let many = vec!["v1,AA=="; 1_900].join(" ");
+    for (n, v) in &mut headers {
+        if n == "webhook-signature" {
+            *v = format!("{many} {v}");
+        }
+    }
+    let answer = post(server.ingest, "agents", &headers, body).await;
+    assert_eq!(answer.status, 400, "{answer:?}");
+    assert!(answer.body.contains("16"), "{answer:?}");
+    let mut client = server.client().await;
+    let e = client
+        .put_source(pb::Source {
+            name: "many-secrets".into(),
+            scheme: "standard-webhooks".into(),
+            secrets: (0..9).map(|_| sw_secret(SW_KEY)).collect(),
+            route: Some(pb::source::Route::Queue("q".into())),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Code::InvalidArgument, "{e}");
+    assert!(message(&e).contains("secrets"), "{}", message(&e));
+    server.stop().await;
+}

@@ -102,7 +102,7 @@ fn invalid(error: impl Into<String>) -> Refuse {
 fn unauthorized(source: &Source) -> Refuse {
     let mut r = answer(
         StatusCode::UNAUTHORIZED,
-        json!({ "error": super::verify::Refused { why: "" }.to_string() }),
+        json!({ "error": super::verify::Refused { why: "", over_limit: false }.to_string() }),
     );
     if source.spec.scheme == SchemeName::None {
         let challenge = if source.auth.bearer.is_empty() {
@@ -213,11 +213,27 @@ async fn handle(
         Ok(Ok(collected)) => collected.to_bytes(),
     };
     let now_ms = ingest.clock.now_ms();
-    if let Some(verifier) = &source.verifier
-        && let Err(refused) = verifier.verify(headers, &raw, now_ms / 1000)
-    {
-        tracing::debug!(source = %source.spec.name, why = refused.why, "inbound webhook refused");
-        return Err(unauthorized(source));
+    if let Some(verifier) = &source.verifier {
+        // A large body is hashed (once per secret) on a blocking thread, so a few of them
+        // cannot stall the async workers that also serve gRPC.
+        let verified = if raw.len() > crate::ingest::verify::BLOCKING_HASH_BYTES {
+            let (verifier, headers, body) = (verifier.clone(), headers.clone(), raw.clone());
+            tokio::task::spawn_blocking(move || verifier.verify(&headers, &body, now_ms / 1000))
+                .await
+                .map_err(|_| invalid("body: its signature check did not finish"))?
+        } else {
+            verifier.verify(headers, &raw, now_ms / 1000)
+        };
+        if let Err(refused) = verified {
+            tracing::debug!(source = %source.spec.name, why = refused.why, "inbound webhook refused");
+            if refused.over_limit {
+                return Err(invalid(format!(
+                    "signature header: more than {} signatures",
+                    crate::ingest::verify::MAX_SIGNATURES
+                )));
+            }
+            return Err(unauthorized(source));
+        }
     }
     // Trusted from here on.
     let mut json = if source.needs_json() {

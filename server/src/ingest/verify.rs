@@ -71,15 +71,37 @@ pub enum Encoding {
     Base64,
 }
 
+/// Signatures one header may carry, at most (Standard Webhooks' space-separated list,
+/// Stripe's `v1=` parts): rotation needs two or three; more only multiply the work.
+pub const MAX_SIGNATURES: usize = 16;
+/// Secrets one source may hold, at most (rotation needs two).
+pub const MAX_SECRETS: usize = 8;
+/// Bodies larger than this are hashed on a blocking thread, off the async workers.
+pub const BLOCKING_HASH_BYTES: usize = 64 << 10;
+
 /// A refused delivery. One text for every cause; `why` goes to the debug log only.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("signature missing, invalid or outside the time tolerance")]
 pub struct Refused {
     pub why: &'static str,
+    /// Refused for its shape before any MAC was computed (too many signatures): this may
+    /// be told to the sender as it is, since it says nothing about the secrets.
+    pub over_limit: bool,
 }
 
 fn refused(why: &'static str) -> Refused {
-    Refused { why }
+    Refused {
+        why,
+        over_limit: false,
+    }
+}
+
+/// The refusal of a header with more than [`MAX_SIGNATURES`] signatures.
+fn too_many() -> Refused {
+    Refused {
+        why: "too many signatures in the header",
+        over_limit: true,
+    }
 }
 
 /// What a verified delivery said of itself.
@@ -114,6 +136,12 @@ impl Verifier {
     pub fn new(scheme: Scheme, secrets: &[String], tolerance_s: u64) -> Result<Self, String> {
         if secrets.is_empty() {
             return Err("at least one secret is needed".into());
+        }
+        if secrets.len() > MAX_SECRETS {
+            return Err(format!(
+                "{} secrets is over the limit of {MAX_SECRETS} per source (rotation needs two)",
+                secrets.len()
+            ));
         }
         let mut keys = Vec::with_capacity(secrets.len());
         for (i, s) in secrets.iter().enumerate() {
@@ -157,7 +185,11 @@ impl Verifier {
                 let id = header("webhook-id")?;
                 let ts_text = header("webhook-timestamp")?;
                 let ts = self.timestamp(ts_text, now_s)?;
-                let candidates: Vec<Vec<u8>> = header("webhook-signature")?
+                let entries = header("webhook-signature")?;
+                if entries.split(' ').filter(|e| !e.is_empty()).count() > MAX_SIGNATURES {
+                    return Err(too_many());
+                }
+                let candidates: Vec<Vec<u8>> = entries
                     .split(' ')
                     .filter_map(|e| e.strip_prefix("v1,"))
                     .filter_map(|b| STANDARD.decode(b).ok())
@@ -172,6 +204,9 @@ impl Verifier {
                 let value = header("stripe-signature")?;
                 let mut t = None;
                 let mut candidates = Vec::new();
+                if value.split(',').count() > MAX_SIGNATURES + 1 {
+                    return Err(too_many());
+                }
                 for part in value.split(',') {
                     match part.trim().split_once('=') {
                         Some(("t", v)) => t = Some(v),
@@ -239,7 +274,9 @@ impl Verifier {
         Ok(ts)
     }
 
-    /// Whether any candidate is the MAC of `content` under any key (all compared).
+    /// Whether any candidate is the MAC of `content` under any key: each key's MAC is
+    /// computed once (one pass over the body per secret, whatever the candidates), then
+    /// compared with every candidate in constant time.
     fn any_matches(
         &self,
         algorithm: Algorithm,
@@ -251,13 +288,15 @@ impl Verifier {
         }
         let mut ok = false;
         for key in &self.keys {
+            let tag = match algorithm {
+                Algorithm::Sha256 => mac_of::<Hmac<sha2::Sha256>>(key, content),
+                Algorithm::Sha1 => mac_of::<Hmac<sha1::Sha1>>(key, content),
+            };
             for candidate in candidates {
-                ok |= match algorithm {
-                    Algorithm::Sha256 => {
-                        mac_verifies::<Hmac<sha2::Sha256>>(key, content, candidate)
-                    }
-                    Algorithm::Sha1 => mac_verifies::<Hmac<sha1::Sha1>>(key, content, candidate),
-                };
+                ok |= bool::from(subtle::ConstantTimeEq::ct_eq(
+                    tag.as_slice(),
+                    candidate.as_slice(),
+                ));
             }
         }
         if ok {
@@ -268,14 +307,15 @@ impl Verifier {
     }
 }
 
-fn mac_verifies<M: Mac + KeyInit>(key: &[u8], content: &[&[u8]], candidate: &[u8]) -> bool {
+/// The MAC of `content` under `key` (empty if the key does not fit, which matches nothing).
+fn mac_of<M: Mac + KeyInit>(key: &[u8], content: &[&[u8]]) -> Vec<u8> {
     let Ok(mut mac) = <M as KeyInit>::new_from_slice(key) else {
-        return false;
+        return Vec::new();
     };
     for part in content {
         mac.update(part);
     }
-    mac.verify_slice(candidate).is_ok()
+    mac.finalize().into_bytes().to_vec()
 }
 
 fn hex_decode(text: &str) -> Option<Vec<u8>> {
