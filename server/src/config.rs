@@ -300,6 +300,19 @@ impl Config {
         if self.idempotency_retention_secs == 0 {
             return invalid("idempotency_retention_secs", "must be at least 1".into());
         }
+        // A provider's resend is signed anew and accepted for tolerance_secs: a dedup key
+        // forgotten sooner lets a replayed delivery be stored twice (issue #26, 14).
+        for (i, source) in self.sources.iter().enumerate() {
+            if source.tolerance_secs > self.idempotency_retention_secs {
+                return Err(ConfigError::InvalidAt {
+                    key: format!("sources[{i}].tolerance_secs"),
+                    message: format!(
+                        "{} is longer than idempotency_retention_secs ({}): a delivery replayed after its dedup key expired but within the tolerance would be stored again; raise idempotency_retention_secs or lower tolerance_secs",
+                        source.tolerance_secs, self.idempotency_retention_secs
+                    ),
+                });
+            }
+        }
         if !(1..=1_000_000).contains(&self.max_commit_batch) {
             return invalid(
                 "max_commit_batch",
@@ -488,6 +501,18 @@ mod tests {
         assert!(e.contains("max_batch_event") && e.contains("line 2"), "{e}");
         let e = Config::from_toml("[retry]\nbase_ms = \"fast\"\n").unwrap_err();
         assert!(e.contains("base_ms"), "{e}");
+    }
+
+    #[test]
+    fn a_dedup_retention_shorter_than_a_sources_tolerance_is_refused() {
+        let mut c = Config::from_toml(
+            "idempotency_retention_secs = 60\n[[sources]]\nname = \"gh\"\nscheme = \"github\"\nsecrets = [\"a-github-webhook-secret\"]\nqueue = \"q\"\n",
+        )
+        .unwrap();
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("sources[0].tolerance_secs"), "{err}");
+        c.idempotency_retention_secs = 3_600;
+        c.validate().unwrap();
     }
 
     #[test]

@@ -190,12 +190,18 @@ pub fn seal_all(sealer: Option<&Sealer>, endpoint: &str, secrets: &mut [String])
     }
 }
 
-/// What GetEndpoint shows of a secret: a prefix and a fingerprint.
+/// What GetEndpoint and GetSource show of a secret: its kind's prefix (`whsec_`, never a
+/// character of the secret itself: a provider's secret may be a short phrase) and a
+/// fingerprint.
 pub fn summary(clear: &str) -> (String, String) {
-    let prefix: String = clear.chars().take("whsec_".len() + 4).collect();
+    let prefix = if clear.starts_with("whsec_") {
+        "whsec_…"
+    } else {
+        "…"
+    };
     let digest = Sha256::digest(clear.as_bytes());
     (
-        format!("{prefix}…"),
+        prefix.to_owned(),
         format!("sha256:{}", crate::auth::hex(&digest[..8])),
     )
 }
@@ -310,5 +316,22 @@ mod tests {
         let (key, msg) = e("keys = [{ id = \"a\", env = \"SHORT\" }]");
         assert_eq!(key, "secrets.keys[0]");
         assert!(msg.contains("32 bytes"), "{msg}");
+    }
+
+    /// Issue #26, 14: a summary shows no character of the secret itself.
+    #[test]
+    fn a_summary_shows_only_the_fingerprint() {
+        for secret in [
+            "It's a Secret to Everybody",
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        ] {
+            let (prefix, fingerprint) = summary(secret);
+            let material = secret.strip_prefix("whsec_").unwrap_or(secret);
+            assert!(
+                !prefix.contains(&material[..2]),
+                "{prefix} shows part of {secret}"
+            );
+            assert!(fingerprint.starts_with("sha256:"));
+        }
     }
 }

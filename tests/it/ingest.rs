@@ -1126,5 +1126,18 @@ async fn signature_candidates_and_secrets_are_capped() {
         .unwrap_err();
     assert_eq!(code(&e), Code::InvalidArgument, "{e}");
     assert!(message(&e).contains("secrets"), "{}", message(&e));
+    // Issue #26, 14: a one-character secret is refused.
+    let e = client
+        .put_source(pb::Source {
+            name: "short-secret".into(),
+            scheme: "github".into(),
+            secrets: vec!["x".into()],
+            route: Some(pb::source::Route::Queue("q".into())),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Code::InvalidArgument, "{e}");
+    assert!(message(&e).contains("minimum"), "{}", message(&e));
     server.stop().await;
 }

@@ -559,7 +559,11 @@ mod tests {
 
     #[test]
     fn defaults_per_scheme() {
-        let s = compile(SourceSpec::new("gh", SchemeName::Github, "q"), &["s"]).unwrap();
+        let s = compile(
+            SourceSpec::new("gh", SchemeName::Github, "q"),
+            &["a-test-secret-of-16+"],
+        )
+        .unwrap();
         assert_eq!(
             s.dedup,
             Some(Locator::Header(HeaderName::from_static(
@@ -571,7 +575,11 @@ mod tests {
             Some(Locator::Header(HeaderName::from_static("x-github-event")))
         );
         assert!(s.keep_headers.iter().any(|h| h == "x-hub-signature-256"));
-        let s = compile(SourceSpec::new("st", SchemeName::Stripe, "q"), &["whsec_x"]).unwrap();
+        let s = compile(
+            SourceSpec::new("st", SchemeName::Stripe, "q"),
+            &["whsec_stripe_test_secret"],
+        )
+        .unwrap();
         assert_eq!(s.dedup, Some(Locator::Json("/id".into())));
         assert!(s.needs_json());
         // Standard Webhooks: the delivery id is a header and the event type a default
@@ -638,7 +646,7 @@ mod tests {
         let cases: Vec<(SourceSpec, &[&str], &str)> = vec![
             (
                 SourceSpec::new("a b", SchemeName::Github, "q"),
-                &["s"],
+                &["a-test-secret-of-16+"],
                 "name:",
             ),
             (
@@ -651,13 +659,17 @@ mod tests {
                 &[],
                 "bearer_sha256:",
             ),
-            (SourceSpec::new("a", SchemeName::Hmac, "q"), &["s"], "hmac:"),
+            (
+                SourceSpec::new("a", SchemeName::Hmac, "q"),
+                &["a-test-secret-of-16+"],
+                "hmac:",
+            ),
             (
                 SourceSpec {
                     json_schema: Some("{\"type\": 3}".into()),
                     ..SourceSpec::new("a", SchemeName::Github, "q")
                 },
-                &["s"],
+                &["a-test-secret-of-16+"],
                 "json_schema:",
             ),
             (
@@ -665,7 +677,7 @@ mod tests {
                     dedup_id: Some("body:/id".into()),
                     ..SourceSpec::new("a", SchemeName::Github, "q")
                 },
-                &["s"],
+                &["a-test-secret-of-16+"],
                 "dedup_id:",
             ),
             (
@@ -673,7 +685,7 @@ mod tests {
                     endpoint: Some("e".into()),
                     ..SourceSpec::new("a", SchemeName::Github, "q")
                 },
-                &["s"],
+                &["a-test-secret-of-16+"],
                 "queue:",
             ),
             (
@@ -681,7 +693,7 @@ mod tests {
                     max_body_bytes: 2 << 20,
                     ..SourceSpec::new("a", SchemeName::Github, "q")
                 },
-                &["s"],
+                &["a-test-secret-of-16+"],
                 "max_body_bytes:",
             ),
             (

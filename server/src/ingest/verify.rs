@@ -74,6 +74,9 @@ pub enum Encoding {
 /// Signatures one header may carry, at most (Standard Webhooks' space-separated list,
 /// Stripe's `v1=` parts): rotation needs two or three; more only multiply the work.
 pub const MAX_SIGNATURES: usize = 16;
+/// A provider secret's length, at least (a short one is guessed; Standard Webhooks
+/// secrets have their own rule: a `whsec_` key of 24 to 64 bytes).
+pub const MIN_SECRET_BYTES: usize = 16;
 /// Secrets one source may hold, at most (rotation needs two).
 pub const MAX_SECRETS: usize = 8;
 /// Bodies larger than this are hashed on a blocking thread, off the async workers.
@@ -149,7 +152,12 @@ impl Verifier {
                 Scheme::StandardWebhooks => crate::delivery::signing::Secret::parse(s)
                     .map(|k| k.key_bytes().to_vec())
                     .map_err(|e| format!("secrets[{i}]: {e}"))?,
-                _ if s.is_empty() => return Err(format!("secrets[{i}]: empty")),
+                _ if s.len() < MIN_SECRET_BYTES => {
+                    return Err(format!(
+                        "secrets[{i}]: {} bytes is under the minimum of {MIN_SECRET_BYTES}",
+                        s.len()
+                    ));
+                }
                 _ => s.as_bytes().to_vec(),
             };
             keys.push(key);
@@ -400,14 +408,18 @@ mod tests {
         let sig = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17";
         let v = Verifier::new(
             Scheme::Github,
-            &["old-secret".into(), "It's a Secret to Everybody".into()],
+            &[
+                "an-old-github-secret".into(),
+                "It's a Secret to Everybody".into(),
+            ],
             300,
         )
         .unwrap();
         let h = headers(&[("x-hub-signature-256", sig)]);
         assert!(v.verify(&h, b"Hello, World!", NOW).is_ok());
         assert!(v.verify(&h, b"Hello, World?", NOW).is_err());
-        let only_old = Verifier::new(Scheme::Github, &["old-secret".into()], 300).unwrap();
+        let only_old =
+            Verifier::new(Scheme::Github, &["an-old-github-secret".into()], 300).unwrap();
         assert!(only_old.verify(&h, b"Hello, World!", NOW).is_err());
     }
 
@@ -434,10 +446,11 @@ mod tests {
                 .is_err()
         );
 
-        let mut mac = Hmac::<sha2::Sha256>::new_from_slice(b"shpss_key").unwrap();
+        let mut mac = Hmac::<sha2::Sha256>::new_from_slice(b"shpss_key_0123456789").unwrap();
         mac.update(body);
         let b64 = STANDARD.encode(mac.finalize().into_bytes());
-        let shopify = Verifier::new(Scheme::Shopify, &["shpss_key".into()], 300).unwrap();
+        let shopify =
+            Verifier::new(Scheme::Shopify, &["shpss_key_0123456789".into()], 300).unwrap();
         assert!(
             shopify
                 .verify(&headers(&[("x-shopify-hmac-sha256", &b64)]), body, NOW)
@@ -454,12 +467,12 @@ mod tests {
                     timestamp_header: timestamp.then(|| "x-timestamp".into()),
                     separator: ":".into(),
                 }),
-                &["k".into()],
+                &["a-generic-hmac-key".into()],
                 60,
             )
             .unwrap()
         };
-        let mut mac = Hmac::<sha1::Sha1>::new_from_slice(b"k").unwrap();
+        let mut mac = Hmac::<sha1::Sha1>::new_from_slice(b"a-generic-hmac-key").unwrap();
         mac.update(t.as_bytes());
         mac.update(b":");
         mac.update(body);
@@ -483,7 +496,7 @@ mod tests {
                 .verify(&h, body, NOW)
                 .is_err()
         );
-        let plain = hmac_hex(b"k", &[body]);
+        let plain = hmac_hex(b"a-generic-hmac-key", &[body]);
         let h = headers(&[("x-signature", &format!("sig={plain}"))]);
         assert!(
             generic(Algorithm::Sha256, Encoding::Hex, false)
