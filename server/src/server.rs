@@ -549,6 +549,7 @@ async fn serve_once(
         crate::api::Watchers {
             events,
             stopping: stop_rx.clone(),
+            open: Arc::default(),
         },
         sealer.clone(),
         sources.clone(),

@@ -661,3 +661,46 @@ async fn sighup_reloads_certificates() {
     );
     child.kill().await.unwrap();
 }
+
+/// Issue #26, 11: Watch streams are bounded per caller (and in total): one caller opening
+/// more than 16 gets RESOURCE_EXHAUSTED naming the limit, and a stream closed gives its
+/// place back.
+#[tokio::test]
+async fn watch_streams_are_capped_per_caller() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = crate::harness::TestServer::start(dir.path()).await;
+    let mut c = server.client().await;
+    let mut open = Vec::new();
+    for _ in 0..16 {
+        let stream = c
+            .raw()
+            .watch(hookd_proto::v1::WatchRequest::default())
+            .await
+            .unwrap()
+            .into_inner();
+        open.push(stream);
+    }
+    let refused = c
+        .raw()
+        .watch(hookd_proto::v1::WatchRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::ResourceExhausted, "{refused}");
+    assert!(refused.message().contains("16"), "{refused}");
+    drop(open.pop());
+    // The place comes back once the stream's forwarder sees it closed.
+    let again = crate::harness::eventually(
+        "a closed Watch stream gives its place back",
+        async || {
+            c.raw()
+                .watch(hookd_proto::v1::WatchRequest::default())
+                .await
+                .map(|s| s.into_inner())
+                .map_err(|e| e.code())
+        },
+        |r| r.is_ok(),
+    )
+    .await;
+    assert!(again.is_ok());
+    server.stop().await;
+}

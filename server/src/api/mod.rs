@@ -35,6 +35,85 @@ pub struct HookdService {
 pub struct Watchers {
     pub events: crate::events::Events,
     pub stopping: tokio::sync::watch::Receiver<bool>,
+    /// Streams open, in total and per caller.
+    pub open: Arc<WatchSlots>,
+}
+
+/// Watch streams open over all callers, at most.
+pub const MAX_WATCH_STREAMS: usize = 256;
+/// Watch streams one caller (a credential's name, or without authentication the peer's IP
+/// address) may hold open, at most.
+pub const MAX_WATCH_STREAMS_PER_CALLER: usize = 16;
+/// Events queued for one watcher that has stopped reading, at most...
+const WATCH_QUEUE: usize = 64;
+/// ...for this long before it is dropped with "lagged".
+const WATCH_STALL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The places of open Watch streams.
+#[derive(Debug, Default)]
+pub struct WatchSlots {
+    open: std::sync::Mutex<(usize, std::collections::HashMap<String, usize>)>,
+}
+
+/// One open Watch stream's place; given back when dropped.
+#[derive(Debug)]
+pub struct WatchSlot {
+    slots: Arc<WatchSlots>,
+    caller: String,
+}
+
+impl WatchSlots {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (usize, std::collections::HashMap<String, usize>)> {
+        self.open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A place for `caller`, or the refusal naming the limit it is at.
+    fn take(self: &Arc<Self>, caller: String) -> Result<WatchSlot, Status> {
+        let mut open = self.lock();
+        if open.0 >= MAX_WATCH_STREAMS {
+            return Err(Status::resource_exhausted(format!(
+                "hookd has {MAX_WATCH_STREAMS} Watch streams open, its limit; retry later"
+            )));
+        }
+        let mine = open.1.entry(caller.clone()).or_default();
+        if *mine >= MAX_WATCH_STREAMS_PER_CALLER {
+            return Err(Status::resource_exhausted(format!(
+                "this caller has {MAX_WATCH_STREAMS_PER_CALLER} Watch streams open, the limit per caller; close one first"
+            )));
+        }
+        *mine += 1;
+        open.0 += 1;
+        Ok(WatchSlot {
+            slots: self.clone(),
+            caller,
+        })
+    }
+}
+
+impl Drop for WatchSlot {
+    fn drop(&mut self) {
+        let mut open = self.slots.lock();
+        open.0 = open.0.saturating_sub(1);
+        if let Some(n) = open.1.get_mut(&self.caller) {
+            *n -= 1;
+            if *n == 0 {
+                open.1.remove(&self.caller);
+            }
+        }
+    }
+}
+
+/// Who a call is from, for per-caller shares: the credential's name, or the peer's address.
+fn caller_of<T>(request: &Request<T>) -> String {
+    if let Some(p) = request.extensions().get::<Arc<crate::auth::Principal>>() {
+        return format!("principal:{}", p.name);
+    }
+    match request.extensions().get::<crate::listen::ConnInfo>() {
+        Some(info) => format!("ip:{}", info.remote.ip()),
+        None => "unknown".into(),
+    }
 }
 
 impl HookdService {
@@ -603,13 +682,19 @@ impl Hookd for HookdService {
         request: Request<pb::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
         use tokio::sync::broadcast::error::RecvError;
+        let slot = self.watchers.open.take(caller_of(&request))?;
         let only = validate::destination_filter(request.into_inner().destination)?.map(|d| d.key());
         let mut events = self.watchers.events.subscribe();
         let mut stopping = self.watchers.stopping.clone();
         let clock = self.clock.clone();
-        let (tx, rx) = tokio::sync::mpsc::channel(256);
-        // Forwards until the client goes (send fails), hookd stops, or the engine is gone.
+        let (tx, rx) = tokio::sync::mpsc::channel(WATCH_QUEUE + 1);
+        // One place kept for the last word to a watcher that stopped reading.
+        let last = tx.clone().reserve_owned().await.ok();
+        // Forwards until the client goes (send fails), hookd stops, the engine is gone, or
+        // the client stops reading (then "lagged", and the stream ends): a watcher never
+        // holds more than WATCH_QUEUE events.
         tokio::spawn(async move {
+            let _slot = slot;
             loop {
                 let event = tokio::select! {
                     _ = stopping.wait_for(|stop| *stop) => return,
@@ -631,8 +716,18 @@ impl Hookd for HookdService {
                     },
                     Err(RecvError::Closed) => return,
                 };
-                if tx.send(Ok(out)).await.is_err() {
-                    return;
+                match tx.send_timeout(Ok(out), WATCH_STALL).await {
+                    Ok(()) => {}
+                    Err(tokio::sync::mpsc::error::SendTimeoutError::Timeout(_)) => {
+                        if let Some(last) = last {
+                            last.send(Err(Status::aborted(format!(
+                                "lagged: this watcher read nothing for {} s with {WATCH_QUEUE} events waiting; watch again",
+                                WATCH_STALL.as_secs()
+                            ))));
+                        }
+                        return;
+                    }
+                    Err(tokio::sync::mpsc::error::SendTimeoutError::Closed(_)) => return,
                 }
             }
         });
