@@ -3,8 +3,8 @@
 //!
 //! - **cluster**: many dead letters for one destination within one hour (at least
 //!   [`CLUSTER_PER_HOUR`]), most of them after failures an outage gives (no response, a
-//!   5xx, a 408) and more than one attempt: it went down and did not recover within the
-//!   retry window. A burst of permanent refusals (401s after one attempt) is not one.
+//!   5xx, a 408): it went down and did not recover within the retry window. A burst of
+//!   refusals (401s after one attempt) is not one.
 //! - **destination_refused**: most were refused by the destination guard (SSRF) before
 //!   any connection: the URL resolves to an address `delivery.allow_destinations` does
 //!   not admit.
@@ -178,12 +178,10 @@ fn patterns(a: &Analysis, rows: &[&DeadSummary]) -> Vec<Pattern> {
         // Nothing else about these is worth saying: no request was ever sent.
         return out;
     }
-    // An outage answers with nothing, a 5xx or a 408, and was retried.
+    // An outage answers with nothing, a 5xx or a 408; a 401 is an answer, not an outage.
     let outage = rows
         .iter()
-        .filter(|d| {
-            d.attempts > 1 && (d.last_status == 0 || d.last_status >= 500 || d.last_status == 408)
-        })
+        .filter(|d| d.last_status == 0 || d.last_status >= 500 || d.last_status == 408)
         .count() as f64
         / rows.len().max(1) as f64;
     if a.busiest_hour_count >= CLUSTER_PER_HOUR && outage >= STATUS_SHARE {

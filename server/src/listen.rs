@@ -59,6 +59,12 @@ pub struct ConnectionLimits {
     /// Bytes of gRPC request bodies received but not yet decoded, over all calls; a call
     /// that would pass it is answered RESOURCE_EXHAUSTED.
     pub max_request_bytes_in_flight: u64,
+    /// An inbound webhook's body must have arrived within this (ingest listener).
+    pub ingest_body_timeout_ms: u64,
+    /// Bytes of inbound webhook bodies held before their signature is checked, over all
+    /// requests (each counts its Content-Length, or its source's `max_body_bytes` when
+    /// chunked); past it, 503 with Retry-After before the body is read.
+    pub max_unverified_ingest_bytes: u64,
 }
 
 impl Default for ConnectionLimits {
@@ -74,6 +80,8 @@ impl Default for ConnectionLimits {
             keepalive_interval_secs: 30,
             max_requests_in_flight: 10_000,
             max_request_bytes_in_flight: 256 << 20,
+            ingest_body_timeout_ms: 10_000,
+            max_unverified_ingest_bytes: 64 << 20,
         }
     }
 }
@@ -128,6 +136,18 @@ impl ConnectionLimits {
             self.request_body_timeout_ms,
             100,
             3_600_000,
+        )?;
+        within(
+            "connections.ingest_body_timeout_ms",
+            self.ingest_body_timeout_ms,
+            100,
+            3_600_000,
+        )?;
+        within(
+            "connections.max_unverified_ingest_bytes",
+            self.max_unverified_ingest_bytes,
+            1 << 20,
+            1 << 40,
         )?;
         within(
             "connections.max_requests_in_flight",

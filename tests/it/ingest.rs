@@ -1141,3 +1141,47 @@ async fn signature_candidates_and_secrets_are_capped() {
     assert!(message(&e).contains("minimum"), "{}", message(&e));
     server.stop().await;
 }
+
+/// Issue #26, 9: bodies held before their signature check draw on one byte budget
+/// (`connections.max_unverified_ingest_bytes`): past it, 503 with Retry-After before the
+/// body is read; the budget comes back when a held request goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unverified_bodies_in_flight_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(dir.path());
+    config.sources = vec![sw_source("agents", "inbox")];
+    config.connections.max_unverified_ingest_bytes = 1 << 20;
+    config.max_payload_bytes = 1 << 20;
+    let server = TestServer::start_with(config, ManualClock::new(SystemClock.now_ms())).await;
+    // A sender that announces 800 kB and sends almost none of it.
+    let mut held = tokio::net::TcpStream::connect(server.ingest).await.unwrap();
+    held.write_all(
+        b"POST /in/agents HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+          webhook-id: a\r\nwebhook-timestamp: 1\r\nwebhook-signature: v1,AA==\r\n\
+          content-length: 800000\r\n\r\n{",
+    )
+    .await
+    .unwrap();
+    let body = vec![b' '; 300_000];
+    let signed = sw_headers(SW_KEY, "msg_big", now_s(), &body);
+    let busy = crate::harness::eventually(
+        "the held body takes its share of the budget",
+        async || post(server.ingest, "agents", &signed, &body).await,
+        |a| a.status == 503,
+    )
+    .await;
+    assert_eq!(busy.header("retry-after").as_deref(), Some("1"), "{busy:?}");
+    assert!(
+        busy.body.contains("max_unverified_ingest_bytes"),
+        "{busy:?}"
+    );
+    drop(held);
+    let ok = crate::harness::eventually(
+        "the budget comes back once the held request is gone",
+        async || post(server.ingest, "agents", &signed, &body).await,
+        |a| a.status != 503,
+    )
+    .await;
+    assert_eq!(ok.status, 202, "{ok:?}");
+    server.stop().await;
+}

@@ -59,6 +59,9 @@ pub struct Ingest {
     pub max_payload_bytes: usize,
     /// How long the whole body may take to arrive.
     pub body_timeout: Duration,
+    /// Bytes of bodies held before their signature is checked
+    /// (`connections.max_unverified_ingest_bytes`), one permit a byte.
+    pub unverified: Arc<tokio::sync::Semaphore>,
 }
 
 /// The ingest listener's routes.
@@ -199,6 +202,26 @@ async fn handle(
             ),
         ));
     }
+    // The body's place in the budget of unverified bytes, taken before it is read and
+    // given back once its signature is checked: a crowd of unsigned senders cannot make
+    // hookd hold more than the budget.
+    let announced = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(limit)
+        .min(limit);
+    let budget = u32::try_from(announced.max(1)).unwrap_or(u32::MAX);
+    let Ok(unverified) = ingest.unverified.clone().try_acquire_many_owned(budget) else {
+        return Err(Refuse(
+            retry_after(
+                StatusCode::SERVICE_UNAVAILABLE,
+                1,
+                json!({"error": "busy: too many bytes of inbound bodies wait for their signature check (connections.max_unverified_ingest_bytes); retry later"}),
+            ),
+            "backpressure",
+        ));
+    };
     let body = http_body_util::Limited::new(body, limit).collect();
     let raw = match tokio::time::timeout(ingest.body_timeout, body).await {
         Err(_) => {
@@ -235,7 +258,8 @@ async fn handle(
             return Err(unauthorized(source));
         }
     }
-    // Trusted from here on.
+    // Trusted from here on: its bytes leave the unverified budget.
+    drop(unverified);
     let mut json = if source.needs_json() {
         Some(
             serde_json::from_slice::<Value>(&raw)
