@@ -11,7 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// One `GET /metrics`: (bytes, series lines).
 async fn scrape(http: SocketAddr) -> anyhow::Result<(usize, usize)> {
     let mut tcp = tokio::net::TcpStream::connect(http).await?;
-    tcp.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+    tcp.write_all(b"GET /metrics HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n")
         .await?;
     let mut body = String::new();
     tcp.read_to_string(&mut body).await?;

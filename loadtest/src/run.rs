@@ -443,8 +443,13 @@ async fn backpressure_counters(
     let Ok(mut tcp) = tokio::net::TcpStream::connect(http).await else {
         return (refused, hints);
     };
+    // The address as the Host: without [auth], hookd answers /metrics only to an IP
+    // address or localhost (DNS rebinding).
     let _ = tcp
-        .write_all(b"GET /metrics HTTP/1.1\r\nhost: hookd\r\nconnection: close\r\n\r\n")
+        .write_all(
+            format!("GET /metrics HTTP/1.1\r\nhost: {http}\r\nconnection: close\r\n\r\n")
+                .as_bytes(),
+        )
         .await;
     let mut text = String::new();
     let _ = tokio::time::timeout(Duration::from_secs(5), tcp.read_to_string(&mut text)).await;

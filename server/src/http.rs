@@ -16,12 +16,31 @@ struct Admin {
     engine: EngineHandle,
     metrics: Arc<Metrics>,
     max_destination_series: usize,
+    /// No `[auth]`: `/metrics` answers only a `Host` that names no domain.
+    check_host: bool,
 }
 
+/// A `Host` an attacker's domain cannot stand for: an IP address or `localhost`, with or
+/// without a port. DNS rebinding sends the attacker's own name.
+pub fn host_names_no_domain(headers: &http::HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+        return false;
+    };
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok()
+}
+
+/// `check_host`: no `[auth]` is configured, so `/metrics` answers only a `Host` that is an
+/// IP address or `localhost` (scrapers by address keep working; a page on another site
+/// reached through DNS rebinding does not).
 pub fn router(
     engine: EngineHandle,
     metrics: Arc<Metrics>,
     max_destination_series: usize,
+    check_host: bool,
 ) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
@@ -30,6 +49,7 @@ pub fn router(
             engine,
             metrics,
             max_destination_series,
+            check_host,
         })
 }
 
@@ -47,7 +67,14 @@ async fn healthz(State(admin): State<Admin>) -> (StatusCode, &'static str) {
 
 /// The Prometheus text format (0.0.4). If the engine cannot answer (it has stopped), the
 /// counters are still served, with `hookd_storage_healthy 0`.
-async fn metrics_text(State(admin): State<Admin>) -> Response {
+async fn metrics_text(State(admin): State<Admin>, headers: http::HeaderMap) -> Response {
+    if admin.check_host && !host_names_no_domain(&headers) {
+        return (
+            StatusCode::FORBIDDEN,
+            "without [auth], /metrics answers only a Host that is an IP address or localhost (DNS rebinding); scrape by address, or configure [auth]\n",
+        )
+            .into_response();
+    }
     let snapshot = match admin.engine.gauges(admin.max_destination_series).await {
         Ok(s) => s,
         Err(e) => {

@@ -663,6 +663,7 @@ async fn serve_once(
         engine.clone(),
         metrics,
         config.metrics.max_destination_series,
+        !auth.enabled(),
     )
     .merge(crate::console::router(console))
     .layer(axum::middleware::from_fn_with_state(

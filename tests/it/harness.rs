@@ -97,7 +97,8 @@ impl TestServer {
     /// listener.
     pub async fn http_get(&self, path: &str) -> String {
         let mut tcp = tokio::net::TcpStream::connect(self.http).await.unwrap();
-        let request = format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+        let request =
+            format!("GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n");
         tcp.write_all(request.as_bytes()).await.unwrap();
         let mut response = String::new();
         tcp.read_to_string(&mut response).await.unwrap();

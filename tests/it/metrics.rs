@@ -245,3 +245,31 @@ async fn metrics_pass_promtool_check() {
     );
     server.stop().await;
 }
+
+/// Issue #26, 14: without `[auth]`, `/metrics` answers only a `Host` that is an IP address
+/// or `localhost`: a page on another site cannot read it through DNS rebinding.
+#[tokio::test]
+async fn metrics_without_auth_refuses_a_dns_name_host() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let server = crate::harness::TestServer::start(dir.path()).await;
+    let get = async |host: &str| {
+        let mut tcp = tokio::net::TcpStream::connect(server.http).await.unwrap();
+        tcp.write_all(
+            format!("GET /metrics HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await
+        .unwrap();
+        let mut out = String::new();
+        tcp.read_to_string(&mut out).await.unwrap();
+        out
+    };
+    let rebound = get("evil.example:7701").await;
+    assert!(rebound.starts_with("HTTP/1.1 403"), "{rebound}");
+    for host in ["127.0.0.1:7701", "localhost", "[::1]:7701", "10.1.2.3"] {
+        let ok = get(host).await;
+        assert!(ok.starts_with("HTTP/1.1 200"), "{host}: {ok}");
+    }
+    server.stop().await;
+}
