@@ -23,14 +23,18 @@ struct Admin {
 /// A `Host` an attacker's domain cannot stand for: an IP address or `localhost`, with or
 /// without a port. DNS rebinding sends the attacker's own name.
 pub fn host_names_no_domain(headers: &http::HeaderMap) -> bool {
-    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
-        return false;
-    };
-    let name = match host.strip_prefix('[') {
+    host_name(headers).is_some_and(|name| {
+        name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok()
+    })
+}
+
+/// The `Host` header's name, without its port (and an IPv6 literal without brackets).
+pub fn host_name(headers: &http::HeaderMap) -> Option<&str> {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok())?;
+    Some(match host.strip_prefix('[') {
         Some(rest) => rest.split(']').next().unwrap_or(""),
         None => host.rsplit_once(':').map_or(host, |(h, _)| h),
-    };
-    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok()
+    })
 }
 
 /// `check_host`: no `[auth]` is configured, so `/metrics` answers only a `Host` that is an
