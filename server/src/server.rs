@@ -846,6 +846,7 @@ pub fn preflight(config: &Config) -> Result<(), ServeError> {
         &config.sources,
         crate::ingest::source::Limits {
             max_payload_bytes: config.max_payload_bytes,
+            dedup_retention_secs: config.idempotency_retention_secs,
         },
         &|var| std::env::var(var).ok(),
     )
@@ -959,6 +960,7 @@ async fn load_sources(
         sealer,
         crate::ingest::source::Limits {
             max_payload_bytes: config.max_payload_bytes,
+            dedup_retention_secs: config.idempotency_retention_secs,
         },
         &|var| std::env::var(var).ok(),
     )

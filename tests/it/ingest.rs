@@ -1185,3 +1185,27 @@ async fn unverified_bodies_in_flight_are_bounded() {
     assert_eq!(ok.status, 202, "{ok:?}");
     server.stop().await;
 }
+
+/// Issue #26, 14: PutSource refuses a source that accepts resends (`tolerance_secs`) for
+/// longer than delivery ids deduplicate (`idempotency_retention_secs`).
+#[tokio::test]
+async fn put_source_refuses_a_tolerance_longer_than_the_dedup_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(dir.path());
+    config.idempotency_retention_secs = 60;
+    let server = TestServer::start_with(config, ManualClock::new(SystemClock.now_ms())).await;
+    let mut client = server.client().await;
+    let source = |tolerance_secs| pb::Source {
+        name: "gh".into(),
+        scheme: "github".into(),
+        secrets: vec![GITHUB_SECRET.into()],
+        route: Some(pb::source::Route::Queue("q".into())),
+        tolerance_secs,
+        ..Default::default()
+    };
+    let e = client.put_source(source(300)).await.unwrap_err();
+    assert_eq!(code(&e), Code::InvalidArgument, "{e}");
+    assert!(message(&e).contains("tolerance_secs"), "{}", message(&e));
+    assert!(client.put_source(source(60)).await.unwrap().created);
+    server.stop().await;
+}

@@ -300,6 +300,9 @@ pub struct Source {
 pub struct Limits {
     /// `max_payload_bytes`: no source takes more.
     pub max_payload_bytes: usize,
+    /// `idempotency_retention_secs`: a delivery id deduplicates this long, so no source
+    /// may accept a resend (`tolerance_secs`) for longer.
+    pub dedup_retention_secs: u64,
 }
 
 impl Source {
@@ -372,6 +375,12 @@ impl Source {
             return Err(format!(
                 "tolerance_secs: {} is outside 1..=86400",
                 spec.tolerance_secs
+            ));
+        }
+        if spec.tolerance_secs > limits.dedup_retention_secs {
+            return Err(format!(
+                "tolerance_secs: {} is longer than idempotency_retention_secs ({}): a delivery replayed after its dedup key expired but within the tolerance would be stored again",
+                spec.tolerance_secs, limits.dedup_retention_secs
             ));
         }
         if spec.max_body_bytes == 0 || spec.max_body_bytes > limits.max_payload_bytes {
@@ -544,6 +553,7 @@ mod tests {
 
     const LIMITS: Limits = Limits {
         max_payload_bytes: 1 << 20,
+        dedup_retention_secs: 24 * 3600,
     };
 
     fn compile(spec: SourceSpec, secrets: &[&str]) -> Result<Source, String> {
