@@ -179,11 +179,7 @@ fn patterns(a: &Analysis, rows: &[&DeadSummary]) -> Vec<Pattern> {
         return out;
     }
     // An outage answers with nothing, a 5xx or a 408; a 401 is an answer, not an outage.
-    let outage = rows
-        .iter()
-        .filter(|d| d.last_status == 0 || d.last_status >= 500 || d.last_status == 408)
-        .count() as f64
-        / rows.len().max(1) as f64;
+    let outage = share(&|s| s == 0 || s >= 500 || s == 408);
     if a.busiest_hour_count >= CLUSTER_PER_HOUR && outage >= STATUS_SHARE {
         out.push(Pattern {
             kind: "cluster",

@@ -788,7 +788,8 @@ pub fn plan_repair(dir: &dyn LogDir, from: Lsn) -> Result<RepairPlan, LogError> 
         let found = scan(&bytes, *start, u64::MAX, &mut |_, _| Ok::<(), LogError>(()))?;
         previous = Some(start + found.valid);
         if let Some(why) = found.bad {
-            plan.problem = Some(match damage(&bytes) {
+            let damaged = damage(&bytes);
+            plan.problem = Some(match damaged {
                 Some((at, next, why)) => LogError::Damaged {
                     segment: name.clone(),
                     at: start + at,
@@ -803,7 +804,7 @@ pub fn plan_repair(dir: &dyn LogDir, from: Lsn) -> Result<RepairPlan, LogError> 
             });
             plan.cut = Some((name.clone(), found.valid));
             plan.dropped_bytes += bytes.len() as u64 - found.valid;
-            if let Some((at, next, _)) = damage(&bytes) {
+            if let Some((at, next, _)) = damaged {
                 let (at, next) = (at as usize, next as usize);
                 if next - at > HEADER {
                     plan.damaged = Some((start + at as u64, bytes[at + HEADER..next].to_vec()));
