@@ -16,6 +16,7 @@ fuzz_target!(|data: &[u8]| {
         // Each source compiled as start-up compiles it (secrets given inline only).
         let limits = hookd::ingest::source::Limits {
             max_payload_bytes: config.max_payload_bytes,
+            dedup_retention_secs: config.idempotency_retention_secs,
         };
         for spec in config.sources {
             let (secrets, schema) = (spec.secrets.clone(), spec.json_schema.clone());
