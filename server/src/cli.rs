@@ -229,21 +229,97 @@ fn repair(args: &RepairArgs) -> Result<ExitCode, String> {
     if !dir.join("hookd.redb").exists() {
         return Err(format!("no hookd data in {}", dir.display()));
     }
-    let store = crate::store::Store::open(dir).map_err(|e| {
+    let cannot_open = |e: crate::store::StoreError| {
         format!(
             "cannot open {} (is hookd still running?): {e}",
             dir.join("hookd.redb").display()
         )
-    })?;
+    };
+    // A dry run reads a copy of the data file: redb's opens and checks may write to the
+    // file they open, and a dry run changes nothing.
+    let copy = if args.dry_run {
+        let copy = tempfile::Builder::new()
+            .prefix("hookd-repair-dry-run-")
+            .tempdir()
+            .map_err(|e| format!("cannot make a directory for the dry run's copy: {e}"))?;
+        std::fs::copy(dir.join("hookd.redb"), copy.path().join("hookd.redb")).map_err(|e| {
+            format!(
+                "cannot copy hookd.redb to {} for the dry run: {e}",
+                copy.path().display()
+            )
+        })?;
+        Some(copy)
+    } else {
+        None
+    };
+    let file_dir = copy.as_ref().map_or(dir.as_path(), |c| c.path());
+    let (store, salvaged) = match crate::store::Store::open_checked(file_dir) {
+        Ok(store) => (store, false),
+        Err(e @ crate::store::StoreError::Integrity { .. }) => {
+            outln!("found: {e}");
+            salvage(file_dir, args.dry_run)?;
+            if args.dry_run {
+                outln!("--dry-run: nothing was changed");
+                return Ok(ExitCode::SUCCESS);
+            }
+            (crate::store::Store::open(dir).map_err(cannot_open)?, true)
+        }
+        Err(e) => return Err(cannot_open(e)),
+    };
+    let log_damaged = repair_log(&store, dir, args.dry_run)?;
+    if !args.dry_run {
+        // The log opens now (the proof of its repair), and replaying it brings the file up
+        // to date, so the records checked below are the ones hookd would read.
+        let log = crate::wal::OsDir::new(dir).map_err(|e| e.to_string())?;
+        let (_, replayed) = store
+            .open_log(Box::new(log), crate::store::DEFAULT_SEGMENT_BYTES)
+            .map_err(|e| format!("the log still does not open: {e}"))?;
+        if log_damaged {
+            outln!(
+                "repaired: the log opens and replays {} record(s)",
+                replayed.records
+            );
+        }
+    }
+    let mut records_damaged = repair_records(&store, args.dry_run)?;
+    if !args.dry_run {
+        let orphans = store.drop_orphans().map_err(|e| e.to_string())?;
+        if !orphans.is_empty() {
+            records_damaged = true;
+            outln!(
+                "removed the rows the log wrote again for {} removed message(s):",
+                orphans.len()
+            );
+            for id in orphans {
+                outln!("  {id}");
+            }
+        }
+    }
+    drop(store);
+    if !args.dry_run {
+        crate::store::Store::closed_cleanly(dir).map_err(|e| e.to_string())?;
+    }
+    match (args.dry_run, salvaged || log_damaged || records_damaged) {
+        (true, true) => outln!("--dry-run: nothing was changed"),
+        (false, true) => outln!("hookd can start"),
+        (_, false) => outln!("nothing to repair"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The write-ahead log's part of `hookd repair`: what cutting at its damage drops, and
+/// the cut unless `dry_run`. Whether the log was damaged.
+fn repair_log(
+    store: &crate::store::Store,
+    dir: &std::path::Path,
+    dry_run: bool,
+) -> Result<bool, String> {
     let from = store.applied().map_err(|e| e.to_string())?;
     let log = crate::wal::OsDir::new(dir).map_err(|e| e.to_string())?;
     let plan = crate::wal::plan_repair(&log, from).map_err(|e| e.to_string())?;
     let Some(problem) = &plan.problem else {
-        outln!(
-            "the write-ahead log in {} is whole: nothing to repair",
-            dir.display()
-        );
-        return Ok(ExitCode::SUCCESS);
+        outln!("the write-ahead log in {} is whole", dir.display());
+        return Ok(false);
     };
     outln!("found: {problem}");
     if let Some((segment, at)) = &plan.cut {
@@ -292,23 +368,84 @@ fn repair(args: &RepairArgs) -> Result<ExitCode, String> {
     for id in &messages {
         outln!("  {id}");
     }
-    if args.dry_run {
-        outln!("--dry-run: nothing was changed");
-        return Ok(ExitCode::SUCCESS);
+    if !dry_run {
+        crate::wal::repair(&log, &plan).map_err(|e| e.to_string())?;
     }
-    crate::wal::repair(&log, &plan).map_err(|e| e.to_string())?;
-    drop(store);
-    // The proof: the log opens now.
-    let store = crate::store::Store::open(dir).map_err(|e| e.to_string())?;
-    let log = crate::wal::OsDir::new(dir).map_err(|e| e.to_string())?;
-    let (_, replayed) = store
-        .open_log(Box::new(log), crate::store::DEFAULT_SEGMENT_BYTES)
-        .map_err(|e| format!("the log still does not open: {e}"))?;
+    Ok(true)
+}
+
+/// `hookd repair` on a data file that fails redb's integrity check: what salvaging its
+/// readable, whole records keeps and drops, and the salvage unless `dry_run`.
+fn salvage(dir: &std::path::Path, dry_run: bool) -> Result<(), String> {
+    let found = crate::store::salvage::salvage(dir, dry_run).map_err(|e| e.to_string())?;
+    for (table, why) in &found.unreadable {
+        outln!(
+            "table {table} cannot be read to its end ({why}): the rows after that point are lost"
+        );
+    }
     outln!(
-        "repaired: the log opens and replays {} record(s); hookd can start",
-        replayed.records
+        "{} record(s) fail their checksum{}",
+        found.damaged.len(),
+        if found.damaged.is_empty() { "" } else { ":" }
     );
-    Ok(ExitCode::SUCCESS)
+    for row in &found.damaged {
+        outln!("  {row}");
+    }
+    outln!(
+        "repair keeps {} record(s) in a new hookd.redb and leaves out {} message(s) whole{}",
+        found.kept,
+        found.messages.len(),
+        if found.messages.is_empty() { "" } else { ":" }
+    );
+    for id in &found.messages {
+        outln!("  {id}");
+    }
+    if let Some(kept) = &found.kept_damaged {
+        outln!("salvaged: the damaged file is kept as {}", kept.display());
+    }
+    Ok(())
+}
+
+/// The data file's part of `hookd repair`: every record whose checksum fails, what
+/// removing them drops, and the removal unless `dry_run`. Whether any was damaged.
+fn repair_records(store: &crate::store::Store, dry_run: bool) -> Result<bool, String> {
+    let damaged = store.damaged_rows().map_err(|e| e.to_string())?;
+    if damaged.is_empty() {
+        outln!("every record in hookd.redb passes its checksum");
+        return Ok(false);
+    }
+    outln!(
+        "found: {} record(s) in hookd.redb fail their checksum:",
+        damaged.len()
+    );
+    for row in &damaged {
+        outln!("  {row}");
+    }
+    let plan = crate::store::Store::damage_plan(&damaged);
+    outln!(
+        "repair removes {} message(s) whole (payload, schedule, attempts, dead-letter row){}",
+        plan.messages.len(),
+        if plan.messages.is_empty() { "" } else { ":" }
+    );
+    for id in &plan.messages {
+        outln!("  {id}");
+    }
+    for row in &plan.rows {
+        outln!("repair removes the row {row}");
+    }
+    if dry_run {
+        return Ok(true);
+    }
+    store.remove_damaged(&damaged).map_err(|e| e.to_string())?;
+    let left = store.damaged_rows().map_err(|e| e.to_string())?;
+    if !left.is_empty() {
+        return Err(format!(
+            "{} damaged record(s) are still there after the removal",
+            left.len()
+        ));
+    }
+    outln!("repaired: every record left passes its checksum");
+    Ok(true)
 }
 
 fn serve(args: ServeArgs) -> ExitCode {

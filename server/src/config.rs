@@ -94,6 +94,11 @@ pub struct StorageConfig {
     /// its supervisor to restart. Either way nothing is answered from the failed state.
     pub on_failure: OnStorageFailure,
     pub recover_interval_ms: u64,
+    /// With `recover`: after the same failure this many times in a row (the store failing
+    /// again after its reopen, or the reopen failing, with the same error), hookd exits
+    /// non-zero naming the data file and what to do, instead of reopening for ever.
+    /// 0: never gives up.
+    pub max_identical_failures: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -111,6 +116,7 @@ impl Default for StorageConfig {
             probe_interval_ms: 250,
             on_failure: OnStorageFailure::Recover,
             recover_interval_ms: 1_000,
+            max_identical_failures: 3,
         }
     }
 }

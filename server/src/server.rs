@@ -261,9 +261,10 @@ async fn serve(
         );
     }
     let mut first = true;
+    let mut repeats = Repeats::default();
     loop {
         let handles = listeners.try_clone()?;
-        match serve_once(&config, handles, quit.clone(), &mut plugged, &shared).await {
+        let why = match serve_once(&config, handles, quit.clone(), &mut plugged, &shared).await {
             Ok(Ended::Shutdown) => return Ok(()),
             Ok(Ended::StorageFailed(why)) => {
                 if config.storage.on_failure == crate::config::OnStorageFailure::Exit {
@@ -274,15 +275,44 @@ async fn serve(
                 supervisor(&[sd_notify::NotifyState::Status(
                     "storage failed: answering UNAVAILABLE while the store is reopened",
                 )]);
+                why
             }
             // The first start's errors are the caller's (a bad config, a store that does
             // not open); after a failure, the store may take a while to come back.
             Err(e) if first => return Err(e),
             Err(e) => {
-                tracing::warn!(error = %e, retry_in_ms = config.storage.recover_interval_ms, "storage still failing; retrying")
+                tracing::warn!(error = %e, retry_in_ms = config.storage.recover_interval_ms, "storage still failing; retrying");
+                // A disk that is failing may come back; a file that is damaged will not.
+                if is_damage(&e) {
+                    e.to_string()
+                } else {
+                    String::new()
+                }
             }
-        }
+        };
         first = false;
+        // A failure that comes back the same after every reopen (a damaged file, say) is
+        // not one recovery mends: stop, and say so, instead of reporting "serving" between
+        // failures for ever.
+        let seen = if why.is_empty() {
+            repeats = Repeats::default();
+            0
+        } else {
+            repeats.saw(&why)
+        };
+        let limit = config.storage.max_identical_failures;
+        if limit > 0 && seen >= limit {
+            let file = config.data_dir.join("hookd.redb");
+            tracing::error!(reason = %why, times = seen, file = %file.display(), "the same storage failure came back after every reopen; exiting");
+            return Err(ServeError::StorageFailed(format!(
+                "the same storage failure happened {seen} times in a row, so reopening does not mend it \
+                 (storage.max_identical_failures = {limit}); the data is in {}: stop hookd, run \
+                 `hookd repair --dry-run --data-dir {}` to see what is damaged, then `hookd repair`, \
+                 or restore the directory from a backup. The failure: {why}",
+                file.display(),
+                config.data_dir.display()
+            )));
+        }
         // Until the next try, the listeners answer that hookd is recovering: gRPC health
         // NOT_SERVING and UNAVAILABLE for every call, 503 on /healthz and the ingest route.
         let (down_tx, down_rx) = tokio::sync::watch::channel(false);
@@ -297,6 +327,44 @@ async fn serve(
         if quitting {
             return Ok(());
         }
+    }
+}
+
+/// Whether a failed reopen found damage (which reopening again cannot mend) rather than
+/// an I/O error (a disk that may come back).
+fn is_damage(e: &ServeError) -> bool {
+    use crate::wal::LogError;
+    match e {
+        ServeError::Store(StoreError::Log(LogError::Io(_))) => false,
+        ServeError::Store(
+            StoreError::Corrupt(_)
+            | StoreError::Damaged { .. }
+            | StoreError::NewerFormat { .. }
+            | StoreError::Integrity { .. }
+            | StoreError::Log(_)
+            | StoreError::Redb(redb::Error::Corrupted(_)),
+        ) => true,
+        _ => false,
+    }
+}
+
+/// How many times in a row the same storage failure has been seen.
+#[derive(Debug, Default)]
+struct Repeats {
+    last: Option<String>,
+    times: u32,
+}
+
+impl Repeats {
+    /// Counts `why`; how many times in a row it has now been seen.
+    fn saw(&mut self, why: &str) -> u32 {
+        if self.last.as_deref() == Some(why) {
+            self.times += 1;
+        } else {
+            self.last = Some(why.to_owned());
+            self.times = 1;
+        }
+        self.times
     }
 }
 
@@ -722,10 +790,10 @@ async fn serve_once(
         () = storage_failed => {
             tracing::error!("storage failed: stopping the servers; nothing more is answered from this state");
             failed = Some(
-                failure_store
-                    .mark()
-                    .failed()
-                    .map_or_else(|| "the engine stopped".to_owned(), |why| why.to_string()),
+                engine
+                    .failure()
+                    .or_else(|| failure_store.mark().failed().map(|why| why.to_string()))
+                    .unwrap_or_else(|| "the engine stopped".to_owned()),
             );
         }
         r = &mut grpc_server => {
@@ -795,6 +863,9 @@ async fn serve_once(
     match failed {
         Some(why) => Ok(Ended::StorageFailed(why)),
         None => {
+            if let Err(e) = crate::store::Store::closed_cleanly(&config.data_dir) {
+                tracing::warn!(error = %e, "cannot record the clean close; the next start checks the data file's integrity");
+            }
             tracing::info!("hookd stopped cleanly");
             Ok(Ended::Shutdown)
         }

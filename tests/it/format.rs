@@ -224,14 +224,19 @@ async fn a_format_v1_database_opens_with_everything_in_it() {
 
     // Migrated at open to the current version (2: a write-ahead log beside the file; 3:
     // attempts appended as rows, the fixture's history rows read as they are; 4: the
-    // `sources` table), whose
-    // writes went through the log since.
+    // `sources` table; 5: every row sealed, and every row read above passed its seal),
+    // whose writes went through the log since.
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(
         store.format_version().unwrap(),
         Some(hookd::store::FORMAT_VERSION)
     );
-    assert_eq!(hookd::store::FORMAT_VERSION, 4);
+    assert_eq!(hookd::store::FORMAT_VERSION, 5);
+    assert_eq!(
+        store.damaged_rows().unwrap(),
+        Vec::new(),
+        "every migrated row is sealed"
+    );
     let logs = std::fs::read_dir(dir.path())
         .unwrap()
         .filter(|e| {

@@ -35,3 +35,4 @@ mod security;
 mod service;
 mod sink;
 mod storage_failure;
+mod stored_damage;

@@ -22,6 +22,8 @@ pub struct EngineHandle {
     pub(super) tx: mpsc::Sender<Command>,
     /// True while the engine can write; see [`EngineHandle::health`].
     pub(super) health: watch::Receiver<bool>,
+    /// Why the engine stopped writing, once it has.
+    pub(super) failure: super::Failure,
     /// Bytes of enqueued records sent to the engine and not yet applied.
     pub(super) queued: Arc<AtomicU64>,
     pub(super) max_queued: u64,
@@ -239,6 +241,11 @@ impl EngineHandle {
     /// Answers every waiting long poll (empty) and stops new ones from waiting.
     pub fn drain(&self) {
         let _ = self.tx.send(Command::Drain);
+    }
+
+    /// Why the engine stopped writing (a storage error, a panic of its thread), once it has.
+    pub fn failure(&self) -> Option<String> {
+        self.failure.get()
     }
 
     /// False once a storage error has stopped the engine from writing.

@@ -339,6 +339,8 @@ pub(crate) struct Engine {
     /// True while writes succeed; false for good after a storage failure. Pushed to
     /// whoever watches (gRPC health, `/healthz`) the moment it changes.
     health: Arc<watch::Sender<bool>>,
+    /// Why the engine stopped writing (a storage error, a panic), for whoever restarts it.
+    failure: Failure,
     next_sweep_ms: u64,
     /// Where the incremental idempotency sweep continues.
     sweep_cursor: Option<Vec<u8>>,
@@ -433,10 +435,12 @@ pub fn start(
     let handle = EngineHandle {
         tx,
         health: engine.health.subscribe(),
+        failure: engine.failure.clone(),
         queued: engine.queued.clone(),
         max_queued: engine.config.max_queued_write_bytes,
         metrics: engine.config.metrics.clone(),
     };
+    record_panics();
     let thread = std::thread::Builder::new()
         .name("hookd-engine".into())
         .spawn(move || engine.run(rx))?;
@@ -504,6 +508,7 @@ impl Engine {
             draining: false,
             failed: None,
             health: Arc::new(watch::channel(true).0),
+            failure: Failure::default(),
             next_sweep_ms: now,
             sweep_cursor: None,
             dead_sweep_cursor: None,
@@ -563,7 +568,7 @@ impl Engine {
 
     fn run(mut self, rx: mpsc::Receiver<Command>) {
         // A bug that panics this thread must not leave health saying SERVING.
-        let _health = PanicGuard(self.health.clone());
+        let _health = PanicGuard(self.health.clone(), self.failure.clone());
         let mut commands = Vec::new();
         loop {
             let now = self.clock.now_ms();
@@ -842,6 +847,7 @@ impl Engine {
     fn fail(&mut self, e: StoreError, commands: Vec<Command>, done: Vec<Completion>) {
         tracing::error!(error = %e, "storage failed; refusing writes until the store is reopened (storage.on_failure: \"recover\" reopens it, \"exit\" exits)");
         self.failed = Some(e.to_string());
+        self.failure.set(e.to_string());
         self.outbox.clear();
         self.early.clear();
         self.health.send_replace(false);
@@ -871,15 +877,56 @@ impl Drop for Release {
     }
 }
 
-/// Marks the engine unhealthy if its thread unwinds.
-struct PanicGuard(Arc<watch::Sender<bool>>);
+/// Why the engine stopped writing; the first reason is kept.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Failure(Arc<std::sync::Mutex<Option<String>>>);
+
+impl Failure {
+    fn set(&self, why: String) {
+        let mut slot = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        slot.get_or_insert(why);
+    }
+
+    pub(crate) fn get(&self) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+std::thread_local! {
+    /// The last panic's message on this thread (set by the hook [`record_panics`] installs).
+    static LAST_PANIC: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Chains a panic hook that keeps each panic's message for the panicking thread, so the
+/// engine's failure names it (a panic inside redb on a damaged page, say); once per process.
+fn record_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            LAST_PANIC.with(|p| *p.borrow_mut() = Some(info.to_string()));
+            previous(info);
+        }));
+    });
+}
+
+/// Marks the engine unhealthy if its thread unwinds, and records why.
+struct PanicGuard(Arc<watch::Sender<bool>>, Failure);
 
 impl Drop for PanicGuard {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            tracing::error!(
-                "the engine thread panicked; refusing writes until the store is reopened"
-            );
+            let message = LAST_PANIC
+                .with(|p| p.borrow_mut().take())
+                .unwrap_or_else(|| "no message".into());
+            tracing::error!(panic = %message, "the engine thread panicked; refusing writes until the store is reopened");
+            self.1.set(format!("the engine thread panicked: {message}"));
             self.0.send_replace(false);
         }
     }

@@ -43,9 +43,12 @@ pub mod overlay;
 pub mod power_loss;
 pub mod records;
 pub mod rowlog;
+pub mod salvage;
+pub mod seal;
 mod tables;
 
 pub use overlay::Overlay;
+use rowlog::TableId;
 pub use tables::{Apply, Tables};
 
 use std::path::Path;
@@ -81,6 +84,9 @@ const ENDPOINTS: TableDefinition<&str, &[u8]> = TableDefinition::new("endpoints"
 const SOURCES: TableDefinition<&str, &[u8]> = TableDefinition::new("sources");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const FORMAT_KEY: &str = "format_version";
+/// Beside the file while it is open: found at an open, it says the last one did not end
+/// in [`Store::closed_cleanly`], so the open checks the file's integrity first.
+pub const OPEN_MARKER: &str = "hookd.redb.open";
 /// The write-ahead log position up to which this file holds every change (the last
 /// checkpoint's); recovery replays the log from there.
 const APPLIED_KEY: &str = "log_applied";
@@ -94,7 +100,10 @@ const APPLIED_KEY: &str = "log_applied";
 ///   it (it would ignore the log), and it does not: it refuses a newer version.
 /// - 3: a message's finished attempts are rows of `attempts`, appended.
 /// - 4: the `sources` table (ingest sources made over gRPC), and log records that name it.
-pub const FORMAT_VERSION: u64 = 4;
+/// - 5: every value ends in a seal, a CRC-32C of table, key and value, checked on every
+///   read (`seal`). Opening an older file seals every row, in the transaction that records
+///   the new version.
+pub const FORMAT_VERSION: u64 = 5;
 
 /// A storage failure. Never answered as success; mapped to UNAVAILABLE.
 #[derive(Debug, thiserror::Error)]
@@ -114,6 +123,20 @@ pub enum StoreError {
          reads format version {supported} and older: run a hookd that supports version {found}"
     )]
     NewerFormat { found: u64, supported: u64 },
+    /// A stored value failed its seal (see `seal`): the file was changed outside redb.
+    #[error(
+        "a stored record failed its checksum (table {table}, key {key}): hookd.redb is damaged; \
+         stop hookd, run `hookd repair --dry-run` to see the damaged records, then `hookd repair` \
+         to remove them (or restore the data directory from a backup)"
+    )]
+    Damaged { table: &'static str, key: String },
+    /// redb's own integrity check failed (see [`Store::open_with`]).
+    #[error(
+        "{file} failed redb's integrity check ({why}); stop hookd and run `hookd repair --dry-run` \
+         to see what salvaging the readable records keeps and drops, then `hookd repair` (or \
+         restore the data directory from a backup)"
+    )]
+    Integrity { file: String, why: String },
 }
 
 macro_rules! from_redb {
@@ -326,11 +349,62 @@ impl Store {
     }
 
     /// As [`Store::open`], with a page cache of `cache_bytes`.
+    ///
+    /// If the last open of this file was not followed by [`Store::closed_cleanly`] (a
+    /// crash, a kill, a power cut, a storage failure), redb's integrity check runs first:
+    /// every page of the committed trees against its checksum. A file that fails it is
+    /// refused, never read (redb trusts a file it closed itself, and a damaged page would
+    /// panic it mid-read).
     pub fn open_with(dir: &Path, cache_bytes: usize) -> Result<Self, StoreError> {
         let path = Self::prepare(dir)?;
+        let marker = dir.join(OPEN_MARKER);
+        let unclean = marker.exists();
         let mut builder = Database::builder();
         builder.set_cache_size(cache_bytes);
-        Self::init(builder.create(path)?)
+        builder.set_check_integrity_on_open(unclean);
+        let started = std::time::Instant::now();
+        if unclean {
+            tracing::info!(file = %path.display(), "the data file was not closed cleanly: checking its integrity");
+        }
+        let db = builder.create(&path).map_err(|e| match e {
+            redb::DatabaseError::Storage(redb::StorageError::Corrupted(why)) => {
+                StoreError::Integrity {
+                    file: path.display().to_string(),
+                    why,
+                }
+            }
+            e => e.into(),
+        })?;
+        if unclean {
+            tracing::info!(
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "integrity check passed"
+            );
+        } else {
+            std::fs::File::create(&marker)?.sync_all()?;
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        Self::init(db)
+    }
+
+    /// As [`Store::open`], with redb's integrity check whatever the last close was
+    /// (`hookd repair` trusts nothing).
+    pub fn open_checked(dir: &Path) -> Result<Self, StoreError> {
+        private_dir(dir)?;
+        if dir.join("hookd.redb").exists() {
+            std::fs::File::create(dir.join(OPEN_MARKER))?.sync_all()?;
+        }
+        Self::open(dir)
+    }
+
+    /// Records that the file was closed cleanly: every write is done and nothing more will
+    /// be written through this handle. The next open skips the integrity check.
+    pub fn closed_cleanly(dir: &Path) -> std::io::Result<()> {
+        match std::fs::remove_file(dir.join(OPEN_MARKER)) {
+            Ok(()) => std::fs::File::open(dir)?.sync_all(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// As [`Store::open_with`], on storage that fails when a test says so.
@@ -483,31 +557,36 @@ impl Store {
     pub fn dump(&self) -> Result<Vec<TableRow>, StoreError> {
         let txn = self.db.begin_read()?;
         let mut out = Vec::new();
-        for (name, table) in [
-            ("messages", MESSAGES),
-            ("schedule", SCHEDULE),
-            ("history", HISTORY),
-            ("done", DONE),
+        for (id, table) in [
+            (TableId::Messages, MESSAGES),
+            (TableId::Schedule, SCHEDULE),
+            (TableId::History, HISTORY),
+            (TableId::Done, DONE),
         ] {
             for row in txn.open_table(table)?.iter()? {
                 let (k, v) = row?;
-                out.push((name, k.value().to_be_bytes().to_vec(), v.value().to_vec()));
+                let key = k.value().to_be_bytes().to_vec();
+                let value = seal::open(id, &key, v.value())?.to_vec();
+                out.push((id.name(), key, value));
             }
         }
-        for (name, table) in [
-            ("dead", DEAD),
-            ("idempotency", IDEMPOTENCY),
-            ("attempts", ATTEMPTS),
+        for (id, table) in [
+            (TableId::Dead, DEAD),
+            (TableId::Idempotency, IDEMPOTENCY),
+            (TableId::Attempts, ATTEMPTS),
         ] {
             for row in txn.open_table(table)?.iter()? {
                 let (k, v) = row?;
-                out.push((name, k.value().to_vec(), v.value().to_vec()));
+                let value = seal::open(id, k.value(), v.value())?.to_vec();
+                out.push((id.name(), k.value().to_vec(), value));
             }
         }
-        for (name, table) in [("endpoints", ENDPOINTS), ("sources", SOURCES)] {
+        for (id, table) in [(TableId::Endpoints, ENDPOINTS), (TableId::Sources, SOURCES)] {
             for row in txn.open_table(table)?.iter()? {
                 let (k, v) = row?;
-                out.push((name, k.value().as_bytes().to_vec(), v.value().to_vec()));
+                let key = k.value().as_bytes().to_vec();
+                let value = seal::open(id, &key, v.value())?.to_vec();
+                out.push((id.name(), key, value));
             }
         }
         Ok(out)
@@ -560,8 +639,10 @@ impl Store {
         out.scheduled.reserve(schedule.len()? as usize);
         for row in schedule.iter()? {
             let (id, entry) = row?;
+            let id = id.value();
+            let entry = seal::open(TableId::Schedule, &id.to_be_bytes(), entry.value())?;
             out.scheduled
-                .push((MessageId(id.value()), ScheduleEntry::decode(entry.value())?));
+                .push((MessageId(id), ScheduleEntry::decode(entry)?));
         }
         let dead = txn.open_table(DEAD)?;
         for row in dead.iter()? {
@@ -574,8 +655,9 @@ impl Store {
         }
         let endpoints = txn.open_table(ENDPOINTS)?;
         for row in endpoints.iter()? {
-            let (_, value) = row?;
-            out.endpoints.push(EndpointRecord::decode(value.value())?);
+            let (name, value) = row?;
+            let value = seal::open(TableId::Endpoints, name.value().as_bytes(), value.value())?;
+            out.endpoints.push(EndpointRecord::decode(value)?);
         }
         Ok(out)
     }
@@ -598,7 +680,7 @@ impl Store {
         let mut out = Vec::with_capacity(limit);
         for row in rows.take(limit) {
             let (id, record) = row?;
-            let len = u32::try_from(record.value().len()).unwrap_or(u32::MAX);
+            let len = u32::try_from(seal::value_len(record.value())).unwrap_or(u32::MAX);
             out.push((MessageId(id.value()), len));
         }
         Ok(out)
@@ -609,7 +691,11 @@ impl Store {
         let txn = self.read()?;
         let table = txn.open_table(DONE)?;
         match table.get(id.0)? {
-            Some(v) => Ok(Some(DoneRecord::decode(v.value())?)),
+            Some(v) => Ok(Some(DoneRecord::decode(seal::open(
+                TableId::Done,
+                &id.0.to_be_bytes(),
+                v.value(),
+            )?)?)),
             None => Ok(None),
         }
     }
@@ -620,13 +706,14 @@ impl Store {
         let Some(record) = messages.get(id.0)? else {
             return Ok(None);
         };
-        let record = MessageRecord::decode(record.value())?;
+        let key = id.0.to_be_bytes();
+        let record = MessageRecord::decode(seal::open(TableId::Messages, &key, record.value())?)?;
         let entry = match txn.open_table(SCHEDULE)?.get(id.0)? {
-            Some(e) => ScheduleEntry::decode(e.value())?,
+            Some(e) => ScheduleEntry::decode(seal::open(TableId::Schedule, &key, e.value())?)?,
             None => {
                 let key = dead_key(&dest_key_of(&record.destination)?, id);
                 match txn.open_table(DEAD)?.get(key.as_slice())? {
-                    Some(e) => ScheduleEntry::decode(e.value())?,
+                    Some(e) => ScheduleEntry::decode(seal::open(TableId::Dead, &key, e.value())?)?,
                     None => {
                         return Err(StoreError::Corrupt(format!(
                             "message {id} has neither schedule nor dead row"
@@ -648,7 +735,11 @@ impl Store {
         let txn = self.read()?;
         let table = txn.open_table(ENDPOINTS)?;
         match table.get(name)? {
-            Some(v) => Ok(Some(EndpointRecord::decode(v.value())?)),
+            Some(v) => Ok(Some(EndpointRecord::decode(seal::open(
+                TableId::Endpoints,
+                name.as_bytes(),
+                v.value(),
+            )?)?)),
             None => Ok(None),
         }
     }
@@ -660,7 +751,8 @@ impl Store {
         let mut out = Vec::new();
         for row in table.iter()? {
             let (k, v) = row?;
-            out.push((k.value().to_owned(), v.value().to_vec()));
+            let value = seal::open(TableId::Sources, k.value().as_bytes(), v.value())?;
+            out.push((k.value().to_owned(), value.to_vec()));
         }
         Ok(out)
     }
@@ -670,7 +762,9 @@ impl Store {
         let table = txn.open_table(ENDPOINTS)?;
         let mut out = Vec::new();
         for row in table.iter()? {
-            out.push(EndpointRecord::decode(row?.1.value())?);
+            let (k, v) = row?;
+            let value = seal::open(TableId::Endpoints, k.value().as_bytes(), v.value())?;
+            out.push(EndpointRecord::decode(value)?);
         }
         Ok(out)
     }
@@ -714,8 +808,9 @@ impl Store {
             }
             let id = dead_key_id(key)?;
             if let Some(record) = messages.get(id.0)? {
+                let record = seal::open(TableId::Messages, &id.0.to_be_bytes(), record.value())?;
                 let history = history_of(&history, &attempts, id)?;
-                page_bytes += record.value().len()
+                page_bytes += record.len()
                     + history
                         .attempts
                         .iter()
@@ -723,8 +818,8 @@ impl Store {
                         .sum::<usize>();
                 page.push(StoredMessage {
                     id,
-                    record: MessageRecord::decode(record.value())?,
-                    entry: ScheduleEntry::decode(entry.value())?,
+                    record: MessageRecord::decode(record)?,
+                    entry: ScheduleEntry::decode(seal::open(TableId::Dead, key, entry.value())?)?,
                     history,
                 });
             }
@@ -800,7 +895,7 @@ impl Store {
                 return Ok((out, last));
             }
             let id = dead_key_id(key)?;
-            let entry = ScheduleEntry::decode(entry.value())?;
+            let entry = ScheduleEntry::decode(seal::open(TableId::Dead, key, entry.value())?)?;
             let h = history_of(&history, &attempts, id)?;
             let last_status = h
                 .attempts
@@ -822,6 +917,198 @@ impl Store {
             last = Some(key.to_vec());
         }
         Ok((out, None))
+    }
+}
+
+/// A stored row whose seal failed (see `seal`), as [`Store::damaged_rows`] finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamagedRow {
+    pub table: TableId,
+    pub key: Vec<u8>,
+}
+
+impl DamagedRow {
+    /// The message the row belongs to, if it is one of a message's rows (`done` rows are
+    /// a completed message's summary: only that row goes).
+    pub fn message(&self) -> Option<MessageId> {
+        let id = |b: &[u8]| <[u8; 16]>::try_from(b).ok().map(u128::from_be_bytes);
+        match self.table {
+            TableId::Messages | TableId::Schedule | TableId::History => id(&self.key),
+            TableId::Attempts => self.key.get(..16).and_then(id),
+            TableId::Dead => dead_key_id(&self.key).ok().map(|m| m.0),
+            _ => None,
+        }
+        .map(MessageId)
+    }
+}
+
+impl std::fmt::Display for DamagedRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "table {}, key {}",
+            self.table.name(),
+            seal::describe_key(self.table, &self.key)
+        )
+    }
+}
+
+/// What [`Store::remove_damaged`] removed.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RemovedDamage {
+    /// Messages removed whole (record, schedule, attempts, dead-letter row).
+    pub messages: Vec<MessageId>,
+    /// Other rows removed alone (a completed message's summary, an idempotency key, an
+    /// endpoint or a source).
+    pub rows: Vec<DamagedRow>,
+}
+
+impl Store {
+    /// Every row whose seal fails, in table order. Reads the whole file.
+    pub fn damaged_rows(&self) -> Result<Vec<DamagedRow>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let mut out = Vec::new();
+        let mut check = |table: TableId, key: &[u8], stored: &[u8]| {
+            if seal::open(table, key, stored).is_err() {
+                out.push(DamagedRow {
+                    table,
+                    key: key.to_vec(),
+                });
+            }
+        };
+        for (id, def) in [
+            (TableId::Messages, MESSAGES),
+            (TableId::Schedule, SCHEDULE),
+            (TableId::History, HISTORY),
+            (TableId::Done, DONE),
+        ] {
+            for row in txn.open_table(def)?.iter()? {
+                let (k, v) = row?;
+                check(id, &k.value().to_be_bytes(), v.value());
+            }
+        }
+        for (id, def) in [
+            (TableId::Attempts, ATTEMPTS),
+            (TableId::Dead, DEAD),
+            (TableId::Idempotency, IDEMPOTENCY),
+        ] {
+            for row in txn.open_table(def)?.iter()? {
+                let (k, v) = row?;
+                check(id, k.value(), v.value());
+            }
+        }
+        for (id, def) in [(TableId::Endpoints, ENDPOINTS), (TableId::Sources, SOURCES)] {
+            for row in txn.open_table(def)?.iter()? {
+                let (k, v) = row?;
+                check(id, k.value().as_bytes(), v.value());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Removes the rows of messages that have no `messages` row (what a log replay can
+    /// write again for a message a repair removed): their schedule, dead-letter, history
+    /// and attempt rows. The ids, in one durable transaction.
+    pub fn drop_orphans(&self) -> Result<Vec<MessageId>, StoreError> {
+        let txn = self.begin_write()?;
+        let mut orphans = Vec::new();
+        {
+            let messages = txn.open_table(MESSAGES)?;
+            let mut schedule = txn.open_table(SCHEDULE)?;
+            let mut dead = txn.open_table(DEAD)?;
+            let mut history = txn.open_table(HISTORY)?;
+            let mut attempts = txn.open_table(ATTEMPTS)?;
+            for row in schedule.iter()? {
+                let id = row?.0.value();
+                if messages.get(id)?.is_none() {
+                    orphans.push(MessageId(id));
+                }
+            }
+            let mut dead_orphans = Vec::new();
+            for row in dead.iter()? {
+                let key = row?.0.value().to_vec();
+                let id = dead_key_id(&key)?;
+                if messages.get(id.0)?.is_none() {
+                    dead_orphans.push(key);
+                    orphans.push(id);
+                }
+            }
+            for key in &dead_orphans {
+                dead.remove(key.as_slice())?;
+            }
+            for id in &orphans {
+                schedule.remove(id.0)?;
+                history.remove(id.0)?;
+                let (first, last) = attempt_range(*id);
+                attempts.retain_in::<&[u8], _>(first.as_slice()..=last.as_slice(), |_, _| false)?;
+            }
+        }
+        txn.commit()?;
+        orphans.dedup();
+        Ok(orphans)
+    }
+
+    /// What removing `rows` removes: each message they belong to whole, each other row
+    /// alone.
+    pub fn damage_plan(rows: &[DamagedRow]) -> RemovedDamage {
+        let mut plan = RemovedDamage::default();
+        for row in rows {
+            match row.message() {
+                Some(id) if !plan.messages.contains(&id) => plan.messages.push(id),
+                Some(_) => {}
+                None => plan.rows.push(row.clone()),
+            }
+        }
+        plan
+    }
+
+    /// Removes what [`Store::damage_plan`] names, in one durable transaction. For
+    /// `hookd repair`, on a stopped hookd whose log has been replayed.
+    pub fn remove_damaged(&self, rows: &[DamagedRow]) -> Result<RemovedDamage, StoreError> {
+        let plan = Self::damage_plan(rows);
+        let txn = self.begin_write()?;
+        {
+            let mut messages = txn.open_table(MESSAGES)?;
+            let mut schedule = txn.open_table(SCHEDULE)?;
+            let mut history = txn.open_table(HISTORY)?;
+            let mut attempts = txn.open_table(ATTEMPTS)?;
+            let mut dead = txn.open_table(DEAD)?;
+            for id in &plan.messages {
+                messages.remove(id.0)?;
+                schedule.remove(id.0)?;
+                history.remove(id.0)?;
+                let (first, last) = attempt_range(*id);
+                attempts.retain_in::<&[u8], _>(first.as_slice()..=last.as_slice(), |_, _| false)?;
+            }
+            // A dead-letter row is keyed by destination, then id: found by its id.
+            let ids: std::collections::HashSet<u128> = plan.messages.iter().map(|m| m.0).collect();
+            if !ids.is_empty() {
+                dead.retain(|k, _| dead_key_id(k).map_or(true, |id| !ids.contains(&id.0)))?;
+            }
+            let mut done = txn.open_table(DONE)?;
+            let mut idempotency = txn.open_table(IDEMPOTENCY)?;
+            let mut endpoints = txn.open_table(ENDPOINTS)?;
+            let mut sources = txn.open_table(SOURCES)?;
+            for row in &plan.rows {
+                let key = row.key.as_slice();
+                let as_id = || {
+                    <[u8; 16]>::try_from(key)
+                        .map(u128::from_be_bytes)
+                        .map_err(|_| StoreError::Corrupt(format!("key of {row}")))
+                };
+                let as_name =
+                    || std::str::from_utf8(key).map_err(|_| StoreError::Corrupt(format!("{row}")));
+                match row.table {
+                    TableId::Done => drop(done.remove(as_id()?)?),
+                    TableId::Idempotency => drop(idempotency.remove(key)?),
+                    TableId::Endpoints => drop(endpoints.remove(as_name()?)?),
+                    TableId::Sources => drop(sources.remove(as_name()?)?),
+                    _ => {}
+                }
+            }
+        }
+        txn.commit()?;
+        Ok(plan)
     }
 }
 
@@ -892,28 +1179,29 @@ fn check_format(txn: &WriteTransaction) -> Result<(), StoreError> {
             found,
             supported: FORMAT_VERSION,
         }),
-        Some(1) => {
-            // Version 1 committed every change to the file; there is no log to replay.
-            // An empty log starts at position 0.
-            meta.insert(APPLIED_KEY, 0)?;
+        Some(found @ 1..=4) => {
+            if found == 1 {
+                // Version 1 committed every change to the file; there is no log to replay.
+                // An empty log starts at position 0.
+                meta.insert(APPLIED_KEY, 0)?;
+            }
+            // 2 -> 3: each finished attempt is a row of `attempts` (created by `Apply::open`
+            // in the same transaction) instead of a rewrite of the message's whole
+            // `history` row; rows of `history` stay readable and are folded into `attempts`
+            // the next time their message has an attempt. 3 -> 4: the `sources` table, and
+            // log records may name it. Neither converts anything.
+            // 4 -> 5: every row gets its seal.
             meta.insert(FORMAT_KEY, FORMAT_VERSION)?;
-            tracing::info!(from = 1, to = FORMAT_VERSION, "migrated the disk format");
-            Ok(())
-        }
-        Some(3) => {
-            // Version 4 adds the `sources` table (created by `Apply::open` in the same
-            // transaction) and log records may name it; nothing to convert.
-            meta.insert(FORMAT_KEY, FORMAT_VERSION)?;
-            tracing::info!(from = 3, to = FORMAT_VERSION, "migrated the disk format");
-            Ok(())
-        }
-        Some(2) => {
-            // Version 3 appends each finished attempt as a row of `attempts` (created by
-            // `Apply::open` in the same transaction) instead of rewriting a message's
-            // whole `history` row. Rows of `history` stay readable and are folded into
-            // `attempts` the next time their message has an attempt; nothing to convert.
-            meta.insert(FORMAT_KEY, FORMAT_VERSION)?;
-            tracing::info!(from = 2, to = FORMAT_VERSION, "migrated the disk format");
+            drop(meta);
+            let started = std::time::Instant::now();
+            let rows = seal_every_row(txn)?;
+            tracing::info!(
+                from = found,
+                to = FORMAT_VERSION,
+                rows_sealed = rows,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "migrated the disk format"
+            );
             Ok(())
         }
         Some(found) => Err(StoreError::Corrupt(format!(
@@ -936,6 +1224,93 @@ fn check_format(txn: &WriteTransaction) -> Result<(), StoreError> {
     }
 }
 
+/// Rows rewritten per step of [`seal_every_row`] (what the migration holds in memory).
+const SEAL_CHUNK: usize = 4_096;
+
+/// Seals every row of every table an older format wrote without seals; how many rows.
+/// One table at a time, [`SEAL_CHUNK`] rows at a time, so memory stays bounded at any
+/// size; all in `txn`, so a crash part way leaves the file as it was.
+fn seal_every_row(txn: &WriteTransaction) -> Result<u64, StoreError> {
+    let mut rows = 0;
+    for (id, def) in [
+        (TableId::Messages, MESSAGES),
+        (TableId::Schedule, SCHEDULE),
+        (TableId::History, HISTORY),
+        (TableId::Done, DONE),
+    ] {
+        let mut table = txn.open_table(def)?;
+        let mut after: Option<u128> = None;
+        loop {
+            let lower = after.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+            let chunk = table
+                .range::<u128>((lower, std::ops::Bound::Unbounded))?
+                .take(SEAL_CHUNK)
+                .map(|row| {
+                    let (k, v) = row?;
+                    let k = k.value();
+                    Ok((k, seal::seal(id, &k.to_be_bytes(), v.value())))
+                })
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            let Some(&(last, _)) = chunk.last() else {
+                break;
+            };
+            for (k, v) in &chunk {
+                table.insert(*k, v.as_slice())?;
+            }
+            rows += chunk.len() as u64;
+            after = Some(last);
+        }
+    }
+    for (id, def) in [
+        (TableId::Attempts, ATTEMPTS),
+        (TableId::Dead, DEAD),
+        (TableId::Idempotency, IDEMPOTENCY),
+    ] {
+        let mut table = txn.open_table(def)?;
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let lower = after
+                .as_deref()
+                .map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+            let chunk = table
+                .range::<&[u8]>((lower, std::ops::Bound::Unbounded))?
+                .take(SEAL_CHUNK)
+                .map(|row| {
+                    let (k, v) = row?;
+                    let k = k.value().to_vec();
+                    let sealed = seal::seal(id, &k, v.value());
+                    Ok((k, sealed))
+                })
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            if chunk.is_empty() {
+                break;
+            }
+            for (k, v) in &chunk {
+                table.insert(k.as_slice(), v.as_slice())?;
+            }
+            rows += chunk.len() as u64;
+            after = chunk.last().map(|(k, _)| k.clone());
+        }
+    }
+    for (id, def) in [(TableId::Endpoints, ENDPOINTS), (TableId::Sources, SOURCES)] {
+        let mut table = txn.open_table(def)?;
+        let all = table
+            .iter()?
+            .map(|row| {
+                let (k, v) = row?;
+                let k = k.value().to_owned();
+                let sealed = seal::seal(id, k.as_bytes(), v.value());
+                Ok((k, sealed))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        for (k, v) in &all {
+            table.insert(k.as_str(), v.as_slice())?;
+        }
+        rows += all.len() as u64;
+    }
+    Ok(rows)
+}
+
 /// The destination key of an encoded destination.
 fn dest_key_of(encoded: &str) -> Result<String, StoreError> {
     Destination::decode(encoded)
@@ -951,14 +1326,22 @@ fn history_of(
     id: MessageId,
 ) -> Result<HistoryRecord, StoreError> {
     let legacy = match table.get(id.0)? {
-        Some(v) => Some(HistoryRecord::decode(v.value())?),
+        Some(v) => Some(HistoryRecord::decode(seal::open(
+            TableId::History,
+            &id.0.to_be_bytes(),
+            v.value(),
+        )?)?),
         None => None,
     };
     let (first, last) = attempt_range(id);
     let mut rows = Vec::new();
     for row in attempts.range(first.as_slice()..=last.as_slice())? {
-        let (_, v) = row?;
-        rows.push(AttemptRecord::decode(v.value())?);
+        let (k, v) = row?;
+        rows.push(AttemptRecord::decode(seal::open(
+            TableId::Attempts,
+            k.value(),
+            v.value(),
+        )?)?);
     }
     Ok(HistoryRecord::assemble(legacy, rows))
 }

@@ -34,6 +34,21 @@ pub enum TableId {
 }
 
 impl TableId {
+    /// The redb table's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Messages => "messages",
+            Self::Schedule => "schedule",
+            Self::History => "history",
+            Self::Done => "done",
+            Self::Dead => "dead",
+            Self::Idempotency => "idempotency",
+            Self::Endpoints => "endpoints",
+            Self::Attempts => "attempts",
+            Self::Sources => "sources",
+        }
+    }
+
     fn from_u8(v: u8) -> Option<Self> {
         Some(match v {
             1 => Self::Messages,

@@ -19,6 +19,7 @@ use super::records::{
     AttemptRecord, DoneRecord, EndpointRecord, HistoryRecord, MessageRecord, ScheduleEntry,
 };
 use super::rowlog::{Change, RowLog, TableId};
+use super::seal::open;
 use super::{
     ATTEMPTS, DEAD, DONE, ENDPOINTS, HISTORY, IDEMPOTENCY, MESSAGES, SCHEDULE, SOURCES, StoreError,
     dead_key, dead_key_id, dead_prefix,
@@ -40,7 +41,8 @@ fn rows_after(
             .range::<&[u8]>((lower, Bound::Unbounded))?
             .map(|row| -> Result<_, StoreError> {
                 let (k, v) = row?;
-                Ok((k.value().to_vec(), v.value().to_vec()))
+                let value = open(id, k.value(), v.value())?.to_vec();
+                Ok((k.value().to_vec(), value))
             });
     let rows = overlay.merge(id, (lower, Bound::Unbounded), base, scan)?;
     let last = (rows.len() >= scan)
@@ -89,7 +91,10 @@ fn get_u128(
     match overlay.get(table, &id_key(id)) {
         Seen::Put(v) => Ok(Some(v.to_vec())),
         Seen::Removed => Ok(None),
-        Seen::Unknown => Ok(base.get(id.0)?.map(|v| v.value().to_vec())),
+        Seen::Unknown => match base.get(id.0)? {
+            Some(v) => Ok(Some(open(table, &id_key(id), v.value())?.to_vec())),
+            None => Ok(None),
+        },
     }
 }
 
@@ -102,7 +107,10 @@ fn get_bytes(
     match overlay.get(table, key) {
         Seen::Put(v) => Ok(Some(v.to_vec())),
         Seen::Removed => Ok(None),
-        Seen::Unknown => Ok(base.get(key)?.map(|v| v.value().to_vec())),
+        Seen::Unknown => match base.get(key)? {
+            Some(v) => Ok(Some(open(table, key, v.value())?.to_vec())),
+            None => Ok(None),
+        },
     }
 }
 
@@ -202,7 +210,8 @@ impl<'a> Tables<'a> {
             .range(first.as_slice()..=last.as_slice())?
             .map(|row| -> Result<_, StoreError> {
                 let (k, v) = row?;
-                Ok((k.value().to_vec(), v.value().to_vec()))
+                let value = open(TableId::Attempts, k.value(), v.value())?.to_vec();
+                Ok((k.value().to_vec(), value))
             });
         self.overlay.merge(
             TableId::Attempts,
@@ -548,17 +557,21 @@ impl<'txn> Apply<'txn> {
         };
         for change in &changes {
             match *change {
-                Change::Put(table, key, value) => match table {
-                    TableId::Messages => drop(self.messages.insert(id(key)?, value)?),
-                    TableId::Schedule => drop(self.schedule.insert(id(key)?, value)?),
-                    TableId::History => drop(self.history.insert(id(key)?, value)?),
-                    TableId::Attempts => drop(self.attempts.insert(key, value)?),
-                    TableId::Done => drop(self.done.insert(id(key)?, value)?),
-                    TableId::Dead => drop(self.dead.insert(key, value)?),
-                    TableId::Idempotency => drop(self.idempotency.insert(key, value)?),
-                    TableId::Endpoints => drop(self.endpoints.insert(name(key)?, value)?),
-                    TableId::Sources => drop(self.sources.insert(name(key)?, value)?),
-                },
+                Change::Put(table, key, value) => {
+                    let sealed = super::seal::seal(table, key, value);
+                    let value = sealed.as_slice();
+                    match table {
+                        TableId::Messages => drop(self.messages.insert(id(key)?, value)?),
+                        TableId::Schedule => drop(self.schedule.insert(id(key)?, value)?),
+                        TableId::History => drop(self.history.insert(id(key)?, value)?),
+                        TableId::Attempts => drop(self.attempts.insert(key, value)?),
+                        TableId::Done => drop(self.done.insert(id(key)?, value)?),
+                        TableId::Dead => drop(self.dead.insert(key, value)?),
+                        TableId::Idempotency => drop(self.idempotency.insert(key, value)?),
+                        TableId::Endpoints => drop(self.endpoints.insert(name(key)?, value)?),
+                        TableId::Sources => drop(self.sources.insert(name(key)?, value)?),
+                    }
+                }
                 Change::Remove(table, key) => match table {
                     TableId::Messages => drop(self.messages.remove(id(key)?)?),
                     TableId::Schedule => drop(self.schedule.remove(id(key)?)?),
