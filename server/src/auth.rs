@@ -528,6 +528,9 @@ pub const RPC_SCOPES: &[(&str, Scope)] = &[
     ("DeleteSource", Scope::Admin),
 ];
 
+/// The path prefix of the gRPC health service's calls (their own budget).
+const HEALTH_PREFIX: &str = "/grpc.health.v1.Health/";
+
 /// The tower layer in front of every gRPC call: [`Authenticator::check`] (the caller, a
 /// [`Principal`], goes into the request's extensions), and a deadline for the request's
 /// body, so a client that opens streams and never finishes their messages cannot make
@@ -537,6 +540,8 @@ pub struct GrpcAuthLayer {
     pub auth: Arc<Authenticator>,
     pub body_timeout: Duration,
     pub budget: Arc<crate::listen::RequestBudget>,
+    /// gRPC health calls' own budget.
+    pub health: Arc<crate::listen::RequestBudget>,
 }
 
 impl<S> tower_layer::Layer<S> for GrpcAuthLayer {
@@ -546,6 +551,7 @@ impl<S> tower_layer::Layer<S> for GrpcAuthLayer {
             auth: self.auth.clone(),
             body_timeout: self.body_timeout,
             budget: self.budget.clone(),
+            health: self.health.clone(),
             inner,
         }
     }
@@ -556,6 +562,7 @@ pub struct GrpcAuth<S> {
     auth: Arc<Authenticator>,
     body_timeout: Duration,
     budget: Arc<crate::listen::RequestBudget>,
+    health: Arc<crate::listen::RequestBudget>,
     inner: S,
 }
 
@@ -592,18 +599,34 @@ where
             .check_request(access, request.headers(), request.extensions())
         {
             Ok(caller) => {
-                let Some(slot) = self.budget.try_request() else {
-                    let status = tonic::Status::resource_exhausted(format!(
-                        "hookd is serving {} calls at once (connections.max_requests_in_flight); retry with backoff",
-                        self.budget.max_requests()
-                    ));
-                    return Box::pin(std::future::ready(Ok(status.into_http())));
+                use crate::listen::Sharer;
+                // Each connection and each caller holds at most a share of the budget.
+                let mut sharers = Vec::with_capacity(2);
+                if let Some(conn) = request.extensions().get::<crate::listen::ConnInfo>() {
+                    sharers.push(Sharer::Connection(conn.remote));
+                    sharers.push(if Arc::ptr_eq(&caller, &self.auth.anonymous) {
+                        Sharer::Peer(conn.remote.ip())
+                    } else {
+                        Sharer::Caller(Arc::from(caller.name.as_str()))
+                    });
+                }
+                let budget = if request.uri().path().starts_with(HEALTH_PREFIX) {
+                    &self.health
+                } else {
+                    &self.budget
+                };
+                let slot = match budget.try_request(sharers) {
+                    Ok(slot) => slot,
+                    Err(why) => {
+                        let status = tonic::Status::resource_exhausted(why);
+                        return Box::pin(std::future::ready(Ok(status.into_http())));
+                    }
                 };
                 request.extensions_mut().insert(caller);
                 let timeout = self.body_timeout;
-                let budget = self.budget.clone();
+                let charge = slot.charge();
                 let request = request.map(|body| {
-                    tonic::body::Body::new(crate::listen::DeadlineBody::new(body, timeout, budget))
+                    tonic::body::Body::new(crate::listen::DeadlineBody::new(body, timeout, charge))
                 });
                 // The clone is not ready; the one that was polled ready serves this call.
                 let clone = self.inner.clone();

@@ -59,6 +59,17 @@ pub struct ConnectionLimits {
     /// Bytes of gRPC request bodies received but not yet decoded, over all calls; a call
     /// that would pass it is answered RESOURCE_EXHAUSTED.
     pub max_request_bytes_in_flight: u64,
+    /// The share of those two budgets one connection, and one caller (a token or client
+    /// certificate; without authentication, one client IP address), may hold at once, in
+    /// percent: past it that connection's or caller's next call is answered
+    /// RESOURCE_EXHAUSTED while everyone else still gets in. A call's first message is
+    /// always let through when its caller holds no bytes, so a share never refuses the
+    /// largest message the server accepts.
+    pub max_share_percent: u8,
+    /// gRPC health calls (Check and Watch) in progress at once. They have their own budget
+    /// (and 1 MiB of request bytes), split by the same shares, so health streams never
+    /// take the places of API calls, nor API calls those of health probes.
+    pub max_health_calls_in_flight: usize,
     /// An inbound webhook's body must have arrived within this (ingest listener).
     pub ingest_body_timeout_ms: u64,
     /// Bytes of inbound webhook bodies held before their signature is checked, over all
@@ -80,6 +91,8 @@ impl Default for ConnectionLimits {
             keepalive_interval_secs: 30,
             max_requests_in_flight: 10_000,
             max_request_bytes_in_flight: 256 << 20,
+            max_share_percent: 25,
+            max_health_calls_in_flight: 256,
             ingest_body_timeout_ms: 10_000,
             max_unverified_ingest_bytes: 64 << 20,
         }
@@ -160,6 +173,18 @@ impl ConnectionLimits {
             self.max_request_bytes_in_flight,
             1 << 20,
             1 << 40,
+        )?;
+        within(
+            "connections.max_share_percent",
+            u64::from(self.max_share_percent),
+            1,
+            100,
+        )?;
+        within(
+            "connections.max_health_calls_in_flight",
+            self.max_health_calls_in_flight as u64,
+            1,
+            1 << 20,
         )?;
         within(
             "connections.keepalive_interval_secs",
@@ -698,49 +723,206 @@ fn peer_identity(conn: &rustls::ServerConnection) -> Option<Arc<PeerIdentity>> {
     }))
 }
 
-/// What all gRPC calls in progress may hold at once: calls, and request-body bytes
-/// received but not yet decoded (what a client that never finishes its messages makes
-/// hookd hold).
+/// Who a call is charged to, besides the whole budget: its connection, and its caller.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Sharer {
+    Connection(SocketAddr),
+    /// A named caller (a token or a client certificate).
+    Caller(Arc<str>),
+    /// An unauthenticated caller, by its address.
+    Peer(std::net::IpAddr),
+}
+
+impl std::fmt::Display for Sharer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Connection(a) => write!(f, "this connection ({a})"),
+            Self::Caller(name) => write!(f, "caller `{name}`"),
+            Self::Peer(ip) => write!(f, "client address {ip}"),
+        }
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Usage {
+    requests: usize,
+    bytes: u64,
+}
+
+#[derive(Debug, Default)]
+struct Held {
+    total: Usage,
+    /// Only sharers holding something are here.
+    shares: std::collections::HashMap<Sharer, Usage>,
+}
+
+/// What gRPC calls in progress may hold at once: calls, and request-body bytes received
+/// but not yet decoded (what a client that never finishes its messages makes hookd
+/// hold); in all, and per connection and per caller (a share of each).
 #[derive(Debug)]
 pub struct RequestBudget {
-    requests: std::sync::atomic::AtomicUsize,
+    /// The setting that bounds the calls, for refusals.
+    requests_key: &'static str,
     max_requests: usize,
-    bytes: std::sync::atomic::AtomicU64,
     max_bytes: u64,
+    share_requests: usize,
+    share_bytes: u64,
+    share_percent: u8,
+    held: std::sync::Mutex<Held>,
 }
 
 /// One call's place in the [`RequestBudget`], given back when dropped.
 #[derive(Debug)]
-pub struct RequestSlot(Arc<RequestBudget>);
+pub struct RequestSlot {
+    budget: Arc<RequestBudget>,
+    sharers: Arc<[Sharer]>,
+}
 
-impl Drop for RequestSlot {
-    fn drop(&mut self) {
-        self.0
-            .requests
-            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+impl RequestSlot {
+    /// What the call's request body charges its bytes to.
+    pub fn charge(&self) -> Charge {
+        Charge {
+            budget: self.budget.clone(),
+            sharers: self.sharers.clone(),
+        }
     }
 }
 
+impl Drop for RequestSlot {
+    fn drop(&mut self) {
+        self.budget.release(&self.sharers, 1, 0);
+    }
+}
+
+/// Where a request body's bytes are counted: a budget and the call's sharers.
+#[derive(Debug, Clone)]
+pub struct Charge {
+    budget: Arc<RequestBudget>,
+    sharers: Arc<[Sharer]>,
+}
+
 impl RequestBudget {
+    /// The budget of API calls (`max_requests_in_flight`, `max_request_bytes_in_flight`).
     pub fn new(limits: &ConnectionLimits) -> Arc<Self> {
+        Self::with(
+            "connections.max_requests_in_flight",
+            limits.max_requests_in_flight,
+            limits.max_request_bytes_in_flight,
+            limits.max_share_percent,
+        )
+    }
+
+    /// The budget of gRPC health calls (`max_health_calls_in_flight`, 1 MiB).
+    pub fn health(limits: &ConnectionLimits) -> Arc<Self> {
+        Self::with(
+            "connections.max_health_calls_in_flight",
+            limits.max_health_calls_in_flight,
+            1 << 20,
+            limits.max_share_percent,
+        )
+    }
+
+    fn with(
+        requests_key: &'static str,
+        max_requests: usize,
+        max_bytes: u64,
+        share_percent: u8,
+    ) -> Arc<Self> {
+        let percent = u64::from(share_percent.clamp(1, 100));
+        let share = |max: u64| (max.saturating_mul(percent) / 100).max(1);
         Arc::new(Self {
-            requests: Default::default(),
-            max_requests: limits.max_requests_in_flight,
-            bytes: Default::default(),
-            max_bytes: limits.max_request_bytes_in_flight,
+            requests_key,
+            max_requests,
+            max_bytes,
+            share_requests: usize::try_from(share(max_requests as u64)).unwrap_or(usize::MAX),
+            share_bytes: share(max_bytes),
+            share_percent,
+            held: std::sync::Mutex::default(),
         })
     }
 
-    /// A place for one more call, if there is room.
-    pub fn try_request(self: &Arc<Self>) -> Option<RequestSlot> {
-        use std::sync::atomic::Ordering;
-        let before = self.requests.fetch_add(1, Ordering::Relaxed);
-        let slot = RequestSlot(self.clone());
-        (before < self.max_requests).then_some(slot)
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub fn max_requests(&self) -> usize {
-        self.max_requests
+    /// A place for one more call charged to `sharers`, or why there is none.
+    pub fn try_request(self: &Arc<Self>, sharers: Vec<Sharer>) -> Result<RequestSlot, String> {
+        let mut held = self.held();
+        if held.total.requests >= self.max_requests {
+            return Err(format!(
+                "hookd is serving {} calls at once ({}); retry with backoff",
+                held.total.requests, self.requests_key
+            ));
+        }
+        for sharer in &sharers {
+            let used = held.shares.get(sharer).map_or(0, |u| u.requests);
+            if used >= self.share_requests {
+                return Err(format!(
+                    "{sharer} has {used} calls in progress, its share ({} % of {} = {}); retry with backoff",
+                    self.share_percent, self.requests_key, self.share_requests
+                ));
+            }
+        }
+        held.total.requests += 1;
+        for sharer in &sharers {
+            held.shares.entry(sharer.clone()).or_default().requests += 1;
+        }
+        Ok(RequestSlot {
+            budget: self.clone(),
+            sharers: sharers.into(),
+        })
+    }
+
+    /// Counts `bytes` more for `sharers`, or says which bound they would pass (and counts
+    /// nothing).
+    fn try_bytes(&self, sharers: &[Sharer], bytes: u64) -> Result<(), String> {
+        let mut held = self.held();
+        let total = held.total.bytes + bytes;
+        if total > self.max_bytes {
+            return Err(format!(
+                "hookd would hold {total} bytes of unfinished requests (connections.max_request_bytes_in_flight {}); retry with backoff",
+                self.max_bytes
+            ));
+        }
+        for sharer in sharers {
+            let used = held.shares.get(sharer).map_or(0, |u| u.bytes);
+            if used > 0 && used + bytes > self.share_bytes {
+                return Err(format!(
+                    "{sharer} would hold {} bytes of unfinished requests, past its share ({} % of connections.max_request_bytes_in_flight = {}); retry with backoff",
+                    used + bytes,
+                    self.share_percent,
+                    self.share_bytes
+                ));
+            }
+        }
+        held.total.bytes = total;
+        for sharer in sharers {
+            held.shares.entry(sharer.clone()).or_default().bytes += bytes;
+        }
+        Ok(())
+    }
+
+    fn release(&self, sharers: &[Sharer], requests: usize, bytes: u64) {
+        let mut held = self.held();
+        held.total.requests = held.total.requests.saturating_sub(requests);
+        held.total.bytes = held.total.bytes.saturating_sub(bytes);
+        for sharer in sharers {
+            if let Some(u) = held.shares.get_mut(sharer) {
+                u.requests = u.requests.saturating_sub(requests);
+                u.bytes = u.bytes.saturating_sub(bytes);
+                if u.requests == 0 && u.bytes == 0 {
+                    held.shares.remove(sharer);
+                }
+            }
+        }
+    }
+
+    /// Calls in progress, and how many sharers hold something (tests, metrics).
+    pub fn in_use(&self) -> (usize, usize) {
+        let held = self.held();
+        (held.total.requests, held.shares.len())
     }
 }
 
@@ -755,7 +937,7 @@ impl RequestBudget {
 pub struct DeadlineBody<B> {
     inner: B,
     deadline: Pin<Box<Sleep>>,
-    budget: Arc<RequestBudget>,
+    charge: Charge,
     /// Bytes this body has added to the budget (given back when dropped).
     counted: u64,
     /// The gRPC message framing: prefix bytes seen of the current message...
@@ -766,11 +948,11 @@ pub struct DeadlineBody<B> {
 }
 
 impl<B> DeadlineBody<B> {
-    pub fn new(inner: B, timeout: Duration, budget: Arc<RequestBudget>) -> Self {
+    pub fn new(inner: B, timeout: Duration, charge: Charge) -> Self {
         Self {
             inner,
             deadline: Box::pin(tokio::time::sleep(timeout)),
-            budget,
+            charge,
             counted: 0,
             prefix: [0; 5],
             prefix_len: 0,
@@ -778,10 +960,9 @@ impl<B> DeadlineBody<B> {
         }
     }
 
-    /// Follows the framing through `data`; charges each announced length. Err: the total
-    /// it would make.
-    fn charge(&mut self, mut data: &[u8]) -> Result<(), u64> {
-        use std::sync::atomic::Ordering;
+    /// Follows the framing through `data`; charges each announced length. Err: the bound
+    /// it would pass.
+    fn charge(&mut self, mut data: &[u8]) -> Result<(), String> {
         while !data.is_empty() {
             if self.remaining > 0 {
                 let take = data
@@ -805,11 +986,10 @@ impl<B> DeadlineBody<B> {
                 ]));
                 self.remaining = len;
                 let charged = len + 5;
+                self.charge
+                    .budget
+                    .try_bytes(&self.charge.sharers, charged)?;
                 self.counted += charged;
-                let total = self.budget.bytes.fetch_add(charged, Ordering::Relaxed) + charged;
-                if total > self.budget.max_bytes {
-                    return Err(total);
-                }
             }
         }
         Ok(())
@@ -818,9 +998,11 @@ impl<B> DeadlineBody<B> {
 
 impl<B> Drop for DeadlineBody<B> {
     fn drop(&mut self) {
-        self.budget
-            .bytes
-            .fetch_sub(self.counted, std::sync::atomic::Ordering::Relaxed);
+        if self.counted > 0 {
+            self.charge
+                .budget
+                .release(&self.charge.sharers, 0, self.counted);
+        }
     }
 }
 
@@ -842,13 +1024,10 @@ where
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref()
-                    && let Err(total) = this.charge(data)
+                    && let Err(why) = this.charge(data)
                 {
                     return Poll::Ready(Some(Err(Box::new(tonic::Status::resource_exhausted(
-                        format!(
-                            "hookd holds {total} bytes of unfinished requests (connections.max_request_bytes_in_flight {}); retry with backoff",
-                            this.budget.max_bytes
-                        ),
+                        why,
                     )))));
                 }
                 Poll::Ready(Some(Ok(frame)))
@@ -971,6 +1150,61 @@ pub fn raise_open_file_limit() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_sharer_holds_at_most_its_share_and_gives_it_all_back() {
+        let limits = ConnectionLimits {
+            max_requests_in_flight: 8,
+            max_request_bytes_in_flight: 8 << 20,
+            max_share_percent: 25,
+            ..ConnectionLimits::default()
+        };
+        let budget = RequestBudget::new(&limits);
+        let a = |port| {
+            vec![
+                Sharer::Connection(SocketAddr::from(([127, 0, 0, 1], port))),
+                Sharer::Caller("a".into()),
+            ]
+        };
+        let b = vec![Sharer::Caller("b".into())];
+        let first = budget.try_request(a(1)).unwrap();
+        let second = budget.try_request(a(2)).unwrap();
+        let third = budget.try_request(a(3)).unwrap_err();
+        assert!(
+            third.contains("caller `a`") && third.contains("25 %"),
+            "{third}"
+        );
+        let other = budget.try_request(b.clone()).unwrap();
+        // Bytes: a sharer holding nothing may take more than its share (one large message);
+        // holding something, it may not pass its share (2 MiB), and others still may.
+        let (ca, cb) = (first.charge(), other.charge());
+        budget.try_bytes(&ca.sharers, 3 << 20).unwrap();
+        let over = budget.try_bytes(&second.charge().sharers, 1).unwrap_err();
+        assert!(over.contains("caller `a`"), "{over}");
+        budget.try_bytes(&cb.sharers, 1 << 20).unwrap();
+        budget.release(&ca.sharers, 0, 3 << 20);
+        budget.release(&cb.sharers, 0, 1 << 20);
+        drop((first, second, other));
+        assert_eq!(
+            budget.in_use(),
+            (0, 0),
+            "nothing is held, no sharer is left"
+        );
+        // The total bounds everyone: 8 calls from distinct sharers, then none.
+        let slots: Vec<_> = (0..8)
+            .map(|n| budget.try_request(vec![Sharer::Caller(format!("c{n}").into())]))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let full = budget
+            .try_request(vec![Sharer::Caller("late".into())])
+            .unwrap_err();
+        assert!(
+            full.contains("connections.max_requests_in_flight"),
+            "{full}"
+        );
+        drop(slots);
+        assert_eq!(budget.in_use(), (0, 0));
+    }
 
     #[test]
     fn limits_are_checked_with_their_key() {

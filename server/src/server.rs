@@ -718,6 +718,7 @@ async fn serve_once(
             auth: auth.clone(),
             body_timeout: Duration::from_millis(limits.request_body_timeout_ms),
             budget: crate::listen::RequestBudget::new(limits),
+            health: crate::listen::RequestBudget::health(limits),
         })
         .add_service(health_service)
         .add_optional_service(reflection_v1)

@@ -62,6 +62,16 @@ async fn unfinished_calls(
     addr: std::net::SocketAddr,
     streams: usize,
 ) -> tokio::task::JoinSet<Option<String>> {
+    unfinished_calls_to(addr, "/hookd.v1.Hookd/Enqueue", streams, 3).await
+}
+
+/// As [`unfinished_calls`], to `path`, sending `mib` MiB of each 4 MiB message.
+pub(crate) async fn unfinished_calls_to(
+    addr: std::net::SocketAddr,
+    path: &'static str,
+    streams: usize,
+    mib: usize,
+) -> tokio::task::JoinSet<Option<String>> {
     use http_body_util::{BodyExt, StreamBody};
     use hyper::body::Frame;
     let tcp = TcpStream::connect(addr).await.unwrap();
@@ -79,7 +89,7 @@ async fn unfinished_calls(
             tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::convert::Infallible>>(4);
         calls.spawn(async move {
             let body = StreamBody::new(tokio_stream::wrappers::ReceiverStream::new(rx));
-            let request = hyper::Request::post("http://localhost/hookd.v1.Hookd/Enqueue")
+            let request = hyper::Request::post(format!("http://localhost{path}"))
                 .header("content-type", "application/grpc")
                 .header("te", "trailers")
                 .body(body)
@@ -88,7 +98,7 @@ async fn unfinished_calls(
                 let mut header = vec![0u8];
                 header.extend_from_slice(&(4u32 << 20).to_be_bytes());
                 let _ = tx.send(Ok(Frame::data(Bytes::from(header)))).await;
-                for _ in 0..3 {
+                for _ in 0..mib {
                     let chunk = Bytes::from(vec![0x0a; 1 << 20]);
                     if tx.send(Ok(Frame::data(chunk))).await.is_err() {
                         return;

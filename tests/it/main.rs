@@ -33,6 +33,7 @@ mod retry;
 mod secrets;
 mod security;
 mod service;
+mod shares;
 mod sink;
 mod storage_failure;
 mod stored_damage;
