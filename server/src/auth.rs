@@ -602,6 +602,11 @@ where
                 use crate::listen::Sharer;
                 // Each connection and each caller holds at most a share of the budget.
                 let mut sharers = Vec::with_capacity(2);
+                // An accepted call keeps its connection open (see `listen::Activity`).
+                let active = request
+                    .extensions()
+                    .get::<crate::listen::ConnInfo>()
+                    .map(|conn| conn.activity.begin());
                 if let Some(conn) = request.extensions().get::<crate::listen::ConnInfo>() {
                     sharers.push(Sharer::Connection(conn.remote));
                     sharers.push(if Arc::ptr_eq(&caller, &self.auth.anonymous) {
@@ -633,9 +638,16 @@ where
                 let mut ready = std::mem::replace(&mut self.inner, clone);
                 let call = ready.call(request);
                 Box::pin(async move {
+                    // A streaming answer holds its places until its last message.
                     let answer = call.await;
-                    drop(slot);
-                    answer
+                    answer.map(|r| {
+                        r.map(|body| {
+                            tonic::body::Body::new(crate::listen::HoldBody::new(
+                                body,
+                                (slot, active),
+                            ))
+                        })
+                    })
                 })
             }
             Err(denied) => {

@@ -41,8 +41,18 @@ pub struct ConnectionLimits {
     pub max_connections: usize,
     /// A TLS handshake, or a plaintext client's first bytes, within this.
     pub handshake_timeout_ms: u64,
-    /// A connection whose peer sent nothing for this long is closed.
+    /// A connection with no request in progress and none begun for this long is closed.
+    /// Only requests count (that passed authentication, on a listener with `[auth]`): bytes
+    /// alone, such as answers to keep-alive pings, do not keep a connection open.
     pub idle_timeout_secs: u64,
+    /// A new connection must begin its first request (authenticated, with `[auth]`) within
+    /// this, or it is closed: connections that never ask anything, or present no valid
+    /// credential, do not hold slots.
+    pub first_request_timeout_ms: u64,
+    /// Connections one client address may hold open on each listener (0: the share
+    /// `max_share_percent` of `max_connections`). Behind a proxy or a load balancer every
+    /// connection comes from its address: raise this to `max_connections` there.
+    pub max_connections_per_peer: usize,
     /// HTTP/1 request headers must arrive within this.
     pub header_read_timeout_ms: u64,
     /// Largest request header block (HTTP/1 headers, HTTP/2 header list / gRPC metadata).
@@ -84,6 +94,8 @@ impl Default for ConnectionLimits {
             max_connections: 4_096,
             handshake_timeout_ms: 10_000,
             idle_timeout_secs: 300,
+            first_request_timeout_ms: 10_000,
+            max_connections_per_peer: 0,
             header_read_timeout_ms: 10_000,
             max_header_bytes: 16 << 10,
             max_concurrent_streams: 128,
@@ -125,6 +137,18 @@ impl ConnectionLimits {
             self.idle_timeout_secs,
             self.keepalive_interval_secs.saturating_mul(2).max(1),
             86_400,
+        )?;
+        within(
+            "connections.first_request_timeout_ms",
+            self.first_request_timeout_ms,
+            100,
+            3_600_000,
+        )?;
+        within(
+            "connections.max_connections_per_peer",
+            self.max_connections_per_peer as u64,
+            0,
+            1 << 20,
         )?;
         within(
             "connections.header_read_timeout_ms",
@@ -482,6 +506,68 @@ pub struct ConnInfo {
     pub remote: SocketAddr,
     /// The verified client certificate's identity (mTLS).
     pub peer: Option<Arc<PeerIdentity>>,
+    /// The requests it has made: what keeps it open.
+    pub activity: Arc<Activity>,
+}
+
+/// The requests a connection has made: how many are in progress, and when the last one
+/// began or ended. A connection is kept open by these, never by bytes alone.
+#[derive(Debug)]
+pub struct Activity {
+    opened: Instant,
+    /// Milliseconds after `opened` of the last request's beginning or end; `u64::MAX`: none.
+    last_ms: std::sync::atomic::AtomicU64,
+    in_flight: std::sync::atomic::AtomicUsize,
+}
+
+/// One request in progress on a connection (see [`Activity::begin`]).
+#[derive(Debug)]
+pub struct Active(Arc<Activity>);
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0
+            .in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+impl Activity {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self {
+            opened: Instant::now(),
+            last_ms: std::sync::atomic::AtomicU64::new(u64::MAX),
+            in_flight: std::sync::atomic::AtomicUsize::new(0),
+        })
+    }
+
+    /// A request begins; it is in progress until the guard is dropped.
+    pub fn begin(self: &Arc<Self>) -> Active {
+        self.in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        self.touch();
+        Active(self.clone())
+    }
+
+    fn touch(&self) {
+        let ms = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
+        self.last_ms.store(ms, std::sync::atomic::Ordering::Release);
+    }
+
+    /// When the connection may be closed for want of requests: `None` while one is in
+    /// progress; else `idle` after the last one, or `first` after opening if none came.
+    fn close_at(&self, idle: Duration, first: Duration) -> Option<Instant> {
+        if self.in_flight.load(std::sync::atomic::Ordering::Acquire) > 0 {
+            return None;
+        }
+        Some(
+            match self.last_ms.load(std::sync::atomic::Ordering::Acquire) {
+                u64::MAX => self.opened + first,
+                ms => self.opened + Duration::from_millis(ms) + idle,
+            },
+        )
+    }
 }
 
 enum Io {
@@ -489,19 +575,21 @@ enum Io {
     Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
 }
 
-/// An accepted connection: its stream, its place under the connection limit, and the idle
-/// timer (reset by every byte the peer sends).
+/// An accepted connection: its stream, its place under the connection limits, and the idle
+/// timer (which only requests put off: see [`Activity`]).
 pub struct Conn {
     io: Io,
     info: ConnInfo,
     idle: Pin<Box<Sleep>>,
     idle_timeout: Duration,
+    first_request_timeout: Duration,
     /// HTTP/2: the client's preface and the header of its first frame (33 bytes) must
     /// arrive by this deadline (from accept), so a client that trickles them is dropped
     /// like one that sends nothing. `None` once they have (or for HTTP/1, which hyper's
     /// header-read timeout covers).
     opening: Option<(usize, Pin<Box<Sleep>>)>,
     _permit: OwnedSemaphorePermit,
+    _peer_slot: PeerSlot,
 }
 
 impl std::fmt::Debug for Conn {
@@ -530,8 +618,6 @@ impl AsyncRead for Conn {
         };
         match polled {
             Poll::Ready(Ok(())) if buf.filled().len() > before => {
-                let deadline = Instant::now() + this.idle_timeout;
-                this.idle.as_mut().reset(deadline);
                 if let Some((left, _)) = &mut this.opening {
                     *left = left.saturating_sub(buf.filled().len() - before);
                     if *left == 0 {
@@ -549,13 +635,26 @@ impl AsyncRead for Conn {
                         "the HTTP/2 preface did not arrive within the handshake timeout",
                     )));
                 }
-                match this.idle.as_mut().poll(cx) {
-                    Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        "the peer sent nothing for the idle timeout",
-                    ))),
-                    Poll::Pending => Poll::Pending,
+                // The timer fires at the earliest the connection may close; then the
+                // requests say whether it does, or when to look again.
+                while this.idle.as_mut().poll(cx).is_ready() {
+                    let now = Instant::now();
+                    match this
+                        .info
+                        .activity
+                        .close_at(this.idle_timeout, this.first_request_timeout)
+                    {
+                        Some(at) if at <= now => {
+                            return Poll::Ready(Err(io::Error::new(
+                                io::ErrorKind::TimedOut,
+                                "no request within the idle or first-request timeout",
+                            )));
+                        }
+                        Some(at) => this.idle.as_mut().reset(at),
+                        None => this.idle.as_mut().reset(now + this.idle_timeout),
+                    }
                 }
+                Poll::Pending
             }
             other => other,
         }
@@ -626,8 +725,13 @@ pub fn accept(
 ) -> mpsc::Receiver<io::Result<Conn>> {
     let (tx, rx) = mpsc::channel(64);
     let permits = Arc::new(Semaphore::new(max_connections));
+    let peers = PeerSlots::new(match limits.max_connections_per_peer {
+        0 => (max_connections * usize::from(limits.max_share_percent.clamp(1, 100)) / 100).max(1),
+        n => n,
+    });
     let handshake = Duration::from_millis(limits.handshake_timeout_ms);
     let idle = Duration::from_secs(limits.idle_timeout_secs);
+    let first_request = Duration::from_millis(limits.first_request_timeout_ms);
     tokio::spawn(async move {
         let mut refused_log = Throttle::default();
         loop {
@@ -658,6 +762,18 @@ pub fn accept(
                 drop(stream);
                 continue;
             };
+            let Some(peer_slot) = peers.try_take(remote.ip()) else {
+                if refused_log.ready() {
+                    tracing::warn!(
+                        listener = ?kind,
+                        peer = %remote.ip(),
+                        max_connections_per_peer = peers.max,
+                        "this address holds its share of connections; closing its new ones"
+                    );
+                }
+                drop(stream);
+                continue;
+            };
             let _ = stream.set_nodelay(true);
             let tls = tls.clone();
             let tx = tx.clone();
@@ -678,20 +794,77 @@ pub fn accept(
                     Io::Tls(s) => peer_identity(s.get_ref().1),
                     Io::Plain(_) => None,
                 };
+                let activity = Activity::new();
                 let conn = Conn {
                     io,
-                    info: ConnInfo { remote, peer },
-                    idle: Box::pin(tokio::time::sleep(idle)),
+                    info: ConnInfo {
+                        remote,
+                        peer,
+                        activity,
+                    },
+                    idle: Box::pin(tokio::time::sleep(first_request)),
+                    first_request_timeout: first_request,
                     opening: (kind == Kind::Grpc)
                         .then(|| (33, Box::pin(tokio::time::sleep_until(opened)))),
                     idle_timeout: idle,
                     _permit: permit,
+                    _peer_slot: peer_slot,
                 };
                 let _ = tx.send(Ok(conn)).await;
             });
         }
     });
     rx
+}
+
+/// Open connections per client address on one listener, each at most `max`.
+#[derive(Debug, Clone)]
+struct PeerSlots {
+    max: usize,
+    held: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+}
+
+/// One connection's place among its address's, given back when dropped.
+#[derive(Debug)]
+struct PeerSlot(PeerSlots, std::net::IpAddr);
+
+impl PeerSlots {
+    fn new(max: usize) -> Self {
+        Self {
+            max,
+            held: Arc::default(),
+        }
+    }
+
+    fn held(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<std::net::IpAddr, usize>> {
+        self.held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn try_take(&self, ip: std::net::IpAddr) -> Option<PeerSlot> {
+        let mut held = self.held();
+        let n = held.entry(ip).or_default();
+        if *n >= self.max {
+            return None;
+        }
+        *n += 1;
+        Some(PeerSlot(self.clone(), ip))
+    }
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut held = self.0.held();
+        if let Some(n) = held.get_mut(&self.1) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.1);
+            }
+        }
+    }
 }
 
 /// The TLS handshake, or for plaintext the first bytes of a request.
@@ -1053,6 +1226,53 @@ where
     }
 }
 
+/// A response body that holds `H` (a call's budget slot, its connection's [`Active`])
+/// until the body ends or is dropped: a streaming call counts as in progress while it
+/// streams.
+#[derive(Debug)]
+pub struct HoldBody<B, H> {
+    inner: B,
+    hold: Option<H>,
+}
+
+impl<B, H> HoldBody<B, H> {
+    pub fn new(inner: B, hold: H) -> Self {
+        Self {
+            inner,
+            hold: Some(hold),
+        }
+    }
+}
+
+impl<B, H> http_body::Body for HoldBody<B, H>
+where
+    B: http_body::Body + Unpin,
+    H: Unpin,
+{
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Poll::Ready(None) = polled {
+            this.hold = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 /// Lets a warning through at most every 10 s.
 #[derive(Debug, Default)]
 struct Throttle(Option<std::time::Instant>);
@@ -1100,10 +1320,14 @@ pub async fn serve_http(
         let info = conn.info().clone();
         let router = router.clone();
         let service = hyper::service::service_fn(move |mut request: http::Request<_>| {
+            let active = info.activity.begin();
             request.extensions_mut().insert(info.clone());
             let mut router = router.clone();
             async move {
-                tower_service::Service::call(&mut router, request.map(axum::body::Body::new)).await
+                let answer =
+                    tower_service::Service::call(&mut router, request.map(axum::body::Body::new))
+                        .await;
+                answer.map(|r| r.map(|body| axum::body::Body::new(HoldBody::new(body, active))))
             }
         });
         let connection = builder.serve_connection(TokioIo::new(conn), service);
@@ -1150,6 +1374,48 @@ pub fn raise_open_file_limit() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_requests_put_off_a_connections_close() {
+        let (idle, first) = (Duration::from_secs(300), Duration::from_secs(10));
+        let activity = Activity::new();
+        let opened = activity.opened;
+        assert_eq!(activity.close_at(idle, first), Some(opened + first));
+        let active = activity.begin();
+        assert_eq!(
+            activity.close_at(idle, first),
+            None,
+            "a request in progress"
+        );
+        let second = activity.begin();
+        drop(active);
+        assert_eq!(
+            activity.close_at(idle, first),
+            None,
+            "one still in progress"
+        );
+        drop(second);
+        let at = activity.close_at(idle, first).unwrap();
+        assert!(at >= opened + idle && at <= Instant::now() + idle, "{at:?}");
+    }
+
+    #[test]
+    fn an_address_holds_at_most_its_connections() {
+        let slots = PeerSlots::new(2);
+        let ip: std::net::IpAddr = [10, 0, 0, 1].into();
+        let a = slots.try_take(ip).unwrap();
+        let _b = slots.try_take(ip).unwrap();
+        assert!(slots.try_take(ip).is_none());
+        assert!(slots.try_take([10, 0, 0, 2].into()).is_some());
+        drop(a);
+        let _c = slots.try_take(ip).unwrap();
+        drop(_c);
+        drop(_b);
+        assert!(
+            slots.held().get(&ip).is_none(),
+            "an address with none is forgotten"
+        );
+    }
 
     #[test]
     fn each_sharer_holds_at_most_its_share_and_gives_it_all_back() {

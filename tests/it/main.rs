@@ -10,6 +10,7 @@ mod backpressure;
 mod bad_input;
 mod certs;
 mod cli;
+mod connections;
 mod console;
 mod crash;
 mod ctl;
