@@ -66,6 +66,7 @@ pub mod ingest;
 pub mod limiter;
 pub mod listen;
 pub mod metrics;
+pub mod ratelog;
 pub mod retry;
 pub mod secrets;
 pub mod server;

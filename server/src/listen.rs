@@ -229,8 +229,12 @@ pub struct TlsConfig {
     pub key_file: Option<PathBuf>,
     /// PEM CA certificates that client certificates must chain to (mTLS).
     pub client_ca_file: Option<PathBuf>,
-    /// With `client_ca_file`: `optional` (a client may use a token instead) or `required`.
+    /// With `client_ca_file`: `optional` (a client may use a token instead) or `required`,
+    /// on the gRPC and HTTP listeners.
     pub client_auth: ClientAuth,
+    /// The same for the ingest listener: `none` (the default: webhook providers present no
+    /// client certificate, and their signatures are checked), `optional` or `required`.
+    pub ingest_client_auth: IngestClientAuth,
     /// How often the files are checked for changes (SIGHUP checks at once).
     pub reload_interval_secs: u64,
 }
@@ -242,6 +246,7 @@ impl Default for TlsConfig {
             key_file: None,
             client_ca_file: None,
             client_auth: ClientAuth::Optional,
+            ingest_client_auth: IngestClientAuth::None,
             reload_interval_secs: 10,
         }
     }
@@ -250,6 +255,16 @@ impl Default for TlsConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ClientAuth {
+    Optional,
+    Required,
+}
+
+/// Client certificates on the ingest listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IngestClientAuth {
+    /// None asked for.
+    None,
     Optional,
     Required,
 }
@@ -276,6 +291,9 @@ pub struct Tls {
     config: TlsConfig,
     grpc: RwLock<Arc<rustls::ServerConfig>>,
     http: RwLock<Arc<rustls::ServerConfig>>,
+    ingest: RwLock<Arc<rustls::ServerConfig>>,
+    /// The serving certificate's notAfter (Unix seconds).
+    not_after: std::sync::atomic::AtomicI64,
     stamps: std::sync::Mutex<Stamps>,
 }
 
@@ -312,20 +330,35 @@ impl Tls {
                 format!("{} is not within 1..=86400", config.reload_interval_secs),
             ));
         }
+        if config.ingest_client_auth != IngestClientAuth::None && config.client_ca_file.is_none() {
+            return Err(tls_error(
+                "ingest_client_auth",
+                "client certificates need tls.client_ca_file".into(),
+            ));
+        }
         let stamps = stamps(config);
-        let (grpc, http) = build(config)?;
+        let built = build(config)?;
+        warn_on_expiry(built.not_after, now_unix_s());
         Ok(Some(Arc::new(Self {
             config: config.clone(),
-            grpc: RwLock::new(grpc),
-            http: RwLock::new(http),
+            grpc: RwLock::new(built.grpc),
+            http: RwLock::new(built.http),
+            ingest: RwLock::new(built.ingest),
+            not_after: std::sync::atomic::AtomicI64::new(built.not_after),
             stamps: std::sync::Mutex::new(stamps),
         })))
+    }
+
+    /// The serving certificate's notAfter, in Unix seconds.
+    pub fn not_after(&self) -> i64 {
+        self.not_after.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn current(&self, kind: Kind) -> Arc<rustls::ServerConfig> {
         let slot = match kind {
             Kind::Grpc => &self.grpc,
             Kind::Http => &self.http,
+            Kind::Ingest => &self.ingest,
         };
         slot.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
@@ -339,14 +372,22 @@ impl Tls {
         }
         // Remember the attempt either way, so a broken file is reported once, not every tick.
         *seen = now;
-        let (grpc, http) = build(&self.config)?;
-        *self.grpc.write().unwrap_or_else(|p| p.into_inner()) = grpc;
-        *self.http.write().unwrap_or_else(|p| p.into_inner()) = http;
+        let built = build(&self.config)?;
+        warn_on_expiry(built.not_after, now_unix_s());
+        *self.grpc.write().unwrap_or_else(|p| p.into_inner()) = built.grpc;
+        *self.http.write().unwrap_or_else(|p| p.into_inner()) = built.http;
+        *self.ingest.write().unwrap_or_else(|p| p.into_inner()) = built.ingest;
+        self.not_after
+            .store(built.not_after, std::sync::atomic::Ordering::Relaxed);
         Ok(true)
     }
 
     /// Reloads on change and on SIGHUP until `stop`.
-    pub async fn watch(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+    pub async fn watch(
+        self: Arc<Self>,
+        mut stop: watch::Receiver<bool>,
+        metrics: Option<Arc<crate::metrics::Metrics>>,
+    ) {
         let mut tick = tokio::time::interval(Duration::from_secs(self.config.reload_interval_secs));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         #[cfg(unix)]
@@ -370,10 +411,15 @@ impl Tls {
             };
             let tls = self.clone();
             match tokio::task::spawn_blocking(move || tls.reload(force)).await {
-                Ok(Ok(true)) => tracing::info!(
-                    forced = force,
-                    "TLS certificates reloaded; new connections use them"
-                ),
+                Ok(Ok(true)) => {
+                    if let Some(m) = &metrics {
+                        m.tls_certificate_expiry.set(self.not_after());
+                    }
+                    tracing::info!(
+                        forced = force,
+                        "TLS certificates reloaded; new connections use them"
+                    );
+                }
                 Ok(Ok(false)) => {}
                 Ok(Err(e)) => {
                     tracing::error!(error = %e, "TLS reload failed; keeping the previous certificates")
@@ -421,14 +467,66 @@ fn certificates(
     Ok(certs)
 }
 
-fn build(
-    config: &TlsConfig,
-) -> Result<(Arc<rustls::ServerConfig>, Arc<rustls::ServerConfig>), TlsError> {
+/// What the certificate files make: a server config per listener, and the serving
+/// certificate's notAfter.
+struct Built {
+    grpc: Arc<rustls::ServerConfig>,
+    http: Arc<rustls::ServerConfig>,
+    ingest: Arc<rustls::ServerConfig>,
+    not_after: i64,
+}
+
+fn now_unix_s() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// Warns when the serving certificate has expired (clients refuse it) or expires within
+/// 14 days.
+fn warn_on_expiry(not_after: i64, now: i64) {
+    if let Some(said) = expiry_warning(not_after, now) {
+        tracing::warn!(not_after_unix = not_after, "{said}");
+    }
+}
+
+/// What [`warn_on_expiry`] says, if anything.
+pub fn expiry_warning(not_after: i64, now: i64) -> Option<String> {
+    let said = if not_after <= now {
+        format!(
+            "the TLS certificate (tls.cert_file) expired {} day(s) ago: clients refuse it; replace the file (it is reloaded)",
+            (now - not_after) / 86_400
+        )
+    } else if not_after - now < 14 * 86_400 {
+        format!(
+            "the TLS certificate (tls.cert_file) expires in {} day(s): replace the file before then (it is reloaded)",
+            (not_after - now) / 86_400
+        )
+    } else {
+        return None;
+    };
+    Some(said)
+}
+
+fn build(config: &TlsConfig) -> Result<Built, TlsError> {
     use rustls::pki_types::pem::PemObject;
     let (Some(cert_file), Some(key_file)) = (&config.cert_file, &config.key_file) else {
         return Err(tls_error("cert_file", "not set".into()));
     };
     let chain = certificates("cert_file", cert_file)?;
+    let not_after = chain
+        .first()
+        .and_then(|leaf| x509_parser::parse_x509_certificate(leaf.as_ref()).ok())
+        .map(|(_, cert)| cert.validity().not_after.timestamp())
+        .ok_or_else(|| {
+            tls_error(
+                "cert_file",
+                format!(
+                    "{}: its first certificate does not parse",
+                    cert_file.display()
+                ),
+            )
+        })?;
     let key_pem = read_pem("key_file", key_file)?;
     let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
         tls_error(
@@ -448,9 +546,11 @@ fn build(
         )
     })?;
     let certified = Arc::new(certified);
-    let verifier = match &config.client_ca_file {
-        None => None,
-        Some(ca_file) => {
+    let verifier = |auth: Option<ClientAuth>| -> Result<_, TlsError> {
+        let (Some(ca_file), Some(auth)) = (&config.client_ca_file, auth) else {
+            return Ok(None);
+        };
+        {
             let mut roots = rustls::RootCertStore::empty();
             for cert in certificates("client_ca_file", ca_file)? {
                 roots.add(cert).map_err(|e| {
@@ -464,23 +564,31 @@ fn build(
                 Arc::new(roots),
                 provider.clone(),
             );
-            let builder = match config.client_auth {
+            let builder = match auth {
                 ClientAuth::Optional => builder.allow_unauthenticated(),
                 ClientAuth::Required => builder,
             };
-            Some(builder.build().map_err(|e| {
+            Ok(Some(builder.build().map_err(|e| {
                 tls_error(
                     "client_ca_file",
                     format!("{}: cannot verify clients with it: {e}", ca_file.display()),
                 )
-            })?)
+            })?))
         }
     };
-    let make = |alpn: &[u8]| -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    let api = verifier(Some(config.client_auth))?;
+    let ingest = verifier(match config.ingest_client_auth {
+        IngestClientAuth::None => None,
+        IngestClientAuth::Optional => Some(ClientAuth::Optional),
+        IngestClientAuth::Required => Some(ClientAuth::Required),
+    })?;
+    let make = |alpn: &[u8],
+                verifier: &Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>|
+     -> Result<Arc<rustls::ServerConfig>, TlsError> {
         let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| tls_error("cert_file", e.to_string()))?;
-        let builder = match &verifier {
+        let builder = match verifier {
             Some(v) => builder.with_client_cert_verifier(v.clone()),
             None => builder.with_no_client_auth(),
         };
@@ -490,7 +598,12 @@ fn build(
         server.alpn_protocols = vec![alpn.to_vec()];
         Ok(Arc::new(server))
     };
-    Ok((make(b"h2")?, make(b"http/1.1")?))
+    Ok(Built {
+        grpc: make(b"h2", &api)?,
+        http: make(b"http/1.1", &api)?,
+        ingest: make(b"http/1.1", &ingest)?,
+        not_after,
+    })
 }
 
 /// Which listener a connection came to (decides ALPN).
@@ -498,6 +611,8 @@ fn build(
 pub enum Kind {
     Grpc,
     Http,
+    /// The ingest listener: HTTP/1.1, with its own client-certificate setting.
+    Ingest,
 }
 
 /// What the services learn about a connection (a request extension on both listeners).

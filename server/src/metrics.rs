@@ -69,6 +69,8 @@ pub struct Metrics {
     pub enqueue_refused: IntCounterVec,
     /// Events accepted above a soft watermark (their answer carried a throttle hint).
     pub throttled: IntCounter,
+    /// The serving TLS certificate's notAfter, in Unix seconds (0 without TLS).
+    pub tls_certificate_expiry: IntGauge,
     gauges: Mutex<Gauges>,
 }
 
@@ -296,6 +298,10 @@ impl Metrics {
             throttled: counter(
                 "hookd_enqueue_throttled_total",
                 "Events accepted above a soft watermark: their answer suggested a pause (throttle_ms).",
+            ),
+            tls_certificate_expiry: gauge(
+                "hookd_tls_certificate_expiry_timestamp_seconds",
+                "The serving TLS certificate's notAfter, in Unix seconds (alert when it is near: hookd also warns in its log 14 days ahead).",
             ),
             gauges: Mutex::new(Gauges {
                 live_bytes: by_dest(

@@ -427,7 +427,7 @@ async fn serve_down(
     );
     let ingest_conns = crate::listen::accept(
         ingest,
-        crate::listen::Kind::Http,
+        crate::listen::Kind::Ingest,
         tls,
         limits,
         max,
@@ -680,7 +680,8 @@ async fn serve_once(
     let http_addr = http.local_addr()?;
     let limits = &config.connections;
     if let Some(tls) = &tls {
-        tokio::spawn(tls.clone().watch(stop_rx.clone()));
+        metrics.tls_certificate_expiry.set(tls.not_after());
+        tokio::spawn(tls.clone().watch(stop_rx.clone(), Some(metrics.clone())));
     }
     tokio::spawn(headroom.clone().watch(
         shared.disk.clone(),
@@ -742,7 +743,7 @@ async fn serve_once(
     let http_server = crate::listen::serve_http(http_conns, router, limits, stop_rx.clone());
     let ingest_conns = crate::listen::accept(
         ingest,
-        crate::listen::Kind::Http,
+        crate::listen::Kind::Ingest,
         tls.clone(),
         limits,
         max_connections,

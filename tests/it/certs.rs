@@ -63,6 +63,15 @@ impl Ca {
         )
     }
 
+    /// A server certificate that expired on 2021-01-01.
+    pub fn expired_server(&self) -> Leaf {
+        self.leaf(
+            &["localhost", "127.0.0.1"],
+            ExtendedKeyUsagePurpose::ServerAuth,
+            true,
+        )
+    }
+
     /// A client certificate whose DNS name is `name`.
     pub fn client(&self, name: &str) -> Leaf {
         self.leaf(&[name], ExtendedKeyUsagePurpose::ClientAuth, false)

@@ -445,7 +445,55 @@ async fn required_client_certificates_refuse_token_only_clients() {
         .await
         .unwrap();
     c.stats().await.unwrap();
+    // Issue #26, 14: webhook providers present no client certificate; the ingest listener
+    // asks for none (`tls.ingest_client_auth = "none"`), so they are answered (here 405:
+    // a GET) instead of failing the handshake.
+    let answer = https_get(server.ingest, &files.ca.pem, None, "/in/nowhere", None)
+        .await
+        .expect("the ingest listener's handshake without a client certificate");
+    assert!(status_line(&answer).starts_with("HTTP/1.1 405"), "{answer}");
+    // The certificate's expiry is exported.
+    let metrics = https_get(server.http, &files.ca.pem, Some(&worker), "/metrics", None)
+        .await
+        .unwrap();
+    let expiry: i64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("hookd_tls_certificate_expiry_timestamp_seconds "))
+        .unwrap_or_else(|| panic!("no expiry metric in:\n{metrics}"))
+        .trim()
+        .parse()
+        .unwrap();
+    let now = i64::try_from(SystemClock.now_ms() / 1000).unwrap();
+    assert!(expiry > now, "{expiry} vs now {now}");
     server.stop().await;
+}
+
+/// An expired serving certificate still loads (a restart must not take hookd down), but
+/// hookd says so, and exports its notAfter.
+#[test]
+fn an_expired_certificate_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("hookd test server CA");
+    let leaf = ca.expired_server();
+    let config = hookd::listen::TlsConfig {
+        cert_file: Some(certs::write(dir.path(), "old.pem", &leaf.cert)),
+        key_file: Some(certs::write(dir.path(), "old.key", &leaf.key)),
+        ..Default::default()
+    };
+    let tls = hookd::listen::Tls::from_config(&config).unwrap().unwrap();
+    assert_eq!(tls.not_after(), 1_609_459_200, "2021-01-01T00:00:00Z");
+    let now = i64::try_from(SystemClock.now_ms() / 1000).unwrap();
+    let said = hookd::listen::expiry_warning(tls.not_after(), now).unwrap();
+    assert!(
+        said.contains("expired") && said.contains("tls.cert_file"),
+        "{said}"
+    );
+    assert!(
+        hookd::listen::expiry_warning(now + 3 * 86_400, now)
+            .unwrap()
+            .contains("expires in 3 day(s)")
+    );
+    assert_eq!(hookd::listen::expiry_warning(now + 30 * 86_400, now), None);
 }
 
 #[tokio::test]

@@ -67,10 +67,16 @@ impl Engine {
 
     fn alert_changed(&mut self, t: Tx<'_, '_>, now: u64, change: Change) -> Result<(), StoreError> {
         let summary = change.summary();
-        if change.to > change.from {
-            tracing::warn!(alert = change.kind.as_str(), destination = %change.destination, level = change.to.as_str(), value = change.value, "{summary}");
-        } else {
-            tracing::info!(alert = change.kind.as_str(), destination = %change.destination, level = change.to.as_str(), value = change.value, "{summary}");
+        // Thousands of destinations may change at once (an outage of ad-hoc URLs): a
+        // bounded number of lines, and the count of those left out; the change itself
+        // still reaches Watch, the notifications and /metrics.
+        static LOG: crate::ratelog::LogLimit = crate::ratelog::LogLimit::new(10, 20);
+        if let Some(suppressed) = LOG.ready() {
+            if change.to > change.from {
+                tracing::warn!(alert = change.kind.as_str(), destination = %change.destination, level = change.to.as_str(), value = change.value, suppressed, "{summary}");
+            } else {
+                tracing::info!(alert = change.kind.as_str(), destination = %change.destination, level = change.to.as_str(), value = change.value, suppressed, "{summary}");
+            }
         }
         self.watch(|| crate::events::Event {
             at_ms: now,
@@ -97,7 +103,10 @@ impl Engine {
             };
             let m = NewMessage::new(MessageId::generate(now), target, record, 0, 0);
             if let Err(refusal) = self.enqueue(t, now, m)? {
-                tracing::warn!(endpoint = %n.endpoint, %refusal, "an alert notification could not be enqueued (is the endpoint put?)");
+                static LOG: crate::ratelog::LogLimit = crate::ratelog::LogLimit::new(10, 5);
+                if let Some(suppressed) = LOG.ready() {
+                    tracing::warn!(endpoint = %n.endpoint, %refusal, suppressed, "an alert notification could not be enqueued (is the endpoint put?)");
+                }
             }
         }
         Ok(())

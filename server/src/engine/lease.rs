@@ -335,7 +335,10 @@ impl Engine {
         };
         self.wait_until(t, now, id, entry, state, due)?;
         let key = &self.index.dests[live.dest].key;
-        tracing::warn!(%id, destination = %key, error = end.error, "push attempt not made: hookd is short of a local resource; retrying, not counted");
+        static LOG: crate::ratelog::LogLimit = crate::ratelog::LogLimit::new(10, 5);
+        if let Some(suppressed) = LOG.ready() {
+            tracing::warn!(%id, destination = %key, error = end.error, suppressed, "push attempt not made: hookd is short of a local resource; retrying, not counted");
+        }
         Ok(())
     }
 

@@ -398,7 +398,10 @@ async fn handle(
             "backpressure",
         )),
         Err(r @ Refusal::DiskFull { .. }) => {
-            tracing::warn!(source = %source.spec.name, refusal = %r, "inbound webhook refused: disk reserve");
+            static LOG: crate::ratelog::LogLimit = crate::ratelog::LogLimit::new(10, 5);
+            if let Some(suppressed) = LOG.ready() {
+                tracing::warn!(source = %source.spec.name, refusal = %r, suppressed, "inbound webhook refused: disk reserve");
+            }
             Err(Refuse(
                 retry_after(
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -409,7 +412,10 @@ async fn handle(
             ))
         }
         Err(Refusal::Unavailable(why)) => {
-            tracing::warn!(source = %source.spec.name, %why, "inbound webhook refused: storage unavailable");
+            static LOG: crate::ratelog::LogLimit = crate::ratelog::LogLimit::new(10, 5);
+            if let Some(suppressed) = LOG.ready() {
+                tracing::warn!(source = %source.spec.name, %why, suppressed, "inbound webhook refused: storage unavailable");
+            }
             Err(Refuse(
                 retry_after(
                     StatusCode::SERVICE_UNAVAILABLE,
