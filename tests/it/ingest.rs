@@ -1209,3 +1209,51 @@ async fn put_source_refuses_a_tolerance_longer_than_the_dedup_retention() {
     assert!(client.put_source(source(60)).await.unwrap().created);
     server.stop().await;
 }
+
+/// Issue #26, 14: GitHub's signature covers the body, not `X-GitHub-Delivery`, so a captured
+/// delivery sent again under a new id is a new delivery to the default dedup (stored
+/// twice, as documented); with `dedup_id = "body:sha256"` it is answered duplicate.
+#[tokio::test]
+async fn a_github_delivery_replayed_under_a_new_id_is_a_duplicate_with_body_digest_dedup() {
+    let dir = tempfile::tempdir().unwrap();
+    let github = |name: &str, queue: &str, dedup: Option<&str>| SourceSpec {
+        secrets: vec![GITHUB_SECRET.into()],
+        dedup_id: dedup.map(str::to_owned),
+        ..SourceSpec::new(name, SchemeName::Github, queue)
+    };
+    let server = start_with_sources(
+        dir.path(),
+        vec![
+            github("by-id", "a", None),
+            github("by-body", "b", Some("body:sha256")),
+        ],
+    )
+    .await;
+    let body = br#"{"action":"opened","number":7}"#.to_vec();
+    let sig = hex(&mac(GITHUB_SECRET.as_bytes(), &[&body]));
+    let delivery = |id: &str| {
+        vec![
+            ("content-type".to_owned(), "application/json".to_owned()),
+            ("x-hub-signature-256".to_owned(), format!("sha256={sig}")),
+            ("x-github-event".to_owned(), "pull_request".to_owned()),
+            ("x-github-delivery".to_owned(), id.to_owned()),
+        ]
+    };
+    for source in ["by-id", "by-body"] {
+        let first = post(server.ingest, source, &delivery("real-1"), &body).await;
+        assert_eq!(first.status, 202, "{first:?}");
+        assert_eq!(first.json()["duplicate"], false);
+        // The same signed bytes under a forged delivery id.
+        let replay = post(server.ingest, source, &delivery("forged-2"), &body).await;
+        assert_eq!(replay.status, 202, "{replay:?}");
+        let duplicate = replay.json()["duplicate"].as_bool().unwrap();
+        assert_eq!(duplicate, source == "by-body", "{source}: {replay:?}");
+    }
+    let mut client = server.client().await;
+    assert_eq!(receive_all(&mut client, "a").await.len(), 2);
+    assert_eq!(receive_all(&mut client, "b").await.len(), 1);
+    // The digest is for dedup only.
+    let bad = hookd::ingest::source::Locator::parse("body:sha256", "event_type").unwrap_err();
+    assert!(bad.contains("dedup_id only"), "{bad}");
+    server.stop().await;
+}

@@ -289,7 +289,7 @@ async fn handle(
     let dedup_id = match &source.dedup {
         None => None,
         Some(l) => Some(
-            locate(l, headers, json.as_ref())
+            locate(l, headers, json.as_ref(), &raw)
                 .ok_or_else(|| invalid(format!("delivery id: {} is missing", describe(l))))?,
         ),
     };
@@ -310,7 +310,7 @@ async fn handle(
     };
     let event_type = match &source.event_type {
         None => String::new(),
-        Some(l) => locate(l, headers, json.as_ref()).unwrap_or_default(),
+        Some(l) => locate(l, headers, json.as_ref(), &raw).unwrap_or_default(),
     };
     if event_type.len() > crate::api::validate::MAX_EVENT_TYPE_LEN {
         return Err(invalid(format!(
@@ -445,13 +445,20 @@ fn describe(l: &Locator) -> String {
     match l {
         Locator::Header(h) => format!("header {h}"),
         Locator::Json(p) => format!("JSON value {p}"),
+        Locator::BodySha256 => "the body's SHA-256".into(),
     }
 }
 
 /// A header's text, or a JSON string or number at a pointer; `None` when absent or empty.
-fn locate(l: &Locator, headers: &HeaderMap, json: Option<&Value>) -> Option<String> {
+fn locate(l: &Locator, headers: &HeaderMap, json: Option<&Value>, raw: &[u8]) -> Option<String> {
     let text = match l {
         Locator::Header(h) => headers.get(h)?.to_str().ok()?.trim().to_owned(),
+        Locator::BodySha256 => {
+            use sha2::Digest;
+            let digest = sha2::Sha256::digest(raw);
+            let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+            format!("sha256:{hex}")
+        }
         Locator::Json(p) => match json?.pointer(p)? {
             Value::String(s) => s.clone(),
             Value::Number(n) => n.to_string(),

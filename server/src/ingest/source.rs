@@ -130,8 +130,12 @@ pub struct SourceSpec {
     /// `header:<name>` or `json:<pointer>`; default per scheme.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event_type: Option<String>,
-    /// Where the delivery id comes from (`header:<name>` or `json:<pointer>`); default per
-    /// scheme. Deliveries with the same id within the idempotency window are stored once.
+    /// Where the delivery id comes from (`header:<name>`, `json:<pointer>`, or
+    /// `body:sha256`: the SHA-256 of the raw body); default per scheme. Deliveries with the
+    /// same id within the idempotency window are stored once. GitHub's and Shopify's
+    /// signatures cover the body, not their delivery-id header: a captured delivery can be
+    /// sent again under a new id and is stored again. `body:sha256` dedups what the
+    /// signature covers instead (and so also stores two genuinely identical bodies once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dedup_id: Option<String>,
     /// Route: a pull queue...
@@ -242,6 +246,8 @@ pub enum Locator {
     Header(HeaderName),
     /// A JSON pointer into the body.
     Json(String),
+    /// The SHA-256 of the raw body, in hex (`dedup_id` only).
+    BodySha256,
 }
 
 impl Locator {
@@ -255,8 +261,19 @@ impl Locator {
             super::redact::parse_pointer(pointer).map_err(|e| format!("{key}: {e}"))?;
             return Ok(Locator::Json(pointer.to_owned()));
         }
+        if text == "body:sha256" {
+            if key != "dedup_id" {
+                return Err(format!("{key}: `body:sha256` is for dedup_id only"));
+            }
+            return Ok(Locator::BodySha256);
+        }
         Err(format!(
-            "{key}: {text:?} must be `header:<name>` or `json:<pointer>`"
+            "{key}: {text:?} must be `header:<name>`, `json:<pointer>`{}",
+            if key == "dedup_id" {
+                " or `body:sha256`"
+            } else {
+                ""
+            }
         ))
     }
 }
