@@ -141,6 +141,16 @@ pub struct Principal {
 }
 
 impl Principal {
+    /// A caller with no scopes and no rate limit (tests).
+    #[cfg(test)]
+    pub fn named(name: &str) -> Arc<Self> {
+        Arc::new(Self {
+            name: name.into(),
+            scopes: 0,
+            bucket: None,
+        })
+    }
+
     pub fn may(&self, scope: Scope) -> bool {
         self.scopes & (scope.bit() | Scope::Admin.bit()) != 0
     }

@@ -45,6 +45,9 @@ pub struct Console {
     engine: EngineHandle,
     auth: Arc<Authenticator>,
     sessions: Sessions,
+    /// The key of the login form's nonce (see `session::login_nonce`), made at start.
+    login_key: [u8; 32],
+    logins: session::LoginLimiter,
     clock: Arc<dyn Clock>,
     /// The admin listener speaks TLS: cookies are `Secure`.
     secure: bool,
@@ -72,6 +75,8 @@ impl Console {
             engine,
             auth,
             sessions: Sessions::new(clock.clone()),
+            login_key: rand::random(),
+            logins: session::LoginLimiter::new(clock.clone()),
             clock,
             secure,
             analysis: std::sync::Mutex::new(None),

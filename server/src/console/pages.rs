@@ -195,7 +195,8 @@ pub async fn login_form(State(c): Shared, Query(q): Query<LoginQuery>) -> Respon
 }
 
 fn login_page(c: &Console, next: &str, status: StatusCode, error: &str) -> Response {
-    let nonce = crate::auth::random_token();
+    let cookie = crate::auth::random_token();
+    let nonce = session::login_nonce(&c.login_key, &cookie);
     let body = page(
         "Log in",
         Nav::None,
@@ -218,7 +219,7 @@ fn login_page(c: &Console, next: &str, status: StatusCode, error: &str) -> Respo
         },
     );
     let mut response = (status, Html(body.into_string())).into_response();
-    if let Ok(v) = HeaderValue::from_str(&session::set_cookie(LOGIN_COOKIE, &nonce, c.secure, 600))
+    if let Ok(v) = HeaderValue::from_str(&session::set_cookie(LOGIN_COOKIE, &cookie, c.secure, 600))
     {
         response.headers_mut().append(header::SET_COOKIE, v);
     }
@@ -235,9 +236,29 @@ pub struct LoginForm {
     next: String,
 }
 
-pub async fn login(State(c): Shared, headers: HeaderMap, Form(f): Form<LoginForm>) -> Response {
-    let expected = session::cookie(&headers, LOGIN_COOKIE).unwrap_or("");
-    if !session::same_token(&f.nonce, expected) {
+pub async fn login(
+    State(c): Shared,
+    conn: Option<axum::Extension<crate::listen::ConnInfo>>,
+    headers: HeaderMap,
+    Form(f): Form<LoginForm>,
+) -> Response {
+    let peer = conn.map(|axum::Extension(c)| c.remote.ip());
+    if !c.logins.allowed(peer) {
+        tracing::warn!(?peer, "console login refused: too many failed logins");
+        return login_page(
+            &c,
+            &f.next,
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too many failed logins; wait a minute.",
+        );
+    }
+    // The form's nonce must be hookd's HMAC of the login cookie: a cookie set by another
+    // service on this host cannot be paired with a form without hookd's key.
+    let expected = session::cookie(&headers, LOGIN_COOKIE)
+        .filter(|v| !v.is_empty())
+        .map(|v| session::login_nonce(&c.login_key, v))
+        .unwrap_or_default();
+    if !session::same_token(&f.nonce, &expected) {
         return login_page(
             &c,
             &f.next,
@@ -252,6 +273,7 @@ pub async fn login(State(c): Shared, headers: HeaderMap, Form(f): Form<LoginForm
     {
         Ok(caller) => caller,
         Err(Denied::PermissionDenied { caller, .. }) => {
+            c.logins.failed(peer);
             tracing::warn!(caller, "console login refused: no admin scope");
             return login_page(
                 &c,
@@ -269,7 +291,8 @@ pub async fn login(State(c): Shared, headers: HeaderMap, Form(f): Form<LoginForm
             );
         }
         Err(Denied::Unauthenticated) => {
-            tracing::warn!("console login refused: unknown token");
+            c.logins.failed(peer);
+            tracing::warn!(?peer, "console login refused: unknown token");
             return login_page(
                 &c,
                 &f.next,

@@ -3,7 +3,13 @@
 //!
 //! The id is kept only as its SHA-256, so the table does not hold what a browser presents.
 //! A session ends after `IDLE_MS` without a request, after `MAX_AGE_MS` in any case, at
-//! logout, or when `MAX_SESSIONS` newer ones push it out.
+//! logout, when its caller opens more than `MAX_SESSIONS_PER_CALLER` (its own oldest goes,
+//! never another caller's), or when `MAX_SESSIONS` newer ones push it out.
+//!
+//! The login form's nonce is bound to this process: the cookie holds a random value and the
+//! form its HMAC under a key only hookd knows, so a cookie planted by another service on the
+//! same host (cookies ignore ports) cannot be paired with a form. Failed logins are limited
+//! per client address and in all ([`LoginLimiter`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,6 +26,12 @@ pub const LOGIN_COOKIE: &str = "hookd_login";
 pub const IDLE_MS: u64 = 30 * 60 * 1_000;
 pub const MAX_AGE_MS: u64 = 12 * 3_600 * 1_000;
 pub const MAX_SESSIONS: usize = 1_024;
+/// Sessions one caller (one token, or certificate) holds at once.
+pub const MAX_SESSIONS_PER_CALLER: usize = 32;
+/// Failed logins allowed per client address, and in all, per `LOGIN_WINDOW_MS`.
+pub const MAX_FAILED_LOGINS_PER_PEER: u32 = 10;
+pub const MAX_FAILED_LOGINS: u32 = 100;
+pub const LOGIN_WINDOW_MS: u64 = 60_000;
 
 /// A logged-in browser, as handlers see it.
 #[derive(Debug, Clone)]
@@ -60,6 +72,18 @@ impl Sessions {
         let now = self.clock.now_ms();
         let mut table = self.table.lock().unwrap_or_else(|p| p.into_inner());
         table.retain(|_, e| live(e, now));
+        // A caller's sessions push out only its own (a script sending its token with every
+        // GET must not log everyone else out).
+        let mine: Vec<([u8; 32], u64)> = table
+            .iter()
+            .filter(|(_, e)| e.session.caller.name == session.caller.name)
+            .map(|(k, e)| (*k, e.seen_ms))
+            .collect();
+        if mine.len() >= MAX_SESSIONS_PER_CALLER
+            && let Some((oldest, _)) = mine.iter().min_by_key(|(_, seen)| *seen)
+        {
+            table.remove(oldest);
+        }
         if table.len() >= MAX_SESSIONS
             && let Some(oldest) = table.iter().min_by_key(|(_, e)| e.seen_ms).map(|(k, _)| *k)
         {
@@ -93,6 +117,77 @@ impl Sessions {
     pub fn remove(&self, id: &str) {
         let mut table = self.table.lock().unwrap_or_else(|p| p.into_inner());
         table.remove(&digest(id));
+    }
+}
+
+/// The login form's nonce for a login cookie value: its HMAC-SHA256 under `key`, in hex.
+pub fn login_nonce(key: &[u8; 32], cookie: &str) -> String {
+    use hmac::{KeyInit, Mac};
+    let Ok(mut mac) = <hmac::Hmac<Sha256> as KeyInit>::new_from_slice(key) else {
+        return String::new();
+    };
+    mac.update(cookie.as_bytes());
+    mac.finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Failed console logins per client address and in all, over a fixed window.
+#[derive(Debug)]
+pub struct LoginLimiter {
+    clock: Arc<dyn Clock>,
+    state: Mutex<LoginWindow>,
+}
+
+#[derive(Debug, Default)]
+struct LoginWindow {
+    start_ms: u64,
+    total: u32,
+    /// At most `MAX_TRACKED_PEERS` addresses; past that only the total applies.
+    peers: HashMap<std::net::IpAddr, u32>,
+}
+
+const MAX_TRACKED_PEERS: usize = 4_096;
+
+impl LoginLimiter {
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            clock,
+            state: Mutex::default(),
+        }
+    }
+
+    fn window(&self) -> std::sync::MutexGuard<'_, LoginWindow> {
+        let now = self.clock.now_ms();
+        let mut w = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if now.saturating_sub(w.start_ms) >= LOGIN_WINDOW_MS {
+            *w = LoginWindow {
+                start_ms: now,
+                ..LoginWindow::default()
+            };
+        }
+        w
+    }
+
+    /// Whether `peer` may try to log in now (the window's failures are under both limits).
+    pub fn allowed(&self, peer: Option<std::net::IpAddr>) -> bool {
+        let w = self.window();
+        w.total < MAX_FAILED_LOGINS
+            && peer
+                .is_none_or(|p| w.peers.get(&p).copied().unwrap_or(0) < MAX_FAILED_LOGINS_PER_PEER)
+    }
+
+    /// Counts a failed login from `peer`.
+    pub fn failed(&self, peer: Option<std::net::IpAddr>) {
+        let mut w = self.window();
+        w.total = w.total.saturating_add(1);
+        if let Some(p) = peer
+            && (w.peers.len() < MAX_TRACKED_PEERS || w.peers.contains_key(&p))
+        {
+            *w.peers.entry(p).or_default() += 1;
+        }
     }
 }
 
@@ -182,6 +277,65 @@ mod tests {
             "the least recently used goes"
         );
         assert!(sessions.table.lock().unwrap().len() <= MAX_SESSIONS);
+    }
+
+    #[test]
+    fn one_callers_sessions_push_out_only_its_own() {
+        let clock = Arc::new(ManualClock::new(0));
+        let sessions = Sessions::new(clock.clone());
+        let (ops, _) = sessions.create(Principal::named("ops"));
+        // The finding: 1,030 bearer GETs of one token evicted every session.
+        let mut bots = Vec::new();
+        for _ in 0..1_030 {
+            clock.advance(1);
+            bots.push(sessions.create(Principal::named("bot")).0);
+        }
+        assert!(
+            sessions.get(&ops).is_some(),
+            "another caller's session survives"
+        );
+        let live = bots.iter().filter(|b| sessions.get(b).is_some()).count();
+        assert_eq!(live, MAX_SESSIONS_PER_CALLER);
+        assert!(
+            sessions.get(bots.last().unwrap()).is_some(),
+            "the newest are kept"
+        );
+    }
+
+    #[test]
+    fn failed_logins_are_limited_per_address_and_in_all() {
+        let clock = Arc::new(ManualClock::new(0));
+        let limiter = LoginLimiter::new(clock.clone());
+        let a = Some(std::net::IpAddr::from([10, 0, 0, 1]));
+        for _ in 0..MAX_FAILED_LOGINS_PER_PEER {
+            assert!(limiter.allowed(a));
+            limiter.failed(a);
+        }
+        assert!(!limiter.allowed(a), "this address is over its limit");
+        assert!(
+            limiter.allowed(Some([10, 0, 0, 2].into())),
+            "another is not"
+        );
+        for n in 0..MAX_FAILED_LOGINS {
+            limiter.failed(Some([10, 1, (n >> 8) as u8, n as u8].into()));
+        }
+        assert!(
+            !limiter.allowed(Some([10, 0, 0, 3].into())),
+            "the total is reached"
+        );
+        clock.advance(LOGIN_WINDOW_MS);
+        assert!(limiter.allowed(a), "a new window");
+    }
+
+    #[test]
+    fn a_login_nonce_needs_hookds_key() {
+        let key = [7u8; 32];
+        let cookie = random_token();
+        let nonce = login_nonce(&key, &cookie);
+        assert!(same_token(&nonce, &login_nonce(&key, &cookie)));
+        // A planted cookie and a form made for it without the key: no match.
+        assert!(!same_token(&cookie, &login_nonce(&key, &cookie)));
+        assert!(!same_token(&nonce, &login_nonce(&[8u8; 32], &cookie)));
     }
 
     #[test]
