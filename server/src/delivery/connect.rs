@@ -40,6 +40,15 @@ pub enum ConnectError {
     /// hookd's own limit of outbound connections is reached (`delivery.max_connections`).
     #[error("hookd has {0} outbound connections open (delivery.max_connections)")]
     Saturated(usize),
+    /// This origin holds its fair share of the cap while others want connections too.
+    #[error(
+        "this origin holds {held} of hookd's {max} outbound connections, its fair share while {origins} origins want them (delivery.max_connections)"
+    )]
+    OverShare {
+        held: usize,
+        max: usize,
+        origins: usize,
+    },
 }
 
 impl ConnectError {
@@ -47,7 +56,7 @@ impl ConnectError {
     /// receiver was never tried, so the attempt is not counted against it (finding F6).
     pub fn is_local(&self) -> bool {
         match self {
-            Self::Saturated(_) => true,
+            Self::Saturated(_) | Self::OverShare { .. } => true,
             Self::Connect { source, .. } | Self::Resolve { source, .. } => {
                 is_local_shortage(source)
             }
@@ -65,7 +74,99 @@ pub fn is_local_shortage(e: &std::io::Error) -> bool {
 #[derive(Debug)]
 pub struct Outbound {
     io: TokioIo<TcpStream>,
-    _permit: tokio::sync::OwnedSemaphorePermit,
+    _slot: OutboundSlot,
+}
+
+/// How long an origin that asked for a connection counts as wanting one.
+const WANTING: Duration = Duration::from_secs(10);
+
+/// hookd's outbound connections (`delivery.max_connections`), shared fairly between
+/// origins: while several want connections, none may hold more than the cap divided by
+/// their number, so receivers that hold connections open (tarpits) cannot take every one
+/// and stall a healthy endpoint. An origin alone may use them all.
+#[derive(Debug)]
+pub struct OutboundSlots {
+    max: usize,
+    state: std::sync::Mutex<SlotState>,
+}
+
+#[derive(Debug, Default)]
+struct SlotState {
+    total: usize,
+    held: std::collections::HashMap<String, usize>,
+    /// Origins that asked within `WANTING`, and when they last did.
+    asked: std::collections::HashMap<String, tokio::time::Instant>,
+}
+
+/// One connection's place, given back when it closes.
+#[derive(Debug)]
+pub struct OutboundSlot {
+    slots: Arc<OutboundSlots>,
+    origin: String,
+}
+
+impl Drop for OutboundSlot {
+    fn drop(&mut self) {
+        let mut s = self.slots.state();
+        s.total = s.total.saturating_sub(1);
+        if let Some(n) = s.held.get_mut(&self.origin) {
+            *n -= 1;
+            if *n == 0 {
+                s.held.remove(&self.origin);
+            }
+        }
+    }
+}
+
+impl OutboundSlots {
+    pub fn new(max: usize) -> Arc<Self> {
+        Arc::new(Self {
+            max,
+            state: std::sync::Mutex::default(),
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, SlotState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A place for one more connection to `origin`, or why there is none.
+    pub fn try_take(self: &Arc<Self>, origin: &str) -> Result<OutboundSlot, ConnectError> {
+        let now = tokio::time::Instant::now();
+        let mut s = self.state();
+        s.asked.retain(|_, at| now.duration_since(*at) < WANTING);
+        // Bounded: past as many origins as connections, the share is one anyway.
+        if s.asked.len() < self.max.max(1) * 4 || s.asked.contains_key(origin) {
+            s.asked.insert(origin.to_owned(), now);
+        }
+        let origins = {
+            let mut wanting: std::collections::HashSet<&str> =
+                s.asked.keys().map(String::as_str).collect();
+            wanting.extend(s.held.keys().map(String::as_str));
+            wanting.insert(origin);
+            wanting.len()
+        };
+        if s.total >= self.max {
+            return Err(ConnectError::Saturated(self.max));
+        }
+        let share = self.max.div_ceil(origins).max(1);
+        let held = s.held.get(origin).copied().unwrap_or(0);
+        if held >= share {
+            return Err(ConnectError::OverShare {
+                held,
+                max: self.max,
+                origins,
+            });
+        }
+        s.total += 1;
+        *s.held.entry(origin.to_owned()).or_default() += 1;
+        Ok(OutboundSlot {
+            slots: self.clone(),
+            origin: origin.to_owned(),
+        })
+    }
 }
 
 impl hyper::rt::Read for Outbound {
@@ -119,22 +220,15 @@ pub struct GuardedConnector {
     guard: Arc<AddressGuard>,
     timeout: Duration,
     /// Outbound connections hookd may hold at once, over every destination.
-    slots: Arc<tokio::sync::Semaphore>,
-    max: usize,
+    slots: Arc<OutboundSlots>,
 }
 
 impl GuardedConnector {
-    pub fn new(
-        guard: Arc<AddressGuard>,
-        timeout: Duration,
-        slots: Arc<tokio::sync::Semaphore>,
-        max: usize,
-    ) -> Self {
+    pub fn new(guard: Arc<AddressGuard>, timeout: Duration, slots: Arc<OutboundSlots>) -> Self {
         Self {
             guard,
             timeout,
             slots,
-            max,
         }
     }
 }
@@ -151,18 +245,17 @@ impl tower_service::Service<Uri> for GuardedConnector {
     fn call(&mut self, uri: Uri) -> Self::Future {
         let guard = self.guard.clone();
         let timeout = self.timeout;
-        let slot = self.slots.clone().try_acquire_owned();
-        let max = self.max;
+        let origin = format!(
+            "{}://{}",
+            uri.scheme_str().unwrap_or("http"),
+            uri.authority().map_or("", |a| a.as_str())
+        );
+        let slot = self.slots.try_take(&origin);
         Box::pin(async move {
-            let Ok(permit) = slot else {
-                return Err(ConnectError::Saturated(max));
-            };
+            let slot = slot?;
             let attempt = connect(&guard, &uri);
             match tokio::time::timeout(timeout, attempt).await {
-                Ok(result) => result.map(|io| Outbound {
-                    io,
-                    _permit: permit,
-                }),
+                Ok(result) => result.map(|io| Outbound { io, _slot: slot }),
                 Err(_) => Err(ConnectError::Timeout(timeout.as_millis() as u64)),
             }
         })
@@ -240,4 +333,49 @@ pub fn refusal<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a Ref
         cur = e.source();
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn origins_share_the_outbound_cap_fairly_and_one_alone_may_use_it_all() {
+        let slots = OutboundSlots::new(4);
+        let (tarpit, healthy) = ("http://tarpit:80", "http://healthy:80");
+        // Alone, the tarpit may hold every connection.
+        let mut held: Vec<_> = (0..4).map(|_| slots.try_take(tarpit).unwrap()).collect();
+        // The healthy endpoint asks: none is free, and it now counts as wanting one.
+        assert!(matches!(
+            slots.try_take(healthy),
+            Err(ConnectError::Saturated(4))
+        ));
+        // A tarpit connection ends: the tarpit, over its share of 2, cannot take it back...
+        held.pop();
+        let over = slots.try_take(tarpit).unwrap_err();
+        assert!(
+            matches!(
+                over,
+                ConnectError::OverShare {
+                    held: 3,
+                    max: 4,
+                    origins: 2
+                }
+            ),
+            "{over}"
+        );
+        assert!(
+            over.is_local(),
+            "postponed, not counted against the receiver"
+        );
+        // ...so the healthy endpoint gets it.
+        let mine = slots.try_take(healthy).unwrap();
+        drop(mine);
+        // Once the healthy endpoint has not asked for a while, the tarpit is alone again.
+        tokio::time::advance(WANTING).await;
+        held.push(slots.try_take(tarpit).unwrap());
+        drop(held);
+        assert_eq!(slots.state().total, 0);
+        assert!(slots.state().held.is_empty());
+    }
 }

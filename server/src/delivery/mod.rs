@@ -123,7 +123,9 @@ pub struct DispatcherConfig {
     pub max_response_body_bytes: usize,
     /// Extra trusted CA certificates (PEM), on top of the built-in Mozilla roots.
     pub ca_file: Option<std::path::PathBuf>,
-    /// Outbound connections open at once, over every destination.
+    /// Outbound connections open at once, over every destination, shared fairly: while
+    /// several origins want connections none holds more than this divided by their number
+    /// (`connect::OutboundSlots`).
     pub max_connections: usize,
 }
 
@@ -173,8 +175,7 @@ pub struct Dispatcher {
     tls: rustls::ClientConfig,
     body_cap: usize,
     in_flight: InFlight,
-    slots: Arc<tokio::sync::Semaphore>,
-    max_connections: usize,
+    slots: Arc<connect::OutboundSlots>,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -227,8 +228,7 @@ impl Dispatcher {
             tls,
             body_cap: config.max_response_body_bytes,
             in_flight: InFlight::default(),
-            slots: Arc::new(tokio::sync::Semaphore::new(config.max_connections)),
-            max_connections: config.max_connections,
+            slots: connect::OutboundSlots::new(config.max_connections),
         })
     }
 
@@ -267,7 +267,6 @@ impl Dispatcher {
                     self.guard.clone(),
                     target.connect_timeout,
                     self.slots.clone(),
-                    self.max_connections,
                 );
                 let https = HttpsConnectorBuilder::new()
                     .with_tls_config(self.tls.clone())
