@@ -194,11 +194,20 @@ impl Counts {
     }
 }
 
-/// How many idle destinations (no message, dead letter, waiter or endpoint) keep their
-/// statistics, most recently idle first; older ones are forgotten. Each costs 6 to 20 KB
+/// How many idle destinations (no message, waiter or endpoint) keep their statistics, most
+/// recently idle first; older ones are forgotten, or, while they hold dead letters (kept
+/// for `dead_letters.retention_secs`), shed everything but their key and counts. Each costs 6 to 20 KB
 /// (rolling counters and histograms, a URL origin's push state); a client naming a million
 /// queues or URL origins must not make hookd hold a million of them.
 pub const IDLE_KEPT: usize = 1_000;
+
+/// What [`Index::reviewed`] found past [`IDLE_KEPT`]: destinations to forget, and
+/// destinations holding only dead letters, which shed their statistics and push state.
+#[derive(Debug, Default)]
+pub struct Reviewed {
+    pub forget: Vec<DestId>,
+    pub shed: Vec<DestId>,
+}
 
 /// Live messages and destinations.
 #[derive(Debug, Default)]
@@ -452,16 +461,13 @@ impl Index {
     /// destinations beyond [`IDLE_KEPT`], least recently idle first: the caller forgets
     /// them with [`Index::forget`]. Work in proportion to what the round changed, never to
     /// how many destinations exist.
-    pub fn reviewed(&mut self, pinned: impl Fn(&str) -> bool) -> Vec<DestId> {
+    pub fn reviewed(&mut self, pinned: impl Fn(&str) -> bool) -> Reviewed {
         for d in std::mem::take(&mut self.review) {
             let Some(dest) = self.dests.get_mut(d) else {
                 continue;
             };
             dest.in_review = false;
-            let idle = dest.live_ids.is_empty()
-                && dest.waiters.is_empty()
-                && dest.counts.dead == 0
-                && !pinned(&dest.key);
+            let idle = dest.live_ids.is_empty() && dest.waiters.is_empty() && !pinned(&dest.key);
             match (idle, dest.idle_stamp) {
                 (true, None) => {
                     let stamp = self.next_stamp;
@@ -477,7 +483,7 @@ impl Index {
                 _ => {}
             }
         }
-        let mut forget = Vec::new();
+        let mut out = Reviewed::default();
         while self.idle_count > IDLE_KEPT {
             let Some((d, stamp)) = self.idle.pop_front() else {
                 break;
@@ -487,7 +493,11 @@ impl Index {
             {
                 dest.idle_stamp = None;
                 self.idle_count -= 1;
-                forget.push(d);
+                if dest.counts.dead == 0 {
+                    out.forget.push(d);
+                } else {
+                    out.shed.push(d);
+                }
             }
         }
         // Stale entries (destinations busy again, or idle again with a new stamp) are
@@ -497,7 +507,7 @@ impl Index {
             self.idle
                 .retain(|&(d, stamp)| dests.get(d).is_some_and(|x| x.idle_stamp == Some(stamp)));
         }
-        forget
+        out
     }
 
     /// Removes an idle destination; returns it (its push wake timer is the caller's to

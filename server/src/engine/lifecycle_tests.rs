@@ -834,6 +834,85 @@ mod destinations {
         assert_eq!(h.stats().total.delivered_last_hour as usize, origins);
     }
 
+    /// Issue #26, 13: 50,000 ad-hoc URL origins whose messages were dead-lettered held
+    /// 980 MB for the dead-letter retention. Past `IDLE_KEPT`, an origin holding only dead
+    /// letters keeps its key and counts; its statistics and pool go, and come back when a
+    /// replay uses it.
+    #[test]
+    fn dead_lettered_url_origins_shed_their_pools_and_keep_their_dead_letters() {
+        let origins = env_count("HOOKD_CHURN_ORIGINS", 3_000);
+        let mut h = Harness::new();
+        let mut targets: Vec<Weak<crate::delivery::Target>> = Vec::new();
+        let mut first = None;
+        for chunk in 0..origins.div_ceil(1_000) {
+            let messages = (0..1_000.min(origins - chunk * 1_000))
+                .map(|i| {
+                    let mut m = h.message(
+                        Destination::Url(format!("https://d{chunk}-{i}.example/hook")),
+                        b"x",
+                    );
+                    m.max_attempts = 1;
+                    m
+                })
+                .collect();
+            let results = h.call(|reply| Command::Enqueue {
+                messages,
+                bytes: 0,
+                reply,
+            });
+            let ids: Vec<_> = results.into_iter().map(|r| r.expect("stored").id).collect();
+            first.get_or_insert(ids[0]);
+            let sent = h.sent();
+            targets.extend(sent.iter().map(|d| Arc::downgrade(&d.target)));
+            h.report_all(
+                &sent,
+                crate::delivery::Verdict::Permanent {
+                    status: 410,
+                    error: "HTTP 410".into(),
+                },
+            );
+        }
+        assert_eq!(targets.len(), origins);
+        let stats = h.stats();
+        assert_eq!(
+            stats.total.dead_letter as usize, origins,
+            "every dead letter kept"
+        );
+        assert_eq!(
+            h.engine.index.destinations(),
+            origins,
+            "every origin's counts kept"
+        );
+        let alive = targets.iter().filter(|t| t.strong_count() > 0).count();
+        assert!(
+            alive <= IDLE_KEPT,
+            "{alive} of {origins} dead-lettered origins still hold their pools"
+        );
+        assert!(
+            h.engine
+                .index
+                .dests
+                .iter()
+                .all(|(_, d)| d.push.is_some() || d.counts.dead == 1)
+        );
+        // A replay brings the oldest origin's push state back, and delivers.
+        let id = first.expect("enqueued");
+        let replay = super::super::ReplayRequest {
+            ids: vec![id],
+            limit: 1,
+            ..Default::default()
+        };
+        let done = h.call(|reply| Command::Replay {
+            request: replay,
+            reply,
+        });
+        assert_eq!(done.map(|d| d.replayed), Ok(1));
+        let sent = h.sent();
+        assert_eq!(sent.len(), 1, "the replayed message is sent again");
+        h.report(&sent[0], OK);
+        assert_eq!(h.stats().total.dead_letter as usize, origins - 1);
+    }
+
     #[test]
     fn busy_dead_lettered_and_configured_destinations_are_kept() {
         let mut h = Harness::new();

@@ -829,10 +829,24 @@ impl Engine {
     /// Endpoints are kept while they exist. In proportion to the round's changes only.
     fn review_destinations(&mut self) {
         let endpoints = &self.endpoints;
-        let forget = self.index.reviewed(|key| {
+        let reviewed = self.index.reviewed(|key| {
             Destination::endpoint_of_key(key).is_some_and(|name| endpoints.contains_key(name))
         });
-        for d in forget {
+        // Idle but holding dead letters (an ad-hoc URL origin that failed, say): its dead
+        // letters stay, for their retention, with its key and counts; its statistics, its
+        // push state and connection pool go (made again if it is used, or replayed).
+        for d in reviewed.shed {
+            let dest = &mut self.index.dests[d];
+            if let Some(push) = dest.push.take()
+                && let Some((_, timer)) = push.wake
+            {
+                self.wheel.remove(timer);
+            }
+            dest.activity = crate::stats::Activity::per_destination();
+            dest.ready = std::collections::VecDeque::new();
+            dest.waiters = std::collections::VecDeque::new();
+        }
+        for d in reviewed.forget {
             self.alerts.forget(&self.index.dests[d].key);
             if let Some(dest) = self.index.forget(d)
                 && let Some(push) = dest.push
