@@ -408,7 +408,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     }
     if named("metrics scrape") {
         println!("\nmetrics scrape: GET /metrics vs the Stats call, 20 of each per size");
-        for n in [100, 2_000, 10_000] {
+        for n in [100, 2_000, 10_000, 100_000] {
             let hookd = Hookd::start(dir.path(), n).await?;
             let ch = channels(hookd.addr, 1).await?.remove(0);
             let mut client = hookd_client::Client::from_channel(ch);

@@ -312,30 +312,59 @@ impl Engine {
     }
 
     /// Counts of every destination for a metrics scrape: one pass over the index, no
-    /// histograms; the `max` heaviest keep their own series.
+    /// histograms; the `max` heaviest keep their own series (heaviest first, ties by name),
+    /// the rest are summed into `_other`. Only those `max` are copied out: at 100,000
+    /// destinations the pass is a partial selection over references, not a sort of 100,000
+    /// copied names (which held the engine, and the writers behind it, for tens of ms).
     pub(super) fn gauges(&self, now: u64, max: usize) -> GaugeSnapshot {
-        let all = self
-            .index
-            .page(None)
-            .map(|dest| DestinationGauges {
-                destination: dest.key.clone(),
-                pending: dest.counts.pending,
-                awaiting_retry: dest.counts.awaiting_retry,
-                in_flight: dest.counts.in_flight,
-                dead_letters: dest.counts.dead,
-                oldest_pending_age_ms: dest.oldest_age_ms(now),
-                waiting_receives: dest.waiters.len() as u64,
-                live_bytes: dest.live_bytes,
-                backpressure: self.dest_level(dest),
-                breaker: dest.push.as_ref().map(|p| p.gate.breaker().state()),
-                disabled: dest
-                    .push
-                    .as_ref()
-                    .is_some_and(|p| p.gate.disabled().is_some()),
-            })
-            .collect();
+        let gauges = |dest: &super::index::Dest, named: bool| DestinationGauges {
+            destination: if named {
+                dest.key.clone()
+            } else {
+                String::new()
+            },
+            pending: dest.counts.pending,
+            awaiting_retry: dest.counts.awaiting_retry,
+            in_flight: dest.counts.in_flight,
+            dead_letters: dest.counts.dead,
+            oldest_pending_age_ms: dest.oldest_age_ms(now),
+            waiting_receives: dest.waiters.len() as u64,
+            live_bytes: dest.live_bytes,
+            backpressure: self.dest_level(dest),
+            breaker: dest.push.as_ref().map(|p| p.gate.breaker().state()),
+            disabled: dest
+                .push
+                .as_ref()
+                .is_some_and(|p| p.gate.disabled().is_some()),
+        };
+        let mut dests: Vec<&super::index::Dest> = self.index.page(None).collect();
+        let destinations = if dests.len() <= max {
+            dests.iter().map(|d| gauges(d, true)).collect()
+        } else {
+            let weight = |d: &super::index::Dest| {
+                d.counts.pending + d.counts.awaiting_retry + d.counts.in_flight + d.counts.dead
+            };
+            let order = |a: &&super::index::Dest, b: &&super::index::Dest| {
+                weight(b).cmp(&weight(a)).then_with(|| a.key.cmp(&b.key))
+            };
+            let mut other = DestinationGauges {
+                destination: crate::metrics::OTHER.to_owned(),
+                ..Default::default()
+            };
+            let mut shown = Vec::with_capacity(max + 1);
+            if max > 0 {
+                dests.select_nth_unstable_by(max - 1, order);
+                dests[..max].sort_unstable_by(order);
+                shown.extend(dests[..max].iter().map(|d| gauges(d, true)));
+            }
+            for d in &dests[max..] {
+                other.absorb(&gauges(d, false));
+            }
+            shown.push(other);
+            shown
+        };
         GaugeSnapshot {
-            destinations: crate::metrics::bound(all, max),
+            destinations,
             alerts: self.alert_states(),
             storage: self.storage_snapshot(now),
             healthy: self.failed.is_none() && self.syncer.failed().is_none(),

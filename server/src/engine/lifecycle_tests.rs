@@ -914,6 +914,38 @@ mod destinations {
     }
 
     #[test]
+    fn metrics_gauges_show_the_heaviest_by_name_and_sum_the_rest() {
+        let mut h = Harness::new();
+        // 150 queues; queue i holds i % 7 + 1 messages (ties broken by name).
+        for i in 0..150 {
+            for _ in 0..(i % 7 + 1) {
+                h.enqueue(&format!("g{i:03}"), b"x");
+            }
+        }
+        let all: Vec<crate::metrics::DestinationGauges> = (0..150)
+            .map(|i| crate::metrics::DestinationGauges {
+                destination: format!("queue:g{i:03}"),
+                pending: (i % 7 + 1) as u64,
+                ..Default::default()
+            })
+            .collect();
+        let want = crate::metrics::bound(all, 100);
+        let got = h.engine.gauges(h.now(), 100).destinations;
+        let names = |v: &[crate::metrics::DestinationGauges]| {
+            v.iter()
+                .map(|d| (d.destination.clone(), d.pending))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&got), names(&want));
+        let total: u64 = got.iter().map(|d| d.pending).sum();
+        assert_eq!(total, (0..150).map(|i| (i % 7 + 1) as u64).sum::<u64>());
+        // Fewer than the bound: every one, in key order.
+        let few = h.engine.gauges(h.now(), 1_000).destinations;
+        assert_eq!(few.len(), 150);
+        assert!(few.windows(2).all(|w| w[0].destination < w[1].destination));
+    }
+
+    #[test]
     fn busy_dead_lettered_and_configured_destinations_are_kept() {
         let mut h = Harness::new();
         for name in ["configured", "deleted"] {
