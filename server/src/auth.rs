@@ -479,7 +479,7 @@ pub fn random_token() -> String {
 
 /// What a gRPC method needs. Unknown paths need a credential (they then get UNIMPLEMENTED).
 pub fn grpc_access(path: &str, reflection: Reflection) -> Access {
-    if path.starts_with("/grpc.health.v1.Health/") {
+    if path.starts_with(HEALTH_PREFIX) {
         return Access::Open;
     }
     if path.starts_with("/grpc.reflection.") {
@@ -613,11 +613,9 @@ where
                 // Each connection and each caller holds at most a share of the budget.
                 let mut sharers = Vec::with_capacity(2);
                 // An accepted call keeps its connection open (see `listen::Activity`).
-                let active = request
-                    .extensions()
-                    .get::<crate::listen::ConnInfo>()
-                    .map(|conn| conn.activity.begin());
-                if let Some(conn) = request.extensions().get::<crate::listen::ConnInfo>() {
+                let conn = request.extensions().get::<crate::listen::ConnInfo>();
+                let active = conn.map(|conn| conn.activity.begin());
+                if let Some(conn) = conn {
                     sharers.push(Sharer::Connection(conn.remote));
                     sharers.push(if Arc::ptr_eq(&caller, &self.auth.anonymous) {
                         Sharer::Peer(conn.remote.ip())

@@ -32,6 +32,23 @@ async fn server(dir: &std::path::Path, extra: &str) -> TestServer {
     TestServer::start_with(config, ManualClock::new(SystemClock.now_ms())).await
 }
 
+/// A client with the agent's token is served (its Enqueue succeeds).
+async fn enqueue_with_token(server: &TestServer) {
+    let mut agent = Client::connect_with(
+        server.grpc.clone(),
+        Options {
+            token: Some(AGENT.into()),
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap();
+    agent
+        .enqueue(Event::to_queue("q", b"1".to_vec()))
+        .await
+        .unwrap();
+}
+
 /// An HTTP/2 connection (hyper answers the server's pings); the task that drives it ends
 /// when hookd closes it.
 async fn h2(
@@ -89,19 +106,7 @@ async fn connections_that_ask_nothing_or_present_no_credential_are_closed() {
         .unwrap();
 
     // A client with its token is served, and reconnects when its idle connection is closed.
-    let mut agent = Client::connect_with(
-        server.grpc.clone(),
-        Options {
-            token: Some(AGENT.into()),
-            ..Options::default()
-        },
-    )
-    .await
-    .unwrap();
-    agent
-        .enqueue(Event::to_queue("q", b"1".to_vec()))
-        .await
-        .unwrap();
+    enqueue_with_token(&server).await;
     server.stop().await;
 }
 
@@ -128,19 +133,7 @@ async fn one_address_holds_at_most_its_share_of_connections() {
         .expect("the fifth connection was not closed");
     assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
     // Another address still gets in.
-    let mut agent = Client::connect_with(
-        server.grpc.clone(),
-        Options {
-            token: Some(AGENT.into()),
-            ..Options::default()
-        },
-    )
-    .await
-    .unwrap();
-    agent
-        .enqueue(Event::to_queue("q", b"1".to_vec()))
-        .await
-        .unwrap();
+    enqueue_with_token(&server).await;
     drop(held);
     server.stop().await;
 }

@@ -931,14 +931,10 @@ impl DamagedRow {
     /// The message the row belongs to, if it is one of a message's rows (`done` rows are
     /// a completed message's summary: only that row goes).
     pub fn message(&self) -> Option<MessageId> {
-        let id = |b: &[u8]| <[u8; 16]>::try_from(b).ok().map(u128::from_be_bytes);
         match self.table {
-            TableId::Messages | TableId::Schedule | TableId::History => id(&self.key),
-            TableId::Attempts => self.key.get(..16).and_then(id),
-            TableId::Dead => dead_key_id(&self.key).ok().map(|m| m.0),
-            _ => None,
+            TableId::Done => None,
+            table => seal::message_of(table, &self.key),
         }
-        .map(MessageId)
     }
 }
 

@@ -52,26 +52,28 @@ pub fn value_len(stored: &[u8]) -> usize {
     stored.len().saturating_sub(SEAL_BYTES)
 }
 
-/// A key as an operator can look it up: a message id, a name, or hex.
-pub fn describe_key(table: TableId, key: &[u8]) -> String {
+/// The message a row's key names: a `messages`, `schedule`, `history` or `done` row (the
+/// id), an `attempts` row (id, sequence) or a `dead` row (destination, id).
+pub fn message_of(table: TableId, key: &[u8]) -> Option<crate::ids::MessageId> {
     let id = |bytes: &[u8]| {
         <[u8; 16]>::try_from(bytes)
             .ok()
-            .map(|b| crate::ids::MessageId(u128::from_be_bytes(b)).to_string())
+            .map(|b| crate::ids::MessageId(u128::from_be_bytes(b)))
     };
-    let described = match table {
+    match table {
         TableId::Messages | TableId::Schedule | TableId::History | TableId::Done => id(key),
-        TableId::Attempts => key
-            .get(..16)
-            .and_then(id)
-            .map(|m| format!("{m} (an attempt)")),
-        TableId::Dead => key
-            .len()
-            .checked_sub(16)
-            .and_then(|at| key.get(at..))
-            .and_then(id),
+        TableId::Attempts => key.get(..16).and_then(id),
+        TableId::Dead => super::dead_key_id(key).ok(),
+        TableId::Endpoints | TableId::Sources | TableId::Idempotency => None,
+    }
+}
+
+/// A key as an operator can look it up: a message id, a name, or hex.
+pub fn describe_key(table: TableId, key: &[u8]) -> String {
+    let described = match table {
         TableId::Endpoints | TableId::Sources => std::str::from_utf8(key).ok().map(str::to_owned),
-        TableId::Idempotency => None,
+        TableId::Attempts => message_of(table, key).map(|m| format!("{m} (an attempt)")),
+        _ => message_of(table, key).map(|m| m.to_string()),
     };
     described.unwrap_or_else(|| {
         let hex: String = key.iter().take(48).map(|b| format!("{b:02x}")).collect();
