@@ -408,11 +408,12 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     }
     if named("metrics scrape") {
         println!("\nmetrics scrape: GET /metrics vs the Stats call, 20 of each per size");
+        let failing = hookd::testkit::Receiver::start(hookd::testkit::Reply::Status(503)).await?;
         for n in [100, 2_000, 10_000, 100_000] {
             let hookd = Hookd::start(dir.path(), n).await?;
             let ch = channels(hookd.addr, 1).await?.remove(0);
             let mut client = hookd_client::Client::from_channel(ch);
-            scrape::run(&mut client, hookd.running.http, n, 20).await?;
+            scrape::run(&mut client, hookd.running.http, n, 20, &failing).await?;
             hookd.stop().await?;
         }
     }

@@ -53,6 +53,11 @@ pub struct Metrics {
     pub log_sync_seconds: Histogram,
     /// Requests answered by one log sync (group commit).
     pub log_sync_requests: Histogram,
+    /// One engine round's work on its thread (commands, timers and the round's redb
+    /// reads), before its log sync: every write in the round waits this long.
+    pub engine_round_seconds: Histogram,
+    /// The engine thread's CPU time in one round (its own work, no wait for a core).
+    pub engine_round_cpu_seconds: Histogram,
     /// Storage failures by stage (`log`, `apply`, `checkpoint`).
     pub storage_failures: IntCounterVec,
     /// Checkpoints (redb made durable up to the log) and how long each took.
@@ -152,6 +157,97 @@ pub struct GaugeSnapshot {
     pub alerts: Vec<crate::stats::AlertSnapshot>,
     /// Against the global watermarks.
     pub backpressure: crate::backpressure::Level,
+}
+
+/// One slice of a scrape's destinations, as one engine step reads it.
+#[derive(Debug, Default)]
+pub struct GaugePart {
+    /// The slice's heaviest (at most the scrape's `max`), named, in key order if the
+    /// slice held no more than `max`.
+    pub top: Vec<DestinationGauges>,
+    /// The rest of the slice summed, if any was left out of `top`.
+    pub other: Option<DestinationGauges>,
+    /// The last key of the slice, if destinations follow it.
+    pub next: Option<String>,
+    /// With the last slice: the figures of hookd as a whole.
+    pub tail: Option<GaugeTail>,
+}
+
+/// What the last slice of a scrape adds.
+#[derive(Debug, Default)]
+pub struct GaugeTail {
+    pub storage: StorageSnapshot,
+    pub healthy: bool,
+    pub alerts: Vec<crate::stats::AlertSnapshot>,
+    pub backpressure: crate::backpressure::Level,
+}
+
+/// Merges a scrape's slices into the `max` heaviest of all plus one `_other` sum: the
+/// heaviest of all are among the heaviest of their slices, so nothing else is kept.
+#[derive(Debug)]
+pub struct GaugeTally {
+    max: usize,
+    shown: Vec<DestinationGauges>,
+    other: Option<DestinationGauges>,
+}
+
+impl GaugeTally {
+    pub fn new(max: usize) -> Self {
+        Self {
+            max,
+            shown: Vec::new(),
+            other: None,
+        }
+    }
+
+    pub fn add(&mut self, top: Vec<DestinationGauges>, other: Option<DestinationGauges>) {
+        if let Some(o) = other {
+            self.other.get_or_insert_with(Default::default).absorb(&o);
+        }
+        self.shown.extend(top);
+        // Cut back once twice the bound is held: each slice's names are copied once more
+        // at most, whatever the number of slices.
+        if self.shown.len() > 2 * self.max.max(1) {
+            self.cut();
+        }
+    }
+
+    fn cut(&mut self) {
+        if self.shown.len() <= self.max {
+            return;
+        }
+        let order = |a: &DestinationGauges, b: &DestinationGauges| {
+            b.weight()
+                .cmp(&a.weight())
+                .then_with(|| a.destination.cmp(&b.destination))
+        };
+        if self.max > 0 {
+            self.shown.select_nth_unstable_by(self.max - 1, order);
+        }
+        let other = self.other.get_or_insert_with(Default::default);
+        for d in self.shown.drain(self.max..) {
+            other.absorb(&d);
+        }
+    }
+
+    /// Every destination in key order if there were no more than `max`; else the `max`
+    /// heaviest (ties by name), then the `_other` sum.
+    pub fn finish(mut self) -> Vec<DestinationGauges> {
+        self.cut();
+        match self.other {
+            None => self.shown,
+            Some(mut other) => {
+                self.shown.sort_unstable_by(|a, b| {
+                    b.weight()
+                        .cmp(&a.weight())
+                        .then_with(|| a.destination.cmp(&b.destination))
+                });
+                other.destination = OTHER.to_owned();
+                self.shown.push(other);
+                self.shown
+            }
+        }
+    }
 }
 
 const REFUSAL_REASONS: [&str; 6] = [
@@ -263,6 +359,16 @@ impl Metrics {
                 "hookd_log_sync_requests",
                 "Requests answered by one write-ahead log sync.",
                 REQUEST_BUCKETS,
+            ),
+            engine_round_seconds: histogram(
+                "hookd_engine_round_duration_seconds",
+                "One engine round's work on the engine thread (its commands, due timers and redb reads), its log sync not included: every write taken in the round waits this long.",
+                SYNC_BUCKETS,
+            ),
+            engine_round_cpu_seconds: histogram(
+                "hookd_engine_round_cpu_seconds",
+                "The engine thread's CPU time in one round: its own work, without the time it waited for a core (compare with hookd_engine_round_duration_seconds).",
+                SYNC_BUCKETS,
             ),
             storage_failures: reg.add(IntCounterVec::new(
                 Opts::new(

@@ -7,7 +7,7 @@ use super::index::Live;
 use super::{Engine, Refusal, ReplayOutcome, ReplayRequest, Tx};
 use crate::destination::Destination;
 use crate::ids::MessageId;
-use crate::metrics::{DestinationGauges, GaugeSnapshot};
+use crate::metrics::DestinationGauges;
 use crate::stats::{DestinationSnapshot, StatsSnapshot, StorageSnapshot};
 use crate::store::EndpointRecord;
 use crate::store::{AttemptRecord, State, StoreError};
@@ -311,12 +311,18 @@ impl Engine {
         s
     }
 
-    /// Counts of every destination for a metrics scrape: one pass over the index, no
-    /// histograms; the `max` heaviest keep their own series (heaviest first, ties by name),
-    /// the rest are summed into `_other`. Only those `max` are copied out: at 100,000
-    /// destinations the pass is a partial selection over references, not a sort of 100,000
-    /// copied names (which held the engine, and the writers behind it, for tens of ms).
-    pub(super) fn gauges(&self, now: u64, max: usize) -> GaugeSnapshot {
+    /// One slice of a metrics scrape: the counts of at most `chunk` destinations after
+    /// key `after`, no histograms. Of those, the `max` heaviest keep their own series
+    /// (copied out); the rest are summed into `other`. The handle asks slice after slice
+    /// ([`super::EngineHandle::gauges`]) and merges them, so no single engine step walks
+    /// all 100,000 destinations while the writers behind it wait.
+    pub(super) fn gauges_part(
+        &self,
+        now: u64,
+        after: Option<&str>,
+        max: usize,
+        chunk: usize,
+    ) -> crate::metrics::GaugePart {
         let gauges = |dest: &super::index::Dest, named: bool| DestinationGauges {
             destination: if named {
                 dest.key.clone()
@@ -337,38 +343,43 @@ impl Engine {
                 .as_ref()
                 .is_some_and(|p| p.gate.disabled().is_some()),
         };
-        let mut dests: Vec<&super::index::Dest> = self.index.page(None).collect();
-        let destinations = if dests.len() <= max {
-            dests.iter().map(|d| gauges(d, true)).collect()
-        } else {
+        let mut page = self.index.page(after);
+        let mut dests: Vec<&super::index::Dest> = page.by_ref().take(chunk.max(1)).collect();
+        let next = match (page.next(), dests.last()) {
+            (Some(_), Some(last)) => Some(last.key.clone()),
+            _ => None,
+        };
+        let mut other = None;
+        if dests.len() > max {
             let weight = |d: &super::index::Dest| {
                 d.counts.pending + d.counts.awaiting_retry + d.counts.in_flight + d.counts.dead
             };
             let order = |a: &&super::index::Dest, b: &&super::index::Dest| {
                 weight(b).cmp(&weight(a)).then_with(|| a.key.cmp(&b.key))
             };
-            let mut other = DestinationGauges {
-                destination: crate::metrics::OTHER.to_owned(),
-                ..Default::default()
-            };
-            let mut shown = Vec::with_capacity(max + 1);
             if max > 0 {
                 dests.select_nth_unstable_by(max - 1, order);
-                dests[..max].sort_unstable_by(order);
-                shown.extend(dests[..max].iter().map(|d| gauges(d, true)));
             }
+            let mut sum = DestinationGauges::default();
             for d in &dests[max..] {
-                other.absorb(&gauges(d, false));
+                sum.absorb(&gauges(d, false));
             }
-            shown.push(other);
-            shown
-        };
-        GaugeSnapshot {
-            destinations,
+            other = Some(sum);
+            dests.truncate(max);
+        }
+        let top = dests.iter().map(|d| gauges(d, true)).collect();
+        // The whole-hookd figures once, with the last slice.
+        let tail = next.is_none().then(|| crate::metrics::GaugeTail {
             alerts: self.alert_states(),
             storage: self.storage_snapshot(now),
             healthy: self.failed.is_none() && self.syncer.failed().is_none(),
             backpressure: self.total_level(),
+        });
+        crate::metrics::GaugePart {
+            top,
+            other,
+            next,
+            tail,
         }
     }
 
@@ -405,6 +416,18 @@ impl Engine {
             ..Default::default()
         };
         self.total.fill(now, &mut total);
+        let page = self.stats_page(now, after, limit);
+        StatsSnapshot {
+            total,
+            uptime_ms: now.saturating_sub(self.started_ms),
+            storage: self.storage_snapshot(now),
+            alerts: self.alert_states(),
+            ..page
+        }
+    }
+
+    /// Only the page of destinations (the rest of a page the handle reads in slices).
+    pub(super) fn stats_page(&self, now: u64, after: Option<&str>, limit: usize) -> StatsSnapshot {
         let mut destinations = Vec::with_capacity(limit.min(self.index.destinations()));
         let mut more = false;
         for dest in self.index.page(after) {
@@ -417,14 +440,10 @@ impl Engine {
         let next_page = more
             .then(|| destinations.last().map(|d| d.destination.clone()))
             .flatten();
-        let storage = self.storage_snapshot(now);
         StatsSnapshot {
-            total,
             destinations,
             next_page,
-            uptime_ms: now.saturating_sub(self.started_ms),
-            storage,
-            alerts: self.alert_states(),
+            ..Default::default()
         }
     }
 

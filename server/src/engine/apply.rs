@@ -219,9 +219,14 @@ impl Engine {
             Command::Stats {
                 after,
                 limit,
+                whole,
                 reply,
             } => {
-                let response = self.stats(now, after.as_deref(), limit);
+                let response = if whole {
+                    self.stats(now, after.as_deref(), limit)
+                } else {
+                    self.stats_page(now, after.as_deref(), limit)
+                };
                 reply_after(done, reply, Ok(response));
             }
             Command::Detail {
@@ -235,8 +240,13 @@ impl Engine {
                     .collect();
                 reply_after(done, reply, Ok(details));
             }
-            Command::Gauges { max, reply } => {
-                let response = self.gauges(now, max);
+            Command::Gauges {
+                after,
+                max,
+                chunk,
+                reply,
+            } => {
+                let response = self.gauges_part(now, after.as_deref(), max, chunk);
                 reply_after(done, reply, Ok(response));
             }
             Command::Ping { reply } => reply_after(done, reply, Ok(())),

@@ -296,9 +296,35 @@ impl Harness {
         self.call(|reply| Command::Stats {
             after: None,
             limit: usize::MAX,
+            whole: true,
             reply,
         })
         .expect("stats")
+    }
+
+    /// A metrics scrape's destinations, read as the handle reads them: in slices of
+    /// `chunk`, merged.
+    pub fn gauges(&mut self, max: usize, chunk: usize) -> Vec<crate::metrics::DestinationGauges> {
+        let mut tally = crate::metrics::GaugeTally::new(max);
+        let mut after = None;
+        loop {
+            let part = self
+                .call(|reply| Command::Gauges {
+                    after: after.take(),
+                    max,
+                    chunk,
+                    reply,
+                })
+                .expect("gauges");
+            tally.add(part.top, part.other);
+            match part.next {
+                Some(next) => after = Some(next),
+                None => {
+                    assert!(part.tail.is_some(), "the last slice carries the totals");
+                    return tally.finish();
+                }
+            }
+        }
     }
 
     /// One destination's figures (all zero if it does not exist).

@@ -310,6 +310,7 @@ fn a_long_poll_is_answered_by_the_enqueue_that_fills_it_or_empty_at_its_end() {
         .call(|reply| Command::Stats {
             after: None,
             limit: 0,
+            whole: true,
             reply,
         })
         .expect("stats");
@@ -929,20 +930,33 @@ mod destinations {
                 ..Default::default()
             })
             .collect();
-        let want = crate::metrics::bound(all, 100);
-        let got = h.engine.gauges(h.now(), 100).destinations;
         let names = |v: &[crate::metrics::DestinationGauges]| {
             v.iter()
                 .map(|d| (d.destination.clone(), d.pending))
                 .collect::<Vec<_>>()
         };
-        assert_eq!(names(&got), names(&want));
-        let total: u64 = got.iter().map(|d| d.pending).sum();
-        assert_eq!(total, (0..150).map(|i| (i % 7 + 1) as u64).sum::<u64>());
+        // Read whole, in slices smaller and larger than the bound, and in slices of one:
+        // the same series each time.
+        for (max, chunk) in [
+            (100, 4_096),
+            (100, 7),
+            (100, 130),
+            (100, 1),
+            (3, 2),
+            (0, 10),
+        ] {
+            let want = crate::metrics::bound(all.clone(), max);
+            let got = h.gauges(max, chunk);
+            assert_eq!(names(&got), names(&want), "max {max}, slices of {chunk}");
+            let total: u64 = got.iter().map(|d| d.pending).sum();
+            assert_eq!(total, (0..150).map(|i| (i % 7 + 1) as u64).sum::<u64>());
+        }
         // Fewer than the bound: every one, in key order.
-        let few = h.engine.gauges(h.now(), 1_000).destinations;
-        assert_eq!(few.len(), 150);
-        assert!(few.windows(2).all(|w| w[0].destination < w[1].destination));
+        for chunk in [4_096, 9] {
+            let few = h.gauges(1_000, chunk);
+            assert_eq!(few.len(), 150);
+            assert!(few.windows(2).all(|w| w[0].destination < w[1].destination));
+        }
     }
 
     #[test]
@@ -1026,6 +1040,7 @@ mod destinations {
             h.call(|reply| Command::Stats {
                 after,
                 limit: 10,
+                whole: true,
                 reply,
             })
             .expect("stats")
@@ -1632,4 +1647,51 @@ fn a_file_size_limit_refusal_names_the_limit() {
         r.contains("file-size limit") && r.contains(&(40u64 << 20).to_string()),
         "{r}"
     );
+}
+
+/// The idempotency sweep reads its table in budgeted slices, several steps for a large
+/// table (the next step 25 ms after one that stopped at its budget): every key past its
+/// retention is forgotten all the same, and none earlier.
+#[test]
+fn idempotency_keys_past_their_retention_are_all_forgotten_step_by_step() {
+    let mut h = Harness::new();
+    let keys: Vec<String> = (0..3_000).map(|i| format!("key-{i:04}")).collect();
+    for chunk in keys.chunks(500) {
+        let messages = chunk
+            .iter()
+            .map(|k| {
+                let mut m = h.message(Destination::Queue("k".into()), b"x");
+                m.idempotency_key = k.clone();
+                m
+            })
+            .collect();
+        let results = h.call(|reply| Command::Enqueue {
+            messages,
+            bytes: 0,
+            reply,
+        });
+        assert!(
+            results
+                .iter()
+                .all(|r| r.as_ref().is_ok_and(|e| !e.duplicate))
+        );
+    }
+    let resend = |h: &mut Harness, key: &str| {
+        let mut m = h.message(Destination::Queue("k".into()), b"again");
+        m.idempotency_key = key.to_owned();
+        h.enqueue_message(m).expect("enqueued").duplicate
+    };
+    // A moment before the retention ends, sweeps (many steps) leave every key.
+    h.advance(24 * 3_600_000 - 5_000);
+    for _ in 0..100 {
+        h.advance(25);
+    }
+    assert!(resend(&mut h, "key-0000") && resend(&mut h, "key-2999"));
+    h.advance(2_500 + 1);
+    for _ in 0..400 {
+        h.advance(25);
+    }
+    for key in &keys {
+        assert!(!resend(&mut h, key), "{key} was not forgotten");
+    }
 }
