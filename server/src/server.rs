@@ -757,9 +757,10 @@ async fn serve_once(
         max_idempotency_key_bytes: config.max_idempotency_key_bytes,
         max_payload_bytes: config.max_payload_bytes,
         body_timeout: Duration::from_millis(limits.ingest_body_timeout_ms),
-        unverified: Arc::new(tokio::sync::Semaphore::new(
-            usize::try_from(limits.max_unverified_ingest_bytes).unwrap_or(usize::MAX >> 4),
-        )),
+        unverified: crate::ingest::receive::Unverified::new(
+            limits.max_unverified_ingest_bytes,
+            limits.max_share_percent,
+        ),
     }));
     let ingest_server =
         crate::listen::serve_http(ingest_conns, ingest_router, limits, stop_rx.clone());

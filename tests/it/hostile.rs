@@ -315,3 +315,185 @@ async fn trickled_request_heads_are_cut_off() {
     }
     server.stop().await;
 }
+
+/// Issue #26, 9: a flood of unsigned 1 MiB webhooks (the finding: 3,300 connections x 1
+/// MiB held 3.5 GB, still held after they closed). 1,000 connections from four other
+/// addresses each send a whole 1 MiB body with a bad signature: hookd holds at most the
+/// unverified budget (64 MiB, a quarter per address), refuses the rest with 503 before
+/// reading them, and keeps a signed provider and a gRPC client served. What it gives back
+/// after is measured and printed, not yet asserted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsigned_ingest_flood_is_held_to_its_budget() {
+    use base64::Engine as _;
+    use hmac::{KeyInit, Mac};
+    use tokio::io::AsyncReadExt;
+    let mut limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    limit.current = limit.maximum;
+    let _ = rustix::process::setrlimit(rustix::process::Resource::Nofile, limit);
+
+    let key = crate::ingest::SW_KEY;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("hookd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[sources]]\nname = \"agents\"\nscheme = \"standard-webhooks\"\nsecrets = [\"{}\"]\nqueue = \"inbox\"\nmax_body_bytes = 1048576\n",
+            crate::ingest::sw_secret(key)
+        ),
+    )
+    .unwrap();
+    let hookd = ChildHookd::spawn(
+        std::path::Path::new(env!("CARGO_BIN_EXE_hookd-under-test")),
+        &[],
+        &dir.path().join("data"),
+        &["--config".into(), config.into_os_string()],
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
+    let pid = hookd.pid().unwrap();
+    let ingest = hookd.ingest;
+    let now_s = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
+    // One POST on its own connection from `from`: the status line's code.
+    let post = move |from: [u8; 4], id: String, body: Vec<u8>, signed: bool| async move {
+        let ts = now_s();
+        let mut m = <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(key).unwrap();
+        m.update(format!("{id}.{ts}.").as_bytes());
+        m.update(&body);
+        let mut sig = m.finalize().into_bytes().to_vec();
+        if !signed {
+            sig[0] ^= 1;
+        }
+        let head = format!(
+            "POST /in/agents HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\nwebhook-id: {id}\r\nwebhook-timestamp: {ts}\r\nwebhook-signature: v1,{}\r\ncontent-length: {}\r\n\r\n",
+            base64::engine::general_purpose::STANDARD.encode(sig),
+            body.len()
+        );
+        let socket = tokio::net::TcpSocket::new_v4().ok()?;
+        socket.bind(std::net::SocketAddr::from((from, 0))).ok()?;
+        let mut tcp = socket.connect(ingest).await.ok()?;
+        tcp.write_all(head.as_bytes()).await.ok()?;
+        let _ = tcp.write_all(&body).await;
+        let mut answer = Vec::new();
+        let _ = tcp.read_to_end(&mut answer).await;
+        let answer = String::from_utf8_lossy(&answer);
+        answer.split(' ').nth(1).and_then(|c| c.parse::<u16>().ok())
+    };
+    // A provider's signed 2 KB deliveries, one after another: latencies (sorted).
+    let provider = move |n: usize, tag: &'static str| async move {
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            let started = Instant::now();
+            let code = post(
+                [127, 0, 0, 1],
+                format!("msg_{tag}_{i}"),
+                format!("{{\"n\":\"{}\"}}", "x".repeat(2_000)).into_bytes(),
+                true,
+            )
+            .await;
+            assert_eq!(code, Some(202), "a signed delivery during {tag}");
+            out.push(started.elapsed());
+        }
+        out.sort();
+        out
+    };
+    let mut good = Client::connect(hookd.grpc.clone()).await.unwrap();
+    enqueue_latencies(&mut good, 100).await;
+    provider(50, "warm").await;
+    let quiet_ingest = provider(200, "quiet").await;
+    let quiet_grpc = enqueue_latencies(&mut good, 300).await;
+    let rss_before = rss_bytes(pid);
+
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(rss_before));
+    let sampling = {
+        let peak = peak.clone();
+        tokio::spawn(async move {
+            loop {
+                peak.fetch_max(rss_bytes(pid), std::sync::atomic::Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let mut flood = tokio::task::JoinSet::new();
+    for i in 0..1_000u32 {
+        let from = [127, 0, 0, 2 + (i % 4) as u8];
+        flood.spawn(post(
+            from,
+            format!("msg_flood_{i}"),
+            vec![b' '; 1 << 20],
+            false,
+        ));
+    }
+    let during_ingest = provider(200, "the flood").await;
+    let during_grpc = enqueue_latencies(&mut good, 300).await;
+    let mut codes = std::collections::BTreeMap::<Option<u16>, usize>::new();
+    while let Some(code) = tokio::time::timeout(Duration::from_secs(60), flood.join_next())
+        .await
+        .expect("every flood request is answered")
+    {
+        *codes.entry(code.unwrap()).or_default() += 1;
+    }
+    sampling.abort();
+    let rss_peak = peak.load(std::sync::atomic::Ordering::Relaxed);
+    let rss_closed = rss_bytes(pid);
+    // Given back: measured until it settles near where it began (bounded wait).
+    let settle = Instant::now();
+    let mut rss_after = rss_closed;
+    while rss_after > rss_before + (24 << 20) && settle.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        rss_after = rss_bytes(pid);
+    }
+    eprintln!(
+        "flood answers {codes:?}; RSS before {} MiB, peak {} MiB, when the flood ended {} MiB, {:.1} s later {} MiB; signed provider p50/p99 quiet {:?}/{:?}, during {:?}/{:?}; gRPC Enqueue p50/p99 quiet {:?}/{:?}, during {:?}/{:?}",
+        rss_before >> 20,
+        rss_peak >> 20,
+        rss_closed >> 20,
+        settle.elapsed().as_secs_f64(),
+        rss_after >> 20,
+        pct(&quiet_ingest, 0.5),
+        pct(&quiet_ingest, 0.99),
+        pct(&during_ingest, 0.5),
+        pct(&during_ingest, 0.99),
+        pct(&quiet_grpc, 0.5),
+        pct(&quiet_grpc, 0.99),
+        pct(&during_grpc, 0.5),
+        pct(&during_grpc, 0.99),
+    );
+    assert_eq!(
+        codes.values().sum::<usize>(),
+        1_000,
+        "every flood request answered: {codes:?}"
+    );
+    assert!(
+        codes.keys().all(|c| matches!(c, Some(401 | 503) | None)),
+        "only refusals (or a connection closed while sending): {codes:?}"
+    );
+    assert!(
+        codes.get(&Some(503)).is_some_and(|n| *n > 0),
+        "the budget was reached: {codes:?}"
+    );
+    // Held to the budget: 1,000 MiB offered, 64 MiB of it at most waiting for a check.
+    assert!(
+        rss_peak < rss_before + (256 << 20),
+        "RSS grew from {} to {} MiB",
+        rss_before >> 20,
+        rss_peak >> 20
+    );
+    // The signed provider is served throughout; its median within the bound of the
+    // other floods (its tail is printed: on this 2-core box the flood's 1,000 senders run
+    // in this process, and some of the provider's connects then wait up to 1 s).
+    let p50 = pct(&during_ingest, 0.5);
+    assert!(
+        p50 <= (pct(&quiet_ingest, 0.5) * 5).max(Duration::from_millis(25)),
+        "provider p50 {p50:?} vs {:?} quiet",
+        pct(&quiet_ingest, 0.5)
+    );
+    // Not asserted (issue #26, 9, still open): that the memory is given back. Runs here
+    // were 16 to 46 MiB above where they began 5 to 15 s after the flood (printed above).
+    hookd.stop(Duration::from_secs(10)).await.unwrap();
+}

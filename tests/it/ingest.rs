@@ -1186,6 +1186,64 @@ async fn unverified_bodies_in_flight_are_bounded() {
     server.stop().await;
 }
 
+/// Issue #26, 9: one client address holds at most its share (`max_share_percent`) of the
+/// unverified-body budget, so a sender holding slow bodies cannot take it from every
+/// provider: its next body is refused at once, another address's is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_holds_only_its_share_of_the_unverified_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(dir.path());
+    config.sources = vec![sw_source("agents", "inbox")];
+    config.connections.max_unverified_ingest_bytes = 1 << 20;
+    config.connections.max_share_percent = 25;
+    config.max_payload_bytes = 1 << 20;
+    let server = TestServer::start_with(config, ManualClock::new(SystemClock.now_ms())).await;
+    let from_other = || async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(SocketAddr::from(([127, 0, 0, 2], 0))).unwrap();
+        socket.connect(server.ingest).await.unwrap()
+    };
+    // 127.0.0.2 holds a body of 200,000 bytes that never finishes.
+    let mut held = from_other().await;
+    held.write_all(
+        b"POST /in/agents HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+          webhook-id: a\r\nwebhook-timestamp: 1\r\nwebhook-signature: v1,AA==\r\n\
+          content-length: 200000\r\n\r\n{",
+    )
+    .await
+    .unwrap();
+    // Its next body (100,000 bytes, signed) would pass its share of 262,144.
+    let body = vec![b' '; 100_000];
+    let signed = sw_headers(SW_KEY, "msg_second", now_s(), &body);
+    let mut head = String::from("POST /in/agents HTTP/1.1\r\nhost: x\r\nconnection: close\r\n");
+    for (k, v) in &signed {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
+    let second = crate::harness::eventually(
+        "the held body is counted against its address",
+        async || {
+            let mut tcp = from_other().await;
+            tcp.write_all(head.as_bytes()).await.unwrap();
+            let _ = tcp.write_all(&body).await;
+            let mut answer = String::new();
+            let _ = tcp.read_to_string(&mut answer).await;
+            answer
+        },
+        |a| !a.starts_with("HTTP/1.1 202"),
+    )
+    .await;
+    assert!(second.starts_with("HTTP/1.1 503"), "{second}");
+    assert!(second.contains("client address 127.0.0.2"), "{second}");
+    // Another address still gets in: 300,000 bytes, within the 1 MiB in all.
+    let body = vec![b' '; 300_000];
+    let signed = sw_headers(SW_KEY, "msg_other", now_s(), &body);
+    let ok = post(server.ingest, "agents", &signed, &body).await;
+    assert_eq!(ok.status, 202, "{ok:?}");
+    drop(held);
+    server.stop().await;
+}
+
 /// Issue #26, 14: PutSource refuses a source that accepts resends (`tolerance_secs`) for
 /// longer than delivery ids deduplicate (`idempotency_retention_secs`).
 #[tokio::test]

@@ -59,9 +59,100 @@ pub struct Ingest {
     pub max_payload_bytes: usize,
     /// How long the whole body may take to arrive.
     pub body_timeout: Duration,
-    /// Bytes of bodies held before their signature is checked
-    /// (`connections.max_unverified_ingest_bytes`), one permit a byte.
-    pub unverified: Arc<tokio::sync::Semaphore>,
+    /// Bytes of bodies held before their signature is checked.
+    pub unverified: Arc<Unverified>,
+}
+
+/// The budget of inbound bodies held before their signature check: in all
+/// (`connections.max_unverified_ingest_bytes`), and per client address a share of it
+/// (`connections.max_share_percent`), so one sender's slow or unsigned bodies cannot take
+/// the budget from every provider.
+#[derive(Debug)]
+pub struct Unverified {
+    total: Arc<tokio::sync::Semaphore>,
+    share: usize,
+    percent: u8,
+    /// Bytes held per address; only addresses holding some are here.
+    peers: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
+}
+
+/// One body's place in [`Unverified`], given back when dropped.
+#[derive(Debug)]
+pub struct Held {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    peer: Option<(std::net::IpAddr, usize)>,
+    budget: Arc<Unverified>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some((ip, bytes)) = self.peer {
+            let mut peers = self.budget.peers();
+            if let Some(used) = peers.get_mut(&ip) {
+                *used = used.saturating_sub(bytes);
+                if *used == 0 {
+                    peers.remove(&ip);
+                }
+            }
+        }
+    }
+}
+
+impl Unverified {
+    pub fn new(max_bytes: u64, share_percent: u8) -> Arc<Self> {
+        let max = usize::try_from(max_bytes)
+            .unwrap_or(usize::MAX)
+            .min(tokio::sync::Semaphore::MAX_PERMITS);
+        let percent = share_percent.clamp(1, 100);
+        Arc::new(Self {
+            total: Arc::new(tokio::sync::Semaphore::new(max)),
+            share: (max / 100).saturating_mul(usize::from(percent)).max(1),
+            percent,
+            peers: std::sync::Mutex::default(),
+        })
+    }
+
+    fn peers(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<std::net::IpAddr, usize>> {
+        self.peers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Room for `bytes` more from `peer`, or why there is none. An address holding
+    /// nothing may always have one body (up to the whole budget) in.
+    pub fn try_hold(
+        self: &Arc<Self>,
+        peer: Option<std::net::IpAddr>,
+        bytes: usize,
+    ) -> Result<Held, String> {
+        let bytes = bytes.max(1);
+        let mut peers = self.peers();
+        if let Some(ip) = peer {
+            let used = peers.get(&ip).copied().unwrap_or(0);
+            if used > 0 && used + bytes > self.share {
+                return Err(format!(
+                    "busy: client address {ip} already has {used} bytes of inbound bodies waiting for their signature check, its share ({} % of connections.max_unverified_ingest_bytes = {}); retry later",
+                    self.percent, self.share
+                ));
+            }
+        }
+        let permit = u32::try_from(bytes)
+            .ok()
+            .and_then(|n| self.total.clone().try_acquire_many_owned(n).ok())
+            .ok_or_else(|| {
+                "busy: too many bytes of inbound bodies wait for their signature check (connections.max_unverified_ingest_bytes); retry later".to_owned()
+            })?;
+        if let Some(ip) = peer {
+            *peers.entry(ip).or_default() += bytes;
+        }
+        Ok(Held {
+            _permit: permit,
+            peer: peer.map(|ip| (ip, bytes)),
+            budget: self.clone(),
+        })
+    }
 }
 
 /// The ingest listener's routes.
@@ -211,16 +302,18 @@ async fn handle(
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(limit)
         .min(limit);
-    let budget = u32::try_from(announced.max(1)).unwrap_or(u32::MAX);
-    let Ok(unverified) = ingest.unverified.clone().try_acquire_many_owned(budget) else {
-        return Err(Refuse(
-            retry_after(
-                StatusCode::SERVICE_UNAVAILABLE,
-                1,
-                json!({"error": "busy: too many bytes of inbound bodies wait for their signature check (connections.max_unverified_ingest_bytes); retry later"}),
-            ),
-            "backpressure",
-        ));
+    let peer = parts
+        .extensions
+        .get::<crate::listen::ConnInfo>()
+        .map(|c| c.remote.ip());
+    let unverified = match ingest.unverified.try_hold(peer, announced) {
+        Ok(held) => held,
+        Err(why) => {
+            return Err(Refuse(
+                retry_after(StatusCode::SERVICE_UNAVAILABLE, 1, json!({ "error": why })),
+                "backpressure",
+            ));
+        }
     };
     let body = http_body_util::Limited::new(body, limit).collect();
     let raw = match tokio::time::timeout(ingest.body_timeout, body).await {
