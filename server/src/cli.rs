@@ -582,10 +582,14 @@ fn token(cmd: TokenCmd) -> ExitCode {
 pub(crate) fn runtime(
     mut builder: tokio::runtime::Builder,
 ) -> Result<tokio::runtime::Runtime, ExitCode> {
-    builder.enable_all().build().map_err(|e| {
-        eprintln!("hookd: cannot start the runtime: {e}");
-        ExitCode::FAILURE
-    })
+    builder
+        .enable_all()
+        .on_thread_park(crate::memory::parked)
+        .build()
+        .map_err(|e| {
+            eprintln!("hookd: cannot start the runtime: {e}");
+            ExitCode::FAILURE
+        })
 }
 
 /// Resolves on SIGINT or SIGTERM.

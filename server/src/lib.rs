@@ -65,6 +65,7 @@ pub mod ids;
 pub mod ingest;
 pub mod limiter;
 pub mod listen;
+pub mod memory;
 pub mod metrics;
 pub mod ratelog;
 pub mod retry;

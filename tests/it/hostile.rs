@@ -320,10 +320,10 @@ async fn trickled_request_heads_are_cut_off() {
 /// MiB held 3.5 GB, still held after they closed). 1,000 connections from four other
 /// addresses each send a whole 1 MiB body with a bad signature: hookd holds at most the
 /// unverified budget (64 MiB, a quarter per address), refuses the rest with 503 before
-/// reading them, and keeps a signed provider and a gRPC client served. What it gives back
-/// after is measured and printed, not yet asserted.
+/// reading them, keeps a signed provider and a gRPC client served, and gives the memory
+/// back once the flood has gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unsigned_ingest_flood_is_held_to_its_budget() {
+async fn an_unsigned_ingest_flood_is_held_to_its_budget_and_its_memory_given_back() {
     use base64::Engine as _;
     use hmac::{KeyInit, Mac};
     use tokio::io::AsyncReadExt;
@@ -444,7 +444,7 @@ async fn an_unsigned_ingest_flood_is_held_to_its_budget() {
     // Given back: measured until it settles near where it began (bounded wait).
     let settle = Instant::now();
     let mut rss_after = rss_closed;
-    while rss_after > rss_before + (24 << 20) && settle.elapsed() < Duration::from_secs(5) {
+    while rss_after > rss_before + (20 << 20) && settle.elapsed() < Duration::from_secs(15) {
         tokio::time::sleep(Duration::from_millis(100)).await;
         rss_after = rss_bytes(pid);
     }
@@ -493,7 +493,15 @@ async fn an_unsigned_ingest_flood_is_held_to_its_budget() {
         "provider p50 {p50:?} vs {:?} quiet",
         pct(&quiet_ingest, 0.5)
     );
-    // Not asserted (issue #26, 9, still open): that the memory is given back. Runs here
-    // were 16 to 46 MiB above where they began 5 to 15 s after the flood (printed above).
+    // Given back: within 15 s of the flood's end, RSS is back within 20 MiB of where it
+    // began. Before each runtime worker trimmed mimalloc when it parked, the freed pages
+    // stayed resident: 88 to 115 MiB of a 64 MiB start, 15 to 28 s after the flood (since:
+    // 73 to 79 MiB within 9 s).
+    assert!(
+        rss_after <= rss_before + (20 << 20),
+        "memory not given back: {} MiB before, {} MiB 15 s after the flood",
+        rss_before >> 20,
+        rss_after >> 20
+    );
     hookd.stop(Duration::from_secs(10)).await.unwrap();
 }

@@ -1,0 +1,47 @@
+//! Giving memory back to the system after a burst.
+//!
+//! mimalloc frees memory lazily: a page freed on a thread is purged (returned with
+//! `MADV_DONTNEED`) by later allocator activity on that thread, and the arenas' pending
+//! purges by later activity anywhere. A server that goes quiet after a burst (a flood
+//! of 1 MiB webhooks, say) therefore kept tens of MiB it no longer used. The binary
+//! registers a trim (`mi_collect(true)`: this thread's free pages, abandoned threads'
+//! segments, the arenas' pending purges); each runtime worker runs it when it parks, at
+//! most once per [`TRIM_EVERY`], so an idle worker gives back what the burst left.
+//!
+//! The library holds no unsafe code: the trim is a plain function the binary provides.
+
+use std::cell::Cell;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// A worker trims at most this often (a trim costs tens of microseconds).
+pub const TRIM_EVERY: Duration = Duration::from_secs(5);
+
+static TRIM: OnceLock<fn()> = OnceLock::new();
+
+/// The binary's allocator trim; the first registration holds.
+pub fn register_trim(trim: fn()) {
+    let _ = TRIM.set(trim);
+}
+
+thread_local! {
+    static LAST_TRIM: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// A runtime worker is about to park: trims if none has run on it for [`TRIM_EVERY`].
+pub fn parked() {
+    let Some(trim) = TRIM.get() else {
+        return;
+    };
+    let now = Instant::now();
+    let due = LAST_TRIM.with(|last| match last.get() {
+        Some(at) if now.duration_since(at) < TRIM_EVERY => false,
+        _ => {
+            last.set(Some(now));
+            true
+        }
+    });
+    if due {
+        trim();
+    }
+}
