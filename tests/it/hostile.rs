@@ -419,15 +419,20 @@ async fn an_unsigned_ingest_flood_is_held_to_its_budget_and_its_memory_given_bac
             }
         })
     };
+    // The senders run on a runtime of their own, so the provider's and the gRPC
+    // client's latencies are hookd's, not this process's queue of 1,000 writers.
+    let flood_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
     let mut flood = tokio::task::JoinSet::new();
     for i in 0..1_000u32 {
         let from = [127, 0, 0, 2 + (i % 4) as u8];
-        flood.spawn(post(
-            from,
-            format!("msg_flood_{i}"),
-            vec![b' '; 1 << 20],
-            false,
-        ));
+        flood.spawn_on(
+            post(from, format!("msg_flood_{i}"), vec![b' '; 1 << 20], false),
+            flood_runtime.handle(),
+        );
     }
     let during_ingest = provider(200, "the flood").await;
     let during_grpc = enqueue_latencies(&mut good, 300).await;
@@ -439,6 +444,7 @@ async fn an_unsigned_ingest_flood_is_held_to_its_budget_and_its_memory_given_bac
         *codes.entry(code.unwrap()).or_default() += 1;
     }
     sampling.abort();
+    flood_runtime.shutdown_background();
     let rss_peak = peak.load(std::sync::atomic::Ordering::Relaxed);
     let rss_closed = rss_bytes(pid);
     // Given back: measured until it settles near where it began (bounded wait).
