@@ -6,7 +6,8 @@
 //! of 1 MiB webhooks, say) therefore kept tens of MiB it no longer used. The binary
 //! registers a trim (`mi_collect(true)`: this thread's free pages, abandoned threads'
 //! segments, the arenas' pending purges); each runtime worker runs it when it parks, at
-//! most once per [`TRIM_EVERY`], so an idle worker gives back what the burst left.
+//! most once per [`TRIM_EVERY`], and a thread of its own every [`TRIM_EVERY`], so an idle
+//! hookd gives back what the burst left.
 //!
 //! The library holds no unsafe code: the trim is a plain function the binary provides.
 
@@ -19,9 +20,25 @@ pub const TRIM_EVERY: Duration = Duration::from_secs(5);
 
 static TRIM: OnceLock<fn()> = OnceLock::new();
 
-/// The binary's allocator trim; the first registration holds.
+/// The binary's allocator trim; the first registration holds. Also starts a thread that
+/// trims every [`TRIM_EVERY`]: a worker that freed a burst's memory just after its last
+/// trim and then sleeps would hold it, and what other threads freed waits in mimalloc's
+/// arenas for a purge that any thread's forced collect runs.
 pub fn register_trim(trim: fn()) {
-    let _ = TRIM.set(trim);
+    if TRIM.set(trim).is_err() {
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("hookd-trim".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(TRIM_EVERY);
+                trim();
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "cannot start the allocator trim thread; workers still trim when idle");
+    }
 }
 
 thread_local! {
