@@ -141,29 +141,38 @@ pub(crate) async fn unfinished_calls_to(
     calls
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn idle_trickling_and_unfinished_connections_leave_a_good_client_served() {
-    // This process opens thousands of sockets.
+/// Lets this process open thousands of sockets (the soft open-file limit raised to the
+/// hard one).
+fn raise_open_files() {
     let mut limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
     limit.current = limit.maximum;
     let _ = rustix::process::setrlimit(rustix::process::Resource::Nofile, limit);
+}
 
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("hookd.toml");
-    std::fs::write(
-        &config,
-        "[connections]\nrequest_body_timeout_ms = 3000\nmax_request_bytes_in_flight = 33554432\nhandshake_timeout_ms = 10000\n",
-    )
-    .unwrap();
-    let hookd = ChildHookd::spawn(
+/// A hookd child process on `dir/data` with `toml` as its configuration file.
+async fn spawn_configured(dir: &std::path::Path, toml: &str) -> ChildHookd {
+    let config = dir.join("hookd.toml");
+    std::fs::write(&config, toml).unwrap();
+    ChildHookd::spawn(
         std::path::Path::new(env!("CARGO_BIN_EXE_hookd-under-test")),
         &[],
-        &dir.path().join("data"),
+        &dir.join("data"),
         &["--config".into(), config.into_os_string()],
         Duration::from_secs(60),
     )
     .await
-    .unwrap();
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_trickling_and_unfinished_connections_leave_a_good_client_served() {
+    raise_open_files();
+    let dir = tempfile::tempdir().unwrap();
+    let hookd = spawn_configured(
+        dir.path(),
+        "[connections]\nrequest_body_timeout_ms = 3000\nmax_request_bytes_in_flight = 33554432\nhandshake_timeout_ms = 10000\n",
+    )
+    .await;
     let pid = hookd.pid().unwrap();
     let grpc: std::net::SocketAddr = hookd.grpc.trim_start_matches("http://").parse().unwrap();
 
@@ -327,41 +336,22 @@ async fn an_unsigned_ingest_flood_is_held_to_its_budget() {
     use base64::Engine as _;
     use hmac::{KeyInit, Mac};
     use tokio::io::AsyncReadExt;
-    let mut limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
-    limit.current = limit.maximum;
-    let _ = rustix::process::setrlimit(rustix::process::Resource::Nofile, limit);
-
+    raise_open_files();
     let key = crate::ingest::SW_KEY;
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("hookd.toml");
-    std::fs::write(
-        &config,
-        format!(
+    let hookd = spawn_configured(
+        dir.path(),
+        &format!(
             "[[sources]]\nname = \"agents\"\nscheme = \"standard-webhooks\"\nsecrets = [\"{}\"]\nqueue = \"inbox\"\nmax_body_bytes = 1048576\n",
             crate::ingest::sw_secret(key)
         ),
     )
-    .unwrap();
-    let hookd = ChildHookd::spawn(
-        std::path::Path::new(env!("CARGO_BIN_EXE_hookd-under-test")),
-        &[],
-        &dir.path().join("data"),
-        &["--config".into(), config.into_os_string()],
-        Duration::from_secs(60),
-    )
-    .await
-    .unwrap();
+    .await;
     let pid = hookd.pid().unwrap();
     let ingest = hookd.ingest;
-    let now_s = || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs()
-    };
     // One POST on its own connection from `from`: the status line's code.
     let post = move |from: [u8; 4], id: String, body: Vec<u8>, signed: bool| async move {
-        let ts = now_s();
+        let ts = crate::ingest::now_s();
         let mut m = <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(key).unwrap();
         m.update(format!("{id}.{ts}.").as_bytes());
         m.update(&body);
