@@ -243,41 +243,50 @@ async fn urls_and_keys_are_refused_at_enqueue() {
 /// an unrelated healthy endpoint failed and was dead-lettered. Now outbound connections
 /// are capped (`delivery.max_connections`), and hookd's own shortage postpones an attempt
 /// without counting it: the healthy endpoint's message, allowed one attempt, is delivered.
+/// Two tarpits hold one connection each, their fair share of two between three origins, so
+/// the healthy endpoint has no connection to take over and waits out its connect timeout.
 #[tokio::test]
 async fn local_shortage_postpones_and_never_dead_letters() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = test_config(dir.path());
     config.delivery.max_connections = 2;
     let server = TestServer::start_with(config, ManualClock::new(SystemClock.now_ms())).await;
-    let tarpit = Sink::start(Reply::Hang).await;
+    let tarpits = [
+        Sink::start(Reply::Hang).await,
+        Sink::start(Reply::Hang).await,
+    ];
     let healthy = Sink::start(Reply::Status(204)).await;
     let mut c = server.client().await;
-    c.put_endpoint(pb::Endpoint {
-        name: "tarpit".into(),
-        url: tarpit.url("/"),
-        timeout_ms: 1_500,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    for (i, tarpit) in tarpits.iter().enumerate() {
+        c.put_endpoint(pb::Endpoint {
+            name: format!("tarpit{i}"),
+            url: tarpit.url("/"),
+            timeout_ms: 1_500,
+            max_in_flight: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
     c.put_endpoint(pb::Endpoint {
         name: "healthy".into(),
         url: healthy.url("/"),
+        connect_timeout_ms: 50,
         ..Default::default()
     })
     .await
     .unwrap();
-    // One attempt each: once they time out the slots stay free (retries of the tarpit
+    // One attempt each: once they time out the slots stay free (retries of the tarpits
     // would otherwise race the healthy message for them, on the test's moving clock).
-    for _ in 0..4 {
-        c.enqueue(Event::to_endpoint("tarpit", b"x".to_vec()).max_attempts(1))
+    for i in 0..2 {
+        c.enqueue(Event::to_endpoint(format!("tarpit{i}"), b"x".to_vec()).max_attempts(1))
             .await
             .unwrap();
     }
-    // Both outbound slots are held by the tarpit now.
+    // Both outbound slots are held by the tarpits now.
     crate::harness::eventually(
-        "the tarpit holds both connections",
-        async || tarpit.count(),
+        "the tarpits hold both connections",
+        async || tarpits.iter().map(Sink::count).sum::<usize>(),
         |n| *n >= 2,
     )
     .await;

@@ -887,12 +887,12 @@ async fn changing_the_burst_takes_effect() {
 /// origin that arrives after them is delivered at once, not when their attempts time out
 /// (the finding: a healthy endpoint delayed 12 s).
 ///
-/// Fails today, so it is opt-in: the fair share (`OutboundSlots`) shrinks what an origin
-/// may take once several want connections, but connections the tarpits already hold stay
-/// held until their attempts time out, and tarpits arriving first fill the cap. The
-/// healthy endpoint's attempt is refused "hookd has 8 outbound connections open".
+/// The fair share alone (before the fix) only shrank what an origin may take once several
+/// want connections: the tarpits, arriving first, filled the cap and kept it until their
+/// attempts timed out, and the healthy endpoint's attempt was refused "hookd has 8 outbound
+/// connections open". Now it takes the place of a tarpit connection stalled for
+/// `slots::STALLED` (1 s), waiting for that inside its connect timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue #26, 14, open: tarpits arriving first still take every outbound connection; run with --ignored"]
 async fn tarpit_receivers_leave_a_healthy_endpoint_a_connection() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = test_config(dir.path());
@@ -932,7 +932,7 @@ async fn tarpit_receivers_leave_a_healthy_endpoint_a_connection() {
     }
     let took = started.elapsed();
     let held: Vec<usize> = tarpits.iter().map(Sink::count).collect();
-    eprintln!("healthy endpoint: 5 deliveries in {took:?} beside tarpits holding {held:?}");
+    eprintln!("healthy endpoint: 5 deliveries in {took:?} beside tarpits sent {held:?} requests");
     assert!(
         took < Duration::from_secs(5),
         "the healthy endpoint waited {took:?} for a connection the tarpits held ({held:?})"

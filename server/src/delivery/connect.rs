@@ -16,6 +16,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use super::guard::{AddressGuard, Refused};
+use super::slots::{OutboundSlot, OutboundSlots, Preempted, Take};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
@@ -49,6 +50,12 @@ pub enum ConnectError {
         max: usize,
         origins: usize,
     },
+    /// hookd closed this connection for an origin under its fair share (`slots`).
+    #[error(
+        "hookd closed this connection for another origin: this one held {} of hookd's {} outbound connections, over its fair share while {} origins wanted them, and it had been quiet or waiting for an answer for {} ms (delivery.max_connections)",
+        .0.held, .0.max, .0.origins, .0.quiet_ms
+    )]
+    Preempted(Preempted),
 }
 
 impl ConnectError {
@@ -56,7 +63,7 @@ impl ConnectError {
     /// receiver was never tried, so the attempt is not counted against it (finding F6).
     pub fn is_local(&self) -> bool {
         match self {
-            Self::Saturated(_) | Self::OverShare { .. } => true,
+            Self::Saturated(_) | Self::OverShare { .. } | Self::Preempted(_) => true,
             Self::Connect { source, .. } | Self::Resolve { source, .. } => {
                 is_local_shortage(source)
             }
@@ -70,134 +77,44 @@ pub fn is_local_shortage(e: &std::io::Error) -> bool {
     matches!(e.raw_os_error(), Some(24 | 23 | 105 | 12 | 99))
 }
 
-/// One outbound connection, holding its place under the global cap until it closes.
+/// One outbound connection, holding its place under the global cap until it closes, and
+/// telling the slots when it reads and writes (to see which connections have stalled).
 #[derive(Debug)]
 pub struct Outbound {
-    io: TokioIo<TcpStream>,
-    _slot: OutboundSlot,
+    stream: TcpStream,
+    slot: OutboundSlot,
 }
 
-/// How long an origin that asked for a connection counts as wanting one.
-const WANTING: Duration = Duration::from_secs(10);
-
-/// hookd's outbound connections (`delivery.max_connections`), shared fairly between
-/// origins: while several want connections, none may hold more than the cap divided by
-/// their number, so receivers that hold connections open (tarpits) cannot take every one
-/// and stall a healthy endpoint. An origin alone may use them all.
-#[derive(Debug)]
-pub struct OutboundSlots {
-    max: usize,
-    state: std::sync::Mutex<SlotState>,
-}
-
-#[derive(Debug, Default)]
-struct SlotState {
-    total: usize,
-    held: std::collections::HashMap<String, usize>,
-    /// Origins that asked within `WANTING`, and when they last did.
-    asked: std::collections::HashMap<String, tokio::time::Instant>,
-}
-
-/// One connection's place, given back when it closes.
-#[derive(Debug)]
-pub struct OutboundSlot {
-    slots: Arc<OutboundSlots>,
-    origin: String,
-}
-
-impl Drop for OutboundSlot {
-    fn drop(&mut self) {
-        let mut s = self.slots.state();
-        s.total = s.total.saturating_sub(1);
-        if let Some(n) = s.held.get_mut(&self.origin) {
-            *n -= 1;
-            if *n == 0 {
-                s.held.remove(&self.origin);
-            }
-        }
-    }
-}
-
-impl OutboundSlots {
-    pub fn new(max: usize) -> Arc<Self> {
-        Arc::new(Self {
-            max,
-            state: std::sync::Mutex::default(),
-        })
-    }
-
-    fn state(&self) -> std::sync::MutexGuard<'_, SlotState> {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// A place for one more connection to `origin`, or why there is none.
-    pub fn try_take(self: &Arc<Self>, origin: &str) -> Result<OutboundSlot, ConnectError> {
-        let now = tokio::time::Instant::now();
-        let mut s = self.state();
-        s.asked.retain(|_, at| now.duration_since(*at) < WANTING);
-        // Bounded: past as many origins as connections, the share is one anyway.
-        if s.asked.len() < self.max.max(1) * 4 || s.asked.contains_key(origin) {
-            s.asked.insert(origin.to_owned(), now);
-        }
-        let origins = {
-            let mut wanting: std::collections::HashSet<&str> =
-                s.asked.keys().map(String::as_str).collect();
-            wanting.extend(s.held.keys().map(String::as_str));
-            wanting.insert(origin);
-            wanting.len()
-        };
-        if s.total >= self.max {
-            return Err(ConnectError::Saturated(self.max));
-        }
-        let share = self.max.div_ceil(origins).max(1);
-        let held = s.held.get(origin).copied().unwrap_or(0);
-        if held >= share {
-            return Err(ConnectError::OverShare {
-                held,
-                max: self.max,
-                origins,
-            });
-        }
-        s.total += 1;
-        *s.held.entry(origin.to_owned()).or_default() += 1;
-        Ok(OutboundSlot {
-            slots: self.clone(),
-            origin: origin.to_owned(),
-        })
-    }
-}
-
-impl hyper::rt::Read for Outbound {
+impl tokio::io::AsyncRead for Outbound {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-        buf: hyper::rt::ReadBufCursor<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+        let this = self.get_mut();
+        this.slot.conn().check(cx)?;
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut this.stream).poll_read(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            this.slot.conn().read();
+        }
+        polled
     }
 }
 
-impl hyper::rt::Write for Outbound {
+impl tokio::io::AsyncWrite for Outbound {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
+        let this = self.get_mut();
+        this.slot.conn().check(cx)?;
+        let polled = Pin::new(&mut this.stream).poll_write(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            this.slot.conn().wrote();
+        }
+        polled
     }
 
     fn poll_write_vectored(
@@ -205,13 +122,31 @@ impl hyper::rt::Write for Outbound {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        this.slot.conn().check(cx)?;
+        let polled = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            this.slot.conn().wrote();
+        }
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
     }
 }
 
 impl hyper_util::client::legacy::connect::Connection for Outbound {
     fn connected(&self) -> hyper_util::client::legacy::connect::Connected {
-        self.io.connected()
+        self.stream.connected()
     }
 }
 
@@ -234,7 +169,7 @@ impl GuardedConnector {
 }
 
 impl tower_service::Service<Uri> for GuardedConnector {
-    type Response = Outbound;
+    type Response = TokioIo<Outbound>;
     type Error = ConnectError;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, ConnectError>> + Send>>;
 
@@ -245,24 +180,38 @@ impl tower_service::Service<Uri> for GuardedConnector {
     fn call(&mut self, uri: Uri) -> Self::Future {
         let guard = self.guard.clone();
         let timeout = self.timeout;
+        let slots = self.slots.clone();
         let origin = format!(
             "{}://{}",
             uri.scheme_str().unwrap_or("http"),
             uri.authority().map_or("", |a| a.as_str())
         );
-        let slot = self.slots.try_take(&origin);
         Box::pin(async move {
-            let slot = slot?;
-            let attempt = connect(&guard, &uri);
-            match tokio::time::timeout(timeout, attempt).await {
-                Ok(result) => result.map(|io| Outbound { io, _slot: slot }),
+            // The connect timeout bounds the wait for a place and the connect together.
+            let deadline = tokio::time::Instant::now() + timeout;
+            let slot = loop {
+                let until = match slots.try_take(&origin) {
+                    Take::Got(slot) => break slot,
+                    Take::Refused(e) => return Err(e),
+                    Take::Wait(until) => until.map_or(deadline, |u| u.min(deadline)),
+                };
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(ConnectError::Saturated(slots.max()));
+                }
+                tokio::select! {
+                    () = slots.released() => {}
+                    () = tokio::time::sleep_until(until) => {}
+                }
+            };
+            match tokio::time::timeout_at(deadline, connect(&guard, &uri)).await {
+                Ok(result) => result.map(|stream| TokioIo::new(Outbound { stream, slot })),
                 Err(_) => Err(ConnectError::Timeout(timeout.as_millis() as u64)),
             }
         })
     }
 }
 
-async fn connect(guard: &AddressGuard, uri: &Uri) -> Result<TokioIo<TcpStream>, ConnectError> {
+async fn connect(guard: &AddressGuard, uri: &Uri) -> Result<TcpStream, ConnectError> {
     let host = uri.host().ok_or(ConnectError::NoHost)?;
     let port = uri.port_u16().unwrap_or(match uri.scheme_str() {
         Some("https") => 443,
@@ -290,7 +239,7 @@ async fn connect(guard: &AddressGuard, uri: &Uri) -> Result<TokioIo<TcpStream>, 
             Ok(stream) => {
                 // Webhooks are small request/response pairs: Nagle would hold them back.
                 let _ = stream.set_nodelay(true);
-                return Ok(TokioIo::new(stream));
+                return Ok(stream);
             }
             Err(source) => failed = Some(ConnectError::Connect { addr, source }),
         }
@@ -310,10 +259,14 @@ pub fn local_shortage(err: &(dyn std::error::Error + 'static)) -> bool {
         if let Some(c) = e.downcast_ref::<ConnectError>() {
             return c.is_local();
         }
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && is_local_shortage(io)
-        {
-            return true;
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if is_local_shortage(io) {
+                return true;
+            }
+            // An I/O error carrying hookd's own (a connection closed for another origin).
+            if let Some(c) = io.get_ref().and_then(|i| i.downcast_ref::<ConnectError>()) {
+                return c.is_local();
+            }
         }
         cur = e.source();
     }
@@ -333,49 +286,4 @@ pub fn refusal<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a Ref
         cur = e.source();
     }
     None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test(start_paused = true)]
-    async fn origins_share_the_outbound_cap_fairly_and_one_alone_may_use_it_all() {
-        let slots = OutboundSlots::new(4);
-        let (tarpit, healthy) = ("http://tarpit:80", "http://healthy:80");
-        // Alone, the tarpit may hold every connection.
-        let mut held: Vec<_> = (0..4).map(|_| slots.try_take(tarpit).unwrap()).collect();
-        // The healthy endpoint asks: none is free, and it now counts as wanting one.
-        assert!(matches!(
-            slots.try_take(healthy),
-            Err(ConnectError::Saturated(4))
-        ));
-        // A tarpit connection ends: the tarpit, over its share of 2, cannot take it back...
-        held.pop();
-        let over = slots.try_take(tarpit).unwrap_err();
-        assert!(
-            matches!(
-                over,
-                ConnectError::OverShare {
-                    held: 3,
-                    max: 4,
-                    origins: 2
-                }
-            ),
-            "{over}"
-        );
-        assert!(
-            over.is_local(),
-            "postponed, not counted against the receiver"
-        );
-        // ...so the healthy endpoint gets it.
-        let mine = slots.try_take(healthy).unwrap();
-        drop(mine);
-        // Once the healthy endpoint has not asked for a while, the tarpit is alone again.
-        tokio::time::advance(WANTING).await;
-        held.push(slots.try_take(tarpit).unwrap());
-        drop(held);
-        assert_eq!(slots.state().total, 0);
-        assert!(slots.state().held.is_empty());
-    }
 }

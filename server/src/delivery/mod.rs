@@ -16,6 +16,7 @@ pub mod attempt;
 pub mod connect;
 pub mod guard;
 pub mod signing;
+pub mod slots;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -125,7 +126,7 @@ pub struct DispatcherConfig {
     pub ca_file: Option<std::path::PathBuf>,
     /// Outbound connections open at once, over every destination, shared fairly: while
     /// several origins want connections none holds more than this divided by their number
-    /// (`connect::OutboundSlots`).
+    /// (`slots::OutboundSlots`).
     pub max_connections: usize,
 }
 
@@ -175,7 +176,7 @@ pub struct Dispatcher {
     tls: rustls::ClientConfig,
     body_cap: usize,
     in_flight: InFlight,
-    slots: Arc<connect::OutboundSlots>,
+    slots: Arc<slots::OutboundSlots>,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -228,7 +229,7 @@ impl Dispatcher {
             tls,
             body_cap: config.max_response_body_bytes,
             in_flight: InFlight::default(),
-            slots: connect::OutboundSlots::new(config.max_connections),
+            slots: slots::OutboundSlots::new(config.max_connections),
         })
     }
 
