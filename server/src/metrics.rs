@@ -76,6 +76,8 @@ pub struct Metrics {
     pub throttled: IntCounter,
     /// The serving TLS certificate's notAfter, in Unix seconds (0 without TLS).
     pub tls_certificate_expiry: IntGauge,
+    /// Bytes of inbound bodies held before their signature check.
+    pub ingest_unverified_bytes: IntGauge,
     gauges: Mutex<Gauges>,
 }
 
@@ -408,6 +410,10 @@ impl Metrics {
             tls_certificate_expiry: gauge(
                 "hookd_tls_certificate_expiry_timestamp_seconds",
                 "The serving TLS certificate's notAfter, in Unix seconds (alert when it is near: hookd also warns in its log 14 days ahead).",
+            ),
+            ingest_unverified_bytes: gauge(
+                "hookd_ingest_unverified_bytes",
+                "Bytes of inbound webhook bodies held before their signature check (announced lengths), against connections.max_unverified_ingest_bytes.",
             ),
             gauges: Mutex::new(Gauges {
                 live_bytes: by_dest(

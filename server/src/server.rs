@@ -749,6 +749,7 @@ async fn serve_once(
         max_connections,
         stop_rx.clone(),
     );
+    let unverified_gauge = metrics_for_ingest.ingest_unverified_bytes.clone();
     let ingest_router = crate::ingest::receive::router(Arc::new(crate::ingest::receive::Ingest {
         sources: sources.clone(),
         engine: engine.clone(),
@@ -760,6 +761,7 @@ async fn serve_once(
         unverified: crate::ingest::receive::Unverified::new(
             limits.max_unverified_ingest_bytes,
             limits.max_share_percent,
+            unverified_gauge,
         ),
     }));
     let ingest_server =

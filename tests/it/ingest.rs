@@ -1162,28 +1162,43 @@ async fn unverified_bodies_in_flight_are_bounded() {
     )
     .await
     .unwrap();
-    let body = vec![b' '; 300_000];
-    let signed = sw_headers(SW_KEY, "msg_big", now_s(), &body);
-    let busy = crate::harness::eventually(
-        "the held body takes its share of the budget",
-        async || post(server.ingest, "agents", &signed, &body).await,
-        |a| a.status == 503,
+    // The held body is in the budget before anything else is sent: a post in flight when
+    // its head arrived would hold the address's place and the held one be refused instead.
+    crate::harness::eventually(
+        "the held body is counted in hookd_ingest_unverified_bytes",
+        async || unverified_bytes(&server).await,
+        |&held| held == 800_000,
     )
     .await;
+    let body = vec![b' '; 300_000];
+    let signed = sw_headers(SW_KEY, "msg_big", now_s(), &body);
+    let busy = post(server.ingest, "agents", &signed, &body).await;
+    assert_eq!(busy.status, 503, "{busy:?}");
     assert_eq!(busy.header("retry-after").as_deref(), Some("1"), "{busy:?}");
     assert!(
         busy.body.contains("max_unverified_ingest_bytes"),
         "{busy:?}"
     );
     drop(held);
-    let ok = crate::harness::eventually(
+    crate::harness::eventually(
         "the budget comes back once the held request is gone",
-        async || post(server.ingest, "agents", &signed, &body).await,
-        |a| a.status != 503,
+        async || unverified_bytes(&server).await,
+        |&held| held == 0,
     )
     .await;
+    let ok = post(server.ingest, "agents", &signed, &body).await;
     assert_eq!(ok.status, 202, "{ok:?}");
+    assert_eq!(unverified_bytes(&server).await, 0);
     server.stop().await;
+}
+
+/// `hookd_ingest_unverified_bytes` from `/metrics`.
+async fn unverified_bytes(server: &TestServer) -> u64 {
+    let page = server.http_get("/metrics").await;
+    page.lines()
+        .find_map(|l| l.strip_prefix("hookd_ingest_unverified_bytes "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no hookd_ingest_unverified_bytes in {page}"))
 }
 
 /// Issue #26, 9: one client address holds at most its share (`max_share_percent`) of the
@@ -1220,19 +1235,19 @@ async fn one_address_holds_only_its_share_of_the_unverified_budget() {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
     head.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
-    let second = crate::harness::eventually(
-        "the held body is counted against its address",
-        async || {
-            let mut tcp = from_other().await;
-            tcp.write_all(head.as_bytes()).await.unwrap();
-            let _ = tcp.write_all(&body).await;
-            let mut answer = String::new();
-            let _ = tcp.read_to_string(&mut answer).await;
-            answer
-        },
-        |a| !a.starts_with("HTTP/1.1 202"),
+    // The held body is counted before the second is sent (were the second in flight when
+    // the held one's head arrived, the held one would be the one refused).
+    crate::harness::eventually(
+        "the held body is counted in hookd_ingest_unverified_bytes",
+        async || unverified_bytes(&server).await,
+        |&held| held == 200_000,
     )
     .await;
+    let mut tcp = from_other().await;
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    let _ = tcp.write_all(&body).await;
+    let mut second = String::new();
+    let _ = tcp.read_to_string(&mut second).await;
     assert!(second.starts_with("HTTP/1.1 503"), "{second}");
     assert!(second.contains("client address 127.0.0.2"), "{second}");
     // Another address still gets in: 300,000 bytes, within the 1 MiB in all.

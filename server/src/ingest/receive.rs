@@ -74,18 +74,22 @@ pub struct Unverified {
     percent: u8,
     /// Bytes held per address; only addresses holding some are here.
     peers: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
+    /// Bytes held in all, for `/metrics`.
+    gauge: prometheus::IntGauge,
 }
 
 /// One body's place in [`Unverified`], given back when dropped.
 #[derive(Debug)]
 pub struct Held {
     _permit: tokio::sync::OwnedSemaphorePermit,
+    bytes: usize,
     peer: Option<(std::net::IpAddr, usize)>,
     budget: Arc<Unverified>,
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
+        self.budget.gauge.sub(gauge_value(self.bytes));
         if let Some((ip, bytes)) = self.peer {
             let mut peers = self.budget.peers();
             if let Some(used) = peers.get_mut(&ip) {
@@ -99,7 +103,7 @@ impl Drop for Held {
 }
 
 impl Unverified {
-    pub fn new(max_bytes: u64, share_percent: u8) -> Arc<Self> {
+    pub fn new(max_bytes: u64, share_percent: u8, gauge: prometheus::IntGauge) -> Arc<Self> {
         let max = usize::try_from(max_bytes)
             .unwrap_or(usize::MAX)
             .min(tokio::sync::Semaphore::MAX_PERMITS);
@@ -109,6 +113,7 @@ impl Unverified {
             share: (max / 100).saturating_mul(usize::from(percent)).max(1),
             percent,
             peers: std::sync::Mutex::default(),
+            gauge,
         })
     }
 
@@ -147,12 +152,19 @@ impl Unverified {
         if let Some(ip) = peer {
             *peers.entry(ip).or_default() += bytes;
         }
+        self.gauge.add(gauge_value(bytes));
         Ok(Held {
             _permit: permit,
+            bytes,
             peer: peer.map(|ip| (ip, bytes)),
             budget: self.clone(),
         })
     }
+}
+
+/// A byte count as a gauge's value (a hold is at most the budget, far below `i64::MAX`).
+fn gauge_value(bytes: usize) -> i64 {
+    i64::try_from(bytes).unwrap_or(i64::MAX)
 }
 
 /// The ingest listener's routes.
@@ -187,6 +199,39 @@ struct Refuse(Response, &'static str);
 
 fn refuse(status: StatusCode, outcome: &'static str, error: impl Into<String>) -> Refuse {
     Refuse(answer(status, json!({ "error": error.into() })), outcome)
+}
+
+/// Why a body could not be read whole.
+enum BodyError {
+    TooLarge,
+    Failed,
+}
+
+/// A request body, at most `limit` bytes, into one buffer: of the announced length at once
+/// when there is one (each of hyper's chunks is copied and let go as it comes, so a body
+/// held costs its length, not its chunks and a copy of them, and a flood of same-size
+/// bodies leaves the allocator same-size blocks to reuse).
+async fn read_body(
+    mut body: Body,
+    limit: usize,
+    announced: Option<usize>,
+) -> Result<bytes::Bytes, BodyError> {
+    use http_body::Body as _;
+    // A length announced past the limit is refused before a byte is read.
+    if body.size_hint().lower() > limit as u64 {
+        return Err(BodyError::TooLarge);
+    }
+    let mut buf = bytes::BytesMut::with_capacity(announced.unwrap_or(0).min(limit));
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| BodyError::Failed)?;
+        if let Ok(data) = frame.into_data() {
+            if buf.len() + data.len() > limit {
+                return Err(BodyError::TooLarge);
+            }
+            buf.extend_from_slice(&data);
+        }
+    }
+    Ok(buf.freeze())
 }
 
 fn invalid(error: impl Into<String>) -> Refuse {
@@ -315,8 +360,13 @@ async fn handle(
             ));
         }
     };
-    let body = http_body_util::Limited::new(body, limit).collect();
-    let raw = match tokio::time::timeout(ingest.body_timeout, body).await {
+    let has_length = headers.contains_key(header::CONTENT_LENGTH);
+    let raw = match tokio::time::timeout(
+        ingest.body_timeout,
+        read_body(body, limit, has_length.then_some(announced)),
+    )
+    .await
+    {
         Err(_) => {
             return Err(refuse(
                 StatusCode::REQUEST_TIMEOUT,
@@ -324,9 +374,11 @@ async fn handle(
                 "body: not received in time",
             ));
         }
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return Err(too_large()),
-        Ok(Err(_)) => return Err(invalid("body: the connection failed while it was read")),
-        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(BodyError::TooLarge)) => return Err(too_large()),
+        Ok(Err(BodyError::Failed)) => {
+            return Err(invalid("body: the connection failed while it was read"));
+        }
+        Ok(Ok(raw)) => raw,
     };
     let now_ms = ingest.clock.now_ms();
     if let Some(verifier) = &source.verifier {
