@@ -763,6 +763,9 @@ async fn serve_once(
             limits.max_share_percent,
             unverified_gauge,
         ),
+        checker: crate::ingest::checker::Checker::start(
+            crate::ingest::checker::Checker::default_threads(),
+        )?,
     }));
     let ingest_server =
         crate::listen::serve_http(ingest_conns, ingest_router, limits, stop_rx.clone());

@@ -5,9 +5,11 @@
 //!   compiled form.
 //! - [`registry`]: the sources in force (config's and gRPC's), durable through the engine.
 //! - [`redact`]: opt-in payload sanitisation (JSON pointers, detectors).
+//! - [`checker`]: low-priority threads that check large bodies' signatures.
 //! - [`receive`]: the handler: authenticate on the raw bytes, check, store, answer 202
 //!   once durable.
 
+pub mod checker;
 pub mod receive;
 pub mod redact;
 pub mod registry;

@@ -61,6 +61,8 @@ pub struct Ingest {
     pub body_timeout: Duration,
     /// Bytes of bodies held before their signature is checked.
     pub unverified: Arc<Unverified>,
+    /// Where large bodies' signatures are checked.
+    pub checker: crate::ingest::checker::Checker,
 }
 
 /// The budget of inbound bodies held before their signature check: in all
@@ -382,13 +384,15 @@ async fn handle(
     };
     let now_ms = ingest.clock.now_ms();
     if let Some(verifier) = &source.verifier {
-        // A large body is hashed (once per secret) on a blocking thread, so a few of them
-        // cannot stall the async workers that also serve gRPC.
+        // A large body is hashed (once per secret) on a low-priority checker thread, so a
+        // flood of them cannot take the CPU from the workers that also serve gRPC.
         let verified = if raw.len() > crate::ingest::verify::BLOCKING_HASH_BYTES {
             let (verifier, headers, body) = (verifier.clone(), headers.clone(), raw.clone());
-            tokio::task::spawn_blocking(move || verifier.verify(&headers, &body, now_ms / 1000))
+            ingest
+                .checker
+                .run(move || verifier.verify(&headers, &body, now_ms / 1000))
                 .await
-                .map_err(|_| invalid("body: its signature check did not finish"))?
+                .ok_or_else(|| invalid("body: its signature check did not finish"))?
         } else {
             verifier.verify(headers, &raw, now_ms / 1000)
         };

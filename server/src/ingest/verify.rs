@@ -79,7 +79,8 @@ pub const MAX_SIGNATURES: usize = 16;
 pub const MIN_SECRET_BYTES: usize = 16;
 /// Secrets one source may hold, at most (rotation needs two).
 pub const MAX_SECRETS: usize = 8;
-/// Bodies larger than this are hashed on a blocking thread, off the async workers.
+/// Bodies larger than this are hashed on a checker thread ([`super::checker`]), off the
+/// async workers.
 pub const BLOCKING_HASH_BYTES: usize = 64 << 10;
 
 /// A refused delivery. One text for every cause; `why` goes to the debug log only.
