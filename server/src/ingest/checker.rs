@@ -28,7 +28,6 @@ type Job = Box<dyn FnOnce() + Send>;
 #[derive(Debug)]
 pub struct Checker {
     jobs: tokio::sync::mpsc::UnboundedSender<Job>,
-    threads: usize,
 }
 
 impl Checker {
@@ -56,7 +55,7 @@ impl Checker {
                     }
                 })?;
         }
-        Ok(Self { jobs, threads })
+        Ok(Self { jobs })
     }
 
     /// One thread fewer than the CPUs (the workers need one), at least 1, at most
@@ -66,10 +65,6 @@ impl Checker {
             .map_or(1, |n| n.get())
             .saturating_sub(1)
             .clamp(1, MAX_THREADS)
-    }
-
-    pub fn threads(&self) -> usize {
-        self.threads
     }
 
     /// Runs `check` on a checker thread; `None` if it panicked or the threads are gone.

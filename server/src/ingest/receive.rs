@@ -85,17 +85,17 @@ pub struct Unverified {
 pub struct Held {
     _permit: tokio::sync::OwnedSemaphorePermit,
     bytes: usize,
-    peer: Option<(std::net::IpAddr, usize)>,
+    peer: Option<std::net::IpAddr>,
     budget: Arc<Unverified>,
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
         self.budget.gauge.sub(gauge_value(self.bytes));
-        if let Some((ip, bytes)) = self.peer {
+        if let Some(ip) = self.peer {
             let mut peers = self.budget.peers();
             if let Some(used) = peers.get_mut(&ip) {
-                *used = used.saturating_sub(bytes);
+                *used = used.saturating_sub(self.bytes);
                 if *used == 0 {
                     peers.remove(&ip);
                 }
@@ -158,7 +158,7 @@ impl Unverified {
         Ok(Held {
             _permit: permit,
             bytes,
-            peer: peer.map(|ip| (ip, bytes)),
+            peer,
             budget: self.clone(),
         })
     }
@@ -386,7 +386,7 @@ async fn handle(
     if let Some(verifier) = &source.verifier {
         // A large body is hashed (once per secret) on a low-priority checker thread, so a
         // flood of them cannot take the CPU from the workers that also serve gRPC.
-        let verified = if raw.len() > crate::ingest::verify::BLOCKING_HASH_BYTES {
+        let verified = if raw.len() > crate::ingest::verify::CHECKER_HASH_BYTES {
             let (verifier, headers, body) = (verifier.clone(), headers.clone(), raw.clone());
             ingest
                 .checker

@@ -81,7 +81,7 @@ pub const MIN_SECRET_BYTES: usize = 16;
 pub const MAX_SECRETS: usize = 8;
 /// Bodies larger than this are hashed on a checker thread ([`super::checker`]), off the
 /// async workers.
-pub const BLOCKING_HASH_BYTES: usize = 64 << 10;
+pub const CHECKER_HASH_BYTES: usize = 64 << 10;
 
 /// A refused delivery. One text for every cause; `why` goes to the debug log only.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
