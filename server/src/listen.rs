@@ -86,6 +86,13 @@ pub struct ConnectionLimits {
     /// requests (each counts its Content-Length, or its source's `max_body_bytes` when
     /// chunked); past it, 503 with Retry-After before the body is read.
     pub max_unverified_ingest_bytes: u64,
+    /// Failed signature checks (401s) one client (an IPv4 address, an IPv6 /64) may have at
+    /// one source within `ingest_auth_failure_window_secs`; past it that client's requests
+    /// to that source are answered 429 from their headers, the body unread, until the
+    /// window ends (0: no limit). See ingest/strikes.rs.
+    pub max_ingest_auth_failures: u32,
+    /// The window of `max_ingest_auth_failures`, from a client's first failure in it.
+    pub ingest_auth_failure_window_secs: u64,
 }
 
 impl Default for ConnectionLimits {
@@ -107,6 +114,8 @@ impl Default for ConnectionLimits {
             max_health_calls_in_flight: 256,
             ingest_body_timeout_ms: 10_000,
             max_unverified_ingest_bytes: 64 << 20,
+            max_ingest_auth_failures: 32,
+            ingest_auth_failure_window_secs: 10,
         }
     }
 }
@@ -185,6 +194,18 @@ impl ConnectionLimits {
             self.max_unverified_ingest_bytes,
             1 << 20,
             1 << 40,
+        )?;
+        within(
+            "connections.max_ingest_auth_failures",
+            u64::from(self.max_ingest_auth_failures),
+            0,
+            1 << 20,
+        )?;
+        within(
+            "connections.ingest_auth_failure_window_secs",
+            self.ingest_auth_failure_window_secs,
+            1,
+            86_400,
         )?;
         within(
             "connections.max_requests_in_flight",

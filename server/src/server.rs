@@ -763,6 +763,10 @@ async fn serve_once(
             limits.max_share_percent,
             unverified_gauge,
         ),
+        strikes: crate::ingest::strikes::Strikes::new(
+            limits.max_ingest_auth_failures,
+            limits.ingest_auth_failure_window_secs,
+        ),
         checker: crate::ingest::checker::Checker::start(
             crate::ingest::checker::Checker::default_threads(),
         )?,

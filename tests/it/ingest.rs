@@ -1330,3 +1330,126 @@ async fn a_github_delivery_replayed_under_a_new_id_is_a_duplicate_with_body_dige
     assert!(bad.contains("dedup_id only"), "{bad}");
     server.stop().await;
 }
+
+/// Issue #26, 7 and 9: a client that keeps failing a source's signature check is refused
+/// from its headers (429, `Retry-After`, the connection closed) once it has failed
+/// `max_ingest_auth_failures` times in the window, its body neither read nor held; other
+/// sources and other addresses are not held, a passing delivery clears the count, and the
+/// client is let in again when the window ends (on the test's clock).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_failing_the_check_is_refused_unread_until_its_window_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(dir.path());
+    config.sources = vec![sw_source("agents", "inbox"), sw_source("shop", "inbox")];
+    config.connections.max_ingest_auth_failures = 3;
+    config.connections.ingest_auth_failure_window_secs = 10;
+    let server = TestServer::start_with(config, ManualClock::new(SystemClock.now_ms())).await;
+    let body = br#"{"n":1}"#;
+    let bad = |id: &str| {
+        let mut h = sw_headers(SW_KEY, id, now_s(), body);
+        h.retain(|(k, _)| k != "webhook-signature");
+        h.push(("webhook-signature".into(), "v1,AAAA".into()));
+        h
+    };
+    // Two failures, then a delivery that passes: the count starts again.
+    for i in 0..2 {
+        assert_eq!(
+            post(server.ingest, "agents", &bad(&format!("b{i}")), body)
+                .await
+                .status,
+            401
+        );
+    }
+    let ok = post(
+        server.ingest,
+        "agents",
+        &sw_headers(SW_KEY, "g0", now_s(), body),
+        body,
+    )
+    .await;
+    assert_eq!(ok.status, 202, "{ok:?}");
+    for i in 2..4 {
+        assert_eq!(
+            post(server.ingest, "agents", &bad(&format!("b{i}")), body)
+                .await
+                .status,
+            401,
+            "the passing delivery cleared the earlier failures"
+        );
+    }
+    // The third failure in the window trips the allowance.
+    assert_eq!(
+        post(server.ingest, "agents", &bad("b4"), body).await.status,
+        401
+    );
+    // Now a request is answered from its head alone: it announces 500,000 bytes and sends
+    // none of them, and is refused at once, holding nothing of the unverified budget.
+    let mut tcp = tokio::net::TcpStream::connect(server.ingest).await.unwrap();
+    let mut head = String::from("POST /in/agents HTTP/1.1\r\nhost: x\r\n");
+    for (k, v) in sw_headers(SW_KEY, "g1", now_s(), body) {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("content-length: 500000\r\n\r\n");
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(10), tcp.read_to_string(&mut answer))
+        .await
+        .expect("answered and closed without the body")
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 429"), "{answer}");
+    let lower = answer.to_ascii_lowercase();
+    assert!(lower.contains("retry-after: 10\r\n"), "{answer}");
+    assert!(lower.contains("connection: close\r\n"), "{answer}");
+    assert!(answer.contains("max_ingest_auth_failures"), "{answer}");
+    assert_eq!(unverified_bytes(&server).await, 0);
+    // Even a correctly signed delivery from this client waits for the window...
+    let held = post(
+        server.ingest,
+        "agents",
+        &sw_headers(SW_KEY, "g2", now_s(), body),
+        body,
+    )
+    .await;
+    assert_eq!(held.status, 429, "{held:?}");
+    // ...but another source, and another address, are not held.
+    let other_source = post(
+        server.ingest,
+        "shop",
+        &sw_headers(SW_KEY, "s0", now_s(), body),
+        body,
+    )
+    .await;
+    assert_eq!(other_source.status, 202, "{other_source:?}");
+    let mut tcp = {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(SocketAddr::from(([127, 0, 0, 2], 0))).unwrap();
+        socket.connect(server.ingest).await.unwrap()
+    };
+    let mut request = String::from("POST /in/agents HTTP/1.1\r\nhost: x\r\nconnection: close\r\n");
+    for (k, v) in sw_headers(SW_KEY, "o0", now_s(), body) {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    request.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    tcp.write_all(body).await.unwrap();
+    let mut other_address = String::new();
+    let _ = tcp.read_to_string(&mut other_address).await;
+    assert!(other_address.starts_with("HTTP/1.1 202"), "{other_address}");
+    // The window ends (10 s after the first failure in it): in again.
+    server.clock.advance(10_000);
+    let again = post(
+        server.ingest,
+        "agents",
+        &sw_headers(SW_KEY, "g3", now_s(), body),
+        body,
+    )
+    .await;
+    assert_eq!(again.status, 202, "{again:?}");
+    let page = server.http_get("/metrics").await;
+    assert!(
+        page.lines().any(|l| l
+            .starts_with("hookd_ingest_requests_total{outcome=\"throttled\",source=\"agents\"} 2")),
+        "{page}"
+    );
+    server.stop().await;
+}

@@ -6,6 +6,8 @@
 //! - [`registry`]: the sources in force (config's and gRPC's), durable through the engine.
 //! - [`redact`]: opt-in payload sanitisation (JSON pointers, detectors).
 //! - [`checker`]: low-priority threads that check large bodies' signatures.
+//! - [`strikes`]: failed authentications per client and source; past the allowance a
+//!   client's bodies are refused unread.
 //! - [`receive`]: the handler: authenticate on the raw bytes, check, store, answer 202
 //!   once durable.
 
@@ -14,6 +16,7 @@ pub mod receive;
 pub mod redact;
 pub mod registry;
 pub mod source;
+pub mod strikes;
 pub mod verify;
 
 pub use registry::{SourceError, Sources};

@@ -2,7 +2,9 @@
 //! raw bytes, check it, store it, and answer 202 only once the log record holding it is
 //! synced. Everything else on the listener is 404.
 //!
-//! Order of checks (each refusal stores nothing): unknown source 404; an announced body
+//! Order of checks (each refusal stores nothing): unknown source 404; a client over its
+//! allowance of failed authentications at this source 429 with `Retry-After`, unread
+//! (ingest/strikes.rs); an announced body
 //! over the limit 413; `none` sources' credentials 401; media type 415; the body read
 //! under the limit (413) and the body timeout (408); the signature over the raw bytes
 //! 401 (one text, whatever failed); JSON, schema (400 with the failing path); delivery id
@@ -63,6 +65,8 @@ pub struct Ingest {
     pub unverified: Arc<Unverified>,
     /// Where large bodies' signatures are checked.
     pub checker: crate::ingest::checker::Checker,
+    /// Failed authentications per client and source.
+    pub strikes: crate::ingest::strikes::Strikes,
 }
 
 /// The budget of inbound bodies held before their signature check: in all
@@ -196,6 +200,9 @@ fn retry_after(status: StatusCode, secs: u64, body: Value) -> Response {
     r
 }
 
+/// The WARN when a client's failures reach the allowance: a few per minute at most.
+static STRIKE_LOG: crate::ratelog::LogLimit = crate::ratelog::LogLimit::new(60, 5);
+
 /// A refusal: its status, its body, and its outcome label.
 struct Refuse(Response, &'static str);
 
@@ -323,8 +330,48 @@ async fn handle(
     {
         return Err(too_large());
     }
+    let peer = parts
+        .extensions
+        .get::<crate::listen::ConnInfo>()
+        .map(|c| c.remote.ip());
+    // A client that keeps failing this source's check is refused from its headers: its
+    // body is neither read nor hashed (ingest/strikes.rs).
+    if let Some(ip) = peer
+        && let Some(secs) = ingest
+            .strikes
+            .refused(ip, &source.spec.name, ingest.clock.now_ms())
+    {
+        let mut r = retry_after(
+            StatusCode::TOO_MANY_REQUESTS,
+            secs,
+            json!({ "error": format!(
+                "too many failed authentications: client address {ip} failed this source's signature check connections.max_ingest_auth_failures times within connections.ingest_auth_failure_window_secs; retry in {secs} s"
+            ) }),
+        );
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return Err(Refuse(r, "throttled"));
+    }
+    let failed = |refusal: Refuse| {
+        if let Some(ip) = peer
+            && let Some(tripped) =
+                ingest
+                    .strikes
+                    .strike(ip, &source.spec.name, ingest.clock.now_ms())
+            && let Some(skipped) = STRIKE_LOG.ready()
+        {
+            tracing::warn!(
+                source = %source.spec.name,
+                peer = %ip,
+                retry_after_secs = tripped.retry_after_secs,
+                skipped,
+                "a client failed this source's signature check connections.max_ingest_auth_failures times; its requests are refused unread for the rest of the window"
+            );
+        }
+        refusal
+    };
     if source.spec.scheme == SchemeName::None && !credentials_match(source, headers) {
-        return Err(unauthorized(source));
+        return Err(failed(unauthorized(source)));
     }
     let content_type = headers
         .get(header::CONTENT_TYPE)
@@ -349,10 +396,6 @@ async fn handle(
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(limit)
         .min(limit);
-    let peer = parts
-        .extensions
-        .get::<crate::listen::ConnInfo>()
-        .map(|c| c.remote.ip());
     let unverified = match ingest.unverified.try_hold(peer, announced) {
         Ok(held) => held,
         Err(why) => {
@@ -399,13 +442,16 @@ async fn handle(
         if let Err(refused) = verified {
             tracing::debug!(source = %source.spec.name, why = refused.why, "inbound webhook refused");
             if refused.over_limit {
-                return Err(invalid(format!(
+                return Err(failed(invalid(format!(
                     "signature header: more than {} signatures",
                     crate::ingest::verify::MAX_SIGNATURES
-                )));
+                ))));
             }
-            return Err(unauthorized(source));
+            return Err(failed(unauthorized(source)));
         }
+    }
+    if let Some(ip) = peer {
+        ingest.strikes.cleared(ip, &source.spec.name);
     }
     // Trusted from here on: its bytes leave the unverified budget.
     drop(unverified);

@@ -1,0 +1,239 @@
+//! Failed authentications per client and source (issue #26): a sender that keeps failing a
+//! source's signature check is refused before its bodies are read.
+//!
+//! Every 401 (a bad or missing signature, credentials a `none` source does not know, a
+//! timestamp outside the tolerance) and every signature header over the candidate limit
+//! counts one strike against the pair (client, source). A client is an IPv4 address, or an
+//! IPv6 /64 (one host is handed a whole /64, so its addresses are one sender). Once a pair
+//! has `connections.max_ingest_auth_failures` strikes within
+//! `connections.ingest_auth_failure_window_secs` of its first, that client's requests to
+//! that source are answered 429 with `Retry-After` (the rest of the window) from their
+//! headers alone, and the connection is closed: the body is neither read nor hashed. A
+//! delivery that passes the check clears its pair's strikes.
+//!
+//! What it costs: a flood of unsigned 1 MiB bodies from one address gets that many bodies
+//! read and hashed per window and no more, whatever it sends. What it does not do: a
+//! provider whose secret is wrong is refused for a window at a time (its deliveries fail
+//! either way, and providers retry); a sender spread over many addresses is held only by
+//! the unverified-byte budget and the connection caps. The pairs tracked are bounded
+//! ([`MAX_TRACKED`]); past that, new pairs are not tracked until old windows end.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// Pairs (client, source) tracked at once: about 100 bytes each.
+pub const MAX_TRACKED: usize = 100_000;
+
+/// The strikes of one pair in its window.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    /// When the window began (the pair's first strike in it), clock milliseconds.
+    since_ms: u64,
+    strikes: u32,
+}
+
+/// The strike counts in force. `max == 0` turns it off.
+#[derive(Debug)]
+pub struct Strikes {
+    max: u32,
+    window_ms: u64,
+    capacity: usize,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    pairs: HashMap<(IpAddr, String), Window>,
+    /// When ended windows were last swept out (at most once per window).
+    swept_ms: u64,
+}
+
+/// The client an address belongs to: IPv4 as is, IPv6 by its /64.
+fn client(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
+        },
+    }
+}
+
+/// A strike that completed a pair's allowance: the caller logs it once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tripped {
+    /// Seconds until the pair is let in again.
+    pub retry_after_secs: u64,
+}
+
+impl Strikes {
+    pub fn new(max: u32, window_secs: u64) -> Self {
+        Self::with_capacity(max, window_secs, MAX_TRACKED)
+    }
+
+    fn with_capacity(max: u32, window_secs: u64, capacity: usize) -> Self {
+        Self {
+            max,
+            window_ms: window_secs.saturating_mul(1000).max(1),
+            capacity,
+            state: Mutex::default(),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Seconds `ip` must wait before `source` reads its next body, or `None` if it may
+    /// send now.
+    pub fn refused(&self, ip: IpAddr, source: &str, now_ms: u64) -> Option<u64> {
+        if self.max == 0 {
+            return None;
+        }
+        let key = (client(ip), source.to_owned());
+        let mut state = self.state();
+        let w = *state.pairs.get(&key)?;
+        let ends = w.since_ms.saturating_add(self.window_ms);
+        if now_ms >= ends {
+            state.pairs.remove(&key);
+            return None;
+        }
+        (w.strikes >= self.max).then(|| (ends - now_ms).div_ceil(1000).max(1))
+    }
+
+    /// One failed authentication of `ip` at `source`: `Some` when this one reached the
+    /// allowance.
+    pub fn strike(&self, ip: IpAddr, source: &str, now_ms: u64) -> Option<Tripped> {
+        if self.max == 0 {
+            return None;
+        }
+        let key = (client(ip), source.to_owned());
+        let window_ms = self.window_ms;
+        let mut state = self.state();
+        if !state.pairs.contains_key(&key) && state.pairs.len() >= self.capacity {
+            if now_ms.saturating_sub(state.swept_ms) < window_ms {
+                return None;
+            }
+            state.swept_ms = now_ms;
+            state
+                .pairs
+                .retain(|_, w| now_ms < w.since_ms.saturating_add(window_ms));
+            if state.pairs.len() >= self.capacity {
+                return None;
+            }
+        }
+        let w = state.pairs.entry(key).or_insert(Window {
+            since_ms: now_ms,
+            strikes: 0,
+        });
+        if now_ms >= w.since_ms.saturating_add(window_ms) {
+            *w = Window {
+                since_ms: now_ms,
+                strikes: 0,
+            };
+        }
+        w.strikes = w.strikes.saturating_add(1);
+        (w.strikes == self.max).then(|| Tripped {
+            retry_after_secs: (w.since_ms + window_ms - now_ms).div_ceil(1000).max(1),
+        })
+    }
+
+    /// A delivery from `ip` passed `source`'s check: its strikes are forgotten.
+    pub fn cleared(&self, ip: IpAddr, source: &str) {
+        if self.max == 0 {
+            return;
+        }
+        let key = (client(ip), source.to_owned());
+        let mut state = self.state();
+        if !state.pairs.is_empty() {
+            state.pairs.remove(&key);
+        }
+    }
+
+    /// Pairs tracked now (for tests and `/metrics`).
+    pub fn tracked(&self) -> usize {
+        self.state().pairs.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(203, 0, 113, 7));
+    const B: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(203, 0, 113, 8));
+
+    #[test]
+    fn the_allowance_refuses_for_the_rest_of_the_window_then_lets_in_again() {
+        let s = Strikes::new(3, 10);
+        let t0 = 1_000_000;
+        assert_eq!(s.strike(A, "shop", t0), None);
+        assert_eq!(s.strike(A, "shop", t0 + 100), None);
+        assert_eq!(s.refused(A, "shop", t0 + 200), None, "two of three");
+        assert_eq!(
+            s.strike(A, "shop", t0 + 2_500),
+            Some(Tripped {
+                retry_after_secs: 8
+            })
+        );
+        assert_eq!(s.refused(A, "shop", t0 + 2_600), Some(8));
+        assert_eq!(s.refused(A, "shop", t0 + 9_999), Some(1));
+        // Other sources and other clients are not held.
+        assert_eq!(s.refused(A, "other", t0 + 2_600), None);
+        assert_eq!(s.refused(B, "shop", t0 + 2_600), None);
+        // The window ends: in again, with a fresh allowance.
+        assert_eq!(s.refused(A, "shop", t0 + 10_000), None);
+        assert_eq!(s.tracked(), 0);
+        assert_eq!(s.strike(A, "shop", t0 + 10_001), None);
+        assert_eq!(s.refused(A, "shop", t0 + 10_002), None);
+    }
+
+    #[test]
+    fn a_passed_check_clears_and_zero_turns_it_off() {
+        let s = Strikes::new(2, 10);
+        assert_eq!(s.strike(A, "shop", 0), None);
+        s.cleared(A, "shop");
+        assert_eq!(s.strike(A, "shop", 1), None);
+        assert_eq!(s.refused(A, "shop", 2), None);
+        let off = Strikes::new(0, 10);
+        for t in 0..100 {
+            assert_eq!(off.strike(A, "shop", t), None);
+        }
+        assert_eq!(off.refused(A, "shop", 100), None);
+        assert_eq!(off.tracked(), 0);
+    }
+
+    #[test]
+    fn ipv6_counts_by_slash_64_and_mapped_ipv4_as_ipv4() {
+        let s = Strikes::new(2, 10);
+        let one: IpAddr = "2001:db8:1:2::1".parse().unwrap();
+        let same_64: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        let other_64: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(s.strike(one, "shop", 0), None);
+        assert!(s.strike(same_64, "shop", 1).is_some());
+        assert!(s.refused(one, "shop", 2).is_some());
+        assert_eq!(s.refused(other_64, "shop", 2), None);
+        let mapped: IpAddr = "::ffff:203.0.113.7".parse().unwrap();
+        assert_eq!(s.strike(mapped, "x", 0), None);
+        assert!(s.strike(A, "x", 1).is_some());
+    }
+
+    #[test]
+    fn the_pairs_tracked_are_bounded_and_ended_windows_make_room() {
+        let s = Strikes::with_capacity(2, 10, 3);
+        let ip = |n: u8| IpAddr::V4(std::net::Ipv4Addr::new(198, 51, 100, n));
+        for n in 0..3 {
+            assert_eq!(s.strike(ip(n), "shop", 0), None);
+        }
+        // Full: a new pair is not tracked while every window is open...
+        assert_eq!(s.strike(ip(9), "shop", 5_000), None);
+        assert_eq!(s.strike(ip(9), "shop", 5_001), None);
+        assert_eq!(s.refused(ip(9), "shop", 5_002), None);
+        assert_eq!(s.tracked(), 3);
+        // ...and is once they have ended.
+        assert_eq!(s.strike(ip(9), "shop", 10_000), None);
+        assert!(s.strike(ip(9), "shop", 10_001).is_some());
+        assert_eq!(s.tracked(), 1);
+    }
+}
