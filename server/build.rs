@@ -23,8 +23,14 @@ fn main() {
         // commit), or packed-refs when the branch is packed.
         if let Some(dir) = git(&["rev-parse", "--absolute-git-dir"]) {
             println!("cargo:rerun-if-changed={dir}/HEAD");
-            println!("cargo:rerun-if-changed={dir}/packed-refs");
-            if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+            // Only if it exists: cargo reruns a build script on every build while a path
+            // it watches is missing, and this one's rerun rebuilds the whole server.
+            if std::path::Path::new(&format!("{dir}/packed-refs")).exists() {
+                println!("cargo:rerun-if-changed={dir}/packed-refs");
+            }
+            if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"])
+                && std::path::Path::new(&format!("{dir}/{branch}")).exists()
+            {
                 println!("cargo:rerun-if-changed={dir}/{branch}");
             }
         }
