@@ -2,10 +2,10 @@
 //! raw bytes, check it, store it, and answer 202 only once the log record holding it is
 //! synced. Everything else on the listener is 404.
 //!
-//! Order of checks (each refusal stores nothing): unknown source 404; a client over its
-//! allowance of failed authentications at this source 429 with `Retry-After`, unread
-//! (ingest/strikes.rs); an announced body
-//! over the limit 413; `none` sources' credentials 401; media type 415; the body read
+//! Order of checks (each refusal stores nothing): unknown source 404; an announced body
+//! over the limit 413; a client over its allowance of failed authentications at this
+//! source 429 with `Retry-After`, unread (ingest/strikes.rs); `none` sources'
+//! credentials 401; media type 415; the body read
 //! under the limit (413) and the body timeout (408); the signature over the raw bytes
 //! 401 (one text, whatever failed); JSON, schema (400 with the failing path); delivery id
 //! and event type (400); redaction; then the engine: 202 (`duplicate` when the delivery id

@@ -33,6 +33,17 @@ struct Window {
     strikes: u32,
 }
 
+impl Window {
+    fn ends(&self, window_ms: u64) -> u64 {
+        self.since_ms.saturating_add(window_ms)
+    }
+}
+
+/// Whole seconds from `now_ms` until `ends_ms`, at least 1 (a `Retry-After`).
+fn secs_until(ends_ms: u64, now_ms: u64) -> u64 {
+    ends_ms.saturating_sub(now_ms).div_ceil(1000).max(1)
+}
+
 /// The strike counts in force. `max == 0` turns it off.
 #[derive(Debug)]
 pub struct Strikes {
@@ -91,15 +102,18 @@ impl Strikes {
         if self.max == 0 {
             return None;
         }
-        let key = (client(ip), source.to_owned());
         let mut state = self.state();
+        if state.pairs.is_empty() {
+            return None;
+        }
+        let key = (client(ip), source.to_owned());
         let w = *state.pairs.get(&key)?;
-        let ends = w.since_ms.saturating_add(self.window_ms);
+        let ends = w.ends(self.window_ms);
         if now_ms >= ends {
             state.pairs.remove(&key);
             return None;
         }
-        (w.strikes >= self.max).then(|| (ends - now_ms).div_ceil(1000).max(1))
+        (w.strikes >= self.max).then(|| secs_until(ends, now_ms))
     }
 
     /// One failed authentication of `ip` at `source`: `Some` when this one reached the
@@ -116,9 +130,7 @@ impl Strikes {
                 return None;
             }
             state.swept_ms = now_ms;
-            state
-                .pairs
-                .retain(|_, w| now_ms < w.since_ms.saturating_add(window_ms));
+            state.pairs.retain(|_, w| now_ms < w.ends(window_ms));
             if state.pairs.len() >= self.capacity {
                 return None;
             }
@@ -127,7 +139,7 @@ impl Strikes {
             since_ms: now_ms,
             strikes: 0,
         });
-        if now_ms >= w.since_ms.saturating_add(window_ms) {
+        if now_ms >= w.ends(window_ms) {
             *w = Window {
                 since_ms: now_ms,
                 strikes: 0,
@@ -135,7 +147,7 @@ impl Strikes {
         }
         w.strikes = w.strikes.saturating_add(1);
         (w.strikes == self.max).then(|| Tripped {
-            retry_after_secs: (w.since_ms + window_ms - now_ms).div_ceil(1000).max(1),
+            retry_after_secs: secs_until(w.ends(window_ms), now_ms),
         })
     }
 
@@ -144,15 +156,15 @@ impl Strikes {
         if self.max == 0 {
             return;
         }
-        let key = (client(ip), source.to_owned());
         let mut state = self.state();
         if !state.pairs.is_empty() {
-            state.pairs.remove(&key);
+            state.pairs.remove(&(client(ip), source.to_owned()));
         }
     }
 
-    /// Pairs tracked now (for tests and `/metrics`).
-    pub fn tracked(&self) -> usize {
+    /// Pairs tracked now.
+    #[cfg(test)]
+    fn tracked(&self) -> usize {
         self.state().pairs.len()
     }
 }
