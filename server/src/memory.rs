@@ -9,6 +9,9 @@
 //! most once per [`TRIM_EVERY`], and a thread of its own every [`TRIM_EVERY`], so an idle
 //! hookd gives back what the burst left.
 //!
+//! Transparent huge pages are turned off for the process when it starts serving
+//! ([`no_huge_pages`]).
+//!
 //! The library holds no unsafe code: the trim is a plain function the binary provides.
 
 use std::cell::Cell;
@@ -38,6 +41,22 @@ pub fn register_trim(trim: fn()) {
         });
     if let Err(e) = spawned {
         tracing::warn!(error = %e, "cannot start the allocator trim thread; workers still trim when idle");
+    }
+}
+
+/// Turns transparent huge pages off for this process (`PR_SET_THP_DISABLE`, which also
+/// overrides an `madvise(MADV_HUGEPAGE)`; inherited by threads and children).
+///
+/// mimalloc asks for huge pages on its arenas, so a fresh allocation faulted in and
+/// zeroed 2 MiB at once on whichever runtime worker touched it: in a flood of 1 MiB
+/// webhooks on one core, 37 % of the workers' time was `clear_page_erms` under huge-page
+/// faults, which every request queued behind that worker waited out. Without them the
+/// workers spent about a third less CPU on the same flood and an idle hookd holds 19
+/// MiB instead of 40 (docs/performance.md). Throughput is unchanged (hookd's heap is
+/// small; redb's file is in the kernel's page cache, which this does not touch).
+pub fn no_huge_pages() {
+    if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {
+        tracing::debug!(error = %e, "cannot turn transparent huge pages off; continuing with them");
     }
 }
 

@@ -216,6 +216,7 @@ async fn serve(
         let _ = quit_tx.send(true);
     });
     ignore_file_size_signal();
+    crate::memory::no_huge_pages();
     let shared = Shared {
         metrics: Arc::new(Metrics::new()),
         engine: tokio::sync::watch::Sender::new(None),

@@ -41,6 +41,71 @@ fn pct(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p) as usize]
 }
 
+/// CPU time per thread name of process `pid` (summed over threads of one name), from
+/// `/proc/PID/task/*/stat` (utime + stime, in USER_HZ ticks of 10 ms).
+fn cpu_by_thread(pid: u32) -> std::collections::BTreeMap<String, Duration> {
+    let mut out = std::collections::BTreeMap::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        // A thread that ended since the listing is not an error.
+        let Ok(stat) = std::fs::read_to_string(task.unwrap().path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        *out.entry(stat[open + 1..close].to_owned()).or_default() +=
+            Duration::from_millis(10 * (ticks(11) + ticks(12)));
+    }
+    out
+}
+
+/// The CPUs of a latency measurement, split as if the attackers and the clients ran on
+/// other machines: hookd gets the first half of this process's CPUs, the load (honest
+/// clients and attackers, all in this process) the rest. Without the split, on this
+/// 2-core box, the 1,000 senders' own work (their TCP writes on loopback, which also run
+/// the receiving side of the stack) takes hookd's CPU and is measured as hookd's latency.
+/// `None` on a single CPU.
+fn split_cpus() -> Option<(rustix::thread::CpuSet, rustix::thread::CpuSet)> {
+    use rustix::thread::CpuSet;
+    let mine = rustix::thread::sched_getaffinity(None).ok()?;
+    let cpus: Vec<usize> = (0..CpuSet::MAX_CPU).filter(|c| mine.is_set(*c)).collect();
+    if cpus.len() < 2 {
+        return None;
+    }
+    let (first, rest) = cpus.split_at(cpus.len() / 2);
+    let set = |cpus: &[usize]| {
+        let mut set = CpuSet::new();
+        cpus.iter().for_each(|c| set.set(*c));
+        set
+    };
+    Some((set(first), set(rest)))
+}
+
+/// A runtime for load made in this test, its thread on `cpus` at `nice` (tokio's own
+/// threads, so other tests in this process are not moved).
+fn load_runtime(cpus: Option<rustix::thread::CpuSet>, nice: i32) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .on_thread_start(move || {
+            if let Some(cpus) = &cpus {
+                let _ = rustix::thread::sched_setaffinity(None, cpus);
+            }
+            if nice != 0 {
+                let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), nice);
+            }
+        })
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// The attackers' address: another loopback address than the good clients' (127.0.0.1),
 /// so hookd's per-address connection share applies to them and not to the good clients.
 const ATTACKER: [u8; 4] = [127, 0, 0, 2];
@@ -151,11 +216,33 @@ fn raise_open_files() {
 
 /// A hookd child process on `dir/data` with `toml` as its configuration file.
 async fn spawn_configured(dir: &std::path::Path, toml: &str) -> ChildHookd {
+    spawn_configured_on(dir, None, toml).await
+}
+
+/// As [`spawn_configured`], on `cpus` only when given (util-linux's `taskset`, so hookd
+/// sizes its runtime to them from its first instruction).
+async fn spawn_configured_on(
+    dir: &std::path::Path,
+    cpus: Option<&rustix::thread::CpuSet>,
+    toml: &str,
+) -> ChildHookd {
     let config = dir.join("hookd.toml");
     std::fs::write(&config, toml).unwrap();
+    let exe = env!("CARGO_BIN_EXE_hookd-under-test");
+    let list = cpus.map(|set| {
+        (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|c| set.is_set(*c))
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    });
+    let (exe, prefix) = match &list {
+        Some(list) => ("taskset", vec!["--cpu-list", list.as_str(), exe]),
+        None => (exe, vec![]),
+    };
     ChildHookd::spawn(
-        std::path::Path::new(env!("CARGO_BIN_EXE_hookd-under-test")),
-        &[],
+        std::path::Path::new(exe),
+        &prefix,
         &dir.join("data"),
         &["--config".into(), config.into_os_string()],
         Duration::from_secs(60),
@@ -327,12 +414,14 @@ async fn trickled_request_heads_are_cut_off() {
 
 /// Issue #26, 9: a flood of unsigned 1 MiB webhooks (the finding: 3,300 connections x 1
 /// MiB held 3.5 GB, still held after they closed). 1,000 connections from four other
-/// addresses each send a whole 1 MiB body with a bad signature: hookd holds at most the
-/// unverified budget (64 MiB, a quarter per address) and refuses past it with 503 before
-/// reading; once an address has failed the check `max_ingest_auth_failures` (32) times its
-/// bodies are refused with 429 unread, so hookd reads and hashes a bounded part of the
-/// flood; a signed provider and a gRPC client stay served. What it gives back after, and
-/// the honest clients' latencies, are measured and printed.
+/// addresses, 64 open at a time, each send a whole 1 MiB body with a bad signature: hookd
+/// holds at most the unverified budget (64 MiB, a quarter per address) and refuses past
+/// it with 503 before reading; once an address has failed the check
+/// `max_ingest_auth_failures` (32) times its bodies are refused with 429 unread, so hookd
+/// reads and hashes a bounded part of the flood; a signed provider and a gRPC client stay
+/// served. What it gives back after, the honest clients' latencies and hookd's CPU by
+/// thread are measured and printed. hookd runs on half the CPUs and everything of this
+/// test on the other half ([`split_cpus`]), as an attacker's CPU is not hookd's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unsigned_ingest_flood_is_held_to_its_budget() {
     use base64::Engine as _;
@@ -341,8 +430,10 @@ async fn an_unsigned_ingest_flood_is_held_to_its_budget() {
     raise_open_files();
     let key = crate::ingest::SW_KEY;
     let dir = tempfile::tempdir().unwrap();
-    let hookd = spawn_configured(
+    let cpus = split_cpus();
+    let hookd = spawn_configured_on(
         dir.path(),
+        cpus.as_ref().map(|(hookd, _)| hookd),
         &format!(
             // One window of failed authentications spans the whole flood however long
             // this build takes to send it, so the bodies read are bounded by one
@@ -353,17 +444,28 @@ async fn an_unsigned_ingest_flood_is_held_to_its_budget() {
     )
     .await;
     let pid = hookd.pid().unwrap();
+    let load_cpus = cpus.map(|(_, load)| load);
+    // This test's own thread (it spawns the flood and waits for it) is load too.
+    if let Some(load) = &load_cpus {
+        let _ = rustix::thread::sched_setaffinity(None, load);
+    }
+    // The honest clients run on a runtime of their own, on the load's CPUs at normal
+    // priority; the 1,000 senders on another there, at the lowest.
+    let clients = load_runtime(load_cpus, 0);
     let ingest = hookd.ingest;
     // One POST on its own connection from `from`: the status line's code.
-    let post = move |from: [u8; 4], id: String, body: Vec<u8>, signed: bool| async move {
+    let post = move |from: [u8; 4], id: String, body: Bytes, signed: bool| async move {
         let ts = crate::ingest::now_s();
-        let mut m = <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(key).unwrap();
-        m.update(format!("{id}.{ts}.").as_bytes());
-        m.update(&body);
-        let mut sig = m.finalize().into_bytes().to_vec();
-        if !signed {
-            sig[0] ^= 1;
-        }
+        // The flood's signatures are garbage of the right shape (no MAC computed: the
+        // senders' CPU is not what is measured).
+        let sig = if signed {
+            let mut m = <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(key).unwrap();
+            m.update(format!("{id}.{ts}.").as_bytes());
+            m.update(&body);
+            m.finalize().into_bytes().to_vec()
+        } else {
+            vec![0x5a; 32]
+        };
         let head = format!(
             "POST /in/agents HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\nwebhook-id: {id}\r\nwebhook-timestamp: {ts}\r\nwebhook-signature: v1,{}\r\ncontent-length: {}\r\n\r\n",
             base64::engine::general_purpose::STANDARD.encode(sig),
@@ -387,7 +489,7 @@ async fn an_unsigned_ingest_flood_is_held_to_its_budget() {
             let code = post(
                 [127, 0, 0, 1],
                 format!("msg_{tag}_{i}"),
-                format!("{{\"n\":\"{}\"}}", "x".repeat(2_000)).into_bytes(),
+                Bytes::from(format!("{{\"n\":\"{}\"}}", "x".repeat(2_000))),
                 true,
             )
             .await;
@@ -397,11 +499,34 @@ async fn an_unsigned_ingest_flood_is_held_to_its_budget() {
         out.sort();
         out
     };
-    let mut good = Client::connect(hookd.grpc.clone()).await.unwrap();
-    enqueue_latencies(&mut good, 100).await;
+    // The gRPC client's latencies over n Enqueues, on the clients' runtime.
+    let grpc = {
+        let good = std::sync::Arc::new(tokio::sync::Mutex::new(
+            clients
+                .spawn(Client::connect(hookd.grpc.clone()))
+                .await
+                .unwrap()
+                .unwrap(),
+        ));
+        let clients = clients.handle().clone();
+        move |n: usize| {
+            let good = good.clone();
+            let run =
+                clients.spawn(async move { enqueue_latencies(&mut *good.lock().await, n).await });
+            async move { run.await.unwrap() }
+        }
+    };
+    let provider = {
+        let clients = clients.handle().clone();
+        move |n: usize, tag: &'static str| {
+            let run = clients.spawn(provider(n, tag));
+            async move { run.await.unwrap() }
+        }
+    };
+    grpc(100).await;
     provider(50, "warm").await;
     let quiet_ingest = provider(200, "quiet").await;
-    let quiet_grpc = enqueue_latencies(&mut good, 300).await;
+    let quiet_grpc = grpc(300).await;
     let rss_before = rss_bytes(pid);
 
     let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(rss_before));
@@ -416,34 +541,67 @@ async fn an_unsigned_ingest_flood_is_held_to_its_budget() {
     };
     // The senders run on a runtime of their own, at the lowest priority, so the
     // provider's and the gRPC client's latencies are hookd's, not this process's queue of
-    // 1,000 writers (an attacker's CPU is not hookd's; here they share 2 cores).
-    let flood_runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .on_thread_start(|| {
-            let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19);
-        })
-        .enable_all()
-        .build()
-        .unwrap();
+    // 1,000 writers (an attacker's CPU is not hookd's).
+    let flood_runtime = load_runtime(load_cpus, 19);
+    // One body for all (made once: 1,000 copies were 1 GB written by this thread).
+    let flood_body = Bytes::from(vec![b' '; 1 << 20]);
+    let cpu_before = cpu_by_thread(pid);
+    let flood_started = Instant::now();
+    // 1,000 requests, FLOOD_OPEN of them open at a time: past the unverified budget
+    // (503), then past each address's allowance of failed checks (429).
+    const FLOOD_OPEN: usize = 64;
+    let open = std::sync::Arc::new(tokio::sync::Semaphore::new(FLOOD_OPEN));
     let mut flood = tokio::task::JoinSet::new();
     for i in 0..1_000u32 {
         let from = [127, 0, 0, 2 + (i % 4) as u8];
+        let (open, body) = (open.clone(), flood_body.clone());
         flood.spawn_on(
-            post(from, format!("msg_flood_{i}"), vec![b' '; 1 << 20], false),
+            async move {
+                let _open = open.acquire_owned().await;
+                // A 503 (over the budget, unread) is offered again shortly after (at most
+                // 200 times), so every body ends read and refused (401) or throttled
+                // (429), whatever this build's speed: the 503s seen are counted apart.
+                let mut busy = 0usize;
+                loop {
+                    let code = post(from, format!("msg_flood_{i}"), body.clone(), false).await;
+                    if code != Some(503) || busy == 200 {
+                        return (code, busy);
+                    }
+                    busy += 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            },
             flood_runtime.handle(),
         );
     }
     let during_ingest = provider(200, "the flood").await;
-    let during_grpc = enqueue_latencies(&mut good, 300).await;
+    let during_grpc = grpc(300).await;
     let mut codes = std::collections::BTreeMap::<Option<u16>, usize>::new();
-    while let Some(code) = tokio::time::timeout(Duration::from_secs(60), flood.join_next())
+    let mut busy = 0;
+    while let Some(done) = tokio::time::timeout(Duration::from_secs(60), flood.join_next())
         .await
         .expect("every flood request is answered")
     {
-        *codes.entry(code.unwrap()).or_default() += 1;
+        let (code, refused_busy) = done.unwrap();
+        *codes.entry(code).or_default() += 1;
+        busy += refused_busy;
     }
+    let flood_took = flood_started.elapsed();
+    // hookd's CPU while the flood ran, by thread.
+    let cpu: Vec<String> = cpu_by_thread(pid)
+        .into_iter()
+        .map(|(name, t)| {
+            let spent = t.saturating_sub(cpu_before.get(&name).copied().unwrap_or_default());
+            format!("{name} {} ms", spent.as_millis())
+        })
+        .collect();
+    eprintln!(
+        "the flood took {flood_took:?}; hookd's CPU meanwhile: {}",
+        cpu.join(", ")
+    );
     sampling.abort();
     flood_runtime.shutdown_background();
+    clients.shutdown_background();
     let rss_peak = peak.load(std::sync::atomic::Ordering::Relaxed);
     let rss_closed = rss_bytes(pid);
     // Given back: measured until it settles near where it began (bounded wait).
@@ -454,7 +612,7 @@ async fn an_unsigned_ingest_flood_is_held_to_its_budget() {
         rss_after = rss_bytes(pid);
     }
     eprintln!(
-        "flood answers {codes:?}; RSS before {} MiB, peak {} MiB, when the flood ended {} MiB, {:.1} s later {} MiB; signed provider p50/p99 quiet {:?}/{:?}, during {:?}/{:?}; gRPC Enqueue p50/p99 quiet {:?}/{:?}, during {:?}/{:?}",
+        "flood answers {codes:?} after {busy} answers 503 (offered again); RSS before {} MiB, peak {} MiB, when the flood ended {} MiB, {:.1} s later {} MiB; signed provider p50/p99 quiet {:?}/{:?}, during {:?}/{:?}; gRPC Enqueue p50/p99 quiet {:?}/{:?}, during {:?}/{:?}",
         rss_before >> 20,
         rss_peak >> 20,
         rss_closed >> 20,
@@ -498,8 +656,8 @@ async fn an_unsigned_ingest_flood_is_held_to_its_budget() {
         rss_peak >> 20
     );
     // The signed provider is served throughout; its median within the bound of the
-    // other floods (its tail is printed: on this 2-core box the flood's 1,000 senders run
-    // in this process, and some of the provider's connects then wait up to 1 s).
+    // other floods. Its tail is printed, not asserted: it shares the listener's accept
+    // queue and hookd's workers with the flood's connections (docs/performance.md).
     let p50 = pct(&during_ingest, 0.5);
     assert!(
         p50 <= (pct(&quiet_ingest, 0.5) * 5).max(Duration::from_millis(25)),
