@@ -1433,6 +1433,7 @@ pub async fn serve_http(
     router: axum::Router,
     limits: &ConnectionLimits,
     stop: watch::Receiver<bool>,
+    demote: Option<crate::ingest::demote::Demote>,
 ) -> io::Result<()> {
     use hyper_util::rt::{TokioIo, TokioTimer};
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -1454,6 +1455,7 @@ pub async fn serve_http(
         };
         while tasks.try_join_next().is_some() {}
         let info = conn.info().clone();
+        let placed = demote.as_ref().and_then(|d| d.placed(info.remote.ip()));
         let router = router.clone();
         let service = hyper::service::service_fn(move |mut request: http::Request<_>| {
             let active = info.activity.begin();
@@ -1468,7 +1470,7 @@ pub async fn serve_http(
         });
         let connection = builder.serve_connection(TokioIo::new(conn), service);
         let mut stop = stop.clone();
-        tasks.spawn(async move {
+        let serve = async move {
             let mut connection = std::pin::pin!(connection);
             tokio::select! {
                 _ = connection.as_mut() => {}
@@ -1477,7 +1479,13 @@ pub async fn serve_http(
                     let _ = connection.await;
                 }
             }
-        });
+        };
+        // A suspect client's connection is polled by the low-priority runtime; its socket
+        // stays registered with this one's reactor.
+        match placed {
+            Some(low) => tasks.spawn_on(serve, low),
+            None => tasks.spawn(serve),
+        };
     }
     while tasks.join_next().await.is_some() {}
     Ok(())

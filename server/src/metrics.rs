@@ -78,6 +78,7 @@ pub struct Metrics {
     pub tls_certificate_expiry: IntGauge,
     /// Bytes of inbound bodies held before their signature check.
     pub ingest_unverified_bytes: IntGauge,
+    pub ingest_demoted_connections: IntCounter,
     gauges: Mutex<Gauges>,
 }
 
@@ -414,6 +415,10 @@ impl Metrics {
             ingest_unverified_bytes: gauge(
                 "hookd_ingest_unverified_bytes",
                 "Bytes of inbound webhook bodies held before their signature check (announced lengths), against connections.max_unverified_ingest_bytes.",
+            ),
+            ingest_demoted_connections: counter(
+                "hookd_ingest_demoted_connections_total",
+                "Ingest connections served at low priority: within connections.ingest_auth_failure_window_secs their client's last signature check failed, or it was refused for holding its share of connections.max_unverified_ingest_bytes.",
             ),
             gauges: Mutex::new(Gauges {
                 live_bytes: by_dest(

@@ -434,9 +434,10 @@ async fn serve_down(
         max,
         stop.clone(),
     );
-    let http_server = crate::listen::serve_http(http_conns, unavailable(), limits, stop.clone());
+    let http_server =
+        crate::listen::serve_http(http_conns, unavailable(), limits, stop.clone(), None);
     let ingest_server =
-        crate::listen::serve_http(ingest_conns, unavailable(), limits, stop.clone());
+        crate::listen::serve_http(ingest_conns, unavailable(), limits, stop.clone(), None);
     let all = async { tokio::join!(grpc_server, http_server, ingest_server) };
     let mut stop = stop.clone();
     tokio::pin!(all);
@@ -741,7 +742,7 @@ async fn serve_once(
         auth.clone(),
         crate::auth::http_middleware,
     ));
-    let http_server = crate::listen::serve_http(http_conns, router, limits, stop_rx.clone());
+    let http_server = crate::listen::serve_http(http_conns, router, limits, stop_rx.clone(), None);
     let ingest_conns = crate::listen::accept(
         ingest,
         crate::listen::Kind::Ingest,
@@ -751,6 +752,18 @@ async fn serve_once(
         stop_rx.clone(),
     );
     let unverified_gauge = metrics_for_ingest.ingest_unverified_bytes.clone();
+    let strikes = Arc::new(crate::ingest::strikes::Strikes::new(
+        limits.max_ingest_auth_failures,
+        limits.ingest_auth_failure_window_secs,
+    ));
+    let demote = crate::ingest::demote::Demote::new(
+        strikes.clone(),
+        {
+            let clock = clock_for_ingest.clone();
+            move || clock.now_ms()
+        },
+        metrics_for_ingest.ingest_demoted_connections.clone(),
+    );
     let ingest_router = crate::ingest::receive::router(Arc::new(crate::ingest::receive::Ingest {
         sources: sources.clone(),
         engine: engine.clone(),
@@ -764,16 +777,13 @@ async fn serve_once(
             limits.max_share_percent,
             unverified_gauge,
         ),
-        strikes: crate::ingest::strikes::Strikes::new(
-            limits.max_ingest_auth_failures,
-            limits.ingest_auth_failure_window_secs,
-        ),
+        strikes,
         checker: crate::ingest::checker::Checker::start(
             crate::ingest::checker::Checker::default_threads(),
         )?,
     }));
     let ingest_server =
-        crate::listen::serve_http(ingest_conns, ingest_router, limits, stop_rx.clone());
+        crate::listen::serve_http(ingest_conns, ingest_router, limits, stop_rx.clone(), demote);
     tracing::info!(%grpc_addr, %http_addr, %ingest_addr, sources = sources.list().len(), tls = tls.is_some(), authentication = auth.enabled(), max_connections, data_dir = %config.data_dir.display(), "hookd serving");
     supervisor(&[
         sd_notify::NotifyState::Ready,

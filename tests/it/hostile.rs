@@ -587,6 +587,19 @@ async fn an_unsigned_ingest_flood_is_held_to_its_budget() {
         busy += refused_busy;
     }
     let flood_took = flood_started.elapsed();
+    // The flood's clients were moved to the low-priority runtime once suspect.
+    let demoted = {
+        let mut tcp = TcpStream::connect(hookd.http).await.unwrap();
+        tcp.write_all(b"GET /metrics HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut page = String::new();
+        tcp.read_to_string(&mut page).await.unwrap();
+        page.lines()
+            .find_map(|l| l.strip_prefix("hookd_ingest_demoted_connections_total "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no hookd_ingest_demoted_connections_total in {page}"))
+    };
     // hookd's CPU while the flood ran, by thread.
     let cpu: Vec<String> = cpu_by_thread(pid)
         .into_iter()
@@ -596,8 +609,12 @@ async fn an_unsigned_ingest_flood_is_held_to_its_budget() {
         })
         .collect();
     eprintln!(
-        "the flood took {flood_took:?}; hookd's CPU meanwhile: {}",
+        "the flood took {flood_took:?}; {demoted} connections demoted; hookd's CPU meanwhile: {}",
         cpu.join(", ")
+    );
+    assert!(
+        demoted > 0,
+        "the flood's clients were served at low priority"
     );
     sampling.abort();
     flood_runtime.shutdown_background();

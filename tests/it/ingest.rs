@@ -1201,6 +1201,74 @@ async fn unverified_bytes(server: &TestServer) -> u64 {
         .unwrap_or_else(|| panic!("no hookd_ingest_unverified_bytes in {page}"))
 }
 
+async fn demoted_connections(server: &TestServer) -> u64 {
+    let page = server.http_get("/metrics").await;
+    page.lines()
+        .find_map(|l| l.strip_prefix("hookd_ingest_demoted_connections_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no hookd_ingest_demoted_connections_total in {page}"))
+}
+
+/// Issue #26, 9 and 10: a client whose last signature check failed has its next
+/// connections served at low priority (and still answered); a passing delivery, or the
+/// end of the window, puts it back with everyone else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_whose_check_failed_is_served_at_low_priority_until_it_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(dir.path());
+    config.sources = vec![sw_source("agents", "inbox")];
+    config.connections.max_ingest_auth_failures = 32;
+    config.connections.ingest_auth_failure_window_secs = 10;
+    let server = TestServer::start_with(config, ManualClock::new(SystemClock.now_ms())).await;
+    let body = br#"{"n":1}"#;
+    let signed = |id: &str| sw_headers(SW_KEY, id, now_s(), body);
+    let bad = |id: &str| {
+        let mut h = signed(id);
+        h.retain(|(k, _)| k != "webhook-signature");
+        h.push(("webhook-signature".into(), "v1,AAAA".into()));
+        h
+    };
+    let status = |r: &Answer| r.status;
+    assert_eq!(
+        status(&post(server.ingest, "agents", &signed("g0"), body).await),
+        202
+    );
+    assert_eq!(demoted_connections(&server).await, 0, "in good standing");
+    assert_eq!(
+        status(&post(server.ingest, "agents", &bad("b0"), body).await),
+        401
+    );
+    // Each post is a connection of its own: the next ones are demoted, and answered.
+    assert_eq!(
+        status(&post(server.ingest, "agents", &bad("b1"), body).await),
+        401
+    );
+    assert_eq!(demoted_connections(&server).await, 1);
+    assert_eq!(
+        status(&post(server.ingest, "agents", &signed("g1"), body).await),
+        202
+    );
+    assert_eq!(demoted_connections(&server).await, 2);
+    // The passing delivery cleared it.
+    assert_eq!(
+        status(&post(server.ingest, "agents", &signed("g2"), body).await),
+        202
+    );
+    assert_eq!(demoted_connections(&server).await, 2);
+    // A failure, then the window ends on the test's clock.
+    assert_eq!(
+        status(&post(server.ingest, "agents", &bad("b2"), body).await),
+        401
+    );
+    server.clock.advance(10_000);
+    assert_eq!(
+        status(&post(server.ingest, "agents", &signed("g3"), body).await),
+        202
+    );
+    assert_eq!(demoted_connections(&server).await, 2);
+    server.stop().await;
+}
+
 /// Issue #26, 9: one client address holds at most its share (`max_share_percent`) of the
 /// unverified-body budget, so a sender holding slow bodies cannot take it from every
 /// provider: its next body is refused at once, another address's is taken.

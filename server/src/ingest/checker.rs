@@ -81,10 +81,11 @@ impl Checker {
     }
 }
 
-/// Lowers this thread's scheduling priority to [`NICE`] (on Linux `setpriority` with a
+/// Lowers this thread's scheduling priority to [`NICE`] (also the demoted connections'
+/// threads, `demote.rs`) (on Linux `setpriority` with a
 /// thread id changes that thread only). Lowering needs no privilege; if it fails anyway the
 /// checks run at normal priority, which is what they did before.
-fn lower_priority() {
+pub(crate) fn lower_priority() {
     let tid = rustix::thread::gettid();
     if let Err(e) = rustix::process::setpriority_process(Some(tid), NICE) {
         tracing::debug!(error = %e, "cannot lower the signature checker's priority");

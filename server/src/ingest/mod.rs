@@ -8,10 +8,13 @@
 //! - [`checker`]: low-priority threads that check large bodies' signatures.
 //! - [`strikes`]: failed authentications per client and source; past the allowance a
 //!   client's bodies are refused unread.
+//! - [`demote`]: a client whose last check failed has its new connections served on a
+//!   low-priority runtime.
 //! - [`receive`]: the handler: authenticate on the raw bytes, check, store, answer 202
 //!   once durable.
 
 pub mod checker;
+pub mod demote;
 pub mod receive;
 pub mod redact;
 pub mod registry;

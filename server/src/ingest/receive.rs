@@ -66,7 +66,7 @@ pub struct Ingest {
     /// Where large bodies' signatures are checked.
     pub checker: crate::ingest::checker::Checker,
     /// Failed authentications per client and source.
-    pub strikes: crate::ingest::strikes::Strikes,
+    pub strikes: Arc<crate::ingest::strikes::Strikes>,
 }
 
 /// The budget of inbound bodies held before their signature check: in all
@@ -137,23 +137,27 @@ impl Unverified {
         self: &Arc<Self>,
         peer: Option<std::net::IpAddr>,
         bytes: usize,
-    ) -> Result<Held, String> {
+    ) -> Result<Held, Busy> {
         let bytes = bytes.max(1);
         let mut peers = self.peers();
         if let Some(ip) = peer {
             let used = peers.get(&ip).copied().unwrap_or(0);
             if used > 0 && used + bytes > self.share {
-                return Err(format!(
-                    "busy: client address {ip} already has {used} bytes of inbound bodies waiting for their signature check, its share ({} % of connections.max_unverified_ingest_bytes = {}); retry later",
-                    self.percent, self.share
-                ));
+                return Err(Busy {
+                    over_share: true,
+                    why: format!(
+                        "busy: client address {ip} already has {used} bytes of inbound bodies waiting for their signature check, its share ({} % of connections.max_unverified_ingest_bytes = {}); retry later",
+                        self.percent, self.share
+                    ),
+                });
             }
         }
         let permit = u32::try_from(bytes)
             .ok()
             .and_then(|n| self.total.clone().try_acquire_many_owned(n).ok())
-            .ok_or_else(|| {
-                "busy: too many bytes of inbound bodies wait for their signature check (connections.max_unverified_ingest_bytes); retry later".to_owned()
+            .ok_or_else(|| Busy {
+                over_share: false,
+                why: "busy: too many bytes of inbound bodies wait for their signature check (connections.max_unverified_ingest_bytes); retry later".to_owned(),
             })?;
         if let Some(ip) = peer {
             *peers.entry(ip).or_default() += bytes;
@@ -166,6 +170,15 @@ impl Unverified {
             budget: self.clone(),
         })
     }
+}
+
+/// Why [`Unverified::try_hold`] found no room.
+#[derive(Debug)]
+pub struct Busy {
+    /// The client's own share was full (not the budget as a whole).
+    pub over_share: bool,
+    /// The refusal's text.
+    pub why: String,
 }
 
 /// A byte count as a gauge's value (a hold is at most the budget, far below `i64::MAX`).
@@ -398,7 +411,12 @@ async fn handle(
         .min(limit);
     let unverified = match ingest.unverified.try_hold(peer, announced) {
         Ok(held) => held,
-        Err(why) => {
+        Err(Busy { over_share, why }) => {
+            // A client holding its whole share of unchecked bodies is served at low
+            // priority from its next connection on, as one that failed a check is.
+            if over_share && let Some(ip) = peer {
+                ingest.strikes.suspected(ip, ingest.clock.now_ms());
+            }
             return Err(Refuse(
                 retry_after(StatusCode::SERVICE_UNAVAILABLE, 1, json!({ "error": why })),
                 "backpressure",

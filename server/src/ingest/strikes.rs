@@ -56,6 +56,9 @@ pub struct Strikes {
 #[derive(Debug, Default)]
 struct State {
     pairs: HashMap<(IpAddr, String), Window>,
+    /// Clients whose last check (at any source) failed: when it failed, clock ms. Their
+    /// new connections are served at low priority ([`Strikes::suspect`]).
+    failing: HashMap<IpAddr, u64>,
     /// When ended windows were last swept out (at most once per window).
     swept_ms: u64,
 }
@@ -92,6 +95,11 @@ impl Strikes {
         }
     }
 
+    /// Whether failed authentications are counted at all (`max_ingest_auth_failures > 0`).
+    pub fn enabled(&self) -> bool {
+        self.max > 0
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -125,16 +133,24 @@ impl Strikes {
         let key = (client(ip), source.to_owned());
         let window_ms = self.window_ms;
         let mut state = self.state();
-        if !state.pairs.contains_key(&key) && state.pairs.len() >= self.capacity {
+        let full = |state: &State| {
+            !state.pairs.contains_key(&key) && state.pairs.len() >= self.capacity
+                || !state.failing.contains_key(&key.0) && state.failing.len() >= self.capacity
+        };
+        if full(&state) {
             if now_ms.saturating_sub(state.swept_ms) < window_ms {
                 return None;
             }
             state.swept_ms = now_ms;
             state.pairs.retain(|_, w| now_ms < w.ends(window_ms));
-            if state.pairs.len() >= self.capacity {
+            state
+                .failing
+                .retain(|_, at| now_ms < at.saturating_add(window_ms));
+            if full(&state) {
                 return None;
             }
         }
+        state.failing.insert(key.0, now_ms);
         let w = state.pairs.entry(key).or_insert(Window {
             since_ms: now_ms,
             strikes: 0,
@@ -160,6 +176,48 @@ impl Strikes {
         if !state.pairs.is_empty() {
             state.pairs.remove(&(client(ip), source.to_owned()));
         }
+        if !state.failing.is_empty() {
+            state.failing.remove(&client(ip));
+        }
+    }
+
+    /// `ip`'s client was refused for holding its whole share of the unverified budget:
+    /// suspect, as after a failed check (it is not a strike).
+    pub fn suspected(&self, ip: IpAddr, now_ms: u64) {
+        if self.max == 0 {
+            return;
+        }
+        let mut state = self.state();
+        let key = client(ip);
+        if state.failing.len() >= self.capacity && !state.failing.contains_key(&key) {
+            let window_ms = self.window_ms;
+            state
+                .failing
+                .retain(|_, at| now_ms < at.saturating_add(window_ms));
+            if state.failing.len() >= self.capacity {
+                return;
+            }
+        }
+        state.failing.insert(key, now_ms);
+    }
+
+    /// Whether `ip`'s client failed a check (at any source) or was refused for holding its
+    /// share of the unverified budget within the window, and has passed no check since:
+    /// the ingest listener serves its new connections on the low-priority runtime
+    /// (`ingest/demote.rs`), so a flood of them waits behind everyone else's requests
+    /// instead of ahead of them.
+    pub fn suspect(&self, ip: IpAddr, now_ms: u64) -> bool {
+        if self.max == 0 {
+            return false;
+        }
+        let state = self.state();
+        if state.failing.is_empty() {
+            return false;
+        }
+        state
+            .failing
+            .get(&client(ip))
+            .is_some_and(|at| now_ms < at.saturating_add(self.window_ms))
     }
 
     /// Pairs tracked now.
@@ -214,6 +272,37 @@ mod tests {
         }
         assert_eq!(off.refused(A, "shop", 100), None);
         assert_eq!(off.tracked(), 0);
+    }
+
+    #[test]
+    fn a_failed_check_makes_a_client_suspect_until_it_passes_or_the_window_ends() {
+        let strikes = Strikes::new(32, 10);
+        let ip: IpAddr = [10, 0, 0, 1].into();
+        assert!(!strikes.suspect(ip, 1_000));
+        strikes.strike(ip, "a", 1_000);
+        assert!(strikes.suspect(ip, 1_000), "at any source");
+        assert!(strikes.suspect(ip, 10_999));
+        assert!(!strikes.suspect(ip, 11_000), "the window ended");
+        assert!(
+            !strikes.suspect([10, 0, 0, 2].into(), 1_000),
+            "another client"
+        );
+        strikes.strike(ip, "a", 20_000);
+        strikes.cleared(ip, "b");
+        assert!(
+            !strikes.suspect(ip, 20_000),
+            "a passed check, even at another source"
+        );
+        strikes.suspected(ip, 30_000);
+        assert!(strikes.suspect(ip, 30_000), "over its share");
+        assert_eq!(
+            strikes.refused(ip, "a", 30_000),
+            None,
+            "which is not a strike"
+        );
+        let off = Strikes::new(0, 10);
+        off.strike(ip, "a", 1_000);
+        assert!(!off.suspect(ip, 1_000), "off");
     }
 
     #[test]
