@@ -50,10 +50,10 @@ pub fn register_trim(trim: fn()) {
 /// mimalloc asks for huge pages on its arenas, so a fresh allocation faulted in and
 /// zeroed 2 MiB at once on whichever runtime worker touched it: in a flood of 1 MiB
 /// webhooks on one core, 37 % of the workers' time was `clear_page_erms` under huge-page
-/// faults, which every request queued behind that worker waited out. Without them the
-/// workers spent about a third less CPU on the same flood and an idle hookd holds 19
-/// MiB instead of 40 (docs/performance.md). Throughput is unchanged (hookd's heap is
-/// small; redb's file is in the kernel's page cache, which this does not touch).
+/// faults, which every request queued behind that worker waited out. Without them an
+/// idle hookd holds 19 to 24 MiB instead of 40, and the unary and batch throughput legs
+/// did not move beyond their noise (docs/performance.md; redb's file is in the kernel's
+/// page cache, which this does not touch).
 pub fn no_huge_pages() {
     if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {
         tracing::debug!(error = %e, "cannot turn transparent huge pages off; continuing with them");
