@@ -1209,11 +1209,11 @@ async fn demoted_connections(server: &TestServer) -> u64 {
         .unwrap_or_else(|| panic!("no hookd_ingest_demoted_connections_total in {page}"))
 }
 
-/// Issue #26, 9 and 10: a client whose last signature check failed has its next
-/// connections served at low priority (and still answered); a passing delivery, or the
-/// end of the window, puts it back with everyone else.
+/// Issue #26, 9 and 10: a client that has not passed a check (never, or failed one since)
+/// has its next connections served at low priority, and still answered; a passing
+/// delivery makes it trusted, and the end of a failure's window puts it back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_whose_check_failed_is_served_at_low_priority_until_it_passes() {
+async fn an_untrusted_client_is_served_at_low_priority_until_it_passes_a_check() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = test_config(dir.path());
     config.sources = vec![sw_source("agents", "inbox")];
@@ -1233,28 +1233,33 @@ async fn a_client_whose_check_failed_is_served_at_low_priority_until_it_passes()
         status(&post(server.ingest, "agents", &signed("g0"), body).await),
         202
     );
-    assert_eq!(demoted_connections(&server).await, 0, "in good standing");
+    assert_eq!(
+        demoted_connections(&server).await,
+        1,
+        "never seen: not trusted"
+    );
     assert_eq!(
         status(&post(server.ingest, "agents", &bad("b0"), body).await),
         401
     );
-    // Each post is a connection of its own: the next ones are demoted, and answered.
+    // Each post is a connection of its own. Trusted now: b0 is served with everyone else;
+    // after its failure the next ones are demoted, and answered.
     assert_eq!(
         status(&post(server.ingest, "agents", &bad("b1"), body).await),
         401
     );
-    assert_eq!(demoted_connections(&server).await, 1);
+    assert_eq!(demoted_connections(&server).await, 2);
     assert_eq!(
         status(&post(server.ingest, "agents", &signed("g1"), body).await),
         202
     );
-    assert_eq!(demoted_connections(&server).await, 2);
-    // The passing delivery cleared it.
+    assert_eq!(demoted_connections(&server).await, 3);
+    // The passing delivery made it trusted again.
     assert_eq!(
         status(&post(server.ingest, "agents", &signed("g2"), body).await),
         202
     );
-    assert_eq!(demoted_connections(&server).await, 2);
+    assert_eq!(demoted_connections(&server).await, 3);
     // A failure, then the window ends on the test's clock.
     assert_eq!(
         status(&post(server.ingest, "agents", &bad("b2"), body).await),
@@ -1265,7 +1270,23 @@ async fn a_client_whose_check_failed_is_served_at_low_priority_until_it_passes()
         status(&post(server.ingest, "agents", &signed("g3"), body).await),
         202
     );
-    assert_eq!(demoted_connections(&server).await, 2);
+    assert_eq!(demoted_connections(&server).await, 3);
+    // An hour without a pass: not trusted any more.
+    server.clock.advance(hookd::ingest::strikes::TRUSTED_FOR_MS);
+    assert_eq!(
+        status(
+            &post(
+                server.ingest,
+                "agents",
+                // Signed at the server's (advanced) time, within its tolerance.
+                &sw_headers(SW_KEY, "g4", server.clock.now_ms() / 1000, body),
+                body
+            )
+            .await
+        ),
+        202
+    );
+    assert_eq!(demoted_connections(&server).await, 4);
     server.stop().await;
 }
 

@@ -1,15 +1,19 @@
 //! Connections of suspect clients served at low priority.
 //!
-//! A client whose last signature check failed, or that was refused for holding its whole
-//! share of the unverified budget ([`Strikes::suspect`]), has its new connections to the
-//! ingest listener served on a runtime of their own, whose threads run
+//! A client that is not trusted ([`Strikes::suspect`]: it passed no signature check in
+//! the last hour, or since then failed one or was refused for holding its whole share of
+//! the unverified budget) has its new connections to the ingest listener served on a
+//! runtime of their own, whose threads run
 //! at the checkers' nice value ([`crate::ingest::checker::NICE`]): their reading, refusing and closing then take the CPU only when the
 //! runtime that serves gRPC and every other client's webhooks has none to do. In a flood
 //! of 1 MiB unsigned webhooks on one core every connection had cost the shared workers
 //! 250 to 380 µs (docs/performance.md), and a provider's new connection waited behind
 //! dozens of them. The allowance of failed checks (`strikes.rs`) bounds how many bodies
 //! such a client has read; this bounds what its connections cost everyone else before
-//! and after.
+//! and after. Trust is earned, not lost first: a flood's first wave (16 bodies per
+//! address fit its share) would otherwise be read on the main workers before any of it
+//! was found bad. A provider's first delivery after an hour is served at low priority,
+//! which costs it nothing on a machine with CPU to spare.
 //!
 //! A connection is placed once, when it is accepted: one that began before its client
 //! failed stays where it is until it closes.
@@ -99,10 +103,12 @@ mod tests {
         let counter = prometheus::IntCounter::new("t", "t").unwrap();
         let demote = Demote::new(strikes.clone(), || 1_000, counter.clone()).unwrap();
         let ip: IpAddr = [10, 0, 0, 1].into();
-        assert!(demote.placed(ip).is_none(), "in good standing");
+        assert!(demote.placed(ip).is_some(), "never seen");
+        strikes.cleared(ip, "shop", 1_000);
+        assert!(demote.placed(ip).is_none(), "trusted");
         strikes.strike(ip, "shop", 1_000);
         let handle = demote.placed(ip).expect("suspect").clone();
-        assert_eq!(counter.get(), 1);
+        assert_eq!(counter.get(), 2);
         let (name, nice) = handle
             .spawn(async {
                 let tid = rustix::thread::gettid();

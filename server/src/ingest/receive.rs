@@ -469,7 +469,7 @@ async fn handle(
         }
     }
     if let Some(ip) = peer {
-        ingest.strikes.cleared(ip, &source.spec.name);
+        ingest.strikes.cleared(ip, &source.spec.name, now_ms);
     }
     // Trusted from here on: its bytes leave the unverified budget.
     drop(unverified);

@@ -25,6 +25,10 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 /// Pairs (client, source) tracked at once: about 100 bytes each.
 pub const MAX_TRACKED: usize = 100_000;
 
+/// A client that passed a check is trusted (its connections served with gRPC's, at normal
+/// priority) for an hour after; at most [`MAX_TRACKED`] clients at once.
+pub const TRUSTED_FOR_MS: u64 = 3_600_000;
+
 /// The strikes of one pair in its window.
 #[derive(Debug, Clone, Copy)]
 struct Window {
@@ -59,6 +63,9 @@ struct State {
     /// Clients whose last check (at any source) failed: when it failed, clock ms. Their
     /// new connections are served at low priority ([`Strikes::suspect`]).
     failing: HashMap<IpAddr, u64>,
+    /// Clients that passed a check: when they last did, clock ms. Trusted for
+    /// [`TRUSTED_FOR_MS`] after; every other client is served at low priority.
+    passed: HashMap<IpAddr, u64>,
     /// When ended windows were last swept out (at most once per window).
     swept_ms: u64,
 }
@@ -167,18 +174,29 @@ impl Strikes {
         })
     }
 
-    /// A delivery from `ip` passed `source`'s check: its strikes are forgotten.
-    pub fn cleared(&self, ip: IpAddr, source: &str) {
+    /// A delivery from `ip` passed `source`'s check at `now_ms`: its strikes are forgotten
+    /// and its client is trusted.
+    pub fn cleared(&self, ip: IpAddr, source: &str, now_ms: u64) {
         if self.max == 0 {
             return;
         }
+        let key = client(ip);
         let mut state = self.state();
         if !state.pairs.is_empty() {
-            state.pairs.remove(&(client(ip), source.to_owned()));
+            state.pairs.remove(&(key, source.to_owned()));
         }
         if !state.failing.is_empty() {
-            state.failing.remove(&client(ip));
+            state.failing.remove(&key);
         }
+        if state.passed.len() >= self.capacity && !state.passed.contains_key(&key) {
+            state
+                .passed
+                .retain(|_, at| now_ms < at.saturating_add(TRUSTED_FOR_MS));
+            if state.passed.len() >= self.capacity {
+                return;
+            }
+        }
+        state.passed.insert(key, now_ms);
     }
 
     /// `ip`'s client was refused for holding its whole share of the unverified budget:
@@ -201,23 +219,27 @@ impl Strikes {
         state.failing.insert(key, now_ms);
     }
 
-    /// Whether `ip`'s client failed a check (at any source) or was refused for holding its
-    /// share of the unverified budget within the window, and has passed no check since:
-    /// the ingest listener serves its new connections on the low-priority runtime
-    /// (`ingest/demote.rs`), so a flood of them waits behind everyone else's requests
-    /// instead of ahead of them.
+    /// Whether `ip`'s client is not trusted: it passed no check in the last
+    /// [`TRUSTED_FOR_MS`], or since then failed one (at any source) or was refused for
+    /// holding its share of the unverified budget, within the window. The ingest listener
+    /// serves its new connections on the low-priority runtime (`ingest/demote.rs`), so a
+    /// flood of them, even its first wave, waits behind the known providers' requests and
+    /// gRPC instead of ahead of them.
     pub fn suspect(&self, ip: IpAddr, now_ms: u64) -> bool {
         if self.max == 0 {
             return false;
         }
+        let key = client(ip);
         let state = self.state();
-        if state.failing.is_empty() {
-            return false;
-        }
-        state
+        let failed = state
             .failing
-            .get(&client(ip))
-            .is_some_and(|at| now_ms < at.saturating_add(self.window_ms))
+            .get(&key)
+            .is_some_and(|at| now_ms < at.saturating_add(self.window_ms));
+        let trusted = state
+            .passed
+            .get(&key)
+            .is_some_and(|at| now_ms < at.saturating_add(TRUSTED_FOR_MS));
+        failed || !trusted
     }
 
     /// Pairs tracked now.
@@ -263,7 +285,7 @@ mod tests {
     fn a_passed_check_clears_and_zero_turns_it_off() {
         let s = Strikes::new(2, 10);
         assert_eq!(s.strike(A, "shop", 0), None);
-        s.cleared(A, "shop");
+        s.cleared(A, "shop", 0);
         assert_eq!(s.strike(A, "shop", 1), None);
         assert_eq!(s.refused(A, "shop", 2), None);
         let off = Strikes::new(0, 10);
@@ -275,20 +297,29 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_check_makes_a_client_suspect_until_it_passes_or_the_window_ends() {
+    fn a_client_is_trusted_after_a_pass_until_it_fails_or_an_hour_passes() {
         let strikes = Strikes::new(32, 10);
         let ip: IpAddr = [10, 0, 0, 1].into();
-        assert!(!strikes.suspect(ip, 1_000));
+        assert!(strikes.suspect(ip, 1_000), "never seen: not trusted");
+        strikes.cleared(ip, "a", 1_000);
+        assert!(!strikes.suspect(ip, 1_000), "passed a check");
         strikes.strike(ip, "a", 1_000);
         assert!(strikes.suspect(ip, 1_000), "at any source");
         assert!(strikes.suspect(ip, 10_999));
-        assert!(!strikes.suspect(ip, 11_000), "the window ended");
         assert!(
-            !strikes.suspect([10, 0, 0, 2].into(), 1_000),
-            "another client"
+            !strikes.suspect(ip, 11_000),
+            "the window ended, trusted still"
+        );
+        assert!(
+            strikes.suspect([10, 0, 0, 2].into(), 1_000),
+            "another client, never seen"
+        );
+        assert!(
+            strikes.suspect(ip, 1_000 + TRUSTED_FOR_MS),
+            "the trust ran out"
         );
         strikes.strike(ip, "a", 20_000);
-        strikes.cleared(ip, "b");
+        strikes.cleared(ip, "b", 20_000);
         assert!(
             !strikes.suspect(ip, 20_000),
             "a passed check, even at another source"
@@ -303,6 +334,7 @@ mod tests {
         let off = Strikes::new(0, 10);
         off.strike(ip, "a", 1_000);
         assert!(!off.suspect(ip, 1_000), "off");
+        assert!(!off.suspect([10, 0, 0, 3].into(), 1_000), "off, never seen");
     }
 
     #[test]
