@@ -78,6 +78,7 @@ pub struct Metrics {
     pub tls_certificate_expiry: IntGauge,
     /// Bytes of inbound bodies held before their signature check.
     pub ingest_unverified_bytes: IntGauge,
+    /// Ingest connections served on the low-priority runtime (`ingest/demote.rs`).
     pub ingest_demoted_connections: IntCounter,
     gauges: Mutex<Gauges>,
 }

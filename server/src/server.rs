@@ -758,10 +758,7 @@ async fn serve_once(
     ));
     let demote = crate::ingest::demote::Demote::new(
         strikes.clone(),
-        {
-            let clock = clock_for_ingest.clone();
-            move || clock.now_ms()
-        },
+        clock_for_ingest.clone(),
         metrics_for_ingest.ingest_demoted_connections.clone(),
     );
     let ingest_router = crate::ingest::receive::router(Arc::new(crate::ingest::receive::Ingest {

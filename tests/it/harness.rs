@@ -96,13 +96,7 @@ impl TestServer {
     /// The raw HTTP response (status line, headers, body) of `GET path` on the HTTP
     /// listener.
     pub async fn http_get(&self, path: &str) -> String {
-        let mut tcp = tokio::net::TcpStream::connect(self.http).await.unwrap();
-        let request =
-            format!("GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n");
-        tcp.write_all(request.as_bytes()).await.unwrap();
-        let mut response = String::new();
-        tcp.read_to_string(&mut response).await.unwrap();
-        response
+        http_get(self.http, path).await
     }
 
     /// The raw HTTP response of `GET /healthz`.
@@ -298,4 +292,24 @@ pub async fn run_program(
         "{script} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
     eprintln!("{stdout}");
+}
+
+/// The raw HTTP response (status line, headers, body) of `GET path` at `addr` (an HTTP
+/// listener: a [`TestServer`]'s or a child hookd's).
+pub async fn http_get(addr: SocketAddr, path: &str) -> String {
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n");
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    tcp.read_to_string(&mut response).await.unwrap();
+    response
+}
+
+/// The value of the unlabelled metric `name` in a `/metrics` page; panics (naming it) when
+/// the page has none.
+pub fn metric(page: &str, name: &str) -> u64 {
+    page.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {page}"))
 }

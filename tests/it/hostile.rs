@@ -74,8 +74,7 @@ fn cpu_by_thread(pid: u32) -> std::collections::BTreeMap<String, Duration> {
 /// `None` on a single CPU.
 fn split_cpus() -> Option<(rustix::thread::CpuSet, rustix::thread::CpuSet)> {
     use rustix::thread::CpuSet;
-    let mine = rustix::thread::sched_getaffinity(None).ok()?;
-    let cpus: Vec<usize> = (0..CpuSet::MAX_CPU).filter(|c| mine.is_set(*c)).collect();
+    let cpus = cpus_in(&rustix::thread::sched_getaffinity(None).ok()?);
     if cpus.len() < 2 {
         return None;
     }
@@ -86,6 +85,13 @@ fn split_cpus() -> Option<(rustix::thread::CpuSet, rustix::thread::CpuSet)> {
         set
     };
     Some((set(first), set(rest)))
+}
+
+/// The CPUs of `set`, in order.
+fn cpus_in(set: &rustix::thread::CpuSet) -> Vec<usize> {
+    (0..rustix::thread::CpuSet::MAX_CPU)
+        .filter(|c| set.is_set(*c))
+        .collect()
 }
 
 /// A runtime for load made in this test, its thread on `cpus` at `nice` (tokio's own
@@ -230,9 +236,9 @@ async fn spawn_configured_on(
     std::fs::write(&config, toml).unwrap();
     let exe = env!("CARGO_BIN_EXE_hookd-under-test");
     let list = cpus.map(|set| {
-        (0..rustix::thread::CpuSet::MAX_CPU)
-            .filter(|c| set.is_set(*c))
-            .map(|c| c.to_string())
+        cpus_in(set)
+            .iter()
+            .map(usize::to_string)
             .collect::<Vec<_>>()
             .join(",")
     });
@@ -588,18 +594,10 @@ async fn an_unsigned_ingest_flood_is_held_to_its_budget() {
     }
     let flood_took = flood_started.elapsed();
     // The flood's clients were moved to the low-priority runtime once suspect.
-    let demoted = {
-        let mut tcp = TcpStream::connect(hookd.http).await.unwrap();
-        tcp.write_all(b"GET /metrics HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n")
-            .await
-            .unwrap();
-        let mut page = String::new();
-        tcp.read_to_string(&mut page).await.unwrap();
-        page.lines()
-            .find_map(|l| l.strip_prefix("hookd_ingest_demoted_connections_total "))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or_else(|| panic!("no hookd_ingest_demoted_connections_total in {page}"))
-    };
+    let demoted = crate::harness::metric(
+        &crate::harness::http_get(hookd.http, "/metrics").await,
+        "hookd_ingest_demoted_connections_total",
+    );
     // hookd's CPU while the flood ran, by thread.
     let cpu: Vec<String> = cpu_by_thread(pid)
         .into_iter()

@@ -1194,19 +1194,17 @@ async fn unverified_bodies_in_flight_are_bounded() {
 
 /// `hookd_ingest_unverified_bytes` from `/metrics`.
 async fn unverified_bytes(server: &TestServer) -> u64 {
-    let page = server.http_get("/metrics").await;
-    page.lines()
-        .find_map(|l| l.strip_prefix("hookd_ingest_unverified_bytes "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no hookd_ingest_unverified_bytes in {page}"))
+    crate::harness::metric(
+        &server.http_get("/metrics").await,
+        "hookd_ingest_unverified_bytes",
+    )
 }
 
 async fn demoted_connections(server: &TestServer) -> u64 {
-    let page = server.http_get("/metrics").await;
-    page.lines()
-        .find_map(|l| l.strip_prefix("hookd_ingest_demoted_connections_total "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no hookd_ingest_demoted_connections_total in {page}"))
+    crate::harness::metric(
+        &server.http_get("/metrics").await,
+        "hookd_ingest_demoted_connections_total",
+    )
 }
 
 /// Issue #26, 9 and 10: a client that has not passed a check (never, or failed one since)

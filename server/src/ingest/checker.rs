@@ -81,14 +81,14 @@ impl Checker {
     }
 }
 
-/// Lowers this thread's scheduling priority to [`NICE`] (also the demoted connections'
-/// threads, `demote.rs`) (on Linux `setpriority` with a
-/// thread id changes that thread only). Lowering needs no privilege; if it fails anyway the
-/// checks run at normal priority, which is what they did before.
+/// Lowers this thread's scheduling priority to [`NICE`]: the checkers' threads, and the
+/// demoted connections' (`demote.rs`). On Linux `setpriority` with a thread id changes
+/// that thread only. Lowering needs no privilege; if it fails anyway the thread runs at
+/// normal priority, which is what it did before.
 pub(crate) fn lower_priority() {
     let tid = rustix::thread::gettid();
     if let Err(e) = rustix::process::setpriority_process(Some(tid), NICE) {
-        tracing::debug!(error = %e, "cannot lower the signature checker's priority");
+        tracing::debug!(error = %e, "cannot lower a low-priority thread's priority (signature checks, demoted connections)");
     }
 }
 

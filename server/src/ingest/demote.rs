@@ -3,9 +3,10 @@
 //! A client that is not trusted ([`Strikes::suspect`]: it passed no signature check in
 //! the last hour, or since then failed one or was refused for holding its whole share of
 //! the unverified budget) has its new connections to the ingest listener served on a
-//! runtime of their own, whose threads run
-//! at the checkers' nice value ([`crate::ingest::checker::NICE`]): their reading, refusing and closing then take the CPU only when the
-//! runtime that serves gRPC and every other client's webhooks has none to do. In a flood
+//! runtime of their own, whose threads run at the checkers' nice value
+//! ([`crate::ingest::checker::NICE`]): their reading, refusing and closing then take the
+//! CPU only when the runtime that serves gRPC and the trusted providers has none to
+//! spare. In a flood
 //! of 1 MiB unsigned webhooks on one core every connection had cost the shared workers
 //! 250 to 380 µs (docs/performance.md), and a provider's new connection waited behind
 //! dozens of them. The allowance of failed checks (`strikes.rs`) bounds how many bodies
@@ -21,32 +22,28 @@
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 
+use crate::clock::Clock;
 use crate::ingest::strikes::Strikes;
 
 /// At most this many threads serve demoted connections.
 pub const MAX_THREADS: usize = 2;
 
 /// Where the ingest listener sends a suspect client's connections.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct Demote {
     handle: tokio::runtime::Handle,
-    suspect: Arc<dyn Fn(IpAddr) -> bool + Send + Sync>,
+    strikes: Arc<Strikes>,
+    clock: Arc<dyn Clock>,
     demoted: prometheus::IntCounter,
 }
 
-impl std::fmt::Debug for Demote {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Demote").finish_non_exhaustive()
-    }
-}
-
 impl Demote {
-    /// Suspects by `strikes` at the time `now_ms` gives; `None` when the allowance is off
+    /// Suspects by `strikes` on `clock`; `None` when the allowance is off
     /// (`max_ingest_auth_failures = 0`: no client is ever suspect) or the runtime cannot
     /// start (then every connection is served as before, and that is logged once).
     pub fn new(
         strikes: Arc<Strikes>,
-        now_ms: impl Fn() -> u64 + Send + Sync + 'static,
+        clock: Arc<dyn Clock>,
         demoted: prometheus::IntCounter,
     ) -> Option<Self> {
         if !strikes.enabled() {
@@ -54,14 +51,15 @@ impl Demote {
         }
         Some(Self {
             handle: runtime()?.clone(),
-            suspect: Arc::new(move |ip| strikes.suspect(ip, now_ms())),
+            strikes,
+            clock,
             demoted,
         })
     }
 
     /// The runtime to serve a connection from `ip` on, if not the caller's (counted).
     pub fn placed(&self, ip: IpAddr) -> Option<&tokio::runtime::Handle> {
-        (self.suspect)(ip).then(|| {
+        self.strikes.suspect(ip, self.clock.now_ms()).then(|| {
             self.demoted.inc();
             &self.handle
         })
@@ -101,7 +99,8 @@ mod tests {
     async fn a_suspect_clients_connection_is_placed_on_low_priority_threads() {
         let strikes = Arc::new(Strikes::new(32, 10));
         let counter = prometheus::IntCounter::new("t", "t").unwrap();
-        let demote = Demote::new(strikes.clone(), || 1_000, counter.clone()).unwrap();
+        let clock = Arc::new(crate::clock::ManualClock::new(1_000));
+        let demote = Demote::new(strikes.clone(), clock.clone(), counter.clone()).unwrap();
         let ip: IpAddr = [10, 0, 0, 1].into();
         assert!(demote.placed(ip).is_some(), "never seen");
         strikes.cleared(ip, "shop", 1_000);
@@ -122,7 +121,7 @@ mod tests {
         assert_eq!(name.as_deref(), Some("hookd-demoted"));
         assert_eq!(nice, crate::ingest::checker::NICE);
         assert!(
-            Demote::new(Arc::new(Strikes::new(0, 10)), || 0, counter).is_none(),
+            Demote::new(Arc::new(Strikes::new(0, 10)), clock, counter).is_none(),
             "off with the allowance"
         );
     }

@@ -8,8 +8,8 @@
 //! - [`checker`]: low-priority threads that check large bodies' signatures.
 //! - [`strikes`]: failed authentications per client and source; past the allowance a
 //!   client's bodies are refused unread.
-//! - [`demote`]: a client whose last check failed has its new connections served on a
-//!   low-priority runtime.
+//! - [`demote`]: a client not trusted (no check passed in the last hour, or one failed
+//!   since) has its new connections served on a low-priority runtime.
 //! - [`receive`]: the handler: authenticate on the raw bytes, check, store, answer 202
 //!   once durable.
 

@@ -57,17 +57,65 @@ pub struct Strikes {
     state: Mutex<State>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct State {
     pairs: HashMap<(IpAddr, String), Window>,
-    /// Clients whose last check (at any source) failed: when it failed, clock ms. Their
-    /// new connections are served at low priority ([`Strikes::suspect`]).
-    failing: HashMap<IpAddr, u64>,
-    /// Clients that passed a check: when they last did, clock ms. Trusted for
-    /// [`TRUSTED_FOR_MS`] after; every other client is served at low priority.
-    passed: HashMap<IpAddr, u64>,
     /// When ended windows were last swept out (at most once per window).
     swept_ms: u64,
+    /// Clients whose last check (at any source) failed, or that were refused for their
+    /// share: suspect for the window after ([`Strikes::suspect`]).
+    failing: Moments,
+    /// Clients that passed a check: trusted for [`TRUSTED_FOR_MS`] after.
+    passed: Moments,
+}
+
+/// When each client last did something (clock ms), remembered for `keep_ms`. At most
+/// `capacity` clients: when full, ended entries are swept out at most once per
+/// `sweep_every_ms`, and a new client is not noted until there is room.
+#[derive(Debug)]
+struct Moments {
+    at: HashMap<IpAddr, u64>,
+    keep_ms: u64,
+    sweep_every_ms: u64,
+    swept_ms: u64,
+}
+
+impl Moments {
+    fn new(keep_ms: u64, sweep_every_ms: u64) -> Self {
+        Self {
+            at: HashMap::new(),
+            keep_ms,
+            sweep_every_ms,
+            swept_ms: 0,
+        }
+    }
+
+    fn note(&mut self, client: IpAddr, now_ms: u64, capacity: usize) {
+        if self.at.len() >= capacity && !self.at.contains_key(&client) {
+            if now_ms.saturating_sub(self.swept_ms) < self.sweep_every_ms {
+                return;
+            }
+            self.swept_ms = now_ms;
+            let keep_ms = self.keep_ms;
+            self.at.retain(|_, at| now_ms < at.saturating_add(keep_ms));
+            if self.at.len() >= capacity {
+                return;
+            }
+        }
+        self.at.insert(client, now_ms);
+    }
+
+    fn within(&self, client: IpAddr, now_ms: u64) -> bool {
+        self.at
+            .get(&client)
+            .is_some_and(|at| now_ms < at.saturating_add(self.keep_ms))
+    }
+
+    fn forget(&mut self, client: IpAddr) {
+        if !self.at.is_empty() {
+            self.at.remove(&client);
+        }
+    }
 }
 
 /// The client an address belongs to: IPv4 as is, IPv6 by its /64.
@@ -94,11 +142,17 @@ impl Strikes {
     }
 
     fn with_capacity(max: u32, window_secs: u64, capacity: usize) -> Self {
+        let window_ms = window_secs.saturating_mul(1000).max(1);
         Self {
             max,
-            window_ms: window_secs.saturating_mul(1000).max(1),
+            window_ms,
             capacity,
-            state: Mutex::default(),
+            state: Mutex::new(State {
+                pairs: HashMap::new(),
+                swept_ms: 0,
+                failing: Moments::new(window_ms, window_ms),
+                passed: Moments::new(TRUSTED_FOR_MS, window_ms),
+            }),
         }
     }
 
@@ -140,24 +194,17 @@ impl Strikes {
         let key = (client(ip), source.to_owned());
         let window_ms = self.window_ms;
         let mut state = self.state();
-        let full = |state: &State| {
-            !state.pairs.contains_key(&key) && state.pairs.len() >= self.capacity
-                || !state.failing.contains_key(&key.0) && state.failing.len() >= self.capacity
-        };
-        if full(&state) {
+        state.failing.note(key.0, now_ms, self.capacity);
+        if !state.pairs.contains_key(&key) && state.pairs.len() >= self.capacity {
             if now_ms.saturating_sub(state.swept_ms) < window_ms {
                 return None;
             }
             state.swept_ms = now_ms;
             state.pairs.retain(|_, w| now_ms < w.ends(window_ms));
-            state
-                .failing
-                .retain(|_, at| now_ms < at.saturating_add(window_ms));
-            if full(&state) {
+            if state.pairs.len() >= self.capacity {
                 return None;
             }
         }
-        state.failing.insert(key.0, now_ms);
         let w = state.pairs.entry(key).or_insert(Window {
             since_ms: now_ms,
             strikes: 0,
@@ -185,18 +232,8 @@ impl Strikes {
         if !state.pairs.is_empty() {
             state.pairs.remove(&(key, source.to_owned()));
         }
-        if !state.failing.is_empty() {
-            state.failing.remove(&key);
-        }
-        if state.passed.len() >= self.capacity && !state.passed.contains_key(&key) {
-            state
-                .passed
-                .retain(|_, at| now_ms < at.saturating_add(TRUSTED_FOR_MS));
-            if state.passed.len() >= self.capacity {
-                return;
-            }
-        }
-        state.passed.insert(key, now_ms);
+        state.failing.forget(key);
+        state.passed.note(key, now_ms, self.capacity);
     }
 
     /// `ip`'s client was refused for holding its whole share of the unverified budget:
@@ -205,18 +242,7 @@ impl Strikes {
         if self.max == 0 {
             return;
         }
-        let mut state = self.state();
-        let key = client(ip);
-        if state.failing.len() >= self.capacity && !state.failing.contains_key(&key) {
-            let window_ms = self.window_ms;
-            state
-                .failing
-                .retain(|_, at| now_ms < at.saturating_add(window_ms));
-            if state.failing.len() >= self.capacity {
-                return;
-            }
-        }
-        state.failing.insert(key, now_ms);
+        self.state().failing.note(client(ip), now_ms, self.capacity);
     }
 
     /// Whether `ip`'s client is not trusted: it passed no check in the last
@@ -231,15 +257,7 @@ impl Strikes {
         }
         let key = client(ip);
         let state = self.state();
-        let failed = state
-            .failing
-            .get(&key)
-            .is_some_and(|at| now_ms < at.saturating_add(self.window_ms));
-        let trusted = state
-            .passed
-            .get(&key)
-            .is_some_and(|at| now_ms < at.saturating_add(TRUSTED_FOR_MS));
-        failed || !trusted
+        state.failing.within(key, now_ms) || !state.passed.within(key, now_ms)
     }
 
     /// Pairs tracked now.
