@@ -93,6 +93,10 @@ pub struct ConnectionLimits {
     pub max_ingest_auth_failures: u32,
     /// The window of `max_ingest_auth_failures`, from a client's first failure in it.
     pub ingest_auth_failure_window_secs: u64,
+    /// Bytes per second read from suspect clients' ingest connections (those served at
+    /// low priority: see ingest/demote.rs), all of them together; 0: unpaced. What the
+    /// kernel's network work for an unauthenticated flood can take from everyone else.
+    pub suspect_ingest_bytes_per_sec: u64,
 }
 
 impl Default for ConnectionLimits {
@@ -116,6 +120,7 @@ impl Default for ConnectionLimits {
             max_unverified_ingest_bytes: 64 << 20,
             max_ingest_auth_failures: 32,
             ingest_auth_failure_window_secs: 10,
+            suspect_ingest_bytes_per_sec: 64 << 20,
         }
     }
 }
@@ -207,6 +212,15 @@ impl ConnectionLimits {
             1,
             86_400,
         )?;
+        if self.suspect_ingest_bytes_per_sec != 0 {
+            // Slower, a suspect's largest body could not arrive within its timeout.
+            within(
+                "connections.suspect_ingest_bytes_per_sec",
+                self.suspect_ingest_bytes_per_sec,
+                1 << 20,
+                1 << 40,
+            )?;
+        }
         within(
             "connections.max_requests_in_flight",
             self.max_requests_in_flight as u64,
@@ -724,8 +738,55 @@ pub struct Conn {
     /// like one that sends nothing. `None` once they have (or for HTTP/1, which hyper's
     /// header-read timeout covers).
     opening: Option<(usize, Pin<Box<Sleep>>)>,
+    /// The runtime whose reactor and timers hold this connection, when not the
+    /// listener's: a suspect client's ([`crate::ingest::demote`]), to be served there.
+    placed: Option<tokio::runtime::Handle>,
+    /// A suspect client's reads, which share a rate with all suspects'.
+    paced: Option<Paced>,
     _permit: OwnedSemaphorePermit,
     _peer_slot: PeerSlot,
+}
+
+/// A paced connection's share of [`crate::ingest::demote::Pace`]: it reads when `wait` has
+/// passed, at most [`crate::ingest::demote::PACED_READ_BYTES`] at once, and then pays.
+struct Paced {
+    pace: Arc<crate::ingest::demote::Pace>,
+    wait: Pin<Box<Sleep>>,
+}
+
+impl Paced {
+    /// Once its turn has come, reads at most [`crate::ingest::demote::PACED_READ_BYTES`]
+    /// and pays for it; before, it is pending as if for bytes (the connection's timeouts
+    /// still apply).
+    fn read(
+        &mut self,
+        io: &mut Io,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.wait.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        let room = buf.remaining().min(crate::ingest::demote::PACED_READ_BYTES);
+        let mut part = ReadBuf::new(buf.initialize_unfilled_to(room));
+        let polled = io.poll_read(cx, &mut part);
+        let read = part.filled().len();
+        buf.advance(read);
+        if read > 0 {
+            let next = self.pace.charge(read, Instant::now());
+            self.wait.as_mut().reset(next);
+        }
+        polled
+    }
+}
+
+impl Io {
+    fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self {
+            Io::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
 }
 
 impl std::fmt::Debug for Conn {
@@ -738,6 +799,11 @@ impl Conn {
     pub fn info(&self) -> &ConnInfo {
         &self.info
     }
+
+    /// The runtime to serve this connection on, when not the listener's.
+    pub fn placed(&self) -> Option<&tokio::runtime::Handle> {
+        self.placed.as_ref()
+    }
 }
 
 impl AsyncRead for Conn {
@@ -748,9 +814,9 @@ impl AsyncRead for Conn {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let before = buf.filled().len();
-        let polled = match &mut this.io {
-            Io::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Io::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        let polled = match &mut this.paced {
+            None => this.io.poll_read(cx, buf),
+            Some(paced) => paced.read(&mut this.io, cx, buf),
         };
         match polled {
             Poll::Ready(Ok(())) if buf.filled().len() > before => {
@@ -858,6 +924,7 @@ pub fn accept(
     limits: &ConnectionLimits,
     max_connections: usize,
     mut stop: watch::Receiver<bool>,
+    demote: Option<crate::ingest::demote::Demote>,
 ) -> mpsc::Receiver<io::Result<Conn>> {
     let (tx, rx) = mpsc::channel(64);
     let permits = Arc::new(Semaphore::new(max_connections));
@@ -911,46 +978,112 @@ pub fn accept(
                 continue;
             };
             let _ = stream.set_nodelay(true);
-            let tls = tls.clone();
-            let tx = tx.clone();
-            let opened = Instant::now() + handshake;
-            tokio::spawn(async move {
-                let io = match tokio::time::timeout(handshake, open(stream, kind, tls)).await {
-                    Ok(Ok(io)) => io,
-                    Ok(Err(e)) => {
-                        tracing::debug!(%remote, error = %e, "connection refused at handshake");
-                        return;
+            let opening = Opening {
+                remote,
+                kind,
+                tls: tls.clone(),
+                handshake,
+                first_request,
+                idle,
+                permit,
+                peer_slot,
+                tx: tx.clone(),
+            };
+            // A suspect client's socket moves to the demoted runtime's reactor, so its
+            // handshake and every wake-up after it are that runtime's, not this one's.
+            match demote.as_ref().and_then(|d| d.placed(remote.ip())) {
+                None => {
+                    tokio::spawn(opening.run(stream, None));
+                }
+                Some(low) => match stream.into_std() {
+                    Ok(stream) => {
+                        low.handle.clone().spawn(async move {
+                            match TcpStream::from_std(stream) {
+                                Ok(stream) => opening.run(stream, Some(low)).await,
+                                Err(e) => {
+                                    tracing::debug!(%remote, error = %e, "cannot move a demoted connection");
+                                }
+                            }
+                        });
                     }
-                    Err(_) => {
-                        tracing::debug!(%remote, "handshake timed out");
-                        return;
+                    Err(e) => {
+                        tracing::debug!(%remote, error = %e, "cannot move a demoted connection");
                     }
-                };
-                let peer = match &io {
-                    Io::Tls(s) => peer_identity(s.get_ref().1),
-                    Io::Plain(_) => None,
-                };
-                let activity = Activity::new();
-                let conn = Conn {
-                    io,
-                    info: ConnInfo {
-                        remote,
-                        peer,
-                        activity,
-                    },
-                    idle: Box::pin(tokio::time::sleep(first_request)),
-                    first_request_timeout: first_request,
-                    opening: (kind == Kind::Grpc)
-                        .then(|| (33, Box::pin(tokio::time::sleep_until(opened)))),
-                    idle_timeout: idle,
-                    _permit: permit,
-                    _peer_slot: peer_slot,
-                };
-                let _ = tx.send(Ok(conn)).await;
-            });
+                },
+            }
         }
     });
     rx
+}
+
+/// An accepted connection on its way to being handed over: what [`accept`] knows of it.
+struct Opening {
+    remote: SocketAddr,
+    kind: Kind,
+    tls: Option<Arc<Tls>>,
+    handshake: Duration,
+    first_request: Duration,
+    idle: Duration,
+    permit: OwnedSemaphorePermit,
+    peer_slot: PeerSlot,
+    tx: mpsc::Sender<io::Result<Conn>>,
+}
+
+impl Opening {
+    /// The handshake, then the connection handed over, its timers on the runtime this runs
+    /// on (`placed`'s, when that is not the listener's).
+    async fn run(self, stream: TcpStream, placed: Option<crate::ingest::demote::Placed>) {
+        let Self {
+            remote,
+            kind,
+            tls,
+            handshake,
+            first_request,
+            idle,
+            permit,
+            peer_slot,
+            tx,
+        } = self;
+        let opened = Instant::now() + handshake;
+        let io = match tokio::time::timeout(handshake, open(stream, kind, tls)).await {
+            Ok(Ok(io)) => io,
+            Ok(Err(e)) => {
+                tracing::debug!(%remote, error = %e, "connection refused at handshake");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(%remote, "handshake timed out");
+                return;
+            }
+        };
+        let peer = match &io {
+            Io::Tls(s) => peer_identity(s.get_ref().1),
+            Io::Plain(_) => None,
+        };
+        let conn = Conn {
+            io,
+            info: ConnInfo {
+                remote,
+                peer,
+                activity: Activity::new(),
+            },
+            idle: Box::pin(tokio::time::sleep(first_request)),
+            first_request_timeout: first_request,
+            opening: (kind == Kind::Grpc).then(|| (33, Box::pin(tokio::time::sleep_until(opened)))),
+            idle_timeout: idle,
+            paced: placed
+                .as_ref()
+                .and_then(|p| p.pace.clone())
+                .map(|pace| Paced {
+                    pace,
+                    wait: Box::pin(tokio::time::sleep_until(Instant::now())),
+                }),
+            placed: placed.map(|p| p.handle),
+            _permit: permit,
+            _peer_slot: peer_slot,
+        };
+        let _ = tx.send(Ok(conn)).await;
+    }
 }
 
 /// Open connections per client address on one listener, each at most `max`.
@@ -1433,7 +1566,6 @@ pub async fn serve_http(
     router: axum::Router,
     limits: &ConnectionLimits,
     stop: watch::Receiver<bool>,
-    demote: Option<crate::ingest::demote::Demote>,
 ) -> io::Result<()> {
     use hyper_util::rt::{TokioIo, TokioTimer};
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -1455,7 +1587,7 @@ pub async fn serve_http(
         };
         while tasks.try_join_next().is_some() {}
         let info = conn.info().clone();
-        let placed = demote.as_ref().and_then(|d| d.placed(info.remote.ip()));
+        let placed = conn.placed().cloned();
         let router = router.clone();
         let service = hyper::service::service_fn(move |mut request: http::Request<_>| {
             let active = info.activity.begin();
@@ -1480,10 +1612,9 @@ pub async fn serve_http(
                 }
             }
         };
-        // A suspect client's connection is polled by the low-priority runtime; its socket
-        // stays registered with this one's reactor.
+        // A suspect client's connection is served by the runtime that holds its socket.
         match placed {
-            Some(low) => tasks.spawn_on(serve, low),
+            Some(low) => tasks.spawn_on(serve, &low),
             None => tasks.spawn(serve),
         };
     }
@@ -1518,6 +1649,66 @@ pub fn raise_open_file_limit() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_paced_connection_reads_at_its_rate_in_small_pieces() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        const BODY: usize = 1 << 20;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let sender = tokio::spawn(async move {
+            let mut tcp = TcpStream::connect(addr).await.unwrap();
+            tcp.write_all(&vec![7u8; BODY]).await.unwrap();
+            tcp
+        });
+        let (stream, remote) = listener.accept().await.unwrap();
+        let activity = Activity::new();
+        // A request in progress: the idle timer (which the paused clock reaches at once
+        // whenever the test waits) never closes it.
+        let _request = activity.begin();
+        let slots = PeerSlots::new(1);
+        let mut conn = Conn {
+            io: Io::Plain(stream),
+            info: ConnInfo {
+                remote,
+                peer: None,
+                activity,
+            },
+            idle: Box::pin(tokio::time::sleep(Duration::from_secs(3_600))),
+            idle_timeout: Duration::from_secs(3_600),
+            first_request_timeout: Duration::from_secs(3_600),
+            opening: None,
+            placed: None,
+            paced: Some(Paced {
+                // 1 MiB a second, shared with no one.
+                pace: crate::ingest::demote::Pace::new(1 << 20).unwrap(),
+                wait: Box::pin(tokio::time::sleep_until(Instant::now())),
+            }),
+            _permit: Arc::new(Semaphore::new(1)).try_acquire_owned().unwrap(),
+            _peer_slot: slots.try_take(remote.ip()).unwrap(),
+        };
+        let started = Instant::now();
+        let mut buf = vec![0u8; 4 * crate::ingest::demote::PACED_READ_BYTES];
+        let (mut read, mut largest) = (0, 0);
+        while read < BODY {
+            let n = conn.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the body ended early");
+            largest = largest.max(n);
+            read += n;
+        }
+        let took = started.elapsed();
+        assert!(
+            largest <= crate::ingest::demote::PACED_READ_BYTES,
+            "a paced read took {largest} bytes at once"
+        );
+        // Each piece is paid for after it is read: the last one is read once the others
+        // (1 MiB less one piece) fit the rate, less the 10 ms a fresh pace allows at once.
+        let least = Duration::from_millis(
+            1_000 * (BODY - crate::ingest::demote::PACED_READ_BYTES) as u64 / BODY as u64 - 10,
+        );
+        assert!(took >= least, "1 MiB read in {took:?} at 1 MiB/s");
+        drop(sender.await.unwrap());
+    }
 
     #[test]
     fn only_requests_put_off_a_connections_close() {

@@ -396,6 +396,7 @@ async fn serve_down(
         limits,
         max,
         stop.clone(),
+        None,
     );
     let grpc_server = tonic::transport::Server::builder()
         .add_routes(tonic::service::Routes::from(routes))
@@ -425,6 +426,7 @@ async fn serve_down(
         limits,
         max,
         stop.clone(),
+        None,
     );
     let ingest_conns = crate::listen::accept(
         ingest,
@@ -433,11 +435,11 @@ async fn serve_down(
         limits,
         max,
         stop.clone(),
+        None,
     );
-    let http_server =
-        crate::listen::serve_http(http_conns, unavailable(), limits, stop.clone(), None);
+    let http_server = crate::listen::serve_http(http_conns, unavailable(), limits, stop.clone());
     let ingest_server =
-        crate::listen::serve_http(ingest_conns, unavailable(), limits, stop.clone(), None);
+        crate::listen::serve_http(ingest_conns, unavailable(), limits, stop.clone());
     let all = async { tokio::join!(grpc_server, http_server, ingest_server) };
     let mut stop = stop.clone();
     tokio::pin!(all);
@@ -699,6 +701,7 @@ async fn serve_once(
         limits,
         max_connections,
         stop_rx.clone(),
+        None,
     );
     let http_conns = crate::listen::accept(
         http,
@@ -707,6 +710,7 @@ async fn serve_once(
         limits,
         max_connections,
         stop_rx.clone(),
+        None,
     );
     // Bigger HTTP/2 windows let a batch of large events go out in one burst; the stream
     // and header limits bound what one connection can make hookd hold.
@@ -742,15 +746,7 @@ async fn serve_once(
         auth.clone(),
         crate::auth::http_middleware,
     ));
-    let http_server = crate::listen::serve_http(http_conns, router, limits, stop_rx.clone(), None);
-    let ingest_conns = crate::listen::accept(
-        ingest,
-        crate::listen::Kind::Ingest,
-        tls.clone(),
-        limits,
-        max_connections,
-        stop_rx.clone(),
-    );
+    let http_server = crate::listen::serve_http(http_conns, router, limits, stop_rx.clone());
     let unverified_gauge = metrics_for_ingest.ingest_unverified_bytes.clone();
     let strikes = Arc::new(crate::ingest::strikes::Strikes::new(
         limits.max_ingest_auth_failures,
@@ -760,6 +756,16 @@ async fn serve_once(
         strikes.clone(),
         clock_for_ingest.clone(),
         metrics_for_ingest.ingest_demoted_connections.clone(),
+        limits.suspect_ingest_bytes_per_sec,
+    );
+    let ingest_conns = crate::listen::accept(
+        ingest,
+        crate::listen::Kind::Ingest,
+        tls.clone(),
+        limits,
+        max_connections,
+        stop_rx.clone(),
+        demote,
     );
     let ingest_router = crate::ingest::receive::router(Arc::new(crate::ingest::receive::Ingest {
         sources: sources.clone(),
@@ -780,7 +786,7 @@ async fn serve_once(
         )?,
     }));
     let ingest_server =
-        crate::listen::serve_http(ingest_conns, ingest_router, limits, stop_rx.clone(), demote);
+        crate::listen::serve_http(ingest_conns, ingest_router, limits, stop_rx.clone());
     tracing::info!(%grpc_addr, %http_addr, %ingest_addr, sources = sources.list().len(), tls = tls.is_some(), authentication = auth.enabled(), max_connections, data_dir = %config.data_dir.display(), "hookd serving");
     supervisor(&[
         sd_notify::NotifyState::Ready,

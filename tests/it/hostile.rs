@@ -94,17 +94,30 @@ fn cpus_in(set: &rustix::thread::CpuSet) -> Vec<usize> {
         .collect()
 }
 
-/// A runtime for load made in this test, its thread on `cpus` at `nice` (tokio's own
+/// A runtime for load made in this test, its thread on `cpus`, at idle priority for the
+/// `attacker`s (tokio's own
 /// threads, so other tests in this process are not moved).
-fn load_runtime(cpus: Option<rustix::thread::CpuSet>, nice: i32) -> tokio::runtime::Runtime {
+fn load_runtime(cpus: Option<rustix::thread::CpuSet>, attacker: bool) -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .on_thread_start(move || {
             if let Some(cpus) = &cpus {
                 let _ = rustix::thread::sched_setaffinity(None, cpus);
             }
-            if nice != 0 {
-                let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), nice);
+            // The attackers' thread runs only when the good clients' does not want the
+            // CPU, and yields it the moment they wake: a nice value would let it finish
+            // its slice first, and the good clients' latency would be this process's.
+            if attacker {
+                use thread_priority::{
+                    NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
+                    set_thread_priority_and_policy, thread_native_id,
+                };
+                set_thread_priority_and_policy(
+                    thread_native_id(),
+                    ThreadPriority::Min,
+                    ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle),
+                )
+                .unwrap();
             }
         })
         .enable_all()
@@ -456,8 +469,8 @@ async fn an_unsigned_ingest_flood_is_held_to_its_budget() {
         let _ = rustix::thread::sched_setaffinity(None, load);
     }
     // The honest clients run on a runtime of their own, on the load's CPUs at normal
-    // priority; the 1,000 senders on another there, at the lowest.
-    let clients = load_runtime(load_cpus, 0);
+    // priority; the 1,000 senders on another there, at idle priority.
+    let clients = load_runtime(load_cpus, false);
     let ingest = hookd.ingest;
     // One POST on its own connection from `from`: the status line's code.
     let post = move |from: [u8; 4], id: String, body: Bytes, signed: bool| async move {
@@ -487,52 +500,63 @@ async fn an_unsigned_ingest_flood_is_held_to_its_budget() {
         let answer = String::from_utf8_lossy(&answer);
         answer.split(' ').nth(1).and_then(|c| c.parse::<u16>().ok())
     };
-    // A provider's signed 2 KB deliveries, one after another: latencies (sorted).
-    let provider = move |n: usize, tag: &'static str| async move {
-        let mut out = Vec::with_capacity(n);
-        for i in 0..n {
-            let started = Instant::now();
-            let code = post(
-                [127, 0, 0, 1],
-                format!("msg_{tag}_{i}"),
-                Bytes::from(format!("{{\"n\":\"{}\"}}", "x".repeat(2_000))),
-                true,
-            )
-            .await;
-            assert_eq!(code, Some(202), "a signed delivery during {tag}");
-            out.push(started.elapsed());
-        }
-        out.sort();
-        out
-    };
-    // The gRPC client's latencies over n Enqueues, on the clients' runtime.
-    let grpc = {
-        let good = std::sync::Arc::new(tokio::sync::Mutex::new(
-            clients
-                .spawn(Client::connect(hookd.grpc.clone()))
-                .await
-                .unwrap()
-                .unwrap(),
-        ));
+    // The honest clients, on their own runtime: a provider's signed 2 KB delivery, then an
+    // agent's gRPC Enqueue, in turn, for `rounds` rounds or until `until` is set: their
+    // latencies, each sorted. Taking turns puts both in every phase of a flood, and over its
+    // whole length.
+    let good = clients
+        .spawn(Client::connect(hookd.grpc.clone()))
+        .await
+        .unwrap()
+        .unwrap();
+    let good = std::sync::Arc::new(tokio::sync::Mutex::new(good));
+    let honest = {
         let clients = clients.handle().clone();
-        move |n: usize| {
+        move |rounds: usize,
+              until: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+              tag: &'static str| {
             let good = good.clone();
-            let run =
-                clients.spawn(async move { enqueue_latencies(&mut *good.lock().await, n).await });
+            let run = clients.spawn(async move {
+                let mut good = good.lock().await;
+                let (mut ingest, mut grpc) = (Vec::new(), Vec::new());
+                for i in 0..rounds {
+                    if until
+                        .as_ref()
+                        .is_some_and(|u| u.load(std::sync::atomic::Ordering::Acquire))
+                    {
+                        break;
+                    }
+                    let started = Instant::now();
+                    let code = post(
+                        [127, 0, 0, 1],
+                        format!("msg_{tag}_{i}"),
+                        Bytes::from(format!("{{\"n\":\"{}\"}}", "x".repeat(2_000))),
+                        true,
+                    )
+                    .await;
+                    assert_eq!(code, Some(202), "a signed delivery during {tag}");
+                    ingest.push(started.elapsed());
+                    let started = Instant::now();
+                    good.enqueue(Event::to_queue("good", format!("{tag}{i}").into_bytes()))
+                        .await
+                        .unwrap();
+                    grpc.push(started.elapsed());
+                }
+                ingest.sort();
+                grpc.sort();
+                (ingest, grpc)
+            });
             async move { run.await.unwrap() }
         }
     };
-    let provider = {
-        let clients = clients.handle().clone();
-        move |n: usize, tag: &'static str| {
-            let run = clients.spawn(provider(n, tag));
-            async move { run.await.unwrap() }
-        }
-    };
-    grpc(100).await;
-    provider(50, "warm").await;
-    let quiet_ingest = provider(200, "quiet").await;
-    let quiet_grpc = grpc(300).await;
+    honest(100, None, "warm").await;
+    // About as many rounds as the flood lasts (2,000 to 2,500 on this box, release build).
+    const QUIET_ROUNDS: usize = 2_000;
+    let cpu_quiet_before = cpu_by_thread(pid);
+    let quiet_started = Instant::now();
+    let (quiet_ingest, quiet_grpc) = honest(QUIET_ROUNDS, None, "quiet").await;
+    let quiet_took = quiet_started.elapsed();
+    let cpu_quiet = cpu_by_thread(pid);
     let rss_before = rss_bytes(pid);
 
     let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(rss_before));
@@ -545,10 +569,10 @@ async fn an_unsigned_ingest_flood_is_held_to_its_budget() {
             }
         })
     };
-    // The senders run on a runtime of their own, at the lowest priority, so the
+    // The senders run on a runtime of their own, at idle priority, so the
     // provider's and the gRPC client's latencies are hookd's, not this process's queue of
     // 1,000 writers (an attacker's CPU is not hookd's).
-    let flood_runtime = load_runtime(load_cpus, 19);
+    let flood_runtime = load_runtime(load_cpus, true);
     // One body for all (made once: 1,000 copies were 1 GB written by this thread).
     let flood_body = Bytes::from(vec![b' '; 1 << 20]);
     let cpu_before = cpu_by_thread(pid);
@@ -580,19 +604,27 @@ async fn an_unsigned_ingest_flood_is_held_to_its_budget() {
             flood_runtime.handle(),
         );
     }
-    let during_ingest = provider(200, "the flood").await;
-    let during_grpc = grpc(300).await;
-    let mut codes = std::collections::BTreeMap::<Option<u16>, usize>::new();
-    let mut busy = 0;
-    while let Some(done) = tokio::time::timeout(Duration::from_secs(60), flood.join_next())
-        .await
-        .expect("every flood request is answered")
-    {
-        let (code, refused_busy) = done.unwrap();
-        *codes.entry(code).or_default() += 1;
-        busy += refused_busy;
-    }
-    let flood_took = flood_started.elapsed();
+    let flood_over = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let answers = {
+        let flood_over = flood_over.clone();
+        tokio::spawn(async move {
+            let mut codes = std::collections::BTreeMap::<Option<u16>, usize>::new();
+            let mut busy = 0;
+            while let Some(done) = tokio::time::timeout(Duration::from_secs(60), flood.join_next())
+                .await
+                .expect("every flood request is answered")
+            {
+                let (code, refused_busy) = done.unwrap();
+                *codes.entry(code).or_default() += 1;
+                busy += refused_busy;
+            }
+            flood_over.store(true, std::sync::atomic::Ordering::Release);
+            (codes, busy, flood_started.elapsed())
+        })
+    };
+    // Bounded: the flood ends (its answers are awaited for at most 60 s) or this does.
+    let (during_ingest, during_grpc) = honest(20_000, Some(flood_over), "the flood").await;
+    let (codes, busy, flood_took) = answers.await.unwrap();
     // The flood's clients were moved to the low-priority runtime once suspect.
     let demoted = crate::harness::metric(
         &crate::harness::http_get(hookd.http, "/metrics").await,
@@ -606,8 +638,18 @@ async fn an_unsigned_ingest_flood_is_held_to_its_budget() {
             format!("{name} {} ms", spent.as_millis())
         })
         .collect();
+    let cpu_quiet: Vec<String> = cpu_quiet
+        .into_iter()
+        .map(|(name, t)| {
+            let spent = t.saturating_sub(cpu_quiet_before.get(&name).copied().unwrap_or_default());
+            format!("{name} {} ms", spent.as_millis())
+        })
+        .collect();
     eprintln!(
-        "the flood took {flood_took:?}; {demoted} connections demoted; hookd's CPU meanwhile: {}",
+        "quiet: {} rounds in {quiet_took:?}, hookd's CPU: {}; the flood took {flood_took:?} ({} rounds); {demoted} connections demoted; hookd's CPU meanwhile: {}",
+        quiet_ingest.len(),
+        cpu_quiet.join(", "),
+        during_ingest.len(),
         cpu.join(", ")
     );
     assert!(
@@ -627,21 +669,34 @@ async fn an_unsigned_ingest_flood_is_held_to_its_budget() {
         rss_after = rss_bytes(pid);
     }
     eprintln!(
-        "flood answers {codes:?} after {busy} answers 503 (offered again); RSS before {} MiB, peak {} MiB, when the flood ended {} MiB, {:.1} s later {} MiB; signed provider p50/p99 quiet {:?}/{:?}, during {:?}/{:?}; gRPC Enqueue p50/p99 quiet {:?}/{:?}, during {:?}/{:?}",
+        "flood answers {codes:?} after {busy} answers 503 (offered again); RSS before {} MiB, peak {} MiB, when the flood ended {} MiB, {:.1} s later {} MiB",
         rss_before >> 20,
         rss_peak >> 20,
         rss_closed >> 20,
         settle.elapsed().as_secs_f64(),
         rss_after >> 20,
-        pct(&quiet_ingest, 0.5),
-        pct(&quiet_ingest, 0.99),
-        pct(&during_ingest, 0.5),
-        pct(&during_ingest, 0.99),
-        pct(&quiet_grpc, 0.5),
-        pct(&quiet_grpc, 0.99),
-        pct(&during_grpc, 0.5),
-        pct(&during_grpc, 0.99),
     );
+    for (who, quiet, during) in [
+        ("signed provider", &quiet_ingest, &during_ingest),
+        ("gRPC Enqueue", &quiet_grpc, &during_grpc),
+    ] {
+        let line = |v: &[Duration]| {
+            format!(
+                "n {} p50 {:?} p90 {:?} p99 {:?} max {:?}",
+                v.len(),
+                pct(v, 0.5),
+                pct(v, 0.9),
+                pct(v, 0.99),
+                pct(v, 1.0)
+            )
+        };
+        eprintln!(
+            "{who}: quiet {}; during the flood {}; p99 {:.2}x quiet",
+            line(quiet),
+            line(during),
+            pct(during, 0.99).as_secs_f64() / pct(quiet, 0.99).as_secs_f64()
+        );
+    }
     assert_eq!(
         codes.values().sum::<usize>(),
         1_000,

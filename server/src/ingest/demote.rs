@@ -1,32 +1,47 @@
-//! Connections of suspect clients served at low priority.
+//! Connections of suspect clients served at the lowest priority.
 //!
 //! A client that is not trusted ([`Strikes::suspect`]: it passed no signature check in
 //! the last hour, or since then failed one or was refused for holding its whole share of
-//! the unverified budget) has its new connections to the ingest listener served on a
-//! runtime of their own, whose threads run at the checkers' nice value
-//! ([`crate::ingest::checker::NICE`]): their reading, refusing and closing then take the
-//! CPU only when the runtime that serves gRPC and the trusted providers has none to
-//! spare. In a flood
-//! of 1 MiB unsigned webhooks on one core every connection had cost the shared workers
-//! 250 to 380 µs (docs/performance.md), and a provider's new connection waited behind
-//! dozens of them. The allowance of failed checks (`strikes.rs`) bounds how many bodies
-//! such a client has read; this bounds what its connections cost everyone else before
-//! and after. Trust is earned, not lost first: a flood's first wave (16 bodies per
-//! address fit its share) would otherwise be read on the main workers before any of it
-//! was found bad. A provider's first delivery after an hour is served at low priority,
-//! which costs it nothing on a machine with CPU to spare.
+//! the unverified budget) has its new connections to the ingest listener moved, when they
+//! are accepted, to a runtime of their own: the socket leaves the main reactor for this
+//! runtime's, so its handshake, reading, hashing ([`on_demoted_thread`]), refusing and
+//! closing all run on threads scheduled `SCHED_IDLE` ([`idle_priority`]). Linux runs such
+//! a thread only when no normal thread of the CPU wants to, and a normal thread that wakes
+//! preempts it at once. At nice 10 (as before) the scheduler still let a low-priority
+//! thread finish its slice before a waking worker ran, and the main reactor was woken for
+//! every readiness of every flood socket: in a flood of 1 MiB unsigned webhooks the
+//! honest provider's p99 was 2 to 5 times its quiet one (docs/performance.md). The
+//! allowance of failed checks (`strikes.rs`) bounds how many bodies such a client has
+//! read; this bounds what its connections cost everyone else before and after. Trust is
+//! earned, not lost first: a flood's first wave (16 bodies per address fit its share)
+//! would otherwise be read on the main workers before any of it was found bad. A
+//! provider's first delivery after an hour is served at idle priority, which costs it
+//! nothing on a machine with CPU to spare, and waits while the CPU is busy with trusted
+//! work (its timeouts then answer it, and providers retry).
 //!
 //! A connection is placed once, when it is accepted: one that began before its client
 //! failed stays where it is until it closes.
 
+use std::cell::Cell;
 use std::net::IpAddr;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::clock::Clock;
 use crate::ingest::strikes::Strikes;
 
 /// At most this many threads serve demoted connections.
 pub const MAX_THREADS: usize = 2;
+
+/// A paced connection reads at most this much at once: what one read makes the kernel do
+/// on this CPU (on loopback and with ACK-clocked senders, its share of the sender's TCP
+/// work too) stays a few tens of microseconds.
+pub const PACED_READ_BYTES: usize = 64 << 10;
+
+/// How much reading a quiet spell saves up: this long at the rate.
+const PACE_BURST: Duration = Duration::from_millis(10);
 
 /// Where the ingest listener sends a suspect client's connections.
 #[derive(Debug, Clone)]
@@ -35,16 +50,69 @@ pub struct Demote {
     strikes: Arc<Strikes>,
     clock: Arc<dyn Clock>,
     demoted: prometheus::IntCounter,
+    pace: Option<Arc<Pace>>,
+}
+
+/// Where a suspect client's connection is served, and the pace its reads share.
+#[derive(Debug, Clone)]
+pub struct Placed {
+    pub handle: tokio::runtime::Handle,
+    pub pace: Option<Arc<Pace>>,
+}
+
+/// The bytes per second that suspect clients' connections read, all of them together.
+///
+/// Idle priority decides who gets the CPU among threads; it does not reach the kernel's
+/// network work, which runs in softirq context and preempts every thread. Each read of a
+/// flood's body makes the kernel take in, on this CPU, what the freed window lets the
+/// sender send next: 1 MiB unsigned bodies read at loopback speed kept a core in softirq
+/// in bursts of several milliseconds (up to `net.core.netdev_budget_usecs`), and the
+/// honest clients' requests, and the log's fsync completions, waited behind them. Paced,
+/// the kernel's share of a flood is bounded by the rate, in small pieces.
+///
+/// Each connection pays after it reads and then waits until everything read by all of
+/// them fits the rate: the waits queue connections in the order they read, with no herd
+/// of wake-ups, and a quiet spell lets up to [`PACE_BURST`] of reading through at once.
+#[derive(Debug)]
+pub struct Pace {
+    per_sec: u64,
+    /// When the bytes charged so far will have fitted the rate.
+    free: Mutex<Instant>,
+}
+
+impl Pace {
+    /// `per_sec` bytes a second; `None` for 0 (unpaced).
+    pub fn new(per_sec: u64) -> Option<Arc<Self>> {
+        (per_sec > 0).then(|| {
+            Arc::new(Self {
+                per_sec,
+                free: Mutex::new(Instant::now()),
+            })
+        })
+    }
+
+    /// Charges `n` bytes read at `now`: when their connection may read again (at or before
+    /// `now`: at once).
+    pub fn charge(&self, n: usize, now: Instant) -> Instant {
+        let nanos = (n as u128 * 1_000_000_000) / u128::from(self.per_sec);
+        let cost = Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX));
+        let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+        let earliest = now.checked_sub(PACE_BURST).unwrap_or(now);
+        *free = (*free).max(earliest) + cost;
+        *free
+    }
 }
 
 impl Demote {
     /// Suspects by `strikes` on `clock`; `None` when the allowance is off
     /// (`max_ingest_auth_failures = 0`: no client is ever suspect) or the runtime cannot
     /// start (then every connection is served as before, and that is logged once).
+    /// Their reads share `bytes_per_sec` (0: unpaced).
     pub fn new(
         strikes: Arc<Strikes>,
         clock: Arc<dyn Clock>,
         demoted: prometheus::IntCounter,
+        bytes_per_sec: u64,
     ) -> Option<Self> {
         if !strikes.enabled() {
             return None;
@@ -54,15 +122,58 @@ impl Demote {
             strikes,
             clock,
             demoted,
+            pace: Pace::new(bytes_per_sec),
         })
     }
 
-    /// The runtime to serve a connection from `ip` on, if not the caller's (counted).
-    pub fn placed(&self, ip: IpAddr) -> Option<&tokio::runtime::Handle> {
+    /// Where to serve a connection from `ip`, if not with everyone else's (counted).
+    pub fn placed(&self, ip: IpAddr) -> Option<Placed> {
         self.strikes.suspect(ip, self.clock.now_ms()).then(|| {
             self.demoted.inc();
-            &self.handle
+            Placed {
+                handle: self.handle.clone(),
+                pace: self.pace.clone(),
+            }
         })
+    }
+}
+
+thread_local! {
+    static DEMOTED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the calling thread is one of the demoted runtime's: work found there (a
+/// suspect's large body to hash) is done in place, at idle priority, instead of being
+/// queued with trusted providers' work on the checker threads.
+pub fn on_demoted_thread() -> bool {
+    DEMOTED.with(Cell::get)
+}
+
+fn demoted_thread_started() {
+    DEMOTED.with(|d| d.set(true));
+    idle_priority();
+    // Where `SCHED_IDLE` is refused, nice 10 still yields to the workers.
+    crate::ingest::checker::lower_priority();
+}
+
+/// Moves the calling thread to `SCHED_IDLE` (Linux): it runs when no normal thread on its
+/// CPU is runnable, and a normal thread that wakes preempts it immediately (nice values
+/// only weigh shares, and let a running low-priority thread keep its slice). Entering it
+/// needs no privilege; if it fails the thread keeps its policy.
+pub(crate) fn idle_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        use thread_priority::{
+            NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
+            set_thread_priority_and_policy, thread_native_id,
+        };
+        if let Err(e) = set_thread_priority_and_policy(
+            thread_native_id(),
+            ThreadPriority::Min,
+            ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle),
+        ) {
+            tracing::debug!(error = ?e, "cannot schedule a demoted connection's thread SCHED_IDLE");
+        }
     }
 }
 
@@ -78,7 +189,7 @@ fn runtime() -> Option<&'static tokio::runtime::Handle> {
             tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(threads)
                 .thread_name("hookd-demoted")
-                .on_thread_start(crate::ingest::checker::lower_priority)
+                .on_thread_start(demoted_thread_started)
                 .on_thread_park(crate::memory::parked)
                 .enable_all()
                 .build()
@@ -100,29 +211,62 @@ mod tests {
         let strikes = Arc::new(Strikes::new(32, 10));
         let counter = prometheus::IntCounter::new("t", "t").unwrap();
         let clock = Arc::new(crate::clock::ManualClock::new(1_000));
-        let demote = Demote::new(strikes.clone(), clock.clone(), counter.clone()).unwrap();
+        let demote = Demote::new(strikes.clone(), clock.clone(), counter.clone(), 0).unwrap();
         let ip: IpAddr = [10, 0, 0, 1].into();
         assert!(demote.placed(ip).is_some(), "never seen");
         strikes.cleared(ip, "shop", 1_000);
         assert!(demote.placed(ip).is_none(), "trusted");
         strikes.strike(ip, "shop", 1_000);
-        let handle = demote.placed(ip).expect("suspect").clone();
+        let handle = demote.placed(ip).expect("suspect").handle;
         assert_eq!(counter.get(), 2);
-        let (name, nice) = handle
+        let (name, nice, policy, demoted) = handle
             .spawn(async {
                 let tid = rustix::thread::gettid();
                 (
                     std::thread::current().name().map(str::to_owned),
                     rustix::process::getpriority_process(Some(tid)).unwrap(),
+                    thread_priority::thread_schedule_policy().unwrap(),
+                    on_demoted_thread(),
                 )
             })
             .await
             .unwrap();
         assert_eq!(name.as_deref(), Some("hookd-demoted"));
+        assert_eq!(
+            policy,
+            thread_priority::ThreadSchedulePolicy::Normal(
+                thread_priority::NormalThreadSchedulePolicy::Idle
+            )
+        );
         assert_eq!(nice, crate::ingest::checker::NICE);
+        assert!(demoted);
+        assert!(!on_demoted_thread(), "the test's own thread is not demoted");
         assert!(
-            Demote::new(Arc::new(Strikes::new(0, 10)), clock, counter).is_none(),
+            Demote::new(Arc::new(Strikes::new(0, 10)), clock, counter, 0).is_none(),
             "off with the allowance"
         );
+    }
+
+    #[test]
+    fn paced_reads_wait_until_all_reading_fits_the_rate() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        assert!(Pace::new(0).is_none(), "0 is unpaced");
+        // 1 MB/s: 1,000 bytes a millisecond, 10 ms of it saved up by a quiet spell.
+        let pace = Pace::new(1_000_000).unwrap();
+        let later = t0 + ms(1_000);
+        assert_eq!(
+            pace.charge(4_000, later),
+            later - ms(6),
+            "within the saved-up burst"
+        );
+        assert_eq!(pace.charge(6_000, later), later, "the burst spent");
+        assert_eq!(pace.charge(2_000, later), later + ms(2), "past it: wait");
+        // A second connection reading meanwhile queues behind the first.
+        assert_eq!(pace.charge(1_000, later + ms(1)), later + ms(3));
+        // Reading at the rate never waits; a long quiet spell saves no more than the burst.
+        let much_later = later + ms(60_000);
+        assert_eq!(pace.charge(10_000, much_later), much_later);
+        assert_eq!(pace.charge(1_000, much_later), much_later + ms(1));
     }
 }

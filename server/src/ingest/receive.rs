@@ -446,8 +446,13 @@ async fn handle(
     let now_ms = ingest.clock.now_ms();
     if let Some(verifier) = &source.verifier {
         // A large body is hashed (once per secret) on a low-priority checker thread, so a
-        // flood of them cannot take the CPU from the workers that also serve gRPC.
-        let verified = if raw.len() > crate::ingest::verify::CHECKER_HASH_BYTES {
+        // flood of them cannot take the CPU from the workers that also serve gRPC. A
+        // suspect client's is hashed where it was read: its connection is on idle-priority
+        // threads already (`demote.rs`), and it stays out of the checkers' queue, which
+        // trusted providers' large bodies wait in.
+        let verified = if raw.len() > crate::ingest::verify::CHECKER_HASH_BYTES
+            && !crate::ingest::demote::on_demoted_thread()
+        {
             let (verifier, headers, body) = (verifier.clone(), headers.clone(), raw.clone());
             ingest
                 .checker
