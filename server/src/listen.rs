@@ -120,7 +120,7 @@ impl Default for ConnectionLimits {
             max_unverified_ingest_bytes: 64 << 20,
             max_ingest_auth_failures: 32,
             ingest_auth_failure_window_secs: 10,
-            suspect_ingest_bytes_per_sec: 64 << 20,
+            suspect_ingest_bytes_per_sec: 32 << 20,
         }
     }
 }

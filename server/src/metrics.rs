@@ -419,7 +419,7 @@ impl Metrics {
             ),
             ingest_demoted_connections: counter(
                 "hookd_ingest_demoted_connections_total",
-                "Ingest connections served at low priority: their client passed no signature check in the last hour, or since then failed one or was refused for holding its share of connections.max_unverified_ingest_bytes within connections.ingest_auth_failure_window_secs.",
+                "Ingest connections served at idle priority, their reads paced: their client passed no signature check in the last hour, or since then failed one or was refused for holding its share of connections.max_unverified_ingest_bytes within connections.ingest_auth_failure_window_secs.",
             ),
             gauges: Mutex::new(Gauges {
                 live_bytes: by_dest(

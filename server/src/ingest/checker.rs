@@ -9,6 +9,10 @@
 //! ([`NICE`]), takes the checks in arrival order, so the workers that serve authenticated
 //! calls run first and the checks get what CPU is left.
 //!
+//! Only clients in good standing have their bodies checked here: a suspect client's body
+//! is checked on the thread that read it, at idle priority (`demote.rs`), so a flood
+//! never stands in this queue ahead of a trusted provider's large delivery.
+//!
 //! The queue needs no bound of its own: every body waiting in it holds its bytes in the
 //! unverified budget (`connections.max_unverified_ingest_bytes`), and past that budget new
 //! bodies are refused before they are read.
