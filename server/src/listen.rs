@@ -977,7 +977,6 @@ pub fn accept(
                 drop(stream);
                 continue;
             };
-            let _ = stream.set_nodelay(true);
             let opening = Opening {
                 remote,
                 kind,
@@ -991,7 +990,9 @@ pub fn accept(
             };
             // A suspect client's socket moves to the demoted runtime's reactor, so its
             // handshake and every wake-up after it are that runtime's, not this one's.
-            match demote.as_ref().and_then(|d| d.placed(remote.ip())) {
+            let placed = demote.as_ref().and_then(|d| d.placed(remote.ip()));
+            let placed_low = placed.is_some();
+            match placed {
                 None => {
                     tokio::spawn(opening.run(stream, None));
                 }
@@ -1010,6 +1011,12 @@ pub fn accept(
                         tracing::debug!(%remote, error = %e, "cannot move a demoted connection");
                     }
                 },
+            }
+            // A burst of suspects' connections (a flood's wave: 64 at once in the flood
+            // test) is accepted one per turn of this runtime, with the gRPC calls and the
+            // trusted providers' requests on it served in between rather than after all.
+            if placed_low {
+                tokio::task::yield_now().await;
             }
         }
     });
@@ -1044,6 +1051,7 @@ impl Opening {
             peer_slot,
             tx,
         } = self;
+        let _ = stream.set_nodelay(true);
         let opened = Instant::now() + handshake;
         let io = match tokio::time::timeout(handshake, open(stream, kind, tls)).await {
             Ok(Ok(io)) => io,
