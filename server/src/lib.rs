@@ -60,6 +60,7 @@ pub mod disk;
 pub mod engine;
 pub mod error;
 pub mod events;
+pub mod fs;
 pub mod http;
 pub mod ids;
 pub mod ingest;

@@ -90,7 +90,7 @@ impl Debug for OsDir {
 impl OsDir {
     /// The directory at `path`, created if missing.
     pub fn new(path: &Path) -> io::Result<Self> {
-        crate::store::private_dir(path)?;
+        crate::fs::private_dir(path)?;
         Ok(Self {
             path: path.to_owned(),
             hook: None,

@@ -184,7 +184,7 @@ fn kind(file: Option<&str>) -> Kind {
 
 fn run_once(seed: u64) -> Result<RunStats, String> {
     // The file is created before the cuts begin: hookd creates it under a temporary name
-    // and renames it into place (`store::create_atomically`).
+    // and renames it into place (`fs::create_atomically`).
     let fs = PowerLossFs::with_file(DB);
     let storage = open(&fs)?;
     let log: Arc<Mutex<Vec<Answered>>> = Arc::default();

@@ -390,7 +390,7 @@ impl Store {
     /// As [`Store::open`], with redb's integrity check whatever the last close was
     /// (`hookd repair` trusts nothing).
     pub fn open_checked(dir: &Path) -> Result<Self, StoreError> {
-        private_dir(dir)?;
+        crate::fs::private_dir(dir)?;
         if dir.join("hookd.redb").exists() {
             std::fs::File::create(dir.join(OPEN_MARKER))?.sync_all()?;
         }
@@ -427,7 +427,7 @@ impl Store {
 
     /// Makes the directory and, if there is none, an empty store file in it; its path.
     fn prepare(dir: &Path) -> Result<std::path::PathBuf, StoreError> {
-        private_dir(dir)?;
+        crate::fs::private_dir(dir)?;
         let path = dir.join("hookd.redb");
         if !path.exists() {
             create_atomically(dir, &path)?;
@@ -1108,60 +1108,14 @@ impl Store {
     }
 }
 
-/// Creates a new, empty store file at `path` so that a crash at any moment leaves either
-/// no file or a complete one: redb writes a new file's header in several steps, and a
-/// half-created file would not open ("not a redb database"), so hookd would not start.
-/// The file is made under a temporary name, synced, and renamed into place; the rename is
-/// made durable by syncing the directory.
-/// Makes `dir` (and missing parents) readable by hookd's user alone: the directory 0700
-/// and every file in it 0600, also when an older hookd or an operator made them wider. The
-/// files hold payloads, headers and (unless sealed) signing secrets.
-pub fn private_dir(dir: &Path) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
-        let private = |path: &Path, mode: u32| -> std::io::Result<()> {
-            let now = std::fs::metadata(path)?.permissions().mode() & 0o777;
-            if now != mode {
-                std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
-            }
-            Ok(())
-        };
-        private(dir, 0o700)?;
-        for entry in std::fs::read_dir(dir)? {
-            let entry = entry?;
-            if entry.file_type()?.is_file() {
-                private(&entry.path(), 0o600)?;
-            }
-        }
-        Ok(())
-    }
-    #[cfg(not(unix))]
-    {
-        std::fs::create_dir_all(dir)
-    }
-}
-
+/// Creates the store file at `path` through [`crate::fs::create_atomically`], so a crash
+/// leaves no file or a complete one: redb writes a new file's header in several steps, and
+/// a half-created file would not open ("not a redb database").
 fn create_atomically(dir: &Path, path: &Path) -> Result<(), StoreError> {
-    let temp = dir.join("hookd.redb.creating");
-    // A leftover from a crash during an earlier creation holds nothing.
-    if temp.exists() {
-        std::fs::remove_file(&temp)?;
-    }
-    Store::init(Database::create(&temp)?)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o600))?;
-    }
-    std::fs::File::open(&temp)?.sync_all()?;
-    std::fs::rename(&temp, path)?;
-    std::fs::File::open(dir)?.sync_all()?;
-    Ok(())
+    crate::fs::create_atomically(dir, path, |temp| -> Result<(), StoreError> {
+        Store::init(Database::create(temp)?)?;
+        Ok(())
+    })
 }
 
 /// Checks the file's format version, and records it in a file that has none (a new file,
