@@ -14,11 +14,20 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use super::syncer::StageConfig;
 use crate::clock::Clock;
 use crate::metrics::Metrics;
 use crate::store::{Apply, Store, StoreError, Watermark};
 use crate::wal::Lsn;
+
+/// When the apply stage checkpoints.
+#[derive(Debug, Clone)]
+pub struct StageConfig {
+    /// A checkpoint at least this often while the log grows...
+    pub interval_ms: u64,
+    /// ...and whenever this much log was applied since the last one.
+    pub log_bytes: u64,
+    pub metrics: Arc<Metrics>,
+}
 
 /// A synced round for redb.
 #[derive(Debug)]

@@ -91,7 +91,7 @@ impl Harness {
             storage.log,
             storage.store.clone(),
             Arc::new(clock.clone()),
-            super::syncer::StageConfig {
+            super::applier::StageConfig {
                 interval_ms: config.checkpoint_interval_ms,
                 log_bytes: config.checkpoint_log_bytes,
                 metrics: config.metrics.clone(),

@@ -427,7 +427,7 @@ pub fn start(
         log,
         store.clone(),
         clock.clone(),
-        syncer::StageConfig {
+        applier::StageConfig {
             interval_ms: config.checkpoint_interval_ms,
             log_bytes: config.checkpoint_log_bytes,
             metrics: config.metrics.clone(),

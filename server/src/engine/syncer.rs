@@ -29,7 +29,7 @@ use std::time::Instant;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::applier::{self, Applier, Progress, Synced};
+use super::applier::{self, Applier, Progress, StageConfig, Synced};
 use crate::clock::Clock;
 use crate::metrics::Metrics;
 use crate::stats::CommitStats;
@@ -208,16 +208,6 @@ pub struct Syncer {
     progress: Arc<Progress>,
     /// The position after the last record handed over.
     appended: Lsn,
-}
-
-/// When the apply stage checkpoints.
-#[derive(Debug, Clone)]
-pub struct StageConfig {
-    /// A checkpoint at least this often while the log grows...
-    pub interval_ms: u64,
-    /// ...and whenever this much log was applied since the last one.
-    pub log_bytes: u64,
-    pub metrics: Arc<Metrics>,
 }
 
 impl std::fmt::Debug for Syncer {
