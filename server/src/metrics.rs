@@ -539,21 +539,10 @@ impl Metrics {
         }
     }
 
-    /// Counts an event refused before storage.
-    pub fn refused(&self, r: &crate::engine::Refusal) {
-        use crate::backpressure::{Measure, Scope};
-        use crate::engine::Refusal;
-        let reason = match r {
-            Refusal::OverMark(over) => match (over.scope, over.measure) {
-                (Scope::Destination, Measure::Messages) => "destination_messages",
-                (Scope::Destination, Measure::Bytes) => "destination_bytes",
-                (Scope::All, Measure::Messages) => "total_messages",
-                (Scope::All, Measure::Bytes) => "total_bytes",
-            },
-            Refusal::DiskFull { .. } => "disk_reserve",
-            Refusal::AtCapacity { .. } => "write_queue",
-            _ => return,
-        };
+    /// Counts an event refused before storage, by the refusal's metric reason
+    /// (`Refusal::metric_reason` in the engine: `disk_reserve`, `write_queue`,
+    /// `destination_messages`, ...).
+    pub fn refused(&self, reason: &'static str) {
         self.enqueue_refused.with_label_values(&[reason]).inc();
     }
 

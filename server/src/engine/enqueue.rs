@@ -58,7 +58,9 @@ impl Engine {
                     }));
                 }
             }
-            self.config.metrics.refused(&refusal);
+            if let Some(reason) = refusal.metric_reason() {
+                self.config.metrics.refused(reason);
+            }
             return Ok(Err(refusal));
         }
         if !m.idempotency_key.is_empty() {

@@ -105,8 +105,10 @@ impl EngineHandle {
                 queued: before,
                 limit: self.max_queued,
             };
-            for _ in &messages {
-                self.metrics.refused(&refusal);
+            if let Some(reason) = refusal.metric_reason() {
+                for _ in &messages {
+                    self.metrics.refused(reason);
+                }
             }
             return Err(refusal);
         }

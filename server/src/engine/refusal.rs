@@ -60,6 +60,24 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// The `reason` label of `hookd_enqueue_refused_total` for a refusal counted there:
+    /// the watermarks, the disk reserve and the write queue; None for the others (a bad
+    /// request is not a refusal of capacity).
+    pub fn metric_reason(&self) -> Option<&'static str> {
+        use crate::backpressure::{Measure, Scope};
+        Some(match self {
+            Self::OverMark(over) => match (over.scope, over.measure) {
+                (Scope::Destination, Measure::Messages) => "destination_messages",
+                (Scope::Destination, Measure::Bytes) => "destination_bytes",
+                (Scope::All, Measure::Messages) => "total_messages",
+                (Scope::All, Measure::Bytes) => "total_bytes",
+            },
+            Self::DiskFull { .. } => "disk_reserve",
+            Self::AtCapacity { .. } => "write_queue",
+            _ => return None,
+        })
+    }
+
     /// How long a client should wait before trying again, for refusals that clear by
     /// themselves (capacity, watermarks, disk space).
     pub fn retry_after_ms(&self) -> Option<u64> {
