@@ -16,7 +16,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use super::guard::{AddressGuard, Refused};
-use super::slots::{OutboundSlot, OutboundSlots, Preempted, Take};
+use super::slots::{OutboundSlot, OutboundSlots, SlotRefusal, Take};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
@@ -38,24 +38,9 @@ pub enum ConnectError {
     },
     #[error("connect timed out after {0} ms")]
     Timeout(u64),
-    /// hookd's own limit of outbound connections is reached (`delivery.max_connections`).
-    #[error("hookd has {0} outbound connections open (delivery.max_connections)")]
-    Saturated(usize),
-    /// This origin holds its fair share of the cap while others want connections too.
-    #[error(
-        "this origin holds {held} of hookd's {max} outbound connections, its fair share while {origins} origins want them (delivery.max_connections)"
-    )]
-    OverShare {
-        held: usize,
-        max: usize,
-        origins: usize,
-    },
-    /// hookd closed this connection for an origin under its fair share (`slots`).
-    #[error(
-        "hookd closed this connection for another origin: this one held {} of hookd's {} outbound connections, over its fair share while {} origins wanted them, and it had been quiet or waiting for an answer for {} ms (delivery.max_connections)",
-        .0.held, .0.max, .0.origins, .0.quiet_ms
-    )]
-    Preempted(Preempted),
+    /// hookd's own cap on outbound connections, not the receiver (`slots`).
+    #[error(transparent)]
+    Slots(#[from] SlotRefusal),
 }
 
 impl ConnectError {
@@ -63,7 +48,7 @@ impl ConnectError {
     /// receiver was never tried, so the attempt is not counted against it (finding F6).
     pub fn is_local(&self) -> bool {
         match self {
-            Self::Saturated(_) | Self::OverShare { .. } | Self::Preempted(_) => true,
+            Self::Slots(_) => true,
             Self::Connect { source, .. } | Self::Resolve { source, .. } => {
                 is_local_shortage(source)
             }
@@ -192,11 +177,11 @@ impl tower_service::Service<Uri> for GuardedConnector {
             let slot = loop {
                 let until = match slots.try_take(&origin) {
                     Take::Got(slot) => break slot,
-                    Take::Refused(e) => return Err(e),
+                    Take::Refused(e) => return Err(e.into()),
                     Take::Wait(until) => until.map_or(deadline, |u| u.min(deadline)),
                 };
                 if tokio::time::Instant::now() >= deadline {
-                    return Err(ConnectError::Saturated(slots.max()));
+                    return Err(SlotRefusal::Saturated(slots.max()).into());
                 }
                 tokio::select! {
                     () = slots.released() => {}
@@ -264,8 +249,11 @@ pub fn local_shortage(err: &(dyn std::error::Error + 'static)) -> bool {
                 return true;
             }
             // An I/O error carrying hookd's own (a connection closed for another origin).
-            if let Some(c) = io.get_ref().and_then(|i| i.downcast_ref::<ConnectError>()) {
-                return c.is_local();
+            if io
+                .get_ref()
+                .is_some_and(|i| i.downcast_ref::<SlotRefusal>().is_some())
+            {
+                return true;
             }
         }
         cur = e.source();

@@ -21,7 +21,6 @@ use std::time::Duration;
 use atomic_waker::AtomicWaker;
 use tokio::time::Instant;
 
-use super::connect::ConnectError;
 
 /// How long an origin that asked for a connection counts as wanting one.
 const WANTING: Duration = Duration::from_secs(10);
@@ -92,7 +91,31 @@ pub enum Take {
     /// of an origin over its share may be taken) or when a place is given back.
     Wait(Option<Instant>),
     /// Not for this origin now: it holds its share, or the whole cap alone.
-    Refused(ConnectError),
+    Refused(SlotRefusal),
+}
+
+/// Why hookd's own cap on outbound connections refused or ended a connection: hookd ran
+/// short, not the receiver, so the attempt is not counted against it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SlotRefusal {
+    /// hookd's own limit of outbound connections is reached (`delivery.max_connections`).
+    #[error("hookd has {0} outbound connections open (delivery.max_connections)")]
+    Saturated(usize),
+    /// This origin holds its fair share of the cap while others want connections too.
+    #[error(
+        "this origin holds {held} of hookd's {max} outbound connections, its fair share while {origins} origins want them (delivery.max_connections)"
+    )]
+    OverShare {
+        held: usize,
+        max: usize,
+        origins: usize,
+    },
+    /// hookd closed this connection for an origin under its fair share.
+    #[error(
+        "hookd closed this connection for another origin: this one held {} of hookd's {} outbound connections, over its fair share while {} origins wanted them, and it had been quiet or waiting for an answer for {} ms (delivery.max_connections)",
+        .0.held, .0.max, .0.origins, .0.quiet_ms
+    )]
+    Preempted(Preempted),
 }
 
 impl Drop for OutboundSlot {
@@ -151,7 +174,7 @@ impl Conn {
             None => Ok(()),
             Some(p) => Err(std::io::Error::new(
                 std::io::ErrorKind::ConnectionAborted,
-                ConnectError::Preempted(*p),
+                SlotRefusal::Preempted(*p),
             )),
         }
     }
@@ -220,9 +243,9 @@ impl OutboundSlots {
         let held = s.held.get(origin).map_or(0, HashMap::len);
         if held >= share {
             return Take::Refused(if origins == 1 {
-                ConnectError::Saturated(self.max)
+                SlotRefusal::Saturated(self.max)
             } else {
-                ConnectError::OverShare {
+                SlotRefusal::OverShare {
                     held,
                     max: self.max,
                     origins,
@@ -355,7 +378,7 @@ mod tests {
         let mut held: Vec<_> = (0..4).map(|_| got(slots.try_take(a))).collect();
         assert!(matches!(
             slots.try_take(a),
-            Take::Refused(ConnectError::Saturated(4))
+            Take::Refused(SlotRefusal::Saturated(4))
         ));
         // b asks while a's four wait for answers: nothing may be taken before they stall.
         let Take::Wait(Some(at)) = slots.try_take(b) else {
@@ -371,7 +394,7 @@ mod tests {
         assert!(
             matches!(
                 over,
-                ConnectError::OverShare {
+                SlotRefusal::OverShare {
                     held: 3,
                     max: 4,
                     origins: 2
@@ -380,7 +403,7 @@ mod tests {
             "{over}"
         );
         assert!(
-            over.is_local(),
+            super::super::connect::ConnectError::from(over).is_local(),
             "postponed, not counted against the receiver"
         );
         // ...so b gets it.
