@@ -511,21 +511,6 @@ fn serve(args: ServeArgs) -> ExitCode {
 
 /// The configuration `serve` runs with: the file (or the defaults), then the flags and
 /// their HOOKD_* variables, validated.
-/// Writes the command line's output to stdout. A reader that went away (`| head`, `| true`)
-/// ends the command quietly, with exit code 0, as it would a shell tool; any other write
-/// error ends it with exit code 1 and says so on stderr.
-pub fn write_stdout(args: std::fmt::Arguments<'_>) {
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    if let Err(e) = stdout.write_fmt(args) {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
-        }
-        eprintln!("hookd: cannot write to standard output: {e}");
-        std::process::exit(1);
-    }
-}
-
 fn load_config(args: &ServeArgs) -> Result<Config, crate::config::ConfigError> {
     let mut config = match &args.config {
         Some(path) => Config::from_file(path)?,
@@ -577,9 +562,9 @@ fn token(cmd: TokenCmd) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Builds a tokio runtime from `builder` (the server's multi-threaded one, the client's
-/// single-threaded one), or says why not and gives the exit code.
-pub(crate) fn runtime(
+/// Builds the server's tokio runtime from `builder`, with the allocator trim on park, or
+/// says why not and gives the exit code.
+fn runtime(
     mut builder: tokio::runtime::Builder,
 ) -> Result<tokio::runtime::Runtime, ExitCode> {
     builder

@@ -327,9 +327,36 @@ impl Failure {
 
 type Api = hookd_client::Api;
 
+/// The client's runtime: one thread, as a command makes one call at a time.
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("hookd: cannot start the runtime: {e}");
+            ExitCode::FAILURE
+        })
+}
+
+/// Writes the command line's output to stdout. A reader that went away (`| head`, `| true`)
+/// ends the command quietly, with exit code 0, as it would a shell tool; any other write
+/// error ends it with exit code 1 and says so on stderr.
+pub fn write_stdout(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_fmt(args) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("hookd: cannot write to standard output: {e}");
+        std::process::exit(1);
+    }
+}
+
+
 /// Runs a client subcommand; prints its answer (stdout) or its failure (stderr).
 pub fn run(conn: Connection, cmd: Ctl) -> ExitCode {
-    let runtime = match crate::cli::runtime(tokio::runtime::Builder::new_current_thread()) {
+    let runtime = match runtime() {
         Ok(r) => r,
         Err(code) => return code,
     };
@@ -392,7 +419,7 @@ async fn channel(
 
 /// `hookd health`: asks the gRPC health service on a channel of its own.
 pub fn run_health(conn: Connection, service: String, timeout_ms: u64) -> ExitCode {
-    let runtime = match crate::cli::runtime(tokio::runtime::Builder::new_current_thread()) {
+    let runtime = match runtime() {
         Ok(r) => r,
         Err(code) => return code,
     };

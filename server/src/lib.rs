@@ -26,20 +26,20 @@
 #![forbid(unsafe_code)]
 
 /// `println!` for the command line's output: a closed stdout (`hookd stats | head -2`) ends
-/// the command quietly instead of panicking with "Broken pipe" (see [`cli::write_stdout`]).
+/// the command quietly instead of panicking with "Broken pipe" (see [`ctl::write_stdout`]).
 macro_rules! outln {
     () => {
-        $crate::cli::write_stdout(format_args!("\n"))
+        $crate::ctl::write_stdout(format_args!("\n"))
     };
     ($($t:tt)*) => {
-        $crate::cli::write_stdout(format_args!("{}\n", format_args!($($t)*)))
+        $crate::ctl::write_stdout(format_args!("{}\n", format_args!($($t)*)))
     };
 }
 
 /// `print!` with [`outln!`]'s handling of a closed stdout.
 macro_rules! out {
     ($($t:tt)*) => {
-        $crate::cli::write_stdout(format_args!($($t)*))
+        $crate::ctl::write_stdout(format_args!($($t)*))
     };
 }
 
