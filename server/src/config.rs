@@ -193,19 +193,35 @@ pub struct DeliveryConfig {
 
 impl Default for DeliveryConfig {
     fn default() -> Self {
+        let push = crate::engine::PushDefaults::default();
         Self {
-            connect_timeout_ms: 5_000,
-            timeout_ms: 15_000,
-            max_in_flight: 64,
-            max_retry_after_secs: 3_600,
+            connect_timeout_ms: push.connect_timeout_ms,
+            timeout_ms: push.timeout_ms,
+            max_in_flight: push.max_in_flight,
+            max_retry_after_secs: push.max_retry_after_secs,
             max_response_body_bytes: 64 << 10,
-            slow_threshold_ms: 2_000,
-            slow_breaker_threshold_ms: 5_000,
+            slow_threshold_ms: push.slow_threshold_ms,
+            slow_breaker_threshold_ms: push.slow_breaker_threshold_ms,
             allow_destinations: Vec::new(),
             shutdown_grace_ms: 10_000,
             ca_file: None,
             max_connections: 0,
-            breaker: BreakerConfig::default(),
+            breaker: push.breaker,
+        }
+    }
+}
+
+impl DeliveryConfig {
+    /// The push settings the engine applies where an endpoint sets none.
+    pub fn push_defaults(&self) -> crate::engine::PushDefaults {
+        crate::engine::PushDefaults {
+            connect_timeout_ms: self.connect_timeout_ms,
+            timeout_ms: self.timeout_ms,
+            max_in_flight: self.max_in_flight,
+            max_retry_after_secs: self.max_retry_after_secs,
+            slow_threshold_ms: self.slow_threshold_ms,
+            slow_breaker_threshold_ms: self.slow_breaker_threshold_ms,
+            breaker: self.breaker,
         }
     }
 }

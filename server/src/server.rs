@@ -529,7 +529,7 @@ async fn serve_once(
     let events = crate::events::Events::default();
     let engine_config = EngineConfig {
         retry: config.retry,
-        delivery: config.delivery.clone(),
+        push: config.delivery.push_defaults(),
         max_queued_write_bytes: config.max_queued_write_bytes,
         idempotency_retention_ms: config.idempotency_retention_secs.saturating_mul(1000),
         completed_retention_ms: config.completed_retention_secs.saturating_mul(1000),

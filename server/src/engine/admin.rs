@@ -305,7 +305,7 @@ impl Engine {
             s.push = Some(push.stats(
                 now,
                 dest.counts.in_flight,
-                self.config.delivery.slow_threshold_ms,
+                self.config.push.slow_threshold_ms,
             ));
         }
         s

@@ -37,7 +37,7 @@ pub struct Harness {
 /// The harness's settings: 3 attempts, backoff from 100 ms to 1 s, a breaker that opens
 /// after 3 failures for 10 s, completed messages and idempotency keys kept 24 h.
 pub fn config() -> EngineConfig {
-    let delivery = crate::config::DeliveryConfig {
+    let push = super::PushDefaults {
         breaker: BreakerConfig {
             failure_threshold: 3,
             slow_failure_threshold: 2,
@@ -52,7 +52,7 @@ pub fn config() -> EngineConfig {
             base_ms: 100,
             cap_ms: 1_000,
         },
-        delivery,
+        push,
         max_queued_write_bytes: 64 << 20,
         idempotency_retention_ms: 24 * 3_600_000,
         completed_retention_ms: 24 * 3_600_000,

@@ -605,7 +605,7 @@ fn the_log_grows_with_writes_and_a_checkpoint_is_due_by_time() {
 fn config_used_by_the_harness_is_what_the_tests_assume() {
     let c = config();
     assert_eq!((c.retry.max_attempts, c.retry.base_ms), (3, 100));
-    assert_eq!(c.delivery.breaker.failure_threshold, 3);
+    assert_eq!(c.push.breaker.failure_threshold, 3);
 }
 
 mod counts {

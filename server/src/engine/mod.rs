@@ -171,11 +171,46 @@ pub struct ReplayOutcome {
     pub last_due_ms: u64,
 }
 
+/// The push settings the engine applies to endpoints that set none of their own, and to
+/// ad-hoc URLs (the `[delivery]` section of the configuration, `config::DeliveryConfig`,
+/// hands them over).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PushDefaults {
+    pub connect_timeout_ms: u64,
+    /// The whole attempt, response body included.
+    pub timeout_ms: u64,
+    /// Attempts in flight at once per destination.
+    pub max_in_flight: u32,
+    /// A `Retry-After` pauses the endpoint at most this long.
+    pub max_retry_after_secs: u64,
+    /// p95 attempt latency (last hour) above which an endpoint is reported slow.
+    pub slow_threshold_ms: u64,
+    /// p95 attempt latency above which the breaker opens after
+    /// `breaker.slow_failure_threshold` failures instead of `breaker.failure_threshold`.
+    pub slow_breaker_threshold_ms: u64,
+    pub breaker: crate::breaker::BreakerConfig,
+}
+
+impl Default for PushDefaults {
+    fn default() -> Self {
+        Self {
+            connect_timeout_ms: 5_000,
+            timeout_ms: 15_000,
+            max_in_flight: 64,
+            max_retry_after_secs: 3_600,
+            slow_threshold_ms: 2_000,
+            slow_breaker_threshold_ms: 5_000,
+            breaker: crate::breaker::BreakerConfig::default(),
+        }
+    }
+}
+
 /// Settings the engine needs.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     pub retry: RetryPolicy,
-    pub delivery: crate::config::DeliveryConfig,
+    /// What a push attempt gets when its endpoint sets nothing itself.
+    pub push: PushDefaults,
     pub max_queued_write_bytes: u64,
     pub idempotency_retention_ms: u64,
     /// How long a completed message's attempts stay readable (0: not kept).

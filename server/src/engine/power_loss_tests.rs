@@ -86,7 +86,7 @@ fn config(seed: u64) -> EngineConfig {
             base_ms: 1,
             cap_ms: 4,
         },
-        delivery: crate::config::DeliveryConfig::default(),
+        push: crate::engine::PushDefaults::default(),
         max_queued_write_bytes: 64 << 20,
         idempotency_retention_ms: 24 * 3_600_000,
         completed_retention_ms: 24 * 3_600_000,

@@ -91,7 +91,7 @@ impl Engine {
     }
 
     fn gate_policy(&self) -> gate::Policy {
-        let c = &self.config.delivery;
+        let c = &self.config.push;
         gate::Policy {
             breaker: c.breaker,
             slow_ms: c.slow_breaker_threshold_ms,
@@ -100,7 +100,7 @@ impl Engine {
     }
 
     fn settings_of(&self, key: &str) -> Option<Settings> {
-        let c = &self.config.delivery;
+        let c = &self.config.push;
         let or = |v: u64, default: u64| if v > 0 { v } else { default };
         if let Some(name) = Destination::endpoint_of_key(key) {
             // An endpoint deleted while messages still named it cannot be delivered to;
