@@ -817,7 +817,7 @@ async fn security(args: &Args, dir: &std::path::Path, leg: Duration) -> anyhow::
     let token = |config: &mut hookd::Config| {
         config.auth.tokens = vec![hookd::auth::TokenConfig {
             name: "bench".into(),
-            sha256: Some(hookd::auth::hex(&hookd::auth::token_hash(TOKEN))),
+            sha256: Some(hookd::names::hex(&hookd::auth::token_hash(TOKEN))),
             file: None,
             env: None,
             scopes: vec![hookd::auth::Scope::Enqueue],

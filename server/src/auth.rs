@@ -265,7 +265,7 @@ impl Authenticator {
                 return Err((format!("{key}.name"), "must not be empty".into()));
             }
             let hash = match (&t.sha256, &t.file, &t.env) {
-                (Some(hex), None, None) => parse_sha256(hex)
+                (Some(hex), None, None) => crate::names::parse_sha256(hex)
                     .ok_or_else(|| (format!("{key}.sha256"), "is not 64 hex digits".into()))?,
                 (None, Some(path), None) => {
                     let text = std::fs::read_to_string(path).map_err(|e| {
@@ -442,26 +442,6 @@ pub fn strip_bearer(value: &[u8]) -> Option<&[u8]> {
 /// The SHA-256 a config holds for a token.
 pub fn token_hash(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
-}
-
-pub fn parse_sha256(hex: &str) -> Option<[u8; 32]> {
-    let hex = hex.trim();
-    if hex.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(out)
 }
 
 /// A new random token (32 bytes, URL-safe base64 with a `hookd_` prefix).
@@ -726,7 +706,7 @@ mod tests {
              [[auth.tokens]]\nname = \"agent\"\nsha256 = \"{}\"\nscopes = [\"enqueue\"]\nrate_limit_per_s = 2\n\
              [[auth.tokens]]\nname = \"ops\"\nenv = \"OPS_TOKEN\"\nscopes = [\"admin\"]\n\
              [[auth.clients]]\nname = \"worker.internal\"\nscopes = [\"consume\"]\n",
-            hex(&token_hash(AGENT))
+            crate::names::hex(&token_hash(AGENT))
         ));
         Authenticator::new(&c, clock, &|v| (v == "OPS_TOKEN").then(|| OPS.to_string())).unwrap()
     }

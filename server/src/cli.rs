@@ -554,7 +554,7 @@ fn token(cmd: TokenCmd) -> ExitCode {
             token
         }
     };
-    let hash = crate::auth::hex(&crate::auth::token_hash(&token));
+    let hash = crate::names::hex(&crate::auth::token_hash(&token));
     if matches!(cmd, TokenCmd::New) {
         outln!("token:  {token}");
     }
@@ -564,9 +564,7 @@ fn token(cmd: TokenCmd) -> ExitCode {
 
 /// Builds the server's tokio runtime from `builder`, with the allocator trim on park, or
 /// says why not and gives the exit code.
-fn runtime(
-    mut builder: tokio::runtime::Builder,
-) -> Result<tokio::runtime::Runtime, ExitCode> {
+fn runtime(mut builder: tokio::runtime::Builder) -> Result<tokio::runtime::Runtime, ExitCode> {
     builder
         .enable_all()
         .on_thread_park(crate::memory::parked)

@@ -430,16 +430,17 @@ impl DeliveryConfig {
                 invalid(key, format!("{v} is not within 1..={max}"))
             }
         };
+        use crate::names::{MAX_CONNECT_TIMEOUT_MS, MAX_IN_FLIGHT, MAX_TIMEOUT_MS};
         ms(
             "delivery.connect_timeout_ms",
             self.connect_timeout_ms,
-            600_000,
+            MAX_CONNECT_TIMEOUT_MS,
         )?;
-        ms("delivery.timeout_ms", self.timeout_ms, 3_600_000)?;
+        ms("delivery.timeout_ms", self.timeout_ms, MAX_TIMEOUT_MS)?;
         ms(
             "delivery.max_in_flight",
             u64::from(self.max_in_flight),
-            100_000,
+            u64::from(MAX_IN_FLIGHT),
         )?;
         ms(
             "delivery.max_retry_after_secs",

@@ -353,7 +353,6 @@ pub fn write_stdout(args: std::fmt::Arguments<'_>) {
     }
 }
 
-
 /// Runs a client subcommand; prints its answer (stdout) or its failure (stderr).
 pub fn run(conn: Connection, cmd: Ctl) -> ExitCode {
     let runtime = match runtime() {

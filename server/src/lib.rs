@@ -68,6 +68,7 @@ pub mod limiter;
 pub mod listen;
 pub mod memory;
 pub mod metrics;
+pub mod names;
 pub mod ratelog;
 pub mod retry;
 pub mod secrets;

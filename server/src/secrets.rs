@@ -202,7 +202,7 @@ pub fn summary(clear: &str) -> (String, String) {
     let digest = Sha256::digest(clear.as_bytes());
     (
         prefix.to_owned(),
-        format!("sha256:{}", crate::auth::hex(&digest[..8])),
+        format!("sha256:{}", crate::names::hex(&digest[..8])),
     )
 }
 

@@ -7,8 +7,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use hookd::Config;
-use hookd::auth::{hex, token_hash};
+use hookd::auth::token_hash;
 use hookd::clock::{Clock, ManualClock, SystemClock};
+use hookd::names::hex;
 use hookd_client::{Client, Event, Options};
 use tokio::io::AsyncReadExt;
 

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hookd::Config;
-use hookd::auth::{hex, token_hash};
+use hookd::auth::token_hash;
 use hookd::clock::{Clock, ManualClock, SystemClock};
+use hookd::names::hex;
 use hookd_client::{Client, Event, Options, pb};
 use http_body_util::{BodyExt, Full};
 

@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hookd::Config;
-use hookd::auth::{Scope, hex, token_hash};
+use hookd::auth::{Scope, token_hash};
 use hookd::clock::{Clock, ManualClock, SystemClock};
+use hookd::names::hex;
 use hookd_client::{Client, Event, Options, pb};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::Code;

@@ -6,8 +6,9 @@
 use std::time::Duration;
 
 use hookd::Config;
-use hookd::auth::{hex, token_hash};
+use hookd::auth::token_hash;
 use hookd::clock::{Clock, ManualClock, SystemClock};
+use hookd::names::hex;
 use hookd_client::{Client, Event, Options};
 use tonic::Code;
 

@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let _ = parse_retry_after(text);
     let _ = hookd::auth::strip_bearer(data);
-    let _ = hookd::auth::parse_sha256(text);
+    let _ = hookd::names::parse_sha256(text);
     let _ = hookd::secrets::open(None, "endpoint", text);
     if let Ok(secret) = Secret::parse(text) {
         let _ = signature_header(&[secret], "msg_1", 1_700_000_000, data);

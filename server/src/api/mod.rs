@@ -517,7 +517,7 @@ impl Hookd for HookdService {
             .await?;
         Ok(Response::new(pb::ListDeadLettersResponse {
             dead_letters: page.into_iter().map(convert::dead_letter).collect(),
-            next_page_token: next.map(|k| validate::hex(&k)).unwrap_or_default(),
+            next_page_token: next.map(|k| crate::names::hex(&k)).unwrap_or_default(),
         }))
     }
 

@@ -21,11 +21,9 @@ pub struct Limits {
     pub replay_rate_per_s: f64,
 }
 
-/// Longest endpoint or queue name.
-pub const MAX_NAME_LEN: usize = 128;
+pub use crate::names::{MAX_EVENT_TYPE_LEN, MAX_NAME_LEN};
 /// Longest ad-hoc URL.
 pub const MAX_URL_LEN: usize = 2_048;
-pub const MAX_EVENT_TYPE_LEN: usize = 256;
 pub const MAX_HEADERS: usize = 64;
 pub const MAX_HEADER_BYTES: usize = 8 * 1024;
 pub const MAX_DELAY_MS: u64 = 365 * 24 * 3600 * 1000;
@@ -296,9 +294,18 @@ pub fn endpoint(e: Option<pb::Endpoint>) -> Result<EndpointRecord, ApiError> {
             Ok(())
         }
     };
-    within("connect_timeout_ms", e.connect_timeout_ms, 600_000)?;
-    within("timeout_ms", e.timeout_ms, 3_600_000)?;
-    within("max_in_flight", u64::from(e.max_in_flight), 100_000)?;
+    use crate::names::{MAX_CONNECT_TIMEOUT_MS, MAX_IN_FLIGHT, MAX_TIMEOUT_MS};
+    within(
+        "connect_timeout_ms",
+        e.connect_timeout_ms,
+        MAX_CONNECT_TIMEOUT_MS,
+    )?;
+    within("timeout_ms", e.timeout_ms, MAX_TIMEOUT_MS)?;
+    within(
+        "max_in_flight",
+        u64::from(e.max_in_flight),
+        u64::from(MAX_IN_FLIGHT),
+    )?;
     within("rate_limit_burst", u64::from(e.rate_limit_burst), 1_000_000)?;
     let rate = e.rate_limit_per_s;
     if !rate.is_finite() || !(rate == 0.0 || (MIN_RATE_PER_S..=1_000_000.0).contains(&rate)) {
@@ -311,26 +318,7 @@ pub fn endpoint(e: Option<pb::Endpoint>) -> Result<EndpointRecord, ApiError> {
 
 /// Names of endpoints and queues: 1 to 128 of `A-Z a-z 0-9 . _ -`.
 pub fn validate_name(name: &str, field: &str) -> Result<(), ApiError> {
-    if name.is_empty() {
-        return Err(ApiError::InvalidArgument(format!(
-            "{field}: must not be empty"
-        )));
-    }
-    if name.len() > MAX_NAME_LEN {
-        return Err(ApiError::InvalidArgument(format!(
-            "{field}: {} bytes is longer than the limit of {MAX_NAME_LEN}",
-            name.len()
-        )));
-    }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
-    {
-        return Err(ApiError::InvalidArgument(format!(
-            "{field}: character {c:?} is not allowed (use A-Z, a-z, 0-9, '.', '_', '-')"
-        )));
-    }
-    Ok(())
+    crate::names::check_name(name, field).map_err(ApiError::InvalidArgument)
 }
 
 /// An absolute http or https URL with a host, without credentials; returns it normalised
@@ -671,23 +659,9 @@ pub fn destination_filter(d: Option<pb::Destination>) -> Result<Option<Destinati
     }
 }
 
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 pub fn unhex(s: &str, field: &str) -> Result<Vec<u8>, ApiError> {
-    let bad = || invalid(format!("{field}: not a page token returned by this server"));
-    if !s.len().is_multiple_of(2) {
-        return Err(bad());
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| {
-            s.get(i..i + 2)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(bad)
-        })
-        .collect()
+    crate::names::unhex(s)
+        .ok_or_else(|| invalid(format!("{field}: not a page token returned by this server")))
 }
 
 #[cfg(test)]
@@ -760,7 +734,7 @@ mod tests {
     #[test]
     fn page_tokens_round_trip() {
         let key = b"queue:a\x00\x01\xff";
-        assert_eq!(unhex(&hex(key), "page_token").unwrap(), key);
+        assert_eq!(unhex(&crate::names::hex(key), "page_token").unwrap(), key);
         assert!(unhex("zz", "page_token").is_err());
         assert!(unhex("abc", "page_token").is_err());
     }

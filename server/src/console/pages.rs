@@ -1364,7 +1364,7 @@ pub async fn dead_letters(
                     }
                 }
                 @if let Some(next) = next {
-                    p { a.button href=(format!("{list_url}{}{}", if list_url.contains('?') { "&" } else { "?" }, query(&[("after", &crate::api::validate::hex(&next))]))) { "Next page" } }
+                    p { a.button href=(format!("{list_url}{}{}", if list_url.contains('?') { "&" } else { "?" }, query(&[("after", &crate::names::hex(&next))]))) { "Next page" } }
                 }
             }
         },

@@ -21,7 +21,6 @@ use std::time::Duration;
 use atomic_waker::AtomicWaker;
 use tokio::time::Instant;
 
-
 /// How long an origin that asked for a connection counts as wanting one.
 const WANTING: Duration = Duration::from_secs(10);
 /// How long a connection of an origin over its share may wait for an answer before an origin

@@ -530,11 +530,11 @@ async fn handle(
         None => String::new(),
         Some(l) => locate(l, headers, json.as_ref(), &raw).unwrap_or_default(),
     };
-    if event_type.len() > crate::api::validate::MAX_EVENT_TYPE_LEN {
+    if event_type.len() > crate::names::MAX_EVENT_TYPE_LEN {
         return Err(invalid(format!(
             "event type: {} bytes is over the limit of {}",
             event_type.len(),
-            crate::api::validate::MAX_EVENT_TYPE_LEN
+            crate::names::MAX_EVENT_TYPE_LEN
         )));
     }
     let mut stored_headers = BTreeMap::new();

@@ -333,7 +333,7 @@ impl Source {
         from_config: bool,
         limits: Limits,
     ) -> Result<Self, String> {
-        crate::api::validate::validate_name(&spec.name, "name").map_err(|e| e.to_string())?;
+        crate::names::check_name(&spec.name, "name")?;
         if secrets.len() > MAX_CREDENTIALS
             || spec.bearer_sha256.len() > MAX_CREDENTIALS
             || spec.basic.len() > MAX_CREDENTIALS
@@ -455,11 +455,11 @@ impl Source {
         let dedup = locator(&spec.dedup_id, spec.scheme.default_dedup(), "dedup_id")?;
         let destination = match (&spec.queue, &spec.endpoint) {
             (Some(q), None) => {
-                crate::api::validate::validate_name(q, "queue").map_err(|e| e.to_string())?;
+                crate::names::check_name(q, "queue")?;
                 Destination::Queue(q.clone())
             }
             (None, Some(e)) => {
-                crate::api::validate::validate_name(e, "endpoint").map_err(|e| e.to_string())?;
+                crate::names::check_name(e, "endpoint")?;
                 Destination::Endpoint(e.clone())
             }
             _ => return Err("queue: exactly one of queue or endpoint is the route".into()),
@@ -539,13 +539,8 @@ impl Source {
 
 fn source_auth(spec: &SourceSpec) -> Result<SourceAuth, String> {
     let digest = |hex: &str, key: &str| -> Result<[u8; 32], String> {
-        let bytes = crate::api::validate::unhex(hex.trim(), key)
-            .ok()
-            .filter(|b| b.len() == 32)
-            .ok_or_else(|| format!("{key}: not 64 hex digits (the SHA-256 of the secret)"))?;
-        let mut out = [0u8; 32];
-        out.copy_from_slice(&bytes);
-        Ok(out)
+        crate::names::parse_sha256(hex)
+            .ok_or_else(|| format!("{key}: not 64 hex digits (the SHA-256 of the secret)"))
     };
     let mut auth = SourceAuth::default();
     for (i, h) in spec.bearer_sha256.iter().enumerate() {

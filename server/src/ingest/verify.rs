@@ -356,7 +356,7 @@ mod tests {
         for p in parts {
             mac.update(p);
         }
-        crate::auth::hex(&mac.finalize().into_bytes())
+        crate::names::hex(&mac.finalize().into_bytes())
     }
 
     const NOW: u64 = 1_614_265_330;
