@@ -25,6 +25,7 @@ use subtle::ConstantTimeEq;
 
 use crate::clock::Clock;
 use crate::limiter::TokenBucket;
+use crate::listen::PeerIdentity;
 
 /// What a caller may do. `admin` includes the other three.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
@@ -200,12 +201,6 @@ impl Denied {
             }
         }
     }
-}
-
-/// The identity a verified client certificate presented (its DNS names).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PeerIdentity {
-    pub dns_names: Vec<String>,
 }
 
 /// Decides every request. Cheap to share (`Arc`).

@@ -17,10 +17,10 @@
 
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
@@ -29,8 +29,6 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::time::{Instant, Sleep};
-
-use crate::auth::PeerIdentity;
 
 /// `[connections]`: limits against hostile or broken clients, per listener.
 #[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
@@ -650,6 +648,78 @@ pub enum Kind {
     Ingest,
 }
 
+/// The identity a verified client certificate presented (its DNS names).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeerIdentity {
+    pub dns_names: Vec<String>,
+}
+
+/// Decides, when a connection is accepted, whether it is served somewhere other than the
+/// listener's own runtime: the ingest listener's suspect clients (`ingest::demote`).
+pub trait Placement: Send + Sync + std::fmt::Debug {
+    /// Where to serve a connection from `ip`; None: with everyone else's.
+    fn placed(&self, ip: IpAddr) -> Option<Placed>;
+}
+
+/// A paced connection reads at most this much at once: what one read makes the kernel do
+/// on this CPU (on loopback and with ACK-clocked senders, its share of the sender's TCP
+/// work too) stays a few tens of microseconds.
+pub const PACED_READ_BYTES: usize = 64 << 10;
+
+/// How much reading a quiet spell saves up: this long at the rate.
+const PACE_BURST: Duration = Duration::from_millis(10);
+
+/// Where a suspect client's connection is served, and the pace its reads share.
+#[derive(Debug, Clone)]
+pub struct Placed {
+    pub handle: tokio::runtime::Handle,
+    pub pace: Option<Arc<Pace>>,
+}
+
+/// The bytes per second that suspect clients' connections read, all of them together.
+///
+/// Idle priority decides who gets the CPU among threads; it does not reach the kernel's
+/// network work, which runs in softirq context ahead of every thread. Each read of a
+/// flood's body makes the kernel take in, on this CPU, what the freed window lets the
+/// sender send next. Unpaced, 1 MiB unsigned bodies read at loopback speed had, in one
+/// run of four, every honest request take 6 to 9 ms for a third of a second, while
+/// `perf sched` showed the block layer's worker (which completes the log's fsync) waiting
+/// 5.5 ms for the CPU and `ksoftirqd` 17.7 ms. Paced, the kernel's share of a flood is
+/// bounded by the rate, in small pieces.
+///
+/// Each connection pays after it reads and then waits until everything read by all of
+/// them fits the rate: the waits queue connections in the order they read, with no herd
+/// of wake-ups, and a quiet spell lets up to [`PACE_BURST`] of reading through at once.
+#[derive(Debug)]
+pub struct Pace {
+    per_sec: u64,
+    /// When the bytes charged so far will have fitted the rate.
+    free: Mutex<Instant>,
+}
+
+impl Pace {
+    /// `per_sec` bytes a second; `None` for 0 (unpaced).
+    pub fn new(per_sec: u64) -> Option<Arc<Self>> {
+        (per_sec > 0).then(|| {
+            Arc::new(Self {
+                per_sec,
+                free: Mutex::new(Instant::now()),
+            })
+        })
+    }
+
+    /// Charges `n` bytes read at `now`: when their connection may read again (at or before
+    /// `now`: at once).
+    pub fn charge(&self, n: usize, now: Instant) -> Instant {
+        let nanos = (n as u128 * 1_000_000_000) / u128::from(self.per_sec);
+        let cost = Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX));
+        let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+        let earliest = now.checked_sub(PACE_BURST).unwrap_or(now);
+        *free = (*free).max(earliest) + cost;
+        *free
+    }
+}
+
 /// What the services learn about a connection (a request extension on both listeners).
 #[derive(Debug, Clone)]
 pub struct ConnInfo {
@@ -747,15 +817,15 @@ pub struct Conn {
     _peer_slot: PeerSlot,
 }
 
-/// A paced connection's share of [`crate::ingest::demote::Pace`]: it reads when `wait` has
-/// passed, at most [`crate::ingest::demote::PACED_READ_BYTES`] at once, and then pays.
+/// A paced connection's share of [`Pace`]: it reads when `wait` has
+/// passed, at most [`PACED_READ_BYTES`] at once, and then pays.
 struct Paced {
-    pace: Arc<crate::ingest::demote::Pace>,
+    pace: Arc<Pace>,
     wait: Pin<Box<Sleep>>,
 }
 
 impl Paced {
-    /// Once its turn has come, reads at most [`crate::ingest::demote::PACED_READ_BYTES`]
+    /// Once its turn has come, reads at most [`PACED_READ_BYTES`]
     /// and pays for it; before, it is pending as if for bytes (the connection's timeouts
     /// still apply).
     fn read(
@@ -767,7 +837,7 @@ impl Paced {
         if self.wait.as_mut().poll(cx).is_pending() {
             return Poll::Pending;
         }
-        let room = buf.remaining().min(crate::ingest::demote::PACED_READ_BYTES);
+        let room = buf.remaining().min(PACED_READ_BYTES);
         let mut part = ReadBuf::new(buf.initialize_unfilled_to(room));
         let polled = io.poll_read(cx, &mut part);
         let read = part.filled().len();
@@ -924,7 +994,7 @@ pub fn accept(
     limits: &ConnectionLimits,
     max_connections: usize,
     mut stop: watch::Receiver<bool>,
-    demote: Option<crate::ingest::demote::Demote>,
+    demote: Option<Arc<dyn Placement>>,
 ) -> mpsc::Receiver<io::Result<Conn>> {
     let (tx, rx) = mpsc::channel(64);
     let permits = Arc::new(Semaphore::new(max_connections));
@@ -1039,7 +1109,7 @@ struct Opening {
 impl Opening {
     /// The handshake, then the connection handed over, its timers on the runtime this runs
     /// on (`placed`'s, when that is not the listener's).
-    async fn run(self, stream: TcpStream, placed: Option<crate::ingest::demote::Placed>) {
+    async fn run(self, stream: TcpStream, placed: Option<Placed>) {
         let Self {
             remote,
             kind,
@@ -1689,14 +1759,14 @@ mod tests {
             placed: None,
             paced: Some(Paced {
                 // 1 MiB a second, shared with no one.
-                pace: crate::ingest::demote::Pace::new(1 << 20).unwrap(),
+                pace: Pace::new(1 << 20).unwrap(),
                 wait: Box::pin(tokio::time::sleep_until(Instant::now())),
             }),
             _permit: Arc::new(Semaphore::new(1)).try_acquire_owned().unwrap(),
             _peer_slot: slots.try_take(remote.ip()).unwrap(),
         };
         let started = Instant::now();
-        let mut buf = vec![0u8; 4 * crate::ingest::demote::PACED_READ_BYTES];
+        let mut buf = vec![0u8; 4 * PACED_READ_BYTES];
         let (mut read, mut largest) = (0, 0);
         while read < BODY {
             let n = conn.read(&mut buf).await.unwrap();
@@ -1706,14 +1776,13 @@ mod tests {
         }
         let took = started.elapsed();
         assert!(
-            largest <= crate::ingest::demote::PACED_READ_BYTES,
+            largest <= PACED_READ_BYTES,
             "a paced read took {largest} bytes at once"
         );
         // Each piece is paid for after it is read: the last one is read once the others
         // (1 MiB less one piece) fit the rate, less the 10 ms a fresh pace allows at once.
-        let least = Duration::from_millis(
-            1_000 * (BODY - crate::ingest::demote::PACED_READ_BYTES) as u64 / BODY as u64 - 10,
-        );
+        let least =
+            Duration::from_millis(1_000 * (BODY - PACED_READ_BYTES) as u64 / BODY as u64 - 10);
         assert!(took >= least, "1 MiB read in {took:?} at 1 MiB/s");
         drop(sender.await.unwrap());
     }
@@ -1863,5 +1932,28 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(e.key, "client_ca_file");
+    }
+
+    #[test]
+    fn paced_reads_wait_until_all_reading_fits_the_rate() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        assert!(Pace::new(0).is_none(), "0 is unpaced");
+        // 1 MB/s: 1,000 bytes a millisecond, 10 ms of it saved up by a quiet spell.
+        let pace = Pace::new(1_000_000).unwrap();
+        let later = t0 + ms(1_000);
+        assert_eq!(
+            pace.charge(4_000, later),
+            later - ms(6),
+            "within the saved-up burst"
+        );
+        assert_eq!(pace.charge(6_000, later), later, "the burst spent");
+        assert_eq!(pace.charge(2_000, later), later + ms(2), "past it: wait");
+        // A second connection reading meanwhile queues behind the first.
+        assert_eq!(pace.charge(1_000, later + ms(1)), later + ms(3));
+        // Reading at the rate never waits; a long quiet spell saves no more than the burst.
+        let much_later = later + ms(60_000);
+        assert_eq!(pace.charge(10_000, much_later), much_later);
+        assert_eq!(pace.charge(1_000, much_later), much_later + ms(1));
     }
 }

@@ -757,7 +757,8 @@ async fn serve_once(
         clock_for_ingest.clone(),
         metrics_for_ingest.ingest_demoted_connections.clone(),
         limits.suspect_ingest_bytes_per_sec,
-    );
+    )
+    .map(|d| Arc::new(d) as Arc<dyn crate::listen::Placement>);
     let ingest_conns = crate::listen::accept(
         ingest,
         crate::listen::Kind::Ingest,

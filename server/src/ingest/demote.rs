@@ -18,7 +18,7 @@
 //! provider's first delivery after an hour is served at idle priority, which costs it
 //! nothing on a machine with CPU to spare, and waits while the CPU is busy with trusted
 //! work (its timeouts then answer it, and providers retry). All suspects' reads share one
-//! pace ([`Pace`], `connections.suspect_ingest_bytes_per_sec`), which bounds what a flood
+//! pace ([`Pace`], in the listener; `connections.suspect_ingest_bytes_per_sec`), which bounds what a flood
 //! costs in the kernel, where no thread priority reaches.
 //!
 //! A connection is placed once, when it is accepted: one that began before its client
@@ -26,24 +26,14 @@
 
 use std::cell::Cell;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::time::Duration;
-
-use tokio::time::Instant;
+use std::sync::{Arc, OnceLock};
 
 use crate::clock::Clock;
 use crate::ingest::strikes::Strikes;
+use crate::listen::{Pace, Placed, Placement};
 
 /// At most this many threads serve demoted connections.
 pub const MAX_THREADS: usize = 2;
-
-/// A paced connection reads at most this much at once: what one read makes the kernel do
-/// on this CPU (on loopback and with ACK-clocked senders, its share of the sender's TCP
-/// work too) stays a few tens of microseconds.
-pub const PACED_READ_BYTES: usize = 64 << 10;
-
-/// How much reading a quiet spell saves up: this long at the rate.
-const PACE_BURST: Duration = Duration::from_millis(10);
 
 /// Where the ingest listener sends a suspect client's connections.
 #[derive(Debug, Clone)]
@@ -53,57 +43,6 @@ pub struct Demote {
     clock: Arc<dyn Clock>,
     demoted: prometheus::IntCounter,
     pace: Option<Arc<Pace>>,
-}
-
-/// Where a suspect client's connection is served, and the pace its reads share.
-#[derive(Debug, Clone)]
-pub struct Placed {
-    pub handle: tokio::runtime::Handle,
-    pub pace: Option<Arc<Pace>>,
-}
-
-/// The bytes per second that suspect clients' connections read, all of them together.
-///
-/// Idle priority decides who gets the CPU among threads; it does not reach the kernel's
-/// network work, which runs in softirq context ahead of every thread. Each read of a
-/// flood's body makes the kernel take in, on this CPU, what the freed window lets the
-/// sender send next. Unpaced, 1 MiB unsigned bodies read at loopback speed had, in one
-/// run of four, every honest request take 6 to 9 ms for a third of a second, while
-/// `perf sched` showed the block layer's worker (which completes the log's fsync) waiting
-/// 5.5 ms for the CPU and `ksoftirqd` 17.7 ms. Paced, the kernel's share of a flood is
-/// bounded by the rate, in small pieces.
-///
-/// Each connection pays after it reads and then waits until everything read by all of
-/// them fits the rate: the waits queue connections in the order they read, with no herd
-/// of wake-ups, and a quiet spell lets up to [`PACE_BURST`] of reading through at once.
-#[derive(Debug)]
-pub struct Pace {
-    per_sec: u64,
-    /// When the bytes charged so far will have fitted the rate.
-    free: Mutex<Instant>,
-}
-
-impl Pace {
-    /// `per_sec` bytes a second; `None` for 0 (unpaced).
-    pub fn new(per_sec: u64) -> Option<Arc<Self>> {
-        (per_sec > 0).then(|| {
-            Arc::new(Self {
-                per_sec,
-                free: Mutex::new(Instant::now()),
-            })
-        })
-    }
-
-    /// Charges `n` bytes read at `now`: when their connection may read again (at or before
-    /// `now`: at once).
-    pub fn charge(&self, n: usize, now: Instant) -> Instant {
-        let nanos = (n as u128 * 1_000_000_000) / u128::from(self.per_sec);
-        let cost = Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX));
-        let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
-        let earliest = now.checked_sub(PACE_BURST).unwrap_or(now);
-        *free = (*free).max(earliest) + cost;
-        *free
-    }
 }
 
 impl Demote {
@@ -128,9 +67,11 @@ impl Demote {
             pace: Pace::new(bytes_per_sec),
         })
     }
+}
 
+impl Placement for Demote {
     /// Where to serve a connection from `ip`, if not with everyone else's (counted).
-    pub fn placed(&self, ip: IpAddr) -> Option<Placed> {
+    fn placed(&self, ip: IpAddr) -> Option<Placed> {
         self.strikes.suspect(ip, self.clock.now_ms()).then(|| {
             self.demoted.inc();
             Placed {
@@ -248,28 +189,5 @@ mod tests {
             Demote::new(Arc::new(Strikes::new(0, 10)), clock, counter, 0).is_none(),
             "off with the allowance"
         );
-    }
-
-    #[test]
-    fn paced_reads_wait_until_all_reading_fits_the_rate() {
-        let t0 = Instant::now();
-        let ms = Duration::from_millis;
-        assert!(Pace::new(0).is_none(), "0 is unpaced");
-        // 1 MB/s: 1,000 bytes a millisecond, 10 ms of it saved up by a quiet spell.
-        let pace = Pace::new(1_000_000).unwrap();
-        let later = t0 + ms(1_000);
-        assert_eq!(
-            pace.charge(4_000, later),
-            later - ms(6),
-            "within the saved-up burst"
-        );
-        assert_eq!(pace.charge(6_000, later), later, "the burst spent");
-        assert_eq!(pace.charge(2_000, later), later + ms(2), "past it: wait");
-        // A second connection reading meanwhile queues behind the first.
-        assert_eq!(pace.charge(1_000, later + ms(1)), later + ms(3));
-        // Reading at the rate never waits; a long quiet spell saves no more than the burst.
-        let much_later = later + ms(60_000);
-        assert_eq!(pace.charge(10_000, much_later), much_later);
-        assert_eq!(pace.charge(1_000, much_later), much_later + ms(1));
     }
 }
