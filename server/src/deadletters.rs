@@ -20,7 +20,21 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::destination::Destination;
-use crate::store::DeadSummary;
+use crate::ids::MessageId;
+
+/// One dead letter as the dead-letter tools see it (no payload).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeadSummary {
+    pub id: MessageId,
+    /// Its destination's key (`endpoint:NAME`, `queue:NAME`, `url:ORIGIN`).
+    pub destination: String,
+    /// When it was dead-lettered.
+    pub dead_ms: u64,
+    pub attempts: u32,
+    /// The last attempt's HTTP status (0: none, or no response).
+    pub last_status: u32,
+    pub last_error: String,
+}
 
 /// Dead letters in one hour of one destination that make a cluster.
 pub const CLUSTER_PER_HOUR: u64 = 10;
@@ -163,7 +177,7 @@ fn patterns(a: &Analysis, rows: &[&DeadSummary]) -> Vec<Pattern> {
     let share = |pred: &dyn Fn(u32) -> bool| {
         rows.iter().filter(|d| pred(d.last_status)).count() as f64 / rows.len().max(1) as f64
     };
-    let guard = crate::delivery::guard::Refused::MESSAGE;
+    let guard = crate::destination::REFUSED_ADDRESS;
     let refused = rows.iter().filter(|d| d.last_error.contains(guard)).count() as f64
         / rows.len().max(1) as f64;
     if refused >= STATUS_SHARE {
@@ -404,11 +418,7 @@ mod tests {
             .collect();
         let a = &analyze(&rows, T0, T0 + DAY_MS)[0];
         assert_eq!(kinds(a), ["credentials"]);
-        let refused = crate::delivery::guard::Refused {
-            addr: ([10, 0, 0, 1], 80).into(),
-            class: "private",
-        }
-        .to_string();
+        let refused = crate::destination::REFUSED_ADDRESS.to_owned();
         let rows: Vec<_> = (0..12)
             .map(|i| DeadSummary {
                 attempts: 1,

@@ -88,6 +88,11 @@ pub fn origin_of(raw: &str) -> String {
     }
 }
 
+/// What the delivery's address guard says when it refuses a destination's address (SSRF),
+/// and what the dead-letter analysis recognises in an attempt's error.
+pub const REFUSED_ADDRESS: &str =
+    "destination refused: not a public address, or not admitted by delivery.allow_destinations";
+
 #[cfg(test)]
 mod tests {
     use super::*;

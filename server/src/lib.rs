@@ -77,6 +77,7 @@ pub mod stats;
 pub mod store;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testkit;
+pub mod text;
 pub mod wal;
 pub mod watchdog;
 pub mod wheel;

@@ -25,8 +25,7 @@ pub struct Refused {
 
 impl Refused {
     /// What a refusal says (and what the dead-letter analysis recognises).
-    pub const MESSAGE: &'static str =
-        "destination refused: not a public address, or not admitted by delivery.allow_destinations";
+    pub const MESSAGE: &'static str = crate::destination::REFUSED_ADDRESS;
 }
 
 /// One allow-list entry: a network, and the ports it admits (all without a range).

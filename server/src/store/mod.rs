@@ -829,19 +829,7 @@ impl Store {
     }
 }
 
-/// One dead letter as the dead-letter tools see it (no payload).
-#[derive(Debug, Clone, PartialEq)]
-pub struct DeadSummary {
-    pub id: MessageId,
-    /// Its destination's key (`endpoint:NAME`, `queue:NAME`, `url:ORIGIN`).
-    pub destination: String,
-    /// When it was dead-lettered.
-    pub dead_ms: u64,
-    pub attempts: u32,
-    /// The last attempt's HTTP status (0: none, or no response).
-    pub last_status: u32,
-    pub last_error: String,
-}
+pub use crate::deadletters::DeadSummary;
 
 impl Store {
     /// Every dead letter of `destination` (or of all), in key order, at most `max`; and
