@@ -43,41 +43,33 @@ macro_rules! out {
     };
 }
 
-pub mod alerts;
+// Moved to hookd-core; re-exported under the old paths while the crates are split.
+pub use hookd_core::{
+    alerts, backpressure, breaker, clock, deadletters, destination, ids, limiter, names, ratelog,
+    retry, secrets, stats, text,
+};
+
 pub mod api;
 pub mod auth;
-pub mod backpressure;
-pub mod breaker;
 pub mod cli;
-pub mod clock;
 pub mod config;
 pub mod console;
 pub mod ctl;
-pub mod deadletters;
 pub mod delivery;
-pub mod destination;
 pub mod disk;
 pub mod engine;
 pub mod error;
 pub mod events;
 pub mod fs;
 pub mod http;
-pub mod ids;
 pub mod ingest;
-pub mod limiter;
 pub mod listen;
 pub mod memory;
 pub mod metrics;
-pub mod names;
-pub mod ratelog;
-pub mod retry;
-pub mod secrets;
 pub mod server;
-pub mod stats;
 pub mod store;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testkit;
-pub mod text;
 pub mod wal;
 pub mod watchdog;
 pub mod wheel;

@@ -1,0 +1,31 @@
+//! hookd's vocabulary and pure machines: everything the storage, the engine, delivery and
+//! the edges share, and nothing that does I/O on its own (no tokio, no redb, no network;
+//! `secrets` reads its key files when the configuration names them).
+//!
+//! - [`ids`]: message ids (UUIDv7) and lease ids; [`clock`]: where time is read;
+//!   [`destination`]: where a message goes and its stored key.
+//! - [`names`]: the name rule, hex, and the limits more than one edge checks;
+//!   [`text`]: bounded stored text.
+//! - [`retry`], [`breaker`], [`limiter`], [`backpressure`]: backoff with full jitter, the
+//!   circuit breaker, the token bucket, the watermarks (time is a parameter).
+//! - [`stats`], [`alerts`], [`deadletters`]: rolling figures, alert rules, the dead-letter
+//!   filter and analysis.
+//! - [`secrets`]: endpoint secrets sealed at rest, and their summaries.
+//! - [`ratelog`]: a budget of log lines per call site.
+
+#![forbid(unsafe_code)]
+
+pub mod alerts;
+pub mod backpressure;
+pub mod breaker;
+pub mod clock;
+pub mod deadletters;
+pub mod destination;
+pub mod ids;
+pub mod limiter;
+pub mod names;
+pub mod ratelog;
+pub mod retry;
+pub mod secrets;
+pub mod stats;
+pub mod text;
