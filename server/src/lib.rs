@@ -48,6 +48,7 @@ pub use hookd_core::{
     alerts, backpressure, breaker, clock, deadletters, destination, ids, limiter, names, ratelog,
     retry, secrets, stats, text,
 };
+pub use hookd_metrics as metrics;
 
 pub mod api;
 pub mod auth;
@@ -65,7 +66,6 @@ pub mod http;
 pub mod ingest;
 pub mod listen;
 pub mod memory;
-pub mod metrics;
 pub mod server;
 pub mod store;
 #[cfg(any(test, feature = "test-util"))]

@@ -218,7 +218,10 @@ async fn serve(
     ignore_file_size_signal();
     crate::memory::no_huge_pages();
     let shared = Shared {
-        metrics: Arc::new(Metrics::new()),
+        metrics: Arc::new(Metrics::new(crate::metrics::Build {
+            version: env!("CARGO_PKG_VERSION"),
+            commit: env!("HOOKD_COMMIT"),
+        })),
         engine: tokio::sync::watch::Sender::new(None),
         headroom: Arc::new(crate::disk::Headroom::new(
             config.storage.reserve_mb,

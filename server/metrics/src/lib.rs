@@ -17,6 +17,8 @@
 //! destination whose series is not shown any more simply disappears from the next scrape
 //! (gauges are rebuilt at each one).
 
+#![forbid(unsafe_code)]
+
 use std::sync::Mutex;
 
 use prometheus::{
@@ -24,8 +26,8 @@ use prometheus::{
     Registry, TextEncoder,
 };
 
-use crate::breaker::BreakerState;
-use crate::stats::StorageSnapshot;
+use hookd_core::breaker::BreakerState;
+use hookd_core::stats::StorageSnapshot;
 
 /// The label value that stands for every destination beyond the shown ones.
 pub const OTHER: &str = "_other";
@@ -125,7 +127,7 @@ pub struct DestinationGauges {
     pub oldest_pending_age_ms: u64,
     pub waiting_receives: u64,
     pub live_bytes: u64,
-    pub backpressure: crate::backpressure::Level,
+    pub backpressure: hookd_core::backpressure::Level,
     /// Push destinations only.
     pub breaker: Option<BreakerState>,
     pub disabled: bool,
@@ -158,9 +160,9 @@ pub struct GaugeSnapshot {
     pub storage: StorageSnapshot,
     pub healthy: bool,
     /// Alert states: the totals' and each destination's that is not ok.
-    pub alerts: Vec<crate::stats::AlertSnapshot>,
+    pub alerts: Vec<hookd_core::stats::AlertSnapshot>,
     /// Against the global watermarks.
-    pub backpressure: crate::backpressure::Level,
+    pub backpressure: hookd_core::backpressure::Level,
 }
 
 /// One slice of a scrape's destinations, as one engine step reads it.
@@ -182,8 +184,8 @@ pub struct GaugePart {
 pub struct GaugeTail {
     pub storage: StorageSnapshot,
     pub healthy: bool,
-    pub alerts: Vec<crate::stats::AlertSnapshot>,
-    pub backpressure: crate::backpressure::Level,
+    pub alerts: Vec<hookd_core::stats::AlertSnapshot>,
+    pub backpressure: hookd_core::backpressure::Level,
 }
 
 /// Merges a scrape's slices into the `max` heaviest of all plus one `_other` sum: the
@@ -281,9 +283,16 @@ const SYNC_BUCKETS: &[f64] = &[
 ];
 const REQUEST_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0];
 
+/// What `hookd_build_info` says: the binary's version and the commit it was built from.
+#[derive(Debug, Clone, Copy)]
+pub struct Build {
+    pub version: &'static str,
+    pub commit: &'static str,
+}
+
 impl Metrics {
     /// A fresh registry with every hookd metric, process figures and build info.
-    pub fn new() -> Self {
+    pub fn new(build: Build) -> Self {
         let registry = Registry::new();
         let reg = Registrar(&registry);
         let counter =
@@ -304,8 +313,8 @@ impl Metrics {
                 "hookd_build_info",
                 "hookd's version and the commit it was built from; the value is always 1.",
             )
-            .const_label("version", env!("CARGO_PKG_VERSION"))
-            .const_label("commit", env!("HOOKD_COMMIT")),
+            .const_label("version", build.version)
+            .const_label("commit", build.commit),
         ));
         build.set(1);
         #[cfg(target_os = "linux")]
@@ -594,8 +603,12 @@ impl Metrics {
 }
 
 impl Default for Metrics {
+    /// A registry whose build info names this crate's version and an unknown commit (tests).
     fn default() -> Self {
-        Self::new()
+        Self::new(Build {
+            version: env!("CARGO_PKG_VERSION"),
+            commit: "unknown",
+        })
     }
 }
 
@@ -616,9 +629,9 @@ impl Gauges {
         ] {
             v.reset();
         }
-        let mut alerts: Vec<&crate::stats::AlertSnapshot> = s.alerts.iter().collect();
+        let mut alerts: Vec<&hookd_core::stats::AlertSnapshot> = s.alerts.iter().collect();
         // The totals first, so the cap never drops them.
-        alerts.sort_by_key(|a| a.destination != crate::alerts::TOTAL);
+        alerts.sort_by_key(|a| a.destination != hookd_core::alerts::TOTAL);
         for a in alerts.into_iter().take(MAX_ALERT_SERIES) {
             let level = match a.level {
                 "critical" => 2.0,
@@ -678,7 +691,7 @@ impl Gauges {
         self.disk_available.set(clamp(st.disk_available_bytes));
         self.disk_reserve.set(clamp(st.disk_reserve_bytes));
         self.backpressure
-            .with_label_values(&[crate::alerts::TOTAL])
+            .with_label_values(&[hookd_core::alerts::TOTAL])
             .set(s.backpressure as u8 as f64);
     }
 }
@@ -750,7 +763,10 @@ mod tests {
 
     #[test]
     fn every_metric_registers_and_renders() {
-        let m = Metrics::new();
+        let m = Metrics::new(Build {
+            version: "9.8.7",
+            commit: "abc123",
+        });
         m.enqueued.inc();
         m.push_attempt(503, None, 12_000);
         m.push_attempt(0, Some("timeout"), 5_000_000);
@@ -767,12 +783,8 @@ mod tests {
         assert!(text.contains("hookd_pending_messages{destination=\"queue:a\"} 3"));
         assert!(text.contains("hookd_dead_letter_messages{destination=\"queue:a\"} 1"));
         assert!(text.contains("hookd_storage_healthy 1"));
-        let build = format!(
-            "hookd_build_info{{commit=\"{}\",version=\"{}\"}} 1",
-            env!("HOOKD_COMMIT"),
-            env!("CARGO_PKG_VERSION")
-        );
-        assert!(text.contains(&build), "{build} not in {text}");
+        let build = "hookd_build_info{commit=\"abc123\",version=\"9.8.7\"} 1";
+        assert!(text.contains(build), "{build} not in {text}");
         assert!(text.contains("hookd_log_sync_requests_bucket{le=\"32\"} 1"));
         assert!(text.contains("hookd_storage_failures_total{stage=\"apply\"} 0"));
         assert!(text.contains("hookd_push_attempts_total{outcome=\"2xx\"} 0"));
@@ -780,7 +792,7 @@ mod tests {
 
     #[test]
     fn a_destination_gone_from_the_engine_leaves_the_next_scrape() {
-        let m = Metrics::new();
+        let m = Metrics::default();
         let one = m.render(&GaugeSnapshot {
             destinations: vec![dest("queue:a", 3, 0), dest("queue:b", 1, 0)],
             ..Default::default()
@@ -813,7 +825,7 @@ mod tests {
         weights.sort_unstable_by(|a, b| b.cmp(a));
         let lightest_shown = kept[..100].iter().map(DestinationGauges::weight).min();
         assert_eq!(lightest_shown, Some(weights[99]));
-        let m = Metrics::new();
+        let m = Metrics::default();
         let text = m.render(&GaugeSnapshot {
             destinations: kept,
             ..Default::default()
