@@ -49,6 +49,7 @@ pub use hookd_core::{
     retry, secrets, stats, text,
 };
 pub use hookd_metrics as metrics;
+pub use hookd_storage::{disk, fs, store, wal};
 
 pub mod api;
 pub mod auth;
@@ -57,20 +58,16 @@ pub mod config;
 pub mod console;
 pub mod ctl;
 pub mod delivery;
-pub mod disk;
 pub mod engine;
 pub mod error;
 pub mod events;
-pub mod fs;
 pub mod http;
 pub mod ingest;
 pub mod listen;
 pub mod memory;
 pub mod server;
-pub mod store;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testkit;
-pub mod wal;
 pub mod watchdog;
 pub mod wheel;
 

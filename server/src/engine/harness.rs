@@ -87,11 +87,11 @@ impl Harness {
         .expect("a store");
         let clock = ManualClock::new(START_MS);
         let (tx, deliveries) = mpsc::unbounded_channel();
-        let syncer = super::syncer::Syncer::inline(
+        let syncer = hookd_storage::pipeline::Syncer::inline(
             storage.log,
             storage.store.clone(),
             Arc::new(clock.clone()),
-            super::applier::StageConfig {
+            hookd_storage::pipeline::StageConfig {
                 interval_ms: config.checkpoint_interval_ms,
                 log_bytes: config.checkpoint_log_bytes,
                 metrics: config.metrics.clone(),

@@ -22,7 +22,6 @@
 
 mod admin;
 mod alerting;
-mod applier;
 mod apply;
 mod enqueue;
 mod gate;
@@ -37,7 +36,8 @@ mod lifecycle_tests;
 mod power_loss_tests;
 mod push;
 mod refusal;
-mod syncer;
+
+use hookd_storage::pipeline::{applier, syncer};
 
 pub use handle::{EngineHandle, EngineThread, GAUGE_SLICE, STATS_SLICE};
 pub use refusal::Refusal;

@@ -1,8 +1,9 @@
 //! The pipeline's second stage: the write-ahead log's writer.
 //!
-//! The engine thread applies a round to redb (a `Durability::None` commit, no I/O) and
-//! hands the round's log record here with what to do once it is durable (answer the
-//! callers, release push attempts of the messages it stored). The writer takes every round
+//! The engine thread decides a round against a redb read snapshot plus the overlay of
+//! rows not yet applied (no I/O, no B-tree work of its own) and hands the round's log
+//! record here with what to do once it is durable (answer the callers, release push
+//! attempts of the messages it stored). The writer takes every round
 //! waiting, appends their records, makes them durable with **one** fdatasync, and only then
 //! runs their completions, in order. Meanwhile the engine thread is already applying the
 //! next round: the fsync is off its path, and rounds that arrive during a sync share the
@@ -11,7 +12,7 @@
 //! A round that wrote nothing still passes through, so its answers (which may rest on
 //! state an earlier round wrote) never overtake that round's sync.
 //!
-//! Once answered, each synced record goes on to the apply stage (`applier.rs`), which
+//! Once answered, each synced record goes on to the apply stage ([`super::applier`]), which
 //! performs it on redb and checkpoints; the writer deletes the segments a checkpoint no
 //! longer needs.
 //!
@@ -30,11 +31,11 @@ use std::time::Instant;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::applier::{self, Applier, Progress, StageConfig, Synced};
-use crate::clock::Clock;
-use crate::metrics::Metrics;
-use crate::stats::CommitStats;
 use crate::store::{Store, Watermark};
 use crate::wal::{Log, Lsn, framed_len};
+use hookd_core::clock::Clock;
+use hookd_core::stats::CommitStats;
+use hookd_metrics::Metrics;
 
 /// What to do once a round's record is durable (`Err`: it is not, and never will be).
 pub type Then = Box<dyn FnOnce(Result<(), Arc<str>>) + Send>;
@@ -353,7 +354,7 @@ impl Syncer {
     }
 
     /// Fills the commit figures (the log's syncs) of a Stats answer.
-    pub fn fill(&self, now_ms: u64, out: &mut crate::stats::StorageSnapshot) {
+    pub fn fill(&self, now_ms: u64, out: &mut hookd_core::stats::StorageSnapshot) {
         self.shared.commits().fill(now_ms, out);
         out.log_bytes = self.log_bytes();
     }

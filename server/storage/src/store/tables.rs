@@ -24,7 +24,7 @@ use super::{
     ATTEMPTS, DEAD, DONE, ENDPOINTS, HISTORY, IDEMPOTENCY, MESSAGES, SCHEDULE, SOURCES, StoreError,
     dead_key, dead_key_id, dead_prefix,
 };
-use crate::ids::MessageId;
+use hookd_core::ids::MessageId;
 
 /// Up to `scan` rows of a byte-keyed table (the overlay in front) after `cursor`, and the
 /// cursor to continue from (`None`: the table's end was reached).

@@ -15,7 +15,7 @@ use super::{
     APPLIED_KEY, ATTEMPTS, DEAD, DONE, DamagedRow, ENDPOINTS, HISTORY, IDEMPOTENCY, MESSAGES, META,
     SCHEDULE, SOURCES, Store, StoreError, seal,
 };
-use crate::ids::MessageId;
+use hookd_core::ids::MessageId;
 
 /// The name the damaged file is kept under once a salvage replaces it.
 pub const DAMAGED_NAME: &str = "hookd.redb.damaged";

@@ -65,8 +65,8 @@ pub use records::{
     ScheduleEntry, State, bound_text,
 };
 
-use crate::destination::Destination;
-use crate::ids::MessageId;
+use hookd_core::destination::Destination;
+use hookd_core::ids::MessageId;
 
 const MESSAGES: TableDefinition<u128, &[u8]> = TableDefinition::new("messages");
 const SCHEDULE: TableDefinition<u128, &[u8]> = TableDefinition::new("schedule");
@@ -829,7 +829,7 @@ impl Store {
     }
 }
 
-pub use crate::deadletters::DeadSummary;
+pub use hookd_core::deadletters::DeadSummary;
 
 impl Store {
     /// Every dead letter of `destination` (or of all), in key order, at most `max`; and

@@ -54,11 +54,11 @@ pub fn value_len(stored: &[u8]) -> usize {
 
 /// The message a row's key names: a `messages`, `schedule`, `history` or `done` row (the
 /// id), an `attempts` row (id, sequence) or a `dead` row (destination, id).
-pub fn message_of(table: TableId, key: &[u8]) -> Option<crate::ids::MessageId> {
+pub fn message_of(table: TableId, key: &[u8]) -> Option<hookd_core::ids::MessageId> {
     let id = |bytes: &[u8]| {
         <[u8; 16]>::try_from(bytes)
             .ok()
-            .map(|b| crate::ids::MessageId(u128::from_be_bytes(b)))
+            .map(|b| hookd_core::ids::MessageId(u128::from_be_bytes(b)))
     };
     match table {
         TableId::Messages | TableId::Schedule | TableId::History | TableId::Done => id(key),
@@ -110,6 +110,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("messages"), "{err}");
-        assert!(err.contains(&crate::ids::MessageId(7).to_string()), "{err}");
+        assert!(
+            err.contains(&hookd_core::ids::MessageId(7).to_string()),
+            "{err}"
+        );
     }
 }

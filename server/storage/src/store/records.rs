@@ -69,7 +69,7 @@ pub struct HistoryRecord {
 /// How many attempts a message keeps in its history.
 pub const MAX_HISTORY: usize = 32;
 
-pub use crate::text::{MAX_TEXT_BYTES, bound_text};
+pub use hookd_core::text::{MAX_TEXT_BYTES, bound_text};
 
 impl AttemptRecord {
     /// Cuts its texts to what is stored (see [`MAX_TEXT_BYTES`]).

@@ -14,10 +14,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use crate::clock::Clock;
-use crate::metrics::Metrics;
 use crate::store::{Apply, Store, StoreError, Watermark};
 use crate::wal::Lsn;
+use hookd_core::clock::Clock;
+use hookd_metrics::Metrics;
 
 /// When the apply stage checkpoints.
 #[derive(Debug, Clone)]
