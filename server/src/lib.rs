@@ -48,6 +48,7 @@ pub use hookd_core::{
     alerts, backpressure, breaker, clock, deadletters, destination, ids, limiter, names, ratelog,
     retry, secrets, stats, text,
 };
+pub use hookd_delivery as delivery;
 pub use hookd_metrics as metrics;
 pub use hookd_storage::{disk, fs, store, wal};
 
@@ -57,7 +58,6 @@ pub mod cli;
 pub mod config;
 pub mod console;
 pub mod ctl;
-pub mod delivery;
 pub mod engine;
 pub mod error;
 pub mod events;

@@ -12,6 +12,8 @@
 //! every await); a report that arrives after its attempt was given up (the engine's lease
 //! deadline) is ignored by the engine.
 
+#![forbid(unsafe_code)]
+
 pub mod attempt;
 pub mod connect;
 pub mod guard;
@@ -35,7 +37,7 @@ use connect::GuardedConnector;
 use guard::AddressGuard;
 use signing::Secret;
 
-use crate::ids::MessageId;
+use hookd_core::ids::MessageId;
 
 /// How one push destination is reached. The engine builds a new one whenever the
 /// destination's settings change; attempts hold it, so an attempt finishes with the

@@ -273,7 +273,8 @@ impl OutboundSlots {
                         s.total -= 1;
                         let _ = conn.preempted.set(preempted);
                         conn.waker.wake();
-                        static LOG: crate::ratelog::LogLimit = crate::ratelog::LogLimit::new(10, 5);
+                        static LOG: hookd_core::ratelog::LogLimit =
+                            hookd_core::ratelog::LogLimit::new(10, 5);
                         if let Some(suppressed) = LOG.ready() {
                             tracing::warn!(
                                 from = %victim_origin,

@@ -179,7 +179,7 @@ fn classify(
     if status.is_redirection() {
         // The receiver's Location, cut: it is only a hint for the operator.
         let mut location = location.unwrap_or("").to_owned();
-        crate::store::bound_text(&mut location, 256);
+        hookd_core::text::bound_text(&mut location, 256);
         error.push_str(&format!(" (redirect to {location:?} not followed)"));
     }
     if !body.bytes.is_empty() {
