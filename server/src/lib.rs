@@ -49,6 +49,7 @@ pub use hookd_core::{
     retry, secrets, stats, text,
 };
 pub use hookd_delivery as delivery;
+pub use hookd_engine::{self as engine, events, wheel};
 pub use hookd_metrics as metrics;
 pub use hookd_storage::{disk, fs, store, wal};
 
@@ -58,9 +59,7 @@ pub mod cli;
 pub mod config;
 pub mod console;
 pub mod ctl;
-pub mod engine;
 pub mod error;
-pub mod events;
 pub mod http;
 pub mod ingest;
 pub mod listen;
@@ -69,7 +68,6 @@ pub mod server;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testkit;
 pub mod watchdog;
-pub mod wheel;
 
 pub use config::Config;
 #[cfg(any(test, feature = "test-util"))]

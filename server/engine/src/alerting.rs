@@ -4,11 +4,11 @@
 //! (retries, signing, dead letters).
 
 use super::{Engine, NewMessage, Tx};
-use crate::alerts::{Change, Figures, TOTAL, notification};
-use crate::destination::Destination;
-use crate::ids::MessageId;
-use crate::stats::AlertSnapshot;
-use crate::store::{MessageRecord, StoreError};
+use hookd_core::alerts::{Change, Figures, TOTAL, notification};
+use hookd_core::destination::Destination;
+use hookd_core::ids::MessageId;
+use hookd_core::stats::AlertSnapshot;
+use hookd_storage::store::{MessageRecord, StoreError};
 
 /// Destinations evaluated per sweep step (every 250 ms): an evaluation of thousands of
 /// endpoints is spread over several rounds instead of stalling one.
@@ -70,7 +70,7 @@ impl Engine {
         // Thousands of destinations may change at once (an outage of ad-hoc URLs): a
         // bounded number of lines, and the count of those left out; the change itself
         // still reaches Watch, the notifications and /metrics.
-        static LOG: crate::ratelog::LogLimit = crate::ratelog::LogLimit::new(10, 20);
+        static LOG: hookd_core::ratelog::LogLimit = hookd_core::ratelog::LogLimit::new(10, 20);
         if let Some(suppressed) = LOG.ready() {
             if change.to > change.from {
                 tracing::warn!(alert = change.kind.as_str(), destination = %change.destination, level = change.to.as_str(), value = change.value, suppressed, "{summary}");
@@ -103,7 +103,8 @@ impl Engine {
             };
             let m = NewMessage::new(MessageId::generate(now), target, record, 0, 0);
             if let Err(refusal) = self.enqueue(t, now, m)? {
-                static LOG: crate::ratelog::LogLimit = crate::ratelog::LogLimit::new(10, 5);
+                static LOG: hookd_core::ratelog::LogLimit =
+                    hookd_core::ratelog::LogLimit::new(10, 5);
                 if let Some(suppressed) = LOG.ready() {
                     tracing::warn!(endpoint = %n.endpoint, %refusal, suppressed, "an alert notification could not be enqueued (is the endpoint put?)");
                 }

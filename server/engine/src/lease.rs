@@ -6,8 +6,10 @@ use std::collections::HashSet;
 use super::enqueue::waiting;
 use super::index::{DestId, LiveState};
 use super::{Engine, Leased, Refusal, Tx};
-use crate::ids::{LeaseId, MessageId};
-use crate::store::{AttemptRecord, DoneRecord, MessageRecord, ScheduleEntry, State, StoreError};
+use hookd_core::ids::{LeaseId, MessageId};
+use hookd_storage::store::{
+    AttemptRecord, DoneRecord, MessageRecord, ScheduleEntry, State, StoreError,
+};
 
 /// How an attempt ended, for its history entry.
 #[derive(Debug, Clone, Copy)]
@@ -335,7 +337,7 @@ impl Engine {
         };
         self.wait_until(t, now, id, entry, state, due)?;
         let key = &self.index.dests[live.dest].key;
-        static LOG: crate::ratelog::LogLimit = crate::ratelog::LogLimit::new(10, 5);
+        static LOG: hookd_core::ratelog::LogLimit = hookd_core::ratelog::LogLimit::new(10, 5);
         if let Some(suppressed) = LOG.ready() {
             tracing::warn!(%id, destination = %key, error = end.error, suppressed, "push attempt not made: hookd is short of a local resource; retrying, not counted");
         }
@@ -349,7 +351,7 @@ impl Engine {
         t: Tx<'_, '_>,
         now: u64,
         id: MessageId,
-        mut entry: crate::store::ScheduleEntry,
+        mut entry: hookd_storage::store::ScheduleEntry,
         state: State,
         due: u64,
     ) -> Result<(), StoreError> {

@@ -12,9 +12,9 @@ use std::thread::JoinHandle;
 use tokio::sync::{oneshot, watch};
 
 use super::{Command, Enqueued, Leased, NackOutcome, NewMessage, PutOutcome, Refusal};
-use crate::ids::{LeaseId, MessageId};
-use crate::stats::StatsSnapshot;
-use crate::store::EndpointRecord;
+use hookd_core::ids::{LeaseId, MessageId};
+use hookd_core::stats::StatsSnapshot;
+use hookd_storage::store::EndpointRecord;
 
 /// Destinations one engine step reads for a metrics scrape: about 0.5 ms of work, so a
 /// scrape of 100,000 destinations is 25 short steps, writes answered between them.
@@ -37,7 +37,7 @@ pub struct EngineHandle {
     pub(super) queued: Arc<AtomicU64>,
     pub(super) max_queued: u64,
     /// Where refusals for want of room are counted.
-    pub(super) metrics: Arc<crate::metrics::Metrics>,
+    pub(super) metrics: Arc<hookd_metrics::Metrics>,
 }
 
 /// Owns the engine thread; `shutdown` finishes the round in progress and joins it.
@@ -72,7 +72,7 @@ fn stopped() -> Refusal {
 impl EngineHandle {
     /// Hands a push attempt's outcome to the engine (the dispatcher's way back). If the
     /// engine has stopped, the attempt is simply made again after a restart.
-    pub fn report(&self, report: crate::delivery::AttemptReport) {
+    pub fn report(&self, report: hookd_delivery::AttemptReport) {
         let _ = self.tx.send(Command::Attempted(report));
     }
 
@@ -241,7 +241,7 @@ impl EngineHandle {
         &self,
         keys: Vec<String>,
         series: bool,
-    ) -> Result<Vec<Option<crate::stats::DestinationDetail>>, Refusal> {
+    ) -> Result<Vec<Option<hookd_core::stats::DestinationDetail>>, Refusal> {
         self.call(|reply| Command::Detail {
             keys,
             series,
@@ -256,8 +256,8 @@ impl EngineHandle {
     /// Read in slices of [`GAUGE_SLICE`] destinations, one engine step each, so writes
     /// queue behind a short step however many destinations there are; the slices are
     /// read one after another, not at one instant (each figure is exact for its slice).
-    pub async fn gauges(&self, max: usize) -> Result<crate::metrics::GaugeSnapshot, Refusal> {
-        let mut tally = crate::metrics::GaugeTally::new(max);
+    pub async fn gauges(&self, max: usize) -> Result<hookd_metrics::GaugeSnapshot, Refusal> {
+        let mut tally = hookd_metrics::GaugeTally::new(max);
         let mut after = None;
         loop {
             let part = self
@@ -273,7 +273,7 @@ impl EngineHandle {
                 (Some(next), _) => after = Some(next),
                 (None, tail) => {
                     let tail = tail.unwrap_or_default();
-                    return Ok(crate::metrics::GaugeSnapshot {
+                    return Ok(hookd_metrics::GaugeSnapshot {
                         destinations: tally.finish(),
                         storage: tail.storage,
                         healthy: tail.healthy,

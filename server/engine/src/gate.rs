@@ -7,10 +7,10 @@
 //! [`Gate::admit`] before it hands out an attempt and tells [`Gate::on_outcome`] how each
 //! attempt ended; everything here is decided on the engine thread, in order.
 
-use crate::breaker::{self, Breaker, BreakerConfig, BreakerState};
-use crate::delivery::RetryAfter;
-use crate::ids::MessageId;
-use crate::limiter::TokenBucket;
+use hookd_core::breaker::{self, Breaker, BreakerConfig, BreakerState};
+use hookd_core::ids::MessageId;
+use hookd_core::limiter::TokenBucket;
+use hookd_delivery::RetryAfter;
 
 /// What the gate says about sending one more attempt now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

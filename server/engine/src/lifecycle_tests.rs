@@ -4,10 +4,10 @@
 
 use super::harness::{Harness, START_MS, config};
 use super::{Command, NewMessage, Refusal};
-use crate::breaker::BreakerState;
-use crate::delivery::{RetryAfter, Verdict};
-use crate::destination::Destination;
-use crate::store::{EndpointRecord, MessageRecord, State};
+use hookd_core::breaker::BreakerState;
+use hookd_core::destination::Destination;
+use hookd_delivery::{RetryAfter, Verdict};
+use hookd_storage::store::{EndpointRecord, MessageRecord, State};
 
 fn failed(status: u16) -> Verdict {
     Verdict::Retry {
@@ -196,7 +196,7 @@ fn replay_makes_dead_letters_pending_with_fresh_attempts() {
         h.replay(vec![live], None),
         Err(Refusal::NotDeadLetter { id: live }.at(0))
     );
-    let unknown = crate::ids::MessageId(7);
+    let unknown = hookd_core::ids::MessageId(7);
     assert_eq!(
         h.replay(vec![id, unknown], None),
         Err(Refusal::NoMessage { id: unknown }.at(1)),
@@ -253,7 +253,7 @@ fn idempotency_key_within_its_window_returns_the_original() {
             ..Default::default()
         };
         NewMessage::new(
-            crate::ids::MessageId::generate(now),
+            hookd_core::ids::MessageId::generate(now),
             Destination::Queue("q".into()),
             record,
             0,
@@ -617,7 +617,7 @@ mod counts {
 
     use super::super::harness::Harness;
     use super::super::index::LiveState;
-    use crate::ids::LeaseId;
+    use hookd_core::ids::LeaseId;
 
     #[derive(Debug, Clone)]
     enum Op {
@@ -708,7 +708,7 @@ mod counts {
                 match op {
                     Op::Enqueue { queue, delay_ms } => {
                         let mut m = h.message(
-                            crate::destination::Destination::Queue(format!("q{queue}")),
+                            hookd_core::destination::Destination::Queue(format!("q{queue}")),
                             b"x",
                         );
                         m.delay_ms = delay_ms;
@@ -753,7 +753,7 @@ mod destinations {
     use super::super::harness::Harness;
     use super::super::index::IDLE_KEPT;
     use super::OK;
-    use crate::destination::Destination;
+    use hookd_core::destination::Destination;
 
     fn env_count(name: &str, default: usize) -> usize {
         std::env::var(name)
@@ -803,7 +803,7 @@ mod destinations {
     fn url_origins_are_forgotten_with_their_pools_once_delivered() {
         let origins = env_count("HOOKD_CHURN_ORIGINS", 20_000);
         let mut h = Harness::new();
-        let mut targets: Vec<Weak<crate::delivery::Target>> = Vec::new();
+        let mut targets: Vec<Weak<hookd_delivery::Target>> = Vec::new();
         for chunk in 0..origins.div_ceil(1_000) {
             let messages = (0..1_000.min(origins - chunk * 1_000))
                 .map(|i| {
@@ -843,7 +843,7 @@ mod destinations {
     fn dead_lettered_url_origins_shed_their_pools_and_keep_their_dead_letters() {
         let origins = env_count("HOOKD_CHURN_ORIGINS", 3_000);
         let mut h = Harness::new();
-        let mut targets: Vec<Weak<crate::delivery::Target>> = Vec::new();
+        let mut targets: Vec<Weak<hookd_delivery::Target>> = Vec::new();
         let mut first = None;
         for chunk in 0..origins.div_ceil(1_000) {
             let messages = (0..1_000.min(origins - chunk * 1_000))
@@ -867,7 +867,7 @@ mod destinations {
             targets.extend(sent.iter().map(|d| Arc::downgrade(&d.target)));
             h.report_all(
                 &sent,
-                crate::delivery::Verdict::Permanent {
+                hookd_delivery::Verdict::Permanent {
                     status: 410,
                     error: "HTTP 410".into(),
                 },
@@ -923,14 +923,14 @@ mod destinations {
                 h.enqueue(&format!("g{i:03}"), b"x");
             }
         }
-        let all: Vec<crate::metrics::DestinationGauges> = (0..150)
-            .map(|i| crate::metrics::DestinationGauges {
+        let all: Vec<hookd_metrics::DestinationGauges> = (0..150)
+            .map(|i| hookd_metrics::DestinationGauges {
                 destination: format!("queue:g{i:03}"),
                 pending: (i % 7 + 1) as u64,
                 ..Default::default()
             })
             .collect();
-        let names = |v: &[crate::metrics::DestinationGauges]| {
+        let names = |v: &[hookd_metrics::DestinationGauges]| {
             v.iter()
                 .map(|d| (d.destination.clone(), d.pending))
                 .collect::<Vec<_>>()
@@ -945,7 +945,7 @@ mod destinations {
             (3, 2),
             (0, 10),
         ] {
-            let want = crate::metrics::bound(all.clone(), max);
+            let want = hookd_metrics::bound(all.clone(), max);
             let got = h.gauges(max, chunk);
             assert_eq!(names(&got), names(&want), "max {max}, slices of {chunk}");
             let total: u64 = got.iter().map(|d| d.pending).sum();
@@ -1064,7 +1064,7 @@ mod destinations {
 }
 
 /// Dead letters of queue `q`, one per payload, each after its single attempt.
-fn dead_letters(h: &mut Harness, n: u8) -> Vec<crate::ids::MessageId> {
+fn dead_letters(h: &mut Harness, n: u8) -> Vec<hookd_core::ids::MessageId> {
     let ids: Vec<_> = (0..n)
         .map(|i| {
             let mut m = h.message(Destination::Queue("q".into()), &[i]);
@@ -1187,7 +1187,7 @@ fn dead_letters_are_deleted_after_their_retention() {
 /// delivered to the notify endpoint through the push path.
 #[test]
 fn alerts_follow_the_figures_and_are_delivered_to_the_notify_endpoint() {
-    use crate::alerts::{AlertConfig, NotifyConfig, NotifyFormat};
+    use hookd_core::alerts::{AlertConfig, NotifyConfig, NotifyFormat};
     let mut config = config();
     config.alerts = AlertConfig {
         evaluate_every_secs: 1,
@@ -1307,7 +1307,7 @@ fn alert_level(h: &mut Harness, alert: &str, dest: &str) -> String {
 fn every_alert_is_fed_by_the_engines_own_figures() {
     let mut config = config();
     config.retry.max_attempts = 1;
-    config.alerts = crate::alerts::AlertConfig {
+    config.alerts = hookd_core::alerts::AlertConfig {
         evaluate_every_secs: 1,
         success_rate_min_attempts: 4,
         consumer_rate_min_enqueued: 4,
@@ -1417,7 +1417,7 @@ fn every_alert_is_fed_by_the_engines_own_figures() {
 #[test]
 fn alert_evaluation_of_many_destinations_goes_in_steps() {
     let mut config = config();
-    config.alerts = crate::alerts::AlertConfig {
+    config.alerts = hookd_core::alerts::AlertConfig {
         evaluate_every_secs: 60,
         queue_depth_warning: 0,
         queue_depth_critical: 100,
@@ -1449,7 +1449,7 @@ fn alert_evaluation_of_many_destinations_goes_in_steps() {
 /// The seed's practice at small scale: 10 messages per destination, soft mark at 8.
 fn marked() -> Harness {
     let mut c = config();
-    c.backpressure = crate::backpressure::BackpressureConfig {
+    c.backpressure = hookd_core::backpressure::BackpressureConfig {
         destination_max_messages: 10,
         destination_max_bytes: 1 << 20,
         max_messages: 15,
@@ -1475,7 +1475,7 @@ fn watermarks_throttle_between_the_marks_and_refuse_at_the_hard_mark_until_messa
     assert_eq!(throttles, [0, 0, 0, 0, 0, 0, 0, 100, 550, 1_000]);
     let size = h.message(Destination::Queue("q".into()), b"x").record.len() as u64;
     let d = h.dest("queue:q");
-    assert_eq!(d.backpressure, crate::backpressure::Level::Hard);
+    assert_eq!(d.backpressure, hookd_core::backpressure::Level::Hard);
     assert_eq!(d.live_bytes, 10 * size);
 
     // The 11th is refused and stores nothing.
@@ -1496,8 +1496,8 @@ fn watermarks_throttle_between_the_marks_and_refuse_at_the_hard_mark_until_messa
     let m = h.message(Destination::Queue("third".into()), b"z");
     assert!(matches!(
         h.enqueue_message(m),
-        Err(Refusal::OverMark(crate::backpressure::OverMark {
-            scope: crate::backpressure::Scope::All,
+        Err(Refusal::OverMark(hookd_core::backpressure::OverMark {
+            scope: hookd_core::backpressure::Scope::All,
             ..
         }))
     ));
@@ -1522,7 +1522,7 @@ fn at_the_hard_mark_a_resend_of_a_stored_event_is_still_its_duplicate() {
             created_ms: now,
             ..Default::default()
         };
-        let id = crate::ids::MessageId::generate(now);
+        let id = hookd_core::ids::MessageId::generate(now);
         NewMessage::new(id, Destination::Queue("q".into()), record, 0, 0)
     };
     let first = h.enqueue_message(keyed(&h, "k0")).expect("stored").id;
@@ -1542,11 +1542,11 @@ fn at_the_hard_mark_a_resend_of_a_stored_event_is_still_its_duplicate() {
 
 #[test]
 fn inside_the_disk_reserve_new_events_and_endpoints_are_refused_but_acks_and_deletes_go_through() {
-    let headroom = std::sync::Arc::new(crate::disk::Headroom::new(100, 0.0));
+    let headroom = std::sync::Arc::new(hookd_storage::disk::Headroom::new(100, 0.0));
     let mut c = config();
     c.headroom = headroom.clone();
     let mut h = Harness::with(c);
-    let space = |available: u64| crate::disk::Space {
+    let space = |available: u64| hookd_storage::disk::Space {
         available,
         total: 10 << 30,
         fsize_limit: None,
@@ -1592,12 +1592,12 @@ fn inside_the_disk_reserve_new_events_and_endpoints_are_refused_but_acks_and_del
 /// into a full disk.
 #[test]
 fn a_burst_between_two_probes_cannot_eat_the_reserve() {
-    let headroom = std::sync::Arc::new(crate::disk::Headroom::new(24, 0.0));
+    let headroom = std::sync::Arc::new(hookd_storage::disk::Headroom::new(24, 0.0));
     let mut c = config();
     c.headroom = headroom.clone();
     let mut h = Harness::with(c);
     // 40 MiB above the reserve at the last probe; no probe again during the burst.
-    headroom.record(crate::disk::Space {
+    headroom.record(hookd_storage::disk::Space {
         available: (24 + 40) << 20,
         total: 1 << 30,
         fsize_limit: None,
@@ -1621,7 +1621,7 @@ fn a_burst_between_two_probes_cannot_eat_the_reserve() {
     assert!(stored >= 15, "refused too early: {stored} MiB");
     // A fresh probe starts the count again (the bytes of the interval before it still
     // count once, for what the pipeline may not have written yet when it measured).
-    headroom.record(crate::disk::Space {
+    headroom.record(hookd_storage::disk::Space {
         available: 1 << 30,
         total: 1 << 30,
         fsize_limit: None,
@@ -1632,11 +1632,11 @@ fn a_burst_between_two_probes_cannot_eat_the_reserve() {
 /// Issue #26, 6: a file-size limit is named as the cause, not "0 bytes free".
 #[test]
 fn a_file_size_limit_refusal_names_the_limit() {
-    let headroom = std::sync::Arc::new(crate::disk::Headroom::new(24, 0.0));
+    let headroom = std::sync::Arc::new(hookd_storage::disk::Headroom::new(24, 0.0));
     let mut c = config();
     c.headroom = headroom.clone();
     let mut h = Harness::with(c);
-    headroom.record(crate::disk::Space {
+    headroom.record(hookd_storage::disk::Space {
         available: 0,
         total: 1 << 40,
         fsize_limit: Some(40 << 20),

@@ -1,29 +1,36 @@
-//! The engine: one thread that owns every write to redb and the in-memory index.
+//! The engine: the single writer. One thread decides every change to hookd's state and
+//! owns the in-memory index of live messages.
 //!
 //! Requests arrive as `Command`s on a channel. The thread takes every command waiting at
 //! that moment (up to `max_commit_batch`), together with every timer that has come due,
-//! applies them all to one redb write transaction and commits it with `Durability::None`
-//! (no I/O; readers see it at once). The round's row changes go to the write-ahead log's
-//! writer ([`syncer`]), which answers each caller only after the fdatasync that holds the
-//! round (group commit: one sync for every round that arrived during the previous one),
-//! while this thread goes on with the next round. Every so often (by time and by log
-//! size) a checkpoint makes redb durable with one `Immediate` commit that records how far
-//! the log is applied; the log before it is deleted.
+//! and decides them as one round against a redb read snapshot plus the overlay of rows
+//! logged but not yet applied (`hookd_storage::store::overlay`): no I/O and no B-tree work
+//! on this thread. The round's row changes go as one record to the log writer
+//! (`hookd_storage::pipeline::syncer`), which answers each caller only after the
+//! fdatasync that holds the round (group commit: one sync for every round that arrived
+//! during the previous one), while this thread goes on with the next round. The apply
+//! stage (`hookd_storage::pipeline::applier`) then performs the record on redb and, every
+//! so often (by time and by log size), checkpoints; the log before a checkpoint is deleted.
 //!
 //! Ground rules:
 //! - No caller is answered success before the log sync holding its change has returned.
 //! - A storage error is fatal for this process's writes: the engine answers UNAVAILABLE to
 //!   every request from then on (redb itself refuses writes after a failed commit until the
-//!   file is reopened) and reports unhealthy. A restart recovers from the last checkpoint
-//!   and the durable log.
-//! - The engine reads the time only through its [`Clock`], once per round.
-//! - Why a std thread and not a tokio task: checkpoints block in fsync for milliseconds;
-//!   on a runtime worker that would stall unrelated requests.
+//!   file is reopened) and reports unhealthy. hookd then reopens the store (or exits, by
+//!   `storage.on_failure`) and recovers from the last checkpoint and the durable log.
+//! - The engine reads the time only through its [`Clock`]: once per round, for every
+//!   decision in it (and once before waiting, to know how long to wait).
+//! - Why a std thread and not a tokio task: the thread blocks on its channel between
+//!   rounds, and a round can take milliseconds of CPU (a batch of 1,000 events, a sweep);
+//!   on a runtime worker either would stall unrelated requests.
+
+#![forbid(unsafe_code)]
 
 mod admin;
 mod alerting;
 mod apply;
 mod enqueue;
+pub mod events;
 mod gate;
 mod handle;
 #[cfg(test)]
@@ -36,6 +43,7 @@ mod lifecycle_tests;
 mod power_loss_tests;
 mod push;
 mod refusal;
+pub mod wheel;
 
 use hookd_storage::pipeline::{applier, syncer};
 
@@ -51,13 +59,13 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use tokio::sync::{oneshot, watch};
 
-use crate::clock::Clock;
-use crate::delivery::Delivery;
-use crate::destination::Destination;
-use crate::ids::{LeaseId, MessageId};
-use crate::retry::RetryPolicy;
-use crate::store::{EndpointRecord, Replayed, State, Storage, Store, StoreError};
 use crate::wheel::Wheel;
+use hookd_core::clock::Clock;
+use hookd_core::destination::Destination;
+use hookd_core::ids::{LeaseId, MessageId};
+use hookd_core::retry::RetryPolicy;
+use hookd_delivery::Delivery;
+use hookd_storage::store::{EndpointRecord, Replayed, State, Storage, Store, StoreError};
 use index::{Index, LiveState, Timer};
 
 /// An event that passed validation, prepared for the store. Everything that can be done off
@@ -86,7 +94,7 @@ impl NewMessage {
     pub fn new(
         id: MessageId,
         destination: Destination,
-        mut record: crate::store::MessageRecord,
+        mut record: hookd_storage::store::MessageRecord,
         delay_ms: u64,
         max_attempts: u32,
     ) -> Self {
@@ -188,7 +196,7 @@ pub struct PushDefaults {
     /// p95 attempt latency above which the breaker opens after
     /// `breaker.slow_failure_threshold` failures instead of `breaker.failure_threshold`.
     pub slow_breaker_threshold_ms: u64,
-    pub breaker: crate::breaker::BreakerConfig,
+    pub breaker: hookd_core::breaker::BreakerConfig,
 }
 
 impl Default for PushDefaults {
@@ -200,7 +208,7 @@ impl Default for PushDefaults {
             max_retry_after_secs: 3_600,
             slow_threshold_ms: 2_000,
             slow_breaker_threshold_ms: 5_000,
-            breaker: crate::breaker::BreakerConfig::default(),
+            breaker: hookd_core::breaker::BreakerConfig::default(),
         }
     }
 }
@@ -219,7 +227,7 @@ pub struct EngineConfig {
     pub dead_letter_retention_ms: u64,
     /// Where `Watch` events are published.
     pub events: crate::events::Events,
-    pub alerts: crate::alerts::AlertConfig,
+    pub alerts: hookd_core::alerts::AlertConfig,
     pub max_commit_batch: usize,
     /// A checkpoint at least this often while the log grows...
     pub checkpoint_interval_ms: u64,
@@ -228,13 +236,13 @@ pub struct EngineConfig {
     /// A fixed seed for the retry jitter (tests); `None`: from the OS.
     pub rng_seed: Option<u64>,
     /// Counters and histograms the engine and its pipeline update (`/metrics`).
-    pub metrics: Arc<crate::metrics::Metrics>,
+    pub metrics: Arc<hookd_metrics::Metrics>,
     /// Opens endpoint secrets sealed at rest (`[secrets] keys`), to sign deliveries.
-    pub sealer: Option<Arc<crate::secrets::Sealer>>,
+    pub sealer: Option<Arc<hookd_core::secrets::Sealer>>,
     /// The watermarks new events are held to.
-    pub backpressure: crate::backpressure::BackpressureConfig,
+    pub backpressure: hookd_core::backpressure::BackpressureConfig,
     /// Free space on the data directory's file system, against its reserve.
-    pub headroom: Arc<crate::disk::Headroom>,
+    pub headroom: Arc<hookd_storage::disk::Headroom>,
 }
 
 type Reply<T> = oneshot::Sender<Result<T, Refusal>>;
@@ -310,14 +318,14 @@ pub(crate) enum Command {
         limit: usize,
         /// With the totals, storage figures and alerts; else the page of destinations only.
         whole: bool,
-        reply: Reply<crate::stats::StatsSnapshot>,
+        reply: Reply<hookd_core::stats::StatsSnapshot>,
     },
     /// The figures of the destinations with these keys (`None` for one hookd does not
     /// hold), with their attempt latency by sub-window if `series` (the console).
     Detail {
         keys: Vec<String>,
         series: bool,
-        reply: Reply<Vec<Option<crate::stats::DestinationDetail>>>,
+        reply: Reply<Vec<Option<hookd_core::stats::DestinationDetail>>>,
     },
     /// The gauges of a metrics scrape: at most `max` destinations, the rest summed.
     Gauges {
@@ -325,7 +333,7 @@ pub(crate) enum Command {
         after: Option<String>,
         max: usize,
         chunk: usize,
-        reply: Reply<crate::metrics::GaugePart>,
+        reply: Reply<hookd_metrics::GaugePart>,
     },
     /// Answered once the round it arrives in is done, its log sync included: proof for the
     /// service manager's watchdog that the engine thread still completes rounds.
@@ -333,7 +341,7 @@ pub(crate) enum Command {
         reply: Reply<()>,
     },
     /// A push attempt ended (from the dispatcher).
-    Attempted(crate::delivery::AttemptReport),
+    Attempted(hookd_delivery::AttemptReport),
     /// Wake up and look at the clock (an injected clock moved).
     Tick,
     /// Answer waiting long polls now and stop waiting in new ones.
@@ -355,7 +363,7 @@ impl std::fmt::Debug for Resealer {
 }
 
 /// The round's open tables, as every operation takes them.
-type Tx<'a, 'txn> = &'a mut crate::store::Tables<'txn>;
+type Tx<'a, 'txn> = &'a mut hookd_storage::store::Tables<'txn>;
 
 /// Called after the round's commit: `None` if it succeeded, else the error to answer.
 type Completion = Box<dyn FnOnce(Option<Refusal>) + Send>;
@@ -370,7 +378,7 @@ pub(crate) struct Engine {
     wheel: Wheel<Timer>,
     index: Index,
     endpoints: std::collections::HashMap<String, EndpointRecord>,
-    total: crate::stats::Activity,
+    total: hookd_core::stats::Activity,
     rng: StdRng,
     next_waiter: u64,
     draining: bool,
@@ -388,7 +396,7 @@ pub(crate) struct Engine {
     dead_sweep_cursor: Option<Vec<u8>>,
     /// This round's events for watchers, published once it is durable.
     watched: Vec<crate::events::Event>,
-    alerts: crate::alerts::Alerts,
+    alerts: hookd_core::alerts::Alerts,
     next_alert_ms: u64,
     /// Where the alert evaluation in progress continues (destinations go in steps).
     alert_cursor: Option<String>,
@@ -397,7 +405,7 @@ pub(crate) struct Engine {
     /// The write-ahead log's writer and the apply stage behind it.
     syncer: syncer::Syncer,
     /// The rows written by rounds redb does not hold yet.
-    overlay: crate::store::Overlay,
+    overlay: hookd_storage::store::Overlay,
     /// Rounds so far (the overlay's round numbers).
     rounds: u64,
     replayed: Replayed,
@@ -765,7 +773,7 @@ impl Engine {
     }
 
     /// Records an event for watchers (only while someone watches).
-    pub(super) fn watch(&mut self, make: impl FnOnce() -> crate::events::Event) {
+    pub(crate) fn watch(&mut self, make: impl FnOnce() -> crate::events::Event) {
         if self.config.events.wanted() {
             self.watched.push(make());
         }
@@ -810,12 +818,12 @@ impl Engine {
     fn apply_round_to(
         &mut self,
         txn: &redb::ReadTransaction,
-        overlay: &mut crate::store::Overlay,
+        overlay: &mut hookd_storage::store::Overlay,
         now: u64,
         commands: Vec<Command>,
         done: &mut Vec<Completion>,
     ) -> Result<Vec<u8>, (StoreError, Vec<Command>)> {
-        let mut tables = match crate::store::Tables::open(txn, overlay) {
+        let mut tables = match hookd_storage::store::Tables::open(txn, overlay) {
             Ok(t) => t,
             Err(e) => return Err((e, commands)),
         };
@@ -849,7 +857,7 @@ impl Engine {
     /// with work left.
     fn sweep(
         &mut self,
-        tables: &mut crate::store::Tables<'_>,
+        tables: &mut hookd_storage::store::Tables<'_>,
         now: u64,
     ) -> Result<bool, StoreError> {
         let step = std::time::Instant::now();
@@ -935,7 +943,7 @@ impl Engine {
             {
                 self.wheel.remove(timer);
             }
-            dest.activity = crate::stats::Activity::per_destination();
+            dest.activity = hookd_core::stats::Activity::per_destination();
             dest.ready = std::collections::VecDeque::new();
             dest.waiters = std::collections::VecDeque::new();
         }

@@ -8,8 +8,8 @@
 use super::index::{LiveState, Timer, Waiter};
 use super::lease::AttemptEnd;
 use super::{Command, Completion, Engine, NackOutcome, PutOutcome, Refusal, Tx};
-use crate::destination::Destination;
-use crate::store::StoreError;
+use hookd_core::destination::Destination;
+use hookd_storage::store::StoreError;
 
 pub(super) fn reply_after<T: Send + 'static>(
     done: &mut Vec<Completion>,

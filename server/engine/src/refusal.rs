@@ -1,15 +1,15 @@
 //! Why the engine did not do what it was asked: its own error type, in its own words.
 //!
 //! The engine knows nothing of gRPC: it names what is wrong (an unknown endpoint, an
-//! expired lease), and `crate::error` alone turns that into a status code and a message that
+//! expired lease), and `hookd::error` alone turns that into a status code and a message that
 //! names the request's field. A refusal changes nothing: the request's writes are not
 //! applied.
 
-use crate::ids::{LeaseId, MessageId};
+use hookd_core::ids::{LeaseId, MessageId};
 
-/// A request the engine refused, or could not serve.
+/// A request the engine refused, or could not serve. Exhaustive on purpose: the edge that
+/// maps it to a status (`hookd::error`) names every refusal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum Refusal {
     /// The refusal of the `index`-th item of a request's list (an Ack's leases, a
     /// Replay's ids): all-or-nothing requests name the first item refused.
@@ -50,10 +50,10 @@ pub enum Refusal {
     AtCapacity { queued: u64, limit: u64 },
     /// A watermark's hard mark: the destination (or hookd) holds as much as it may.
     #[error("{0}")]
-    OverMark(crate::backpressure::OverMark),
+    OverMark(hookd_core::backpressure::OverMark),
     /// The data directory's file system is inside hookd's reserve.
     #[error("{0}")]
-    DiskFull(crate::disk::Short),
+    DiskFull(hookd_storage::disk::Short),
     /// Storage failed, or the engine stopped: nothing was acknowledged.
     #[error("unavailable: {0}")]
     Unavailable(String),
@@ -64,7 +64,7 @@ impl Refusal {
     /// the watermarks, the disk reserve and the write queue; None for the others (a bad
     /// request is not a refusal of capacity).
     pub fn metric_reason(&self) -> Option<&'static str> {
-        use crate::backpressure::{Measure, Scope};
+        use hookd_core::backpressure::{Measure, Scope};
         Some(match self {
             Self::OverMark(over) => match (over.scope, over.measure) {
                 (Scope::Destination, Measure::Messages) => "destination_messages",
@@ -99,8 +99,8 @@ impl Refusal {
     }
 }
 
-impl From<crate::store::StoreError> for Refusal {
-    fn from(e: crate::store::StoreError) -> Self {
+impl From<hookd_storage::store::StoreError> for Refusal {
+    fn from(e: hookd_storage::store::StoreError) -> Self {
         Self::Unavailable(e.to_string())
     }
 }

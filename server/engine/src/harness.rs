@@ -13,15 +13,17 @@ use tokio::sync::{mpsc, oneshot};
 use super::{
     Command, Engine, EngineConfig, Enqueued, Leased, NackOutcome, NewMessage, PutOutcome, Refusal,
 };
-use crate::breaker::BreakerConfig;
-use crate::clock::{Clock, ManualClock};
-use crate::delivery::{AttemptReport, Delivery, Verdict};
-use crate::destination::Destination;
-use crate::ids::{LeaseId, MessageId};
-use crate::retry::RetryPolicy;
-use crate::stats::{DestinationSnapshot, StatsSnapshot};
-use crate::store::faults::Faults;
-use crate::store::{DoneRecord, EndpointRecord, MessageRecord, State, Storage, StoredMessage};
+use hookd_core::breaker::BreakerConfig;
+use hookd_core::clock::{Clock, ManualClock};
+use hookd_core::destination::Destination;
+use hookd_core::ids::{LeaseId, MessageId};
+use hookd_core::retry::RetryPolicy;
+use hookd_core::stats::{DestinationSnapshot, StatsSnapshot};
+use hookd_delivery::{AttemptReport, Delivery, Verdict};
+use hookd_storage::store::faults::Faults;
+use hookd_storage::store::{
+    DoneRecord, EndpointRecord, MessageRecord, State, Storage, StoredMessage,
+};
 
 /// Where the harness clock starts (2023-11-14).
 pub const START_MS: u64 = 1_700_000_000_000;
@@ -66,7 +68,7 @@ pub fn config() -> EngineConfig {
         checkpoint_log_bytes: 64 << 20,
         rng_seed: Some(1),
         backpressure: Default::default(),
-        headroom: std::sync::Arc::new(crate::disk::Headroom::unlimited()),
+        headroom: std::sync::Arc::new(hookd_storage::disk::Headroom::unlimited()),
     }
 }
 
@@ -80,8 +82,8 @@ impl Harness {
         let faults = Faults::default();
         let storage = Storage::open_faulty(
             dir.path(),
-            crate::store::DEFAULT_CACHE_BYTES,
-            crate::store::DEFAULT_SEGMENT_BYTES,
+            hookd_storage::store::DEFAULT_CACHE_BYTES,
+            hookd_storage::store::DEFAULT_SEGMENT_BYTES,
             faults.clone(),
         )
         .expect("a store");
@@ -304,8 +306,8 @@ impl Harness {
 
     /// A metrics scrape's destinations, read as the handle reads them: in slices of
     /// `chunk`, merged.
-    pub fn gauges(&mut self, max: usize, chunk: usize) -> Vec<crate::metrics::DestinationGauges> {
-        let mut tally = crate::metrics::GaugeTally::new(max);
+    pub fn gauges(&mut self, max: usize, chunk: usize) -> Vec<hookd_metrics::DestinationGauges> {
+        let mut tally = hookd_metrics::GaugeTally::new(max);
         let mut after = None;
         loop {
             let part = self

@@ -33,14 +33,14 @@ use rand::{RngExt, SeedableRng};
 
 use super::NewMessage;
 use super::{EngineConfig, EngineHandle};
-use crate::clock::{Clock, SystemClock};
-use crate::delivery::{AttemptReport, Verdict};
-use crate::destination::Destination;
-use crate::ids::{LeaseId, MessageId};
-use crate::retry::RetryPolicy;
-use crate::store::power_loss::{Image, PowerLossFs};
-use crate::store::{EndpointRecord, HistoryRecord, MessageRecord, Storage, Store};
-use crate::wal::Log;
+use hookd_core::clock::{Clock, SystemClock};
+use hookd_core::destination::Destination;
+use hookd_core::ids::{LeaseId, MessageId};
+use hookd_core::retry::RetryPolicy;
+use hookd_delivery::{AttemptReport, Verdict};
+use hookd_storage::store::power_loss::{Image, PowerLossFs};
+use hookd_storage::store::{EndpointRecord, HistoryRecord, MessageRecord, Storage, Store};
+use hookd_storage::wal::Log;
 
 /// An operation hookd answered with success.
 #[derive(Debug, Clone, Copy)]
@@ -86,7 +86,7 @@ fn config(seed: u64) -> EngineConfig {
             base_ms: 1,
             cap_ms: 4,
         },
-        push: crate::engine::PushDefaults::default(),
+        push: crate::PushDefaults::default(),
         max_queued_write_bytes: 64 << 20,
         idempotency_retention_ms: 24 * 3_600_000,
         completed_retention_ms: 24 * 3_600_000,
@@ -100,7 +100,7 @@ fn config(seed: u64) -> EngineConfig {
         rng_seed: Some(seed),
         metrics: Default::default(),
         backpressure: Default::default(),
-        headroom: std::sync::Arc::new(crate::disk::Headroom::unlimited()),
+        headroom: std::sync::Arc::new(hookd_storage::disk::Headroom::unlimited()),
     }
 }
 
@@ -268,7 +268,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Producers, consumers and a fake dispatcher, all bounded; returns the answer counts.
 async fn workload(
     engine: EngineHandle,
-    mut deliveries: tokio::sync::mpsc::UnboundedReceiver<Vec<crate::delivery::Delivery>>,
+    mut deliveries: tokio::sync::mpsc::UnboundedReceiver<Vec<hookd_delivery::Delivery>>,
     log: Arc<Mutex<Vec<Answered>>>,
     seed: u64,
 ) -> Result<[usize; 4], String> {

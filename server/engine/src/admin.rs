@@ -5,12 +5,12 @@ use std::collections::HashSet;
 use super::enqueue::waiting;
 use super::index::Live;
 use super::{Engine, Refusal, ReplayOutcome, ReplayRequest, Tx};
-use crate::destination::Destination;
-use crate::ids::MessageId;
-use crate::metrics::DestinationGauges;
-use crate::stats::{DestinationSnapshot, StatsSnapshot, StorageSnapshot};
-use crate::store::EndpointRecord;
-use crate::store::{AttemptRecord, State, StoreError};
+use hookd_core::destination::Destination;
+use hookd_core::ids::MessageId;
+use hookd_core::stats::{DestinationSnapshot, StatsSnapshot, StorageSnapshot};
+use hookd_metrics::DestinationGauges;
+use hookd_storage::store::EndpointRecord;
+use hookd_storage::store::{AttemptRecord, State, StoreError};
 
 impl Engine {
     /// Makes dead letters ready again. With ids, all-or-nothing: each must be a dead letter.
@@ -281,17 +281,17 @@ impl Engine {
         now: u64,
         key: &str,
         series: bool,
-    ) -> Option<crate::stats::DestinationDetail> {
+    ) -> Option<hookd_core::stats::DestinationDetail> {
         let dest = self.index.dests.get(self.index.find(key)?)?;
         let series =
             dest.push
                 .as_ref()
                 .filter(|_| series)
-                .map(|push| crate::stats::LatencySeries {
+                .map(|push| hookd_core::stats::LatencySeries {
                     hour: push.stats.latency_1h.series(now),
                     day: push.stats.latency_24h.series(now),
                 });
-        Some(crate::stats::DestinationDetail {
+        Some(hookd_core::stats::DestinationDetail {
             stats: self.dest_snapshot(now, dest),
             series,
         })
@@ -322,7 +322,7 @@ impl Engine {
         after: Option<&str>,
         max: usize,
         chunk: usize,
-    ) -> crate::metrics::GaugePart {
+    ) -> hookd_metrics::GaugePart {
         let gauges = |dest: &super::index::Dest, named: bool| DestinationGauges {
             destination: if named {
                 dest.key.clone()
@@ -369,13 +369,13 @@ impl Engine {
         }
         let top = dests.iter().map(|d| gauges(d, true)).collect();
         // The whole-hookd figures once, with the last slice.
-        let tail = next.is_none().then(|| crate::metrics::GaugeTail {
+        let tail = next.is_none().then(|| hookd_metrics::GaugeTail {
             alerts: self.alert_states(),
             storage: self.storage_snapshot(now),
             healthy: self.failed.is_none() && self.syncer.failed().is_none(),
             backpressure: self.total_level(),
         });
-        crate::metrics::GaugePart {
+        hookd_metrics::GaugePart {
             top,
             other,
             next,
@@ -383,16 +383,17 @@ impl Engine {
         }
     }
 
-    fn dest_level(&self, dest: &super::index::Dest) -> crate::backpressure::Level {
+    fn dest_level(&self, dest: &super::index::Dest) -> hookd_core::backpressure::Level {
         self.config
             .backpressure
-            .level(dest.held(), crate::backpressure::Scope::Destination)
+            .level(dest.held(), hookd_core::backpressure::Scope::Destination)
     }
 
-    fn total_level(&self) -> crate::backpressure::Level {
-        self.config
-            .backpressure
-            .level(self.index.total_held(), crate::backpressure::Scope::All)
+    fn total_level(&self) -> hookd_core::backpressure::Level {
+        self.config.backpressure.level(
+            self.index.total_held(),
+            hookd_core::backpressure::Scope::All,
+        )
     }
 
     /// The totals (kept as messages move, never summed here) and one page of

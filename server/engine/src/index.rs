@@ -10,13 +10,13 @@ use rustc_hash::FxHashMap;
 use slab::Slab;
 use tokio::sync::oneshot;
 
-use crate::ids::MessageId;
+use hookd_core::ids::MessageId;
 use std::sync::Arc;
 
 use super::gate::Gate;
-use crate::delivery::Target;
-use crate::stats::{Activity, AttemptStats, DestinationSnapshot};
 use crate::wheel::TimerKey;
+use hookd_core::stats::{Activity, AttemptStats, DestinationSnapshot};
+use hookd_delivery::Target;
 
 pub type DestId = usize;
 
@@ -143,8 +143,8 @@ impl Dest {
 
     /// What it holds, as the watermarks measure it: its live messages (pending, awaiting
     /// retry or in flight) and their records' bytes.
-    pub fn held(&self) -> crate::backpressure::Held {
-        crate::backpressure::Held {
+    pub fn held(&self) -> hookd_core::backpressure::Held {
+        hookd_core::backpressure::Held {
             messages: self.counts.pending + self.counts.awaiting_retry + self.counts.in_flight,
             bytes: self.live_bytes,
         }
@@ -434,8 +434,8 @@ impl Index {
     }
 
     /// What every destination holds together, as the watermarks measure it.
-    pub fn total_held(&self) -> crate::backpressure::Held {
-        crate::backpressure::Held {
+    pub fn total_held(&self) -> hookd_core::backpressure::Held {
+        hookd_core::backpressure::Held {
             messages: self.live.len() as u64,
             bytes: self.live_bytes,
         }

@@ -3,12 +3,12 @@
 
 use super::index::{Live, LiveState, Timer};
 use super::{Engine, Enqueued, NewMessage, Refusal, Tx};
-use crate::backpressure::{Assessment, Held};
-use crate::destination::Destination;
-use crate::ids::MessageId;
-use crate::retry::RetryPolicy;
-use crate::store::{EndpointRecord, ScheduleEntry, State, StoreError, idempotency_scope};
 use crate::wheel::TimerKey;
+use hookd_core::backpressure::{Assessment, Held};
+use hookd_core::destination::Destination;
+use hookd_core::ids::MessageId;
+use hookd_core::retry::RetryPolicy;
+use hookd_storage::store::{EndpointRecord, ScheduleEntry, State, StoreError, idempotency_scope};
 
 impl Engine {
     pub(super) fn enqueue(

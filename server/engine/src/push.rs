@@ -20,13 +20,13 @@ use super::gate::{self, Admission, Gate, Outcome};
 use super::index::{DestId, LiveState, Push, Timer};
 use super::lease::{AttemptEnd, Meta};
 use super::{Engine, Tx};
-use crate::breaker::BreakerState;
-use crate::delivery::signing::Secret;
-use crate::delivery::{AttemptReport, Delivery, Target, Verdict};
-use crate::destination::Destination;
-use crate::ids::MessageId;
-use crate::stats::{AttemptStats, PushSnapshot};
-use crate::store::StoreError;
+use hookd_core::breaker::BreakerState;
+use hookd_core::destination::Destination;
+use hookd_core::ids::MessageId;
+use hookd_core::stats::{AttemptStats, PushSnapshot};
+use hookd_delivery::signing::Secret;
+use hookd_delivery::{AttemptReport, Delivery, Target, Verdict};
+use hookd_storage::store::StoreError;
 
 /// How long past its timeout an attempt may stay unreported before the engine gives it up
 /// as lost (the dispatcher always reports; this is the safety net).
@@ -114,7 +114,7 @@ impl Engine {
                     .secrets
                     .iter()
                     .filter_map(|s| {
-                        crate::secrets::open(self.config.sealer.as_deref(), name, s).ok()
+                        hookd_core::secrets::open(self.config.sealer.as_deref(), name, s).ok()
                     })
                     .filter_map(|s| Secret::parse(&s).ok())
                     .collect(),
@@ -442,7 +442,10 @@ impl Engine {
         };
         endpoint.disabled = true;
         endpoint.disabled_reason.clone_from(&reason);
-        crate::store::bound_text(&mut endpoint.disabled_reason, crate::store::MAX_TEXT_BYTES);
+        hookd_storage::store::bound_text(
+            &mut endpoint.disabled_reason,
+            hookd_storage::store::MAX_TEXT_BYTES,
+        );
         endpoint.disabled_ms = now;
         t.put_endpoint(endpoint)?;
         tracing::warn!(endpoint = name, %reason, "endpoint disabled");
