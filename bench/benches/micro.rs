@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use hookd::breaker::{Admit, Breaker, BreakerConfig};
-use hookd::delivery::signing::{Secret, signature_header};
 use hookd::ids::MessageId;
 use hookd::limiter::TokenBucket;
+use hookd::signing::{Secret, signature_header};
 use hookd::stats::RollingHistogram;
 use hookd::store::records::{MessageRecord, ScheduleEntry, State};
 

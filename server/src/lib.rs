@@ -45,8 +45,8 @@ macro_rules! out {
 
 // Moved to hookd-core; re-exported under the old paths while the crates are split.
 pub use hookd_core::{
-    alerts, backpressure, breaker, clock, deadletters, destination, ids, limiter, names, ratelog,
-    retry, secrets, stats, text,
+    alerts, backpressure, breaker, clock, deadletters, destination, ids, limiter, names, push,
+    ratelog, retry, secrets, signing, stats, text,
 };
 pub use hookd_delivery as delivery;
 pub use hookd_engine::{self as engine, events, wheel};

@@ -11,6 +11,8 @@
 //! - [`stats`], [`alerts`], [`deadletters`]: rolling figures, alert rules, the dead-letter
 //!   filter and analysis.
 //! - [`secrets`]: endpoint secrets sealed at rest, and their summaries.
+//! - [`push`]: the handoff between the engine and the dispatcher (an attempt, its
+//!   outcome); [`signing`]: Standard Webhooks signatures.
 //! - [`ratelog`]: a budget of log lines per call site.
 
 #![forbid(unsafe_code)]
@@ -24,8 +26,10 @@ pub mod destination;
 pub mod ids;
 pub mod limiter;
 pub mod names;
+pub mod push;
 pub mod ratelog;
 pub mod retry;
 pub mod secrets;
+pub mod signing;
 pub mod stats;
 pub mod text;

@@ -15,8 +15,9 @@ use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 
 use super::connect::refusal;
-use super::signing::signature_header;
 use super::{Delivery, HttpClient, Verdict};
+use hookd_core::push::RetryAfter;
+use hookd_core::signing::signature_header;
 
 /// How much of a response body is kept in the attempt's error detail.
 pub const ERROR_EXCERPT_BYTES: usize = 1_024;
@@ -215,15 +216,6 @@ fn classify(
             error,
         }
     }
-}
-
-/// When the receiver asks to be left alone until.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RetryAfter {
-    /// `Retry-After: <seconds>`, from the time the answer arrived.
-    Seconds(u64),
-    /// `Retry-After: <HTTP date>`, as Unix ms.
-    At(u64),
 }
 
 pub fn parse_retry_after(v: &str) -> Option<RetryAfter> {

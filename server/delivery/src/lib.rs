@@ -17,12 +17,10 @@
 pub mod attempt;
 pub mod connect;
 pub mod guard;
-pub mod signing;
 pub mod slots;
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -32,86 +30,10 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::sync::mpsc;
 
-pub use attempt::RetryAfter;
 use connect::GuardedConnector;
 use guard::AddressGuard;
-use signing::Secret;
 
-use hookd_core::ids::MessageId;
-
-/// How one push destination is reached. The engine builds a new one whenever the
-/// destination's settings change; attempts hold it, so an attempt finishes with the
-/// settings (and the pool) it started with.
-#[derive(Debug)]
-pub struct Target {
-    /// The destination key (`endpoint:NAME` or `url:ORIGIN`).
-    pub key: String,
-    pub secrets: Vec<Secret>,
-    pub connect_timeout: Duration,
-    /// The whole attempt, response body included.
-    pub timeout: Duration,
-    /// Idle keep-alive connections kept (the destination's concurrency limit).
-    pub pool_size: usize,
-    /// The keep-alive pool, built by the dispatcher for the first attempt. It lives as long
-    /// as this target: freed once the engine has rebuilt or forgotten the destination and
-    /// no attempt holds it, so a million URL origins seen once do not leave a million pools.
-    pub pool: OnceLock<HttpClient>,
-}
-
-/// One attempt to hand to the dispatcher.
-#[derive(Debug)]
-pub struct Delivery {
-    pub id: MessageId,
-    pub attempt: u32,
-    pub target: Arc<Target>,
-    pub url: String,
-    pub payload: Bytes,
-    pub headers: BTreeMap<String, String>,
-    /// Sent as `idempotency-key` (the message id when the event had none).
-    pub idempotency_key: String,
-    /// Sent as `webhook-event-type` when set.
-    pub event_type: String,
-    /// `webhook-timestamp`: when the engine handed the attempt out.
-    pub timestamp_s: u64,
-}
-
-/// How an attempt ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    Delivered {
-        status: u16,
-    },
-    /// Worth another attempt. `status` 0: no response.
-    Retry {
-        status: u16,
-        /// "http_error", "timeout" or "network_error".
-        outcome: &'static str,
-        error: String,
-        retry_after: Option<RetryAfter>,
-    },
-    /// Another attempt cannot succeed: straight to the dead-letter queue.
-    Permanent {
-        status: u16,
-        error: String,
-    },
-    /// The destination guard refused every address: dead letter with that reason.
-    Refused {
-        error: String,
-    },
-    /// hookd itself ran short (descriptors, memory, local ports, its outbound cap): the
-    /// receiver was never tried; tried again later, never dead-lettered for it.
-    Local {
-        error: String,
-    },
-}
-
-#[derive(Debug)]
-pub struct AttemptReport {
-    pub id: MessageId,
-    pub attempt: u32,
-    pub verdict: Verdict,
-    pub latency_us: u64,
-}
+pub use hookd_core::push::{AttemptReport, Delivery, PoolSlot, RetryAfter, Target, Verdict};
 
 /// Where the dispatcher sends reports (the engine's handle, at wiring time).
 pub type ReportFn = Arc<dyn Fn(AttemptReport) + Send + Sync>;
@@ -262,26 +184,34 @@ impl Dispatcher {
         }
     }
 
+    /// The target's keep-alive pool, built at its first attempt.
     fn client_for(&self, target: &Target) -> HttpClient {
+        // The slot holds nothing but this dispatcher's clients; were it ever to hold
+        // another type, the attempt goes through a pool of its own.
         target
             .pool
-            .get_or_init(|| {
-                let connector = GuardedConnector::new(
-                    self.guard.clone(),
-                    target.connect_timeout,
-                    self.slots.clone(),
-                );
-                let https = HttpsConnectorBuilder::new()
-                    .with_tls_config(self.tls.clone())
-                    .https_or_http()
-                    .enable_http1()
-                    .wrap_connector(connector);
-                Client::builder(TokioExecutor::new())
-                    .pool_timer(TokioTimer::new())
-                    .pool_idle_timeout(Duration::from_secs(90))
-                    .pool_max_idle_per_host(target.pool_size)
-                    .build(https)
-            })
-            .clone()
+            .get_or_init(|| self.new_client(target))
+            .cloned()
+            .unwrap_or_else(|| self.new_client(target))
+    }
+
+    fn new_client(&self, target: &Target) -> HttpClient {
+        {
+            let connector = GuardedConnector::new(
+                self.guard.clone(),
+                target.connect_timeout,
+                self.slots.clone(),
+            );
+            let https = HttpsConnectorBuilder::new()
+                .with_tls_config(self.tls.clone())
+                .https_or_http()
+                .enable_http1()
+                .wrap_connector(connector);
+            Client::builder(TokioExecutor::new())
+                .pool_timer(TokioTimer::new())
+                .pool_idle_timeout(Duration::from_secs(90))
+                .pool_max_idle_per_host(target.pool_size)
+                .build(https)
+        }
     }
 }

@@ -10,7 +10,7 @@
 use hookd_core::breaker::{self, Breaker, BreakerConfig, BreakerState};
 use hookd_core::ids::MessageId;
 use hookd_core::limiter::TokenBucket;
-use hookd_delivery::RetryAfter;
+use hookd_core::push::RetryAfter;
 
 /// What the gate says about sending one more attempt now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -72,7 +72,7 @@ fn stopped() -> Refusal {
 impl EngineHandle {
     /// Hands a push attempt's outcome to the engine (the dispatcher's way back). If the
     /// engine has stopped, the attempt is simply made again after a restart.
-    pub fn report(&self, report: hookd_delivery::AttemptReport) {
+    pub fn report(&self, report: hookd_core::push::AttemptReport) {
         let _ = self.tx.send(Command::Attempted(report));
     }
 

@@ -17,9 +17,9 @@ use hookd_core::breaker::BreakerConfig;
 use hookd_core::clock::{Clock, ManualClock};
 use hookd_core::destination::Destination;
 use hookd_core::ids::{LeaseId, MessageId};
+use hookd_core::push::{AttemptReport, Delivery, Verdict};
 use hookd_core::retry::RetryPolicy;
 use hookd_core::stats::{DestinationSnapshot, StatsSnapshot};
-use hookd_delivery::{AttemptReport, Delivery, Verdict};
 use hookd_storage::store::faults::Faults;
 use hookd_storage::store::{
     DoneRecord, EndpointRecord, MessageRecord, State, Storage, StoredMessage,

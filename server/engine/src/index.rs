@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use super::gate::Gate;
 use crate::wheel::TimerKey;
+use hookd_core::push::Target;
 use hookd_core::stats::{Activity, AttemptStats, DestinationSnapshot};
-use hookd_delivery::Target;
 
 pub type DestId = usize;
 

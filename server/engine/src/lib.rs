@@ -63,8 +63,8 @@ use crate::wheel::Wheel;
 use hookd_core::clock::Clock;
 use hookd_core::destination::Destination;
 use hookd_core::ids::{LeaseId, MessageId};
+use hookd_core::push::Delivery;
 use hookd_core::retry::RetryPolicy;
-use hookd_delivery::Delivery;
 use hookd_storage::store::{EndpointRecord, Replayed, State, Storage, Store, StoreError};
 use index::{Index, LiveState, Timer};
 
@@ -341,7 +341,7 @@ pub(crate) enum Command {
         reply: Reply<()>,
     },
     /// A push attempt ended (from the dispatcher).
-    Attempted(hookd_delivery::AttemptReport),
+    Attempted(hookd_core::push::AttemptReport),
     /// Wake up and look at the clock (an injected clock moved).
     Tick,
     /// Answer waiting long polls now and stop waiting in new ones.

@@ -6,7 +6,7 @@ use super::harness::{Harness, START_MS, config};
 use super::{Command, NewMessage, Refusal};
 use hookd_core::breaker::BreakerState;
 use hookd_core::destination::Destination;
-use hookd_delivery::{RetryAfter, Verdict};
+use hookd_core::push::{RetryAfter, Verdict};
 use hookd_storage::store::{EndpointRecord, MessageRecord, State};
 
 fn failed(status: u16) -> Verdict {
@@ -803,7 +803,7 @@ mod destinations {
     fn url_origins_are_forgotten_with_their_pools_once_delivered() {
         let origins = env_count("HOOKD_CHURN_ORIGINS", 20_000);
         let mut h = Harness::new();
-        let mut targets: Vec<Weak<hookd_delivery::Target>> = Vec::new();
+        let mut targets: Vec<Weak<hookd_core::push::Target>> = Vec::new();
         for chunk in 0..origins.div_ceil(1_000) {
             let messages = (0..1_000.min(origins - chunk * 1_000))
                 .map(|i| {
@@ -843,7 +843,7 @@ mod destinations {
     fn dead_lettered_url_origins_shed_their_pools_and_keep_their_dead_letters() {
         let origins = env_count("HOOKD_CHURN_ORIGINS", 3_000);
         let mut h = Harness::new();
-        let mut targets: Vec<Weak<hookd_delivery::Target>> = Vec::new();
+        let mut targets: Vec<Weak<hookd_core::push::Target>> = Vec::new();
         let mut first = None;
         for chunk in 0..origins.div_ceil(1_000) {
             let messages = (0..1_000.min(origins - chunk * 1_000))
@@ -867,7 +867,7 @@ mod destinations {
             targets.extend(sent.iter().map(|d| Arc::downgrade(&d.target)));
             h.report_all(
                 &sent,
-                hookd_delivery::Verdict::Permanent {
+                hookd_core::push::Verdict::Permanent {
                     status: 410,
                     error: "HTTP 410".into(),
                 },

@@ -36,8 +36,8 @@ use super::{EngineConfig, EngineHandle};
 use hookd_core::clock::{Clock, SystemClock};
 use hookd_core::destination::Destination;
 use hookd_core::ids::{LeaseId, MessageId};
+use hookd_core::push::{AttemptReport, Verdict};
 use hookd_core::retry::RetryPolicy;
-use hookd_delivery::{AttemptReport, Verdict};
 use hookd_storage::store::power_loss::{Image, PowerLossFs};
 use hookd_storage::store::{EndpointRecord, HistoryRecord, MessageRecord, Storage, Store};
 use hookd_storage::wal::Log;
@@ -268,7 +268,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Producers, consumers and a fake dispatcher, all bounded; returns the answer counts.
 async fn workload(
     engine: EngineHandle,
-    mut deliveries: tokio::sync::mpsc::UnboundedReceiver<Vec<hookd_delivery::Delivery>>,
+    mut deliveries: tokio::sync::mpsc::UnboundedReceiver<Vec<hookd_core::push::Delivery>>,
     log: Arc<Mutex<Vec<Answered>>>,
     seed: u64,
 ) -> Result<[usize; 4], String> {

@@ -23,9 +23,9 @@ use super::{Engine, Tx};
 use hookd_core::breaker::BreakerState;
 use hookd_core::destination::Destination;
 use hookd_core::ids::MessageId;
+use hookd_core::push::{AttemptReport, Delivery, Target, Verdict};
+use hookd_core::signing::Secret;
 use hookd_core::stats::{AttemptStats, PushSnapshot};
-use hookd_delivery::signing::Secret;
-use hookd_delivery::{AttemptReport, Delivery, Target, Verdict};
 use hookd_storage::store::StoreError;
 
 /// How long past its timeout an attempt may stay unreported before the engine gives it up

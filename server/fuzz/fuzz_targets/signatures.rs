@@ -3,7 +3,7 @@
 #![no_main]
 
 use hookd::delivery::attempt::parse_retry_after;
-use hookd::delivery::signing::{Secret, signature_header};
+use hookd::signing::{Secret, signature_header};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

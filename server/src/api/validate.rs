@@ -282,7 +282,7 @@ pub fn endpoint(e: Option<pb::Endpoint>) -> Result<EndpointRecord, ApiError> {
         )));
     }
     for (i, secret) in e.secrets.iter().enumerate() {
-        crate::delivery::signing::Secret::parse(secret)
+        crate::signing::Secret::parse(secret)
             .map_err(|err| invalid(format!("endpoint.secrets[{i}]: {err}")))?;
     }
     let within = |field: &str, v: u64, max: u64| {

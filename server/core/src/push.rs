@@ -1,0 +1,146 @@
+//! What the engine hands the dispatcher for one attempt, and what comes back: the
+//! handoff between the single writer (`hookd-engine`) and the HTTP side
+//! (`hookd-delivery`). Plain data, so the engine builds without the HTTP stack; the
+//! dispatcher's keep-alive pool rides along in an opaque [`PoolSlot`].
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::ids::MessageId;
+use crate::signing::Secret;
+
+/// How one push destination is reached. The engine builds a new one whenever the
+/// destination's settings change; attempts hold it, so an attempt finishes with the
+/// settings (and the pool) it started with.
+#[derive(Debug)]
+pub struct Target {
+    /// The destination key (`endpoint:NAME` or `url:ORIGIN`).
+    pub key: String,
+    pub secrets: Vec<Secret>,
+    pub connect_timeout: Duration,
+    /// The whole attempt, response body included.
+    pub timeout: Duration,
+    /// Idle keep-alive connections kept (the destination's concurrency limit).
+    pub pool_size: usize,
+    /// The keep-alive pool, built by the dispatcher for the first attempt. It lives as long
+    /// as this target: freed once the engine has rebuilt or forgotten the destination and
+    /// no attempt holds it, so a million URL origins seen once do not leave a million pools.
+    pub pool: PoolSlot,
+}
+
+/// One attempt to hand to the dispatcher.
+#[derive(Debug)]
+pub struct Delivery {
+    pub id: MessageId,
+    pub attempt: u32,
+    pub target: Arc<Target>,
+    pub url: String,
+    pub payload: Bytes,
+    pub headers: BTreeMap<String, String>,
+    /// Sent as `idempotency-key` (the message id when the event had none).
+    pub idempotency_key: String,
+    /// Sent as `webhook-event-type` when set.
+    pub event_type: String,
+    /// `webhook-timestamp`: when the engine handed the attempt out.
+    pub timestamp_s: u64,
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Delivered {
+        status: u16,
+    },
+    /// Worth another attempt. `status` 0: no response.
+    Retry {
+        status: u16,
+        /// "http_error", "timeout" or "network_error".
+        outcome: &'static str,
+        error: String,
+        retry_after: Option<RetryAfter>,
+    },
+    /// Another attempt cannot succeed: straight to the dead-letter queue.
+    Permanent {
+        status: u16,
+        error: String,
+    },
+    /// The destination guard refused every address: dead letter with that reason.
+    Refused {
+        error: String,
+    },
+    /// hookd itself ran short (descriptors, memory, local ports, its outbound cap): the
+    /// receiver was never tried; tried again later, never dead-lettered for it.
+    Local {
+        error: String,
+    },
+}
+
+#[derive(Debug)]
+pub struct AttemptReport {
+    pub id: MessageId,
+    pub attempt: u32,
+    pub verdict: Verdict,
+    pub latency_us: u64,
+}
+
+/// When the receiver asks to be left alone until.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryAfter {
+    /// `Retry-After: <seconds>`, from the time the answer arrived.
+    Seconds(u64),
+    /// `Retry-After: <HTTP date>`, as Unix ms.
+    At(u64),
+}
+
+/// A place for the dispatcher's keep-alive pool of one [`Target`], built at its first
+/// attempt and dropped with the target. Opaque to everyone but the dispatcher.
+#[derive(Default)]
+pub struct PoolSlot(OnceLock<Box<dyn Any + Send + Sync>>);
+
+impl PoolSlot {
+    /// The pool, made by `make` on first use; None if the slot holds another type.
+    pub fn get_or_init<T: Any + Send + Sync>(&self, make: impl FnOnce() -> T) -> Option<&T> {
+        self.0.get_or_init(|| Box::new(make())).downcast_ref()
+    }
+}
+
+impl std::fmt::Debug for PoolSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "PoolSlot(built)"
+        } else {
+            "PoolSlot(empty)"
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pool_slot_is_built_once_and_read_as_its_own_type() {
+        let slot = PoolSlot::default();
+        let mut made = 0;
+        assert_eq!(
+            slot.get_or_init(|| {
+                made += 1;
+                7u32
+            }),
+            Some(&7)
+        );
+        assert_eq!(
+            slot.get_or_init(|| {
+                made += 1;
+                8u32
+            }),
+            Some(&7)
+        );
+        assert_eq!(made, 1);
+        assert_eq!(slot.get_or_init(|| "another type"), None);
+    }
+}
