@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use hookd::testkit::ChildHookd;
 use hookd_proto::v1::{self as pb, hookd_client::HookdClient};
+use hookd_testkit::ChildHookd;
 use tonic::transport::Channel;
 
 use crate::load::{self, Shape};

@@ -160,7 +160,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> std::process::ExitCode {
     // `hookd-bench __hookd serve ...` is hookd itself: the scale measurement runs it as a
     // separate process, to read its RSS and kill it.
-    if let Some(exit) = hookd::testkit::trampoline() {
+    if let Some(exit) = hookd_testkit::trampoline() {
         return exit;
     }
     // hookd's own log lines (checkpoints, replay) when RUST_LOG asks for them.
@@ -408,7 +408,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     }
     if named("metrics scrape") {
         println!("\nmetrics scrape: GET /metrics vs the Stats call, 20 of each per size");
-        let failing = hookd::testkit::Receiver::start(hookd::testkit::Reply::Status(503)).await?;
+        let failing = hookd_testkit::Receiver::start(hookd_testkit::Reply::Status(503)).await?;
         for n in [100, 2_000, 10_000, 100_000] {
             let hookd = Hookd::start(dir.path(), n).await?;
             let ch = channels(hookd.addr, 1).await?.remove(0);
@@ -422,7 +422,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
             "\nconsole: page render times with {} endpoints and {} dead letters, {} requests per page",
             args.console_endpoints, args.console_dead, args.console_samples
         );
-        let sink = hookd::testkit::Receiver::start(hookd::testkit::Reply::Status(400)).await?;
+        let sink = hookd_testkit::Receiver::start(hookd_testkit::Reply::Status(400)).await?;
         let hookd = Hookd::start(dir.path(), 0).await?;
         let ch = channels(hookd.addr, 1).await?.remove(0);
         let mut client = hookd_client::Client::from_channel(ch);
@@ -588,7 +588,7 @@ async fn restart(
 struct Hookd {
     addr: SocketAddr,
     data_dir: std::path::PathBuf,
-    running: hookd::testkit::InProcess,
+    running: hookd_testkit::InProcess,
 }
 
 impl Hookd {
@@ -623,7 +623,7 @@ impl Hookd {
         } else {
             hookd::Hooks::default()
         };
-        let running = hookd::testkit::InProcess::start(config, hooks).await?;
+        let running = hookd_testkit::InProcess::start(config, hooks).await?;
         Ok(Self {
             addr: running.grpc,
             data_dir,

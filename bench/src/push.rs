@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use hookd::testkit::Reply;
 use hookd_proto::v1::{self as pb, hookd_client::HookdClient};
+use hookd_testkit::Reply;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -16,7 +16,7 @@ use tonic::transport::Channel;
 
 /// An HTTP/1.1 receiver on loopback (the test kit's) that answers 200 at once, or never
 /// (`hang`), and counts without keeping the requests.
-pub type Sink = hookd::testkit::Receiver;
+pub type Sink = hookd_testkit::Receiver;
 
 pub async fn sink(hang: bool) -> anyhow::Result<Sink> {
     let reply = if hang {

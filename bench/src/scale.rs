@@ -13,8 +13,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use hookd::testkit::{ChildHookd, Receiver, Reply};
 use hookd_proto::v1::{self as pb, hookd_client::HookdClient};
+use hookd_testkit::{ChildHookd, Receiver, Reply};
 use tonic::transport::Channel;
 
 /// Top-ups after the fill, at most (they stop once the log holds a checkpoint's worth).

@@ -83,7 +83,7 @@ pub async fn run(
     http: SocketAddr,
     destinations: usize,
     scrapes: usize,
-    failing: &hookd::testkit::Receiver,
+    failing: &hookd_testkit::Receiver,
 ) -> anyhow::Result<()> {
     let mut batch = Vec::new();
     for i in 0..destinations {

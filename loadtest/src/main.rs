@@ -85,7 +85,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     // `hookd-loadtest __hookd serve ...` is hookd itself: how the tool runs the hookd it
     // measures (a child process of this binary).
-    if let Some(exit) = hookd::testkit::trampoline() {
+    if let Some(exit) = hookd_testkit::trampoline() {
         return exit;
     }
     let cli = Cli::parse();

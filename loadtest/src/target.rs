@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use hookd::testkit::ChildHookd;
+use hookd_testkit::ChildHookd;
 
 /// The hookd a run talks to.
 #[derive(Debug)]

@@ -16,10 +16,11 @@
 //!   and rolling statistics (pure; time is a parameter).
 //! - [`server`]: wiring, [`server::run`] is the entry point; [`cli`]: the binary.
 //!
-//! Feature `test-util` (tests, benchmarks and the load tool; never the release binary):
-//! `server::run_with` and its `Hooks` (manual clock, storage faults, a seeded jitter),
-//! `clock::ManualClock`, `store::faults`, `store::power_loss`, and `testkit` (hookd
-//! in-process or as a child process, free ports, the `__hookd` entry, an HTTP receiver).
+//! Tests plug into [`server::run_with`] with [`server::Hooks`] (a manual clock, storage
+//! faults, a seeded jitter, a disk probe): plain items, behind no feature, that the binary
+//! never calls and the linker leaves out (`.ci/no-test-hooks` checks the binary). The test
+//! kit (hookd in-process or as a child process, free ports, the `__hookd` entry, an HTTP
+//! receiver) is the crate `hookd-testkit`, which the binary does not depend on.
 //!
 //! See `ARCHITECTURE.md` and `docs/durability.md` at the repository root.
 
@@ -65,11 +66,8 @@ pub mod ingest;
 pub mod listen;
 pub mod memory;
 pub mod server;
-#[cfg(any(test, feature = "test-util"))]
-pub mod testkit;
 pub mod watchdog;
 
 pub use config::Config;
-#[cfg(any(test, feature = "test-util"))]
 pub use server::{Hooks, run_with};
 pub use server::{Listeners, ServeError, run};

@@ -52,9 +52,8 @@ pub enum ServeError {
 /// moving an injected clock).
 pub type OnReady = Box<dyn FnOnce(EngineHandle) + Send>;
 
-/// What a test may plug into hookd ([`run_with`]); feature `test-util` only. The binary
-/// uses [`run`], which plugs in nothing.
-#[cfg(any(test, feature = "test-util"))]
+/// What a test may plug into hookd ([`run_with`]). The binary uses [`run`], which plugs in
+/// nothing, so none of it is linked into the binary (`.ci/no-test-hooks`).
 pub struct Hooks {
     /// Where time comes from (tests inject a manual clock).
     pub clock: Arc<dyn Clock>,
@@ -68,7 +67,6 @@ pub struct Hooks {
     pub disk: Option<crate::disk::Probe>,
 }
 
-#[cfg(any(test, feature = "test-util"))]
 impl Default for Hooks {
     fn default() -> Self {
         Self {
@@ -81,7 +79,6 @@ impl Default for Hooks {
     }
 }
 
-#[cfg(any(test, feature = "test-util"))]
 impl std::fmt::Debug for Hooks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Hooks")
@@ -168,8 +165,7 @@ pub async fn run(
     serve(config, listeners, shutdown, Plugged::default()).await
 }
 
-/// As [`run`], with what a test plugs in (feature `test-util`).
-#[cfg(any(test, feature = "test-util"))]
+/// As [`run`], with what a test plugs in.
 pub async fn run_with(
     config: Config,
     listeners: Listeners,

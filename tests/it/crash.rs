@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use hookd::testkit::ChildHookd;
 use hookd_client::{Client, Event};
+use hookd_testkit::ChildHookd;
 use tokio::sync::Mutex;
 
 /// hookd as a child process of the test (the kit's `ChildHookd`), on `dir`.

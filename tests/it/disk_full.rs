@@ -6,8 +6,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use hookd::testkit::ChildHookd;
 use hookd_client::{Client, Event};
+use hookd_testkit::ChildHookd;
 use tonic::Code;
 
 use crate::harness::code;
@@ -128,7 +128,7 @@ async fn disk_full_on_a_small_file_system_is_a_clean_refusal_that_clears_when_sp
         "the reserve was eaten into: {free_bytes} bytes free"
     );
     // Still serving: health, reads and acks.
-    let status = hookd::testkit::serving(&hookd.grpc).await;
+    let status = hookd_testkit::serving(&hookd.grpc).await;
     assert!(status, "hookd is not SERVING with a full disk");
     let acked = drain_and_ack(&mut c, "fill").await;
     assert_eq!(acked, stored);
@@ -194,7 +194,7 @@ async fn a_file_size_limit_is_a_refusal_not_a_killed_process() {
     assert!(refusal.to_string().contains("file-size limit"), "{refusal}");
     assert!(stored > 0);
     assert!(
-        hookd::testkit::serving(&hookd.grpc).await,
+        hookd_testkit::serving(&hookd.grpc).await,
         "not serving after the refusal"
     );
     assert!(hookd.try_exit().unwrap().is_none(), "hookd exited");
@@ -281,7 +281,7 @@ async fn disk_full_burst_of_large_batches_between_probes_is_refused_not_a_storag
         hookd.try_exit().unwrap().is_none(),
         "hookd exited: its storage failed"
     );
-    assert!(hookd::testkit::serving(&hookd.grpc).await, "not serving");
+    assert!(hookd_testkit::serving(&hookd.grpc).await, "not serving");
     let free = rustix::fs::statvfs(volume.0.path()).unwrap();
     eprintln!(
         "tmpfs 64 MiB, reserve 24 MiB, 4 clients x 12 x 1 MB batches: {stored} stored, {refused} refused (RESOURCE_EXHAUSTED), {} bytes free after",

@@ -66,7 +66,7 @@ async fn the_receiver_verifies_what_hookd_pushes_with_the_reference_library() {
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::start(dir.path()).await;
     let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-    let port = hookd::testkit::free_port().unwrap();
+    let port = hookd_testkit::free_port().unwrap();
     let addr = format!("127.0.0.1:{port}");
     let receiver = {
         let addr = addr.clone();

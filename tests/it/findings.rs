@@ -328,7 +328,7 @@ async fn local_shortage_postpones_and_never_dead_letters() {
 /// idle connections on each listener.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_cannot_take_every_descriptor() {
-    use hookd::testkit::ChildHookd;
+    use hookd_testkit::ChildHookd;
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("hookd.toml");
     std::fs::write(

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use hookd::clock::{Clock, ManualClock, SystemClock};
 use hookd::store::faults::Faults;
-use hookd::testkit::InProcess;
 use hookd::{Config, Hooks};
 use hookd_client::Client;
+use hookd_testkit::InProcess;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub struct TestServer {

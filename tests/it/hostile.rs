@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use hookd::testkit::ChildHookd;
 use hookd_client::{Client, Event};
+use hookd_testkit::ChildHookd;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 

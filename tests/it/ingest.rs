@@ -763,7 +763,7 @@ async fn a_body_redaction_would_grow_past_the_payload_limit_is_refused() {
 #[tokio::test]
 async fn a_source_routed_to_an_endpoint_is_relayed_with_hookds_own_signature() {
     let dir = tempfile::tempdir().unwrap();
-    let sink = hookd::testkit::Receiver::start(hookd::testkit::Reply::Status(200))
+    let sink = hookd_testkit::Receiver::start(hookd_testkit::Reply::Status(200))
         .await
         .unwrap();
     let source = SourceSpec {

@@ -206,7 +206,7 @@ async fn secrets_are_sealed_at_rest_and_keys_rotate() {
     // Without the key that sealed them, hookd refuses to start (rather than sending
     // unsigned deliveries), naming the endpoint and the key.
     let start = |config: Config| async {
-        hookd::testkit::InProcess::start(config, hookd::Hooks::default())
+        hookd_testkit::InProcess::start(config, hookd::Hooks::default())
             .await
             .map(|_| ())
             .unwrap_err()

@@ -544,7 +544,7 @@ async fn tls_start_up_errors_name_the_file() {
     let start = |toml: String| {
         let config = secured(dir.path(), &toml);
         async move {
-            hookd::testkit::InProcess::start(config, hookd::Hooks::default())
+            hookd_testkit::InProcess::start(config, hookd::Hooks::default())
                 .await
                 .map(|_| ())
                 .unwrap_err()
@@ -640,7 +640,7 @@ async fn sighup_reloads_certificates() {
     let exe = std::path::Path::new(env!("CARGO_BIN_EXE_hookd-under-test"));
     // Ready means gRPC health over plaintext, which a TLS listener refuses: start it
     // directly and poll over TLS.
-    let grpc = hookd::testkit::free_port().unwrap();
+    let grpc = hookd_testkit::free_port().unwrap();
     let mut child = tokio::process::Command::new(exe)
         .args(["serve", "--config"])
         .arg(&config)

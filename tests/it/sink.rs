@@ -1,17 +1,17 @@
-//! The push tests' HTTP receiver: hookd's test kit receiver (`hookd::testkit::Receiver`),
+//! The push tests' HTTP receiver: hookd's test kit receiver (`hookd_testkit::Receiver`),
 //! with the waits and assertions the tests make on it.
 
 use std::time::{Duration, Instant};
 
-pub use hookd::testkit::{Received, Reply};
+pub use hookd_testkit::{Received, Reply};
 
 #[derive(Clone)]
-pub struct Sink(hookd::testkit::Receiver);
+pub struct Sink(hookd_testkit::Receiver);
 
 impl Sink {
     /// A sink that answers `default` to everything not scripted.
     pub async fn start(default: Reply) -> Self {
-        Self(hookd::testkit::Receiver::start(default).await.unwrap())
+        Self(hookd_testkit::Receiver::start(default).await.unwrap())
     }
 
     pub fn addr(&self) -> std::net::SocketAddr {

@@ -2,9 +2,7 @@
 //! [`ManualClock`] and move it forward explicitly, so retry and lease timing is tested
 //! without sleeping.
 
-#[cfg(any(test, feature = "test-util"))]
 use std::sync::Arc;
-#[cfg(any(test, feature = "test-util"))]
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -26,12 +24,10 @@ impl Clock for SystemClock {
 }
 
 /// A clock that only moves when told to. Cloning shares the same time. Tests only
-/// (feature `test-util`).
-#[cfg(any(test, feature = "test-util"))]
+/// (tests; the binary never uses it).
 #[derive(Debug, Clone)]
 pub struct ManualClock(Arc<AtomicU64>);
 
-#[cfg(any(test, feature = "test-util"))]
 impl ManualClock {
     pub fn new(start_ms: u64) -> Self {
         Self(Arc::new(AtomicU64::new(start_ms)))
@@ -42,7 +38,6 @@ impl ManualClock {
     }
 }
 
-#[cfg(any(test, feature = "test-util"))]
 impl Clock for ManualClock {
     fn now_ms(&self) -> u64 {
         self.0.load(Ordering::SeqCst)

@@ -10,8 +10,9 @@
 //! - [`disk`]: free space on the data directory's file system against its reserve.
 //! - [`fs`]: a private directory, and a file created whole or not at all.
 //!
-//! Feature `test-util`: `store::faults` (injected I/O failures) and `store::power_loss`
-//! (a file system that loses what was not synced at a cut).
+//! For tests: `store::faults` (injected I/O failures) and `store::power_loss` (a file
+//! system that loses what was not synced at a cut), behind no feature: the `hookd` binary
+//! never calls them and its linker leaves them out (`.ci/no-test-hooks`).
 
 #![forbid(unsafe_code)]
 

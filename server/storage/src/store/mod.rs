@@ -36,10 +36,8 @@
 //! given); a lease rewrites one small `schedule` row. Every table insert costs B-tree work in
 //! the single writer, so the layout keeps that count low.
 
-#[cfg(any(test, feature = "test-util"))]
 pub mod faults;
 pub mod overlay;
-#[cfg(any(test, feature = "test-util"))]
 pub mod power_loss;
 pub mod records;
 pub mod rowlog;
@@ -200,7 +198,6 @@ impl Storage {
     }
 
     /// As [`Storage::open_dir`], on storage (file and log) that fails when a test says so.
-    #[cfg(any(test, feature = "test-util"))]
     pub fn open_faulty(
         dir: &Path,
         cache_bytes: usize,
@@ -224,7 +221,6 @@ impl Storage {
 }
 
 /// A row of a named table (tests: comparing states).
-#[cfg(any(test, feature = "test-util"))]
 pub type TableRow = (&'static str, Vec<u8>, Vec<u8>);
 
 /// What replaying the write-ahead log at start found.
@@ -408,7 +404,6 @@ impl Store {
     }
 
     /// As [`Store::open_with`], on storage that fails when a test says so.
-    #[cfg(any(test, feature = "test-util"))]
     pub fn open_faulty(
         dir: &Path,
         cache_bytes: usize,
@@ -436,7 +431,6 @@ impl Store {
     }
 
     /// Opens a store on any redb storage backend (tests: a disk that loses power).
-    #[cfg(any(test, feature = "test-util"))]
     pub fn open_backend(
         backend: impl redb::StorageBackend,
         cache_bytes: usize,
@@ -536,7 +530,6 @@ impl Store {
     }
 
     /// Performs log records' changes in one transaction (tests: replaying twice).
-    #[cfg(any(test, feature = "test-util"))]
     pub fn replay_records<'a>(
         &self,
         records: impl IntoIterator<Item = &'a [u8]>,
@@ -553,7 +546,6 @@ impl Store {
     }
 
     /// Every row of every table hookd writes (tests: comparing states).
-    #[cfg(any(test, feature = "test-util"))]
     pub fn dump(&self) -> Result<Vec<TableRow>, StoreError> {
         let txn = self.db.begin_read()?;
         let mut out = Vec::new();

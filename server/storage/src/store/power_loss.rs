@@ -13,8 +13,8 @@
 //! The redb file is one of its files ([`PowerLossFs::backend`], a redb storage backend);
 //! the log uses it as its [`LogDir`]. An observer set by the test is called at the start of
 //! every sync of any file or of the directory, with the state a cut at that instant would
-//! leave, before the sync makes anything new durable. Test-only: compiled with `cfg(test)`
-//! or the `test-util` feature.
+//! leave, before the sync makes anything new durable. For tests only: the `hookd` binary never
+//! calls it, and its linker leaves it out (`.ci/no-test-hooks`).
 //!
 //! It also fails syncs as Linux does ([`PowerLossFs::fail_syncs`]): a failed `fdatasync`
 //! on ext4 or XFS marks the pages it could not write clean, so their new contents stay

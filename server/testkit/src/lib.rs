@@ -2,8 +2,10 @@
 //! in-process or as a child process, free ports, the `__hookd` entry that lets a tool's own
 //! binary be hookd, and an HTTP receiver for push deliveries.
 //!
-//! Compiled only with the `test-util` feature (and in hookd's own tests): none of it is in
-//! the release binary.
+//! A crate of its own, which the `hookd` binary does not depend on: none of it can reach
+//! the release binary, whatever a workspace build unifies.
+
+#![forbid(unsafe_code)]
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -19,9 +21,9 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
-use crate::Config;
-use crate::engine::EngineHandle;
-use crate::server::{Hooks, ServeError};
+use hookd::Config;
+use hookd::engine::EngineHandle;
+use hookd::server::{Hooks, ServeError};
 
 /// A loopback port that was free a moment ago. Another process may take it before it is
 /// bound: callers that spawn hookd on it retry once (see [`ChildHookd::spawn`]).
@@ -42,7 +44,7 @@ pub fn trampoline() -> Option<ExitCode> {
         return None;
     }
     rest.next();
-    Some(crate::cli::main_from(
+    Some(hookd::cli::main_from(
         std::iter::once(OsString::from("hookd")).chain(rest),
     ))
 }
@@ -63,7 +65,7 @@ pub struct InProcess {
 impl InProcess {
     /// Starts hookd and returns once it serves. `hooks.on_ready` is replaced.
     pub async fn start(config: Config, mut hooks: Hooks) -> Result<Self, ServeError> {
-        let listeners = crate::server::Listeners::loopback().await?;
+        let listeners = hookd::server::Listeners::loopback().await?;
         let (grpc_addr, http_addr, ingest_addr) = (
             listeners.grpc.local_addr()?,
             listeners.http.local_addr()?,
@@ -77,7 +79,7 @@ impl InProcess {
         let shutdown = async {
             let _ = stop_rx.await;
         };
-        let task = tokio::spawn(crate::server::run_with(config, listeners, shutdown, hooks));
+        let task = tokio::spawn(hookd::server::run_with(config, listeners, shutdown, hooks));
         match ready_rx.await {
             Ok(engine) => Ok(Self {
                 grpc: grpc_addr,
