@@ -33,6 +33,7 @@ LAYERS = [
     ["hookd-delivery"],
     ["hookd-engine", "hookd-ctl"],
     ["hookd"],
+    ["hookd-testkit"],
     ["hookd-loadtest"],
     ["hookd-bench", "hookd-tests"],
 ]

@@ -11,15 +11,15 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use hookd::breaker::{Admit, Breaker, BreakerConfig};
-use hookd::ids::MessageId;
-use hookd::limiter::TokenBucket;
-use hookd::signing::{Secret, signature_header};
-use hookd::stats::RollingHistogram;
-use hookd::store::records::{MessageRecord, ScheduleEntry, State};
+use hookd_core::breaker::{Admit, Breaker, BreakerConfig};
+use hookd_core::ids::MessageId;
+use hookd_core::limiter::TokenBucket;
+use hookd_core::signing::{Secret, signature_header};
+use hookd_core::stats::RollingHistogram;
+use hookd_storage::store::records::{MessageRecord, ScheduleEntry, State};
 
-use hookd::store::{Store, Tables};
-use hookd::wheel::Wheel;
+use hookd_engine::wheel::Wheel;
+use hookd_storage::store::{Store, Tables};
 use prost::Message;
 
 const MILLION: u64 = 1_000_000;
@@ -105,7 +105,7 @@ fn group_commit(c: &mut Criterion) {
         destination: "q:bench".into(),
     };
     let mut now = 1_000_000u64;
-    let mut overlay = hookd::store::Overlay::default();
+    let mut overlay = hookd_storage::store::Overlay::default();
     let mut round = 0u64;
     for batch in [1u64, 10, 100, 1000] {
         g.throughput(Throughput::Elements(batch));

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use hdrhistogram::Histogram;
-use hookd::signing::{Secret, signature_header};
+use hookd_core::signing::{Secret, signature_header};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 

@@ -614,7 +614,7 @@ impl Hookd {
             vec!["127.0.0.1/32".parse().map_err(anyhow::Error::msg)?];
         let slow = SLOW_SYNC_MS.load(std::sync::atomic::Ordering::SeqCst);
         let hooks = if slow > 0 {
-            let faults = hookd::store::faults::Faults::default();
+            let faults = hookd_storage::store::faults::Faults::default();
             faults.delay_syncs(slow);
             hookd::Hooks {
                 faults: Some(faults),
@@ -817,7 +817,7 @@ async fn security(args: &Args, dir: &std::path::Path, leg: Duration) -> anyhow::
     let token = |config: &mut hookd::Config| {
         config.auth.tokens = vec![hookd::auth::TokenConfig {
             name: "bench".into(),
-            sha256: Some(hookd::names::hex(&hookd::auth::token_hash(TOKEN))),
+            sha256: Some(hookd_core::names::hex(&hookd::auth::token_hash(TOKEN))),
             file: None,
             env: None,
             scopes: vec![hookd::auth::Scope::Enqueue],

@@ -18,7 +18,7 @@ pub fn run(
 ) -> anyhow::Result<f64> {
     let path = dir.join(format!("raw-{}.redb", uuid::Uuid::new_v4().simple()));
     let db = Database::builder()
-        .set_cache_size(hookd::store::DEFAULT_CACHE_BYTES)
+        .set_cache_size(hookd_storage::store::DEFAULT_CACHE_BYTES)
         .create(&path)?;
     let value = vec![b'x'; payload];
     let started = Instant::now();

@@ -20,7 +20,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde::Serialize;
 
-use hookd::signing::{Secret, signature_header};
+use hookd_core::signing::{Secret, signature_header};
 
 use crate::scenario::Ingest;
 use crate::tally::Enqueue;

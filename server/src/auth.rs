@@ -23,9 +23,9 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::clock::Clock;
-use crate::limiter::TokenBucket;
 use crate::listen::PeerIdentity;
+use hookd_core::clock::Clock;
+use hookd_core::limiter::TokenBucket;
 
 /// What a caller may do. `admin` includes the other three.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
@@ -260,7 +260,7 @@ impl Authenticator {
                 return Err((format!("{key}.name"), "must not be empty".into()));
             }
             let hash = match (&t.sha256, &t.file, &t.env) {
-                (Some(hex), None, None) => crate::names::parse_sha256(hex)
+                (Some(hex), None, None) => hookd_core::names::parse_sha256(hex)
                     .ok_or_else(|| (format!("{key}.sha256"), "is not 64 hex digits".into()))?,
                 (None, Some(path), None) => {
                     let text = std::fs::read_to_string(path).map_err(|e| {
@@ -682,7 +682,7 @@ pub async fn http_middleware(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::ManualClock;
+    use hookd_core::clock::ManualClock;
 
     fn config(toml: &str) -> AuthConfig {
         #[derive(Deserialize)]
@@ -701,7 +701,7 @@ mod tests {
              [[auth.tokens]]\nname = \"agent\"\nsha256 = \"{}\"\nscopes = [\"enqueue\"]\nrate_limit_per_s = 2\n\
              [[auth.tokens]]\nname = \"ops\"\nenv = \"OPS_TOKEN\"\nscopes = [\"admin\"]\n\
              [[auth.clients]]\nname = \"worker.internal\"\nscopes = [\"consume\"]\n",
-            crate::names::hex(&token_hash(AGENT))
+            hookd_core::names::hex(&token_hash(AGENT))
         ));
         Authenticator::new(&c, clock, &|v| (v == "OPS_TOKEN").then(|| OPS.to_string())).unwrap()
     }

@@ -133,7 +133,7 @@ struct ServeArgs {
         env = "HOOKD_ALLOW_DESTINATIONS",
         value_delimiter = ','
     )]
-    allow_destinations: Vec<crate::delivery::guard::AllowRule>,
+    allow_destinations: Vec<hookd_delivery::guard::AllowRule>,
     /// Serve on a non-loopback address without authentication (`auth.insecure`); logs a
     /// warning. Without it such a configuration refuses to start.
     #[arg(long, env = "HOOKD_INSECURE")]
@@ -229,7 +229,7 @@ fn repair(args: &RepairArgs) -> Result<ExitCode, String> {
     if !dir.join("hookd.redb").exists() {
         return Err(format!("no hookd data in {}", dir.display()));
     }
-    let cannot_open = |e: crate::store::StoreError| {
+    let cannot_open = |e: hookd_storage::store::StoreError| {
         format!(
             "cannot open {} (is hookd still running?): {e}",
             dir.join("hookd.redb").display()
@@ -253,16 +253,19 @@ fn repair(args: &RepairArgs) -> Result<ExitCode, String> {
         None
     };
     let file_dir = copy.as_ref().map_or(dir.as_path(), |c| c.path());
-    let (store, salvaged) = match crate::store::Store::open_checked(file_dir) {
+    let (store, salvaged) = match hookd_storage::store::Store::open_checked(file_dir) {
         Ok(store) => (store, false),
-        Err(e @ crate::store::StoreError::Integrity { .. }) => {
+        Err(e @ hookd_storage::store::StoreError::Integrity { .. }) => {
             outln!("found: {e}");
             salvage(file_dir, args.dry_run)?;
             if args.dry_run {
                 outln!("--dry-run: nothing was changed");
                 return Ok(ExitCode::SUCCESS);
             }
-            (crate::store::Store::open(dir).map_err(cannot_open)?, true)
+            (
+                hookd_storage::store::Store::open(dir).map_err(cannot_open)?,
+                true,
+            )
         }
         Err(e) => return Err(cannot_open(e)),
     };
@@ -270,9 +273,9 @@ fn repair(args: &RepairArgs) -> Result<ExitCode, String> {
     if !args.dry_run {
         // The log opens now (the proof of its repair), and replaying it brings the file up
         // to date, so the records checked below are the ones hookd would read.
-        let log = crate::wal::OsDir::new(dir).map_err(|e| e.to_string())?;
+        let log = hookd_storage::wal::OsDir::new(dir).map_err(|e| e.to_string())?;
         let (_, replayed) = store
-            .open_log(Box::new(log), crate::store::DEFAULT_SEGMENT_BYTES)
+            .open_log(Box::new(log), hookd_storage::store::DEFAULT_SEGMENT_BYTES)
             .map_err(|e| format!("the log still does not open: {e}"))?;
         if log_damaged {
             outln!(
@@ -297,7 +300,7 @@ fn repair(args: &RepairArgs) -> Result<ExitCode, String> {
     }
     drop(store);
     if !args.dry_run {
-        crate::store::Store::closed_cleanly(dir).map_err(|e| e.to_string())?;
+        hookd_storage::store::Store::closed_cleanly(dir).map_err(|e| e.to_string())?;
     }
     match (args.dry_run, salvaged || log_damaged || records_damaged) {
         (true, true) => outln!("--dry-run: nothing was changed"),
@@ -310,13 +313,13 @@ fn repair(args: &RepairArgs) -> Result<ExitCode, String> {
 /// The write-ahead log's part of `hookd repair`: what cutting at its damage drops, and
 /// the cut unless `dry_run`. Whether the log was damaged.
 fn repair_log(
-    store: &crate::store::Store,
+    store: &hookd_storage::store::Store,
     dir: &std::path::Path,
     dry_run: bool,
 ) -> Result<bool, String> {
     let from = store.applied().map_err(|e| e.to_string())?;
-    let log = crate::wal::OsDir::new(dir).map_err(|e| e.to_string())?;
-    let plan = crate::wal::plan_repair(&log, from).map_err(|e| e.to_string())?;
+    let log = hookd_storage::wal::OsDir::new(dir).map_err(|e| e.to_string())?;
+    let plan = hookd_storage::wal::plan_repair(&log, from).map_err(|e| e.to_string())?;
     let Some(problem) = &plan.problem else {
         outln!("the write-ahead log in {} is whole", dir.display());
         return Ok(false);
@@ -328,8 +331,8 @@ fn repair_log(
     for name in &plan.remove {
         outln!("repair deletes {name}");
     }
-    let enqueued = |record: &[u8]| -> Vec<crate::ids::MessageId> {
-        use crate::store::rowlog::{Change, TableId, decode};
+    let enqueued = |record: &[u8]| -> Vec<hookd_core::ids::MessageId> {
+        use hookd_storage::store::rowlog::{Change, TableId, decode};
         // A record that does not decode is still dropped; it is counted, not listed.
         decode(record)
             .unwrap_or_default()
@@ -337,7 +340,7 @@ fn repair_log(
             .filter_map(|change| match change {
                 Change::Put(TableId::Messages, key, _) => <[u8; 16]>::try_from(key)
                     .ok()
-                    .map(|k| crate::ids::MessageId(u128::from_be_bytes(k))),
+                    .map(|k| hookd_core::ids::MessageId(u128::from_be_bytes(k))),
                 _ => None,
             })
             .collect()
@@ -369,7 +372,7 @@ fn repair_log(
         outln!("  {id}");
     }
     if !dry_run {
-        crate::wal::repair(&log, &plan).map_err(|e| e.to_string())?;
+        hookd_storage::wal::repair(&log, &plan).map_err(|e| e.to_string())?;
     }
     Ok(true)
 }
@@ -377,7 +380,7 @@ fn repair_log(
 /// `hookd repair` on a data file that fails redb's integrity check: what salvaging its
 /// readable, whole records keeps and drops, and the salvage unless `dry_run`.
 fn salvage(dir: &std::path::Path, dry_run: bool) -> Result<(), String> {
-    let found = crate::store::salvage::salvage(dir, dry_run).map_err(|e| e.to_string())?;
+    let found = hookd_storage::store::salvage::salvage(dir, dry_run).map_err(|e| e.to_string())?;
     for (table, why) in &found.unreadable {
         outln!(
             "table {table} cannot be read to its end ({why}): the rows after that point are lost"
@@ -408,7 +411,7 @@ fn salvage(dir: &std::path::Path, dry_run: bool) -> Result<(), String> {
 
 /// The data file's part of `hookd repair`: every record whose checksum fails, what
 /// removing them drops, and the removal unless `dry_run`. Whether any was damaged.
-fn repair_records(store: &crate::store::Store, dry_run: bool) -> Result<bool, String> {
+fn repair_records(store: &hookd_storage::store::Store, dry_run: bool) -> Result<bool, String> {
     let damaged = store.damaged_rows().map_err(|e| e.to_string())?;
     if damaged.is_empty() {
         outln!("every record in hookd.redb passes its checksum");
@@ -421,7 +424,7 @@ fn repair_records(store: &crate::store::Store, dry_run: bool) -> Result<bool, St
     for row in &damaged {
         outln!("  {row}");
     }
-    let plan = crate::store::Store::damage_plan(&damaged);
+    let plan = hookd_storage::store::Store::damage_plan(&damaged);
     outln!(
         "repair removes {} message(s) whole (payload, schedule, attempts, dead-letter row){}",
         plan.messages.len(),
@@ -554,7 +557,7 @@ fn token(cmd: TokenCmd) -> ExitCode {
             token
         }
     };
-    let hash = crate::names::hex(&crate::auth::token_hash(&token));
+    let hash = hookd_core::names::hex(&crate::auth::token_hash(&token));
     if matches!(cmd, TokenCmd::New) {
         outln!("token:  {token}");
     }

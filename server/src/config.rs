@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::breaker::BreakerConfig;
-use crate::retry::RetryPolicy;
+use hookd_core::breaker::BreakerConfig;
+use hookd_core::retry::RetryPolicy;
 
 #[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -60,7 +60,7 @@ pub struct Config {
     /// Dead-letter tools.
     pub dead_letters: DeadLetterConfig,
     /// Alert thresholds, and where changes are delivered.
-    pub alerts: crate::alerts::AlertConfig,
+    pub alerts: hookd_core::alerts::AlertConfig,
     /// Who may call what: tokens, client certificates, scopes, request rates.
     pub auth: crate::auth::AuthConfig,
     /// TLS (and mTLS) on both listeners.
@@ -68,10 +68,10 @@ pub struct Config {
     /// Limits against hostile or broken connections, per listener.
     pub connections: crate::listen::ConnectionLimits,
     /// Encryption of endpoint signing secrets at rest.
-    pub secrets: crate::secrets::SecretsConfig,
+    pub secrets: hookd_core::secrets::SecretsConfig,
     /// Watermarks per destination and in total: a throttle hint above the soft mark,
     /// RESOURCE_EXHAUSTED with a retry delay at the hard mark.
-    pub backpressure: crate::backpressure::BackpressureConfig,
+    pub backpressure: hookd_core::backpressure::BackpressureConfig,
     /// Disk headroom, and what hookd does after its storage fails.
     pub storage: StorageConfig,
 }
@@ -179,7 +179,7 @@ pub struct DeliveryConfig {
     pub slow_breaker_threshold_ms: u64,
     /// Networks hookd may deliver to although they are loopback, private, link-local, ...
     /// (e.g. `["127.0.0.1/32"]`). Everything else non-public is refused.
-    pub allow_destinations: Vec<crate::delivery::guard::AllowRule>,
+    pub allow_destinations: Vec<hookd_delivery::guard::AllowRule>,
     /// On shutdown, how long attempts in flight may take to finish.
     pub shutdown_grace_ms: u64,
     /// PEM file of extra CA certificates trusted for HTTPS endpoints (an internal CA),
@@ -193,7 +193,7 @@ pub struct DeliveryConfig {
 
 impl Default for DeliveryConfig {
     fn default() -> Self {
-        let push = crate::engine::PushDefaults::default();
+        let push = hookd_engine::PushDefaults::default();
         Self {
             connect_timeout_ms: push.connect_timeout_ms,
             timeout_ms: push.timeout_ms,
@@ -213,8 +213,8 @@ impl Default for DeliveryConfig {
 
 impl DeliveryConfig {
     /// The push settings the engine applies where an endpoint sets none.
-    pub fn push_defaults(&self) -> crate::engine::PushDefaults {
-        crate::engine::PushDefaults {
+    pub fn push_defaults(&self) -> hookd_engine::PushDefaults {
+        hookd_engine::PushDefaults {
             connect_timeout_ms: self.connect_timeout_ms,
             timeout_ms: self.timeout_ms,
             max_in_flight: self.max_in_flight,
@@ -243,18 +243,18 @@ impl Default for Config {
             checkpoint_interval_ms: 10_000,
             checkpoint_log_mb: 32,
             log_segment_mb: 16,
-            cache_size_mb: (crate::store::DEFAULT_CACHE_BYTES >> 20) as u64,
+            cache_size_mb: (hookd_storage::store::DEFAULT_CACHE_BYTES >> 20) as u64,
             max_queued_write_bytes: 256 << 20,
             retry: RetryPolicy::default(),
             delivery: DeliveryConfig::default(),
             metrics: MetricsConfig::default(),
             dead_letters: DeadLetterConfig::default(),
-            alerts: crate::alerts::AlertConfig::default(),
+            alerts: hookd_core::alerts::AlertConfig::default(),
             auth: crate::auth::AuthConfig::default(),
             tls: crate::listen::TlsConfig::default(),
             connections: crate::listen::ConnectionLimits::default(),
-            secrets: crate::secrets::SecretsConfig::default(),
-            backpressure: crate::backpressure::BackpressureConfig::default(),
+            secrets: hookd_core::secrets::SecretsConfig::default(),
+            backpressure: hookd_core::backpressure::BackpressureConfig::default(),
             storage: StorageConfig::default(),
         }
     }
@@ -430,7 +430,7 @@ impl DeliveryConfig {
                 invalid(key, format!("{v} is not within 1..={max}"))
             }
         };
-        use crate::names::{MAX_CONNECT_TIMEOUT_MS, MAX_IN_FLIGHT, MAX_TIMEOUT_MS};
+        use hookd_core::names::{MAX_CONNECT_TIMEOUT_MS, MAX_IN_FLIGHT, MAX_TIMEOUT_MS};
         ms(
             "delivery.connect_timeout_ms",
             self.connect_timeout_ms,
@@ -698,15 +698,15 @@ mod tests {
             .unwrap(),
         );
         config["alerts"]["notify"] = full(
-            serde_json::to_value(crate::alerts::NotifyConfig {
+            serde_json::to_value(hookd_core::alerts::NotifyConfig {
                 endpoint: "e".into(),
-                format: crate::alerts::NotifyFormat::Slack,
+                format: hookd_core::alerts::NotifyFormat::Slack,
                 routing_key: Some("k".into()),
             })
             .unwrap(),
         );
         config["secrets"]["keys"] = full(
-            serde_json::to_value(crate::secrets::KeyConfig {
+            serde_json::to_value(hookd_core::secrets::KeyConfig {
                 id: "i".into(),
                 file: Some("f".into()),
                 env: Some("e".into()),

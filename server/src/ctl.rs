@@ -267,7 +267,7 @@ fn parse_age(s: &str) -> Result<u64, String> {
 
 /// Parses `queue:NAME`, `endpoint:NAME`, `url:URL` or a bare http(s) URL.
 fn destination(s: &str) -> Result<pb::Destination, Failure> {
-    use crate::destination::Destination;
+    use hookd_core::destination::Destination;
     let dest = Destination::from_key(s)
         .or_else(|| {
             (s.starts_with("http://") || s.starts_with("https://"))
@@ -837,8 +837,8 @@ fn filter(f: FilterArgs, now_ms: u64) -> Result<pb::DeadLetterFilter, Failure> {
 }
 
 fn now_ms() -> u64 {
-    use crate::clock::Clock;
-    crate::clock::SystemClock.now_ms()
+    use hookd_core::clock::Clock;
+    hookd_core::clock::SystemClock.now_ms()
 }
 
 async fn dlq(api: &mut Api, json: bool, cmd: DlqCmd, server: &str) -> Result<(), Failure> {

@@ -4,7 +4,7 @@
 
 use tonic::{Code, Status};
 
-use crate::engine::Refusal;
+use hookd_engine::Refusal;
 
 /// An error answered to a client. Messages name the offending field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -121,8 +121,8 @@ impl From<ApiError> for Status {
     }
 }
 
-impl From<crate::store::StoreError> for ApiError {
-    fn from(e: crate::store::StoreError) -> Self {
+impl From<hookd_storage::store::StoreError> for ApiError {
+    fn from(e: hookd_storage::store::StoreError) -> Self {
         Self::Unavailable(e.to_string())
     }
 }

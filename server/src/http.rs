@@ -8,8 +8,8 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use crate::engine::EngineHandle;
-use crate::metrics::Metrics;
+use hookd_engine::EngineHandle;
+use hookd_metrics::Metrics;
 
 #[derive(Debug, Clone)]
 struct Admin {
@@ -83,7 +83,7 @@ async fn metrics_text(State(admin): State<Admin>, headers: http::HeaderMap) -> R
         Ok(s) => s,
         Err(e) => {
             tracing::warn!(error = %e, "metrics scrape without the engine's gauges");
-            crate::metrics::GaugeSnapshot::default()
+            hookd_metrics::GaugeSnapshot::default()
         }
     };
     let metrics = admin.metrics.clone();

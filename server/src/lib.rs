@@ -44,16 +44,6 @@ macro_rules! out {
     };
 }
 
-// Moved to hookd-core; re-exported under the old paths while the crates are split.
-pub use hookd_core::{
-    alerts, backpressure, breaker, clock, deadletters, destination, ids, limiter, names, push,
-    ratelog, retry, secrets, signing, stats, text,
-};
-pub use hookd_delivery as delivery;
-pub use hookd_engine::{self as engine, events, wheel};
-pub use hookd_metrics as metrics;
-pub use hookd_storage::{disk, fs, store, wal};
-
 pub mod api;
 pub mod auth;
 pub mod cli;

@@ -419,7 +419,7 @@ impl Tls {
     pub async fn watch(
         self: Arc<Self>,
         mut stop: watch::Receiver<bool>,
-        metrics: Option<Arc<crate::metrics::Metrics>>,
+        metrics: Option<Arc<hookd_metrics::Metrics>>,
     ) {
         let mut tick = tokio::time::interval(Duration::from_secs(self.config.reload_interval_secs));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

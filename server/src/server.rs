@@ -11,13 +11,13 @@ use hookd_proto::v1::hookd_server::HookdServer;
 use tokio::net::TcpListener;
 
 use crate::api::{HookdService, validate::Limits};
-use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, ConfigError};
-use crate::delivery::guard::AddressGuard;
-use crate::delivery::{Dispatcher, DispatcherConfig};
-use crate::engine::{self, EngineConfig, EngineHandle};
-use crate::metrics::Metrics;
-use crate::store::{Storage, StoreError};
+use hookd_core::clock::{Clock, SystemClock};
+use hookd_delivery::guard::AddressGuard;
+use hookd_delivery::{Dispatcher, DispatcherConfig};
+use hookd_engine::{EngineConfig, EngineHandle};
+use hookd_metrics::Metrics;
+use hookd_storage::store::{Storage, StoreError};
 
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -59,12 +59,12 @@ pub struct Hooks {
     pub clock: Arc<dyn Clock>,
     pub on_ready: Option<OnReady>,
     /// Storage that fails on demand (tests of storage failure).
-    pub faults: Option<crate::store::faults::Faults>,
+    pub faults: Option<hookd_storage::store::faults::Faults>,
     /// Seeds the engine's random source (retry jitter), so a test sees the same draws on
     /// every run. `None`: seeded from the OS.
     pub rng_seed: Option<u64>,
     /// Measures free disk space instead of the data directory's file system.
-    pub disk: Option<crate::disk::Probe>,
+    pub disk: Option<hookd_storage::disk::Probe>,
 }
 
 impl Default for Hooks {
@@ -100,7 +100,7 @@ struct Plugged {
     on_ready: Option<OnReady>,
     open_store: OpenStore,
     rng_seed: Option<u64>,
-    disk: Option<crate::disk::Probe>,
+    disk: Option<hookd_storage::disk::Probe>,
 }
 
 impl Default for Plugged {
@@ -214,19 +214,19 @@ async fn serve(
     ignore_file_size_signal();
     crate::memory::no_huge_pages();
     let shared = Shared {
-        metrics: Arc::new(Metrics::new(crate::metrics::Build {
+        metrics: Arc::new(Metrics::new(hookd_metrics::Build {
             version: env!("CARGO_PKG_VERSION"),
             commit: env!("HOOKD_COMMIT"),
         })),
         engine: tokio::sync::watch::Sender::new(None),
-        headroom: Arc::new(crate::disk::Headroom::new(
+        headroom: Arc::new(hookd_storage::disk::Headroom::new(
             config.storage.reserve_mb,
             config.storage.reserve_percent,
         )),
         disk: plugged
             .disk
             .take()
-            .unwrap_or_else(|| crate::disk::probe_dir(&config.data_dir)),
+            .unwrap_or_else(|| hookd_storage::disk::probe_dir(&config.data_dir)),
     };
     // Under systemd's WatchdogSec=, WATCHDOG=1 while the engine finishes rounds.
     let _watchdog = sd_notify::watchdog_enabled().map(|timeout| {
@@ -333,7 +333,7 @@ async fn serve(
 /// Whether a failed reopen found damage (which reopening again cannot mend) rather than
 /// an I/O error (a disk that may come back).
 fn is_damage(e: &ServeError) -> bool {
-    use crate::wal::LogError;
+    use hookd_storage::wal::LogError;
     match e {
         ServeError::Store(StoreError::Log(LogError::Io(_))) => false,
         ServeError::Store(
@@ -456,8 +456,8 @@ struct Shared {
     metrics: Arc<Metrics>,
     /// The engine while a store is open (`None` between stores), for the watchdog.
     engine: tokio::sync::watch::Sender<Option<EngineHandle>>,
-    headroom: Arc<crate::disk::Headroom>,
-    disk: crate::disk::Probe,
+    headroom: Arc<hookd_storage::disk::Headroom>,
+    disk: hookd_storage::disk::Probe,
 }
 
 /// A write past the file-size limit (`RLIMIT_FSIZE`) raises SIGXFSZ, which kills the
@@ -525,7 +525,7 @@ async fn serve_once(
     let metrics = shared.metrics.clone();
     let headroom = shared.headroom.clone();
     headroom.probe(&shared.disk);
-    let events = crate::events::Events::default();
+    let events = hookd_engine::events::Events::default();
     let engine_config = EngineConfig {
         retry: config.retry,
         push: config.delivery.push_defaults(),
@@ -550,7 +550,7 @@ async fn serve_once(
     let (engine, engine_thread) = {
         let clock = clock.clone();
         tokio::task::spawn_blocking(move || {
-            engine::start(storage, engine_config, clock, Some(deliveries_tx))
+            hookd_engine::start(storage, engine_config, clock, Some(deliveries_tx))
         })
         .await
         .map_err(|e| StoreError::Io(std::io::Error::other(e)))??
@@ -889,7 +889,7 @@ async fn serve_once(
     match failed {
         Some(why) => Ok(Ended::StorageFailed(why)),
         None => {
-            if let Err(e) = crate::store::Store::closed_cleanly(&config.data_dir) {
+            if let Err(e) = hookd_storage::store::Store::closed_cleanly(&config.data_dir) {
                 tracing::warn!(error = %e, "cannot record the clean close; the next start checks the data file's integrity");
             }
             tracing::info!("hookd stopped cleanly");
@@ -962,7 +962,7 @@ pub fn preflight(config: &Config) -> Result<(), ServeError> {
 struct Credentials {
     auth: crate::auth::Authenticator,
     tls: Option<Arc<crate::listen::Tls>>,
-    sealer: Option<crate::secrets::Sealer>,
+    sealer: Option<hookd_core::secrets::Sealer>,
 }
 
 fn credentials(config: &Config, clock: Arc<dyn Clock>) -> Result<Credentials, ServeError> {
@@ -970,7 +970,7 @@ fn credentials(config: &Config, clock: Arc<dyn Clock>) -> Result<Credentials, Se
     Ok(Credentials {
         auth: crate::auth::Authenticator::new(&config.auth, clock, &env).map_err(invalid_at)?,
         tls: crate::listen::Tls::from_config(&config.tls)?,
-        sealer: crate::secrets::Sealer::new(&config.secrets, &env).map_err(invalid_at)?,
+        sealer: hookd_core::secrets::Sealer::new(&config.secrets, &env).map_err(invalid_at)?,
     })
 }
 
@@ -1043,9 +1043,9 @@ fn connection_budget(configured: usize, open_files: Option<u64>) -> usize {
 /// newest key.
 async fn load_sources(
     config: &Config,
-    store: crate::store::Store,
+    store: hookd_storage::store::Store,
     engine: &EngineHandle,
-    sealer: Option<Arc<crate::secrets::Sealer>>,
+    sealer: Option<Arc<hookd_core::secrets::Sealer>>,
 ) -> Result<crate::ingest::Sources, ServeError> {
     let stored = tokio::task::spawn_blocking(move || store.sources())
         .await
@@ -1074,13 +1074,13 @@ async fn load_sources(
 /// key with the newest one.
 async fn reseal(
     engine: &EngineHandle,
-    sealer: Option<Arc<crate::secrets::Sealer>>,
+    sealer: Option<Arc<hookd_core::secrets::Sealer>>,
 ) -> Result<(), ServeError> {
-    let work = crate::engine::Resealer(Box::new(move |name, secrets| {
+    let work = hookd_engine::Resealer(Box::new(move |name, secrets| {
         let mut changed = false;
         let mut out = Vec::with_capacity(secrets.len());
         for stored in secrets {
-            let clear = crate::secrets::open(sealer.as_deref(), name, stored)
+            let clear = hookd_core::secrets::open(sealer.as_deref(), name, stored)
                 .map_err(|e| format!("{e}; add that key to [secrets] keys"))?;
             match sealer.as_deref() {
                 Some(s) if s.needs_reseal(stored) => {

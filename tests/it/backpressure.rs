@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use hookd::clock::{Clock, ManualClock, SystemClock};
 use hookd::ingest::{SchemeName, SourceSpec};
 use hookd_client::Event;
+use hookd_core::clock::{Clock, ManualClock, SystemClock};
 use hookd_proto::v1 as pb;
 use tonic::Code;
 use tonic_types::StatusExt;
@@ -141,10 +141,10 @@ async fn watermarks_hint_then_refuse_with_retry_info_on_grpc_and_429_on_ingest()
 async fn inside_the_disk_reserve_new_events_are_refused_and_accepted_again_once_space_returns() {
     let dir = tempfile::tempdir().unwrap();
     let available = Arc::new(AtomicU64::new(10 << 30));
-    let probe: hookd::disk::Probe = {
+    let probe: hookd_storage::disk::Probe = {
         let available = available.clone();
         Arc::new(move || {
-            Ok(hookd::disk::Space {
+            Ok(hookd_storage::disk::Space {
                 available: available.load(Ordering::Relaxed),
                 total: 20 << 30,
                 fsize_limit: None,

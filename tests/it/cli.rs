@@ -216,7 +216,7 @@ async fn trace_logs_hold_no_token_secret_or_payload() {
         format!(
             "[delivery]\nallow_destinations = [\"127.0.0.1/32\"]\n\
              [[auth.tokens]]\nname = \"ops\"\nsha256 = \"{}\"\nscopes = [\"admin\"]\n",
-            hookd::names::hex(&hookd::auth::token_hash(TOKEN))
+            hookd_core::names::hex(&hookd::auth::token_hash(TOKEN))
         ),
     )
     .unwrap();

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use hookd::Config;
 use hookd::auth::token_hash;
-use hookd::clock::{Clock, ManualClock, SystemClock};
-use hookd::names::hex;
 use hookd_client::{Client, Event, Options};
+use hookd_core::clock::{Clock, ManualClock, SystemClock};
+use hookd_core::names::hex;
 use tokio::io::AsyncReadExt;
 
 use crate::harness::{TestServer, test_config};

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use hookd::Config;
 use hookd::auth::token_hash;
-use hookd::clock::{Clock, ManualClock, SystemClock};
-use hookd::names::hex;
 use hookd_client::{Client, Event, Options, pb};
+use hookd_core::clock::{Clock, ManualClock, SystemClock};
+use hookd_core::names::hex;
 use http_body_util::{BodyExt, Full};
 
 use crate::harness::{TestServer, dead_lettered, test_config};

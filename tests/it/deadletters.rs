@@ -3,7 +3,7 @@
 
 use hookd_client::{Client, Event, pb};
 
-use hookd::clock::{Clock, ManualClock, SystemClock};
+use hookd_core::clock::{Clock, ManualClock, SystemClock};
 
 use crate::harness::{TestServer, eventually, test_config};
 use crate::sink::{Reply, Sink};

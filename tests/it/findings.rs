@@ -1,8 +1,8 @@
 //! Findings of the hostile-input review (issue #12), each reproduced as it was reported.
 
 use bytes::Bytes;
-use hookd::clock::{Clock, ManualClock, SystemClock};
 use hookd_client::{Client, Event, pb};
+use hookd_core::clock::{Clock, ManualClock, SystemClock};
 use tonic::Code;
 
 use crate::harness::{TestServer, dead_lettered, test_config, until_message};

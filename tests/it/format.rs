@@ -11,9 +11,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use hookd::clock::ManualClock;
-use hookd::store::Store;
 use hookd_client::{Event, pb, queue};
+use hookd_core::clock::ManualClock;
+use hookd_storage::store::Store;
 
 use crate::harness::{TestServer, test_config};
 
@@ -39,7 +39,7 @@ async fn make_format_v1_fixture() {
     );
     // A later hookd would write its own format into format 1's directory.
     assert_eq!(
-        hookd::store::FORMAT_VERSION,
+        hookd_storage::store::FORMAT_VERSION,
         1,
         "only a hookd at disk format 1 may write this fixture (check out a commit before \
          format 2)"
@@ -229,9 +229,9 @@ async fn a_format_v1_database_opens_with_everything_in_it() {
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(
         store.format_version().unwrap(),
-        Some(hookd::store::FORMAT_VERSION)
+        Some(hookd_storage::store::FORMAT_VERSION)
     );
-    assert_eq!(hookd::store::FORMAT_VERSION, 5);
+    assert_eq!(hookd_storage::store::FORMAT_VERSION, 5);
     assert_eq!(
         store.damaged_rows().unwrap(),
         Vec::new(),

@@ -4,10 +4,10 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
-use hookd::clock::{Clock, ManualClock, SystemClock};
-use hookd::store::faults::Faults;
 use hookd::{Config, Hooks};
 use hookd_client::Client;
+use hookd_core::clock::{Clock, ManualClock, SystemClock};
+use hookd_storage::store::faults::Faults;
 use hookd_testkit::InProcess;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -58,7 +58,7 @@ impl TestServer {
         config: Config,
         clock: ManualClock,
         faults: Option<Faults>,
-        disk: Option<hookd::disk::Probe>,
+        disk: Option<hookd_storage::disk::Probe>,
     ) -> Self {
         let hooks = Hooks {
             clock: Arc::new(clock.clone()),

@@ -391,7 +391,8 @@ async fn trickled_request_heads_are_cut_off() {
     config.connections.handshake_timeout_ms = 1_000;
     config.connections.header_read_timeout_ms = 1_000;
     let server =
-        crate::harness::TestServer::start_with(config, hookd::clock::ManualClock::new(0)).await;
+        crate::harness::TestServer::start_with(config, hookd_core::clock::ManualClock::new(0))
+            .await;
     let grpc: std::net::SocketAddr = server.grpc.trim_start_matches("http://").parse().unwrap();
     for (addr, head) in [
         (

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use hookd_client::{Client, Event, pb};
 
-use hookd::clock::{Clock, ManualClock, SystemClock};
+use hookd_core::clock::{Clock, ManualClock, SystemClock};
 
 use crate::harness::{TestServer, eventually, test_config, until_message};
 use crate::sink::{Reply, Sink};
@@ -211,7 +211,7 @@ async fn per_destination_series_stay_bounded_with_many_destinations() {
 /// heaviest of all and sums the rest exactly; a Stats page is whole and in key order.
 #[tokio::test]
 async fn scrapes_and_stats_pages_read_in_slices_are_whole() {
-    let n = hookd::engine::GAUGE_SLICE * 2 + 300;
+    let n = hookd_engine::GAUGE_SLICE * 2 + 300;
     let dir = tempfile::tempdir().unwrap();
     let mut config = test_config(dir.path());
     config.metrics.max_destination_series = 10;

@@ -21,7 +21,9 @@ async fn node_octokit_signs_what_ingest_accepts() {
     }];
     let server = TestServer::start_with(
         config,
-        hookd::clock::ManualClock::new(hookd::clock::Clock::now_ms(&hookd::clock::SystemClock)),
+        hookd_core::clock::ManualClock::new(hookd_core::clock::Clock::now_ms(
+            &hookd_core::clock::SystemClock,
+        )),
     )
     .await;
     crate::harness::run_script(node, "node/octokit.mjs", vec![server.ingest.to_string()]).await;

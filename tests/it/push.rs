@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use hmac::{KeyInit, Mac};
-use hookd::clock::{Clock, ManualClock, SystemClock};
 use hookd_client::{Client, Event, pb};
+use hookd_core::clock::{Clock, ManualClock, SystemClock};
 
 use crate::harness::{
     TestServer, code, dead_lettered, delivered, eventually, push_settled, test_config,

@@ -91,7 +91,9 @@ async fn python_client_over_tls_and_mtls() {
     let (config, files) = crate::security::tls_config(dir.path(), "optional");
     let server = TestServer::start_with(
         config,
-        hookd::clock::ManualClock::new(hookd::clock::Clock::now_ms(&hookd::clock::SystemClock)),
+        hookd_core::clock::ManualClock::new(hookd_core::clock::Clock::now_ms(
+            &hookd_core::clock::SystemClock,
+        )),
     )
     .await;
     let other = crate::certs::Ca::new("not hookd's CA");
@@ -143,7 +145,9 @@ async fn python_provider_libraries_sign_what_ingest_accepts() {
     // The real clock: the libraries sign with the time of day.
     let server = TestServer::start_with(
         config,
-        hookd::clock::ManualClock::new(hookd::clock::Clock::now_ms(&hookd::clock::SystemClock)),
+        hookd_core::clock::ManualClock::new(hookd_core::clock::Clock::now_ms(
+            &hookd_core::clock::SystemClock,
+        )),
     )
     .await;
     let args = [

@@ -5,8 +5,8 @@
 use base64::Engine as _;
 use hmac::{KeyInit, Mac};
 use hookd::Config;
-use hookd::clock::{Clock, ManualClock, SystemClock};
 use hookd_client::{Client, Event, Options, pb};
+use hookd_core::clock::{Clock, ManualClock, SystemClock};
 use tonic::Code;
 
 use crate::harness::{TestServer, test_config};
@@ -40,7 +40,7 @@ async fn secrets_are_shown_as_prefix_and_fingerprint_only() {
     let dir = tempfile::tempdir().unwrap();
     let admin = "admin-token-0123456789abcdef";
     let reader = "reader-token-0123456789abcdef";
-    let hash = |t: &str| hookd::names::hex(&hookd::auth::token_hash(t));
+    let hash = |t: &str| hookd_core::names::hex(&hookd::auth::token_hash(t));
     let auth = Config::from_toml(&format!(
         "[[auth.tokens]]\nname = \"ops\"\nsha256 = \"{}\"\nscopes = [\"admin\"]\n\
          [[auth.tokens]]\nname = \"dash\"\nsha256 = \"{}\"\nscopes = [\"read\"]\n",

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use hookd::Config;
 use hookd::auth::{Scope, token_hash};
-use hookd::clock::{Clock, ManualClock, SystemClock};
-use hookd::names::hex;
 use hookd_client::{Client, Event, Options, pb};
+use hookd_core::clock::{Clock, ManualClock, SystemClock};
+use hookd_core::names::hex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::Code;
 

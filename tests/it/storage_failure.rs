@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use hookd::clock::{Clock, ManualClock, SystemClock};
-use hookd::store::faults::Faults;
 use hookd_client::Event;
+use hookd_core::clock::{Clock, ManualClock, SystemClock};
+use hookd_storage::store::faults::Faults;
 use tonic::Code;
 use tonic_health::pb::health_check_response::ServingStatus;
 

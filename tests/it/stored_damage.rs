@@ -6,8 +6,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use hookd::clock::{Clock, ManualClock, SystemClock};
 use hookd_client::Event;
+use hookd_core::clock::{Clock, ManualClock, SystemClock};
 use tonic::Code;
 
 use crate::harness::{TestServer, code, test_config};
@@ -60,7 +60,7 @@ async fn a_flipped_byte_in_a_stored_payload_is_never_delivered_and_hookd_gives_u
     }
     server.stop().await;
     assert!(
-        !dir.path().join(hookd::store::OPEN_MARKER).exists(),
+        !dir.path().join(hookd_storage::store::OPEN_MARKER).exists(),
         "a clean stop records itself"
     );
     assert!(damage(dir.path()) >= 1, "the payload is in the file");

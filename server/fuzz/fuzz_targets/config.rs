@@ -10,9 +10,9 @@ fuzz_target!(|data: &[u8]| {
     };
     if let Ok(config) = hookd::Config::from_toml(text) {
         let _ = config.validate();
-        let clock = std::sync::Arc::new(hookd::clock::SystemClock);
+        let clock = std::sync::Arc::new(hookd_core::clock::SystemClock);
         let _ = hookd::auth::Authenticator::new(&config.auth, clock, &|_| None);
-        let _ = hookd::secrets::Sealer::new(&config.secrets, &|_| None);
+        let _ = hookd_core::secrets::Sealer::new(&config.secrets, &|_| None);
         // Each source compiled as start-up compiles it (secrets given inline only).
         let limits = hookd::ingest::source::Limits {
             max_payload_bytes: config.max_payload_bytes,

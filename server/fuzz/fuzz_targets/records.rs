@@ -3,16 +3,16 @@
 //! must be an error, never a panic.
 #![no_main]
 
-use hookd::store::records::{EndpointRecord, HistoryRecord, MessageRecord, ScheduleEntry};
+use hookd_storage::store::records::{EndpointRecord, HistoryRecord, MessageRecord, ScheduleEntry};
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
 
 fuzz_target!(|data: &[u8]| {
-    let (records, _bad) = hookd::wal::frames(data);
+    let (records, _bad) = hookd_storage::wal::frames(data);
     for record in records {
-        let _ = hookd::store::rowlog::decode(record);
+        let _ = hookd_storage::store::rowlog::decode(record);
     }
-    let _ = hookd::store::rowlog::decode(data);
+    let _ = hookd_storage::store::rowlog::decode(data);
     let _ = ScheduleEntry::decode(data);
     let _ = MessageRecord::decode(data);
     let _ = EndpointRecord::decode(data);

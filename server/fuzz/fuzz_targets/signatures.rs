@@ -2,8 +2,8 @@
 //! and inbound signature verification, from any text.
 #![no_main]
 
-use hookd::delivery::attempt::parse_retry_after;
-use hookd::signing::{Secret, signature_header};
+use hookd_delivery::attempt::parse_retry_after;
+use hookd_core::signing::{Secret, signature_header};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -13,8 +13,8 @@ fuzz_target!(|data: &[u8]| {
     };
     let _ = parse_retry_after(text);
     let _ = hookd::auth::strip_bearer(data);
-    let _ = hookd::names::parse_sha256(text);
-    let _ = hookd::secrets::open(None, "endpoint", text);
+    let _ = hookd_core::names::parse_sha256(text);
+    let _ = hookd_core::secrets::open(None, "endpoint", text);
     if let Ok(secret) = Secret::parse(text) {
         let _ = signature_header(&[secret], "msg_1", 1_700_000_000, data);
     }

@@ -6,7 +6,7 @@
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
 use hookd::api::validate::validate_url;
-use hookd::delivery::guard::{AddressGuard, AllowRule};
+use hookd_delivery::guard::{AddressGuard, AllowRule};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -3,14 +3,14 @@
 
 use hookd_proto::v1::{self as pb, destination::Kind};
 
-use crate::breaker::BreakerState;
-use crate::destination::Destination;
-use crate::engine::{Enqueued, Leased, NackOutcome};
-use crate::ids::MessageId;
-use crate::stats::{
+use hookd_core::breaker::BreakerState;
+use hookd_core::destination::Destination;
+use hookd_core::ids::MessageId;
+use hookd_core::stats::{
     DestinationSnapshot, LatencySummary, PushSnapshot, StatsSnapshot, StorageSnapshot,
 };
-use crate::store::{AttemptRecord, DoneRecord, EndpointRecord, State, StoredMessage};
+use hookd_engine::{Enqueued, Leased, NackOutcome};
+use hookd_storage::store::{AttemptRecord, DoneRecord, EndpointRecord, State, StoredMessage};
 
 pub fn enqueued(e: Enqueued) -> pb::EnqueueResponse {
     pb::EnqueueResponse {
@@ -62,7 +62,7 @@ pub fn endpoint(e: EndpointRecord, clear: &[String], reveal: bool) -> pb::Endpoi
     let secret_summaries = clear
         .iter()
         .map(|s| {
-            let (prefix, fingerprint) = crate::secrets::summary(s);
+            let (prefix, fingerprint) = hookd_core::secrets::summary(s);
             pb::SecretSummary {
                 prefix,
                 fingerprint,
@@ -183,8 +183,8 @@ fn destination_stats(d: DestinationSnapshot) -> pb::DestinationStats {
     }
 }
 
-fn level(l: crate::backpressure::Level) -> pb::BackpressureLevel {
-    use crate::backpressure::Level;
+fn level(l: hookd_core::backpressure::Level) -> pb::BackpressureLevel {
+    use hookd_core::backpressure::Level;
     match l {
         Level::Ok => pb::BackpressureLevel::Ok,
         Level::Soft => pb::BackpressureLevel::Soft,
@@ -306,7 +306,7 @@ pub fn dead_letter(m: StoredMessage) -> pb::DeadLetter {
     }
 }
 
-pub fn analysis(a: crate::deadletters::Analysis) -> pb::DeadLetterAnalysis {
+pub fn analysis(a: hookd_core::deadletters::Analysis) -> pb::DeadLetterAnalysis {
     pb::DeadLetterAnalysis {
         destination: a.destination,
         count: a.count,

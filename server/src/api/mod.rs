@@ -12,10 +12,10 @@ use tonic::{Request, Response, Status};
 
 use std::sync::Arc;
 
-use crate::clock::Clock;
-use crate::engine::{EngineHandle, Refusal, ReplayRequest};
 use crate::error::ApiError;
-use crate::store::Store;
+use hookd_core::clock::Clock;
+use hookd_engine::{EngineHandle, Refusal, ReplayRequest};
+use hookd_storage::store::Store;
 use validate::Limits;
 
 /// The service; cheap to clone.
@@ -26,14 +26,14 @@ pub struct HookdService {
     limits: Limits,
     clock: Arc<dyn Clock>,
     watchers: Watchers,
-    sealer: Option<Arc<crate::secrets::Sealer>>,
+    sealer: Option<Arc<hookd_core::secrets::Sealer>>,
     sources: Arc<crate::ingest::Sources>,
 }
 
 /// What `Watch` streams from, and the signal that ends them (shutdown).
 #[derive(Debug, Clone)]
 pub struct Watchers {
-    pub events: crate::events::Events,
+    pub events: hookd_engine::events::Events,
     pub stopping: tokio::sync::watch::Receiver<bool>,
     /// Streams open, in total and per caller.
     pub open: Arc<WatchSlots>,
@@ -123,7 +123,7 @@ impl HookdService {
         limits: Limits,
         clock: Arc<dyn Clock>,
         watchers: Watchers,
-        sealer: Option<Arc<crate::secrets::Sealer>>,
+        sealer: Option<Arc<hookd_core::secrets::Sealer>>,
         sources: Arc<crate::ingest::Sources>,
     ) -> Self {
         Self {
@@ -138,12 +138,12 @@ impl HookdService {
     }
 
     /// An endpoint as answers show it: secrets summarised, in clear only with `reveal`.
-    fn shown(&self, e: crate::store::EndpointRecord, reveal: bool) -> pb::Endpoint {
+    fn shown(&self, e: hookd_storage::store::EndpointRecord, reveal: bool) -> pb::Endpoint {
         let clear: Vec<String> = e
             .secrets
             .iter()
             .map(|s| {
-                crate::secrets::open(self.sealer.as_deref(), &e.name, s)
+                hookd_core::secrets::open(self.sealer.as_deref(), &e.name, s)
                     .unwrap_or_else(|err| format!("<{err}>"))
             })
             .collect();
@@ -381,12 +381,12 @@ impl Hookd for HookdService {
             tracing::warn!(
                 endpoint = %endpoint.name,
                 caller,
-                from = %crate::destination::origin_of(&old.url),
-                to = %crate::destination::origin_of(&endpoint.url),
+                from = %hookd_core::destination::origin_of(&old.url),
+                to = %hookd_core::destination::origin_of(&endpoint.url),
                 "the URL of an endpoint with signing secrets was changed"
             );
         }
-        crate::secrets::seal_all(
+        hookd_core::secrets::seal_all(
             self.sealer.as_deref(),
             &endpoint.name,
             &mut endpoint.secrets,
@@ -517,7 +517,7 @@ impl Hookd for HookdService {
             .await?;
         Ok(Response::new(pb::ListDeadLettersResponse {
             dead_letters: page.into_iter().map(convert::dead_letter).collect(),
-            next_page_token: next.map(|k| crate::names::hex(&k)).unwrap_or_default(),
+            next_page_token: next.map(|k| hookd_core::names::hex(&k)).unwrap_or_default(),
         }))
     }
 
@@ -544,12 +544,13 @@ impl Hookd for HookdService {
         if let Some(filter) = filter {
             ids = self.matching_dead(filter, limit).await?;
         }
-        let count = |ids: &[crate::ids::MessageId]| u32::try_from(ids.len()).unwrap_or(u32::MAX);
+        let count =
+            |ids: &[hookd_core::ids::MessageId]| u32::try_from(ids.len()).unwrap_or(u32::MAX);
         if dry_run {
             // A destination's dead letters are counted as a filter of it alone would find them.
             let matched = match destination {
                 Some(d) => {
-                    let only = crate::deadletters::Filter {
+                    let only = hookd_core::deadletters::Filter {
                         destination: Some(d),
                         ..Default::default()
                     };
@@ -634,7 +635,7 @@ impl Hookd for HookdService {
         let (rows, truncated) = self
             .read(move |s| Ok(s.dead_summaries(destination.as_ref(), validate::MAX_DEAD_SCAN)?))
             .await?;
-        let destinations = crate::deadletters::analyze(&rows, from, to)
+        let destinations = hookd_core::deadletters::analyze(&rows, from, to)
             .into_iter()
             .map(convert::analysis)
             .collect();
@@ -754,7 +755,7 @@ impl Hookd for HookdService {
 }
 
 /// A live event as the wire has it.
-fn watch_event(e: crate::events::Event) -> pb::WatchEvent {
+fn watch_event(e: hookd_engine::events::Event) -> pb::WatchEvent {
     pb::WatchEvent {
         unix_ms: e.at_ms,
         kind: e.kind.to_owned(),
@@ -772,9 +773,9 @@ impl HookdService {
     /// [`validate::MAX_DEAD_SCAN`] looked at).
     async fn matching_dead(
         &self,
-        filter: crate::deadletters::Filter,
+        filter: hookd_core::deadletters::Filter,
         limit: usize,
-    ) -> Result<Vec<crate::ids::MessageId>, Status> {
+    ) -> Result<Vec<hookd_core::ids::MessageId>, Status> {
         self.read(move |s| {
             let (rows, _) =
                 s.dead_summaries(filter.destination.as_ref(), validate::MAX_DEAD_SCAN)?;

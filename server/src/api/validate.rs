@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 
 use hookd_proto::v1::{self as pb, destination::Kind, enqueue_request};
 
-use crate::destination::Destination;
-use crate::engine::NewMessage;
 use crate::error::ApiError;
-use crate::ids::{LeaseId, MessageId};
-use crate::store::{EndpointRecord, MessageRecord};
+use hookd_core::destination::Destination;
+use hookd_core::ids::{LeaseId, MessageId};
+use hookd_engine::NewMessage;
+use hookd_storage::store::{EndpointRecord, MessageRecord};
 
 /// Limits from the configuration that requests are checked against.
 #[derive(Debug, Clone)]
@@ -21,7 +21,7 @@ pub struct Limits {
     pub replay_rate_per_s: f64,
 }
 
-pub use crate::names::{MAX_EVENT_TYPE_LEN, MAX_NAME_LEN};
+pub use hookd_core::names::{MAX_EVENT_TYPE_LEN, MAX_NAME_LEN};
 /// Longest ad-hoc URL.
 pub const MAX_URL_LEN: usize = 2_048;
 pub const MAX_HEADERS: usize = 64;
@@ -282,7 +282,7 @@ pub fn endpoint(e: Option<pb::Endpoint>) -> Result<EndpointRecord, ApiError> {
         )));
     }
     for (i, secret) in e.secrets.iter().enumerate() {
-        crate::signing::Secret::parse(secret)
+        hookd_core::signing::Secret::parse(secret)
             .map_err(|err| invalid(format!("endpoint.secrets[{i}]: {err}")))?;
     }
     let within = |field: &str, v: u64, max: u64| {
@@ -294,7 +294,7 @@ pub fn endpoint(e: Option<pb::Endpoint>) -> Result<EndpointRecord, ApiError> {
             Ok(())
         }
     };
-    use crate::names::{MAX_CONNECT_TIMEOUT_MS, MAX_IN_FLIGHT, MAX_TIMEOUT_MS};
+    use hookd_core::names::{MAX_CONNECT_TIMEOUT_MS, MAX_IN_FLIGHT, MAX_TIMEOUT_MS};
     within(
         "connect_timeout_ms",
         e.connect_timeout_ms,
@@ -318,7 +318,7 @@ pub fn endpoint(e: Option<pb::Endpoint>) -> Result<EndpointRecord, ApiError> {
 
 /// Names of endpoints and queues: 1 to 128 of `A-Z a-z 0-9 . _ -`.
 pub fn validate_name(name: &str, field: &str) -> Result<(), ApiError> {
-    crate::names::check_name(name, field).map_err(ApiError::InvalidArgument)
+    hookd_core::names::check_name(name, field).map_err(ApiError::InvalidArgument)
 }
 
 /// An absolute http or https URL with a host, without credentials; returns it normalised
@@ -471,7 +471,7 @@ pub struct Replay {
     pub ids: Vec<MessageId>,
     pub destination: Option<Destination>,
     /// Dead letters to scan for and replay.
-    pub filter: Option<crate::deadletters::Filter>,
+    pub filter: Option<hookd_core::deadletters::Filter>,
     pub limit: usize,
     pub dry_run: bool,
     /// 0: the server's default pace.
@@ -484,7 +484,7 @@ pub const MAX_DEAD_SCAN: usize = 100_000;
 pub fn dead_letter_filter(
     f: pb::DeadLetterFilter,
     field: &str,
-) -> Result<crate::deadletters::Filter, ApiError> {
+) -> Result<hookd_core::deadletters::Filter, ApiError> {
     let destination = match f.destination {
         None => None,
         Some(d) => Some(destination(
@@ -511,7 +511,7 @@ pub fn dead_letter_filter(
             f.error_contains.len()
         )));
     }
-    Ok(crate::deadletters::Filter {
+    Ok(hookd_core::deadletters::Filter {
         destination,
         dead_after_ms: f.dead_after_unix_ms,
         dead_before_ms: f.dead_before_unix_ms,
@@ -568,7 +568,7 @@ pub fn replay(req: pb::ReplayDeadLettersRequest) -> Result<Replay, ApiError> {
 /// A PurgeDeadLetters request, checked.
 #[derive(Debug)]
 pub struct Purge {
-    pub filter: crate::deadletters::Filter,
+    pub filter: hookd_core::deadletters::Filter,
     pub limit: usize,
     pub dry_run: bool,
 }
@@ -660,7 +660,7 @@ pub fn destination_filter(d: Option<pb::Destination>) -> Result<Option<Destinati
 }
 
 pub fn unhex(s: &str, field: &str) -> Result<Vec<u8>, ApiError> {
-    crate::names::unhex(s)
+    hookd_core::names::unhex(s)
         .ok_or_else(|| invalid(format!("{field}: not a page token returned by this server")))
 }
 
@@ -734,7 +734,10 @@ mod tests {
     #[test]
     fn page_tokens_round_trip() {
         let key = b"queue:a\x00\x01\xff";
-        assert_eq!(unhex(&crate::names::hex(key), "page_token").unwrap(), key);
+        assert_eq!(
+            unhex(&hookd_core::names::hex(key), "page_token").unwrap(),
+            key
+        );
         assert!(unhex("zz", "page_token").is_err());
         assert!(unhex("abc", "page_token").is_err());
     }

@@ -4,7 +4,7 @@
 
 use maud::{Markup, html};
 
-use crate::stats::LatencySummary;
+use hookd_core::stats::LatencySummary;
 
 const W: f64 = 360.0;
 const H: f64 = 140.0;

@@ -31,8 +31,8 @@ use axum::routing::{get, post};
 
 use crate::api::HookdService;
 use crate::auth::{Access, Authenticator, Denied, Scope};
-use crate::clock::Clock;
-use crate::engine::EngineHandle;
+use hookd_core::clock::Clock;
+use hookd_engine::EngineHandle;
 use session::{COOKIE, Session, Sessions};
 
 /// A form body is at most this large (the edit form is the largest, well under it).

@@ -79,8 +79,8 @@ impl From<crate::error::ApiError> for Failure {
     }
 }
 
-impl From<crate::engine::Refusal> for Failure {
-    fn from(r: crate::engine::Refusal) -> Self {
+impl From<hookd_engine::Refusal> for Failure {
+    fn from(r: hookd_engine::Refusal) -> Self {
         crate::error::ApiError::refused(r, "").into()
     }
 }
@@ -156,15 +156,15 @@ fn level_name(level: i32) -> &'static str {
     }
 }
 
-fn breaker_name(b: crate::breaker::BreakerState) -> &'static str {
+fn breaker_name(b: hookd_core::breaker::BreakerState) -> &'static str {
     match b {
-        crate::breaker::BreakerState::Closed => "closed",
-        crate::breaker::BreakerState::Open { .. } => "open",
-        crate::breaker::BreakerState::HalfOpen { .. } => "half-open",
+        hookd_core::breaker::BreakerState::Closed => "closed",
+        hookd_core::breaker::BreakerState::Open { .. } => "open",
+        hookd_core::breaker::BreakerState::HalfOpen { .. } => "half-open",
     }
 }
 
-fn latency_cells(l: &crate::stats::LatencySummary) -> Markup {
+fn latency_cells(l: &hookd_core::stats::LatencySummary) -> Markup {
     html! {
         td.num { (view::millis(l.p50_ms)) }
         td.num { (view::millis(l.p95_ms)) }
@@ -468,7 +468,7 @@ pub struct ListQuery {
 }
 
 fn endpoint_key(name: &str) -> String {
-    crate::destination::Destination::Endpoint(name.to_owned()).key()
+    hookd_core::destination::Destination::Endpoint(name.to_owned()).key()
 }
 
 fn state_cell(e: &pb::Endpoint) -> Markup {
@@ -483,14 +483,14 @@ fn state_cell(e: &pb::Endpoint) -> Markup {
     }
 }
 
-fn breaker_cell(p: Option<&crate::stats::PushSnapshot>) -> Markup {
+fn breaker_cell(p: Option<&hookd_core::stats::PushSnapshot>) -> Markup {
     let Some(p) = p else { return html! { "-" } };
     html! {
         span class=(format!("badge breaker-{}", breaker_name(p.breaker))) { (breaker_name(p.breaker)) }
-        @if let crate::breaker::BreakerState::Open { until_ms } = p.breaker {
+        @if let hookd_core::breaker::BreakerState::Open { until_ms } = p.breaker {
             " until " (view::time(until_ms)) " (cooldown " (view::duration(p.breaker_cooldown_ms)) ")"
         }
-        @if let crate::breaker::BreakerState::HalfOpen { .. } = p.breaker {
+        @if let hookd_core::breaker::BreakerState::HalfOpen { .. } = p.breaker {
             " probing (cooldown " (view::duration(p.breaker_cooldown_ms)) ")"
         }
         @if p.consecutive_failures > 0 { " · " (p.consecutive_failures) " failures in a row" }
@@ -879,7 +879,7 @@ impl EndpointForm {
         e.disabled = self.disabled == "on";
         if !self.remove_secret.is_empty() {
             e.secrets.retain(|clear| {
-                let (_, fingerprint) = crate::secrets::summary(clear);
+                let (_, fingerprint) = hookd_core::secrets::summary(clear);
                 !self.remove_secret.contains(&fingerprint)
             });
         }
@@ -1102,7 +1102,7 @@ pub async fn destinations(
                 tbody {
                     @for d in &stats.destinations {
                         tr {
-                            td { @if let Some(name) = crate::destination::Destination::endpoint_of_key(&d.destination) {
+                            td { @if let Some(name) = hookd_core::destination::Destination::endpoint_of_key(&d.destination) {
                                 a href=(format!("/ui/endpoints/{}", segment(name))) { (d.destination) }
                             } @else { (d.destination) } }
                             td.num { (d.pending) } td.num { (d.awaiting_retry) } td.num { (d.in_flight) }
@@ -1170,7 +1170,7 @@ impl DeadFilter {
 
     /// A destination key, or an endpoint's bare name.
     fn destination(&self) -> Option<pb::Destination> {
-        use crate::destination::Destination;
+        use hookd_core::destination::Destination;
         let d = self.destination.trim();
         if d.is_empty() {
             return None;
@@ -1364,7 +1364,7 @@ pub async fn dead_letters(
                     }
                 }
                 @if let Some(next) = next {
-                    p { a.button href=(format!("{list_url}{}{}", if list_url.contains('?') { "&" } else { "?" }, query(&[("after", &crate::names::hex(&next))]))) { "Next page" } }
+                    p { a.button href=(format!("{list_url}{}{}", if list_url.contains('?') { "&" } else { "?" }, query(&[("after", &hookd_core::names::hex(&next))]))) { "Next page" } }
                 }
             }
         },
@@ -1596,7 +1596,8 @@ pub async fn message(
         .into_inner();
     // The payload and headers: a live or dead message's record (a completed one keeps only
     // its outcome).
-    let parsed: crate::ids::MessageId = id.parse().map_err(|e| Failure::bad(format!("id: {e}")))?;
+    let parsed: hookd_core::ids::MessageId =
+        id.parse().map_err(|e| Failure::bad(format!("id: {e}")))?;
     let record = c
         .api
         .read(move |store| Ok(store.message(parsed)?))

@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::auth::{Principal, random_token};
-use crate::clock::Clock;
+use hookd_core::clock::Clock;
 
 pub const COOKIE: &str = "hookd_session";
 /// The login form's double-submit nonce (a cookie and a hidden field that must match).
@@ -227,7 +227,7 @@ pub fn set_cookie(name: &str, value: &str, secure: bool, max_age_secs: u64) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::ManualClock;
+    use hookd_core::clock::ManualClock;
 
     fn principal() -> Arc<Principal> {
         let auth = crate::auth::Authenticator::new(

@@ -28,9 +28,9 @@ use std::cell::Cell;
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 
-use crate::clock::Clock;
 use crate::ingest::strikes::Strikes;
 use crate::listen::{Pace, Placed, Placement};
+use hookd_core::clock::Clock;
 
 /// At most this many threads serve demoted connections.
 pub const MAX_THREADS: usize = 2;
@@ -154,7 +154,7 @@ mod tests {
     async fn a_suspect_clients_connection_is_placed_on_low_priority_threads() {
         let strikes = Arc::new(Strikes::new(32, 10));
         let counter = prometheus::IntCounter::new("t", "t").unwrap();
-        let clock = Arc::new(crate::clock::ManualClock::new(1_000));
+        let clock = Arc::new(hookd_core::clock::ManualClock::new(1_000));
         let demote = Demote::new(strikes.clone(), clock.clone(), counter.clone(), 0).unwrap();
         let ip: IpAddr = [10, 0, 0, 1].into();
         assert!(demote.placed(ip).is_some(), "never seen");

@@ -29,11 +29,11 @@ use subtle::ConstantTimeEq;
 
 use super::registry::Sources;
 use super::source::{Locator, SchemeName, Source};
-use crate::clock::Clock;
-use crate::engine::{EngineHandle, NewMessage, Refusal};
-use crate::ids::MessageId;
-use crate::metrics::Metrics;
-use crate::store::MessageRecord;
+use hookd_core::clock::Clock;
+use hookd_core::ids::MessageId;
+use hookd_engine::{EngineHandle, NewMessage, Refusal};
+use hookd_metrics::Metrics;
+use hookd_storage::store::MessageRecord;
 
 /// Header of a stored inbound message: the source that received it.
 pub const SOURCE_HEADER: &str = "hookd-source";
@@ -214,7 +214,7 @@ fn retry_after(status: StatusCode, secs: u64, body: Value) -> Response {
 }
 
 /// The WARN when a client's failures reach the allowance: a few per minute at most.
-static STRIKE_LOG: crate::ratelog::LogLimit = crate::ratelog::LogLimit::new(60, 5);
+static STRIKE_LOG: hookd_core::ratelog::LogLimit = hookd_core::ratelog::LogLimit::new(60, 5);
 
 /// A refusal: its status, its body, and its outcome label.
 struct Refuse(Response, &'static str);
@@ -530,11 +530,11 @@ async fn handle(
         None => String::new(),
         Some(l) => locate(l, headers, json.as_ref(), &raw).unwrap_or_default(),
     };
-    if event_type.len() > crate::names::MAX_EVENT_TYPE_LEN {
+    if event_type.len() > hookd_core::names::MAX_EVENT_TYPE_LEN {
         return Err(invalid(format!(
             "event type: {} bytes is over the limit of {}",
             event_type.len(),
-            crate::names::MAX_EVENT_TYPE_LEN
+            hookd_core::names::MAX_EVENT_TYPE_LEN
         )));
     }
     let mut stored_headers = BTreeMap::new();
@@ -616,7 +616,7 @@ async fn handle(
             "backpressure",
         )),
         Err(r @ Refusal::DiskFull { .. }) => {
-            static LOG: crate::ratelog::LogLimit = crate::ratelog::LogLimit::new(10, 5);
+            static LOG: hookd_core::ratelog::LogLimit = hookd_core::ratelog::LogLimit::new(10, 5);
             if let Some(suppressed) = LOG.ready() {
                 tracing::warn!(source = %source.spec.name, refusal = %r, suppressed, "inbound webhook refused: disk reserve");
             }
@@ -630,7 +630,7 @@ async fn handle(
             ))
         }
         Err(Refusal::Unavailable(why)) => {
-            static LOG: crate::ratelog::LogLimit = crate::ratelog::LogLimit::new(10, 5);
+            static LOG: hookd_core::ratelog::LogLimit = hookd_core::ratelog::LogLimit::new(10, 5);
             if let Some(suppressed) = LOG.ready() {
                 tracing::warn!(source = %source.spec.name, %why, suppressed, "inbound webhook refused: storage unavailable");
             }

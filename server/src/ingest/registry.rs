@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use super::source::{Limits, Source, SourceSpec};
-use crate::engine::{EngineHandle, Refusal};
-use crate::secrets::Sealer;
+use hookd_core::secrets::Sealer;
+use hookd_engine::{EngineHandle, Refusal};
 
 /// Why a source cannot be put or deleted.
 #[derive(Debug, thiserror::Error)]
@@ -94,7 +94,7 @@ impl Sources {
             let mut secrets = Vec::with_capacity(spec.secrets.len());
             for s in &spec.secrets {
                 secrets.push(
-                    crate::secrets::open(sealer.as_deref(), &aad(&name), s).map_err(|e| {
+                    hookd_core::secrets::open(sealer.as_deref(), &aad(&name), s).map_err(|e| {
                         (key.clone(), format!("{e}; add that key to [secrets] keys"))
                     })?,
                 );
@@ -161,7 +161,7 @@ impl Sources {
         let source = Source::compile(shown, secrets, schema, false, self.limits)
             .map_err(SourceError::Invalid)?;
         let mut stored = spec;
-        crate::secrets::seal_all(
+        hookd_core::secrets::seal_all(
             self.sealer.as_deref(),
             &aad(&stored.name),
             &mut stored.secrets,
@@ -220,7 +220,7 @@ impl Sources {
                 continue;
             }
             for s in &mut spec.secrets {
-                let clear = crate::secrets::open(Some(&sealer), &aad(name), s)
+                let clear = hookd_core::secrets::open(Some(&sealer), &aad(name), s)
                     .map_err(|e| SourceError::Invalid(format!("source {name:?}: {e}")))?;
                 *s = sealer.seal(&aad(name), &clear);
             }

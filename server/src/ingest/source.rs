@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::redact::{RedactSpec, Redactor};
 use super::verify::{HmacScheme, Scheme, Verifier};
-use crate::destination::Destination;
+use hookd_core::destination::Destination;
 
 pub const DEFAULT_TOLERANCE_SECS: u64 = 300;
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1 << 20;
@@ -333,7 +333,7 @@ impl Source {
         from_config: bool,
         limits: Limits,
     ) -> Result<Self, String> {
-        crate::names::check_name(&spec.name, "name")?;
+        hookd_core::names::check_name(&spec.name, "name")?;
         if secrets.len() > MAX_CREDENTIALS
             || spec.bearer_sha256.len() > MAX_CREDENTIALS
             || spec.basic.len() > MAX_CREDENTIALS
@@ -455,11 +455,11 @@ impl Source {
         let dedup = locator(&spec.dedup_id, spec.scheme.default_dedup(), "dedup_id")?;
         let destination = match (&spec.queue, &spec.endpoint) {
             (Some(q), None) => {
-                crate::names::check_name(q, "queue")?;
+                hookd_core::names::check_name(q, "queue")?;
                 Destination::Queue(q.clone())
             }
             (None, Some(e)) => {
-                crate::names::check_name(e, "endpoint")?;
+                hookd_core::names::check_name(e, "endpoint")?;
                 Destination::Endpoint(e.clone())
             }
             _ => return Err("queue: exactly one of queue or endpoint is the route".into()),
@@ -485,7 +485,10 @@ impl Source {
         }
         keep_headers.sort_by(|a, b| a.as_str().cmp(b.as_str()));
         keep_headers.dedup();
-        let secret_summaries = secrets.iter().map(|s| crate::secrets::summary(s)).collect();
+        let secret_summaries = secrets
+            .iter()
+            .map(|s| hookd_core::secrets::summary(s))
+            .collect();
         Ok(Self {
             max_body_bytes: spec.max_body_bytes,
             spec,
@@ -539,7 +542,7 @@ impl Source {
 
 fn source_auth(spec: &SourceSpec) -> Result<SourceAuth, String> {
     let digest = |hex: &str, key: &str| -> Result<[u8; 32], String> {
-        crate::names::parse_sha256(hex)
+        hookd_core::names::parse_sha256(hex)
             .ok_or_else(|| format!("{key}: not 64 hex digits (the SHA-256 of the secret)"))
     };
     let mut auth = SourceAuth::default();

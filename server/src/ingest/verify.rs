@@ -150,7 +150,7 @@ impl Verifier {
         let mut keys = Vec::with_capacity(secrets.len());
         for (i, s) in secrets.iter().enumerate() {
             let key = match scheme {
-                Scheme::StandardWebhooks => crate::signing::Secret::parse(s)
+                Scheme::StandardWebhooks => hookd_core::signing::Secret::parse(s)
                     .map(|k| k.key_bytes().to_vec())
                     .map_err(|e| format!("secrets[{i}]: {e}"))?,
                 _ if s.len() < MIN_SECRET_BYTES => {
@@ -356,7 +356,7 @@ mod tests {
         for p in parts {
             mac.update(p);
         }
-        crate::names::hex(&mac.finalize().into_bytes())
+        hookd_core::names::hex(&mac.finalize().into_bytes())
     }
 
     const NOW: u64 = 1_614_265_330;

@@ -22,8 +22,8 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 use hookd::Config;
-use hookd::engine::EngineHandle;
 use hookd::server::{Hooks, ServeError};
+use hookd_engine::EngineHandle;
 
 /// A loopback port that was free a moment ago. Another process may take it before it is
 /// bound: callers that spawn hookd on it retry once (see [`ChildHookd::spawn`]).
