@@ -1,4 +1,5 @@
-//! The HTTP listener: `/healthz` and `/metrics`; later issues add ingest and the console.
+//! The HTTP listener's own routes: `/healthz` and `/metrics` (the console, `/ui`, is
+//! mounted beside them in `server.rs`; ingest has a listener of its own).
 
 use std::sync::Arc;
 

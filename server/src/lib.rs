@@ -1,20 +1,19 @@
 //! hookd: a durable webhook delivery queue with a gRPC API.
 //!
 //! # Layout
-//! Data flows one way: `api -> engine (store + wheel) -> delivery -> endpoint`; the only
-//! way back is an attempt's report, through a callback handed to [`delivery`] at wiring.
-//! - [`api`]: the gRPC service `hookd.v1.Hookd`: validation and mapping to the wire.
-//! - [`engine`]: the single writer thread. Group commit of every request and timer into one
-//!   redb transaction; owns the in-memory index of live messages.
-//! - [`store`]: the redb tables and their encodings; reads from any thread.
-//! - [`delivery`]: push over HTTP(S): dispatcher, per-destination pools, SSRF guard at
-//!   dial time, Standard Webhooks signing, outcome classification. Never touches the store.
-//! - [`wheel`]: the hierarchical timer wheel (pure).
-//! - [`wal`]: write-ahead log segments (checksummed frames, torn-tail cut); not yet used by
-//!   the engine (issue #10).
-//! - [`retry`], [`breaker`], [`limiter`], [`stats`]: backoff, circuit breaker, token bucket
-//!   and rolling statistics (pure; time is a parameter).
-//! - [`server`]: wiring, [`server::run`] is the entry point; [`cli`]: the binary.
+//! This crate is the edges and the wiring; what they stand on is in the crates below it
+//! (`ARCHITECTURE.md`, "Crates"): `hookd-core` (the vocabulary and pure machines),
+//! `hookd-metrics`, `hookd-storage` (log, store, pipeline), `hookd-delivery` (push over
+//! HTTP) and `hookd-engine` (the single writer).
+//! - [`api`]: the gRPC service `hookd.v1.Hookd`: validation and mapping to the wire;
+//!   [`error`]: where errors and the engine's refusals become a `tonic::Status`.
+//! - [`ingest`]: `POST /in/{source}` on the ingest listener: verify, check, redact, enqueue.
+//! - [`console`]: the operator's web console on the HTTP listener (`/ui`).
+//! - [`http`]: `/healthz` and `/metrics`; [`watchdog`]: the systemd watchdog.
+//! - [`listen`]: accept, connection limits and shares, TLS; [`auth`]: who may call what.
+//! - [`config`]: the configuration file, every crate's settings in one place.
+//! - [`server`]: wiring; [`server::run`] is the entry point. [`memory`]: allocator trim.
+//! - [`cli`]: the binary's commands; [`ctl`]: its client subcommands (a gRPC client).
 //!
 //! Tests plug into [`server::run_with`] with [`server::Hooks`] (a manual clock, storage
 //! faults, a seeded jitter, a disk probe): plain items, behind no feature, that the binary

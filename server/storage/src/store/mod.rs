@@ -1,10 +1,13 @@
 //! The durable store: one redb file, `<data_dir>/hookd.redb`.
 //!
 //! Ground rules:
-//! - Only the engine thread writes (redb allows one writer at a time anyway). It opens one
-//!   [`WriteTransaction`] per group of requests, applies them through [`Tables`], and commits
-//!   with `Durability::Immediate`. Nobody is told "done" before that commit has returned; see
-//!   `docs/durability.md` for the crash cases.
+//! - The engine decides every change against a read snapshot plus the overlay
+//!   ([`overlay`]) and records it through [`Tables`] into the round's [`rowlog`] record;
+//!   nobody is told "done" before the log's fdatasync holds that record. Only the apply
+//!   stage (`crate::pipeline::applier`) writes redb: it performs synced records through
+//!   [`Apply`] in `Durability::None` transactions and checkpoints with one `Immediate`
+//!   commit that records how far the log is applied. See `docs/durability.md` for the
+//!   crash cases.
 //! - Any thread may read through [`Store`]'s read methods: redb's MVCC gives each read a
 //!   consistent snapshot of the last commit, without blocking the writer.
 //! - After a failed commit redb refuses further writes (`PreviousIo`) until reopened; the
@@ -21,7 +24,7 @@
 //! | `dead` | destination key, 0, id (16 bytes BE) | [`ScheduleEntry`] of a dead letter |
 //! | `idempotency` | encoded destination, 0, client key | id (16) + created ms (8) |
 //! | `endpoints` | name | [`EndpointRecord`] (protobuf) |
-//! | `sources` | name | an ingest source made over gRPC (`ingest::SourceSpec` as JSON, secrets sealed when `[secrets]` has keys) |
+//! | `sources` | name | an ingest source made over gRPC (`hookd::ingest::SourceSpec` as JSON, secrets sealed when `[secrets]` has keys) |
 //! | `meta` | `"format_version"` | [`FORMAT_VERSION`] of the layout above (u64) |
 //!
 //! # Format versions
@@ -33,8 +36,9 @@
 //! (`tests/fixtures/`). Version 1 is also what files made before the version row hold.
 //!
 //! An enqueue writes three rows (`messages`, `schedule`, and `idempotency` when a key is
-//! given); a lease rewrites one small `schedule` row. Every table insert costs B-tree work in
-//! the single writer, so the layout keeps that count low.
+//! given); a lease rewrites one small `schedule` row. Every table insert is B-tree work for
+//! the apply stage (and an overlay entry for the engine until it is applied), so the layout
+//! keeps that count low.
 
 pub mod faults;
 pub mod overlay;
