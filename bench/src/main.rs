@@ -683,11 +683,11 @@ async fn ingest_run(
     );
     probe("before")?;
     let source = |c: &mut hookd::Config| {
-        c.sources = vec![hookd::ingest::SourceSpec {
+        c.sources = vec![hookd_core::source::SourceSpec {
             secrets: vec![ingest::SECRET.into()],
-            ..hookd::ingest::SourceSpec::new(
+            ..hookd_core::source::SourceSpec::new(
                 "bench",
-                hookd::ingest::SchemeName::StandardWebhooks,
+                hookd_core::source::SchemeName::StandardWebhooks,
                 "bench-in",
             )
         }];

@@ -24,7 +24,7 @@ pub struct Config {
     /// the one listener meant to face the internet.
     pub ingest_addr: SocketAddr,
     /// Ingest sources defined here (read-only over gRPC; PutSource makes others).
-    pub sources: Vec<crate::ingest::SourceSpec>,
+    pub sources: Vec<hookd_core::source::SourceSpec>,
     /// Largest accepted event payload.
     pub max_payload_bytes: usize,
     /// Most events in one EnqueueBatch call.
@@ -715,13 +715,13 @@ mod tests {
         );
         let text = || vec!["x".to_owned()];
         config["sources"] = full(
-            serde_json::to_value(crate::ingest::SourceSpec {
+            serde_json::to_value(hookd_core::source::SourceSpec {
                 name: "n".into(),
-                scheme: crate::ingest::source::SchemeName::Hmac,
-                hmac: Some(crate::ingest::verify::HmacScheme {
+                scheme: hookd_core::source::SchemeName::Hmac,
+                hmac: Some(hookd_core::source::HmacScheme {
                     header: "h".into(),
-                    algorithm: crate::ingest::verify::Algorithm::Sha1,
-                    encoding: crate::ingest::verify::Encoding::Base64,
+                    algorithm: hookd_core::source::Algorithm::Sha1,
+                    encoding: hookd_core::source::Encoding::Base64,
                     prefix: "p".into(),
                     timestamp_header: Some("t".into()),
                     separator: ".".into(),
@@ -740,10 +740,10 @@ mod tests {
                 endpoint: Some("e".into()),
                 bearer_sha256: text(),
                 basic: text(),
-                redact: crate::ingest::redact::RedactSpec {
+                redact: hookd_core::source::RedactSpec {
                     remove: text(),
                     mask: text(),
-                    detectors: vec![crate::ingest::redact::Detector::Email],
+                    detectors: vec![hookd_core::source::Detector::Email],
                 },
             })
             .unwrap(),

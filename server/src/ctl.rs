@@ -660,7 +660,7 @@ async fn sources(api: &mut Api, json: bool, cmd: SourcesCmd, server: &str) -> Re
         SourcesCmd::Put { file } => {
             let text = std::fs::read_to_string(&file)
                 .map_err(|e| Failure::usage(format!("{}: {e}", file.display())))?;
-            let mut spec: crate::ingest::SourceSpec = toml::from_str(&text)
+            let mut spec: hookd_core::source::SourceSpec = toml::from_str(&text)
                 .map_err(|e| Failure::usage(format!("{}: {e}", file.display())))?;
             spec.resolve_files("", &|var| std::env::var(var).ok())
                 .map_err(|(key, message)| Failure::usage(format!("{key}: {message}")))?;

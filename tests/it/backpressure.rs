@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use hookd::ingest::{SchemeName, SourceSpec};
 use hookd_client::Event;
 use hookd_core::clock::{Clock, ManualClock, SystemClock};
+use hookd_core::source::{SchemeName, SourceSpec};
 use hookd_proto::v1 as pb;
 use tonic::Code;
 use tonic_types::StatusExt;

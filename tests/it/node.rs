@@ -3,7 +3,7 @@
 //! `.ci/run` runs `npm ci` in tests/node and then this test with `--ignored`, passing the
 //! node binary in HOOKD_NODE.
 
-use hookd::ingest::{SchemeName, SourceSpec};
+use hookd_core::source::{SchemeName, SourceSpec};
 
 use crate::harness::TestServer;
 

@@ -126,7 +126,7 @@ async fn python_client_over_tls_and_mtls() {
 #[tokio::test]
 #[ignore = "needs Python with standardwebhooks, stripe and grpcio (tests/python/requirements.txt); .ci/run runs it"]
 async fn python_provider_libraries_sign_what_ingest_accepts() {
-    use hookd::ingest::{SchemeName, SourceSpec};
+    use hookd_core::source::{SchemeName, SourceSpec};
     let python = std::env::var("HOOKD_PYTHON").expect(
         "HOOKD_PYTHON must name a Python with tests/python/requirements.txt installed (.ci/run sets it)",
     );

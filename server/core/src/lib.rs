@@ -13,6 +13,7 @@
 //! - [`secrets`]: endpoint secrets sealed at rest, and their summaries.
 //! - [`push`]: the handoff between the engine and the dispatcher (an attempt, its
 //!   outcome); [`signing`]: Standard Webhooks signatures.
+//! - [`source`]: an ingest source's definition (config, gRPC, disk).
 //! - [`ratelog`]: a budget of log lines per call site.
 
 #![forbid(unsafe_code)]
@@ -31,5 +32,6 @@ pub mod ratelog;
 pub mod retry;
 pub mod secrets;
 pub mod signing;
+pub mod source;
 pub mod stats;
 pub mod text;

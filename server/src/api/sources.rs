@@ -4,10 +4,11 @@
 use hookd_proto::v1 as pb;
 
 use crate::error::ApiError;
-use crate::ingest::redact::{Detector, RedactSpec};
-use crate::ingest::source::{DEFAULT_MAX_BODY_BYTES, DEFAULT_TOLERANCE_SECS};
-use crate::ingest::verify::{Algorithm, Encoding, HmacScheme};
-use crate::ingest::{SchemeName, Source, SourceError, SourceSpec};
+use crate::ingest::{Source, SourceError};
+use hookd_core::source::{
+    Algorithm, DEFAULT_MAX_BODY_BYTES, DEFAULT_TOLERANCE_SECS, Detector, Encoding, HmacScheme,
+    RedactSpec, SchemeName, SourceSpec,
+};
 
 fn invalid(message: String) -> ApiError {
     ApiError::InvalidArgument(message)

@@ -23,4 +23,4 @@ pub mod strikes;
 pub mod verify;
 
 pub use registry::{SourceError, Sources};
-pub use source::{SchemeName, Source, SourceSpec};
+pub use source::Source;

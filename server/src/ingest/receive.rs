@@ -28,9 +28,10 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::registry::Sources;
-use super::source::{Locator, SchemeName, Source};
+use super::source::{Locator, Source};
 use hookd_core::clock::Clock;
 use hookd_core::ids::MessageId;
+use hookd_core::source::SchemeName;
 use hookd_engine::{EngineHandle, NewMessage, Refusal};
 use hookd_metrics::Metrics;
 use hookd_storage::store::MessageRecord;

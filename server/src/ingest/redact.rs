@@ -6,66 +6,9 @@
 //! segment `*` stands for every member of an object or element of an array, so
 //! `/items/*/email` masks the e-mail of every item.
 
+use hookd_core::source::{Detector, RedactSpec};
 use regex::Regex;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
-
-/// What a source scrubs. Empty: nothing (the body is stored as received).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RedactSpec {
-    /// Members or elements deleted.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub remove: Vec<String>,
-    /// Values replaced by the string `"[redacted]"`, whatever their type.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub mask: Vec<String>,
-    /// Detectors run over every string value.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub detectors: Vec<Detector>,
-}
-
-impl RedactSpec {
-    pub fn is_empty(&self) -> bool {
-        self.remove.is_empty() && self.mask.is_empty() && self.detectors.is_empty()
-    }
-}
-
-/// Personal data found inside string values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Detector {
-    /// `name@domain.tld`.
-    Email,
-    /// 9 to 15 digits with the usual separators (`+`, spaces, dots, dashes, parentheses).
-    Phone,
-    /// 13 to 19 digits (spaces or dashes between) that pass the Luhn check.
-    Card,
-    /// `Bearer <token>`, and tokens with well-known prefixes (`sk_live_`, `ghp_`, `xoxb-`...).
-    BearerToken,
-}
-
-impl Detector {
-    pub const ALL: [Detector; 4] = [
-        Detector::Email,
-        Detector::Phone,
-        Detector::Card,
-        Detector::BearerToken,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Detector::Email => "email",
-            Detector::Phone => "phone",
-            Detector::Card => "card",
-            Detector::BearerToken => "bearer-token",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|d| d.name() == name)
-    }
-}
 
 /// The replacement text of a masked value.
 pub const MASK: &str = "[redacted]";

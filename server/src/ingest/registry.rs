@@ -9,8 +9,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use super::source::{Limits, Source, SourceSpec};
+use super::source::{Limits, Source};
 use hookd_core::secrets::Sealer;
+use hookd_core::source::SourceSpec;
 use hookd_engine::{EngineHandle, Refusal};
 
 /// Why a source cannot be put or deleted.

@@ -17,7 +17,8 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use hmac::{Hmac, KeyInit, Mac};
-use serde::{Deserialize, Serialize};
+use hookd_core::source::{Algorithm, Encoding, HmacScheme};
+use serde::Deserialize;
 
 /// How a source's deliveries are signed.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -28,47 +29,6 @@ pub enum Scheme {
     Github,
     Shopify,
     Hmac(HmacScheme),
-}
-
-/// The generic scheme.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HmacScheme {
-    /// The header holding the signature.
-    pub header: String,
-    #[serde(default)]
-    pub algorithm: Algorithm,
-    #[serde(default)]
-    pub encoding: Encoding,
-    /// Stripped from the header's value before decoding (e.g. `sha256=`).
-    #[serde(default)]
-    pub prefix: String,
-    /// With it, the signed content is `timestamp + separator + body`, the timestamp (Unix
-    /// seconds) read from this header and held to the tolerance.
-    #[serde(default)]
-    pub timestamp_header: Option<String>,
-    #[serde(default = "dot")]
-    pub separator: String,
-}
-
-fn dot() -> String {
-    ".".into()
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Algorithm {
-    #[default]
-    Sha256,
-    Sha1,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Encoding {
-    #[default]
-    Hex,
-    Base64,
 }
 
 /// Signatures one header may carry, at most (Standard Webhooks' space-separated list,

@@ -24,7 +24,7 @@
 //! | `dead` | destination key, 0, id (16 bytes BE) | [`ScheduleEntry`] of a dead letter |
 //! | `idempotency` | encoded destination, 0, client key | id (16) + created ms (8) |
 //! | `endpoints` | name | [`EndpointRecord`] (protobuf) |
-//! | `sources` | name | an ingest source made over gRPC (`hookd::ingest::SourceSpec` as JSON, secrets sealed when `[secrets]` has keys) |
+//! | `sources` | name | an ingest source made over gRPC (`hookd_core::source::SourceSpec` as JSON, secrets sealed when `[secrets]` has keys) |
 //! | `meta` | `"format_version"` | [`FORMAT_VERSION`] of the layout above (u64) |
 //!
 //! # Format versions
