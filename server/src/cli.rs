@@ -5,6 +5,7 @@
 //! subcommands (`stats`, `enqueue`, `endpoints`, `dlq`, `message`) are a client of a
 //! running hookd: see `ctl.rs`.
 
+use hookd_ctl::{out, outln};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -32,7 +33,7 @@ struct Cli {
     #[command(subcommand)]
     command: Command,
     #[command(flatten)]
-    connection: crate::ctl::Connection,
+    connection: hookd_ctl::Connection,
 }
 
 #[derive(Debug, Subcommand)]
@@ -64,7 +65,7 @@ enum Command {
     /// the log opens afterwards (or already did), 2 when it cannot be repaired here.
     Repair(RepairArgs),
     #[command(flatten)]
-    Ctl(crate::ctl::Ctl),
+    Ctl(hookd_ctl::Ctl),
 }
 
 #[derive(Debug, clap::Args)]
@@ -168,7 +169,7 @@ where
         Command::Health {
             service,
             timeout_ms,
-        } => crate::ctl::run_health(cli.connection, service, timeout_ms),
+        } => hookd_ctl::run_health(cli.connection, service, timeout_ms),
         Command::Config(ConfigCmd::PrintDefault) => {
             out!("{}", crate::config::DEFAULT_TOML);
             ExitCode::SUCCESS
@@ -212,7 +213,7 @@ where
                 ExitCode::from(2)
             }
         },
-        Command::Ctl(cmd) => crate::ctl::run(cli.connection, cmd),
+        Command::Ctl(cmd) => hookd_ctl::run(cli.connection, cmd),
     }
 }
 

@@ -13,7 +13,7 @@
 //! - [`listen`]: accept, connection limits and shares, TLS; [`auth`]: who may call what.
 //! - [`config`]: the configuration file, every crate's settings in one place.
 //! - [`server`]: wiring; [`server::run`] is the entry point. [`memory`]: allocator trim.
-//! - [`cli`]: the binary's commands; [`ctl`]: its client subcommands (a gRPC client).
+//! - [`cli`]: the binary's commands (its client subcommands are the crate `hookd-ctl`).
 //!
 //! Tests plug into [`server::run_with`] with [`server::Hooks`] (a manual clock, storage
 //! faults, a seeded jitter, a disk probe): plain items, behind no feature, that the binary
@@ -25,30 +25,11 @@
 
 #![forbid(unsafe_code)]
 
-/// `println!` for the command line's output: a closed stdout (`hookd stats | head -2`) ends
-/// the command quietly instead of panicking with "Broken pipe" (see [`ctl::write_stdout`]).
-macro_rules! outln {
-    () => {
-        $crate::ctl::write_stdout(format_args!("\n"))
-    };
-    ($($t:tt)*) => {
-        $crate::ctl::write_stdout(format_args!("{}\n", format_args!($($t)*)))
-    };
-}
-
-/// `print!` with [`outln!`]'s handling of a closed stdout.
-macro_rules! out {
-    ($($t:tt)*) => {
-        $crate::ctl::write_stdout(format_args!($($t)*))
-    };
-}
-
 pub mod api;
 pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod console;
-pub mod ctl;
 pub mod error;
 pub mod http;
 pub mod ingest;

@@ -1,7 +1,7 @@
 //! hookd's own values to and from the wire types of `hookd.v1`. The one place that knows
 //! both: the engine and the store speak only their own types.
 
-use hookd_proto::v1::{self as pb, destination::Kind};
+use hookd_proto::v1 as pb;
 
 use hookd_core::breaker::BreakerState;
 use hookd_core::destination::Destination;
@@ -42,18 +42,9 @@ pub fn nacked(n: NackOutcome) -> pb::NackResponse {
     }
 }
 
-pub fn destination(d: &Destination) -> pb::Destination {
-    let kind = match d {
-        Destination::Endpoint(n) => Kind::Endpoint(n.clone()),
-        Destination::Url(u) => Kind::Url(u.clone()),
-        Destination::Queue(n) => Kind::Queue(n.clone()),
-    };
-    pb::Destination { kind: Some(kind) }
-}
-
 /// The wire destination of a stored (encoded) one.
 fn stored_destination(encoded: &str) -> Option<pb::Destination> {
-    Destination::decode(encoded).map(|d| destination(&d))
+    Destination::decode(encoded).map(|d| hookd_ctl::wire::destination(&d))
 }
 
 /// An endpoint as answers show it: secrets as summaries only (`clear` holds them opened,

@@ -1176,7 +1176,7 @@ impl DeadFilter {
             return None;
         }
         let dest = Destination::from_key(d).unwrap_or_else(|| Destination::Endpoint(d.to_owned()));
-        Some(crate::api::convert::destination(&dest))
+        Some(hookd_ctl::wire::destination(&dest))
     }
 
     /// As the API's filter; `now_ms` anchors the window.

@@ -8,6 +8,30 @@
 //! (INVALID_ARGUMENT, FAILED_PRECONDITION); 3 hookd unreachable or unavailable; 4 not
 //! found; 5 not authenticated or not allowed; 6 hookd is at capacity (retry later).
 
+#![forbid(unsafe_code)]
+
+/// `println!` for the command line's output: a closed stdout (`hookd stats | head -2`) ends
+/// the command quietly instead of panicking with "Broken pipe" (see [`write_stdout`]).
+#[macro_export]
+macro_rules! outln {
+    () => {
+        $crate::write_stdout(format_args!("\n"))
+    };
+    ($($t:tt)*) => {
+        $crate::write_stdout(format_args!("{}\n", format_args!($($t)*)))
+    };
+}
+
+/// `print!` with [`outln!`]'s handling of a closed stdout.
+#[macro_export]
+macro_rules! out {
+    ($($t:tt)*) => {
+        $crate::write_stdout(format_args!($($t)*))
+    };
+}
+
+pub mod wire;
+
 use std::io::Read;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -278,7 +302,7 @@ fn destination(s: &str) -> Result<pb::Destination, Failure> {
                 "destination {s:?}: write queue:NAME, endpoint:NAME or an http(s) URL"
             ))
         })?;
-    Ok(crate::api::convert::destination(&dest))
+    Ok(wire::destination(&dest))
 }
 
 fn destination_text(d: &Option<pb::Destination>) -> String {
@@ -666,7 +690,7 @@ async fn sources(api: &mut Api, json: bool, cmd: SourcesCmd, server: &str) -> Re
                 .map_err(|(key, message)| Failure::usage(format!("{key}: {message}")))?;
             let r = api
                 .put_source(pb::PutSourceRequest {
-                    source: Some(crate::api::sources::to_proto(&spec)),
+                    source: Some(wire::source(&spec)),
                 })
                 .await
                 .map_err(fail)?
