@@ -4,7 +4,7 @@ use std::collections::HashSet;
 
 use super::enqueue::waiting;
 use super::index::Live;
-use super::{Engine, Refusal, ReplayOutcome, ReplayRequest, Tx};
+use super::{Engine, PutOutcome, Refusal, ReplayOutcome, ReplayRequest, Tx};
 use hookd_core::destination::Destination;
 use hookd_core::ids::MessageId;
 use hookd_core::stats::{DestinationSnapshot, StatsSnapshot, StorageSnapshot};
@@ -13,6 +13,39 @@ use hookd_storage::store::EndpointRecord;
 use hookd_storage::store::{AttemptRecord, State, StoreError};
 
 impl Engine {
+    /// PutEndpoint: creates or replaces an endpoint. Putting one (re-)enables it; an
+    /// operator's pause stays.
+    pub(super) fn put_endpoint(
+        &mut self,
+        t: Tx<'_, '_>,
+        now: u64,
+        mut endpoint: EndpointRecord,
+    ) -> Result<PutOutcome, StoreError> {
+        let existing = self.endpoints.get(&endpoint.name);
+        let created = existing.is_none();
+        endpoint.created_ms = existing.map_or(now, |e| e.created_ms);
+        endpoint.updated_ms = now;
+        // Putting an endpoint (re-)enables it; an operator's pause stays.
+        endpoint.disabled = false;
+        endpoint.disabled_reason.clear();
+        endpoint.disabled_ms = 0;
+        if let Some(e) = existing {
+            endpoint.paused = e.paused;
+            endpoint.paused_reason.clone_from(&e.paused_reason);
+            endpoint.paused_ms = e.paused_ms;
+        }
+        t.put_endpoint(&endpoint)?;
+        self.endpoints
+            .insert(endpoint.name.clone(), endpoint.clone());
+        let key = Destination::Endpoint(endpoint.name.clone()).key();
+        if let Some(d) = self.index.find(&key) {
+            self.refresh_push(d, now);
+            // Configured now: an idle destination of this name must be kept.
+            self.index.review(d);
+        }
+        Ok(PutOutcome { endpoint, created })
+    }
+
     /// Makes dead letters ready again. With ids, all-or-nothing: each must be a dead letter.
     pub(super) fn replay(
         &mut self,

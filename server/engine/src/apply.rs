@@ -1,14 +1,16 @@
-//! Dispatch of each command and timer inside the round's write transaction.
+//! Dispatch of each command and timer of a round to its topic file: `enqueue.rs`,
+//! `lease.rs` (receive, ack, nack, drain, lease expiry), `push.rs` (attempt outcomes) and
+//! `admin.rs` (endpoints, sources, replay, purge, pause, stats).
 //!
-//! Every operation changes the transaction and the in-memory index together; its answer is
-//! queued as a completion that runs only after the commit. A `StoreError` aborts the whole
+//! Every operation changes the round's rows ([`Tx`]: the overlay and the round's log
+//! record) and the in-memory index together; its answer is queued as a completion that runs
+//! only after the log's sync holds the round. A `StoreError` aborts the whole
 //! round (see `Engine::fail`); a refused request is answered with its [`Refusal`] and
 //! changes nothing.
 
-use super::index::{LiveState, Timer, Waiter};
-use super::lease::AttemptEnd;
-use super::{Command, Completion, Engine, NackOutcome, PutOutcome, Refusal, Tx};
-use hookd_core::destination::Destination;
+use super::index::{LiveState, Timer};
+use super::lease::{AttemptEnd, Fate};
+use super::{Command, Completion, Engine, Refusal, Tx};
 use hookd_storage::store::StoreError;
 
 pub(super) fn reply_after<T: Send + 'static>(
@@ -27,7 +29,7 @@ pub(super) fn reply_after<T: Send + 'static>(
 /// Queues a command's answer. On a storage error the reply is queued too, so that
 /// `Engine::fail` answers it (with that error) only after marking the engine failed; the
 /// error is then passed on to abort the round. No reply is ever dropped unanswered.
-fn settle<T: Send + 'static>(
+pub(super) fn settle<T: Send + 'static>(
     done: &mut Vec<Completion>,
     reply: tokio::sync::oneshot::Sender<Result<T, Refusal>>,
     outcome: Result<Result<T, Refusal>, StoreError>,
@@ -84,40 +86,7 @@ impl Engine {
                 visibility_ms,
                 wait_ms,
                 reply,
-            } => {
-                let key = Destination::Queue(queue).key();
-                let will_wait = wait_ms > 0 && !self.draining;
-                // Polling a queue nobody has used creates nothing: a client cannot grow the
-                // index by guessing names (a long poll does create it, for as long as it waits).
-                let d = match self.index.find(&key) {
-                    Some(d) => d,
-                    None if will_wait => self.dest(&key, now),
-                    None => {
-                        reply_after(done, reply, Ok(Vec::new()));
-                        return Ok(());
-                    }
-                };
-                if self.index.dests[d].ready.is_empty() && will_wait {
-                    let id = self.next_waiter;
-                    self.next_waiter += 1;
-                    let timer = self
-                        .wheel
-                        .insert(self.tick(now + wait_ms), Timer::Wait(d, id));
-                    self.index.push_waiter(
-                        d,
-                        Waiter {
-                            id,
-                            max,
-                            visibility_ms,
-                            timer,
-                            reply,
-                        },
-                    );
-                } else {
-                    let outcome = self.lease(t, now, d, max, visibility_ms).map(Ok);
-                    settle(done, reply, outcome)?;
-                }
-            }
+            } => self.receive(t, now, queue, max, visibility_ms, wait_ms, reply, done)?,
             Command::Ack { leases, reply } => {
                 let outcome = self.ack(t, now, &leases);
                 settle(done, reply, outcome)?;
@@ -128,24 +97,7 @@ impl Engine {
                 reason,
                 reply,
             } => {
-                let outcome = match self.check_lease(&lease) {
-                    Err(e) => Ok(Err(e)),
-                    Ok(()) => {
-                        let reason = if reason.is_empty() {
-                            "nacked by consumer".to_owned()
-                        } else {
-                            reason
-                        };
-                        let delay = (delay_ms > 0).then_some(delay_ms);
-                        let end = AttemptEnd::lease("nacked", &reason);
-                        self.fail_attempt(t, now, lease.message, end, delay, false)
-                            .map(|next| {
-                                Ok(NackOutcome {
-                                    next_attempt_ms: next,
-                                })
-                            })
-                    }
-                };
+                let outcome = self.nack(t, now, &lease, delay_ms, reason);
                 settle(done, reply, outcome)?;
             }
             Command::Replay { request, reply } => {
@@ -171,35 +123,9 @@ impl Engine {
             } if self.config.headroom.short().is_some() => {
                 let _ = reply.send(Err(self.disk_full()));
             }
-            Command::PutEndpoint {
-                mut endpoint,
-                reply,
-            } => {
-                let existing = self.endpoints.get(&endpoint.name);
-                let created = existing.is_none();
-                endpoint.created_ms = existing.map_or(now, |e| e.created_ms);
-                endpoint.updated_ms = now;
-                // Putting an endpoint (re-)enables it; an operator's pause stays.
-                endpoint.disabled = false;
-                endpoint.disabled_reason.clear();
-                endpoint.disabled_ms = 0;
-                if let Some(e) = existing {
-                    endpoint.paused = e.paused;
-                    endpoint.paused_reason.clone_from(&e.paused_reason);
-                    endpoint.paused_ms = e.paused_ms;
-                }
-                if let Err(e) = t.put_endpoint(&endpoint) {
-                    return settle::<PutOutcome>(done, reply, Err(e));
-                }
-                self.endpoints
-                    .insert(endpoint.name.clone(), endpoint.clone());
-                let key = Destination::Endpoint(endpoint.name.clone()).key();
-                if let Some(d) = self.index.find(&key) {
-                    self.refresh_push(d, now);
-                    // Configured now: an idle destination of this name must be kept.
-                    self.index.review(d);
-                }
-                reply_after(done, reply, Ok(PutOutcome { endpoint, created }));
+            Command::PutEndpoint { endpoint, reply } => {
+                let outcome = self.put_endpoint(t, now, endpoint).map(Ok);
+                settle(done, reply, outcome)?;
             }
             Command::Reseal { reseal, reply } => {
                 let outcome = self.reseal(t, now, &reseal);
@@ -250,15 +176,7 @@ impl Engine {
                 reply_after(done, reply, Ok(response));
             }
             Command::Ping { reply } => reply_after(done, reply, Ok(())),
-            Command::Drain => {
-                self.draining = true;
-                for d in self.index.with_waiters() {
-                    while let Some(w) = self.index.pop_waiter(d) {
-                        self.wheel.remove(w.timer);
-                        reply_after(done, w.reply, Ok(Vec::new()));
-                    }
-                }
-            }
+            Command::Drain => self.drain(done),
             Command::Attempted(report) => self.attempted(t, now, report)?,
             Command::Sized(sizes) => {
                 for (id, bytes) in sizes {
@@ -304,7 +222,7 @@ impl Engine {
                                 "lease_expired",
                                 "visibility timeout expired before Ack",
                             );
-                            self.fail_attempt(t, now, id, end, None, false)?;
+                            self.fail_attempt(t, now, id, end, Fate::Retry { delay_ms: None })?;
                         }
                     }
                 }

@@ -3,13 +3,25 @@
 
 use std::collections::HashSet;
 
+use super::apply::{reply_after, settle};
 use super::enqueue::waiting;
-use super::index::{DestId, LiveState};
-use super::{Engine, Leased, Refusal, Tx};
+use super::index::{DestId, LiveState, Timer, Waiter};
+use super::{Engine, Leased, NackOutcome, Refusal, Tx};
+use hookd_core::destination::Destination;
 use hookd_core::ids::{LeaseId, MessageId};
 use hookd_storage::store::{
     AttemptRecord, DoneRecord, MessageRecord, ScheduleEntry, State, StoreError,
 };
+
+/// What a failed attempt leads to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Fate {
+    /// Another attempt, after `delay_ms` (None: the message's backoff), unless this was
+    /// its last attempt.
+    Retry { delay_ms: Option<u64> },
+    /// The dead letters at once: another attempt cannot succeed.
+    DeadLetter,
+}
 
 /// How an attempt ended, for its history entry.
 #[derive(Debug, Clone, Copy)]
@@ -92,6 +104,96 @@ impl Meta {
 const MAX_RECEIVE_BYTES: usize = 3 << 20;
 
 impl Engine {
+    /// Receive: leases up to `max` ready messages of `queue` now; with `wait_ms` and none
+    /// ready, parks the caller as a long poll until one arrives or the wait ends.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn receive(
+        &mut self,
+        t: Tx<'_, '_>,
+        now: u64,
+        queue: String,
+        max: usize,
+        visibility_ms: u64,
+        wait_ms: u64,
+        reply: super::index::ReceiveReply,
+        done: &mut Vec<super::Completion>,
+    ) -> Result<(), StoreError> {
+        let key = Destination::Queue(queue).key();
+        let will_wait = wait_ms > 0 && !self.draining;
+        // Polling a queue nobody has used creates nothing: a client cannot grow the
+        // index by guessing names (a long poll does create it, for as long as it waits).
+        let d = match self.index.find(&key) {
+            Some(d) => d,
+            None if will_wait => self.dest(&key, now),
+            None => {
+                reply_after(done, reply, Ok(Vec::new()));
+                return Ok(());
+            }
+        };
+        if self.index.dests[d].ready.is_empty() && will_wait {
+            let id = self.next_waiter;
+            self.next_waiter += 1;
+            let timer = self
+                .wheel
+                .insert(self.tick(now + wait_ms), Timer::Wait(d, id));
+            self.index.push_waiter(
+                d,
+                Waiter {
+                    id,
+                    max,
+                    visibility_ms,
+                    timer,
+                    reply,
+                },
+            );
+        } else {
+            let outcome = self.lease(t, now, d, max, visibility_ms).map(Ok);
+            settle(done, reply, outcome)?;
+        }
+        Ok(())
+    }
+
+    /// Nack: ends the leased attempt as failed; it is retried after `delay_ms` (0: the
+    /// backoff) unless that was its last attempt.
+    pub(super) fn nack(
+        &mut self,
+        t: Tx<'_, '_>,
+        now: u64,
+        lease: &LeaseId,
+        delay_ms: u64,
+        reason: String,
+    ) -> Result<Result<NackOutcome, Refusal>, StoreError> {
+        match self.check_lease(lease) {
+            Err(e) => Ok(Err(e)),
+            Ok(()) => {
+                let reason = if reason.is_empty() {
+                    "nacked by consumer".to_owned()
+                } else {
+                    reason
+                };
+                let delay = (delay_ms > 0).then_some(delay_ms);
+                let end = AttemptEnd::lease("nacked", &reason);
+                self.fail_attempt(t, now, lease.message, end, Fate::Retry { delay_ms: delay })
+                    .map(|next| {
+                        Ok(NackOutcome {
+                            next_attempt_ms: next,
+                        })
+                    })
+            }
+        }
+    }
+
+    /// Drain (shutdown): no new long polls, and every waiting one is answered empty now.
+    pub(super) fn drain(&mut self, done: &mut Vec<super::Completion>) {
+        self.draining = true;
+        for d in self.index.with_waiters() {
+            while let Some(w) = self.index.pop_waiter(d) {
+                self.wheel.remove(w.timer);
+                reply_after(done, w.reply, Ok(Vec::new()));
+            }
+        }
+    }
+
     /// Leases up to `max` ready messages of destination `d`. Only the small schedule row is
     /// rewritten; the record (with the payload) is only read.
     pub(super) fn lease(
@@ -363,17 +465,17 @@ impl Engine {
         Ok(())
     }
 
-    /// Ends the current attempt of an in-flight message as failed: schedules a retry (after
-    /// `delay_ms`, or the backoff) or, after the last attempt or when `permanent`,
-    /// dead-letters it. Returns the next attempt's time, or `None` if it was dead-lettered.
+    /// Ends the current attempt of an in-flight message as failed, to the `fate` asked:
+    /// another attempt (after the delay, or the backoff), unless that was the last attempt,
+    /// or the dead letters at once. Returns the next attempt's time, or `None` if it was
+    /// dead-lettered.
     pub(super) fn fail_attempt(
         &mut self,
         t: Tx<'_, '_>,
         now: u64,
         id: MessageId,
         end: AttemptEnd<'_>,
-        delay_ms: Option<u64>,
-        permanent: bool,
+        fate: Fate,
     ) -> Result<Option<u64>, StoreError> {
         let Some(live) = self.index.live.get(&id).cloned() else {
             return Ok(None);
@@ -387,7 +489,7 @@ impl Engine {
         t.push_attempt(id, end.record(live.attempts, entry.since_ms, now))?;
         let key = self.index.dests[live.dest].key.clone();
         self.config.metrics.attempts_failed.inc();
-        let dies = permanent || live.attempts >= live.max_attempts;
+        let dies = fate == Fate::DeadLetter || live.attempts >= live.max_attempts;
         self.watch(|| crate::events::Event {
             at_ms: now,
             kind: if dies {
@@ -409,7 +511,7 @@ impl Engine {
                 .take(300)
                 .collect(),
         });
-        if permanent || live.attempts >= live.max_attempts {
+        if dies {
             entry.state = State::Dead;
             entry.due_ms = 0;
             entry.since_ms = now;
@@ -443,7 +545,10 @@ impl Engine {
             }
             policy.cap_ms = policy.cap_ms.max(policy.base_ms);
         }
-        let delay = delay_ms.unwrap_or_else(|| policy.backoff_ms(live.attempts, &mut self.rng));
+        let delay = match fate {
+            Fate::Retry { delay_ms: Some(ms) } => ms,
+            _ => policy.backoff_ms(live.attempts, &mut self.rng),
+        };
         let due = now.saturating_add(delay);
         self.wait_until(t, now, id, entry, State::Retry, due)?;
         Ok(Some(due))

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use super::gate::{self, Admission, Gate, Outcome};
 use super::index::{DestId, LiveState, Push, Timer};
-use super::lease::{AttemptEnd, Meta};
+use super::lease::{AttemptEnd, Fate, Meta};
 use super::{Engine, Tx};
 use hookd_core::breaker::BreakerState;
 use hookd_core::destination::Destination;
@@ -378,18 +378,18 @@ impl Engine {
                 ..
             } => {
                 let end = AttemptEnd::http(now, latency_us, outcome, &error, status);
-                self.fail_attempt(t, now, id, end, None, false)?;
+                self.fail_attempt(t, now, id, end, Fate::Retry { delay_ms: None })?;
             }
             Verdict::Permanent { status, error } => {
                 let end = AttemptEnd::http(now, latency_us, "rejected", &error, status);
-                self.fail_attempt(t, now, id, end, None, true)?;
+                self.fail_attempt(t, now, id, end, Fate::DeadLetter)?;
                 if status == 410 {
                     self.disable(t, now, d, format!("410 Gone from message {id}: {error}"))?;
                 }
             }
             Verdict::Refused { error } => {
                 let end = AttemptEnd::http(now, latency_us, "refused", &error, 0);
-                self.fail_attempt(t, now, id, end, None, true)?;
+                self.fail_attempt(t, now, id, end, Fate::DeadLetter)?;
             }
             Verdict::Local { error } => {
                 let end = AttemptEnd::http(now, latency_us, "local_error", &error, 0);
