@@ -12,7 +12,7 @@
 //!   filter and analysis.
 //! - [`secrets`]: endpoint secrets sealed at rest, and their summaries.
 //! - [`push`]: the handoff between the engine and the dispatcher (an attempt, its
-//!   outcome); [`signing`]: Standard Webhooks signatures.
+//!   outcome); [`outcome`]: how an attempt ended; [`signing`]: Standard Webhooks signatures.
 //! - [`source`]: an ingest source's definition (config, gRPC, disk).
 //! - [`ratelog`]: a budget of log lines per call site.
 
@@ -27,6 +27,7 @@ pub mod destination;
 pub mod ids;
 pub mod limiter;
 pub mod names;
+pub mod outcome;
 pub mod push;
 pub mod ratelog;
 pub mod retry;

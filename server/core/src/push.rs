@@ -11,6 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::ids::MessageId;
+use crate::outcome::AttemptOutcome;
 use crate::signing::Secret;
 
 /// How one push destination is reached. The engine builds a new one whenever the
@@ -58,8 +59,8 @@ pub enum Verdict {
     /// Worth another attempt. `status` 0: no response.
     Retry {
         status: u16,
-        /// "http_error", "timeout" or "network_error".
-        outcome: &'static str,
+        /// `HttpError`, `Timeout` or `NetworkError`.
+        outcome: AttemptOutcome,
         error: String,
         retry_after: Option<RetryAfter>,
     },

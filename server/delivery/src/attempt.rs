@@ -16,6 +16,7 @@ use http_body_util::{BodyExt, Full};
 
 use super::connect::refusal;
 use super::{Delivery, HttpClient, Verdict};
+use hookd_core::outcome::AttemptOutcome;
 use hookd_core::push::RetryAfter;
 use hookd_core::signing::signature_header;
 
@@ -51,7 +52,7 @@ pub async fn send(client: &HttpClient, d: &Delivery, body_cap: usize) -> (Verdic
     let verdict = match tokio::time::timeout(timeout, exchange).await {
         Err(_) => Verdict::Retry {
             status: 0,
-            outcome: "timeout",
+            outcome: AttemptOutcome::Timeout,
             error: format!("no complete response within {} ms", timeout.as_millis()),
             retry_after: None,
         },
@@ -67,7 +68,7 @@ pub async fn send(client: &HttpClient, d: &Delivery, body_cap: usize) -> (Verdic
             },
             None => Verdict::Retry {
                 status: 0,
-                outcome: "network_error",
+                outcome: AttemptOutcome::NetworkError,
                 error: describe(&e),
                 retry_after: None,
             },
@@ -206,7 +207,7 @@ fn classify(
         };
         Verdict::Retry {
             status: code,
-            outcome: "http_error",
+            outcome: AttemptOutcome::HttpError,
             error,
             retry_after,
         }

@@ -7,6 +7,7 @@ use super::index::Live;
 use super::{Engine, PutOutcome, Refusal, ReplayOutcome, ReplayRequest, Tx};
 use hookd_core::destination::Destination;
 use hookd_core::ids::MessageId;
+use hookd_core::outcome::AttemptOutcome;
 use hookd_core::stats::{DestinationSnapshot, StatsSnapshot, StorageSnapshot};
 use hookd_metrics::DestinationGauges;
 use hookd_storage::store::EndpointRecord;
@@ -123,7 +124,7 @@ impl Engine {
                     number: 0,
                     started_ms: now,
                     ended_ms: now,
-                    outcome: "replayed".into(),
+                    outcome: AttemptOutcome::Replayed.as_str().into(),
                     ..Default::default()
                 },
             )?;

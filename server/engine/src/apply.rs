@@ -11,6 +11,7 @@
 use super::index::{LiveState, Timer};
 use super::lease::{AttemptEnd, Fate};
 use super::{Command, Completion, Engine, Refusal, Tx};
+use hookd_core::outcome::AttemptOutcome;
 use hookd_storage::store::StoreError;
 
 pub(super) fn reply_after<T: Send + 'static>(
@@ -219,7 +220,7 @@ impl Engine {
                             self.attempt_lost(t, now, id, attempt)?;
                         } else {
                             let end = AttemptEnd::lease(
-                                "lease_expired",
+                                AttemptOutcome::LeaseExpired,
                                 "visibility timeout expired before Ack",
                             );
                             self.fail_attempt(t, now, id, end, Fate::Retry { delay_ms: None })?;

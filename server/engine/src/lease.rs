@@ -9,6 +9,7 @@ use super::index::{DestId, LiveState, Timer, Waiter};
 use super::{Engine, Leased, NackOutcome, Refusal, Tx};
 use hookd_core::destination::Destination;
 use hookd_core::ids::{LeaseId, MessageId};
+use hookd_core::outcome::AttemptOutcome;
 use hookd_storage::store::{
     AttemptRecord, DoneRecord, MessageRecord, ScheduleEntry, State, StoreError,
 };
@@ -28,7 +29,7 @@ pub(super) enum Fate {
 pub(super) struct AttemptEnd<'a> {
     /// `None`: when the lease started (from the schedule row).
     pub started_ms: Option<u64>,
-    pub outcome: &'a str,
+    pub outcome: AttemptOutcome,
     pub error: &'a str,
     pub http_status: u32,
     pub latency_us: u64,
@@ -36,7 +37,7 @@ pub(super) struct AttemptEnd<'a> {
 
 impl<'a> AttemptEnd<'a> {
     /// The end of a pull consumer's lease.
-    pub fn lease(outcome: &'a str, error: &'a str) -> Self {
+    pub fn lease(outcome: AttemptOutcome, error: &'a str) -> Self {
         Self {
             started_ms: None,
             outcome,
@@ -50,7 +51,7 @@ impl<'a> AttemptEnd<'a> {
     pub fn http(
         now: u64,
         latency_us: u64,
-        outcome: &'a str,
+        outcome: AttemptOutcome,
         error: &'a str,
         http_status: u16,
     ) -> Self {
@@ -70,7 +71,7 @@ impl<'a> AttemptEnd<'a> {
             number,
             started_ms: self.started_ms.unwrap_or(lease_started_ms),
             ended_ms: now,
-            outcome: self.outcome.to_owned(),
+            outcome: self.outcome.as_str().to_owned(),
             error: self.error.to_owned(),
             http_status: self.http_status,
             latency_us: self.latency_us,
@@ -172,7 +173,7 @@ impl Engine {
                     reason
                 };
                 let delay = (delay_ms > 0).then_some(delay_ms);
-                let end = AttemptEnd::lease("nacked", &reason);
+                let end = AttemptEnd::lease(AttemptOutcome::Nacked, &reason);
                 self.fail_attempt(t, now, lease.message, end, Fate::Retry { delay_ms: delay })
                     .map(|next| {
                         Ok(NackOutcome {
@@ -322,7 +323,13 @@ impl Engine {
             }
         }
         for id in to_complete {
-            self.complete(t, now, id, AttemptEnd::lease("acked", ""), None)?;
+            self.complete(
+                t,
+                now,
+                id,
+                AttemptEnd::lease(AttemptOutcome::Acked, ""),
+                None,
+            )?;
         }
         Ok(Ok(seen.len() as u32))
     }
@@ -392,7 +399,7 @@ impl Engine {
             let destination = &self.index.dests[live.dest].key;
             let event = crate::events::Event {
                 at_ms: now,
-                kind: if last.outcome == "delivered" {
+                kind: if last.outcome == AttemptOutcome::Delivered {
                     "delivered"
                 } else {
                     "acked"
@@ -531,7 +538,7 @@ impl Engine {
                 .chars()
                 .take(160)
                 .collect();
-            tracing::info!(%id, destination = %key, attempts = live.attempts, outcome = end.outcome, status = end.http_status, %reason, "dead-lettered");
+            tracing::info!(%id, destination = %key, attempts = live.attempts, outcome = %end.outcome, status = end.http_status, %reason, "dead-lettered");
             return Ok(None);
         }
         let mut policy = self.policy_of(&entry.destination);

@@ -12,7 +12,7 @@ use hookd_storage::store::{EndpointRecord, MessageRecord, State};
 fn failed(status: u16) -> Verdict {
     Verdict::Retry {
         status,
-        outcome: "http_error",
+        outcome: hookd_core::outcome::AttemptOutcome::HttpError,
         error: format!("HTTP {status}"),
         retry_after: None,
     }
@@ -521,7 +521,7 @@ fn retry_after_holds_the_endpoint_until_then() {
         &sent[0],
         Verdict::Retry {
             status: 429,
-            outcome: "http_error",
+            outcome: hookd_core::outcome::AttemptOutcome::HttpError,
             error: "HTTP 429".into(),
             retry_after: Some(RetryAfter::Seconds(30)),
         },

@@ -295,7 +295,7 @@ async fn workload(
                         0..12 => Verdict::Delivered { status: 200 },
                         12..18 => Verdict::Retry {
                             status: 503,
-                            outcome: "http_error",
+                            outcome: hookd_core::outcome::AttemptOutcome::HttpError,
                             error: "HTTP 503".into(),
                             retry_after: None,
                         },

@@ -23,6 +23,7 @@ use super::{Engine, Tx};
 use hookd_core::breaker::BreakerState;
 use hookd_core::destination::Destination;
 use hookd_core::ids::MessageId;
+use hookd_core::outcome::AttemptOutcome;
 use hookd_core::push::{AttemptReport, Delivery, Target, Verdict};
 use hookd_core::signing::Secret;
 use hookd_core::stats::{AttemptStats, PushSnapshot};
@@ -337,8 +338,8 @@ impl Engine {
             Verdict::Retry {
                 status, outcome, ..
             } => (*status, Some(*outcome)),
-            Verdict::Refused { .. } => (0, Some("refused")),
-            Verdict::Local { .. } => (0, Some("local_error")),
+            Verdict::Refused { .. } => (0, Some(AttemptOutcome::Refused)),
+            Verdict::Local { .. } => (0, Some(AttemptOutcome::LocalError)),
         };
         self.config
             .metrics
@@ -368,7 +369,7 @@ impl Engine {
         self.index.want_dispatch(d);
         match verdict {
             Verdict::Delivered { status } => {
-                let end = AttemptEnd::http(now, latency_us, "delivered", "", status);
+                let end = AttemptEnd::http(now, latency_us, AttemptOutcome::Delivered, "", status);
                 self.complete(t, now, id, end, meta)?;
             }
             Verdict::Retry {
@@ -381,18 +382,19 @@ impl Engine {
                 self.fail_attempt(t, now, id, end, Fate::Retry { delay_ms: None })?;
             }
             Verdict::Permanent { status, error } => {
-                let end = AttemptEnd::http(now, latency_us, "rejected", &error, status);
+                let end =
+                    AttemptEnd::http(now, latency_us, AttemptOutcome::Rejected, &error, status);
                 self.fail_attempt(t, now, id, end, Fate::DeadLetter)?;
                 if status == 410 {
                     self.disable(t, now, d, format!("410 Gone from message {id}: {error}"))?;
                 }
             }
             Verdict::Refused { error } => {
-                let end = AttemptEnd::http(now, latency_us, "refused", &error, 0);
+                let end = AttemptEnd::http(now, latency_us, AttemptOutcome::Refused, &error, 0);
                 self.fail_attempt(t, now, id, end, Fate::DeadLetter)?;
             }
             Verdict::Local { error } => {
-                let end = AttemptEnd::http(now, latency_us, "local_error", &error, 0);
+                let end = AttemptEnd::http(now, latency_us, AttemptOutcome::LocalError, &error, 0);
                 self.postpone(t, now, id, end)?;
             }
         }
@@ -415,7 +417,7 @@ impl Engine {
                 attempt,
                 verdict: Verdict::Retry {
                     status: 0,
-                    outcome: "delivery_lost",
+                    outcome: AttemptOutcome::DeliveryLost,
                     error: "no outcome reported before the attempt's deadline".into(),
                     retry_after: None,
                 },

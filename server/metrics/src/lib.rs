@@ -27,6 +27,7 @@ use prometheus::{
 };
 
 use hookd_core::breaker::BreakerState;
+use hookd_core::outcome::AttemptOutcome;
 use hookd_core::stats::StorageSnapshot;
 
 /// The label value that stands for every destination beyond the shown ones.
@@ -556,11 +557,11 @@ impl Metrics {
     }
 
     /// One push attempt's outcome class and duration.
-    pub fn push_attempt(&self, status: u16, failure: Option<&str>, micros: u64) {
+    pub fn push_attempt(&self, status: u16, failure: Option<AttemptOutcome>, micros: u64) {
         let class = match status {
             0 => match failure {
-                Some("timeout") => "timeout",
-                Some("refused") => "refused",
+                Some(AttemptOutcome::Timeout) => "timeout",
+                Some(AttemptOutcome::Refused) => "refused",
                 _ => "network_error",
             },
             429 => "429",
@@ -769,7 +770,7 @@ mod tests {
         });
         m.enqueued.inc();
         m.push_attempt(503, None, 12_000);
-        m.push_attempt(0, Some("timeout"), 5_000_000);
+        m.push_attempt(0, Some(AttemptOutcome::Timeout), 5_000_000);
         m.log_synced(300, 17);
         m.storage_failed("log");
         let text = m.render(&GaugeSnapshot {

@@ -6,6 +6,7 @@ use hookd_proto::v1 as pb;
 use hookd_core::breaker::BreakerState;
 use hookd_core::destination::Destination;
 use hookd_core::ids::MessageId;
+use hookd_core::outcome::AttemptOutcome;
 use hookd_core::stats::{
     DestinationSnapshot, LatencySummary, PushSnapshot, StatsSnapshot, StorageSnapshot,
 };
@@ -241,7 +242,7 @@ pub fn message_view(m: StoredMessage, now: u64) -> pb::GetMessageResponse {
             number: m.entry.attempts,
             started_unix_ms: m.entry.since_ms,
             ended_unix_ms: 0,
-            outcome: "in_progress".into(),
+            outcome: AttemptOutcome::InProgress.as_str().into(),
             error: String::new(),
             http_status: 0,
             latency_us: 0,

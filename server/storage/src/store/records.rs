@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::store::StoreError;
+use hookd_core::outcome::AttemptOutcome;
 
 /// Durable state of a message, numbered as `hookd.v1.MessageState`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,7 +156,7 @@ impl DoneRecord {
                 .history
                 .as_ref()
                 .and_then(|h| h.attempts.last())
-                .is_some_and(|a| a.number == attempt && a.outcome == "acked")
+                .is_some_and(|a| a.number == attempt && a.outcome == AttemptOutcome::Acked.as_str())
     }
 }
 
