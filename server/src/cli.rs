@@ -3,7 +3,7 @@
 //! [--allow-destination CIDR]...` runs the server (flags override the file; the file
 //! overrides the defaults; every flag also reads a `HOOKD_*` variable). The other
 //! subcommands (`stats`, `enqueue`, `endpoints`, `dlq`, `message`) are a client of a
-//! running hookd: see `ctl.rs`.
+//! running hookd: see the crate `hookd-ctl`.
 
 use hookd_ctl::{out, outln};
 use std::net::SocketAddr;

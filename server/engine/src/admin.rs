@@ -134,7 +134,7 @@ impl Engine {
             entry.since_ms = 0;
             t.put_schedule(id, &entry)?;
             // Not out of the dead-letter index on disk before this round commits.
-            self.fresh.insert(id);
+            self.out.fresh.insert(id);
             let d = self.dest(&key, now);
             self.index.one_dead_less(d);
             let bytes = t.record_len(id)?;

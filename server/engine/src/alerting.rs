@@ -23,7 +23,7 @@ impl Engine {
         let age = |id: Option<MessageId>| {
             id.map_or(0.0, |id| now.saturating_sub(id.unix_ms()) as f64 / 1e3)
         };
-        if self.alert_cursor.is_none() {
+        if self.housekeeping.alert_cursor.is_none() {
             let totals = self.index.totals;
             let total = Figures {
                 queue_depth: totals.pending + totals.awaiting_retry + totals.in_flight,
@@ -31,12 +31,13 @@ impl Engine {
                 oldest_pending_secs: age(self.index.oldest()),
                 ..self.total.alert_figures(now, config)
             };
-            self.alerts
+            self.housekeeping
+                .alerts
                 .evaluate(config, now, TOTAL, &total, &mut changes);
         }
         let mut last = None;
         let mut seen = 0;
-        for dest in self.index.page(self.alert_cursor.as_deref()) {
+        for dest in self.index.page(self.housekeeping.alert_cursor.as_deref()) {
             if seen == ALERT_STEP {
                 break;
             }
@@ -54,11 +55,12 @@ impl Engine {
                 attempt_p95_ms,
                 ..dest.activity.alert_figures(now, config)
             };
-            self.alerts
+            self.housekeeping
+                .alerts
                 .evaluate(config, now, &dest.key, &figures, &mut changes);
         }
         // A full step may have more after it; a short one ends the evaluation.
-        self.alert_cursor = if seen == ALERT_STEP { last } else { None };
+        self.housekeeping.alert_cursor = if seen == ALERT_STEP { last } else { None };
         for change in changes {
             self.alert_changed(t, now, change)?;
         }
@@ -115,7 +117,8 @@ impl Engine {
 
     /// Every alert state kept, for Stats and `/metrics`.
     pub(super) fn alert_states(&self) -> Vec<AlertSnapshot> {
-        self.alerts
+        self.housekeeping
+            .alerts
             .states()
             .into_iter()
             .map(|(kind, destination, s)| {

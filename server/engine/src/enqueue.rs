@@ -88,7 +88,7 @@ impl Engine {
             destination: m.encoded,
         };
         t.insert_message(id, &m.record, &entry)?;
-        self.fresh.insert(id);
+        self.out.fresh.insert(id);
         let dest = self.dest(&m.key, now);
         let size = u32::try_from(bytes).unwrap_or(u32::MAX);
         let live = Live::new(dest, waiting(due, now), 0, max_attempts, size);

@@ -412,7 +412,7 @@ impl Engine {
                 detail: String::new(),
             };
             // Built here, not in `watch`'s closure: it borrows the index.
-            self.watched.push(event);
+            self.out.watched.push(event);
         }
         Ok(())
     }

@@ -389,17 +389,8 @@ pub(crate) struct Engine {
     health: Arc<watch::Sender<bool>>,
     /// Why the engine stopped writing (a storage error, a panic), for whoever restarts it.
     failure: Failure,
-    next_sweep_ms: u64,
-    /// Where the incremental idempotency sweep continues.
-    sweep_cursor: Option<Vec<u8>>,
-    /// Where the dead-letter retention sweep continues.
-    dead_sweep_cursor: Option<Vec<u8>>,
-    /// This round's events for watchers, published once it is durable.
-    watched: Vec<crate::events::Event>,
-    alerts: hookd_core::alerts::Alerts,
-    next_alert_ms: u64,
-    /// Where the alert evaluation in progress continues (destinations go in steps).
-    alert_cursor: Option<String>,
+    /// Where the sweeps and the alert evaluation stand.
+    housekeeping: Housekeeping,
     /// Shared with the handles: bytes of enqueues sent and not yet applied.
     queued: Arc<AtomicU64>,
     /// The write-ahead log's writer and the apply stage behind it.
@@ -411,18 +402,67 @@ pub(crate) struct Engine {
     replayed: Replayed,
     /// Where push attempts go once their round has committed (`None`: push is off).
     deliveries: Option<DeliverySender>,
-    /// This round's push attempts of messages stored by this very round: sent only after
-    /// its commit, so that hookd never delivers an event it could still lose.
-    outbox: Vec<Delivery>,
-    /// This round's push attempts of messages stored by earlier commits: sent as soon as
-    /// the round is applied, without waiting for its fsync (the outcome of an earlier
-    /// attempt that freed the slot being uncommitted changes nothing about this message).
-    early: Vec<Delivery>,
     /// What completing each push attempt in flight will keep of its message (read from
     /// the record at dispatch, so a success need not read it again).
     flight: rustc_hash::FxHashMap<MessageId, lease::Meta>,
+    /// What the round in progress produces besides its log record.
+    out: RoundOut,
+}
+
+/// The engine's housekeeping: the bounded sweeps (idempotency keys, dead letters past their
+/// retention) and the alert evaluation, each done a step at a time between rounds' work,
+/// and where each stands.
+#[derive(Debug)]
+struct Housekeeping {
+    /// When the next sweep step runs.
+    next_sweep_ms: u64,
+    /// Where the incremental idempotency sweep continues.
+    sweep_cursor: Option<Vec<u8>>,
+    /// Where the dead-letter retention sweep continues.
+    dead_sweep_cursor: Option<Vec<u8>>,
+    /// The alert states of the totals and of every destination that is not ok.
+    alerts: hookd_core::alerts::Alerts,
+    /// When the next alert evaluation starts.
+    next_alert_ms: u64,
+    /// Where the alert evaluation in progress continues (destinations go in steps).
+    alert_cursor: Option<String>,
+}
+
+/// What a round produces besides its log record: push attempts and events, some sent as
+/// soon as the round is decided and the rest once the log's sync holds it.
+#[derive(Debug, Default)]
+struct RoundOut {
     /// Messages enqueued or replayed in this round (not durable as such yet).
     fresh: rustc_hash::FxHashSet<MessageId>,
+    /// Push attempts of messages stored by this very round: sent only after its sync, so
+    /// that hookd never delivers an event it could still lose.
+    after_sync: Vec<Delivery>,
+    /// Push attempts of messages stored by earlier rounds: sent as soon as the round is
+    /// decided, without waiting for its fsync (the outcome of an earlier attempt that
+    /// freed the slot being unsynced changes nothing about this message).
+    now: Vec<Delivery>,
+    /// Events for watchers, published once the round is durable.
+    watched: Vec<crate::events::Event>,
+}
+
+impl RoundOut {
+    /// Queues a push attempt of `id`: at once if its message was durable before this
+    /// round, else after the round's sync.
+    fn deliver(&mut self, id: MessageId, delivery: Delivery) {
+        if self.fresh.contains(&id) {
+            self.after_sync.push(delivery);
+        } else {
+            self.now.push(delivery);
+        }
+    }
+
+    /// What waits for the round's sync: its own messages' attempts and its events.
+    fn take_after_sync(&mut self) -> (Vec<Delivery>, Vec<crate::events::Event>) {
+        (
+            std::mem::take(&mut self.after_sync),
+            std::mem::take(&mut self.watched),
+        )
+    }
 }
 
 /// The engine's end of the channel to the dispatcher.
@@ -564,22 +604,21 @@ impl Engine {
             failed: None,
             health: Arc::new(watch::channel(true).0),
             failure: Failure::default(),
-            next_sweep_ms: now,
-            sweep_cursor: None,
-            dead_sweep_cursor: None,
-            watched: Vec::new(),
-            alerts: Default::default(),
-            next_alert_ms: now,
-            alert_cursor: None,
+            housekeeping: Housekeeping {
+                next_sweep_ms: now,
+                sweep_cursor: None,
+                dead_sweep_cursor: None,
+                alerts: Default::default(),
+                next_alert_ms: now,
+                alert_cursor: None,
+            },
             queued: Arc::new(AtomicU64::new(0)),
             syncer,
             overlay: Default::default(),
             rounds: 0,
             replayed,
             deliveries,
-            outbox: Vec::new(),
-            early: Vec::new(),
-            fresh: Default::default(),
+            out: RoundOut::default(),
             flight: Default::default(),
         };
         // Endpoints first: a destination's push settings come from its endpoint.
@@ -627,7 +666,7 @@ impl Engine {
         let mut commands = Vec::new();
         loop {
             let now = self.clock.now_ms();
-            let mut wake_at = self.next_sweep_ms;
+            let mut wake_at = self.housekeeping.next_sweep_ms;
             if let Some(tick) = self.wheel.next_expiration() {
                 wake_at = wake_at.min(self.origin_ms + tick);
             }
@@ -706,7 +745,7 @@ impl Engine {
         self.rounds += 1;
         self.overlay.begin(self.rounds);
         let mut done: Vec<Completion> = Vec::new();
-        self.fresh.clear();
+        self.out.fresh.clear();
         let record = match self.apply_round(&txn, now, commands, &mut done) {
             Ok(record) => record,
             Err((e, rest)) => {
@@ -715,7 +754,7 @@ impl Engine {
             }
         };
         drop(txn);
-        self.send_deliveries(true);
+        self.send_now();
         let metrics = &self.config.metrics;
         metrics
             .engine_round_seconds
@@ -730,8 +769,7 @@ impl Engine {
             "round decided"
         );
         // Answers and the attempts of messages this round stored wait for the log sync.
-        let outbox = std::mem::take(&mut self.outbox);
-        let watched = std::mem::take(&mut self.watched);
+        let (outbox, watched) = self.out.take_after_sync();
         if !record.is_empty() || !done.is_empty() || !outbox.is_empty() {
             let (deliveries, health) = (self.deliveries.clone(), self.health.clone());
             let events = self.config.events.clone();
@@ -775,22 +813,16 @@ impl Engine {
     /// Records an event for watchers (only while someone watches).
     pub(crate) fn watch(&mut self, make: impl FnOnce() -> crate::events::Event) {
         if self.config.events.wanted() {
-            self.watched.push(make());
+            self.out.watched.push(make());
         }
     }
 
-    /// Hands the round's `early` (or, after the commit, its other) attempts to the
-    /// dispatcher.
-    fn send_deliveries(&mut self, early: bool) {
-        let batch = if early {
-            &mut self.early
-        } else {
-            &mut self.outbox
-        };
-        if batch.is_empty() {
+    /// Hands the round's attempts that need not wait for its sync to the dispatcher.
+    fn send_now(&mut self) {
+        if self.out.now.is_empty() {
             return;
         }
-        let batch = std::mem::take(batch);
+        let batch = std::mem::take(&mut self.out.now);
         if let Some(tx) = &self.deliveries
             && tx.send(batch).is_err()
         {
@@ -841,9 +873,9 @@ impl Engine {
         self.dispatch(&mut tables, now)
             .map_err(|e| (e, Vec::new()))?;
         self.review_destinations();
-        if now >= self.next_sweep_ms {
+        if now >= self.housekeeping.next_sweep_ms {
             let behind = self.sweep(&mut tables, now).map_err(|e| (e, Vec::new()))?;
-            self.next_sweep_ms = now
+            self.housekeeping.next_sweep_ms = now
                 + if behind {
                     SWEEP_BEHIND_MS
                 } else {
@@ -865,11 +897,14 @@ impl Engine {
         let mut behind = false;
         let before = now.saturating_sub(self.config.idempotency_retention_ms);
         loop {
-            let (_, cursor) =
-                tables.sweep_idempotency(self.sweep_cursor.as_deref(), before, SWEEP_CHUNK)?;
-            self.sweep_cursor = cursor;
+            let (_, cursor) = tables.sweep_idempotency(
+                self.housekeeping.sweep_cursor.as_deref(),
+                before,
+                SWEEP_CHUNK,
+            )?;
+            self.housekeeping.sweep_cursor = cursor;
             // `None`: a pass over every key ended; the next step starts another.
-            if self.sweep_cursor.is_none() {
+            if self.housekeeping.sweep_cursor.is_none() {
                 break;
             }
             if spent() {
@@ -881,11 +916,14 @@ impl Engine {
             let before = now.saturating_sub(self.config.dead_letter_retention_ms);
             let mut removed = Vec::new();
             loop {
-                let (gone, cursor) =
-                    tables.sweep_dead(self.dead_sweep_cursor.as_deref(), before, SWEEP_CHUNK)?;
+                let (gone, cursor) = tables.sweep_dead(
+                    self.housekeeping.dead_sweep_cursor.as_deref(),
+                    before,
+                    SWEEP_CHUNK,
+                )?;
                 removed.extend(gone);
-                self.dead_sweep_cursor = cursor;
-                if self.dead_sweep_cursor.is_none() {
+                self.housekeeping.dead_sweep_cursor = cursor;
+                if self.housekeeping.dead_sweep_cursor.is_none() {
                     break;
                 }
                 if spent() {
@@ -905,10 +943,12 @@ impl Engine {
                 }
             }
         }
-        if self.config.alerts.enabled && (now >= self.next_alert_ms || self.alert_cursor.is_some())
+        if self.config.alerts.enabled
+            && (now >= self.housekeeping.next_alert_ms || self.housekeeping.alert_cursor.is_some())
         {
-            if self.alert_cursor.is_none() {
-                self.next_alert_ms = now + self.config.alerts.evaluate_every_secs * 1_000;
+            if self.housekeeping.alert_cursor.is_none() {
+                self.housekeeping.next_alert_ms =
+                    now + self.config.alerts.evaluate_every_secs * 1_000;
             }
             self.evaluate_alerts(tables, now)?;
         }
@@ -948,7 +988,7 @@ impl Engine {
             dest.waiters = std::collections::VecDeque::new();
         }
         for d in reviewed.forget {
-            self.alerts.forget(&self.index.dests[d].key);
+            self.housekeeping.alerts.forget(&self.index.dests[d].key);
             if let Some(dest) = self.index.forget(d)
                 && let Some(push) = dest.push
                 && let Some((_, timer)) = push.wake
@@ -963,8 +1003,8 @@ impl Engine {
         tracing::error!(error = %e, "storage failed; refusing writes until the store is reopened (storage.on_failure: \"recover\" reopens it, \"exit\" exits)");
         self.failed = Some(e.to_string());
         self.failure.set(e.to_string());
-        self.outbox.clear();
-        self.early.clear();
+        self.out.now.clear();
+        self.out.after_sync.clear();
         self.health.send_replace(false);
         let err = Refusal::from(e);
         for d in done {

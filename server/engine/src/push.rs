@@ -153,7 +153,7 @@ impl Engine {
     }
 
     /// Hands out every attempt that may go now. Runs at the end of each round; attempts of
-    /// messages stored in this round wait in `outbox` until the round has committed.
+    /// messages stored in this round wait for its sync (`RoundOut::after_sync`).
     pub(super) fn dispatch(&mut self, t: Tx<'_, '_>, now: u64) -> Result<(), StoreError> {
         let queued = std::mem::take(&mut self.index.dispatch);
         for &d in &queued {
@@ -189,7 +189,7 @@ impl Engine {
         if let Some(e) = breaker_moved(&dest.key, before, push, now)
             && self.config.events.wanted()
         {
-            self.watched.push(e);
+            self.out.watched.push(e);
         }
         let probe = match admission {
             Admission::Go { probe } => probe,
@@ -262,11 +262,7 @@ impl Engine {
             event_type: record.event_type,
             timestamp_s: now / 1_000,
         };
-        if self.fresh.contains(&id) {
-            self.outbox.push(delivery);
-        } else {
-            self.early.push(delivery);
-        }
+        self.out.deliver(id, delivery);
         Ok(())
     }
 
@@ -353,7 +349,7 @@ impl Engine {
             if let Some(e) = breaker_moved(key, before, push, now)
                 && self.config.events.wanted()
             {
-                self.watched.push(e);
+                self.out.watched.push(e);
             }
             let paused = push.gate.paused_until(now);
             if paused != paused_before
