@@ -14,6 +14,12 @@ use super::{Command, Completion, Engine, Refusal, Tx};
 use hookd_core::outcome::AttemptOutcome;
 use hookd_storage::store::StoreError;
 
+/// Queues an answer to go out once the log's sync holds the round (or, if the round
+/// fails, the failure instead). The one rule: every answer waits for the sync, writes and
+/// reads alike, so nothing an API caller is told (a Stats count, a lease, an Ack) can be
+/// taken back by a crash. The one exception is the metrics scrape (`Command::Gauges`),
+/// answered at once: a monitoring read, which must not stall behind a slow fsync and
+/// shows counters that already move when a change is decided.
 pub(super) fn reply_after<T: Send + 'static>(
     done: &mut Vec<Completion>,
     reply: tokio::sync::oneshot::Sender<Result<T, Refusal>>,
@@ -173,8 +179,8 @@ impl Engine {
                 chunk,
                 reply,
             } => {
-                let response = self.gauges_part(now, after.as_deref(), max, chunk);
-                reply_after(done, reply, Ok(response));
+                // A scrape answers at once (see `reply_after`).
+                let _ = reply.send(Ok(self.gauges_part(now, after.as_deref(), max, chunk)));
             }
             Command::Ping { reply } => reply_after(done, reply, Ok(())),
             Command::Drain => self.drain(done),
