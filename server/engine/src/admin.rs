@@ -24,6 +24,9 @@ impl Engine {
     ) -> Result<PutOutcome, StoreError> {
         let existing = self.endpoints.get(&endpoint.name);
         let created = existing.is_none();
+        let replaced_signing_url = existing
+            .filter(|e| e.url != endpoint.url && !e.secrets.is_empty())
+            .map(|e| e.url.clone());
         endpoint.created_ms = existing.map_or(now, |e| e.created_ms);
         endpoint.updated_ms = now;
         // Putting an endpoint (re-)enables it; an operator's pause stays.
@@ -44,7 +47,11 @@ impl Engine {
             // Configured now: an idle destination of this name must be kept.
             self.index.review(d);
         }
-        Ok(PutOutcome { endpoint, created })
+        Ok(PutOutcome {
+            endpoint,
+            created,
+            replaced_signing_url,
+        })
     }
 
     /// Makes dead letters ready again. With ids, all-or-nothing: each must be a dead letter.

@@ -155,6 +155,9 @@ pub struct NackOutcome {
 pub struct PutOutcome {
     pub endpoint: EndpointRecord,
     pub created: bool,
+    /// The URL the endpoint had, when this put changed it and the endpoint signs (its
+    /// receivers trust what it signs: worth a line in the log).
+    pub replaced_signing_url: Option<String>,
 }
 
 /// Which dead letters to replay, and how fast.

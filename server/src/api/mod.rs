@@ -369,23 +369,6 @@ impl Hookd for HookdService {
     ) -> Result<Response<pb::PutEndpointResponse>, Status> {
         let caller = caller_name(&request);
         let mut endpoint = validate::endpoint(request.into_inner().endpoint)?;
-        // Re-pointing an endpoint that signs is worth a line in the log: its receivers
-        // trust what it signs.
-        let before = self
-            .read({
-                let name = endpoint.name.clone();
-                move |s| Ok(s.endpoint(&name)?)
-            })
-            .await?;
-        if let Some(old) = before.filter(|old| old.url != endpoint.url && !old.secrets.is_empty()) {
-            tracing::warn!(
-                endpoint = %endpoint.name,
-                caller,
-                from = %hookd_core::destination::origin_of(&old.url),
-                to = %hookd_core::destination::origin_of(&endpoint.url),
-                "the URL of an endpoint with signing secrets was changed"
-            );
-        }
         hookd_core::secrets::seal_all(
             self.sealer.as_deref(),
             &endpoint.name,
@@ -396,6 +379,17 @@ impl Hookd for HookdService {
             .put_endpoint(endpoint)
             .await
             .map_err(refused("endpoint"))?;
+        // Re-pointing an endpoint that signs is worth a line in the log: its receivers
+        // trust what it signs. The engine says what the URL was (no read before the put).
+        if let Some(old) = &put.replaced_signing_url {
+            tracing::warn!(
+                endpoint = %put.endpoint.name,
+                caller,
+                from = %hookd_core::destination::origin_of(old),
+                to = %hookd_core::destination::origin_of(&put.endpoint.url),
+                "the URL of an endpoint with signing secrets was changed"
+            );
+        }
         Ok(Response::new(pb::PutEndpointResponse {
             endpoint: Some(self.shown(put.endpoint, false)),
             created: put.created,
