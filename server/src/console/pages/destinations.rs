@@ -1,0 +1,63 @@
+//! Destinations: every queue, endpoint and URL origin with its figures.
+
+use super::*;
+
+pub async fn destinations(
+    State(c): Shared,
+    Extension(s): Extension<Session>,
+    Query(q): Query<ListQuery>,
+) -> Page {
+    let stats = c
+        .api
+        .stats(call(
+            &s,
+            pb::StatsRequest {
+                page_size: PAGE as u32,
+                page_token: q.after.clone(),
+            },
+        ))
+        .await?
+        .into_inner();
+    html_page(page(
+        "Destinations",
+        Nav::Destinations,
+        Some(&s),
+        &q.notice,
+        html! {
+            p.hint { "Every destination hookd holds: endpoints, URL origins and pull queues, in key order." }
+            table.list {
+                thead { tr {
+                    th { "destination" } th { "pending" } th { "retrying" } th { "in flight" } th { "dead" }
+                    th { "waiting receives" } th { "enqueued" } th { "completed" } th { "oldest" }
+                    th { "bytes" } th { "backpressure" } th { "p99 (1 h)" }
+                } }
+                tbody {
+                    @for d in &stats.destinations {
+                        tr {
+                            td { @if let Some(name) = hookd_core::destination::Destination::endpoint_of_key(&d.destination) {
+                                a href=(format!("/ui/endpoints/{}", segment(name))) { (d.destination) }
+                            } @else { (d.destination) } }
+                            td.num { (d.pending) } td.num { (d.awaiting_retry) } td.num { (d.in_flight) }
+                            td.num { @if d.dead_letter > 0 {
+                                a href=(format!("/ui/dead-letters?{}", query(&[("destination", &d.destination)]))) { (d.dead_letter) }
+                            } @else { "0" } }
+                            td.num { (d.waiting_receives) }
+                            td.num { (view::rate(d.enqueue_rate_per_s)) }
+                            td.num { (view::rate(d.completion_rate_per_s)) }
+                            td.num { (view::duration(d.oldest_pending_age_ms)) }
+                            td.num { (view::bytes(d.live_bytes)) }
+                            td { (level_name(d.backpressure)) }
+                            td.num { (view::millis(d.latency_last_hour.as_ref().map_or(0.0, |l| l.p99_ms))) }
+                        }
+                    }
+                }
+            }
+            @if !stats.next_page_token.is_empty() {
+                p { a.button href=(format!("/ui/destinations?{}", query(&[("after", &stats.next_page_token)]))) { "Next page" } }
+            }
+        },
+    ))
+}
+
+// ---------------------------------------------------------------------------------------
+// Dead letters.

@@ -1,0 +1,141 @@
+//! One message: its state, attempts and payload.
+
+use super::*;
+
+pub async fn message(
+    State(c): Shared,
+    Extension(s): Extension<Session>,
+    Path(id): Path<String>,
+    Query(n): Query<Notice>,
+) -> Page {
+    let m = c
+        .api
+        .get_message(call(&s, pb::GetMessageRequest { id: id.clone() }))
+        .await?
+        .into_inner();
+    // The payload and headers: a live or dead message's record (a completed one keeps only
+    // its outcome).
+    let parsed: hookd_core::ids::MessageId =
+        id.parse().map_err(|e| Failure::bad(format!("id: {e}")))?;
+    let record = c
+        .api
+        .read(move |store| Ok(store.message(parsed)?))
+        .await?
+        .map(|m| m.record);
+    let state = pb::MessageState::try_from(m.state)
+        .map(|s| {
+            s.as_str_name()
+                .trim_start_matches("MESSAGE_STATE_")
+                .to_lowercase()
+                .replace('_', " ")
+        })
+        .unwrap_or_else(|_| "unknown".into());
+    let destination = m
+        .destination
+        .as_ref()
+        .and_then(|d| d.kind.as_ref())
+        .map(|k| match k {
+            pb::destination::Kind::Endpoint(n) => format!("endpoint:{n}"),
+            pb::destination::Kind::Url(u) => format!("url:{u}"),
+            pb::destination::Kind::Queue(q) => format!("queue:{q}"),
+        })
+        .unwrap_or_default();
+    let dead = m.state == pb::MessageState::DeadLetter as i32;
+    html_page(page(
+        &format!("Message {id}"),
+        Nav::DeadLetters,
+        Some(&s),
+        &n.notice,
+        html! {
+            @if dead {
+                section.actions {
+                    form.inline method="post" action="/ui/dead-letters/replay" {
+                        (csrf(&s))
+                        input type="hidden" name="id" value=(id);
+                        input type="hidden" name="from" value="message";
+                        button type="submit" { "Replay this message" }
+                    }
+                }
+            }
+            table.kv {
+                tr { th { "state" } td { span.badge { (state) } } }
+                tr { th { "destination" } td { (destination) } }
+                tr { th { "event type" } td { (m.event_type) } }
+                tr { th { "idempotency key" } td { (m.idempotency_key) } }
+                tr { th { "attempts" } td { (m.attempts) " of " @if m.max_attempts == 0 { "the default" } @else { (m.max_attempts) } } }
+                tr { th { "enqueued" } td { (view::time(m.enqueued_unix_ms)) } }
+                @if m.next_attempt_unix_ms > 0 { tr { th { "next attempt" } td { (view::time(m.next_attempt_unix_ms)) } } }
+                @if m.completed_unix_ms > 0 { tr { th { "completed" } td { (view::time(m.completed_unix_ms)) } } }
+                tr { th { "last error" } td.error { (m.last_error) } }
+                tr { th { "payload size" } td { (view::bytes(m.payload_size)) } }
+            }
+            h2 { "Attempts" }
+            @if m.history.is_empty() { p { "No attempt has finished yet." } } @else {
+                table.list {
+                    thead { tr { th { "#" } th { "started" } th { "outcome" } th { "status" } th { "latency" } th { "error" } } }
+                    tbody {
+                        @for a in &m.history {
+                            tr {
+                                td.num { (a.number) }
+                                td { (view::time(a.started_unix_ms)) }
+                                td { (a.outcome) }
+                                td.num { @if a.http_status == 0 { "-" } @else { (a.http_status) } }
+                                td.num { (view::millis(a.latency_us as f64 / 1_000.0)) }
+                                td.error { (view::excerpt(&a.error, 400)) }
+                            }
+                        }
+                    }
+                }
+            }
+            @if let Some(r) = &record {
+                @if !r.headers.is_empty() {
+                    h2 { "Headers" }
+                    table.kv { @for (k, v) in &r.headers { tr { th { (k) } td { (v) } } } }
+                }
+                h2 { "Payload" }
+                (payload(&r.payload))
+            } @else {
+                p.hint { "The payload is not kept once a message completes." }
+            }
+        },
+    ))
+}
+
+/// A payload as text: pretty JSON when it is JSON and small enough, else UTF-8 text, else a
+/// hex dump of its start; always escaped, at most [`PAYLOAD_SHOWN`] bytes.
+pub(super) fn payload(bytes: &[u8]) -> Markup {
+    let cut = bytes.len() > PAYLOAD_SHOWN;
+    let shown = &bytes[..bytes.len().min(PAYLOAD_SHOWN)];
+    let text = if !cut && let Ok(v) = serde_json::from_slice::<serde_json::Value>(shown) {
+        serde_json::to_string_pretty(&v).unwrap_or_default()
+    } else {
+        match std::str::from_utf8(shown) {
+            Ok(t) => t.to_owned(),
+            // A cut in the middle of a character is not binary.
+            Err(e) if cut && e.valid_up_to() + 4 >= shown.len() => {
+                String::from_utf8_lossy(&shown[..e.valid_up_to()]).into_owned()
+            }
+            Err(_) => hex_dump(&shown[..shown.len().min(4_096)]),
+        }
+    };
+    html! {
+        pre.payload { (text) }
+        @if cut { p.hint { "Showing the first " (view::bytes(PAYLOAD_SHOWN as u64)) " of " (view::bytes(bytes.len() as u64)) "." } }
+    }
+}
+
+pub(super) fn hex_dump(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut out = String::from("(binary)\n");
+    for (i, chunk) in bytes.chunks(16).enumerate() {
+        let _ = write!(out, "{:08x}  ", i * 16);
+        for b in chunk {
+            let _ = write!(out, "{b:02x} ");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------
+// Sources.

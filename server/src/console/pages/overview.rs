@@ -1,0 +1,129 @@
+//! The overview: totals, alerts, the storage figures and the busiest destinations.
+
+use super::*;
+
+pub async fn overview(
+    State(c): Shared,
+    Extension(s): Extension<Session>,
+    Query(n): Query<Notice>,
+) -> Page {
+    let stats = c
+        .api
+        .stats(call(
+            &s,
+            pb::StatsRequest {
+                page_size: 1,
+                page_token: String::new(),
+            },
+        ))
+        .await?
+        .into_inner();
+    let gauges = c.engine.gauges(10).await?;
+    let total = stats.total.unwrap_or_default();
+    let storage = stats.storage.unwrap_or_default();
+    let latency = total.latency_last_hour.unwrap_or_default();
+    let latency_day = total.latency_last_24h.unwrap_or_default();
+    let finished = total.delivered_last_hour + total.failed_last_hour;
+    let success = if finished == 0 {
+        "-".to_owned()
+    } else {
+        view::percent(total.delivered_last_hour as f64 / finished as f64)
+    };
+    let live = total.pending + total.awaiting_retry + total.in_flight;
+    let mut depths: Vec<(String, u64)> = gauges
+        .destinations
+        .iter()
+        .map(|d| {
+            (
+                d.destination.clone(),
+                d.pending + d.awaiting_retry + d.in_flight,
+            )
+        })
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    depths.sort_by_key(|d| std::cmp::Reverse(d.1));
+    let commit = storage.commit_latency_last_hour.unwrap_or_default();
+    // Critical first, then the oldest; a page shows the first MAX_ALERTS_SHOWN.
+    let mut alerts = stats.alerts;
+    alerts.sort_by_key(|a| (a.level != "critical", a.since_unix_ms));
+    let more_alerts = alerts.len().saturating_sub(MAX_ALERTS_SHOWN);
+    alerts.truncate(MAX_ALERTS_SHOWN);
+    html_page(page(
+        "Overview",
+        Nav::Overview,
+        Some(&s),
+        &n.notice,
+        html! {
+            section.cards {
+                (figure("live messages", live))
+                (figure("pending", total.pending))
+                (figure("awaiting retry", total.awaiting_retry))
+                (figure("in flight", total.in_flight))
+                (figure("dead letters", total.dead_letter))
+                (figure("enqueued", view::rate(total.enqueue_rate_per_s)))
+                (figure("completed", view::rate(total.completion_rate_per_s)))
+                (figure("success, last hour", success))
+                (figure("oldest pending", view::duration(total.oldest_pending_age_ms)))
+                (figure("backpressure", level_name(total.backpressure)))
+            }
+            section {
+                h2 { "Delivery" }
+                table {
+                    thead { tr { th { "window" } th { "delivered" } th { "failed" } th { "p50" } th { "p95" } th { "p99" } } }
+                    tbody {
+                        tr { td { "last hour" } td.num { (total.delivered_last_hour) } td.num { (total.failed_last_hour) }
+                             (latency_cells(&crate::api::convert::summary(&latency))) }
+                        tr { td { "last 24 h" } td.num { "" } td.num { "" } (latency_cells(&crate::api::convert::summary(&latency_day))) }
+                    }
+                }
+                p.hint { "Latency is enqueue to completion; uptime " (view::duration(stats.uptime_ms)) "." }
+            }
+            section {
+                h2 { "Deepest destinations" }
+                (chart::bars(&depths, "live messages by destination (the ten deepest)"))
+            }
+            section {
+                h2 { "Alerts" }
+                @if alerts.is_empty() {
+                    p { "No alert is raised." }
+                } @else {
+                    table.alerts {
+                        thead { tr { th { "alert" } th { "destination" } th { "level" } th { "since" }
+                                     th { "value" } th { "warning at" } th { "critical at" } } }
+                        tbody {
+                            @for a in &alerts {
+                                tr class=(format!("level-{}", a.level)) {
+                                    td { (a.alert) }
+                                    td { @if a.destination.is_empty() { "all" } @else { (a.destination) } }
+                                    td { span.badge { (a.level) } }
+                                    td { (view::time(a.since_unix_ms)) }
+                                    td.num { (format!("{:.3}", a.value)) }
+                                    td.num { (format!("{:.3}", a.warning)) }
+                                    td.num { (format!("{:.3}", a.critical)) }
+                                }
+                            }
+                        }
+                    }
+                    @if more_alerts > 0 {
+                        p.hint { "and " (more_alerts) " more (" code { "hookd stats --json" } " lists them all)." }
+                    }
+                }
+            }
+            section {
+                h2 { "Storage" }
+                table.kv {
+                    tr { th { "commits" } td { (view::rate(storage.commits_per_s)) ", " (format!("{:.1}", storage.requests_per_commit)) " requests per commit" } }
+                    tr { th { "commit latency (last hour)" } td { "p50 " (view::millis(commit.p50_ms)) ", p99 " (view::millis(commit.p99_ms)) } }
+                    tr { th { "write queue" } td { (view::bytes(storage.queued_write_bytes)) } }
+                    tr { th { "write-ahead log" } td { (view::bytes(storage.log_bytes)) ", " (view::bytes(storage.log_since_checkpoint_bytes)) " since the last checkpoint (" (view::duration(storage.checkpoint_age_ms)) " ago, took " (storage.last_checkpoint_ms) " ms)" } }
+                    tr { th { "last start" } td { "replayed " (view::bytes(storage.replayed_bytes)) " in " (storage.replay_ms) " ms" } }
+                    tr { th { "disk" } td { (view::bytes(storage.disk_available_bytes)) " available; new events are refused below " (view::bytes(storage.disk_reserve_bytes)) } }
+                    tr { th { "destinations in memory" } td { (storage.destinations) } }
+                }
+            }
+        },
+    ))
+}
+
+// ---------------------------------------------------------------------------------------
+// Endpoints.
