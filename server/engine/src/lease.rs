@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use super::apply::{reply_after, settle};
+use super::answer::{reply_after, settle};
 use super::enqueue::waiting;
 use super::index::{DestId, LiveState, Timer, Waiter};
 use super::{Engine, Leased, NackOutcome, Refusal, Tx};

@@ -28,6 +28,7 @@
 
 mod admin;
 mod alerting;
+mod answer;
 mod apply;
 mod enqueue;
 pub mod events;
