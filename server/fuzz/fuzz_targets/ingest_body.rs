@@ -6,7 +6,8 @@
 
 use std::sync::OnceLock;
 
-use hookd::ingest::redact::{Detector, RedactSpec, Redactor, parse_pointer};
+use hookd::ingest::redact::{Redactor, parse_pointer};
+use hookd_core::source::{Detector, RedactSpec};
 use hookd::ingest::source::Locator;
 use libfuzzer_sys::fuzz_target;
 
