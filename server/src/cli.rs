@@ -483,7 +483,9 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
     };
 
-    let runtime = match runtime(tokio::runtime::Builder::new_multi_thread()) {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.on_thread_park(crate::memory::parked);
+    let runtime = match hookd_ctl::build_runtime(builder) {
         Ok(r) => r,
         Err(code) => return code,
     };
@@ -564,19 +566,6 @@ fn token(cmd: TokenCmd) -> ExitCode {
     }
     outln!("sha256 = \"{hash}\"");
     ExitCode::SUCCESS
-}
-
-/// Builds the server's tokio runtime from `builder`, with the allocator trim on park, or
-/// says why not and gives the exit code.
-fn runtime(mut builder: tokio::runtime::Builder) -> Result<tokio::runtime::Runtime, ExitCode> {
-    builder
-        .enable_all()
-        .on_thread_park(crate::memory::parked)
-        .build()
-        .map_err(|e| {
-            eprintln!("hookd: cannot start the runtime: {e}");
-            ExitCode::FAILURE
-        })
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -351,15 +351,21 @@ impl Failure {
 
 type Api = hookd_client::Api;
 
+/// Builds a tokio runtime from `builder` (I/O and time enabled), or says why not on stderr
+/// and gives the exit code: the command line's one way to start a runtime (`hookd serve`
+/// sets its allocator trim on the builder first).
+pub fn build_runtime(
+    mut builder: tokio::runtime::Builder,
+) -> Result<tokio::runtime::Runtime, ExitCode> {
+    builder.enable_all().build().map_err(|e| {
+        eprintln!("hookd: cannot start the runtime: {e}");
+        ExitCode::FAILURE
+    })
+}
+
 /// The client's runtime: one thread, as a command makes one call at a time.
 fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| {
-            eprintln!("hookd: cannot start the runtime: {e}");
-            ExitCode::FAILURE
-        })
+    build_runtime(tokio::runtime::Builder::new_current_thread())
 }
 
 /// Writes the command line's output to stdout. A reader that went away (`| head`, `| true`)

@@ -33,7 +33,7 @@ use tokio::sync::mpsc;
 use connect::GuardedConnector;
 use guard::AddressGuard;
 
-pub use hookd_core::push::{AttemptReport, Delivery, PoolSlot, RetryAfter, Target, Verdict};
+use hookd_core::push::{AttemptReport, Delivery, Target, Verdict};
 
 /// Where the dispatcher sends reports (the engine's handle, at wiring time).
 pub type ReportFn = Arc<dyn Fn(AttemptReport) + Send + Sync>;
@@ -196,22 +196,20 @@ impl Dispatcher {
     }
 
     fn new_client(&self, target: &Target) -> HttpClient {
-        {
-            let connector = GuardedConnector::new(
-                self.guard.clone(),
-                target.connect_timeout,
-                self.slots.clone(),
-            );
-            let https = HttpsConnectorBuilder::new()
-                .with_tls_config(self.tls.clone())
-                .https_or_http()
-                .enable_http1()
-                .wrap_connector(connector);
-            Client::builder(TokioExecutor::new())
-                .pool_timer(TokioTimer::new())
-                .pool_idle_timeout(Duration::from_secs(90))
-                .pool_max_idle_per_host(target.pool_size)
-                .build(https)
-        }
+        let connector = GuardedConnector::new(
+            self.guard.clone(),
+            target.connect_timeout,
+            self.slots.clone(),
+        );
+        let https = HttpsConnectorBuilder::new()
+            .with_tls_config(self.tls.clone())
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(connector);
+        Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(target.pool_size)
+            .build(https)
     }
 }

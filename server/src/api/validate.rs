@@ -21,7 +21,7 @@ pub struct Limits {
     pub replay_rate_per_s: f64,
 }
 
-pub use hookd_core::names::{MAX_EVENT_TYPE_LEN, MAX_NAME_LEN};
+use hookd_core::names::MAX_EVENT_TYPE_LEN;
 /// Longest ad-hoc URL.
 pub const MAX_URL_LEN: usize = 2_048;
 pub const MAX_HEADERS: usize = 64;
