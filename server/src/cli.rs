@@ -176,7 +176,7 @@ where
         }
         Command::Config(ConfigCmd::Check(args)) => {
             match load_config(&args).map_err(|e| e.to_string()).and_then(|c| {
-                crate::server::preflight(&c)
+                crate::app::preflight(&c)
                     .map(|()| c)
                     .map_err(|e| e.to_string())
             }) {
@@ -501,8 +501,8 @@ fn serve(args: ServeArgs) -> ExitCode {
         let grpc = bind("gRPC (grpc_addr)", config.grpc_addr).await?;
         let http = bind("HTTP (http_addr)", config.http_addr).await?;
         let ingest = bind("ingest (ingest_addr)", config.ingest_addr).await?;
-        let listeners = crate::server::Listeners { grpc, http, ingest };
-        crate::server::run(config, listeners, shutdown_signal())
+        let listeners = crate::app::Listeners { grpc, http, ingest };
+        crate::app::run(config, listeners, shutdown_signal())
             .await
             .map_err(std::io::Error::other)
     });

@@ -1,5 +1,5 @@
 //! The HTTP listener's own routes: `/healthz` and `/metrics` (the console, `/ui`, is
-//! mounted beside them in `server.rs`; ingest has a listener of its own).
+//! mounted beside them in `app/`; ingest has a listener of its own).
 
 use std::sync::Arc;
 

@@ -12,10 +12,11 @@
 //! - [`http`]: `/healthz` and `/metrics`; [`watchdog`]: the systemd watchdog.
 //! - [`listen`]: accept, connection limits and shares, TLS; [`auth`]: who may call what.
 //! - [`config`]: the configuration file, every crate's settings in one place.
-//! - [`server`]: wiring; [`server::run`] is the entry point. [`memory`]: allocator trim.
+//! - [`app`]: wiring; [`app::run`] is the entry point, each store's lifetime in named steps
+//!   (`app/incarnation.rs`). [`memory`]: allocator trim.
 //! - [`cli`]: the binary's commands (its client subcommands are the crate `hookd-ctl`).
 //!
-//! Tests plug into [`server::run_with`] with [`server::Hooks`] (a manual clock, storage
+//! Tests plug into [`app::run_with`] with [`app::Hooks`] (a manual clock, storage
 //! faults, a seeded jitter, a disk probe): plain items, behind no feature, that the binary
 //! never calls and the linker leaves out (`.ci/no-test-hooks` checks the binary). The test
 //! kit (hookd in-process or as a child process, free ports, the `__hookd` entry, an HTTP
@@ -26,6 +27,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod app;
 pub mod auth;
 pub mod cli;
 pub mod config;
@@ -35,9 +37,8 @@ pub mod http;
 pub mod ingest;
 pub mod listen;
 pub mod memory;
-pub mod server;
 pub mod watchdog;
 
+pub use app::{Hooks, run_with};
+pub use app::{Listeners, ServeError, run};
 pub use config::Config;
-pub use server::{Hooks, run_with};
-pub use server::{Listeners, ServeError, run};

@@ -22,7 +22,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 use hookd::Config;
-use hookd::server::{Hooks, ServeError};
+use hookd::app::{Hooks, ServeError};
 use hookd_engine::EngineHandle;
 
 /// A loopback port that was free a moment ago. Another process may take it before it is
@@ -65,7 +65,7 @@ pub struct InProcess {
 impl InProcess {
     /// Starts hookd and returns once it serves. `hooks.on_ready` is replaced.
     pub async fn start(config: Config, mut hooks: Hooks) -> Result<Self, ServeError> {
-        let listeners = hookd::server::Listeners::loopback().await?;
+        let listeners = hookd::app::Listeners::loopback().await?;
         let (grpc_addr, http_addr, ingest_addr) = (
             listeners.grpc.local_addr()?,
             listeners.http.local_addr()?,
@@ -79,7 +79,7 @@ impl InProcess {
         let shutdown = async {
             let _ = stop_rx.await;
         };
-        let task = tokio::spawn(hookd::server::run_with(config, listeners, shutdown, hooks));
+        let task = tokio::spawn(hookd::app::run_with(config, listeners, shutdown, hooks));
         match ready_rx.await {
             Ok(engine) => Ok(Self {
                 grpc: grpc_addr,

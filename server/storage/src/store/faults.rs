@@ -4,7 +4,7 @@
 //! [`Faults::fail_syncs`] is on, every fsync fails, so every commit fails as it would on a
 //! full or dying disk; [`Faults::delay_syncs`] makes the disk slow. The write-ahead log's
 //! files get the same switch ([`Faults::sync_hook`]). Compiled only for tests
-//! (never the binary): they pass a [`Faults`] through `hookd::server::Hooks`.
+//! (never the binary): they pass a [`Faults`] through `hookd::app::Hooks`.
 
 use std::fs::File;
 use std::ops::Bound;
