@@ -413,7 +413,7 @@ impl Engine {
         let tail = next.is_none().then(|| hookd_metrics::GaugeTail {
             alerts: self.alert_states(),
             storage: self.storage_snapshot(now),
-            healthy: self.failed.is_none() && self.syncer.failed().is_none(),
+            healthy: self.health.failed.is_none() && self.pipeline.syncer.failed().is_none(),
             backpressure: self.total_level(),
         });
         hookd_metrics::GaugePart {
@@ -492,17 +492,21 @@ impl Engine {
     fn storage_snapshot(&self, now: u64) -> StorageSnapshot {
         let mut storage = StorageSnapshot {
             live_messages: self.index.live.len() as u64,
-            queued_write_bytes: self.queued.load(std::sync::atomic::Ordering::Relaxed),
+            queued_write_bytes: self
+                .pipeline
+                .queued
+                .load(std::sync::atomic::Ordering::Relaxed),
             destinations: self.index.destinations() as u64,
             ..Default::default()
         };
-        self.syncer.fill(now, &mut storage);
-        let (checkpoint_at_ms, last_checkpoint_ms, since) = self.syncer.checkpoint_figures();
+        self.pipeline.syncer.fill(now, &mut storage);
+        let (checkpoint_at_ms, last_checkpoint_ms, since) =
+            self.pipeline.syncer.checkpoint_figures();
         storage.checkpoint_age_ms = now.saturating_sub(checkpoint_at_ms);
         storage.last_checkpoint_ms = last_checkpoint_ms;
         storage.log_since_checkpoint_bytes = since;
-        storage.replay_ms = self.replayed.millis;
-        storage.replayed_bytes = self.replayed.to - self.replayed.from;
+        storage.replay_ms = self.pipeline.replayed.millis;
+        storage.replayed_bytes = self.pipeline.replayed.to - self.pipeline.replayed.from;
         storage.disk_available_bytes = self.config.headroom.available();
         storage.disk_reserve_bytes = self.config.headroom.reserve();
         storage

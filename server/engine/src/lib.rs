@@ -386,24 +386,12 @@ pub(crate) struct Engine {
     rng: StdRng,
     next_waiter: u64,
     draining: bool,
-    /// Why writes stopped, once they have.
-    failed: Option<String>,
-    /// True while writes succeed; false for good after a storage failure. Pushed to
-    /// whoever watches (gRPC health, `/healthz`) the moment it changes.
-    health: Arc<watch::Sender<bool>>,
-    /// Why the engine stopped writing (a storage error, a panic), for whoever restarts it.
-    failure: Failure,
+    /// Whether writes still succeed, and why not once they have stopped.
+    health: Health,
     /// Where the sweeps and the alert evaluation stand.
     housekeeping: Housekeeping,
-    /// Shared with the handles: bytes of enqueues sent and not yet applied.
-    queued: Arc<AtomicU64>,
-    /// The write-ahead log's writer and the apply stage behind it.
-    syncer: syncer::Syncer,
-    /// The rows written by rounds redb does not hold yet.
-    overlay: hookd_storage::store::Overlay,
-    /// Rounds so far (the overlay's round numbers).
-    rounds: u64,
-    replayed: Replayed,
+    /// The log stage behind the engine, and the rows it has not applied yet.
+    pipeline: Pipeline,
     /// Where push attempts go once their round has committed (`None`: push is off).
     deliveries: Option<DeliverySender>,
     /// What completing each push attempt in flight will keep of its message (read from
@@ -411,6 +399,33 @@ pub(crate) struct Engine {
     flight: rustc_hash::FxHashMap<MessageId, lease::Meta>,
     /// What the round in progress produces besides its log record.
     out: RoundOut,
+}
+
+/// Whether the engine can still write. False for good after a storage failure: a
+/// recovery reopens the store with a new engine.
+struct Health {
+    /// Why writes stopped, once they have.
+    failed: Option<String>,
+    /// True while writes succeed. Pushed to whoever watches (gRPC health, `/healthz`) the
+    /// moment it changes.
+    serving: Arc<watch::Sender<bool>>,
+    /// Why the engine stopped writing (a storage error, a panic), for whoever restarts it.
+    failure: Failure,
+}
+
+/// The log stage as the engine sees it: the log writer with the apply stage behind it,
+/// the rows of rounds that redb does not hold yet, and what the handles have sent.
+struct Pipeline {
+    /// The write-ahead log's writer and the apply stage behind it.
+    syncer: syncer::Syncer,
+    /// The rows written by rounds redb does not hold yet.
+    overlay: hookd_storage::store::Overlay,
+    /// Rounds so far (the overlay's round numbers).
+    rounds: u64,
+    /// Shared with the handles: bytes of enqueues sent and not yet applied.
+    queued: Arc<AtomicU64>,
+    /// What the log replay at open found (for Stats).
+    replayed: Replayed,
 }
 
 /// The engine's housekeeping: the bounded sweeps (idempotency keys, dead letters past their
@@ -533,9 +548,9 @@ pub fn start(
     }
     let handle = EngineHandle {
         tx,
-        health: engine.health.subscribe(),
-        failure: engine.failure.clone(),
-        queued: engine.queued.clone(),
+        health: engine.health.serving.subscribe(),
+        failure: engine.health.failure.clone(),
+        queued: engine.pipeline.queued.clone(),
         max_queued: engine.config.max_queued_write_bytes,
         metrics: engine.config.metrics.clone(),
     };
@@ -605,9 +620,11 @@ impl Engine {
             rng,
             next_waiter: 0,
             draining: false,
-            failed: None,
-            health: Arc::new(watch::channel(true).0),
-            failure: Failure::default(),
+            health: Health {
+                failed: None,
+                serving: Arc::new(watch::channel(true).0),
+                failure: Failure::default(),
+            },
             housekeeping: Housekeeping {
                 next_sweep_ms: now,
                 sweep_cursor: None,
@@ -616,11 +633,13 @@ impl Engine {
                 next_alert_ms: now,
                 alert_cursor: None,
             },
-            queued: Arc::new(AtomicU64::new(0)),
-            syncer,
-            overlay: Default::default(),
-            rounds: 0,
-            replayed,
+            pipeline: Pipeline {
+                syncer,
+                overlay: Default::default(),
+                rounds: 0,
+                queued: Arc::new(AtomicU64::new(0)),
+                replayed,
+            },
             deliveries,
             out: RoundOut::default(),
             flight: Default::default(),
@@ -666,7 +685,7 @@ impl Engine {
 
     fn run(mut self, rx: mpsc::Receiver<Command>) {
         // A bug that panics this thread must not leave health saying SERVING.
-        let _health = PanicGuard(self.health.clone(), self.failure.clone());
+        let _health = PanicGuard(self.health.serving.clone(), self.health.failure.clone());
         let mut commands = Vec::new();
         loop {
             let now = self.clock.now_ms();
@@ -690,7 +709,7 @@ impl Engine {
             self.round(std::mem::take(&mut commands));
             if stop {
                 // The pipeline drains; a last checkpoint leaves nothing to replay.
-                self.syncer.stop();
+                self.pipeline.syncer.stop();
                 tracing::info!("engine stopped after its last commit");
                 return;
             }
@@ -710,9 +729,9 @@ impl Engine {
         // The bytes count as waiting for the disk until the round's sync has answered them
         // (so a slow disk fills `max_queued_write_bytes` and Enqueue is refused, rather than
         // the log writer's queue growing); released at once on every other path.
-        let release = Release(self.queued.clone(), taken_bytes);
-        if self.failed.is_none()
-            && let Some(e) = self.syncer.failed()
+        let release = Release(self.pipeline.queued.clone(), taken_bytes);
+        if self.health.failed.is_none()
+            && let Some(e) = self.pipeline.syncer.failed()
         {
             self.fail(
                 StoreError::Io(std::io::Error::other(e.to_string())),
@@ -720,7 +739,7 @@ impl Engine {
                 Vec::new(),
             );
         }
-        if let Some(reason) = &self.failed {
+        if let Some(reason) = &self.health.failed {
             let err = Refusal::Unavailable(format!("storage failed earlier: {reason}"));
             for c in commands {
                 answer_failed(c, err.clone());
@@ -729,15 +748,17 @@ impl Engine {
         }
         // Backpressure: the overlay holds every row redb does not have yet; when the apply
         // stage falls that far behind (a long checkpoint), wait for it.
-        if self.overlay.bytes() > MAX_OVERLAY_BYTES
-            && let Err(e) = self.syncer.wait_applied()
+        if self.pipeline.overlay.bytes() > MAX_OVERLAY_BYTES
+            && let Err(e) = self.pipeline.syncer.wait_applied()
         {
             let e = StoreError::Io(std::io::Error::other(e.to_string()));
             return self.fail(e, commands, Vec::new());
         }
         // Rounds redb holds now leave the overlay; the snapshot is taken after, so it
         // holds them.
-        self.overlay.applied(self.syncer.applied_round());
+        self.pipeline
+            .overlay
+            .applied(self.pipeline.syncer.applied_round());
         let now = self.clock.now_ms();
         let started = std::time::Instant::now();
         let started_cpu = thread_cpu();
@@ -746,8 +767,8 @@ impl Engine {
             Ok(t) => t,
             Err(e) => return self.fail(e, commands, Vec::new()),
         };
-        self.rounds += 1;
-        self.overlay.begin(self.rounds);
+        self.pipeline.rounds += 1;
+        self.pipeline.overlay.begin(self.pipeline.rounds);
         let mut done: Vec<Completion> = Vec::new();
         self.out.fresh.clear();
         let record = match self.apply_round(&txn, now, commands, &mut done) {
@@ -775,10 +796,10 @@ impl Engine {
         // Answers and the attempts of messages this round stored wait for the log sync.
         let (outbox, watched) = self.out.take_after_sync();
         if !record.is_empty() || !done.is_empty() || !outbox.is_empty() {
-            let (deliveries, health) = (self.deliveries.clone(), self.health.clone());
+            let (deliveries, health) = (self.deliveries.clone(), self.health.serving.clone());
             let events = self.config.events.clone();
-            self.syncer.submit(
-                self.rounds,
+            self.pipeline.syncer.submit(
+                self.pipeline.rounds,
                 record,
                 taken as u64,
                 Box::new(move |synced| {
@@ -845,9 +866,9 @@ impl Engine {
         done: &mut Vec<Completion>,
     ) -> Result<Vec<u8>, (StoreError, Vec<Command>)> {
         // The tables borrow the overlay for the round; it is the engine's again after.
-        let mut overlay = std::mem::take(&mut self.overlay);
+        let mut overlay = std::mem::take(&mut self.pipeline.overlay);
         let result = self.apply_round_to(txn, &mut overlay, now, commands, done);
-        self.overlay = overlay;
+        self.pipeline.overlay = overlay;
         result
     }
 
@@ -1005,11 +1026,11 @@ impl Engine {
     /// Stops all writing after a storage error; everyone waiting is told UNAVAILABLE.
     fn fail(&mut self, e: StoreError, commands: Vec<Command>, done: Vec<Completion>) {
         tracing::error!(error = %e, "storage failed; refusing writes until the store is reopened (storage.on_failure: \"recover\" reopens it, \"exit\" exits)");
-        self.failed = Some(e.to_string());
-        self.failure.set(e.to_string());
+        self.health.failed = Some(e.to_string());
+        self.health.failure.set(e.to_string());
         self.out.now.clear();
         self.out.after_sync.clear();
-        self.health.send_replace(false);
+        self.health.serving.send_replace(false);
         let err = Refusal::from(e);
         for d in done {
             d(Some(err.clone()));

@@ -544,7 +544,7 @@ fn retry_after_holds_the_endpoint_until_then() {
 fn a_failed_commit_answers_unavailable_and_sends_nothing() {
     let mut h = Harness::new();
     h.endpoint("e", 4);
-    let mut health = h.engine.health.subscribe();
+    let mut health = h.engine.health.serving.subscribe();
     h.faults.fail_syncs(true);
     let m = h.message(Destination::Endpoint("e".into()), b"x");
     let id = m.id;
