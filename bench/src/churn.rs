@@ -91,7 +91,12 @@ async fn consume(channel: Channel, stop: Arc<std::sync::atomic::AtomicBool>) {
     }
 }
 
-pub async fn run(base: &Path, names: u64, seconds: u64, payload: usize) -> anyhow::Result<()> {
+pub(crate) async fn run(
+    base: &Path,
+    names: u64,
+    seconds: u64,
+    payload: usize,
+) -> anyhow::Result<()> {
     println!(
         "\nchurn: {names} long polls to made-up queue names against a steady unary Enqueue (16 in flight), in a separate hookd process"
     );

@@ -43,7 +43,7 @@ fn quantile(v: &mut [Duration], q: f64) -> Duration {
     v[((v.len() - 1) as f64 * q).round() as usize]
 }
 
-pub async fn run(
+pub(crate) async fn run(
     client: &mut Client,
     http_addr: SocketAddr,
     sink_url: &str,

@@ -2,7 +2,7 @@
 //! nothing. It mints a UUIDv7 id per event as hookd does, so the only difference measured is
 //! hookd's validation, engine hand-off and durable commit.
 
-#[allow(clippy::all, missing_debug_implementations)]
+#[allow(clippy::all, missing_debug_implementations, unreachable_pub)]
 pub mod pb {
     tonic::include_proto!("hookd.v1");
 }
@@ -11,7 +11,7 @@ use pb::hookd_server::{Hookd, HookdServer};
 use tonic::{Request, Response, Status};
 
 #[derive(Debug, Default)]
-pub struct Echo;
+pub(crate) struct Echo;
 
 fn id() -> pb::EnqueueResponse {
     pb::EnqueueResponse {
@@ -49,6 +49,6 @@ impl Hookd for Echo {
     }
 }
 
-pub fn server() -> HookdServer<Echo> {
+pub(crate) fn server() -> HookdServer<Echo> {
     HookdServer::new(Echo).max_decoding_message_size(64 << 20)
 }

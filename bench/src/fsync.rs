@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// 4 KiB appends, each followed by `fdatasync`, for `duration`. Returns syncs per second.
-pub fn probe(dir: &Path, duration: Duration) -> anyhow::Result<f64> {
+pub(crate) fn probe(dir: &Path, duration: Duration) -> anyhow::Result<f64> {
     let path = dir.join("fsync-probe");
     let mut f = std::fs::File::create(&path)?;
     let block = [0u8; 4096];

@@ -20,11 +20,11 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 
 /// The signing secret of every target (the FastAPI peer's default too).
-pub const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+pub(crate) const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 /// What one run measured.
 #[derive(Debug)]
-pub struct HttpOutcome {
+pub(crate) struct HttpOutcome {
     pub accepted: u64,
     pub other: u64,
     pub elapsed: Duration,
@@ -32,18 +32,18 @@ pub struct HttpOutcome {
 }
 
 impl HttpOutcome {
-    pub fn per_s(&self) -> f64 {
+    pub(crate) fn per_s(&self) -> f64 {
         self.accepted as f64 / self.elapsed.as_secs_f64()
     }
 
-    pub fn p(&self, q: f64) -> f64 {
+    pub(crate) fn p(&self, q: f64) -> f64 {
         self.latency_us.value_at_quantile(q) as f64 / 1000.0
     }
 }
 
 /// A server that reads each request's body and answers 202: the floor of HTTP/1.1 on this
 /// machine.
-pub async fn bare_server() -> anyhow::Result<SocketAddr> {
+pub(crate) async fn bare_server() -> anyhow::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     tokio::spawn(async move {
@@ -174,7 +174,7 @@ fn histogram() -> anyhow::Result<Histogram<u64>> {
 }
 
 /// `connections` keep-alive connections, each sending back to back for `duration`.
-pub async fn closed_loop(
+pub(crate) async fn closed_loop(
     addr: SocketAddr,
     path: &str,
     connections: usize,
@@ -204,7 +204,7 @@ pub async fn closed_loop(
 
 /// Requests due at `rate` per second for `duration`, over `connections` keep-alive
 /// connections (a request waits for a free one); latency from when it was due.
-pub async fn open_loop(
+pub(crate) async fn open_loop(
     addr: SocketAddr,
     path: &str,
     rate: u64,
@@ -259,7 +259,7 @@ async fn collect(tasks: Vec<Task>, started: Instant) -> anyhow::Result<HttpOutco
     Ok(out)
 }
 
-pub fn line(name: &str, o: &HttpOutcome) {
+pub(crate) fn line(name: &str, o: &HttpOutcome) {
     println!(
         "  {name:<8} {:>9.0} accepted/s  p50 {:>7.2} ms  p99 {:>7.2} ms  p99.9 {:>7.2} ms  not 202: {}",
         o.per_s(),

@@ -8,13 +8,13 @@ use hookd_proto::v1::{self as pb, hookd_client::HookdClient};
 use tonic::transport::Channel;
 
 #[derive(Debug, Clone, Copy)]
-pub enum Shape {
+pub(crate) enum Shape {
     Unary,
     Batch(usize),
 }
 
 #[derive(Debug)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub calls: u64,
     pub events: u64,
     pub errors: u64,
@@ -23,11 +23,11 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    pub fn events_per_s(&self) -> f64 {
+    pub(crate) fn events_per_s(&self) -> f64 {
         self.events as f64 / self.elapsed.as_secs_f64()
     }
 
-    pub fn p(&self, q: f64) -> f64 {
+    pub(crate) fn p(&self, q: f64) -> f64 {
         self.latency_us.value_at_quantile(q) as f64 / 1000.0
     }
 }
@@ -42,7 +42,7 @@ fn event(payload: &[u8], n: u64, task: usize) -> pb::EnqueueRequest {
 }
 
 /// Runs `concurrency` tasks over `channels` (round-robin) for `duration`.
-pub async fn run(
+pub(crate) async fn run(
     channels: &[Channel],
     concurrency: usize,
     shape: Shape,
@@ -61,7 +61,7 @@ pub async fn run(
 }
 
 /// As [`run`], every call with `credentials` (a bearer token).
-pub async fn run_as(
+pub(crate) async fn run_as(
     channels: &[Channel],
     credentials: hookd_client::Credentials,
     concurrency: usize,
@@ -150,7 +150,7 @@ pub async fn run_as(
 /// Stores `n` events of `payload` bytes for `destination` as fast as 8 tasks with
 /// 1,000-event batches go (spread over `channels`), each with an idempotency key
 /// `PREFIX<task>-<n>`; returns how many were stored.
-pub async fn fill(
+pub(crate) async fn fill(
     channels: &[Channel],
     n: u64,
     payload: usize,

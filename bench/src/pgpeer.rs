@@ -58,7 +58,7 @@ async fn connect(url: &str) -> anyhow::Result<tokio_postgres::Client> {
 /// Stores `n` events for the sink (not timed), then drains them with `workers` workers
 /// claiming `batch` at a time; deliveries per second as the sink counts them.
 #[allow(clippy::too_many_arguments)]
-pub async fn drain(
+pub(crate) async fn drain(
     url: &str,
     sink: &Sink,
     path: &str,

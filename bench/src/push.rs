@@ -16,9 +16,9 @@ use tonic::transport::Channel;
 
 /// An HTTP/1.1 receiver on loopback (the test kit's) that answers 200 at once, or never
 /// (`hang`), and counts without keeping the requests.
-pub type Sink = hookd_testkit::Receiver;
+pub(crate) type Sink = hookd_testkit::Receiver;
 
-pub async fn sink(hang: bool) -> anyhow::Result<Sink> {
+pub(crate) async fn sink(hang: bool) -> anyhow::Result<Sink> {
     let reply = if hang {
         Reply::Hang
     } else {
@@ -31,7 +31,7 @@ const PATH: &str = "/hook";
 
 /// The baseline: `concurrency` tasks posting `payload` bytes to the sink, closed loop, over
 /// one keep-alive pool. Returns requests per second.
-pub async fn bare_hyper(
+pub(crate) async fn bare_hyper(
     sink: &Sink,
     concurrency: usize,
     payload: usize,
@@ -85,7 +85,7 @@ fn events(endpoint: &str, n: usize, payload: &[u8]) -> pb::EnqueueBatchRequest {
     }
 }
 
-pub struct Throughput {
+pub(crate) struct Throughput {
     pub delivered_per_s: f64,
     pub enqueued_per_s: f64,
     pub backlog: u64,
@@ -96,7 +96,7 @@ pub struct Throughput {
 /// hookd delivers; deliveries counted at the sink over the
 /// leg, after a warm-up second.
 #[allow(clippy::too_many_arguments)]
-pub async fn hookd_end_to_end(
+pub(crate) async fn hookd_end_to_end(
     ch: &Channel,
     sink: &Sink,
     max_in_flight: u32,
@@ -157,7 +157,7 @@ pub async fn hookd_end_to_end(
 /// hookd draining a backlog: `n` events are stored for a paused endpoint, then it is
 /// resumed and the time until the sink has them all is taken.
 /// Every delivery's completion is committed (the message removed) as part of the run.
-pub async fn hookd_drain(
+pub(crate) async fn hookd_drain(
     ch: &Channel,
     sink: &Sink,
     n: usize,
@@ -209,7 +209,7 @@ pub async fn hookd_drain(
 }
 
 /// What the healthy endpoints saw in an isolation run.
-pub struct Isolation {
+pub(crate) struct Isolation {
     pub healthy_delivered_per_s: f64,
     /// Worst end-to-end (enqueue to success) p99 over the healthy endpoints, from Stats.
     pub healthy_p99_ms: f64,
@@ -222,7 +222,7 @@ pub struct Isolation {
 /// loop, 10 ms ticks) for `leg`. The figures are over the first `measured` endpoints, which
 /// are healthy in every run, so runs with and without hanging endpoints compare directly.
 #[allow(clippy::too_many_arguments)]
-pub async fn isolation(
+pub(crate) async fn isolation(
     ch: &Channel,
     endpoints: usize,
     hanging: usize,

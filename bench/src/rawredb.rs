@@ -10,7 +10,7 @@ use redb::{Database, Durability, TableDefinition};
 const EVENTS: TableDefinition<u128, &[u8]> = TableDefinition::new("events");
 
 /// Inserts `per_commit` rows of `payload` bytes per commit for `duration`; events per second.
-pub fn run(
+pub(crate) fn run(
     dir: &Path,
     per_commit: usize,
     payload: usize,

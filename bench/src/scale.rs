@@ -60,7 +60,7 @@ async fn spawn(data: &Path, n: u64, payload: usize) -> anyhow::Result<(ChildHook
 }
 
 /// The resident set of process `pid` in MB, from /proc.
-pub fn rss_mb(pid: Option<u32>) -> Option<f64> {
+pub(crate) fn rss_mb(pid: Option<u32>) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{}/status", pid?)).ok()?;
     let kb: f64 = status
         .lines()
@@ -72,7 +72,7 @@ pub fn rss_mb(pid: Option<u32>) -> Option<f64> {
     Some(kb / 1e3)
 }
 
-pub async fn run(base: &Path, n: u64, payload: usize) -> anyhow::Result<()> {
+pub(crate) async fn run(base: &Path, n: u64, payload: usize) -> anyhow::Result<()> {
     println!(
         "\nscale: {n} pending push messages of {payload} B in a separate hookd process; kill -9; restart to first delivery"
     );

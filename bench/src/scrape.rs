@@ -78,7 +78,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-pub async fn run(
+pub(crate) async fn run(
     client: &mut Client,
     http: SocketAddr,
     destinations: usize,

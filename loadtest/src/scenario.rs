@@ -52,65 +52,65 @@ pub struct Scenario {
 }
 
 mod defaults {
-    pub fn agents() -> usize {
+    pub(super) fn agents() -> usize {
         4
     }
-    pub fn agent_capacity() -> usize {
+    pub(super) fn agent_capacity() -> usize {
         10_000
     }
-    pub fn agent_throttle_at() -> usize {
+    pub(super) fn agent_throttle_at() -> usize {
         8_000
     }
-    pub fn agent_throttle_pause_ms() -> u64 {
+    pub(super) fn agent_throttle_pause_ms() -> u64 {
         100
     }
     use std::time::Duration;
-    pub fn duration() -> Duration {
+    pub(super) fn duration() -> Duration {
         Duration::from_secs(30)
     }
-    pub fn drain() -> Duration {
+    pub(super) fn drain() -> Duration {
         Duration::from_secs(60)
     }
-    pub fn seed() -> u64 {
+    pub(super) fn seed() -> u64 {
         1
     }
-    pub fn one() -> u32 {
+    pub(super) fn one() -> u32 {
         1
     }
-    pub fn weight() -> f64 {
+    pub(super) fn weight() -> f64 {
         1.0
     }
-    pub fn batch() -> usize {
+    pub(super) fn batch() -> usize {
         1
     }
-    pub fn payload() -> usize {
+    pub(super) fn payload() -> usize {
         512
     }
-    pub fn connections() -> usize {
+    pub(super) fn connections() -> usize {
         4
     }
-    pub fn outstanding() -> usize {
+    pub(super) fn outstanding() -> usize {
         10_000
     }
-    pub fn error_status() -> u16 {
+    pub(super) fn error_status() -> u16 {
         500
     }
-    pub fn throttle_status() -> u16 {
+    pub(super) fn throttle_status() -> u16 {
         429
     }
-    pub fn retry_after() -> Duration {
+    pub(super) fn retry_after() -> Duration {
         Duration::from_secs(1)
     }
-    pub fn visibility() -> Duration {
+    pub(super) fn visibility() -> Duration {
         Duration::from_secs(30)
     }
-    pub fn enqueue_p99() -> f64 {
+    pub(super) fn enqueue_p99() -> f64 {
         50.0
     }
-    pub fn e2e_p99() -> f64 {
+    pub(super) fn e2e_p99() -> f64 {
         1_000.0
     }
-    pub fn ingest_connections() -> usize {
+    pub(super) fn ingest_connections() -> usize {
         64
     }
 }

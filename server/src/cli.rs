@@ -16,7 +16,7 @@ use tracing_subscriber::EnvFilter;
 use crate::config::Config;
 
 /// `hookd --version`: the package version and the commit (`build.rs`).
-pub const VERSION: &str = concat!(
+pub(crate) const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (commit ",
     env!("HOOKD_COMMIT"),

@@ -213,7 +213,7 @@ impl Default for DeliveryConfig {
 
 impl DeliveryConfig {
     /// The push settings the engine applies where an endpoint sets none.
-    pub fn push_defaults(&self) -> hookd_engine::PushDefaults {
+    pub(crate) fn push_defaults(&self) -> hookd_engine::PushDefaults {
         hookd_engine::PushDefaults {
             connect_timeout_ms: self.connect_timeout_ms,
             timeout_ms: self.timeout_ms,
@@ -280,7 +280,7 @@ pub enum ConfigError {
 /// The complete configuration with every key at its default, annotated: what `hookd config
 /// print-default` prints and `deploy/hookd.toml` holds. Tests below hold it to the code:
 /// it parses to [`Config::default`], names every key, and its commented examples are keys.
-pub const DEFAULT_TOML: &str = include_str!("default-config.toml");
+pub(crate) const DEFAULT_TOML: &str = include_str!("default-config.toml");
 
 impl Config {
     /// Reads a TOML file; keys it omits keep their defaults.
@@ -488,7 +488,7 @@ impl DeliveryConfig {
 }
 
 /// Checks a retry policy; `key` is its place in the config (or API request).
-pub fn validate_retry(p: &RetryPolicy, key: &'static str) -> Result<(), ConfigError> {
+pub(crate) fn validate_retry(p: &RetryPolicy, key: &'static str) -> Result<(), ConfigError> {
     let invalid = |message: String| Err(ConfigError::Invalid { key, message });
     if !(1..=100).contains(&p.max_attempts) {
         return invalid(format!(

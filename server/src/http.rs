@@ -23,14 +23,14 @@ struct Admin {
 
 /// A `Host` an attacker's domain cannot stand for: an IP address or `localhost`, with or
 /// without a port. DNS rebinding sends the attacker's own name.
-pub fn host_names_no_domain(headers: &http::HeaderMap) -> bool {
+pub(crate) fn host_names_no_domain(headers: &http::HeaderMap) -> bool {
     host_name(headers).is_some_and(|name| {
         name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok()
     })
 }
 
 /// The `Host` header's name, without its port (and an IPv6 literal without brackets).
-pub fn host_name(headers: &http::HeaderMap) -> Option<&str> {
+pub(crate) fn host_name(headers: &http::HeaderMap) -> Option<&str> {
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok())?;
     Some(match host.strip_prefix('[') {
         Some(rest) => rest.split(']').next().unwrap_or(""),
@@ -41,7 +41,7 @@ pub fn host_name(headers: &http::HeaderMap) -> Option<&str> {
 /// `check_host`: no `[auth]` is configured, so `/metrics` answers only a `Host` that is an
 /// IP address or `localhost` (scrapers by address keep working; a page on another site
 /// reached through DNS rebinding does not).
-pub fn router(
+pub(crate) fn router(
     engine: EngineHandle,
     metrics: Arc<Metrics>,
     max_destination_series: usize,

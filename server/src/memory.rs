@@ -19,7 +19,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// A worker trims at most this often (a trim costs tens of microseconds).
-pub const TRIM_EVERY: Duration = Duration::from_secs(5);
+pub(crate) const TRIM_EVERY: Duration = Duration::from_secs(5);
 
 static TRIM: OnceLock<fn()> = OnceLock::new();
 
@@ -54,7 +54,7 @@ pub fn register_trim(trim: fn()) {
 /// idle hookd holds 19 to 24 MiB instead of 40, and the unary and batch throughput legs
 /// did not move beyond their noise (docs/performance.md; redb's file is in the kernel's
 /// page cache, which this does not touch).
-pub fn no_huge_pages() {
+pub(crate) fn no_huge_pages() {
     if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {
         tracing::debug!(error = %e, "cannot turn transparent huge pages off; continuing with them");
     }

@@ -17,13 +17,13 @@ use std::time::Duration;
 use tokio::time::{Instant, MissedTickBehavior};
 
 /// The tick (and the time the engine has to answer) for a watchdog timeout.
-pub fn period(timeout: Duration) -> Duration {
+pub(crate) fn period(timeout: Duration) -> Duration {
     (timeout / 4).max(Duration::from_millis(1))
 }
 
 /// Runs until dropped: every `period`, `probe()` names what to wait for (`None`: no engine,
 /// beat anyway) and `beat()` is called when it finished within `period`.
-pub async fn keep_alive<P, F>(period: Duration, mut probe: P, mut beat: impl FnMut())
+pub(crate) async fn keep_alive<P, F>(period: Duration, mut probe: P, mut beat: impl FnMut())
 where
     P: FnMut() -> Option<F>,
     F: Future<Output = ()>,

@@ -7,19 +7,19 @@ use rcgen::{
     KeyUsagePurpose,
 };
 
-pub struct Ca {
+pub(crate) struct Ca {
     issuer: Issuer<'static, KeyPair>,
     pub pem: String,
 }
 
 /// A certificate and its key, as PEM.
-pub struct Leaf {
+pub(crate) struct Leaf {
     pub cert: String,
     pub key: String,
 }
 
 impl Ca {
-    pub fn new(name: &str) -> Self {
+    pub(crate) fn new(name: &str) -> Self {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.distinguished_name.push(DnType::CommonName, name);
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -55,7 +55,7 @@ impl Ca {
     }
 
     /// A server certificate for `localhost` and 127.0.0.1.
-    pub fn server(&self) -> Leaf {
+    pub(crate) fn server(&self) -> Leaf {
         self.leaf(
             &["localhost", "127.0.0.1"],
             ExtendedKeyUsagePurpose::ServerAuth,
@@ -64,7 +64,7 @@ impl Ca {
     }
 
     /// A server certificate that expired on 2021-01-01.
-    pub fn expired_server(&self) -> Leaf {
+    pub(crate) fn expired_server(&self) -> Leaf {
         self.leaf(
             &["localhost", "127.0.0.1"],
             ExtendedKeyUsagePurpose::ServerAuth,
@@ -73,17 +73,17 @@ impl Ca {
     }
 
     /// A client certificate whose DNS name is `name`.
-    pub fn client(&self, name: &str) -> Leaf {
+    pub(crate) fn client(&self, name: &str) -> Leaf {
         self.leaf(&[name], ExtendedKeyUsagePurpose::ClientAuth, false)
     }
 
-    pub fn expired_client(&self, name: &str) -> Leaf {
+    pub(crate) fn expired_client(&self, name: &str) -> Leaf {
         self.leaf(&[name], ExtendedKeyUsagePurpose::ClientAuth, true)
     }
 }
 
 /// Writes `text` to `dir/name` and returns the path.
-pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+pub(crate) fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
     path

@@ -11,7 +11,7 @@ use hookd_storage::store::faults::Faults;
 use hookd_testkit::InProcess;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-pub struct TestServer {
+pub(crate) struct TestServer {
     pub grpc: String,
     pub http: SocketAddr,
     /// The ingest listener (`POST /in/{source}`).
@@ -26,7 +26,7 @@ pub struct TestServer {
 const JITTER_SEED: u64 = 1;
 
 /// A config for tests: fast retries so the manual clock needs small steps.
-pub fn test_config(dir: &Path) -> Config {
+pub(crate) fn test_config(dir: &Path) -> Config {
     let mut c = Config {
         data_dir: dir.to_owned(),
         ..Config::default()
@@ -41,20 +41,24 @@ pub fn test_config(dir: &Path) -> Config {
 }
 
 impl TestServer {
-    pub async fn start(dir: &Path) -> Self {
+    pub(crate) async fn start(dir: &Path) -> Self {
         Self::start_with(test_config(dir), ManualClock::new(SystemClock.now_ms())).await
     }
 
-    pub async fn start_with(config: Config, clock: ManualClock) -> Self {
+    pub(crate) async fn start_with(config: Config, clock: ManualClock) -> Self {
         Self::start_full(config, clock, None).await
     }
 
-    pub async fn start_full(config: Config, clock: ManualClock, faults: Option<Faults>) -> Self {
+    pub(crate) async fn start_full(
+        config: Config,
+        clock: ManualClock,
+        faults: Option<Faults>,
+    ) -> Self {
         Self::start_hooked(config, clock, faults, None).await
     }
 
     /// As `start_full`, with free disk space measured by `disk` instead of the file system.
-    pub async fn start_hooked(
+    pub(crate) async fn start_hooked(
         config: Config,
         clock: ManualClock,
         faults: Option<Faults>,
@@ -82,25 +86,25 @@ impl TestServer {
 
     /// For the client packages' suites: destinations hold at most 64 KiB of live messages
     /// (events up to 16 KiB), so a test reaches a hard watermark with a few calls.
-    pub async fn with_small_marks(dir: &Path) -> Self {
+    pub(crate) async fn with_small_marks(dir: &Path) -> Self {
         let mut config = test_config(dir);
         config.max_payload_bytes = 16 << 10;
         config.backpressure.destination_max_bytes = 64 << 10;
         Self::start_with(config, ManualClock::new(SystemClock.now_ms())).await
     }
 
-    pub async fn client(&self) -> Client {
+    pub(crate) async fn client(&self) -> Client {
         Client::connect(self.grpc.clone()).await.unwrap()
     }
 
     /// The raw HTTP response (status line, headers, body) of `GET path` on the HTTP
     /// listener.
-    pub async fn http_get(&self, path: &str) -> String {
+    pub(crate) async fn http_get(&self, path: &str) -> String {
         http_get(self.http, path).await
     }
 
     /// The raw HTTP response of `GET /healthz`.
-    pub async fn healthz(&self) -> String {
+    pub(crate) async fn healthz(&self) -> String {
         let mut tcp = tokio::net::TcpStream::connect(self.http).await.unwrap();
         tcp.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
             .await
@@ -110,44 +114,44 @@ impl TestServer {
         response
     }
 
-    pub fn clock_now(&self) -> u64 {
+    pub(crate) fn clock_now(&self) -> u64 {
         self.clock.now_ms()
     }
 
     /// Moves the injected clock and waits until the engine has acted on it (a Stats round
     /// trip queues behind the tick), so reads that bypass the engine see the result too.
-    pub async fn advance(&self, ms: u64) {
+    pub(crate) async fn advance(&self, ms: u64) {
         self.clock.advance(ms);
         self.hookd.engine.tick();
         self.hookd.engine.stats(None, 0).await.unwrap();
     }
 
     /// Graceful shutdown; returns once the engine has committed and stopped.
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.hookd.stop().await.unwrap();
     }
 
     /// Waits until hookd stops by itself (no shutdown asked): how it ended.
-    pub async fn finished(self) -> Result<(), hookd::ServeError> {
+    pub(crate) async fn finished(self) -> Result<(), hookd::ServeError> {
         self.hookd.finished().await
     }
 
     /// Stops and starts again on the same data dir and clock.
-    pub async fn restart(self) -> Self {
+    pub(crate) async fn restart(self) -> Self {
         let (config, clock) = (self.config.clone(), self.clock.clone());
         self.stop().await;
         Self::start_with(config, clock).await
     }
 }
 
-pub fn code(e: &hookd_client::Error) -> tonic::Code {
+pub(crate) fn code(e: &hookd_client::Error) -> tonic::Code {
     match e {
         hookd_client::Error::Status(s) => s.code(),
         _ => tonic::Code::Unknown,
     }
 }
 
-pub fn message(e: &hookd_client::Error) -> String {
+pub(crate) fn message(e: &hookd_client::Error) -> String {
     match e {
         hookd_client::Error::Status(s) => s.message().to_owned(),
         other => other.to_string(),
@@ -157,7 +161,7 @@ pub fn message(e: &hookd_client::Error) -> String {
 /// Fetches until `pred` holds, every 5 ms of real time for at most 15 s (for effects that
 /// follow real I/O, such as an HTTP attempt's outcome); the last value otherwise fails the
 /// test, named by `what`.
-pub async fn eventually<T: std::fmt::Debug>(
+pub(crate) async fn eventually<T: std::fmt::Debug>(
     what: &str,
     mut fetch: impl AsyncFnMut() -> T,
     pred: impl Fn(&T) -> bool,
@@ -181,7 +185,7 @@ pub async fn eventually<T: std::fmt::Debug>(
 /// nothing in flight admits nothing later by itself (retries, pauses, cooldowns and tokens
 /// all wait for the clock): so from here on, nothing more is sent until the test moves the
 /// clock or sends a request. The wait is for real I/O (the attempts' HTTP exchanges).
-pub async fn push_settled(c: &mut Client) {
+pub(crate) async fn push_settled(c: &mut Client) {
     let push_in_flight = |s: &hookd_client::pb::StatsResponse| -> u64 {
         s.destinations
             .iter()
@@ -198,7 +202,7 @@ pub async fn push_settled(c: &mut Client) {
 }
 
 /// Polls GetMessage until `pred` holds (NOT_FOUND gives `None`).
-pub async fn until_message(
+pub(crate) async fn until_message(
     c: &mut Client,
     id: &str,
     what: &str,
@@ -213,7 +217,7 @@ pub async fn until_message(
 }
 
 /// Waits until the message is delivered; returns what GetMessage shows of it then.
-pub async fn delivered(c: &mut Client, id: &str) -> hookd_client::pb::GetMessageResponse {
+pub(crate) async fn delivered(c: &mut Client, id: &str) -> hookd_client::pb::GetMessageResponse {
     until_message(c, id, "delivery", |m| {
         m.is_some_and(|m| m.state == hookd_client::pb::MessageState::Delivered as i32)
     })
@@ -222,7 +226,10 @@ pub async fn delivered(c: &mut Client, id: &str) -> hookd_client::pb::GetMessage
 }
 
 /// Waits until the message is a dead letter; returns what GetMessage shows of it then.
-pub async fn dead_lettered(c: &mut Client, id: &str) -> hookd_client::pb::GetMessageResponse {
+pub(crate) async fn dead_lettered(
+    c: &mut Client,
+    id: &str,
+) -> hookd_client::pb::GetMessageResponse {
     until_message(c, id, "dead letter", |m| {
         m.is_some_and(|m| m.state == hookd_client::pb::MessageState::DeadLetter as i32)
     })
@@ -232,7 +239,9 @@ pub async fn dead_lettered(c: &mut Client, id: &str) -> hookd_client::pb::GetMes
 
 /// The lines of a child process's output, read on a thread of their own (so a test can
 /// wait for one with a timeout); the thread ends at EOF or when the receiver is dropped.
-pub fn lines_of(out: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+pub(crate) fn lines_of(
+    out: impl std::io::Read + Send + 'static,
+) -> std::sync::mpsc::Receiver<String> {
     use std::io::BufRead;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -247,7 +256,7 @@ pub fn lines_of(out: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Re
 }
 
 /// Lines of a hookd's log up to and including its "hookd serving" line (at most 60 s).
-pub fn lines_until_serving(rx: &std::sync::mpsc::Receiver<String>) -> Vec<String> {
+pub(crate) fn lines_until_serving(rx: &std::sync::mpsc::Receiver<String>) -> Vec<String> {
     let mut lines = Vec::new();
     while let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(60)) {
         let serving = line.contains("hookd serving");
@@ -261,7 +270,7 @@ pub fn lines_until_serving(rx: &std::sync::mpsc::Receiver<String>) -> Vec<String
 
 /// Runs `program tests/{script} args...` (a Python or Node test script) off the async
 /// threads; fails the test with the script's output unless it exits 0, else prints it.
-pub async fn run_script(program: String, script: &str, args: Vec<String>) {
+pub(crate) async fn run_script(program: String, script: &str, args: Vec<String>) {
     let path = format!("{}/{script}", env!("CARGO_MANIFEST_DIR"));
     let mut all = vec![path];
     all.extend(args);
@@ -269,7 +278,7 @@ pub async fn run_script(program: String, script: &str, args: Vec<String>) {
 }
 
 /// Runs `program ARGS` with `env` added; fails with its output unless it exits 0.
-pub async fn run_program(
+pub(crate) async fn run_program(
     program: String,
     what: &str,
     args: Vec<String>,
@@ -296,7 +305,7 @@ pub async fn run_program(
 
 /// The raw HTTP response (status line, headers, body) of `GET path` at `addr` (an HTTP
 /// listener: a [`TestServer`]'s or a child hookd's).
-pub async fn http_get(addr: SocketAddr, path: &str) -> String {
+pub(crate) async fn http_get(addr: SocketAddr, path: &str) -> String {
     let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let request = format!("GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n");
     tcp.write_all(request.as_bytes()).await.unwrap();
@@ -307,7 +316,7 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> String {
 
 /// The value of the unlabelled metric `name` in a `/metrics` page; panics (naming it) when
 /// the page has none.
-pub fn metric(page: &str, name: &str) -> u64 {
+pub(crate) fn metric(page: &str, name: &str) -> u64 {
     page.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
         .and_then(|v| v.trim().parse().ok())

@@ -24,12 +24,12 @@ use tonic::Code;
 use crate::harness::{TestServer, code, message, test_config};
 
 /// The Standard Webhooks secret of the tests: `whsec_` + base64 of these bytes.
-pub const SW_KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
+pub(crate) const SW_KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
 const STRIPE_SECRET: &str = "whsec_stripe_test_secret";
 const GITHUB_SECRET: &str = "It's a Secret to Everybody";
 const SHOPIFY_SECRET: &str = "shopify-app-secret";
 
-pub fn sw_secret(key: &[u8]) -> String {
+pub(crate) fn sw_secret(key: &[u8]) -> String {
     format!("whsec_{}", STANDARD.encode(key))
 }
 
@@ -45,12 +45,12 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-pub fn now_s() -> u64 {
+pub(crate) fn now_s() -> u64 {
     SystemClock.now_ms() / 1000
 }
 
 /// Standard Webhooks headers for `body` signed with `key` at `ts`.
-pub fn sw_headers(key: &[u8], id: &str, ts: u64, body: &[u8]) -> Vec<(String, String)> {
+pub(crate) fn sw_headers(key: &[u8], id: &str, ts: u64, body: &[u8]) -> Vec<(String, String)> {
     let sig = mac(
         key,
         &[id.as_bytes(), b".", ts.to_string().as_bytes(), b".", body],
@@ -68,17 +68,17 @@ pub fn sw_headers(key: &[u8], id: &str, ts: u64, body: &[u8]) -> Vec<(String, St
 
 /// An HTTP answer: status, headers (lower-case names), body.
 #[derive(Debug)]
-pub struct Answer {
+pub(crate) struct Answer {
     pub status: u16,
     pub head: String,
     pub body: String,
 }
 
 impl Answer {
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or(Value::Null)
     }
-    pub fn header(&self, name: &str) -> Option<String> {
+    pub(crate) fn header(&self, name: &str) -> Option<String> {
         self.head.lines().find_map(|l| {
             let (n, v) = l.split_once(':')?;
             n.trim()
@@ -90,7 +90,7 @@ impl Answer {
 
 /// One HTTP/1.1 request on a fresh connection. Status 0: no connection (the server is
 /// gone, as in the crash test) or no answer.
-pub async fn request(
+pub(crate) async fn request(
     addr: SocketAddr,
     method: &str,
     path: &str,
@@ -150,7 +150,7 @@ pub async fn request(
     }
 }
 
-pub async fn post(
+pub(crate) async fn post(
     addr: SocketAddr,
     source: &str,
     headers: &[(String, String)],

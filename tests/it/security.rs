@@ -15,7 +15,7 @@ use tonic::Code;
 use crate::certs::{self, Ca};
 use crate::harness::{TestServer, code, test_config};
 
-pub const AGENT: &str = "agent-token-aaaaaaaaaaaaaaaa";
+pub(crate) const AGENT: &str = "agent-token-aaaaaaaaaaaaaaaa";
 const READER: &str = "reader-token-bbbbbbbbbbbbbbbb";
 const OPS: &str = "ops-token-cccccccccccccccccccc";
 
@@ -272,7 +272,7 @@ async fn a_non_loopback_listener_without_auth_refuses_to_start() {
 }
 
 /// Files of a TLS setup: server certificate and key, and the CA of client certificates.
-pub struct TlsFiles {
+pub(crate) struct TlsFiles {
     pub ca: Ca,
     pub client_ca: Ca,
     cert: std::path::PathBuf,
@@ -304,7 +304,7 @@ fn tls_toml(files: &TlsFiles, client_auth: &str) -> String {
 }
 
 /// A secured config with TLS and optional or required client certificates.
-pub fn tls_config(dir: &std::path::Path, client_auth: &str) -> (Config, TlsFiles) {
+pub(crate) fn tls_config(dir: &std::path::Path, client_auth: &str) -> (Config, TlsFiles) {
     let files = tls_files(dir);
     (secured(dir, &tls_toml(&files, client_auth)), files)
 }

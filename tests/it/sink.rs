@@ -3,44 +3,44 @@
 
 use std::time::{Duration, Instant};
 
-pub use hookd_testkit::{Received, Reply};
+pub(crate) use hookd_testkit::{Received, Reply};
 
 #[derive(Clone)]
-pub struct Sink(hookd_testkit::Receiver);
+pub(crate) struct Sink(hookd_testkit::Receiver);
 
 impl Sink {
     /// A sink that answers `default` to everything not scripted.
-    pub async fn start(default: Reply) -> Self {
+    pub(crate) async fn start(default: Reply) -> Self {
         Self(hookd_testkit::Receiver::start(default).await.unwrap())
     }
 
-    pub fn addr(&self) -> std::net::SocketAddr {
+    pub(crate) fn addr(&self) -> std::net::SocketAddr {
         self.0.addr()
     }
 
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         self.0.url(path)
     }
 
     /// The next requests get these answers, in order.
-    pub fn script(&self, replies: impl IntoIterator<Item = Reply>) {
+    pub(crate) fn script(&self, replies: impl IntoIterator<Item = Reply>) {
         self.0.script(replies);
     }
 
-    pub fn set_default(&self, reply: Reply) {
+    pub(crate) fn set_default(&self, reply: Reply) {
         self.0.set_default(reply);
     }
 
-    pub fn received(&self) -> Vec<Received> {
+    pub(crate) fn received(&self) -> Vec<Received> {
         self.0.received()
     }
 
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.0.count() as usize
     }
 
     /// Waits (real time, bounded) until at least `n` requests arrived.
-    pub async fn wait_for(&self, n: usize) -> Vec<Received> {
+    pub(crate) async fn wait_for(&self, n: usize) -> Vec<Received> {
         let deadline = Instant::now() + Duration::from_secs(15);
         while self.count() < n {
             assert!(
@@ -57,7 +57,7 @@ impl Sink {
     /// hookd has no push attempt in flight (every attempt it made has reached its receiver
     /// and been recorded), nothing else is sent until the injected clock moves or a request
     /// arrives (see `harness::push_settled`).
-    pub async fn stays_at(&self, c: &mut hookd_client::Client, n: usize) {
+    pub(crate) async fn stays_at(&self, c: &mut hookd_client::Client, n: usize) {
         crate::harness::push_settled(c).await;
         assert_eq!(self.count(), n, "the sink got another number of requests");
     }

@@ -37,11 +37,11 @@ pub struct DeadSummary {
 }
 
 /// Dead letters in one hour of one destination that make a cluster.
-pub const CLUSTER_PER_HOUR: u64 = 10;
+pub(crate) const CLUSTER_PER_HOUR: u64 = 10;
 /// Average dead letters per day, at most, of a slow accumulation.
-pub const SLOW_PER_DAY: f64 = 5.0;
+pub(crate) const SLOW_PER_DAY: f64 = 5.0;
 /// Share of dead letters with a status that makes a status pattern.
-pub const STATUS_SHARE: f64 = 0.5;
+pub(crate) const STATUS_SHARE: f64 = 0.5;
 
 const HOUR_MS: u64 = 3_600_000;
 const DAY_MS: u64 = 24 * HOUR_MS;

@@ -4,7 +4,7 @@
 //! Pure: no I/O, and errors are plain messages the caller wraps in its own type.
 
 /// Longest endpoint, queue or source name.
-pub const MAX_NAME_LEN: usize = 128;
+pub(crate) const MAX_NAME_LEN: usize = 128;
 /// Longest event type (`webhook-event-type`).
 pub const MAX_EVENT_TYPE_LEN: usize = 256;
 /// Longest connect timeout an endpoint or `[delivery]` may set.

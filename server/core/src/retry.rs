@@ -30,7 +30,7 @@ impl Default for RetryPolicy {
 
 impl RetryPolicy {
     /// The ceiling of the delay after the `attempt`-th failure (1-based).
-    pub fn ceiling_ms(&self, attempt: u32) -> u64 {
+    pub(crate) fn ceiling_ms(&self, attempt: u32) -> u64 {
         let shift = attempt.saturating_sub(1).min(63);
         self.base_ms.saturating_mul(1u64 << shift).min(self.cap_ms)
     }

@@ -8,10 +8,10 @@ use hmac::{KeyInit, Mac};
 use sha2::Sha256;
 
 /// The prefix every secret carries, as in the Standard Webhooks spec.
-pub const SECRET_PREFIX: &str = "whsec_";
+pub(crate) const SECRET_PREFIX: &str = "whsec_";
 /// Accepted key sizes after base64 decoding (the spec suggests 24 to 64 bytes).
-pub const MIN_KEY_BYTES: usize = 24;
-pub const MAX_KEY_BYTES: usize = 64;
+pub(crate) const MIN_KEY_BYTES: usize = 24;
+pub(crate) const MAX_KEY_BYTES: usize = 64;
 
 /// A decoded signing key.
 #[derive(Clone, PartialEq, Eq)]

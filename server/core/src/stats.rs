@@ -71,7 +71,7 @@ impl RollingCounter {
     }
 
     /// Sum over the last `window_ms` (whole buckets) ending at `now_ms`.
-    pub fn sum_over(&self, now_ms: u64, window_ms: u64) -> u64 {
+    pub(crate) fn sum_over(&self, now_ms: u64, window_ms: u64) -> u64 {
         let current = now_ms / self.bucket_ms;
         let span = window_ms
             .div_ceil(self.bucket_ms)
@@ -84,7 +84,7 @@ impl RollingCounter {
     }
 
     /// Average per second over the window.
-    pub fn rate_per_s(&self, now_ms: u64) -> f64 {
+    pub(crate) fn rate_per_s(&self, now_ms: u64) -> f64 {
         let window_s = (self.bucket_ms * self.slots.len() as u64) as f64 / 1000.0;
         self.sum(now_ms) as f64 / window_s
     }
@@ -231,14 +231,14 @@ pub struct Activity {
     pub delivered: RollingCounter,
     pub failed: RollingCounter,
     /// Enqueues by the minute over 10 minutes (the consumer-rate alert).
-    pub enqueued_10m: RollingCounter,
+    pub(crate) enqueued_10m: RollingCounter,
     /// Milliseconds from enqueue to delivery, summed by the minute over 5 minutes (the
     /// average-latency alert, with `delivered`).
-    pub latency_sum_ms: RollingCounter,
+    pub(crate) latency_sum_ms: RollingCounter,
     /// Push attempts and their successes by the minute over 5 minutes (the success-rate
     /// alert).
-    pub attempts_5m: RollingCounter,
-    pub successes_5m: RollingCounter,
+    pub(crate) attempts_5m: RollingCounter,
+    pub(crate) successes_5m: RollingCounter,
     pub latency_1h: RollingHistogram,
     pub latency_24h: RollingHistogram,
 }
@@ -251,14 +251,14 @@ impl Default for Activity {
 }
 
 /// An hour in 12 sub-windows of 5 min.
-pub fn last_hour(precision: Precision) -> RollingHistogram {
+pub(crate) fn last_hour(precision: Precision) -> RollingHistogram {
     RollingHistogram::with_precision(300_000, 12, precision)
 }
 
 /// A day: by the hour for the totals; in 6 sub-windows of 4 h for each destination (the
 /// window then slides in 4 h steps), to keep a busy destination's day of histograms near
 /// 34 KB.
-pub fn last_day(precision: Precision) -> RollingHistogram {
+pub(crate) fn last_day(precision: Precision) -> RollingHistogram {
     match precision {
         Precision::Fine => RollingHistogram::with_precision(3_600_000, 24, precision),
         Precision::Coarse => RollingHistogram::with_precision(4 * 3_600_000, 6, precision),

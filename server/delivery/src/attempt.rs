@@ -21,7 +21,7 @@ use hookd_core::push::RetryAfter;
 use hookd_core::signing::signature_header;
 
 /// How much of a response body is kept in the attempt's error detail.
-pub const ERROR_EXCERPT_BYTES: usize = 1_024;
+pub(crate) const ERROR_EXCERPT_BYTES: usize = 1_024;
 
 pub const USER_AGENT: &str = concat!("hookd/", env!("CARGO_PKG_VERSION"));
 

@@ -46,7 +46,7 @@ pub enum ConnectError {
 impl ConnectError {
     /// Whether hookd itself ran short (descriptors, memory, local ports, its own cap): the
     /// receiver was never tried, so the attempt is not counted against it (finding F6).
-    pub fn is_local(&self) -> bool {
+    pub(crate) fn is_local(&self) -> bool {
         match self {
             Self::Slots(_) => true,
             Self::Connect { source, .. } | Self::Resolve { source, .. } => {
@@ -58,7 +58,7 @@ impl ConnectError {
 }
 
 /// EMFILE, ENFILE, ENOBUFS, ENOMEM, EADDRNOTAVAIL (no ephemeral port left).
-pub fn is_local_shortage(e: &std::io::Error) -> bool {
+pub(crate) fn is_local_shortage(e: &std::io::Error) -> bool {
     matches!(e.raw_os_error(), Some(24 | 23 | 105 | 12 | 99))
 }
 
@@ -238,7 +238,7 @@ async fn connect(guard: &AddressGuard, uri: &Uri) -> Result<TcpStream, ConnectEr
 }
 
 /// Whether `err` (anywhere in its source chain) is hookd's own shortage, not the receiver's.
-pub fn local_shortage(err: &(dyn std::error::Error + 'static)) -> bool {
+pub(crate) fn local_shortage(err: &(dyn std::error::Error + 'static)) -> bool {
     let mut cur = Some(err);
     while let Some(e) = cur {
         if let Some(c) = e.downcast_ref::<ConnectError>() {

@@ -25,7 +25,7 @@ pub struct Refused {
 
 impl Refused {
     /// What a refusal says (and what the dead-letter analysis recognises).
-    pub const MESSAGE: &'static str = hookd_core::destination::REFUSED_ADDRESS;
+    pub(crate) const MESSAGE: &'static str = hookd_core::destination::REFUSED_ADDRESS;
 }
 
 /// One allow-list entry: a network, and the ports it admits (all without a range).

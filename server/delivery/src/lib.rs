@@ -36,7 +36,7 @@ use guard::AddressGuard;
 use hookd_core::push::{AttemptReport, Delivery, Target, Verdict};
 
 /// Where the dispatcher sends reports (the engine's handle, at wiring time).
-pub type ReportFn = Arc<dyn Fn(AttemptReport) + Send + Sync>;
+pub(crate) type ReportFn = Arc<dyn Fn(AttemptReport) + Send + Sync>;
 
 pub type HttpClient = Client<HttpsConnector<GuardedConnector>, Full<Bytes>>;
 

@@ -71,7 +71,7 @@ pub struct Preempted {
     pub max: usize,
     pub origins: usize,
     /// How long the connection had waited for an answer, or been quiet after one.
-    pub quiet_ms: u64,
+    pub(crate) quiet_ms: u64,
 }
 
 /// One connection's place, given back when it closes (or when another origin takes it).

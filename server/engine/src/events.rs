@@ -7,7 +7,7 @@
 use tokio::sync::broadcast;
 
 /// Events buffered per watcher before the slowest one starts missing some.
-pub const CAPACITY: usize = 4_096;
+pub(crate) const CAPACITY: usize = 4_096;
 
 /// One thing that happened.
 #[derive(Debug, Clone, PartialEq)]

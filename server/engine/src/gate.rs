@@ -14,7 +14,7 @@ use hookd_core::push::RetryAfter;
 
 /// What the gate says about sending one more attempt now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Admission {
+pub(crate) enum Admission {
     /// Send one; `probe`: it is the half-open breaker's one probe.
     Go { probe: bool },
     /// Nothing may go before this time (paused, out of tokens, breaker open): the engine
@@ -28,7 +28,7 @@ pub enum Admission {
 
 /// How an attempt ended, as far as the gate cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// 2xx.
     Delivered,
     /// Worth retrying (network error, timeout, 408, 429, 5xx): the endpoint is failing.
@@ -41,7 +41,7 @@ pub enum Outcome {
 
 /// The limits of one destination, from its endpoint or the server's defaults.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Limits {
+pub(crate) struct Limits {
     pub max_in_flight: u64,
     /// 0: no rate limit.
     pub rate_limit_per_s: f64,
@@ -51,18 +51,18 @@ pub struct Limits {
 
 /// The server-wide rules the gate applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Policy {
+pub(crate) struct Policy {
     pub breaker: BreakerConfig,
     /// A failure counts as slow (and opens the breaker sooner) when the destination's p95
     /// attempt latency is above this.
-    pub slow_ms: u64,
+    pub(crate) slow_ms: u64,
     /// A Retry-After further away than this is cut to it.
-    pub max_pause_ms: u64,
+    pub(crate) max_pause_ms: u64,
 }
 
 /// One push destination's gate.
 #[derive(Debug)]
-pub struct Gate {
+pub(crate) struct Gate {
     limits: Limits,
     policy: Policy,
     bucket: Option<TokenBucket>,
@@ -75,7 +75,7 @@ pub struct Gate {
 }
 
 impl Gate {
-    pub fn new(limits: Limits, policy: Policy, disabled: Option<String>, now: u64) -> Self {
+    pub(crate) fn new(limits: Limits, policy: Policy, disabled: Option<String>, now: u64) -> Self {
         Self {
             bucket: bucket(&limits, now),
             breaker: Breaker::new(policy.breaker),
@@ -89,7 +89,7 @@ impl Gate {
 
     /// New settings (PutEndpoint). Breaker, pause and probe are kept; the token bucket is
     /// kept only if its limit is unchanged, so re-putting an endpoint grants no extra burst.
-    pub fn reconfigure(
+    pub(crate) fn reconfigure(
         &mut self,
         limits: Limits,
         policy: Policy,
@@ -110,7 +110,7 @@ impl Gate {
     /// May one more attempt go now, with `in_flight` attempts out? A `Go { probe: true }`
     /// marks the half-open breaker's probe as out: follow it with [`Gate::sent`] or, if no
     /// message was there to send after all, [`Gate::nothing_sent`].
-    pub fn admit(&mut self, now: u64, in_flight: u64) -> Admission {
+    pub(crate) fn admit(&mut self, now: u64, in_flight: u64) -> Admission {
         if self.disabled.is_some() || in_flight >= self.limits.max_in_flight {
             return Admission::Blocked;
         }
@@ -132,7 +132,7 @@ impl Gate {
     }
 
     /// An admitted attempt of message `id` went out.
-    pub fn sent(&mut self, id: MessageId, probe: bool, now: u64) {
+    pub(crate) fn sent(&mut self, id: MessageId, probe: bool, now: u64) {
         if let Some(bucket) = &mut self.bucket {
             bucket.try_take(now);
         }
@@ -142,7 +142,7 @@ impl Gate {
     }
 
     /// An admission was not used (no message was ready after all).
-    pub fn nothing_sent(&mut self, probe: bool) {
+    pub(crate) fn nothing_sent(&mut self, probe: bool) {
         if probe {
             self.breaker.probe_lost();
         }
@@ -151,7 +151,7 @@ impl Gate {
     /// The attempt of message `id` ended with `outcome`. `p95_ms` is the destination's p95
     /// attempt latency over the last hour, asked for only when it can change the decision
     /// (it merges histograms).
-    pub fn on_outcome(
+    pub(crate) fn on_outcome(
         &mut self,
         id: MessageId,
         outcome: Outcome,
@@ -189,24 +189,24 @@ impl Gate {
     }
 
     /// Disables the destination (410 Gone) until it is reconfigured.
-    pub fn disable(&mut self, reason: String) {
+    pub(crate) fn disable(&mut self, reason: String) {
         self.disabled = Some(reason);
     }
 
-    pub fn disabled(&self) -> Option<&str> {
+    pub(crate) fn disabled(&self) -> Option<&str> {
         self.disabled.as_deref()
     }
 
-    pub fn breaker(&self) -> &Breaker {
+    pub(crate) fn breaker(&self) -> &Breaker {
         &self.breaker
     }
 
-    pub fn limits(&self) -> &Limits {
+    pub(crate) fn limits(&self) -> &Limits {
         &self.limits
     }
 
     /// The Retry-After pause, while it lasts.
-    pub fn paused_until(&self, now: u64) -> Option<u64> {
+    pub(crate) fn paused_until(&self, now: u64) -> Option<u64> {
         (self.paused_until > now).then_some(self.paused_until)
     }
 }

@@ -26,9 +26,9 @@ use hookd_storage::store::{
 };
 
 /// Where the harness clock starts (2023-11-14).
-pub const START_MS: u64 = 1_700_000_000_000;
+pub(crate) const START_MS: u64 = 1_700_000_000_000;
 
-pub struct Harness {
+pub(crate) struct Harness {
     pub engine: Engine,
     pub clock: ManualClock,
     deliveries: mpsc::UnboundedReceiver<Vec<Delivery>>,
@@ -38,7 +38,7 @@ pub struct Harness {
 
 /// The harness's settings: 3 attempts, backoff from 100 ms to 1 s, a breaker that opens
 /// after 3 failures for 10 s, completed messages and idempotency keys kept 24 h.
-pub fn config() -> EngineConfig {
+pub(crate) fn config() -> EngineConfig {
     let push = super::PushDefaults {
         breaker: BreakerConfig {
             failure_threshold: 3,
@@ -73,11 +73,11 @@ pub fn config() -> EngineConfig {
 }
 
 impl Harness {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::with(config())
     }
 
-    pub fn with(config: EngineConfig) -> Self {
+    pub(crate) fn with(config: EngineConfig) -> Self {
         let dir = tempfile::tempdir().expect("a temp dir");
         let faults = Faults::default();
         let storage = Storage::open_faulty(
@@ -117,12 +117,12 @@ impl Harness {
         }
     }
 
-    pub fn now(&self) -> u64 {
+    pub(crate) fn now(&self) -> u64 {
         self.clock.now_ms()
     }
 
     /// Runs one round with `command` and returns the answer that round gave.
-    pub fn call<T>(&mut self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> T {
+    pub(crate) fn call<T>(&mut self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> T {
         let (tx, mut rx) = oneshot::channel();
         self.engine.round(vec![make(tx)]);
         rx.try_recv()
@@ -130,12 +130,12 @@ impl Harness {
     }
 
     /// Moves the clock and runs a round (what the engine thread does when it wakes).
-    pub fn advance(&mut self, ms: u64) {
+    pub(crate) fn advance(&mut self, ms: u64) {
         self.clock.advance(ms);
         self.engine.round(Vec::new());
     }
 
-    pub fn message(&self, destination: Destination, payload: &[u8]) -> NewMessage {
+    pub(crate) fn message(&self, destination: Destination, payload: &[u8]) -> NewMessage {
         let now = self.now();
         let record = MessageRecord {
             payload: payload.to_vec(),
@@ -145,7 +145,7 @@ impl Harness {
         NewMessage::new(MessageId::generate(now), destination, record, 0, 0)
     }
 
-    pub fn enqueue_message(&mut self, m: NewMessage) -> Result<Enqueued, Refusal> {
+    pub(crate) fn enqueue_message(&mut self, m: NewMessage) -> Result<Enqueued, Refusal> {
         let mut results = self.call(|reply| Command::Enqueue {
             messages: vec![m],
             bytes: 0,
@@ -155,17 +155,17 @@ impl Harness {
     }
 
     /// Enqueues to a pull queue; panics if refused.
-    pub fn enqueue(&mut self, queue: &str, payload: &[u8]) -> MessageId {
+    pub(crate) fn enqueue(&mut self, queue: &str, payload: &[u8]) -> MessageId {
         let m = self.message(Destination::Queue(queue.into()), payload);
         self.enqueue_message(m).expect("enqueued").id
     }
 
-    pub fn enqueue_to_endpoint(&mut self, name: &str, payload: &[u8]) -> MessageId {
+    pub(crate) fn enqueue_to_endpoint(&mut self, name: &str, payload: &[u8]) -> MessageId {
         let m = self.message(Destination::Endpoint(name.into()), payload);
         self.enqueue_message(m).expect("enqueued").id
     }
 
-    pub fn receive(&mut self, queue: &str, max: usize, visibility_ms: u64) -> Vec<Leased> {
+    pub(crate) fn receive(&mut self, queue: &str, max: usize, visibility_ms: u64) -> Vec<Leased> {
         self.call(|reply| Command::Receive {
             queue: queue.into(),
             max,
@@ -177,7 +177,7 @@ impl Harness {
     }
 
     /// A long poll: sent in a round of its own; the answer may come in a later one.
-    pub fn receive_waiting(
+    pub(crate) fn receive_waiting(
         &mut self,
         queue: &str,
         wait_ms: u64,
@@ -193,14 +193,14 @@ impl Harness {
         rx
     }
 
-    pub fn ack(&mut self, leases: &[LeaseId]) -> Result<u32, Refusal> {
+    pub(crate) fn ack(&mut self, leases: &[LeaseId]) -> Result<u32, Refusal> {
         self.call(|reply| Command::Ack {
             leases: leases.to_vec(),
             reply,
         })
     }
 
-    pub fn nack(&mut self, lease: LeaseId, delay_ms: u64) -> Result<NackOutcome, Refusal> {
+    pub(crate) fn nack(&mut self, lease: LeaseId, delay_ms: u64) -> Result<NackOutcome, Refusal> {
         self.call(|reply| Command::Nack {
             lease,
             delay_ms,
@@ -209,7 +209,7 @@ impl Harness {
         })
     }
 
-    pub fn replay(
+    pub(crate) fn replay(
         &mut self,
         ids: Vec<MessageId>,
         destination: Option<Destination>,
@@ -218,7 +218,7 @@ impl Harness {
     }
 
     /// A replay whose messages become due `per_s` a second (0: at once).
-    pub fn replay_paced(
+    pub(crate) fn replay_paced(
         &mut self,
         ids: Vec<MessageId>,
         destination: Option<Destination>,
@@ -235,13 +235,17 @@ impl Harness {
     }
 
     /// Deletes the dead letters among `ids`; how many.
-    pub fn purge(&mut self, ids: Vec<MessageId>) -> u32 {
+    pub(crate) fn purge(&mut self, ids: Vec<MessageId>) -> u32 {
         self.call(|reply| Command::Purge { ids, reply })
             .expect("purge")
     }
 
     /// Pauses (`Some(reason)`) or resumes an endpoint.
-    pub fn pause(&mut self, name: &str, pause: Option<&str>) -> Result<EndpointRecord, Refusal> {
+    pub(crate) fn pause(
+        &mut self,
+        name: &str,
+        pause: Option<&str>,
+    ) -> Result<EndpointRecord, Refusal> {
         self.call(|reply| Command::Pause {
             name: name.into(),
             pause: pause.map(str::to_owned),
@@ -249,13 +253,13 @@ impl Harness {
         })
     }
 
-    pub fn put_endpoint(&mut self, endpoint: EndpointRecord) -> PutOutcome {
+    pub(crate) fn put_endpoint(&mut self, endpoint: EndpointRecord) -> PutOutcome {
         self.call(|reply| Command::PutEndpoint { endpoint, reply })
             .expect("endpoint stored")
     }
 
     /// An endpoint that takes `max_in_flight` attempts at once.
-    pub fn endpoint(&mut self, name: &str, max_in_flight: u32) {
+    pub(crate) fn endpoint(&mut self, name: &str, max_in_flight: u32) {
         self.put_endpoint(EndpointRecord {
             name: name.into(),
             url: format!("https://{name}.example/hook"),
@@ -265,7 +269,7 @@ impl Harness {
     }
 
     /// The attempts handed to the dispatcher since the last call.
-    pub fn sent(&mut self) -> Vec<Delivery> {
+    pub(crate) fn sent(&mut self) -> Vec<Delivery> {
         let mut out = Vec::new();
         while let Ok(batch) = self.deliveries.try_recv() {
             out.extend(batch);
@@ -274,12 +278,12 @@ impl Harness {
     }
 
     /// Reports how an attempt ended, as the dispatcher would, and runs its round.
-    pub fn report(&mut self, d: &Delivery, verdict: Verdict) {
+    pub(crate) fn report(&mut self, d: &Delivery, verdict: Verdict) {
         self.report_all(std::slice::from_ref(d), verdict);
     }
 
     /// Reports every attempt with the same outcome, in one round.
-    pub fn report_all(&mut self, sent: &[Delivery], verdict: Verdict) {
+    pub(crate) fn report_all(&mut self, sent: &[Delivery], verdict: Verdict) {
         let reports = sent
             .iter()
             .map(|d| {
@@ -294,7 +298,7 @@ impl Harness {
         self.engine.round(reports);
     }
 
-    pub fn stats(&mut self) -> StatsSnapshot {
+    pub(crate) fn stats(&mut self) -> StatsSnapshot {
         self.call(|reply| Command::Stats {
             after: None,
             limit: usize::MAX,
@@ -306,7 +310,11 @@ impl Harness {
 
     /// A metrics scrape's destinations, read as the handle reads them: in slices of
     /// `chunk`, merged.
-    pub fn gauges(&mut self, max: usize, chunk: usize) -> Vec<hookd_metrics::DestinationGauges> {
+    pub(crate) fn gauges(
+        &mut self,
+        max: usize,
+        chunk: usize,
+    ) -> Vec<hookd_metrics::DestinationGauges> {
         let mut tally = hookd_metrics::GaugeTally::new(max);
         let mut after = None;
         loop {
@@ -330,7 +338,7 @@ impl Harness {
     }
 
     /// One destination's figures (all zero if it does not exist).
-    pub fn dest(&mut self, key: &str) -> DestinationSnapshot {
+    pub(crate) fn dest(&mut self, key: &str) -> DestinationSnapshot {
         self.stats()
             .destinations
             .into_iter()
@@ -339,20 +347,20 @@ impl Harness {
     }
 
     /// What the store holds of a live or dead message.
-    pub fn stored(&self, id: MessageId) -> Option<StoredMessage> {
+    pub(crate) fn stored(&self, id: MessageId) -> Option<StoredMessage> {
         self.engine.store.message(id).expect("a read")
     }
 
-    pub fn state(&self, id: MessageId) -> Option<State> {
+    pub(crate) fn state(&self, id: MessageId) -> Option<State> {
         self.stored(id).map(|m| m.entry.state)
     }
 
-    pub fn done(&self, id: MessageId) -> Option<DoneRecord> {
+    pub(crate) fn done(&self, id: MessageId) -> Option<DoneRecord> {
         self.engine.store.done(id).expect("a read")
     }
 
     /// The outcomes in a message's history, oldest first.
-    pub fn outcomes(&self, id: MessageId) -> Vec<String> {
+    pub(crate) fn outcomes(&self, id: MessageId) -> Vec<String> {
         let history = match self.stored(id) {
             Some(m) => m.history,
             None => self.done(id).and_then(|d| d.history).unwrap_or_default(),

@@ -18,11 +18,11 @@ use crate::wheel::TimerKey;
 use hookd_core::push::Target;
 use hookd_core::stats::{Activity, AttemptStats, DestinationSnapshot};
 
-pub type DestId = usize;
+pub(crate) type DestId = usize;
 
 /// What a wheel entry means when it fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Timer {
+pub(crate) enum Timer {
     /// A delayed or retried message becomes ready.
     Due(MessageId),
     /// A lease runs out.
@@ -34,7 +34,7 @@ pub enum Timer {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LiveState {
+pub(crate) enum LiveState {
     /// Waiting in the wheel for its due time.
     Scheduled,
     /// In its destination's ready queue.
@@ -45,7 +45,7 @@ pub enum LiveState {
 
 /// A message that is neither completed nor dead.
 #[derive(Debug, Clone)]
-pub struct Live {
+pub(crate) struct Live {
     pub dest: DestId,
     pub state: LiveState,
     /// Attempts used since enqueue or replay; the current lease is attempt `attempts`.
@@ -59,7 +59,7 @@ pub struct Live {
 
 impl Live {
     /// Not yet in the wheel (see `Engine::track`).
-    pub fn new(
+    pub(crate) fn new(
         dest: DestId,
         state: LiveState,
         attempts: u32,
@@ -77,11 +77,11 @@ impl Live {
     }
 }
 
-pub type ReceiveReply = oneshot::Sender<Result<Vec<super::Leased>, super::Refusal>>;
+pub(crate) type ReceiveReply = oneshot::Sender<Result<Vec<super::Leased>, super::Refusal>>;
 
 /// A Receive waiting for a message (long poll).
 #[derive(Debug)]
-pub struct Waiter {
+pub(crate) struct Waiter {
     pub id: u64,
     pub max: usize,
     pub visibility_ms: u64,
@@ -91,12 +91,12 @@ pub struct Waiter {
 
 /// How a push destination (an endpoint, or the origin of ad-hoc URLs) is delivered to.
 #[derive(Debug)]
-pub struct Push {
+pub(crate) struct Push {
     pub target: Arc<Target>,
     /// The endpoint's URL; `None` for an ad-hoc URL origin (each message has its own URL).
     pub url: Option<String>,
     /// Whether its next attempt may go.
-    pub gate: Gate,
+    pub(crate) gate: Gate,
     /// The wheel entry that wakes this destination, and when.
     pub wake: Option<(u64, TimerKey)>,
     pub stats: AttemptStats,
@@ -104,20 +104,20 @@ pub struct Push {
 
 /// One destination's share of the index.
 #[derive(Debug)]
-pub struct Dest {
+pub(crate) struct Dest {
     pub key: String,
     pub ready: VecDeque<MessageId>,
     /// Every live id, ordered by creation time: the first is the oldest pending message.
-    pub live_ids: BTreeSet<MessageId>,
+    pub(crate) live_ids: BTreeSet<MessageId>,
     pub counts: Counts,
     /// Bytes of its live messages' records (what the byte watermarks measure).
     pub live_bytes: u64,
-    pub waiters: VecDeque<Waiter>,
+    pub(crate) waiters: VecDeque<Waiter>,
     pub activity: Activity,
     /// Set for endpoints and ad-hoc URL origins: how they are delivered to.
     pub push: Option<Box<Push>>,
     /// In `Index::dispatch` already.
-    pub dispatch_queued: bool,
+    pub(crate) dispatch_queued: bool,
     /// In `Index::review` already.
     in_review: bool,
     /// Set while idle: its place in `Index::idle`.
@@ -143,7 +143,7 @@ impl Dest {
 
     /// What it holds, as the watermarks measure it: its live messages (pending, awaiting
     /// retry or in flight) and their records' bytes.
-    pub fn held(&self) -> hookd_core::backpressure::Held {
+    pub(crate) fn held(&self) -> hookd_core::backpressure::Held {
         hookd_core::backpressure::Held {
             messages: self.counts.pending + self.counts.awaiting_retry + self.counts.in_flight,
             bytes: self.live_bytes,
@@ -151,13 +151,13 @@ impl Dest {
     }
 
     /// Age of its oldest live message (0: none).
-    pub fn oldest_age_ms(&self, now_ms: u64) -> u64 {
+    pub(crate) fn oldest_age_ms(&self, now_ms: u64) -> u64 {
         self.live_ids
             .first()
             .map_or(0, |id| now_ms.saturating_sub(id.unix_ms()))
     }
 
-    pub fn stats(&self, now_ms: u64) -> DestinationSnapshot {
+    pub(crate) fn stats(&self, now_ms: u64) -> DestinationSnapshot {
         let mut out = DestinationSnapshot {
             destination: self.key.clone(),
             pending: self.counts.pending,
@@ -176,7 +176,7 @@ impl Dest {
 /// How many messages are in each state: one destination's, or (kept beside them, so the
 /// total in Stats never sums destinations) all of them.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Counts {
+pub(crate) struct Counts {
     pub pending: u64,
     pub awaiting_retry: u64,
     pub in_flight: u64,
@@ -199,24 +199,24 @@ impl Counts {
 /// for `dead_letters.retention_secs`), shed everything but their key and counts. Each costs 6 to 20 KB
 /// (rolling counters and histograms, a URL origin's push state); a client naming a million
 /// queues or URL origins must not make hookd hold a million of them.
-pub const IDLE_KEPT: usize = 1_000;
+pub(crate) const IDLE_KEPT: usize = 1_000;
 
 /// What [`Index::reviewed`] found past [`IDLE_KEPT`]: destinations to forget, and
 /// destinations holding only dead letters, which shed their statistics and push state.
 #[derive(Debug, Default)]
-pub struct Reviewed {
+pub(crate) struct Reviewed {
     pub forget: Vec<DestId>,
-    pub shed: Vec<DestId>,
+    pub(crate) shed: Vec<DestId>,
 }
 
 /// Live messages and destinations.
 #[derive(Debug, Default)]
-pub struct Index {
+pub(crate) struct Index {
     /// FxHash, not SipHash: the keys are server-made ids (no flooding risk), and this map
     /// takes an insert and a removal per message on the single engine thread.
     pub live: FxHashMap<MessageId, Live>,
     /// A slab: a forgotten destination's slot is reused.
-    pub dests: Slab<Dest>,
+    pub(crate) dests: Slab<Dest>,
     /// Ordered, so that Stats pages through destinations by key.
     by_key: BTreeMap<String, DestId>,
     pub totals: Counts,
@@ -233,7 +233,7 @@ pub struct Index {
     pub touched: Vec<DestId>,
     /// Push destinations that may be able to send: ready messages arrived, an attempt
     /// ended, or a pause ended. Looked at once at the end of the round.
-    pub dispatch: Vec<DestId>,
+    pub(crate) dispatch: Vec<DestId>,
     /// Destinations that may have become idle or busy this round (see `Engine::review`).
     review: Vec<DestId>,
     /// Idle destinations in the order they became idle, with the stamp they had then (an
@@ -246,7 +246,7 @@ pub struct Index {
 
 impl Index {
     /// The destination with this key, created on first use.
-    pub fn dest(&mut self, key: &str) -> DestId {
+    pub(crate) fn dest(&mut self, key: &str) -> DestId {
         if let Some(&d) = self.by_key.get(key) {
             return d;
         }
@@ -256,12 +256,12 @@ impl Index {
         d
     }
 
-    pub fn find(&self, key: &str) -> Option<DestId> {
+    pub(crate) fn find(&self, key: &str) -> Option<DestId> {
         self.by_key.get(key).copied()
     }
 
     /// Destinations from the one after `after` on, in key order.
-    pub fn page(&self, after: Option<&str>) -> impl Iterator<Item = &Dest> {
+    pub(crate) fn page(&self, after: Option<&str>) -> impl Iterator<Item = &Dest> {
         use std::ops::Bound;
         let start = match after {
             Some(key) => Bound::Excluded(key),
@@ -273,12 +273,12 @@ impl Index {
     }
 
     /// The oldest live message of all.
-    pub fn oldest(&self) -> Option<MessageId> {
+    pub(crate) fn oldest(&self) -> Option<MessageId> {
         self.firsts.first().copied()
     }
 
     /// Adds a live message in `state`.
-    pub fn insert(&mut self, id: MessageId, live: Live) {
+    pub(crate) fn insert(&mut self, id: MessageId, live: Live) {
         let dest = &mut self.dests[live.dest];
         *dest.counts.counter(live.state, live.attempts) += 1;
         *self.totals.counter(live.state, live.attempts) += 1;
@@ -309,7 +309,7 @@ impl Index {
 
     /// Moves a live message to `state` with `attempts`, keeping counts and the ready queue
     /// right. Returns false if the id is not live.
-    pub fn set_state(&mut self, id: MessageId, state: LiveState, attempts: u32) -> bool {
+    pub(crate) fn set_state(&mut self, id: MessageId, state: LiveState, attempts: u32) -> bool {
         let Some(live) = self.live.get_mut(&id) else {
             return false;
         };
@@ -334,7 +334,7 @@ impl Index {
     }
 
     /// Forgets a live message (completed or dead-lettered).
-    pub fn remove(&mut self, id: MessageId) -> Option<Live> {
+    pub(crate) fn remove(&mut self, id: MessageId) -> Option<Live> {
         let live = self.live.remove(&id)?;
         let dest = &mut self.dests[live.dest];
         *dest.counts.counter(live.state, live.attempts) -= 1;
@@ -355,7 +355,7 @@ impl Index {
 
     /// Records the size of a live message whose size was not known (recovered at start);
     /// false if it is no longer live or already sized.
-    pub fn set_bytes(&mut self, id: MessageId, bytes: u32) -> bool {
+    pub(crate) fn set_bytes(&mut self, id: MessageId, bytes: u32) -> bool {
         let Some(live) = self.live.get_mut(&id) else {
             return false;
         };
@@ -369,7 +369,7 @@ impl Index {
     }
 
     /// Sets a destination's dead-letter count.
-    pub fn set_dead(&mut self, d: DestId, dead: u64) {
+    pub(crate) fn set_dead(&mut self, d: DestId, dead: u64) {
         let dest = &mut self.dests[d];
         self.totals.dead = self.totals.dead.saturating_sub(dest.counts.dead) + dead;
         dest.counts.dead = dead;
@@ -377,13 +377,13 @@ impl Index {
     }
 
     /// One dead letter of `d` left the queue (replayed, purged or expired).
-    pub fn one_dead_less(&mut self, d: DestId) {
+    pub(crate) fn one_dead_less(&mut self, d: DestId) {
         let dead = self.dests[d].counts.dead.saturating_sub(1);
         self.set_dead(d, dead);
     }
 
     /// A long poll starts waiting on destination `d`.
-    pub fn push_waiter(&mut self, d: DestId, waiter: Waiter) {
+    pub(crate) fn push_waiter(&mut self, d: DestId, waiter: Waiter) {
         self.dests[d].waiters.push_back(waiter);
         self.waiting += 1;
         self.with_waiters.insert(d);
@@ -391,14 +391,14 @@ impl Index {
     }
 
     /// The longest-waiting long poll of `d`, taken out.
-    pub fn pop_waiter(&mut self, d: DestId) -> Option<Waiter> {
+    pub(crate) fn pop_waiter(&mut self, d: DestId) -> Option<Waiter> {
         let waiter = self.dests.get_mut(d)?.waiters.pop_front()?;
         self.waited(d);
         Some(waiter)
     }
 
     /// Long poll `id` of `d`, taken out (its wait ran out).
-    pub fn remove_waiter(&mut self, d: DestId, id: u64) -> Option<Waiter> {
+    pub(crate) fn remove_waiter(&mut self, d: DestId, id: u64) -> Option<Waiter> {
         let waiters = &mut self.dests.get_mut(d)?.waiters;
         let pos = waiters.iter().position(|w| w.id == id)?;
         let waiter = waiters.remove(pos)?;
@@ -415,17 +415,17 @@ impl Index {
     }
 
     /// Long polls waiting, over all destinations.
-    pub fn waiting(&self) -> u64 {
+    pub(crate) fn waiting(&self) -> u64 {
         self.waiting
     }
 
     /// The destinations with long polls waiting.
-    pub fn with_waiters(&self) -> Vec<DestId> {
+    pub(crate) fn with_waiters(&self) -> Vec<DestId> {
         self.with_waiters.iter().copied().collect()
     }
 
     /// Asks for destination `d` to be looked at by the end-of-round dispatch.
-    pub fn want_dispatch(&mut self, d: DestId) {
+    pub(crate) fn want_dispatch(&mut self, d: DestId) {
         let dest = &mut self.dests[d];
         if dest.push.is_some() && !dest.dispatch_queued {
             dest.dispatch_queued = true;
@@ -434,7 +434,7 @@ impl Index {
     }
 
     /// What every destination holds together, as the watermarks measure it.
-    pub fn total_held(&self) -> hookd_core::backpressure::Held {
+    pub(crate) fn total_held(&self) -> hookd_core::backpressure::Held {
         hookd_core::backpressure::Held {
             messages: self.live.len() as u64,
             bytes: self.live_bytes,
@@ -442,12 +442,12 @@ impl Index {
     }
 
     /// Live messages of a destination (pending, awaiting retry or in flight).
-    pub fn live_count(&self, d: DestId) -> u64 {
+    pub(crate) fn live_count(&self, d: DestId) -> u64 {
         self.dests[d].held().messages
     }
 
     /// Destination `d` may have become idle or busy: look at it at the end of the round.
-    pub fn review(&mut self, d: DestId) {
+    pub(crate) fn review(&mut self, d: DestId) {
         if let Some(dest) = self.dests.get_mut(d)
             && !dest.in_review
         {
@@ -461,7 +461,7 @@ impl Index {
     /// destinations beyond [`IDLE_KEPT`], least recently idle first: the caller forgets
     /// them with [`Index::forget`]. Work in proportion to what the round changed, never to
     /// how many destinations exist.
-    pub fn reviewed(&mut self, pinned: impl Fn(&str) -> bool) -> Reviewed {
+    pub(crate) fn reviewed(&mut self, pinned: impl Fn(&str) -> bool) -> Reviewed {
         for d in std::mem::take(&mut self.review) {
             let Some(dest) = self.dests.get_mut(d) else {
                 continue;
@@ -512,7 +512,7 @@ impl Index {
 
     /// Removes an idle destination; returns it (its push wake timer is the caller's to
     /// cancel).
-    pub fn forget(&mut self, d: DestId) -> Option<Dest> {
+    pub(crate) fn forget(&mut self, d: DestId) -> Option<Dest> {
         let dest = self.dests.try_remove(d)?;
         debug_assert!(dest.live_ids.is_empty() && dest.waiters.is_empty() && dest.counts.dead == 0);
         self.by_key.remove(&dest.key);
@@ -520,7 +520,7 @@ impl Index {
     }
 
     /// How many destinations are held (busy and idle).
-    pub fn destinations(&self) -> usize {
+    pub(crate) fn destinations(&self) -> usize {
         self.dests.len()
     }
 }

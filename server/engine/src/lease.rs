@@ -37,7 +37,7 @@ pub(super) struct AttemptEnd<'a> {
 
 impl<'a> AttemptEnd<'a> {
     /// The end of a pull consumer's lease.
-    pub fn lease(outcome: AttemptOutcome, error: &'a str) -> Self {
+    pub(crate) fn lease(outcome: AttemptOutcome, error: &'a str) -> Self {
         Self {
             started_ms: None,
             outcome,
@@ -48,7 +48,7 @@ impl<'a> AttemptEnd<'a> {
     }
 
     /// The end, at `now`, of a push attempt that took `latency_us`.
-    pub fn http(
+    pub(crate) fn http(
         now: u64,
         latency_us: u64,
         outcome: AttemptOutcome,
@@ -90,7 +90,7 @@ pub(super) struct Meta {
 }
 
 impl Meta {
-    pub fn of(record: &MessageRecord) -> Self {
+    pub(crate) fn of(record: &MessageRecord) -> Self {
         Self {
             destination: record.destination.clone(),
             event_type: record.event_type.clone(),

@@ -358,7 +358,7 @@ pub(crate) enum Command {
 pub struct Resealer(pub Box<ResealFn>);
 
 /// An endpoint's name and stored secrets -> the secrets to store instead (`None`: keep).
-pub type ResealFn = dyn Fn(&str, &[String]) -> Result<Option<Vec<String>>, String> + Send;
+pub(crate) type ResealFn = dyn Fn(&str, &[String]) -> Result<Option<Vec<String>>, String> + Send;
 
 impl std::fmt::Debug for Resealer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -485,7 +485,7 @@ impl RoundOut {
 }
 
 /// The engine's end of the channel to the dispatcher.
-pub type DeliverySender = tokio::sync::mpsc::UnboundedSender<Vec<Delivery>>;
+pub(crate) type DeliverySender = tokio::sync::mpsc::UnboundedSender<Vec<Delivery>>;
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

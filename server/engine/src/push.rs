@@ -465,7 +465,7 @@ impl Engine {
 }
 
 impl Push {
-    pub fn stats(&self, now: u64, in_flight: u64, slow_threshold_ms: u64) -> PushSnapshot {
+    pub(crate) fn stats(&self, now: u64, in_flight: u64, slow_threshold_ms: u64) -> PushSnapshot {
         let attempt_1h = self.stats.latency_1h.summary(now);
         let attempts = self.stats.attempts.sum(now);
         let breaker = self.gate.breaker();

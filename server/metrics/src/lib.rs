@@ -31,7 +31,7 @@ use hookd_core::outcome::AttemptOutcome;
 use hookd_core::stats::StorageSnapshot;
 
 /// The label value that stands for every destination beyond the shown ones.
-pub const OTHER: &str = "_other";
+pub(crate) const OTHER: &str = "_other";
 
 /// Every counter and histogram hookd updates, and the registry they are served from.
 pub struct Metrics {
@@ -49,20 +49,20 @@ pub struct Metrics {
     /// Push attempts by outcome class (`2xx`, `4xx`, `429`, `5xx`, `timeout`, ...).
     pub push_attempts: IntCounterVec,
     /// How long a push attempt took (connect to response body).
-    pub push_attempt_seconds: Histogram,
+    pub(crate) push_attempt_seconds: Histogram,
     /// From enqueue to successful completion.
     pub delivery_latency_seconds: Histogram,
     /// One write-ahead log append plus its fdatasync.
-    pub log_sync_seconds: Histogram,
+    pub(crate) log_sync_seconds: Histogram,
     /// Requests answered by one log sync (group commit).
-    pub log_sync_requests: Histogram,
+    pub(crate) log_sync_requests: Histogram,
     /// One engine round's work on its thread (commands, timers and the round's redb
     /// reads), before its log sync: every write in the round waits this long.
     pub engine_round_seconds: Histogram,
     /// The engine thread's CPU time in one round (its own work, no wait for a core).
     pub engine_round_cpu_seconds: Histogram,
     /// Storage failures by stage (`log`, `apply`, `checkpoint`).
-    pub storage_failures: IntCounterVec,
+    pub(crate) storage_failures: IntCounterVec,
     /// Checkpoints (redb made durable up to the log) and how long each took.
     pub checkpoint_seconds: Histogram,
     /// Inbound webhooks by source and outcome (`accepted`, `duplicate`, `unauthorized`,
@@ -74,7 +74,7 @@ pub struct Metrics {
     /// Events refused before storage, by reason (`destination_messages`,
     /// `destination_bytes`, `total_messages`, `total_bytes`: a hard watermark;
     /// `disk_reserve`; `write_queue`: `max_queued_write_bytes`).
-    pub enqueue_refused: IntCounterVec,
+    pub(crate) enqueue_refused: IntCounterVec,
     /// Events accepted above a soft watermark (their answer carried a throttle hint).
     pub throttled: IntCounter,
     /// The serving TLS certificate's notAfter, in Unix seconds (0 without TLS).
@@ -267,7 +267,7 @@ const REFUSAL_REASONS: [&str; 6] = [
 ];
 
 /// Alert series written at most (the totals' come first); beyond, the rest are left out.
-pub const MAX_ALERT_SERIES: usize = 1_000;
+pub(crate) const MAX_ALERT_SERIES: usize = 1_000;
 
 /// Seconds-scale buckets from 1 ms to 60 s (attempts, delivery within retries).
 const LATENCY_BUCKETS: &[f64] = &[

@@ -5,13 +5,13 @@ use hookd_proto::v1 as pb;
 
 use hookd_core::breaker::BreakerState;
 use hookd_core::destination::Destination;
-use hookd_core::ids::MessageId;
-use hookd_core::outcome::AttemptOutcome;
 use hookd_core::stats::{
     DestinationSnapshot, LatencySummary, PushSnapshot, StatsSnapshot, StorageSnapshot,
 };
 use hookd_engine::{Enqueued, Leased, NackOutcome};
-use hookd_storage::store::{AttemptRecord, DoneRecord, EndpointRecord, State, StoredMessage};
+use hookd_storage::store::{AttemptRecord, EndpointRecord, StoredMessage};
+
+use super::view::{MessageView, SecretShown, Shown};
 
 pub fn enqueued(e: Enqueued) -> pb::EnqueueResponse {
     pb::EnqueueResponse {
@@ -54,10 +54,10 @@ pub fn endpoint(e: EndpointRecord, clear: &[String], reveal: bool) -> pb::Endpoi
     let secret_summaries = clear
         .iter()
         .map(|s| {
-            let (prefix, fingerprint) = hookd_core::secrets::summary(s);
+            let shown = SecretShown::of(s);
             pb::SecretSummary {
-                prefix,
-                fingerprint,
+                prefix: shown.prefix,
+                fingerprint: shown.fingerprint,
             }
         })
         .collect();
@@ -87,7 +87,7 @@ pub fn endpoint(e: EndpointRecord, clear: &[String], reveal: bool) -> pb::Endpoi
 }
 
 /// A client's endpoint, with the fields hookd owns (times, disabled) left at zero.
-pub fn endpoint_from_proto(e: pb::Endpoint) -> EndpointRecord {
+pub(crate) fn endpoint_from_proto(e: pb::Endpoint) -> EndpointRecord {
     EndpointRecord {
         name: e.name,
         url: e.url,
@@ -102,18 +102,6 @@ pub fn endpoint_from_proto(e: pb::Endpoint) -> EndpointRecord {
         rate_limit_per_s: e.rate_limit_per_s,
         rate_limit_burst: e.rate_limit_burst,
         ..Default::default()
-    }
-}
-
-/// The inverse of [`latency`], for the console's own rendering of Stats.
-pub(crate) fn summary(l: &pb::LatencyStats) -> LatencySummary {
-    LatencySummary {
-        count: l.count,
-        p50_ms: l.p50_ms,
-        p95_ms: l.p95_ms,
-        p99_ms: l.p99_ms,
-        p999_ms: l.p999_ms,
-        max_ms: l.max_ms,
     }
 }
 
@@ -226,62 +214,29 @@ pub fn stats(s: StatsSnapshot) -> pb::StatsResponse {
     }
 }
 
-/// The client's view of a live or dead message.
-pub fn message_view(m: StoredMessage, now: u64) -> pb::GetMessageResponse {
-    let state = match m.entry.state {
-        // A retry whose time has come is waiting for a consumer like any pending message.
-        State::Retry if m.entry.due_ms <= now => pb::MessageState::Pending,
-        State::Retry => pb::MessageState::AwaitingRetry,
-        State::Pending => pb::MessageState::Pending,
-        State::Leased => pb::MessageState::InFlight,
-        State::Dead => pb::MessageState::DeadLetter,
+/// A message as GetMessage answers it.
+pub(crate) fn message(m: MessageView) -> pb::GetMessageResponse {
+    let state = match m.state {
+        Shown::Pending => pb::MessageState::Pending,
+        Shown::AwaitingRetry => pb::MessageState::AwaitingRetry,
+        Shown::InFlight => pb::MessageState::InFlight,
+        Shown::DeadLetter => pb::MessageState::DeadLetter,
+        Shown::Delivered => pb::MessageState::Delivered,
     };
-    let mut history = attempts(m.history.attempts);
-    if m.entry.state == State::Leased {
-        history.push(pb::Attempt {
-            number: m.entry.attempts,
-            started_unix_ms: m.entry.since_ms,
-            ended_unix_ms: 0,
-            outcome: AttemptOutcome::InProgress.as_str().into(),
-            error: String::new(),
-            http_status: 0,
-            latency_us: 0,
-        });
-    }
     pb::GetMessageResponse {
         id: m.id.to_string(),
-        destination: stored_destination(&m.record.destination),
+        destination: m.destination.as_ref().map(hookd_ctl::wire::destination),
         state: state as i32,
-        attempts: m.entry.attempts,
-        max_attempts: m.entry.max_attempts,
-        enqueued_unix_ms: m.record.created_ms,
-        next_attempt_unix_ms: m.entry.due_ms,
-        history,
-        last_error: m.history.last_error,
-        event_type: m.record.event_type,
-        idempotency_key: m.record.idempotency_key,
-        payload_size: m.record.payload.len() as u64,
-        completed_unix_ms: 0,
-    }
-}
-
-/// The client's view of a delivered (acked) message.
-pub fn done_view(id: MessageId, d: DoneRecord) -> pb::GetMessageResponse {
-    let history = d.history.unwrap_or_default();
-    pb::GetMessageResponse {
-        id: id.to_string(),
-        destination: stored_destination(&d.destination),
-        state: pb::MessageState::Delivered as i32,
-        attempts: d.attempts,
-        max_attempts: d.max_attempts,
-        enqueued_unix_ms: d.created_ms,
-        next_attempt_unix_ms: 0,
-        history: attempts(history.attempts),
-        last_error: history.last_error,
-        event_type: d.event_type,
-        idempotency_key: d.idempotency_key,
-        payload_size: d.payload_size,
-        completed_unix_ms: d.completed_ms,
+        attempts: m.attempts,
+        max_attempts: m.max_attempts,
+        enqueued_unix_ms: m.enqueued_ms,
+        next_attempt_unix_ms: m.next_attempt_ms,
+        history: attempts(m.history),
+        last_error: m.last_error,
+        event_type: m.event_type,
+        idempotency_key: m.idempotency_key,
+        payload_size: m.payload_size,
+        completed_unix_ms: m.completed_ms,
     }
 }
 

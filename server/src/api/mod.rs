@@ -6,6 +6,7 @@
 pub mod convert;
 pub mod sources;
 pub mod validate;
+pub(crate) mod view;
 
 use hookd_proto::v1::{self as pb, hookd_server::Hookd};
 use tonic::{Request, Response, Status};
@@ -14,13 +15,17 @@ use std::sync::Arc;
 
 use crate::error::ApiError;
 use hookd_core::clock::Clock;
+use hookd_core::ids::MessageId;
 use hookd_engine::{EngineHandle, Refusal, ReplayRequest};
-use hookd_storage::store::Store;
+use hookd_storage::store::{EndpointRecord, Store};
 use validate::Limits;
+
+/// The window an analysis of dead letters covers unless one is asked for: 7 days.
+pub(crate) const DEFAULT_ANALYSIS_WINDOW_MS: u64 = 7 * 24 * 3_600_000;
 
 /// The service; cheap to clone.
 #[derive(Debug, Clone)]
-pub struct HookdService {
+pub(crate) struct HookdService {
     engine: EngineHandle,
     store: Store,
     limits: Limits,
@@ -32,7 +37,7 @@ pub struct HookdService {
 
 /// What `Watch` streams from, and the signal that ends them (shutdown).
 #[derive(Debug, Clone)]
-pub struct Watchers {
+pub(crate) struct Watchers {
     pub events: hookd_engine::events::Events,
     pub stopping: tokio::sync::watch::Receiver<bool>,
     /// Streams open, in total and per caller.
@@ -40,10 +45,10 @@ pub struct Watchers {
 }
 
 /// Watch streams open over all callers, at most.
-pub const MAX_WATCH_STREAMS: usize = 256;
+pub(crate) const MAX_WATCH_STREAMS: usize = 256;
 /// Watch streams one caller (a credential's name, or without authentication the peer's IP
 /// address) may hold open, at most.
-pub const MAX_WATCH_STREAMS_PER_CALLER: usize = 16;
+pub(crate) const MAX_WATCH_STREAMS_PER_CALLER: usize = 16;
 /// Events queued for one watcher that has stopped reading, at most...
 const WATCH_QUEUE: usize = 64;
 /// ...for this long before it is dropped with "lagged".
@@ -51,13 +56,13 @@ const WATCH_STALL: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The places of open Watch streams.
 #[derive(Debug, Default)]
-pub struct WatchSlots {
+pub(crate) struct WatchSlots {
     open: std::sync::Mutex<(usize, std::collections::HashMap<String, usize>)>,
 }
 
 /// One open Watch stream's place; given back when dropped.
 #[derive(Debug)]
-pub struct WatchSlot {
+pub(crate) struct WatchSlot {
     slots: Arc<WatchSlots>,
     caller: String,
 }
@@ -117,7 +122,7 @@ fn caller_of<T>(request: &Request<T>) -> String {
 }
 
 impl HookdService {
-    pub fn new(
+    pub(crate) fn new(
         engine: EngineHandle,
         store: Store,
         limits: Limits,
@@ -138,16 +143,94 @@ impl HookdService {
     }
 
     /// An endpoint as answers show it: secrets summarised, in clear only with `reveal`.
-    fn shown(&self, e: hookd_storage::store::EndpointRecord, reveal: bool) -> pb::Endpoint {
-        let clear: Vec<String> = e
-            .secrets
+    fn shown(&self, e: EndpointRecord, reveal: bool) -> pb::Endpoint {
+        let clear = self.open_secrets(&e);
+        convert::endpoint(e, &clear, reveal)
+    }
+
+    /// An endpoint's secrets opened with the configured keys (one that does not open is
+    /// `<why>`).
+    fn open_secrets(&self, e: &EndpointRecord) -> Vec<String> {
+        e.secrets
             .iter()
             .map(|s| {
                 hookd_core::secrets::open(self.sealer.as_deref(), &e.name, s)
                     .unwrap_or_else(|err| format!("<{err}>"))
             })
-            .collect();
-        convert::endpoint(e, &clear, reveal)
+            .collect()
+    }
+
+    /// An endpoint as the console shows and edits it.
+    fn view(&self, mut e: EndpointRecord) -> view::EndpointView {
+        let clear_secrets = self.open_secrets(&e);
+        e.secrets = Vec::new();
+        view::EndpointView {
+            secrets: clear_secrets
+                .iter()
+                .map(|c| view::SecretShown::of(c))
+                .collect(),
+            clear_secrets,
+            record: e,
+        }
+    }
+
+    /// Every endpoint, in name order, as the console shows them.
+    pub(crate) async fn endpoint_views(&self) -> Result<Vec<view::EndpointView>, Status> {
+        let endpoints = self.read(|s| Ok(s.endpoints()?)).await?;
+        Ok(endpoints.into_iter().map(|e| self.view(e)).collect())
+    }
+
+    /// One endpoint, as the console shows and edits it.
+    pub(crate) async fn endpoint_view(
+        &self,
+        name: &str,
+    ) -> Result<Option<view::EndpointView>, Status> {
+        let name = name.to_owned();
+        let found = self.read(move |s| Ok(s.endpoint(&name)?)).await?;
+        Ok(found.map(|e| self.view(e)))
+    }
+
+    /// The ingest sources, as the console lists them.
+    pub(crate) fn sources(&self) -> &crate::ingest::Sources {
+        &self.sources
+    }
+
+    /// A message, live, dead or completed (within `completed_retention_secs`).
+    pub(crate) async fn find_message(
+        &self,
+        id: MessageId,
+    ) -> Result<Option<view::MessageView>, Status> {
+        let now = self.clock.now_ms();
+        // Live or dead first, then completed: a message moves to `done` in one commit, so
+        // reading in this order cannot miss it.
+        self.read(move |s| {
+            Ok(match s.message(id)? {
+                Some(m) => Some(view::MessageView::live(m, now)),
+                None => s.done(id)?.map(|d| view::MessageView::done(id, d)),
+            })
+        })
+        .await
+    }
+
+    /// The dead letters of `destination` (or all) dead-lettered within the last `window_ms`,
+    /// analysed.
+    pub(crate) async fn analyze_dead_letters_in(
+        &self,
+        destination: Option<hookd_core::destination::Destination>,
+        window_ms: u64,
+    ) -> Result<view::DeadAnalysis, Status> {
+        let to = self.clock.now_ms() + 1;
+        let from = to.saturating_sub(window_ms);
+        let (rows, truncated) = self
+            .read(move |s| Ok(s.dead_summaries(destination.as_ref(), validate::MAX_DEAD_SCAN)?))
+            .await?;
+        Ok(view::DeadAnalysis {
+            from_ms: from,
+            to_ms: to,
+            destinations: hookd_core::deadletters::analyze(&rows, from, to),
+            scanned: rows.len() as u64,
+            truncated,
+        })
     }
 
     /// Runs a read on the blocking pool: redb reads touch the disk (the console's own reads
@@ -342,25 +425,12 @@ impl Hookd for HookdService {
         request: Request<pb::GetMessageRequest>,
     ) -> Result<Response<pb::GetMessageResponse>, Status> {
         let id = validate::message_id(&request.into_inner().id, "id")?;
-        // Live or dead first, then completed: a message moves to `done` in one commit, so
-        // reading in this order cannot miss it.
-        let found = self
-            .read(move |s| {
-                Ok(match s.message(id)? {
-                    Some(m) => Some(Ok(m)),
-                    None => s.done(id)?.map(Err),
-                })
-            })
-            .await?
-            .ok_or_else(|| {
-                ApiError::NotFound(format!(
-                    "id: no message {id} (or it completed longer ago than completed_retention_secs)"
-                ))
-            })?;
-        Ok(Response::new(match found {
-            Ok(live) => convert::message_view(live, self.clock.now_ms()),
-            Err(done) => convert::done_view(id, done),
-        }))
+        let found = self.find_message(id).await?.ok_or_else(|| {
+            ApiError::NotFound(format!(
+                "id: no message {id} (or it completed longer ago than completed_retention_secs)"
+            ))
+        })?;
+        Ok(Response::new(convert::message(found)))
     }
 
     async fn put_endpoint(
@@ -615,7 +685,7 @@ impl Hookd for HookdService {
         let req = request.into_inner();
         let destination = validate::destination_filter(req.destination)?;
         let window_ms = match req.window_secs {
-            0 => 7 * 24 * 3_600_000,
+            0 => DEFAULT_ANALYSIS_WINDOW_MS,
             s if s > 366 * 24 * 3600 => {
                 return Err(ApiError::InvalidArgument(format!(
                     "window_secs: {s} is over the limit of one year"
@@ -624,21 +694,13 @@ impl Hookd for HookdService {
             }
             s => s * 1_000,
         };
-        let to = self.clock.now_ms() + 1;
-        let from = to.saturating_sub(window_ms);
-        let (rows, truncated) = self
-            .read(move |s| Ok(s.dead_summaries(destination.as_ref(), validate::MAX_DEAD_SCAN)?))
-            .await?;
-        let destinations = hookd_core::deadletters::analyze(&rows, from, to)
-            .into_iter()
-            .map(convert::analysis)
-            .collect();
+        let a = self.analyze_dead_letters_in(destination, window_ms).await?;
         Ok(Response::new(pb::AnalyzeDeadLettersResponse {
-            window_start_unix_ms: from,
-            window_end_unix_ms: to,
-            destinations,
-            scanned: rows.len() as u64,
-            truncated,
+            window_start_unix_ms: a.from_ms,
+            window_end_unix_ms: a.to_ms,
+            destinations: a.destinations.into_iter().map(convert::analysis).collect(),
+            scanned: a.scanned,
+            truncated: a.truncated,
         }))
     }
 

@@ -23,23 +23,23 @@ pub struct Limits {
 
 use hookd_core::names::MAX_EVENT_TYPE_LEN;
 /// Longest ad-hoc URL.
-pub const MAX_URL_LEN: usize = 2_048;
-pub const MAX_HEADERS: usize = 64;
-pub const MAX_HEADER_BYTES: usize = 8 * 1024;
-pub const MAX_DELAY_MS: u64 = 365 * 24 * 3600 * 1000;
+pub(crate) const MAX_URL_LEN: usize = 2_048;
+pub(crate) const MAX_HEADERS: usize = 64;
+pub(crate) const MAX_HEADER_BYTES: usize = 8 * 1024;
+pub(crate) const MAX_DELAY_MS: u64 = 365 * 24 * 3600 * 1000;
 /// Longest per-message retry base or cap.
 const MAX_RETRY_MS: u64 = 86_400_000;
-pub const MAX_ATTEMPTS: u32 = 100;
-pub const MAX_RECEIVE: u32 = 1_000;
-pub const DEFAULT_VISIBILITY_MS: u64 = 30_000;
-pub const MAX_VISIBILITY_MS: u64 = 12 * 3600 * 1000;
-pub const MAX_WAIT_MS: u64 = 60_000;
-pub const MAX_ACK: usize = 1_000;
-pub const MAX_REASON_LEN: usize = 4_096;
-pub const DEFAULT_PAGE: u32 = 100;
-pub const MAX_PAGE: u32 = 1_000;
-pub const DEFAULT_REPLAY_LIMIT: u32 = 10_000;
-pub const MAX_REPLAY_LIMIT: u32 = 100_000;
+pub(crate) const MAX_ATTEMPTS: u32 = 100;
+pub(crate) const MAX_RECEIVE: u32 = 1_000;
+pub(crate) const DEFAULT_VISIBILITY_MS: u64 = 30_000;
+pub(crate) const MAX_VISIBILITY_MS: u64 = 12 * 3600 * 1000;
+pub(crate) const MAX_WAIT_MS: u64 = 60_000;
+pub(crate) const MAX_ACK: usize = 1_000;
+pub(crate) const MAX_REASON_LEN: usize = 4_096;
+pub(crate) const DEFAULT_PAGE: u32 = 100;
+pub(crate) const MAX_PAGE: u32 = 1_000;
+pub(crate) const DEFAULT_REPLAY_LIMIT: u32 = 10_000;
+pub(crate) const MAX_REPLAY_LIMIT: u32 = 100_000;
 
 /// Headers hookd sets itself, or that would break the HTTP request (hop-by-hop ones):
 /// refused rather than silently replaced or forwarded (finding F12).
@@ -64,7 +64,7 @@ const RESERVED_HEADERS: &[&str] = &[
 
 /// The smallest non-zero endpoint rate: one attempt per 100 s (finding F10: 1e-9 was
 /// accepted and the endpoint never sent again).
-pub const MIN_RATE_PER_S: f64 = 0.01;
+pub(crate) const MIN_RATE_PER_S: f64 = 0.01;
 
 fn invalid(message: String) -> ApiError {
     ApiError::InvalidArgument(message)
@@ -171,7 +171,7 @@ pub fn new_message(
 
 /// Header names hookd keeps for itself (ingest's `hookd-source`, `hookd-redaction`,
 /// `hookd-redacted`, and any it adds later).
-pub const RESERVED_PREFIX: &str = "hookd-";
+pub(crate) const RESERVED_PREFIX: &str = "hookd-";
 
 fn headers(
     raw: std::collections::HashMap<String, String>,
@@ -234,7 +234,12 @@ pub fn receive(req: &pb::ReceiveRequest) -> Result<(usize, u64, u64), ApiError> 
 }
 
 /// A count where 0 means `default`, refused above `max`.
-pub fn count_or_default(n: u32, default: u32, max: u32, field: &str) -> Result<u32, ApiError> {
+pub(crate) fn count_or_default(
+    n: u32,
+    default: u32,
+    max: u32,
+    field: &str,
+) -> Result<u32, ApiError> {
     match n {
         0 => Ok(default),
         n if n > max => Err(invalid(format!("{field}: {n} is over the limit of {max}"))),
@@ -317,7 +322,7 @@ pub fn endpoint(e: Option<pb::Endpoint>) -> Result<EndpointRecord, ApiError> {
 }
 
 /// Names of endpoints and queues: 1 to 128 of `A-Z a-z 0-9 . _ -`.
-pub fn validate_name(name: &str, field: &str) -> Result<(), ApiError> {
+pub(crate) fn validate_name(name: &str, field: &str) -> Result<(), ApiError> {
     hookd_core::names::check_name(name, field).map_err(ApiError::InvalidArgument)
 }
 
@@ -479,7 +484,7 @@ pub struct Replay {
 }
 
 /// Dead letters scanned at most by one filtered replay, purge or analysis.
-pub const MAX_DEAD_SCAN: usize = 100_000;
+pub(crate) const MAX_DEAD_SCAN: usize = 100_000;
 
 pub fn dead_letter_filter(
     f: pb::DeadLetterFilter,
@@ -623,8 +628,8 @@ pub fn dead_letter_page(req: pb::ListDeadLettersRequest) -> Result<DeadLetterPag
 }
 
 /// Destinations per Stats page, unless asked, and at most.
-pub const DEFAULT_STATS_PAGE: u32 = 1_000;
-pub const MAX_STATS_PAGE: u32 = 10_000;
+pub(crate) const DEFAULT_STATS_PAGE: u32 = 1_000;
+pub(crate) const MAX_STATS_PAGE: u32 = 10_000;
 
 /// The page of a Stats request: the key to start after, and how many destinations.
 pub fn stats_page(req: pb::StatsRequest) -> Result<(Option<String>, usize), ApiError> {
@@ -652,7 +657,9 @@ pub fn message_id(raw: &str, field: &str) -> Result<MessageId, ApiError> {
 const MAX_SECRETS: usize = 8;
 
 /// An optional destination filter (`destination` field of list/replay requests).
-pub fn destination_filter(d: Option<pb::Destination>) -> Result<Option<Destination>, ApiError> {
+pub(crate) fn destination_filter(
+    d: Option<pb::Destination>,
+) -> Result<Option<Destination>, ApiError> {
     match d {
         None => Ok(None),
         Some(d) => destination(d.kind, "destination", "destination.").map(Some),

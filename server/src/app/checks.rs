@@ -14,7 +14,7 @@ use crate::config::{Config, ConfigError};
 /// (their files and variables read), TLS (the certificate and key loaded), the secrets
 /// keys, the config's sources (compiled), and the refusal of a non-loopback listener
 /// without authentication. Nothing is bound or opened.
-pub fn preflight(config: &Config) -> Result<(), ServeError> {
+pub(crate) fn preflight(config: &Config) -> Result<(), ServeError> {
     config.validate()?;
     let Credentials { auth, tls, .. } = credentials(config, Arc::new(SystemClock))?;
     crate::ingest::Sources::compile_config(

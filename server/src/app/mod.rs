@@ -30,7 +30,7 @@ use hookd_engine::EngineHandle;
 use hookd_metrics::Metrics;
 use hookd_storage::store::{Storage, StoreError};
 
-pub use checks::preflight;
+pub(crate) use checks::preflight;
 
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -63,7 +63,7 @@ pub enum ServeError {
 
 /// Called once the engine is up, with its handle (tests use it to wake the engine after
 /// moving an injected clock).
-pub type OnReady = Box<dyn FnOnce(EngineHandle) + Send>;
+pub(crate) type OnReady = Box<dyn FnOnce(EngineHandle) + Send>;
 
 /// What a test may plug into hookd ([`run_with`]). The binary uses [`run`], which plugs in
 /// nothing, so none of it is linked into the binary (`.ci/no-test-hooks`).

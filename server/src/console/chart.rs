@@ -23,7 +23,7 @@ const LINES: [Line; 3] = [
 
 /// p50, p95 and p99 of each sub-window against time. A window with no attempts is a gap:
 /// no line is drawn across it (a lone point between gaps is a dot).
-pub fn latency(series: &[(u64, LatencySummary)], title: &str, step_label: &str) -> Markup {
+pub(super) fn latency(series: &[(u64, LatencySummary)], title: &str, step_label: &str) -> Markup {
     let top = nice_ceiling(series.iter().map(|(_, s)| s.p99_ms).fold(0.0_f64, f64::max));
     let n = series.len().max(1);
     let x = |i: usize| LEFT + (W - LEFT - 4.0) * (i as f64 + 0.5) / n as f64;
@@ -78,7 +78,7 @@ pub fn latency(series: &[(u64, LatencySummary)], title: &str, step_label: &str) 
 }
 
 /// Horizontal bars, longest first as given: (label, value). For the overview's depths.
-pub fn bars(items: &[(String, u64)], title: &str) -> Markup {
+pub(crate) fn bars(items: &[(String, u64)], title: &str) -> Markup {
     let max = items.iter().map(|(_, v)| *v).max().unwrap_or(0).max(1);
     let row = 18.0;
     let label_w = 190.0;

@@ -1,10 +1,14 @@
 //! The web console: `/ui` on the admin HTTP listener, part of the binary.
 //!
-//! Pages are rendered on the server (maud, which escapes every interpolated value) from the
-//! same calls the gRPC API answers: the console calls [`HookdService`] in process, with the
-//! logged-in caller in the request's extensions, so validation, errors (naming the field)
-//! and permissions are the API's own. Charts are SVG drawn here; the one stylesheet is
-//! compiled in; there is no script (the Content-Security-Policy forbids any).
+//! Pages are rendered on the server (maud, which escapes every interpolated value) from
+//! hookd's own values, never the wire's: the engine's snapshots (`Stats`, gauges, a
+//! destination's detail) and the API's reads in domain form (`api::view`: a message, an
+//! endpoint with its secrets summarised, the dead-letter analysis), which GetMessage,
+//! GetEndpoint and AnalyzeDeadLetters map to the wire in turn. Writes (create, edit, pause,
+//! replay, purge) call [`HookdService`] in process with the logged-in caller in the
+//! request's extensions, so their validation, errors (naming the field) and permissions
+//! are the API's own. Charts are SVG drawn here; the one stylesheet is compiled in; there
+//! is no script (the Content-Security-Policy forbids any).
 //!
 //! Access: an admin credential. A browser logs in with an admin token and gets a session
 //! cookie (`HttpOnly`, `SameSite=Strict`, `Secure` under TLS); a request carrying an admin
@@ -40,7 +44,7 @@ const MAX_FORM_BYTES: usize = 64 * 1024;
 
 /// What the console's handlers share.
 #[derive(Debug)]
-pub struct Console {
+pub(crate) struct Console {
     api: HookdService,
     engine: EngineHandle,
     auth: Arc<Authenticator>,
@@ -56,14 +60,10 @@ pub struct Console {
     analysis: std::sync::Mutex<Option<AnalysisEntry>>,
 }
 
-type AnalysisEntry = (
-    String,
-    u64,
-    Arc<hookd_proto::v1::AnalyzeDeadLettersResponse>,
-);
+type AnalysisEntry = (String, u64, Arc<crate::api::view::DeadAnalysis>);
 
 impl Console {
-    pub fn new(
+    pub(crate) fn new(
         api: HookdService,
         engine: EngineHandle,
         auth: Arc<Authenticator>,
@@ -90,7 +90,7 @@ impl Console {
 }
 
 /// The console's routes, behind [`guard`].
-pub fn router(console: Arc<Console>) -> Router {
+pub(crate) fn router(console: Arc<Console>) -> Router {
     Router::new()
         .route("/ui", get(pages::overview))
         .route("/ui/", get(pages::overview))

@@ -22,20 +22,20 @@ use hookd_core::clock::Clock;
 
 pub const COOKIE: &str = "hookd_session";
 /// The login form's double-submit nonce (a cookie and a hidden field that must match).
-pub const LOGIN_COOKIE: &str = "hookd_login";
-pub const IDLE_MS: u64 = 30 * 60 * 1_000;
-pub const MAX_AGE_MS: u64 = 12 * 3_600 * 1_000;
-pub const MAX_SESSIONS: usize = 1_024;
+pub(crate) const LOGIN_COOKIE: &str = "hookd_login";
+pub(crate) const IDLE_MS: u64 = 30 * 60 * 1_000;
+pub(crate) const MAX_AGE_MS: u64 = 12 * 3_600 * 1_000;
+pub(crate) const MAX_SESSIONS: usize = 1_024;
 /// Sessions one caller (one token, or certificate) holds at once.
-pub const MAX_SESSIONS_PER_CALLER: usize = 32;
+pub(crate) const MAX_SESSIONS_PER_CALLER: usize = 32;
 /// Failed logins allowed per client address, and in all, per `LOGIN_WINDOW_MS`.
-pub const MAX_FAILED_LOGINS_PER_PEER: u32 = 10;
-pub const MAX_FAILED_LOGINS: u32 = 100;
-pub const LOGIN_WINDOW_MS: u64 = 60_000;
+pub(crate) const MAX_FAILED_LOGINS_PER_PEER: u32 = 10;
+pub(crate) const MAX_FAILED_LOGINS: u32 = 100;
+pub(crate) const LOGIN_WINDOW_MS: u64 = 60_000;
 
 /// A logged-in browser, as handlers see it.
 #[derive(Debug, Clone)]
-pub struct Session {
+pub(crate) struct Session {
     pub caller: Arc<Principal>,
     /// Every form carries it; every POST must present it.
     pub csrf: String,
@@ -49,13 +49,13 @@ struct Entry {
 }
 
 #[derive(Debug)]
-pub struct Sessions {
+pub(crate) struct Sessions {
     table: Mutex<HashMap<[u8; 32], Entry>>,
     clock: Arc<dyn Clock>,
 }
 
 impl Sessions {
-    pub fn new(clock: Arc<dyn Clock>) -> Self {
+    pub(crate) fn new(clock: Arc<dyn Clock>) -> Self {
         Self {
             table: Mutex::new(HashMap::new()),
             clock,
@@ -63,7 +63,7 @@ impl Sessions {
     }
 
     /// A new session for `caller`: its cookie value and the session.
-    pub fn create(&self, caller: Arc<Principal>) -> (String, Session) {
+    pub(crate) fn create(&self, caller: Arc<Principal>) -> (String, Session) {
         let id = random_token();
         let session = Session {
             caller,
@@ -101,7 +101,7 @@ impl Sessions {
     }
 
     /// The session a cookie value names, if it is live (and marks it used).
-    pub fn get(&self, id: &str) -> Option<Session> {
+    pub(crate) fn get(&self, id: &str) -> Option<Session> {
         let now = self.clock.now_ms();
         let key = digest(id);
         let mut table = self.table.lock().unwrap_or_else(|p| p.into_inner());
@@ -114,14 +114,14 @@ impl Sessions {
         Some(entry.session.clone())
     }
 
-    pub fn remove(&self, id: &str) {
+    pub(crate) fn remove(&self, id: &str) {
         let mut table = self.table.lock().unwrap_or_else(|p| p.into_inner());
         table.remove(&digest(id));
     }
 }
 
 /// The login form's nonce for a login cookie value: its HMAC-SHA256 under `key`, in hex.
-pub fn login_nonce(key: &[u8; 32], cookie: &str) -> String {
+pub(crate) fn login_nonce(key: &[u8; 32], cookie: &str) -> String {
     use hmac::{KeyInit, Mac};
     let Ok(mut mac) = <hmac::Hmac<Sha256> as KeyInit>::new_from_slice(key) else {
         return String::new();
@@ -136,7 +136,7 @@ pub fn login_nonce(key: &[u8; 32], cookie: &str) -> String {
 
 /// Failed console logins per client address and in all, over a fixed window.
 #[derive(Debug)]
-pub struct LoginLimiter {
+pub(crate) struct LoginLimiter {
     clock: Arc<dyn Clock>,
     state: Mutex<LoginWindow>,
 }
@@ -152,7 +152,7 @@ struct LoginWindow {
 const MAX_TRACKED_PEERS: usize = 4_096;
 
 impl LoginLimiter {
-    pub fn new(clock: Arc<dyn Clock>) -> Self {
+    pub(crate) fn new(clock: Arc<dyn Clock>) -> Self {
         Self {
             clock,
             state: Mutex::default(),
@@ -172,7 +172,7 @@ impl LoginLimiter {
     }
 
     /// Whether `peer` may try to log in now (the window's failures are under both limits).
-    pub fn allowed(&self, peer: Option<std::net::IpAddr>) -> bool {
+    pub(crate) fn allowed(&self, peer: Option<std::net::IpAddr>) -> bool {
         let w = self.window();
         w.total < MAX_FAILED_LOGINS
             && peer
@@ -180,7 +180,7 @@ impl LoginLimiter {
     }
 
     /// Counts a failed login from `peer`.
-    pub fn failed(&self, peer: Option<std::net::IpAddr>) {
+    pub(crate) fn failed(&self, peer: Option<std::net::IpAddr>) {
         let mut w = self.window();
         w.total = w.total.saturating_add(1);
         if let Some(p) = peer
@@ -200,7 +200,7 @@ fn digest(id: &str) -> [u8; 32] {
 }
 
 /// Whether a presented token is the expected one (constant time; an empty one never is).
-pub fn same_token(presented: &str, expected: &str) -> bool {
+pub(crate) fn same_token(presented: &str, expected: &str) -> bool {
     !presented.is_empty() && bool::from(presented.as_bytes().ct_eq(expected.as_bytes()))
 }
 
@@ -217,7 +217,7 @@ pub fn cookie<'a>(headers: &'a http::HeaderMap, name: &str) -> Option<&'a str> {
 }
 
 /// A `Set-Cookie` value for the console's cookies (path `/ui`); `max_age_secs = 0` deletes.
-pub fn set_cookie(name: &str, value: &str, secure: bool, max_age_secs: u64) -> String {
+pub(crate) fn set_cookie(name: &str, value: &str, secure: bool, max_age_secs: u64) -> String {
     format!(
         "{name}={value}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={max_age_secs}{}",
         if secure { "; Secure" } else { "" }

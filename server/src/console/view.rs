@@ -9,7 +9,7 @@ use super::session::Session;
 
 /// Which navigation entry is current.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Nav {
+pub(crate) enum Nav {
     Overview,
     Endpoints,
     Destinations,
@@ -19,7 +19,7 @@ pub enum Nav {
 }
 
 /// A whole page: head, navigation (with the caller and a logout form), a notice, the body.
-pub fn page(
+pub(super) fn page(
     title: &str,
     nav: Nav,
     session: Option<&Session>,
@@ -69,12 +69,12 @@ pub fn page(
 }
 
 /// The hidden field every state-changing form carries.
-pub fn csrf(s: &Session) -> Markup {
+pub(super) fn csrf(s: &Session) -> Markup {
     html! { input type="hidden" name="csrf" value=(s.csrf); }
 }
 
 /// A one-button POST form (pause, resume, replay one...).
-pub fn button(s: &Session, action: &str, label: &str, fields: &[(&str, &str)]) -> Markup {
+pub(super) fn button(s: &Session, action: &str, label: &str, fields: &[(&str, &str)]) -> Markup {
     html! {
         form.inline method="post" action=(action) {
             (csrf(s))
@@ -87,12 +87,12 @@ pub fn button(s: &Session, action: &str, label: &str, fields: &[(&str, &str)]) -
 }
 
 /// A labelled figure for the overview's cards.
-pub fn figure(label: &str, value: impl maud::Render) -> Markup {
+pub(super) fn figure(label: &str, value: impl maud::Render) -> Markup {
     html! { div.figure { span.value { (value) } span.label { (label) } } }
 }
 
 /// Unix milliseconds as an HTTP date (UTC), or `-` for 0.
-pub fn time(unix_ms: u64) -> String {
+pub(super) fn time(unix_ms: u64) -> String {
     if unix_ms == 0 {
         return "-".into();
     }
@@ -101,7 +101,7 @@ pub fn time(unix_ms: u64) -> String {
 
 /// A duration in the largest units that keep it short: `850 ms`, `12.5 s`, `3 min 20 s`,
 /// `5 h 2 min`, `2 d 3 h`.
-pub fn duration(ms: u64) -> String {
+pub(super) fn duration(ms: u64) -> String {
     match ms {
         0..1_000 => format!("{ms} ms"),
         1_000..60_000 => format!("{:.1} s", ms as f64 / 1_000.0),
@@ -112,7 +112,7 @@ pub fn duration(ms: u64) -> String {
 }
 
 /// Milliseconds with a precision that suits their size.
-pub fn millis(ms: f64) -> String {
+pub(super) fn millis(ms: f64) -> String {
     if ms <= 0.0 {
         "-".into()
     } else if ms < 10.0 {
@@ -124,7 +124,7 @@ pub fn millis(ms: f64) -> String {
     }
 }
 
-pub fn bytes(n: u64) -> String {
+pub(super) fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = n as f64;
     let mut unit = 0;
@@ -139,7 +139,7 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
-pub fn rate(per_s: f64) -> String {
+pub(super) fn rate(per_s: f64) -> String {
     if per_s >= 100.0 {
         format!("{per_s:.0}/s")
     } else {
@@ -147,12 +147,12 @@ pub fn rate(per_s: f64) -> String {
     }
 }
 
-pub fn percent(fraction: f64) -> String {
+pub(super) fn percent(fraction: f64) -> String {
     format!("{:.1}%", fraction * 100.0)
 }
 
 /// At most `max` characters of `s`, with an ellipsis when cut.
-pub fn excerpt(s: &str, max: usize) -> String {
+pub(super) fn excerpt(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         return s.to_owned();
     }

@@ -21,10 +21,10 @@ use std::sync::{Arc, Mutex};
 
 /// The checkers' nice value: their CFS weight is about a tenth of a worker's, so a busy
 /// worker is not kept waiting by them.
-pub const NICE: i32 = 10;
+pub(crate) const NICE: i32 = 10;
 
 /// At most this many checker threads (each checks one body at a time, about 1 GB/s).
-pub const MAX_THREADS: usize = 4;
+pub(crate) const MAX_THREADS: usize = 4;
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -64,7 +64,7 @@ impl Checker {
 
     /// One thread fewer than the CPUs (the workers need one), at least 1, at most
     /// [`MAX_THREADS`].
-    pub fn default_threads() -> usize {
+    pub(crate) fn default_threads() -> usize {
         std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .saturating_sub(1)

@@ -33,11 +33,11 @@ use crate::listen::{Pace, Placed, Placement};
 use hookd_core::clock::Clock;
 
 /// At most this many threads serve demoted connections.
-pub const MAX_THREADS: usize = 2;
+pub(crate) const MAX_THREADS: usize = 2;
 
 /// Where the ingest listener sends a suspect client's connections.
 #[derive(Debug, Clone)]
-pub struct Demote {
+pub(crate) struct Demote {
     handle: tokio::runtime::Handle,
     strikes: Arc<Strikes>,
     clock: Arc<dyn Clock>,
@@ -50,7 +50,7 @@ impl Demote {
     /// (`max_ingest_auth_failures = 0`: no client is ever suspect) or the runtime cannot
     /// start (then every connection is served as before, and that is logged once).
     /// Their reads share `bytes_per_sec` (0: unpaced).
-    pub fn new(
+    pub(crate) fn new(
         strikes: Arc<Strikes>,
         clock: Arc<dyn Clock>,
         demoted: prometheus::IntCounter,
@@ -89,7 +89,7 @@ thread_local! {
 /// Whether the calling thread is one of the demoted runtime's: work found there (a
 /// suspect's large body to hash) is done in place, at idle priority, instead of being
 /// queued with trusted providers' work on the checker threads.
-pub fn on_demoted_thread() -> bool {
+pub(crate) fn on_demoted_thread() -> bool {
     DEMOTED.with(Cell::get)
 }
 

@@ -37,17 +37,17 @@ use hookd_metrics::Metrics;
 use hookd_storage::store::MessageRecord;
 
 /// Header of a stored inbound message: the source that received it.
-pub const SOURCE_HEADER: &str = "hookd-source";
+pub(crate) const SOURCE_HEADER: &str = "hookd-source";
 /// Header of a stored inbound message from a source that redacts: its rules.
-pub const REDACTION_HEADER: &str = "hookd-redaction";
+pub(crate) const REDACTION_HEADER: &str = "hookd-redaction";
 /// Header of a stored inbound message whose body redaction changed: the rules that did.
 /// Its body is no longer the provider's bytes, so the provider's signature no longer
 /// verifies.
-pub const REDACTED_HEADER: &str = "hookd-redacted";
+pub(crate) const REDACTED_HEADER: &str = "hookd-redacted";
 
 /// The first character of an ingest event's dedup key (see `receive`): outside printable
 /// ASCII, so outside every key Enqueue accepts.
-pub const INGEST_SCOPE: char = '\u{1}';
+pub(crate) const INGEST_SCOPE: char = '\u{1}';
 
 /// What the handler shares.
 #[derive(Debug)]
@@ -61,7 +61,7 @@ pub struct Ingest {
     /// of the values they replace).
     pub max_payload_bytes: usize,
     /// How long the whole body may take to arrive.
-    pub body_timeout: Duration,
+    pub(crate) body_timeout: Duration,
     /// Bytes of bodies held before their signature is checked.
     pub unverified: Arc<Unverified>,
     /// Where large bodies' signatures are checked.
@@ -134,7 +134,7 @@ impl Unverified {
 
     /// Room for `bytes` more from `peer`, or why there is none. An address holding
     /// nothing may always have one body (up to the whole budget) in.
-    pub fn try_hold(
+    pub(crate) fn try_hold(
         self: &Arc<Self>,
         peer: Option<std::net::IpAddr>,
         bytes: usize,
@@ -175,9 +175,9 @@ impl Unverified {
 
 /// Why [`Unverified::try_hold`] found no room.
 #[derive(Debug)]
-pub struct Busy {
+pub(crate) struct Busy {
     /// The client's own share was full (not the budget as a whole).
-    pub over_share: bool,
+    pub(crate) over_share: bool,
     /// The refusal's text.
     pub why: String,
 }
@@ -188,7 +188,7 @@ fn gauge_value(bytes: usize) -> i64 {
 }
 
 /// The ingest listener's routes.
-pub fn router(ingest: Arc<Ingest>) -> axum::Router {
+pub(crate) fn router(ingest: Arc<Ingest>) -> axum::Router {
     axum::Router::new()
         .route("/in/{source}", axum::routing::post(receive))
         .fallback(|| async { answer(StatusCode::NOT_FOUND, json!({"error": "not found"})) })

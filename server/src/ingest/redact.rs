@@ -11,7 +11,7 @@ use regex::Regex;
 use serde_json::Value;
 
 /// The replacement text of a masked value.
-pub const MASK: &str = "[redacted]";
+pub(crate) const MASK: &str = "[redacted]";
 
 /// A compiled [`RedactSpec`].
 #[derive(Debug, Clone)]
@@ -136,7 +136,7 @@ fn digits(s: &str) -> Vec<u32> {
 }
 
 /// The Luhn check of a card number's digits.
-pub fn luhn(digits: &[u32]) -> bool {
+pub(crate) fn luhn(digits: &[u32]) -> bool {
     let sum: u32 = digits
         .iter()
         .rev()

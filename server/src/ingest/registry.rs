@@ -44,7 +44,7 @@ fn aad(name: &str) -> String {
 impl Sources {
     /// The config file's sources, compiled (their secret files and variables read): what
     /// `hookd config check` runs, and the first half of [`Sources::load`].
-    pub fn compile_config(
+    pub(crate) fn compile_config(
         config: &[SourceSpec],
         limits: Limits,
         env: &dyn Fn(&str) -> Option<String>,

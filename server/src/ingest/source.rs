@@ -9,9 +9,9 @@ use hookd_core::destination::Destination;
 use hookd_core::source::{SchemeName, SourceSpec};
 
 /// Longest JSON Schema text a source may carry.
-pub const MAX_SCHEMA_BYTES: usize = 256 << 10;
+pub(crate) const MAX_SCHEMA_BYTES: usize = 256 << 10;
 /// Most secrets, tokens or basic users of one source.
-pub const MAX_CREDENTIALS: usize = 16;
+pub(crate) const MAX_CREDENTIALS: usize = 16;
 
 /// Where a value comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,17 +68,17 @@ pub struct Source {
     pub from_config: bool,
     /// `(prefix, fingerprint)` of each secret in clear.
     pub secret_summaries: Vec<(String, String)>,
-    pub verifier: Option<Verifier>,
+    pub(crate) verifier: Option<Verifier>,
     pub auth: SourceAuth,
     pub schema: Option<jsonschema::Validator>,
     pub event_type: Option<Locator>,
     /// The event type's locator is the scheme's default, not configured: best effort (a
     /// body that is not JSON then has no event type rather than a 400).
-    pub event_type_by_default: bool,
+    pub(crate) event_type_by_default: bool,
     pub dedup: Option<Locator>,
     pub destination: Destination,
     /// Provider headers stored with the message.
-    pub keep_headers: Vec<HeaderName>,
+    pub(crate) keep_headers: Vec<HeaderName>,
     pub redactor: Option<Redactor>,
     /// Media types in lower case (`*/*`: any).
     pub content_types: Vec<String>,
@@ -299,7 +299,7 @@ impl Source {
 
     /// Whether the body must be JSON (a body that is not is refused with 400): a schema,
     /// redaction, or a configured JSON locator needs it.
-    pub fn needs_json(&self) -> bool {
+    pub(crate) fn needs_json(&self) -> bool {
         self.schema.is_some()
             || self.redactor.is_some()
             || (!self.event_type_by_default && matches!(self.event_type, Some(Locator::Json(_))))
@@ -308,7 +308,7 @@ impl Source {
 
     /// Whether the body is worth parsing as JSON when it need not be: for the scheme's
     /// default event type (`json:/type`), taken when the body has it.
-    pub fn wants_json(&self) -> bool {
+    pub(crate) fn wants_json(&self) -> bool {
         matches!(self.event_type, Some(Locator::Json(_)))
     }
 }

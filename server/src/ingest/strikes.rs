@@ -23,7 +23,7 @@ use std::net::IpAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// Pairs (client, source) tracked at once: about 100 bytes each.
-pub const MAX_TRACKED: usize = 100_000;
+pub(crate) const MAX_TRACKED: usize = 100_000;
 
 /// A client that passed a check is trusted (its connections served with gRPC's, at normal
 /// priority) for an hour after; at most [`MAX_TRACKED`] clients at once.
@@ -131,9 +131,9 @@ fn client(ip: IpAddr) -> IpAddr {
 
 /// A strike that completed a pair's allowance: the caller logs it once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Tripped {
+pub(crate) struct Tripped {
     /// Seconds until the pair is let in again.
-    pub retry_after_secs: u64,
+    pub(crate) retry_after_secs: u64,
 }
 
 impl Strikes {
@@ -187,7 +187,7 @@ impl Strikes {
 
     /// One failed authentication of `ip` at `source`: `Some` when this one reached the
     /// allowance.
-    pub fn strike(&self, ip: IpAddr, source: &str, now_ms: u64) -> Option<Tripped> {
+    pub(crate) fn strike(&self, ip: IpAddr, source: &str, now_ms: u64) -> Option<Tripped> {
         if self.max == 0 {
             return None;
         }
@@ -238,7 +238,7 @@ impl Strikes {
 
     /// `ip`'s client was refused for holding its whole share of the unverified budget:
     /// suspect, as after a failed check (it is not a strike).
-    pub fn suspected(&self, ip: IpAddr, now_ms: u64) {
+    pub(crate) fn suspected(&self, ip: IpAddr, now_ms: u64) {
         if self.max == 0 {
             return;
         }

@@ -33,15 +33,15 @@ pub enum Scheme {
 
 /// Signatures one header may carry, at most (Standard Webhooks' space-separated list,
 /// Stripe's `v1=` parts): rotation needs two or three; more only multiply the work.
-pub const MAX_SIGNATURES: usize = 16;
+pub(crate) const MAX_SIGNATURES: usize = 16;
 /// A provider secret's length, at least (a short one is guessed; Standard Webhooks
 /// secrets have their own rule: a `whsec_` key of 24 to 64 bytes).
-pub const MIN_SECRET_BYTES: usize = 16;
+pub(crate) const MIN_SECRET_BYTES: usize = 16;
 /// Secrets one source may hold, at most (rotation needs two).
-pub const MAX_SECRETS: usize = 8;
+pub(crate) const MAX_SECRETS: usize = 8;
 /// Bodies larger than this are hashed on a checker thread ([`super::checker`]), off the
 /// async workers.
-pub const CHECKER_HASH_BYTES: usize = 64 << 10;
+pub(crate) const CHECKER_HASH_BYTES: usize = 64 << 10;
 
 /// A refused delivery. One text for every cause; `why` goes to the debug log only.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -50,7 +50,7 @@ pub struct Refused {
     pub why: &'static str,
     /// Refused for its shape before any MAC was computed (too many signatures): this may
     /// be told to the sender as it is, since it says nothing about the secrets.
-    pub over_limit: bool,
+    pub(crate) over_limit: bool,
 }
 
 fn refused(why: &'static str) -> Refused {

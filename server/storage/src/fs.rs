@@ -7,7 +7,7 @@ use std::path::Path;
 /// Makes `dir` (and missing parents) readable by hookd's user alone: the directory 0700
 /// and every file in it 0600, also when an older hookd or an operator made them wider. The
 /// files hold payloads, headers and (unless sealed) signing secrets.
-pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn private_dir(dir: &Path) -> std::io::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::{DirBuilderExt, PermissionsExt};

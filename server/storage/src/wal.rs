@@ -39,15 +39,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// A position in the log: the byte offset of a record's frame.
-pub type Lsn = u64;
+pub(crate) type Lsn = u64;
 
 /// A record read back: its position and payload.
-pub type Record = (Lsn, Vec<u8>);
+pub(crate) type Record = (Lsn, Vec<u8>);
 
 /// Length and checksum, before the payload.
 pub const HEADER: usize = 8;
 /// The largest payload of one record (a round of 8,192 commands of 1 MiB events fits).
-pub const MAX_RECORD: usize = 1 << 30;
+pub(crate) const MAX_RECORD: usize = 1 << 30;
 
 /// The directory holding the log's segments. Names are plain file names.
 pub trait LogDir: Send + Sync + Debug {
@@ -72,7 +72,7 @@ pub trait LogFile: Send + Debug {
 
 /// Called before every sync of an [`OsDir`]; an error fails the sync (tests: a failing or
 /// slow disk).
-pub type SyncHook = Arc<dyn Fn() -> io::Result<()> + Send + Sync>;
+pub(crate) type SyncHook = Arc<dyn Fn() -> io::Result<()> + Send + Sync>;
 
 /// A directory of the operating system's file system.
 #[derive(Clone)]
@@ -98,7 +98,7 @@ impl OsDir {
     }
 
     /// Runs `hook` before every sync of the directory or one of its files.
-    pub fn with_sync_hook(mut self, hook: SyncHook) -> Self {
+    pub(crate) fn with_sync_hook(mut self, hook: SyncHook) -> Self {
         self.hook = Some(hook);
         self
     }
@@ -260,7 +260,7 @@ fn segment_name(start: Lsn) -> String {
 }
 
 /// The bytes a record of `len` payload bytes takes in the log.
-pub fn framed_len(len: usize) -> u64 {
+pub(crate) fn framed_len(len: usize) -> u64 {
     (HEADER + len) as u64
 }
 
@@ -694,7 +694,7 @@ impl Log {
 
     /// Deletes the segments that hold only records before `lsn` (applied and checkpointed).
     /// The current segment is kept.
-    pub fn discard_before(&mut self, lsn: Lsn) -> Result<usize, LogError> {
+    pub(crate) fn discard_before(&mut self, lsn: Lsn) -> Result<usize, LogError> {
         let mut removed = 0;
         while self.segments.len() > 1 && self.segments[1].0 <= lsn {
             let (_, name) = self.segments.remove(0);
@@ -710,7 +710,7 @@ impl Log {
     }
 
     /// Bytes the log's segments hold (what is written; the buffer is not counted).
-    pub fn disk_bytes(&self) -> u64 {
+    pub(crate) fn disk_bytes(&self) -> u64 {
         self.end - self.segments[0].0 - self.pending.len() as u64
     }
 }

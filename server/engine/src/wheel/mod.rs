@@ -125,7 +125,7 @@ impl<T> Wheel<T> {
     /// A tick at or before which the next entry comes due, or `None` if the wheel is empty.
     /// This is the start of the next occupied slot, so it never lies after the earliest
     /// deadline: sleeping until it never oversleeps.
-    pub fn next_expiration(&self) -> Option<u64> {
+    pub(crate) fn next_expiration(&self) -> Option<u64> {
         if !self.pending.is_empty() {
             return Some(self.elapsed);
         }

@@ -1,10 +1,11 @@
 //! Dead letters: the filtered list, replay and purge (confirmed), and the analysis.
 
 use super::*;
+use crate::api::view::DeadAnalysis;
 
 /// The dead-letter filter, as the page's query and the action forms carry it.
 #[derive(Debug, Default, Clone, Deserialize)]
-pub struct DeadFilter {
+pub(crate) struct DeadFilter {
     /// A destination key (`endpoint:NAME`, `queue:NAME`, `url:ORIGIN`) or an endpoint's name.
     #[serde(default)]
     destination: String,
@@ -100,7 +101,7 @@ impl DeadFilter {
 }
 
 #[derive(Debug, Default, Deserialize)]
-pub struct DeadQuery {
+pub(crate) struct DeadQuery {
     #[serde(flatten)]
     filter: DeadFilter,
     /// Hex key to continue after (the previous page's last row).
@@ -119,14 +120,15 @@ pub(super) fn dead_list_url(f: &DeadFilter) -> String {
     }
 }
 
-pub async fn dead_letters(
+pub(crate) async fn dead_letters(
     State(c): Shared,
     Extension(s): Extension<Session>,
     Query(q): Query<DeadQuery>,
 ) -> Page {
     let now = c.clock.now_ms();
     let proto = q.filter.to_proto(now)?;
-    let filter = crate::api::validate::dead_letter_filter(proto.clone(), "filter")?;
+    let filter = crate::api::validate::dead_letter_filter(proto, "filter")?;
+    let destination = filter.destination.clone();
     let after = if q.after.is_empty() {
         None
     } else {
@@ -147,7 +149,7 @@ pub async fn dead_letters(
     // The analysis reads every dead letter's summary (up to 100,000): on the first page
     // only, and reused for a few seconds.
     let analysis = if q.after.is_empty() {
-        Some(analysis(&c, &s, proto.destination.clone()).await?)
+        Some(analysis(&c, destination).await?)
     } else {
         None
     };
@@ -194,7 +196,7 @@ pub async fn dead_letters(
                              " · " (a.count) " dead letters" }
                         p { "most common error: " q { (view::excerpt(&a.most_common_error, ERROR_EXCERPT)) } " (" (a.most_common_error_count) ")"
                             @if a.most_common_status != 0 { "; most common status " (a.most_common_status) " (" (a.most_common_status_count) ")" }
-                            "; " (format!("{:.1}", a.average_attempts)) " attempts on average; first " (view::time(a.first_unix_ms)) ", last " (view::time(a.last_unix_ms)) "." }
+                            "; " (format!("{:.1}", a.average_attempts)) " attempts on average; first " (view::time(a.first_ms)) ", last " (view::time(a.last_ms)) "." }
                         @if !a.patterns.is_empty() {
                             ul.patterns {
                                 @for p in &a.patterns {
@@ -244,7 +246,7 @@ pub async fn dead_letters(
 }
 
 #[derive(Debug, Default, Deserialize)]
-pub struct BulkForm {
+pub(crate) struct BulkForm {
     #[serde(flatten)]
     filter: DeadFilter,
     /// One message to replay (the one-click replay), instead of the filter.
@@ -258,7 +260,7 @@ pub struct BulkForm {
     confirm: String,
 }
 
-pub async fn replay(
+pub(crate) async fn replay(
     State(c): Shared,
     Extension(s): Extension<Session>,
     Form(f): Form<BulkForm>,
@@ -333,7 +335,7 @@ pub async fn replay(
     Ok(see_other(&with_notice(&list, &notice)))
 }
 
-pub async fn purge(
+pub(crate) async fn purge(
     State(c): Shared,
     Extension(s): Extension<Session>,
     Form(f): Form<BulkForm>,
@@ -417,12 +419,12 @@ pub(super) fn confirm_page(
     ))
 }
 
-/// The dead-letter analysis of `destination` (or of all), from the cache while fresh.
+/// The dead-letter analysis of `destination` (or of all) over the default window, from the
+/// cache while fresh; most dead letters first.
 pub(super) async fn analysis(
     c: &Console,
-    s: &Session,
-    destination: Option<pb::Destination>,
-) -> Result<Arc<pb::AnalyzeDeadLettersResponse>, Failure> {
+    destination: Option<hookd_core::destination::Destination>,
+) -> Result<Arc<DeadAnalysis>, Failure> {
     let key = format!("{destination:?}");
     let now = c.clock.now_ms();
     if let Some((k, at, a)) = c
@@ -437,23 +439,13 @@ pub(super) async fn analysis(
     }
     let mut a = c
         .api
-        .analyze_dead_letters(call(
-            s,
-            pb::AnalyzeDeadLettersRequest {
-                destination,
-                window_secs: 0,
-            },
-        ))
-        .await?
-        .into_inner();
+        .analyze_dead_letters_in(destination, crate::api::DEFAULT_ANALYSIS_WINDOW_MS)
+        .await?;
     a.destinations.sort_by_key(|d| std::cmp::Reverse(d.count));
     let a = Arc::new(a);
     *c.analysis.lock().unwrap_or_else(|p| p.into_inner()) = Some((key, now, a.clone()));
     Ok(a)
 }
-
-// ---------------------------------------------------------------------------------------
-// A message.
 
 #[cfg(test)]
 mod tests {

@@ -2,22 +2,17 @@
 
 use super::*;
 
-pub async fn destinations(
+pub(crate) async fn destinations(
     State(c): Shared,
     Extension(s): Extension<Session>,
     Query(q): Query<ListQuery>,
 ) -> Page {
-    let stats = c
-        .api
-        .stats(call(
-            &s,
-            pb::StatsRequest {
-                page_size: PAGE as u32,
-                page_token: q.after.clone(),
-            },
-        ))
-        .await?
-        .into_inner();
+    // The API's bound on a page token, which this is.
+    if q.after.len() > 4 * crate::api::validate::MAX_URL_LEN {
+        return Err(Failure::bad("after: not a destination key"));
+    }
+    let after = (!q.after.is_empty()).then(|| q.after.clone());
+    let stats = c.engine.stats(after, PAGE).await?;
     html_page(page(
         "Destinations",
         Nav::Destinations,
@@ -47,13 +42,13 @@ pub async fn destinations(
                             td.num { (view::duration(d.oldest_pending_age_ms)) }
                             td.num { (view::bytes(d.live_bytes)) }
                             td { (level_name(d.backpressure)) }
-                            td.num { (view::millis(d.latency_last_hour.as_ref().map_or(0.0, |l| l.p99_ms))) }
+                            td.num { (view::millis(d.latency_last_hour.p99_ms)) }
                         }
                     }
                 }
             }
-            @if !stats.next_page_token.is_empty() {
-                p { a.button href=(format!("/ui/destinations?{}", query(&[("after", &stats.next_page_token)]))) { "Next page" } }
+            @if let Some(next) = &stats.next_page {
+                p { a.button href=(format!("/ui/destinations?{}", query(&[("after", next)]))) { "Next page" } }
             }
         },
     ))

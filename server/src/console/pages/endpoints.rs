@@ -1,9 +1,11 @@
 //! Endpoints: the list, one endpoint's page, the create and edit forms, pause and resume.
 
 use super::*;
+use crate::api::view::{EndpointView, SecretShown};
+use hookd_storage::store::EndpointRecord;
 
 #[derive(Debug, Default, Deserialize)]
-pub struct ListQuery {
+pub(crate) struct ListQuery {
     /// The last name (or key) of the previous page.
     #[serde(default)]
     pub(super) after: String,
@@ -18,7 +20,7 @@ pub(super) fn endpoint_key(name: &str) -> String {
     hookd_core::destination::Destination::Endpoint(name.to_owned()).key()
 }
 
-pub(super) fn state_cell(e: &pb::Endpoint) -> Markup {
+pub(super) fn state_cell(e: &EndpointRecord) -> Markup {
     html! {
         @if e.disabled {
             span.badge.bad { "disabled" } " " (e.disabled_reason)
@@ -44,19 +46,15 @@ pub(super) fn breaker_cell(p: Option<&hookd_core::stats::PushSnapshot>) -> Marku
     }
 }
 
-pub async fn endpoints(
+pub(crate) async fn endpoints(
     State(c): Shared,
     Extension(s): Extension<Session>,
     Query(q): Query<ListQuery>,
 ) -> Page {
-    let all = c
-        .api
-        .list_endpoints(call(&s, pb::ListEndpointsRequest {}))
-        .await?
-        .into_inner()
-        .endpoints;
-    let matching: Vec<&pb::Endpoint> = all
+    let all = c.api.endpoint_views().await?;
+    let matching: Vec<&EndpointRecord> = all
         .iter()
+        .map(|v| &v.record)
         .filter(|e| q.q.is_empty() || e.name.contains(q.q.as_str()))
         .collect();
     let start =
@@ -123,7 +121,7 @@ pub async fn endpoints(
     ))
 }
 
-pub(super) fn pause_or_resume(s: &Session, e: &pb::Endpoint, back: &str) -> Markup {
+pub(super) fn pause_or_resume(s: &Session, e: &EndpointRecord, back: &str) -> Markup {
     let base = format!("/ui/endpoints/{}", segment(&e.name));
     if e.paused {
         button(s, &format!("{base}/resume"), "Resume", &[("back", back)])
@@ -132,35 +130,26 @@ pub(super) fn pause_or_resume(s: &Session, e: &pb::Endpoint, back: &str) -> Mark
     }
 }
 
-/// The endpoint as GetEndpoint answers it for this session (NOT_FOUND becomes the page's
-/// 404); with `reveal` its secrets in clear, for a save that keeps them, never to render.
-pub(super) async fn stored_endpoint(
-    c: &Console,
-    s: &Session,
-    name: &str,
-    reveal: bool,
-) -> Result<pb::Endpoint, Failure> {
-    Ok(c.api
-        .get_endpoint(call(
-            s,
-            pb::GetEndpointRequest {
-                name: name.to_owned(),
-                reveal_secrets: reveal,
-            },
-        ))
-        .await?
-        .into_inner()
-        .endpoint
-        .unwrap_or_default())
+/// The endpoint named in the path, as the console shows and edits it (a name that is not
+/// valid is 400, an unknown one 404).
+pub(super) async fn found_endpoint(c: &Console, name: &str) -> Result<EndpointView, Failure> {
+    crate::api::validate::validate_name(name, "name")?;
+    c.api.endpoint_view(name).await?.ok_or_else(|| {
+        Failure::new(
+            StatusCode::NOT_FOUND,
+            format!("name: no endpoint named {name:?}"),
+        )
+    })
 }
 
-pub async fn endpoint(
+pub(crate) async fn endpoint(
     State(c): Shared,
     Extension(s): Extension<Session>,
     Path(name): Path<String>,
     Query(n): Query<Notice>,
 ) -> Page {
-    let e = stored_endpoint(&c, &s, &name, false).await?;
+    let v = found_endpoint(&c, &name).await?;
+    let e = &v.record;
     let key = endpoint_key(&name);
     let detail = c
         .engine
@@ -183,7 +172,7 @@ pub async fn endpoint(
         &n.notice,
         html! {
             section.actions {
-                (state_cell(&e))
+                (state_cell(e))
                 " "
                 @if e.paused {
                     (button(&s, &format!("{base}/resume"), "Resume", &[("back", "detail")]))
@@ -244,14 +233,14 @@ pub async fn endpoint(
                     tr { th { "timeouts" } td { "connect " (ms_or_default(e.connect_timeout_ms)) ", attempt " (ms_or_default(e.timeout_ms)) } }
                     tr { th { "max in flight" } td { (or_default(e.max_in_flight.into(), "server default")) } }
                     tr { th { "signing secrets" } td {
-                        @if e.secret_summaries.is_empty() { "none (deliveries are not signed)" }
-                        @for (i, sec) in e.secret_summaries.iter().enumerate() {
+                        @if v.secrets.is_empty() { "none (deliveries are not signed)" }
+                        @for (i, sec) in v.secrets.iter().enumerate() {
                             @if i > 0 { ", " }
                             code { (sec.fingerprint) }
                         }
                     } }
-                    tr { th { "created" } td { (view::time(e.created_unix_ms)) } }
-                    tr { th { "updated" } td { (view::time(e.updated_unix_ms)) } }
+                    tr { th { "created" } td { (view::time(e.created_ms)) } }
+                    tr { th { "updated" } td { (view::time(e.updated_ms)) } }
                 }
             }
         },
@@ -276,7 +265,7 @@ pub(super) fn or_default(v: u64, default: &str) -> String {
 }
 
 #[derive(Debug, Default, Deserialize)]
-pub struct PauseForm {
+pub(crate) struct PauseForm {
     #[serde(default)]
     reason: String,
     #[serde(default)]
@@ -291,7 +280,7 @@ pub(super) fn back_to(name: &str, back: &str) -> String {
     }
 }
 
-pub async fn pause(
+pub(crate) async fn pause(
     State(c): Shared,
     Extension(s): Extension<Session>,
     Path(name): Path<String>,
@@ -312,7 +301,7 @@ pub async fn pause(
     )))
 }
 
-pub async fn resume(
+pub(crate) async fn resume(
     State(c): Shared,
     Extension(s): Extension<Session>,
     Path(name): Path<String>,
@@ -329,7 +318,7 @@ pub async fn resume(
 
 /// The edit form's fields (all text, so a wrong number comes back with its field named).
 #[derive(Debug, Default, Deserialize)]
-pub struct EndpointForm {
+pub(crate) struct EndpointForm {
     #[serde(default)]
     name: String,
     #[serde(default)]
@@ -361,14 +350,14 @@ pub struct EndpointForm {
     /// Fingerprints of stored secrets to remove.
     #[serde(default)]
     remove_secret: Vec<String>,
-    /// The endpoint's `updated_unix_ms` when the form was made: a save over a newer
+    /// The endpoint's `updated_ms` when the form was made: a save over a newer
     /// change is refused rather than overwriting it.
     #[serde(default)]
     updated: String,
 }
 
 impl EndpointForm {
-    fn of(e: &pb::Endpoint) -> Self {
+    fn of(e: &EndpointRecord) -> Self {
         let n = |v: u64| if v == 0 { String::new() } else { v.to_string() };
         Self {
             name: e.name.clone(),
@@ -393,12 +382,17 @@ impl EndpointForm {
             },
             new_secret: String::new(),
             remove_secret: Vec::new(),
-            updated: e.updated_unix_ms.to_string(),
+            updated: e.updated_ms.to_string(),
         }
     }
 
-    /// The form applied over `e` (its secrets in clear, which the form never shows).
-    fn apply(&self, e: &mut pb::Endpoint) -> Result<(), Failure> {
+    /// The form applied over `e` and its secrets in clear (which the form never shows):
+    /// the PutEndpoint request that saves it.
+    fn apply(
+        &self,
+        mut e: EndpointRecord,
+        mut secrets: Vec<String>,
+    ) -> Result<pb::Endpoint, Failure> {
         fn num<T: std::str::FromStr + Default>(v: &str, field: &str) -> Result<T, Failure> {
             let v = v.trim();
             if v.is_empty() {
@@ -425,16 +419,17 @@ impl EndpointForm {
         };
         e.disabled = self.disabled == "on";
         if !self.remove_secret.is_empty() {
-            e.secrets.retain(|clear| {
-                let (_, fingerprint) = hookd_core::secrets::summary(clear);
-                !self.remove_secret.contains(&fingerprint)
+            secrets.retain(|clear| {
+                !self
+                    .remove_secret
+                    .contains(&SecretShown::of(clear).fingerprint)
             });
         }
         let new = self.new_secret.trim();
         if !new.is_empty() {
-            e.secrets.push(new.to_owned());
+            secrets.push(new.to_owned());
         }
-        Ok(())
+        Ok(crate::api::convert::endpoint(e, &secrets, true))
     }
 }
 
@@ -443,7 +438,7 @@ pub(super) fn endpoint_form(
     f: &EndpointForm,
     action: &str,
     creating: bool,
-    secrets: &[pb::SecretSummary],
+    secrets: &[SecretShown],
 ) -> Markup {
     let field = |label: &str, name: &str, value: &str, hint: &str| {
         html! {
@@ -480,7 +475,7 @@ pub(super) fn endpoint_form(
     }
 }
 
-pub async fn new_endpoint_form(State(_c): Shared, Extension(s): Extension<Session>) -> Page {
+pub(crate) async fn new_endpoint_form(State(_c): Shared, Extension(s): Extension<Session>) -> Page {
     let form = EndpointForm::default();
     html_page(page(
         "New endpoint",
@@ -491,17 +486,17 @@ pub async fn new_endpoint_form(State(_c): Shared, Extension(s): Extension<Sessio
     ))
 }
 
-pub async fn create_endpoint(
+pub(crate) async fn create_endpoint(
     State(c): Shared,
     Extension(s): Extension<Session>,
     Form(f): Form<EndpointForm>,
 ) -> Page {
-    let mut e = pb::Endpoint {
+    let e = EndpointRecord {
         name: f.name.trim().to_owned(),
         ..Default::default()
     };
-    let saved = match f.apply(&mut e) {
-        Ok(()) => c
+    let saved = match f.apply(e, Vec::new()) {
+        Ok(e) => c
             .api
             .put_endpoint(call(&s, pb::PutEndpointRequest { endpoint: Some(e) }))
             .await
@@ -532,7 +527,7 @@ pub(super) fn form_again(
     f: &EndpointForm,
     action: &str,
     creating: bool,
-    secrets: &[pb::SecretSummary],
+    secrets: &[SecretShown],
     failure: Failure,
 ) -> Page {
     let body = html! {
@@ -546,29 +541,23 @@ pub(super) fn form_again(
         .into_response())
 }
 
-pub async fn edit_endpoint_form(
+pub(crate) async fn edit_endpoint_form(
     State(c): Shared,
     Extension(s): Extension<Session>,
     Path(name): Path<String>,
 ) -> Page {
-    let e = stored_endpoint(&c, &s, &name, false).await?;
+    let v = found_endpoint(&c, &name).await?;
     let action = format!("/ui/endpoints/{}/edit", segment(&name));
     html_page(page(
         &format!("Edit {name}"),
         Nav::Endpoints,
         Some(&s),
         "",
-        endpoint_form(
-            &s,
-            &EndpointForm::of(&e),
-            &action,
-            false,
-            &e.secret_summaries,
-        ),
+        endpoint_form(&s, &EndpointForm::of(&v.record), &action, false, &v.secrets),
     ))
 }
 
-pub async fn save_endpoint(
+pub(crate) async fn save_endpoint(
     State(c): Shared,
     Extension(s): Extension<Session>,
     Path(name): Path<String>,
@@ -576,31 +565,32 @@ pub async fn save_endpoint(
 ) -> Page {
     // The stored endpoint with its secrets in clear, so a save keeps them; they go back to
     // PutEndpoint (sealed again there) and are never rendered.
-    let mut e = stored_endpoint(&c, &s, &name, true).await?;
-    let summaries = e.secret_summaries.clone();
+    let v = found_endpoint(&c, &name).await?;
+    let summaries = &v.secrets;
     let action = format!("/ui/endpoints/{}/edit", segment(&name));
     let title = format!("Edit {name}");
-    if f.updated != e.updated_unix_ms.to_string() {
+    if f.updated != v.record.updated_ms.to_string() {
         let failure = Failure::new(
             StatusCode::CONFLICT,
             format!(
                 "{name} was changed at {} since this form was opened; reload it to see the change",
-                view::time(e.updated_unix_ms)
+                view::time(v.record.updated_ms)
             ),
         );
         return form_again(
             &s,
             &title,
-            &EndpointForm::of(&e),
+            &EndpointForm::of(&v.record),
             &action,
             false,
-            &summaries,
+            summaries,
             failure,
         );
     }
-    if let Err(failure) = f.apply(&mut e) {
-        return form_again(&s, &title, &f, &action, false, &summaries, failure);
-    }
+    let e = match f.apply(v.record.clone(), v.clear_secrets.clone()) {
+        Ok(e) => e,
+        Err(failure) => return form_again(&s, &title, &f, &action, false, summaries, failure),
+    };
     match c
         .api
         .put_endpoint(call(&s, pb::PutEndpointRequest { endpoint: Some(e) }))
@@ -610,9 +600,6 @@ pub async fn save_endpoint(
             let to = format!("/ui/endpoints/{}", segment(&name));
             Ok(see_other(&with_notice(&to, &format!("Saved {name}."))))
         }
-        Err(status) => form_again(&s, &title, &f, &action, false, &summaries, status.into()),
+        Err(status) => form_again(&s, &title, &f, &action, false, summaries, status.into()),
     }
 }
-
-// ---------------------------------------------------------------------------------------
-// Destinations (endpoints, URL origins, queues).

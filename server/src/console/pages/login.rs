@@ -3,7 +3,7 @@
 use super::*;
 
 #[derive(Debug, Default, Deserialize)]
-pub struct LoginQuery {
+pub(crate) struct LoginQuery {
     #[serde(default)]
     next: String,
 }
@@ -17,7 +17,7 @@ pub(super) fn safe_next(next: &str) -> &str {
     }
 }
 
-pub async fn login_form(State(c): Shared, Query(q): Query<LoginQuery>) -> Response {
+pub(crate) async fn login_form(State(c): Shared, Query(q): Query<LoginQuery>) -> Response {
     login_page(&c, &q.next, StatusCode::OK, "")
 }
 
@@ -54,7 +54,7 @@ pub(super) fn login_page(c: &Console, next: &str, status: StatusCode, error: &st
 }
 
 #[derive(Debug, Deserialize)]
-pub struct LoginForm {
+pub(crate) struct LoginForm {
     #[serde(default)]
     token: String,
     #[serde(default)]
@@ -63,7 +63,7 @@ pub struct LoginForm {
     next: String,
 }
 
-pub async fn login(
+pub(crate) async fn login(
     State(c): Shared,
     conn: Option<axum::Extension<crate::listen::ConnInfo>>,
     headers: HeaderMap,
@@ -142,7 +142,7 @@ pub async fn login(
     response
 }
 
-pub async fn logout(State(c): Shared, headers: HeaderMap) -> Response {
+pub(crate) async fn logout(State(c): Shared, headers: HeaderMap) -> Response {
     if let Some(id) = session::cookie(&headers, session::COOKIE) {
         c.sessions.remove(id);
     }

@@ -2,45 +2,27 @@
 
 use super::*;
 
-pub async fn message(
+pub(crate) async fn message(
     State(c): Shared,
     Extension(s): Extension<Session>,
     Path(id): Path<String>,
     Query(n): Query<Notice>,
 ) -> Page {
-    let m = c
-        .api
-        .get_message(call(&s, pb::GetMessageRequest { id: id.clone() }))
-        .await?
-        .into_inner();
-    // The payload and headers: a live or dead message's record (a completed one keeps only
-    // its outcome).
     let parsed: hookd_core::ids::MessageId =
         id.parse().map_err(|e| Failure::bad(format!("id: {e}")))?;
-    let record = c
-        .api
-        .read(move |store| Ok(store.message(parsed)?))
-        .await?
-        .map(|m| m.record);
-    let state = pb::MessageState::try_from(m.state)
-        .map(|s| {
-            s.as_str_name()
-                .trim_start_matches("MESSAGE_STATE_")
-                .to_lowercase()
-                .replace('_', " ")
-        })
-        .unwrap_or_else(|_| "unknown".into());
+    let m = c.api.find_message(parsed).await?.ok_or_else(|| {
+        Failure::new(
+            StatusCode::NOT_FOUND,
+            format!(
+                "id: no message {id} (or it completed longer ago than completed_retention_secs)"
+            ),
+        )
+    })?;
     let destination = m
         .destination
         .as_ref()
-        .and_then(|d| d.kind.as_ref())
-        .map(|k| match k {
-            pb::destination::Kind::Endpoint(n) => format!("endpoint:{n}"),
-            pb::destination::Kind::Url(u) => format!("url:{u}"),
-            pb::destination::Kind::Queue(q) => format!("queue:{q}"),
-        })
-        .unwrap_or_default();
-    let dead = m.state == pb::MessageState::DeadLetter as i32;
+        .map_or_else(String::new, shown_destination);
+    let dead = m.state == crate::api::view::Shown::DeadLetter;
     html_page(page(
         &format!("Message {id}"),
         Nav::DeadLetters,
@@ -58,14 +40,14 @@ pub async fn message(
                 }
             }
             table.kv {
-                tr { th { "state" } td { span.badge { (state) } } }
+                tr { th { "state" } td { span.badge { (m.state.as_str()) } } }
                 tr { th { "destination" } td { (destination) } }
                 tr { th { "event type" } td { (m.event_type) } }
                 tr { th { "idempotency key" } td { (m.idempotency_key) } }
                 tr { th { "attempts" } td { (m.attempts) " of " @if m.max_attempts == 0 { "the default" } @else { (m.max_attempts) } } }
-                tr { th { "enqueued" } td { (view::time(m.enqueued_unix_ms)) } }
-                @if m.next_attempt_unix_ms > 0 { tr { th { "next attempt" } td { (view::time(m.next_attempt_unix_ms)) } } }
-                @if m.completed_unix_ms > 0 { tr { th { "completed" } td { (view::time(m.completed_unix_ms)) } } }
+                tr { th { "enqueued" } td { (view::time(m.enqueued_ms)) } }
+                @if m.next_attempt_ms > 0 { tr { th { "next attempt" } td { (view::time(m.next_attempt_ms)) } } }
+                @if m.completed_ms > 0 { tr { th { "completed" } td { (view::time(m.completed_ms)) } } }
                 tr { th { "last error" } td.error { (m.last_error) } }
                 tr { th { "payload size" } td { (view::bytes(m.payload_size)) } }
             }
@@ -77,7 +59,7 @@ pub async fn message(
                         @for a in &m.history {
                             tr {
                                 td.num { (a.number) }
-                                td { (view::time(a.started_unix_ms)) }
+                                td { (view::time(a.started_ms)) }
                                 td { (a.outcome) }
                                 td.num { @if a.http_status == 0 { "-" } @else { (a.http_status) } }
                                 td.num { (view::millis(a.latency_us as f64 / 1_000.0)) }
@@ -87,7 +69,7 @@ pub async fn message(
                     }
                 }
             }
-            @if let Some(r) = &record {
+            @if let Some(r) = &m.content {
                 @if !r.headers.is_empty() {
                     h2 { "Headers" }
                     table.kv { @for (k, v) in &r.headers { tr { th { (k) } td { (v) } } } }
@@ -99,6 +81,16 @@ pub async fn message(
             }
         },
     ))
+}
+
+/// A destination with its whole URL (a key holds only the origin).
+fn shown_destination(d: &hookd_core::destination::Destination) -> String {
+    use hookd_core::destination::Destination;
+    match d {
+        Destination::Endpoint(name) => format!("endpoint:{name}"),
+        Destination::Url(url) => format!("url:{url}"),
+        Destination::Queue(name) => format!("queue:{name}"),
+    }
 }
 
 /// A payload as text: pretty JSON when it is JSON and small enough, else UTF-8 text, else a
@@ -136,6 +128,3 @@ pub(super) fn hex_dump(bytes: &[u8]) -> String {
     }
     out
 }
-
-// ---------------------------------------------------------------------------------------
-// Sources.

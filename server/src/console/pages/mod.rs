@@ -1,7 +1,6 @@
-//! The console's pages and actions. Reads and writes go through the gRPC service in
-//! process ([`super::call`]); the few figures the API does not carry (a destination's
-//! latency by sub-window, a page of dead letters under a filter, a message's payload) are
-//! read from the engine or the store directly.
+//! The console's pages and actions. Pages read domain values (the engine's snapshots, the
+//! API's reads in `api::view` form, a page of dead letters from the store); actions write
+//! through the gRPC service in process ([`super::call`]).
 
 use std::sync::Arc;
 
@@ -50,7 +49,7 @@ type Shared = State<Arc<Console>>;
 
 /// A page that could not be made: its status and why, shown escaped.
 #[derive(Debug)]
-pub struct Failure {
+pub(super) struct Failure {
     status: StatusCode,
     message: String,
 }
@@ -127,7 +126,7 @@ fn html_page(markup: Markup) -> Page {
 
 /// A notice carried to the next page by a redirect (`?notice=`), shown escaped.
 #[derive(Debug, Default, Deserialize)]
-pub struct Notice {
+pub(crate) struct Notice {
     #[serde(default)]
     notice: String,
 }
@@ -160,11 +159,12 @@ fn with_notice(path: &str, notice: &str) -> String {
     format!("{path}{sep}{}", query(&[("notice", notice)]))
 }
 
-fn level_name(level: i32) -> &'static str {
-    match pb::BackpressureLevel::try_from(level) {
-        Ok(pb::BackpressureLevel::Soft) => "soft",
-        Ok(pb::BackpressureLevel::Hard) => "hard",
-        _ => "ok",
+fn level_name(level: hookd_core::backpressure::Level) -> &'static str {
+    use hookd_core::backpressure::Level;
+    match level {
+        Level::Ok => "ok",
+        Level::Soft => "soft",
+        Level::Hard => "hard",
     }
 }
 

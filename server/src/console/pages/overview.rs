@@ -2,27 +2,15 @@
 
 use super::*;
 
-pub async fn overview(
+pub(crate) async fn overview(
     State(c): Shared,
     Extension(s): Extension<Session>,
     Query(n): Query<Notice>,
 ) -> Page {
-    let stats = c
-        .api
-        .stats(call(
-            &s,
-            pb::StatsRequest {
-                page_size: 1,
-                page_token: String::new(),
-            },
-        ))
-        .await?
-        .into_inner();
+    let stats = c.engine.stats(None, 1).await?;
     let gauges = c.engine.gauges(10).await?;
-    let total = stats.total.unwrap_or_default();
-    let storage = stats.storage.unwrap_or_default();
-    let latency = total.latency_last_hour.unwrap_or_default();
-    let latency_day = total.latency_last_24h.unwrap_or_default();
+    let total = &stats.total;
+    let storage = &stats.storage;
     let finished = total.delivered_last_hour + total.failed_last_hour;
     let success = if finished == 0 {
         "-".to_owned()
@@ -42,10 +30,10 @@ pub async fn overview(
         .filter(|(_, n)| *n > 0)
         .collect();
     depths.sort_by_key(|d| std::cmp::Reverse(d.1));
-    let commit = storage.commit_latency_last_hour.unwrap_or_default();
+    let commit = &storage.commit_latency_last_hour;
     // Critical first, then the oldest; a page shows the first MAX_ALERTS_SHOWN.
-    let mut alerts = stats.alerts;
-    alerts.sort_by_key(|a| (a.level != "critical", a.since_unix_ms));
+    let mut alerts = stats.alerts.clone();
+    alerts.sort_by_key(|a| (a.level != "critical", a.since_ms));
     let more_alerts = alerts.len().saturating_sub(MAX_ALERTS_SHOWN);
     alerts.truncate(MAX_ALERTS_SHOWN);
     html_page(page(
@@ -72,8 +60,8 @@ pub async fn overview(
                     thead { tr { th { "window" } th { "delivered" } th { "failed" } th { "p50" } th { "p95" } th { "p99" } } }
                     tbody {
                         tr { td { "last hour" } td.num { (total.delivered_last_hour) } td.num { (total.failed_last_hour) }
-                             (latency_cells(&crate::api::convert::summary(&latency))) }
-                        tr { td { "last 24 h" } td.num { "" } td.num { "" } (latency_cells(&crate::api::convert::summary(&latency_day))) }
+                             (latency_cells(&total.latency_last_hour)) }
+                        tr { td { "last 24 h" } td.num { "" } td.num { "" } (latency_cells(&total.latency_last_24h)) }
                     }
                 }
                 p.hint { "Latency is enqueue to completion; uptime " (view::duration(stats.uptime_ms)) "." }
@@ -96,7 +84,7 @@ pub async fn overview(
                                     td { (a.alert) }
                                     td { @if a.destination.is_empty() { "all" } @else { (a.destination) } }
                                     td { span.badge { (a.level) } }
-                                    td { (view::time(a.since_unix_ms)) }
+                                    td { (view::time(a.since_ms)) }
                                     td.num { (format!("{:.3}", a.value)) }
                                     td.num { (format!("{:.3}", a.warning)) }
                                     td.num { (format!("{:.3}", a.critical)) }
@@ -124,6 +112,3 @@ pub async fn overview(
         },
     ))
 }
-
-// ---------------------------------------------------------------------------------------
-// Endpoints.

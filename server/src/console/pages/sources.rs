@@ -2,17 +2,12 @@
 
 use super::*;
 
-pub async fn sources(
+pub(crate) async fn sources(
     State(c): Shared,
     Extension(s): Extension<Session>,
     Query(n): Query<Notice>,
 ) -> Page {
-    let sources = c
-        .api
-        .list_sources(call(&s, pb::ListSourcesRequest {}))
-        .await?
-        .into_inner()
-        .sources;
+    let sources = c.api.sources().list();
     html_page(page(
         "Sources",
         Nav::Sources,
@@ -27,30 +22,32 @@ pub async fn sources(
                                  th { "tolerance" } th { "max body" } th { "schema" } th { "event type" } th { "dedup id" } th { "redaction" } th { "defined in" } } }
                     tbody {
                         @for src in &sources {
+                            @let spec = &src.spec;
                             tr {
-                                td { (src.name) }
-                                td { code { (src.path) } }
-                                td { (src.scheme) }
-                                td { @match &src.route {
-                                    Some(pb::source::Route::Queue(q)) => { "queue:" (q) }
-                                    Some(pb::source::Route::Endpoint(e)) => { a href=(format!("/ui/endpoints/{}", segment(e))) { "endpoint:" (e) } }
-                                    None => { "-" }
+                                td { (spec.name) }
+                                td { code { "/in/" (spec.name) } }
+                                td { (spec.scheme.as_str()) }
+                                td { @match &src.destination {
+                                    hookd_core::destination::Destination::Endpoint(e) => { a href=(format!("/ui/endpoints/{}", segment(e))) { "endpoint:" (e) } }
+                                    other => { (other.key()) }
                                 } }
                                 td {
-                                    @for (i, sec) in src.secret_summaries.iter().enumerate() {
-                                        @if i > 0 { ", " } code { (sec.fingerprint) }
+                                    @for (i, (_, fingerprint)) in src.secret_summaries.iter().enumerate() {
+                                        @if i > 0 { ", " } code { (fingerprint) }
                                     }
-                                    @if !src.bearer_sha256.is_empty() { (src.bearer_sha256.len()) " bearer token(s)" }
-                                    @if !src.basic.is_empty() { (src.basic.len()) " basic credential(s)" }
+                                    @if !spec.bearer_sha256.is_empty() { (spec.bearer_sha256.len()) " bearer token(s)" }
+                                    @if !spec.basic.is_empty() { (spec.basic.len()) " basic credential(s)" }
                                 }
-                                td.num { (src.tolerance_secs) " s" }
-                                td.num { (view::bytes(src.max_body_bytes)) }
-                                td { @if src.json_schema.is_empty() { "none" } @else { "yes" } }
-                                td { (src.event_type) }
-                                td { (src.dedup_id) }
-                                td { @if let Some(r) = &src.redact {
-                                    (r.remove.len() + r.mask.len()) " pointer(s)"
-                                    @if !r.detectors.is_empty() { ", " (r.detectors.join(", ")) }
+                                td.num { (spec.tolerance_secs) " s" }
+                                td.num { (view::bytes(spec.max_body_bytes as u64)) }
+                                td { @if spec.json_schema.is_none() { "none" } @else { "yes" } }
+                                td { (spec.event_type.as_deref().unwrap_or_default()) }
+                                td { (spec.dedup_id.as_deref().unwrap_or_default()) }
+                                td { @if !spec.redact.is_empty() {
+                                    (spec.redact.remove.len() + spec.redact.mask.len()) " pointer(s)"
+                                    @if !spec.redact.detectors.is_empty() {
+                                        ", " (spec.redact.detectors.iter().map(|d| d.name()).collect::<Vec<_>>().join(", "))
+                                    }
                                 } @else { "none" } }
                                 td { @if src.from_config { "config file" } @else { "API" } }
                             }

@@ -44,12 +44,12 @@ pub struct Progress {
     /// Every round up to this one is in redb.
     pub round: AtomicU64,
     /// Segments before this position may be deleted (checkpointed).
-    pub discard_before: AtomicU64,
+    pub(crate) discard_before: AtomicU64,
     pub checkpoint_at_ms: AtomicU64,
     pub last_checkpoint_ms: AtomicU64,
     /// Log bytes applied since the last checkpoint (what a restart now would replay, at
     /// least).
-    pub since_checkpoint: AtomicU64,
+    pub(crate) since_checkpoint: AtomicU64,
 }
 
 pub struct Applier {

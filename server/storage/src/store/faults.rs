@@ -33,7 +33,7 @@ impl Faults {
     }
 
     /// What every fsync does first: fail while failing is on, wait while slow.
-    pub fn before_sync(&self) -> std::io::Result<()> {
+    pub(crate) fn before_sync(&self) -> std::io::Result<()> {
         if self.fail_syncs.load(Ordering::SeqCst) {
             return Err(std::io::Error::other("injected fault: fsync failed"));
         }
@@ -45,7 +45,7 @@ impl Faults {
     }
 
     /// The same switch for the write-ahead log's files.
-    pub fn sync_hook(&self) -> crate::wal::SyncHook {
+    pub(crate) fn sync_hook(&self) -> crate::wal::SyncHook {
         let faults = self.clone();
         Arc::new(move || faults.before_sync())
     }

@@ -51,7 +51,8 @@ mod tables;
 
 pub use overlay::Overlay;
 use rowlog::TableId;
-pub use tables::{Apply, Tables};
+pub(crate) use tables::Apply;
+pub use tables::Tables;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -225,7 +226,7 @@ impl Storage {
 }
 
 /// A row of a named table (tests: comparing states).
-pub type TableRow = (&'static str, Vec<u8>, Vec<u8>);
+pub(crate) type TableRow = (&'static str, Vec<u8>, Vec<u8>);
 
 /// What replaying the write-ahead log at start found.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -241,7 +242,7 @@ pub struct Replayed {
 
 /// A page of dead letters ends after this many bytes (payloads and histories), whatever its
 /// row limit, so an answer stays well under the 64 MiB clients accept (finding F4).
-pub const MAX_PAGE_BYTES: usize = 4 << 20;
+pub(crate) const MAX_PAGE_BYTES: usize = 4 << 20;
 
 /// A page of dead letters and, if more follow, the key to continue after.
 pub type DeadLetterPage = (Vec<StoredMessage>, Option<Vec<u8>>);
@@ -471,7 +472,7 @@ impl Store {
     /// A write transaction of the apply stage: `Durability::None`, so its commit does no
     /// I/O. Its changes are durable already, in the write-ahead log; the file catches up at
     /// the next [`Store::checkpoint`].
-    pub fn begin_round(&self) -> Result<WriteTransaction, StoreError> {
+    pub(crate) fn begin_round(&self) -> Result<WriteTransaction, StoreError> {
         let mut txn = self.db.begin_write()?;
         txn.set_durability(Durability::None)?;
         Ok(txn)

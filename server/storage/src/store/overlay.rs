@@ -26,7 +26,7 @@ struct Entry {
 const TABLES: usize = TableId::Sources as usize + 1;
 
 /// A row as bytes: key and value.
-pub type Row = (Vec<u8>, Vec<u8>);
+pub(crate) type Row = (Vec<u8>, Vec<u8>);
 
 /// The keys one round wrote.
 type RoundKeys = (u64, Vec<(TableId, Vec<u8>)>);

@@ -26,8 +26,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use rand::RngExt;
 use rand::rngs::StdRng;
-use rand::{RngExt, SeedableRng};
 use redb::StorageBackend;
 
 use crate::wal::{LogDir, LogFile};
@@ -468,14 +468,10 @@ impl StorageBackend for PowerLossFile {
     }
 }
 
-/// A random source for cut images, from a seed.
-pub fn cut_rng(seed: u64) -> StdRng {
-    StdRng::seed_from_u64(seed)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::SeedableRng;
 
     #[test]
     fn only_synced_bytes_and_names_survive_a_cut() {
@@ -516,7 +512,7 @@ mod tests {
         let seen = Arc::new(Mutex::new(BTreeSet::new()));
         fs.observe({
             let seen = seen.clone();
-            let mut rng = cut_rng(7);
+            let mut rng = StdRng::seed_from_u64(7);
             move |cut| {
                 for _ in 0..200 {
                     let image = cut.image(Some(&mut rng));

@@ -22,7 +22,7 @@ pub enum State {
 }
 
 impl State {
-    pub fn from_u8(v: u8) -> Option<Self> {
+    pub(crate) fn from_u8(v: u8) -> Option<Self> {
         match v {
             1 => Some(Self::Pending),
             2 => Some(Self::Retry),
@@ -68,7 +68,7 @@ pub struct HistoryRecord {
 }
 
 /// How many attempts a message keeps in its history.
-pub const MAX_HISTORY: usize = 32;
+pub(crate) const MAX_HISTORY: usize = 32;
 
 pub use hookd_core::text::{MAX_TEXT_BYTES, bound_text};
 
@@ -85,7 +85,7 @@ impl HistoryRecord {
     /// A history from a format-2 `history` row (if any) and the `attempts` rows after it,
     /// oldest first: the last [`MAX_HISTORY`] attempts, and the last error among them (or
     /// the row's, if none of the rows has one).
-    pub fn assemble(legacy: Option<HistoryRecord>, rows: Vec<AttemptRecord>) -> Self {
+    pub(crate) fn assemble(legacy: Option<HistoryRecord>, rows: Vec<AttemptRecord>) -> Self {
         let mut out = legacy.unwrap_or_default();
         for attempt in rows {
             out.push(attempt);

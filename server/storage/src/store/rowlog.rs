@@ -16,7 +16,7 @@ use prost::encoding::{decode_varint, encode_varint};
 use super::StoreError;
 
 /// The first byte of every record; another value is refused rather than misread.
-pub const RECORD_VERSION: u8 = 1;
+pub(crate) const RECORD_VERSION: u8 = 1;
 
 /// The tables a change can name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,12 +74,12 @@ pub enum Change<'a> {
 
 /// The changes of one round, encoded as they are made.
 #[derive(Debug, Default)]
-pub struct RowLog {
+pub(crate) struct RowLog {
     buf: Vec<u8>,
 }
 
 impl RowLog {
-    pub fn put(&mut self, table: TableId, key: &[u8], value: &[u8]) {
+    pub(crate) fn put(&mut self, table: TableId, key: &[u8], value: &[u8]) {
         self.start();
         self.buf.push((table as u8) << 1 | 1);
         encode_varint(key.len() as u64, &mut self.buf);
@@ -88,7 +88,7 @@ impl RowLog {
         self.buf.extend_from_slice(value);
     }
 
-    pub fn remove(&mut self, table: TableId, key: &[u8]) {
+    pub(crate) fn remove(&mut self, table: TableId, key: &[u8]) {
         self.start();
         self.buf.push((table as u8) << 1);
         encode_varint(key.len() as u64, &mut self.buf);
@@ -101,12 +101,12 @@ impl RowLog {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }
 
     /// The encoded record; empty if nothing changed.
-    pub fn into_bytes(self) -> Vec<u8> {
+    pub(crate) fn into_bytes(self) -> Vec<u8> {
         self.buf
     }
 }

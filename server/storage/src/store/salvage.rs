@@ -18,7 +18,7 @@ use super::{
 use hookd_core::ids::MessageId;
 
 /// The name the damaged file is kept under once a salvage replaces it.
-pub const DAMAGED_NAME: &str = "hookd.redb.damaged";
+pub(crate) const DAMAGED_NAME: &str = "hookd.redb.damaged";
 
 /// What a salvage found (and, unless it was a dry run, did).
 #[derive(Debug, Default)]

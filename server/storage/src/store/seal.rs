@@ -13,7 +13,7 @@ use super::StoreError;
 use super::rowlog::TableId;
 
 /// The bytes a seal adds to every stored value.
-pub const SEAL_BYTES: usize = 4;
+pub(crate) const SEAL_BYTES: usize = 4;
 
 fn checksum(table: TableId, key: &[u8], value: &[u8]) -> u32 {
     let len = u32::try_from(key.len()).unwrap_or(u32::MAX).to_le_bytes();
@@ -48,13 +48,13 @@ pub fn open<'a>(table: TableId, key: &[u8], stored: &'a [u8]) -> Result<&'a [u8]
 }
 
 /// The length of the value a stored value holds, without checking its seal (sizes only).
-pub fn value_len(stored: &[u8]) -> usize {
+pub(crate) fn value_len(stored: &[u8]) -> usize {
     stored.len().saturating_sub(SEAL_BYTES)
 }
 
 /// The message a row's key names: a `messages`, `schedule`, `history` or `done` row (the
 /// id), an `attempts` row (id, sequence) or a `dead` row (destination, id).
-pub fn message_of(table: TableId, key: &[u8]) -> Option<hookd_core::ids::MessageId> {
+pub(crate) fn message_of(table: TableId, key: &[u8]) -> Option<hookd_core::ids::MessageId> {
     let id = |bytes: &[u8]| {
         <[u8; 16]>::try_from(bytes)
             .ok()
@@ -69,7 +69,7 @@ pub fn message_of(table: TableId, key: &[u8]) -> Option<hookd_core::ids::Message
 }
 
 /// A key as an operator can look it up: a message id, a name, or hex.
-pub fn describe_key(table: TableId, key: &[u8]) -> String {
+pub(crate) fn describe_key(table: TableId, key: &[u8]) -> String {
     let described = match table {
         TableId::Endpoints | TableId::Sources => std::str::from_utf8(key).ok().map(str::to_owned),
         TableId::Attempts => message_of(table, key).map(|m| format!("{m} (an attempt)")),

@@ -55,7 +55,7 @@ fn rows_after(
 type Scanned = (Vec<(Vec<u8>, Vec<u8>)>, Option<Vec<u8>>);
 
 /// Dead letters a sweep deleted (destination key, id), and where the next one continues.
-pub type Swept = (Vec<(String, MessageId)>, Option<Vec<u8>>);
+pub(crate) type Swept = (Vec<(String, MessageId)>, Option<Vec<u8>>);
 
 /// Every table of redb's snapshot, with the overlay in front.
 pub struct Tables<'a> {
@@ -512,7 +512,7 @@ impl<'a> Tables<'a> {
 
 /// The write side of the tables: performs log records on redb (the apply stage, and
 /// recovery's replay).
-pub struct Apply<'txn> {
+pub(crate) struct Apply<'txn> {
     messages: Table<'txn, u128, &'static [u8]>,
     schedule: Table<'txn, u128, &'static [u8]>,
     history: Table<'txn, u128, &'static [u8]>,
@@ -532,7 +532,7 @@ impl std::fmt::Debug for Apply<'_> {
 
 impl<'txn> Apply<'txn> {
     /// Every table, opened (and created, in a new file) in `txn`.
-    pub fn open(txn: &'txn WriteTransaction) -> Result<Self, StoreError> {
+    pub(crate) fn open(txn: &'txn WriteTransaction) -> Result<Self, StoreError> {
         Ok(Self {
             messages: txn.open_table(MESSAGES)?,
             schedule: txn.open_table(SCHEDULE)?,
@@ -548,7 +548,7 @@ impl<'txn> Apply<'txn> {
 
     /// Performs the changes of a log record; how many. Blind puts and removals: see
     /// `rowlog` for why a second replay is harmless.
-    pub fn replay(&mut self, record: &[u8]) -> Result<usize, StoreError> {
+    pub(crate) fn replay(&mut self, record: &[u8]) -> Result<usize, StoreError> {
         let changes = super::rowlog::decode(record)?;
         let id = |key: &[u8]| -> Result<u128, StoreError> {
             <[u8; 16]>::try_from(key)
