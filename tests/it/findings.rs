@@ -347,10 +347,15 @@ async fn idle_connections_cannot_take_every_descriptor() {
     .await
     .unwrap();
     let grpc: std::net::SocketAddr = hookd.grpc.trim_start_matches("http://").parse().unwrap();
+    // Every network wait below is bounded: a stall fails the test, naming the step, rather
+    // than hanging the suite.
+    let within = std::time::Duration::from_secs(5);
     let mut idle = Vec::new();
     for target in [grpc, hookd.http] {
         for _ in 0..400 {
-            if let Ok(s) = tokio::net::TcpStream::connect(target).await {
+            if let Ok(Ok(s)) =
+                tokio::time::timeout(within, tokio::net::TcpStream::connect(target)).await
+            {
                 idle.push(s);
             }
         }
@@ -359,13 +364,12 @@ async fn idle_connections_cannot_take_every_descriptor() {
     let sink = Sink::start(Reply::Status(204)).await;
     let mut c = None;
     for _ in 0..100 {
-        if let Ok(client) = Client::connect(hookd.grpc.clone()).await
-            && let Ok(()) = async {
-                let mut client = client.clone();
-                client.stats().await.map(|_| ())
-            }
-            .await
-        {
+        let attempt = async {
+            let client = Client::connect(hookd.grpc.clone()).await.ok()?;
+            client.clone().stats().await.ok()?;
+            Some(client)
+        };
+        if let Ok(Some(client)) = tokio::time::timeout(within, attempt).await {
             c = Some(client);
             break;
         }
@@ -373,32 +377,45 @@ async fn idle_connections_cannot_take_every_descriptor() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     let mut c = c.expect("a new gRPC client got in");
-    c.put_endpoint(pb::Endpoint {
-        name: "e".into(),
-        url: sink.url("/"),
-        ..Default::default()
-    })
+    tokio::time::timeout(
+        within,
+        c.put_endpoint(pb::Endpoint {
+            name: "e".into(),
+            url: sink.url("/"),
+            ..Default::default()
+        }),
+    )
     .await
+    .expect("PutEndpoint answered in time")
     .unwrap();
     for i in 0..20 {
-        c.enqueue(Event::to_endpoint("e", format!("{i}").into_bytes()))
-            .await
-            .unwrap();
+        tokio::time::timeout(
+            within,
+            c.enqueue(Event::to_endpoint("e", format!("{i}").into_bytes())),
+        )
+        .await
+        .expect("Enqueue answered in time")
+        .unwrap();
     }
     sink.wait_for(20).await;
     // /healthz answers (within the handshake timeout, the idle ones are gone).
     let mut healthy = false;
     for _ in 0..100 {
-        let mut tcp = match tokio::net::TcpStream::connect(hookd.http).await {
-            Ok(t) => t,
-            Err(_) => continue,
-        };
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let _ = tcp
-            .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
-            .await;
-        let mut response = String::new();
-        let _ = tcp.read_to_string(&mut response).await;
+        let ask = async {
+            let mut tcp = tokio::net::TcpStream::connect(hookd.http).await.ok()?;
+            tcp.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+                .await
+                .ok()?;
+            let mut response = String::new();
+            tcp.read_to_string(&mut response).await.ok()?;
+            Some(response)
+        };
+        let response = tokio::time::timeout(within, ask)
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_default();
         if response.starts_with("HTTP/1.1 200") {
             healthy = true;
             break;
