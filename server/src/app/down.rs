@@ -26,15 +26,10 @@ pub(super) async fn serve_down(
             tonic::Status::unavailable("hookd is recovering from a storage failure; retry")
                 .into_http::<axum::body::Body>()
         });
-    let conns = crate::listen::accept(
-        grpc,
-        crate::listen::Kind::Grpc,
-        tls.clone(),
-        limits,
-        max,
-        stop.clone(),
-        None,
-    );
+    let accept = |listener, kind| {
+        crate::listen::accept(listener, kind, tls.clone(), limits, max, stop.clone(), None)
+    };
+    let conns = accept(grpc, crate::listen::Kind::Grpc);
     let grpc_server = tonic::transport::Server::builder()
         .add_routes(tonic::service::Routes::from(routes))
         .serve_with_incoming_shutdown(tokio_stream::wrappers::ReceiverStream::new(conns), {
@@ -56,24 +51,8 @@ pub(super) async fn serve_down(
             r
         })
     };
-    let http_conns = crate::listen::accept(
-        http,
-        crate::listen::Kind::Http,
-        tls.clone(),
-        limits,
-        max,
-        stop.clone(),
-        None,
-    );
-    let ingest_conns = crate::listen::accept(
-        ingest,
-        crate::listen::Kind::Ingest,
-        tls,
-        limits,
-        max,
-        stop.clone(),
-        None,
-    );
+    let http_conns = accept(http, crate::listen::Kind::Http);
+    let ingest_conns = accept(ingest, crate::listen::Kind::Ingest);
     let http_server = crate::listen::serve_http(http_conns, unavailable(), limits, stop.clone());
     let ingest_server =
         crate::listen::serve_http(ingest_conns, unavailable(), limits, stop.clone());
