@@ -17,6 +17,7 @@ mod push;
 mod rawredb;
 mod scale;
 mod scrape;
+mod threads;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -257,7 +258,10 @@ async fn bench(args: Args) -> anyhow::Result<()> {
             // instead of inheriting the backlog the earlier legs left behind.
             let hookd = Hookd::start(dir.path(), round).await?;
             let hookd_ch = channels(hookd.addr, args.connections).await?;
+            let cpu_before = threads::snapshot();
             let h = load::run(&hookd_ch, concurrency, shape, args.payload, leg).await?;
+            // Before hookd stops: its threads' CPU is counted only while they live.
+            let cpu = threads::per_event(&cpu_before, &threads::snapshot(), h.events);
             // The writer's own view of the leg: how many commits, how full, how long.
             let stats = hookd_client::Client::from_channel(hookd_ch[0].clone())
                 .stats()
@@ -275,6 +279,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
                     lat.p99_ms
                 );
             }
+            println!("         {}", threads::line(&cpu));
             let ratio = h.events_per_s() / e.events_per_s();
             println!("  ratio hookd/echo: {ratio:.2}");
             if let Shape::Batch(size) = shape {
@@ -346,6 +351,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
             println!("  hyper  {bare:>10.0} requests/s");
             let hookd = Hookd::start(dir.path(), round).await?;
             let ch = channels(hookd.addr, 1).await?.remove(0);
+            let cpu_before = threads::snapshot();
             let (drain, stats) = push::hookd_drain(
                 &ch,
                 &sink,
@@ -354,10 +360,16 @@ async fn bench(args: Args) -> anyhow::Result<()> {
                 Duration::from_secs(120),
             )
             .await?;
+            let cpu =
+                threads::per_event(&cpu_before, &threads::snapshot(), args.push_backlog as u64);
             hookd.stop().await?;
             println!(
                 "  hookd  {drain:>10.0} deliveries/s  (draining {} stored events)",
                 args.push_backlog
+            );
+            println!(
+                "         {} (per delivered event, its enqueue and the sink's side included)",
+                threads::line(&cpu)
             );
             if let Some(storage) = stats.storage {
                 let lat = storage.commit_latency_last_hour.unwrap_or_default();
