@@ -48,6 +48,11 @@ enum Command {
         /// volume).
         #[arg(long, default_value_t = 1.0)]
         scale: f64,
+        /// Emulates a slow disk: every fsync of the hookd the tool starts takes this many ms
+        /// longer (hookd then runs inside this process, so the report shows no CPU or RSS
+        /// of its own). 0: the real disk, hookd as a child process.
+        #[arg(long, default_value_t = 0, conflicts_with = "target", value_parser = clap::value_parser!(u64).range(0..=10_000))]
+        slow_sync_ms: u64,
         /// Runs the scenario this many times and prints how far the results spread.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
         repeat: u32,
@@ -110,6 +115,7 @@ fn main() -> ExitCode {
             target,
             target_pid,
             probe_dir,
+            slow_sync_ms,
             scale,
             repeat,
             quiet,
@@ -129,12 +135,18 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            if slow_sync_ms > 0 {
+                println!(
+                    "slow disk emulated: every fsync of hookd takes {slow_sync_ms} ms longer (hookd runs in this process: no CPU or RSS of its own in the report)"
+                );
+            }
             let options = Options {
                 duration,
                 target,
                 target_pid,
                 progress: !quiet,
                 probe_dir,
+                slow_sync_ms,
             };
             let runtime = match tokio::runtime::Runtime::new() {
                 Ok(r) => r,

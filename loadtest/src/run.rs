@@ -35,6 +35,9 @@ pub struct Options {
     /// Where the fsync probe writes when hookd runs elsewhere (`--target`): a directory on
     /// the disk hookd writes to. A hookd the tool starts is probed in its data directory.
     pub probe_dir: Option<PathBuf>,
+    /// Above 0: the hookd the tool starts runs in this process on a disk whose every fsync
+    /// takes this many ms longer (a slow disk, emulated).
+    pub slow_sync_ms: u64,
 }
 
 async fn channels(addr: &str, n: usize) -> anyhow::Result<Vec<HookdClient<Channel>>> {
@@ -139,6 +142,7 @@ async fn setup(s: &Scenario, o: &Options) -> anyhow::Result<World> {
     let tally = Arc::new(Tally::new());
     let target = match &o.target {
         Some(addr) => Target::remote(addr.clone(), o.target_pid),
+        None if o.slow_sync_ms > 0 => Target::in_process(&s.hookd.config, o.slow_sync_ms).await?,
         None => Target::spawn(&s.hookd.config).await?,
     };
     let sim = Sim::start(&s.endpoints, tally.clone()).await?;

@@ -20,6 +20,9 @@ pub struct Target {
     /// The data directory of a hookd the tool started (where the fsync probe writes).
     pub data_dir: Option<std::path::PathBuf>,
     child: Option<ChildHookd>,
+    /// A hookd in this process (`--slow-sync-ms`: a slowed disk is a test hook, which the
+    /// hookd binary does not hold).
+    in_process: Option<hookd_testkit::InProcess>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -33,6 +36,7 @@ impl Target {
             pid,
             data_dir: None,
             child: None,
+            in_process: None,
             _dir: None,
         }
     }
@@ -71,6 +75,42 @@ impl Target {
             pid: child.pid(),
             data_dir: Some(dir.path().join("data")),
             child: Some(child),
+            in_process: None,
+            _dir: Some(dir),
+        })
+    }
+
+    /// Starts hookd in this process on a temp data dir, with `config` and loopback allowed
+    /// as a push destination, on a disk whose every fsync takes `slow_sync_ms` longer.
+    /// Its CPU and RSS are this process's, so the report shows none.
+    pub async fn in_process(config: &toml::Table, slow_sync_ms: u64) -> anyhow::Result<Self> {
+        let dir = tempfile::Builder::new()
+            .prefix("hookd-loadtest-")
+            .tempdir()?;
+        let mut hookd_config = hookd::Config::from_toml(&toml::to_string(config)?)
+            .map_err(|e| anyhow::anyhow!("[hookd.config]: {e}"))?;
+        hookd_config.data_dir = dir.path().join("data");
+        hookd_config
+            .delivery
+            .allow_destinations
+            .push("127.0.0.1/32".parse().map_err(anyhow::Error::msg)?);
+        let faults = hookd_storage::store::faults::Faults::default();
+        faults.delay_syncs(slow_sync_ms);
+        let hooks = hookd::Hooks {
+            faults: Some(faults),
+            ..Default::default()
+        };
+        let running = hookd_testkit::InProcess::start(hookd_config, hooks)
+            .await
+            .context("cannot start hookd")?;
+        Ok(Self {
+            grpc: format!("http://{}", running.grpc),
+            ingest: Some(running.ingest),
+            http: Some(running.http),
+            pid: None,
+            data_dir: Some(dir.path().join("data")),
+            child: None,
+            in_process: Some(running),
             _dir: Some(dir),
         })
     }
@@ -79,6 +119,9 @@ impl Target {
     pub async fn stop(mut self) -> anyhow::Result<()> {
         if let Some(child) = self.child.take() {
             child.stop(Duration::from_secs(15)).await?;
+        }
+        if let Some(running) = self.in_process.take() {
+            running.stop().await?;
         }
         Ok(())
     }

@@ -42,6 +42,34 @@ fn run(scenario: &Path, out: &Path, extra: &[&str]) -> (Option<i32>, String) {
     (output.status.code(), text)
 }
 
+/// `--slow-sync-ms` runs hookd in the tool's process on a disk whose fsyncs are slowed:
+/// still nothing lost, unexpected or undelivered, and the report says it had no process of
+/// its own to measure.
+#[test]
+fn a_slowed_disk_runs_clean_in_process() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("slow");
+    let (code, text) = run(
+        &scenarios().join("one-endpoint-closed.toml"),
+        &dir,
+        &["--duration", "2s", "--slow-sync-ms", "1"],
+    );
+    assert!(matches!(code, Some(0 | 3)), "{text}");
+    assert!(text.contains("slow disk emulated"), "{text}");
+    let v = &report(&dir)["verdict"];
+    assert_eq!(v["lost"], 0, "{text}");
+    assert_eq!(v["unexpected"], 0, "{text}");
+    assert_eq!(v["undelivered"], 0, "{text}");
+    assert!(v["delivered"].as_u64().unwrap() > 0, "{text}");
+    // With a target of its own, the flag is refused.
+    let (code, text) = run(
+        &scenarios().join("one-endpoint-closed.toml"),
+        &dir,
+        &["--slow-sync-ms", "1", "--target", "http://127.0.0.1:1"],
+    );
+    assert_eq!(code, Some(2), "{text}");
+}
+
 #[test]
 fn every_shipped_scenario_runs_clean() {
     let out = tempfile::tempdir().unwrap();
@@ -52,6 +80,7 @@ fn every_shipped_scenario_runs_clean() {
         "retry-storm-recovery",
         "pull-workers",
         "many-endpoints",
+        "one-endpoint-closed",
     ] {
         let dir = out.path().join(name);
         let (code, text) = run(
