@@ -253,6 +253,10 @@ pub struct HostFigures {
     pub fsync_p50_ms: Option<f64>,
     pub fsync_p99_ms: Option<f64>,
     pub fsync_max_ms: Option<f64>,
+    /// `--slow-sync-ms`: hookd ran in this process on a disk whose every fsync took this
+    /// much longer (0: the real disk, hookd a process of its own). The tool's CPU then
+    /// holds hookd's too, and the probe above measures the real disk, not the delay.
+    pub slow_sync_ms: u64,
     /// What most likely set the pace: `box`, `load generator`, `disk` or `hookd`, and why.
     pub limit: String,
 }
@@ -269,7 +273,23 @@ impl HostFigures {
             (Some(during), None) => during > 50.0,
             _ => false,
         } || self.iowait_avg_pct.is_some_and(|w| w > 25.0);
-        self.limit = if self.busy_max_pct.is_some_and(|b| b >= 90.0) {
+        let busy = self.busy_max_pct.is_some_and(|b| b >= 90.0);
+        self.limit = if self.slow_sync_ms > 0 {
+            let ms = self.slow_sync_ms;
+            if busy {
+                format!(
+                    "box: the machine's CPU peaked at {} busy ({} cores; hookd ran in this tool's process, {} of one core together), with every fsync {ms} ms longer (--slow-sync-ms)",
+                    fmt(self.busy_max_pct),
+                    self.cores,
+                    fmt(self.tool_cpu_avg_pct)
+                )
+            } else {
+                format!(
+                    "disk (emulated): every fsync took {ms} ms longer (--slow-sync-ms), so hookd commits at most {:.0} times a second and its group commit sets how many requests each carries",
+                    1000.0 / ms as f64
+                )
+            }
+        } else if busy {
             let who =
                 if tool_share.is_some_and(|t| t >= 0.4) || self.tool_cpu_avg_pct > hookd_cpu_avg {
                     "load generator"
@@ -355,9 +375,20 @@ mod tests {
         h.tool_cpu_avg_pct = Some(120.0);
         h.judge(Some(80.0));
         assert!(h.limit.starts_with("load generator:"), "{}", h.limit);
-        let mut h = base;
+        let mut h = base.clone();
         h.fsync_p99_ms = Some(40.0);
         h.judge(Some(80.0));
         assert!(h.limit.starts_with("disk:"), "{}", h.limit);
+        let mut h = base;
+        h.slow_sync_ms = 2;
+        h.judge(None);
+        assert!(
+            h.limit.starts_with("disk (emulated):") && h.limit.contains("at most 500 times"),
+            "{}",
+            h.limit
+        );
+        h.busy_max_pct = Some(95.0);
+        h.judge(None);
+        assert!(h.limit.starts_with("box:"), "{}", h.limit);
     }
 }

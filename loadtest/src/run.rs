@@ -238,6 +238,7 @@ async fn setup(s: &Scenario, o: &Options) -> anyhow::Result<World> {
     let mut host = HostFigures {
         cores: std::thread::available_parallelism().map_or(1, usize::from),
         fsync_dir: probe_dir.display().to_string(),
+        slow_sync_ms: o.slow_sync_ms,
         ..Default::default()
     };
     let dir = probe_dir.clone();
