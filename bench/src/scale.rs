@@ -146,6 +146,15 @@ pub(crate) async fn run(base: &Path, n: u64, payload: usize) -> anyhow::Result<(
     child.signal("-KILL")?;
     child.wait(Duration::from_secs(30)).await?;
     let size = std::fs::metadata(data.join("hookd.redb"))?.len();
+    // Everything the data directory holds for them: redb's file and the log's segments.
+    let disk = dir_bytes(&data)?;
+    println!(
+        "  on disk after kill -9: {:.0} MB (redb {:.0} MB, log {:.0} MB) = {:.0} B per live message ({payload} B payloads)",
+        disk as f64 / 1e6,
+        size as f64 / 1e6,
+        disk.saturating_sub(size) as f64 / 1e6,
+        disk as f64 / live.max(1) as f64
+    );
     let before = receiver.count();
     receiver.release();
 
@@ -181,6 +190,18 @@ pub(crate) async fn run(base: &Path, n: u64, payload: usize) -> anyhow::Result<(
     std::fs::remove_dir_all(&data)?;
     let _ = std::fs::remove_file(data.with_extension("toml"));
     Ok(())
+}
+
+/// The bytes of the files directly in `dir` (the data directory is flat).
+fn dir_bytes(dir: &Path) -> std::io::Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let meta = entry?.metadata()?;
+        if meta.is_file() {
+            total += meta.len();
+        }
+    }
+    Ok(total)
 }
 
 #[cfg(test)]
