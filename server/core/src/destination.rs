@@ -29,6 +29,15 @@ impl Destination {
         }
     }
 
+    /// As an operator reads it: the key's prefix with the endpoint's or queue's name, or
+    /// the whole URL (a key holds only its origin).
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Url(url) => format!("{URL}{url}"),
+            Self::Endpoint(_) | Self::Queue(_) => self.key(),
+        }
+    }
+
     /// The destination `key` names (`endpoint:NAME`, `queue:NAME`, `url:URL`): the inverse
     /// of [`Destination::key`], up to a URL key holding only its origin. `None` for text
     /// with none of the three prefixes.
@@ -96,6 +105,15 @@ pub const REFUSED_ADDRESS: &str =
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn describe_keeps_the_whole_url_where_the_key_keeps_the_origin() {
+        let url = Destination::Url("https://h.example:8443/hooks?x=1".into());
+        assert_eq!(url.key(), "url:https://h.example:8443");
+        assert_eq!(url.describe(), "url:https://h.example:8443/hooks?x=1");
+        assert_eq!(Destination::Endpoint("e".into()).describe(), "endpoint:e");
+        assert_eq!(Destination::Queue("q".into()).describe(), "queue:q");
+    }
 
     #[test]
     fn keys_and_round_trip() {

@@ -142,45 +142,35 @@ impl HookdService {
         }
     }
 
-    /// An endpoint as answers show it: secrets summarised, in clear only with `reveal`.
-    fn shown(&self, e: EndpointRecord, reveal: bool) -> pb::Endpoint {
-        let clear = self.open_secrets(&e);
-        convert::endpoint(e, &clear, reveal)
-    }
-
-    /// An endpoint's secrets opened with the configured keys (one that does not open is
-    /// `<why>`).
-    fn open_secrets(&self, e: &EndpointRecord) -> Vec<String> {
-        e.secrets
+    /// A stored endpoint with its secrets opened with the configured keys (one that does
+    /// not open is `<why>`).
+    fn view(&self, mut e: EndpointRecord) -> view::EndpointView {
+        let clear_secrets = std::mem::take(&mut e.secrets)
             .iter()
             .map(|s| {
                 hookd_core::secrets::open(self.sealer.as_deref(), &e.name, s)
                     .unwrap_or_else(|err| format!("<{err}>"))
             })
-            .collect()
-    }
-
-    /// An endpoint as the console shows and edits it.
-    fn view(&self, mut e: EndpointRecord) -> view::EndpointView {
-        let clear_secrets = self.open_secrets(&e);
-        e.secrets = Vec::new();
+            .collect();
         view::EndpointView {
-            secrets: clear_secrets
-                .iter()
-                .map(|c| view::SecretShown::of(c))
-                .collect(),
-            clear_secrets,
             record: e,
+            clear_secrets,
         }
     }
 
-    /// Every endpoint, in name order, as the console shows them.
+    /// An endpoint as an answer shows it: secrets summarised, never in clear.
+    fn shown(&self, e: EndpointRecord) -> pb::Endpoint {
+        let v = self.view(e);
+        convert::endpoint(v.record, &v.clear_secrets, false)
+    }
+
+    /// Every endpoint, in name order (ListEndpoints, the console).
     pub(crate) async fn endpoint_views(&self) -> Result<Vec<view::EndpointView>, Status> {
         let endpoints = self.read(|s| Ok(s.endpoints()?)).await?;
         Ok(endpoints.into_iter().map(|e| self.view(e)).collect())
     }
 
-    /// One endpoint, as the console shows and edits it.
+    /// One endpoint (GetEndpoint, the console).
     pub(crate) async fn endpoint_view(
         &self,
         name: &str,
@@ -461,7 +451,7 @@ impl Hookd for HookdService {
             );
         }
         Ok(Response::new(pb::PutEndpointResponse {
-            endpoint: Some(self.shown(put.endpoint, false)),
+            endpoint: Some(self.shown(put.endpoint)),
             created: put.created,
         }))
     }
@@ -478,15 +468,12 @@ impl Hookd for HookdService {
         }
         let name = request.into_inner().name;
         validate::validate_name(&name, "name")?;
-        let endpoint = self
-            .read({
-                let name = name.clone();
-                move |s| Ok(s.endpoint(&name)?)
-            })
+        let v = self
+            .endpoint_view(&name)
             .await?
             .ok_or_else(|| ApiError::NotFound(format!("name: no endpoint named {name:?}")))?;
         Ok(Response::new(pb::GetEndpointResponse {
-            endpoint: Some(self.shown(endpoint, reveal)),
+            endpoint: Some(convert::endpoint(v.record, &v.clear_secrets, reveal)),
         }))
     }
 
@@ -494,11 +481,11 @@ impl Hookd for HookdService {
         &self,
         _request: Request<pb::ListEndpointsRequest>,
     ) -> Result<Response<pb::ListEndpointsResponse>, Status> {
-        let endpoints = self.read(|s| Ok(s.endpoints()?)).await?;
+        let endpoints = self.endpoint_views().await?;
         Ok(Response::new(pb::ListEndpointsResponse {
             endpoints: endpoints
                 .into_iter()
-                .map(|e| self.shown(e, false))
+                .map(|v| convert::endpoint(v.record, &v.clear_secrets, false))
                 .collect(),
         }))
     }
@@ -728,7 +715,7 @@ impl Hookd for HookdService {
             .await
             .map_err(refused("name"))?;
         Ok(Response::new(pb::PauseEndpointResponse {
-            endpoint: Some(self.shown(endpoint, false)),
+            endpoint: Some(self.shown(endpoint)),
         }))
     }
 
@@ -805,7 +792,7 @@ impl Hookd for HookdService {
             .await
             .map_err(refused("name"))?;
         Ok(Response::new(pb::ResumeEndpointResponse {
-            endpoint: Some(self.shown(endpoint, false)),
+            endpoint: Some(self.shown(endpoint)),
         }))
     }
 }

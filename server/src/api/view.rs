@@ -148,16 +148,25 @@ impl SecretShown {
     }
 }
 
-/// An endpoint as the console shows it and edits it.
+/// An endpoint as GetEndpoint, ListEndpoints and the console read it.
 #[derive(Debug, Clone)]
 pub(crate) struct EndpointView {
     /// The stored record, its `secrets` left empty.
     pub(crate) record: EndpointRecord,
-    /// One summary per secret, in order.
-    pub(crate) secrets: Vec<SecretShown>,
-    /// The secrets opened, in order: never rendered, only handed back to PutEndpoint by a
-    /// save that keeps them (a secret that does not open is `<why>`, as GetEndpoint says).
+    /// The secrets opened, in order: never rendered, only summarised ([`Self::summaries`]),
+    /// or returned by GetEndpoint with `reveal_secrets`, or handed back to PutEndpoint by a
+    /// console save that keeps them (a secret that does not open is `<why>`).
     pub(crate) clear_secrets: Vec<String>,
+}
+
+impl EndpointView {
+    /// One summary per secret, in order: all that is ever shown of them.
+    pub(crate) fn summaries(&self) -> Vec<SecretShown> {
+        self.clear_secrets
+            .iter()
+            .map(|c| SecretShown::of(c))
+            .collect()
+    }
 }
 
 /// The dead-letter analysis over a window, as AnalyzeDeadLetters and the console show it.

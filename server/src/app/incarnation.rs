@@ -35,21 +35,22 @@ pub(super) async fn serve_once(
     plugged: &mut Plugged,
     shared: &Shared,
 ) -> Result<Ended, ServeError> {
-    let credentials = check_credentials(config, &listeners, plugged.clock.clone())?;
-    // Raised once, then shared out: a sixth to each of the three listeners, half to push
-    // delivery.
-    let open_files = crate::listen::raise_open_file_limit();
-    let own_addrs = vec![
+    let [grpc_addr, http_addr, ingest_addr] = [
         listeners.grpc.local_addr()?,
         listeners.http.local_addr()?,
         listeners.ingest.local_addr()?,
     ];
+    let credentials = check_credentials(config, [grpc_addr, http_addr, ingest_addr], plugged)?;
+    let (tls, authentication) = (credentials.tls.is_some(), credentials.auth.enabled());
+    // Raised once, then shared out: a sixth to each of the three listeners, half to push
+    // delivery.
+    let open_files = crate::listen::raise_open_file_limit();
     let incarnation = Incarnation::open(
         config,
         plugged,
         shared,
         credentials.sealer.clone(),
-        own_addrs,
+        vec![grpc_addr, http_addr, ingest_addr],
         outbound_budget(config.delivery.max_connections, open_files),
     )
     .await?;
@@ -71,12 +72,12 @@ pub(super) async fn serve_once(
         }
     };
     tracing::info!(
-        grpc_addr = %servers.addrs[0],
-        http_addr = %servers.addrs[1],
-        ingest_addr = %servers.addrs[2],
+        %grpc_addr,
+        %http_addr,
+        %ingest_addr,
         sources = incarnation.sources.list().len(),
-        tls = servers.tls,
-        authentication = servers.authenticated,
+        tls,
+        authentication,
         max_connections,
         data_dir = %config.data_dir.display(),
         "hookd serving"
@@ -96,20 +97,16 @@ pub(super) async fn serve_once(
 /// exposed without authentication.
 fn check_credentials(
     config: &Config,
-    listeners: &Listeners,
-    clock: Arc<dyn Clock>,
+    [grpc_addr, http_addr, ingest_addr]: [std::net::SocketAddr; 3],
+    plugged: &Plugged,
 ) -> Result<Credentials, ServeError> {
-    let credentials = credentials(config, clock)?;
+    let credentials = credentials(config, plugged.clock.clone())?;
     exposure(
         config,
-        &[
-            ("gRPC", listeners.grpc.local_addr()?),
-            ("HTTP", listeners.http.local_addr()?),
-        ],
+        &[("gRPC", grpc_addr), ("HTTP", http_addr)],
         credentials.auth.enabled(),
         credentials.tls.is_some(),
     )?;
-    let ingest_addr = listeners.ingest.local_addr()?;
     if !ingest_addr.ip().is_loopback() && credentials.tls.is_none() {
         tracing::warn!(%ingest_addr, "receiving webhooks without TLS on a non-loopback address: put a TLS-terminating proxy in front, or set tls.cert_file and tls.key_file");
     }
@@ -359,10 +356,6 @@ struct Servers {
     watch_health: tokio::task::JoinHandle<()>,
     /// Set at the stop: the servers drain, and Watch streams end.
     stop: watch::Sender<bool>,
-    /// gRPC, HTTP, ingest.
-    addrs: [std::net::SocketAddr; 3],
-    tls: bool,
-    authenticated: bool,
 }
 
 impl Servers {
@@ -379,7 +372,6 @@ impl Servers {
         let Credentials { auth, tls, sealer } = credentials;
         let auth = Arc::new(auth);
         let Listeners { grpc, http, ingest } = listeners;
-        let addrs = [grpc.local_addr()?, http.local_addr()?, ingest.local_addr()?];
         let (stop, stop_rx) = watch::channel(false);
         let api = HookdService::new(
             incarnation.engine.clone(),
@@ -460,9 +452,6 @@ impl Servers {
             health,
             watch_health,
             stop,
-            addrs,
-            tls: tls.is_some(),
-            authenticated: auth.enabled(),
         })
     }
 }

@@ -41,7 +41,7 @@ pub(crate) async fn destinations(
                             td.num { (view::rate(d.completion_rate_per_s)) }
                             td.num { (view::duration(d.oldest_pending_age_ms)) }
                             td.num { (view::bytes(d.live_bytes)) }
-                            td { (level_name(d.backpressure)) }
+                            td { (d.backpressure.as_str()) }
                             td.num { (view::millis(d.latency_last_hour.p99_ms)) }
                         }
                     }

@@ -233,8 +233,8 @@ pub(crate) async fn endpoint(
                     tr { th { "timeouts" } td { "connect " (ms_or_default(e.connect_timeout_ms)) ", attempt " (ms_or_default(e.timeout_ms)) } }
                     tr { th { "max in flight" } td { (or_default(e.max_in_flight.into(), "server default")) } }
                     tr { th { "signing secrets" } td {
-                        @if v.secrets.is_empty() { "none (deliveries are not signed)" }
-                        @for (i, sec) in v.secrets.iter().enumerate() {
+                        @if v.clear_secrets.is_empty() { "none (deliveries are not signed)" }
+                        @for (i, sec) in v.summaries().iter().enumerate() {
                             @if i > 0 { ", " }
                             code { (sec.fingerprint) }
                         }
@@ -553,7 +553,13 @@ pub(crate) async fn edit_endpoint_form(
         Nav::Endpoints,
         Some(&s),
         "",
-        endpoint_form(&s, &EndpointForm::of(&v.record), &action, false, &v.secrets),
+        endpoint_form(
+            &s,
+            &EndpointForm::of(&v.record),
+            &action,
+            false,
+            &v.summaries(),
+        ),
     ))
 }
 
@@ -566,7 +572,7 @@ pub(crate) async fn save_endpoint(
     // The stored endpoint with its secrets in clear, so a save keeps them; they go back to
     // PutEndpoint (sealed again there) and are never rendered.
     let v = found_endpoint(&c, &name).await?;
-    let summaries = &v.secrets;
+    let summaries = &v.summaries();
     let action = format!("/ui/endpoints/{}/edit", segment(&name));
     let title = format!("Edit {name}");
     if f.updated != v.record.updated_ms.to_string() {
@@ -587,7 +593,7 @@ pub(crate) async fn save_endpoint(
             failure,
         );
     }
-    let e = match f.apply(v.record.clone(), v.clear_secrets.clone()) {
+    let e = match f.apply(v.record, v.clear_secrets) {
         Ok(e) => e,
         Err(failure) => return form_again(&s, &title, &f, &action, false, summaries, failure),
     };

@@ -21,7 +21,7 @@ pub(crate) async fn message(
     let destination = m
         .destination
         .as_ref()
-        .map_or_else(String::new, shown_destination);
+        .map_or_else(String::new, |d| d.describe());
     let dead = m.state == crate::api::view::Shown::DeadLetter;
     html_page(page(
         &format!("Message {id}"),
@@ -81,16 +81,6 @@ pub(crate) async fn message(
             }
         },
     ))
-}
-
-/// A destination with its whole URL (a key holds only the origin).
-fn shown_destination(d: &hookd_core::destination::Destination) -> String {
-    use hookd_core::destination::Destination;
-    match d {
-        Destination::Endpoint(name) => format!("endpoint:{name}"),
-        Destination::Url(url) => format!("url:{url}"),
-        Destination::Queue(name) => format!("queue:{name}"),
-    }
 }
 
 /// A payload as text: pretty JSON when it is JSON and small enough, else UTF-8 text, else a

@@ -159,15 +159,6 @@ fn with_notice(path: &str, notice: &str) -> String {
     format!("{path}{sep}{}", query(&[("notice", notice)]))
 }
 
-fn level_name(level: hookd_core::backpressure::Level) -> &'static str {
-    use hookd_core::backpressure::Level;
-    match level {
-        Level::Ok => "ok",
-        Level::Soft => "soft",
-        Level::Hard => "hard",
-    }
-}
-
 fn breaker_name(b: hookd_core::breaker::BreakerState) -> &'static str {
     match b {
         hookd_core::breaker::BreakerState::Closed => "closed",

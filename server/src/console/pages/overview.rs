@@ -7,7 +7,8 @@ pub(crate) async fn overview(
     Extension(s): Extension<Session>,
     Query(n): Query<Notice>,
 ) -> Page {
-    let stats = c.engine.stats(None, 1).await?;
+    let mut stats = c.engine.stats(None, 1).await?;
+    let mut alerts = std::mem::take(&mut stats.alerts);
     let gauges = c.engine.gauges(10).await?;
     let total = &stats.total;
     let storage = &stats.storage;
@@ -32,7 +33,6 @@ pub(crate) async fn overview(
     depths.sort_by_key(|d| std::cmp::Reverse(d.1));
     let commit = &storage.commit_latency_last_hour;
     // Critical first, then the oldest; a page shows the first MAX_ALERTS_SHOWN.
-    let mut alerts = stats.alerts.clone();
     alerts.sort_by_key(|a| (a.level != "critical", a.since_ms));
     let more_alerts = alerts.len().saturating_sub(MAX_ALERTS_SHOWN);
     alerts.truncate(MAX_ALERTS_SHOWN);
@@ -52,7 +52,7 @@ pub(crate) async fn overview(
                 (figure("completed", view::rate(total.completion_rate_per_s)))
                 (figure("success, last hour", success))
                 (figure("oldest pending", view::duration(total.oldest_pending_age_ms)))
-                (figure("backpressure", level_name(total.backpressure)))
+                (figure("backpressure", total.backpressure.as_str()))
             }
             section {
                 h2 { "Delivery" }
