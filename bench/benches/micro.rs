@@ -107,6 +107,7 @@ fn group_commit(c: &mut Criterion) {
     let mut now = 1_000_000u64;
     let mut overlay = hookd_storage::store::Overlay::default();
     let mut round = 0u64;
+    let mut lsn = 0u64;
     for batch in [1u64, 10, 100, 1000] {
         g.throughput(Throughput::Elements(batch));
         g.bench_with_input(BenchmarkId::from_parameter(batch), &batch, |b, &batch| {
@@ -118,7 +119,7 @@ fn group_commit(c: &mut Criterion) {
                 overlay.begin(round);
                 let record = {
                     let txn = store.snapshot().unwrap();
-                    let mut t = Tables::open(&txn, &mut overlay).unwrap();
+                    let mut t = Tables::open(&txn, &mut overlay, store.heap()).unwrap();
                     for _ in 0..batch {
                         now += 1;
                         t.insert_message(MessageId::generate(now / 1000), &record, &entry)
@@ -126,7 +127,11 @@ fn group_commit(c: &mut Criterion) {
                     }
                     t.into_log()
                 };
-                store.replay_records([record.as_slice()]).unwrap();
+                // As the apply stage does: the records become pointers into the log.
+                store
+                    .replay_log_records([(0, lsn, record.as_slice())])
+                    .unwrap();
+                lsn += record.len() as u64 + 8;
                 overlay.applied(round);
             })
         });

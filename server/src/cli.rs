@@ -285,6 +285,11 @@ fn repair(args: &RepairArgs) -> Result<ExitCode, String> {
             );
         }
     }
+    if args.dry_run {
+        // Records in the log are checked too (the log is read, not replayed).
+        let log = hookd_storage::wal::OsDir::new(dir).map_err(|e| e.to_string())?;
+        store.read_log(Box::new(log));
+    }
     let mut records_damaged = repair_records(&store, args.dry_run)?;
     if !args.dry_run {
         let orphans = store.drop_orphans().map_err(|e| e.to_string())?;

@@ -45,6 +45,12 @@ pub struct Config {
     pub checkpoint_log_mb: u64,
     /// A log segment file grows to about this size before the next one starts.
     pub log_segment_mb: u64,
+    /// The log is the message heap: a completed message's payload stays readable
+    /// (GetMessage) at least this long after it was created...
+    pub log_retention_secs: u64,
+    /// ...while the log's segments stay within this many MiB (oldest go first). Live
+    /// messages' records are never deleted: they count on top.
+    pub log_retention_mb: u64,
     /// redb's page cache (reads and the pages a commit writes). Most of hookd's memory
     /// beyond its index of live messages (about 200 B each).
     pub cache_size_mb: u64,
@@ -243,6 +249,8 @@ impl Default for Config {
             checkpoint_interval_ms: 10_000,
             checkpoint_log_mb: 32,
             log_segment_mb: 16,
+            log_retention_secs: 24 * 3600,
+            log_retention_mb: 1024,
             cache_size_mb: (hookd_storage::store::DEFAULT_CACHE_BYTES >> 20) as u64,
             max_queued_write_bytes: 256 << 20,
             retry: RetryPolicy::default(),

@@ -231,7 +231,7 @@ async fn a_format_v1_database_opens_with_everything_in_it() {
         store.format_version().unwrap(),
         Some(hookd_storage::store::FORMAT_VERSION)
     );
-    assert_eq!(hookd_storage::store::FORMAT_VERSION, 5);
+    assert_eq!(hookd_storage::store::FORMAT_VERSION, 6);
     assert_eq!(
         store.damaged_rows().unwrap(),
         Vec::new(),
@@ -245,4 +245,154 @@ async fn a_format_v1_database_opens_with_everything_in_it() {
         })
         .count();
     assert!(logs >= 1, "the log lives beside the file");
+}
+
+fn fixture_v5_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/format-v5")
+}
+
+/// Writes `tests/fixtures/format-v5/` (hookd.redb, the log's segments and manifest.txt):
+/// what the last hookd before the log became the message heap left, stopped cleanly. Run
+/// by hand, once, on a checkout at disk format 5:
+/// `HOOKD_WRITE_FIXTURE=1 cargo test -p hookd-tests --test it -- --ignored make_format_v5_fixture`
+#[tokio::test]
+#[ignore = "writes the committed fixture; run by hand only"]
+async fn make_format_v5_fixture() {
+    assert_eq!(
+        std::env::var("HOOKD_WRITE_FIXTURE").as_deref(),
+        Ok("1"),
+        "set HOOKD_WRITE_FIXTURE=1 to overwrite the committed fixture"
+    );
+    assert_eq!(
+        hookd_storage::store::FORMAT_VERSION,
+        5,
+        "only a hookd at disk format 5 may write this fixture"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(MADE_AT_MS);
+    let server = TestServer::start_with(test_config(dir.path()), clock).await;
+    let mut c = server.client().await;
+    let mut manifest = Vec::new();
+    let pending = c
+        .enqueue(
+            Event::to_queue("fixture-q", b"pending".to_vec())
+                .idempotency_key("fixture-key-a")
+                .event_type("fixture.pending")
+                .header("x-fixture", "a"),
+        )
+        .await
+        .unwrap();
+    manifest.push(format!("pending {}", pending.id));
+    for (name, max_attempts) in [("dead", 1), ("done", 3), ("retry", 3)] {
+        let queue_name = format!("fixture-{name}");
+        let sent = c
+            .enqueue(
+                Event::to_queue(&queue_name, name.as_bytes().to_vec()).max_attempts(max_attempts),
+            )
+            .await
+            .unwrap();
+        let m = c
+            .receive(&queue_name, 1, VIS, None)
+            .await
+            .unwrap()
+            .remove(0);
+        match name {
+            "dead" => {
+                c.nack(&m.lease_id, None, "fixture: poison").await.unwrap();
+            }
+            "done" => {
+                c.ack([m.lease_id.clone()]).await.unwrap();
+            }
+            _ => {
+                c.nack(&m.lease_id, Some(VIS), "fixture: later")
+                    .await
+                    .unwrap();
+            }
+        }
+        manifest.push(format!("{name} {} {}", sent.id, m.lease_id));
+    }
+    server.stop().await;
+
+    let out = fixture_v5_dir();
+    std::fs::create_dir_all(&out).unwrap();
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == "hookd.redb" || name.starts_with("wal-") {
+            std::fs::copy(entry.path(), out.join(&name)).unwrap();
+        }
+    }
+    manifest.push(String::new());
+    std::fs::write(out.join("manifest.txt"), manifest.join("\n")).unwrap();
+}
+
+/// The last format before the log became the message heap (5) opens in this one: records
+/// stored inline in redb read as they are, the log it left is replayed, and from then on
+/// payloads live in the log (a delivered message's payload reads back while retained).
+#[tokio::test]
+async fn a_format_v5_data_directory_opens_its_inline_records_read_and_new_ones_live_in_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(fixture_v5_dir()).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    let text = std::fs::read_to_string(fixture_v5_dir().join("manifest.txt")).unwrap();
+    let ids: HashMap<&str, &str> = text
+        .lines()
+        .filter_map(|l| {
+            let mut parts = l.split(' ');
+            Some((parts.next()?, parts.next()?))
+        })
+        .collect();
+    let server = TestServer::start_with(
+        test_config(dir.path()),
+        ManualClock::new(MADE_AT_MS + 60_000),
+    )
+    .await;
+    let mut c = server.client().await;
+    let state = |m: &pb::GetMessageResponse| pb::MessageState::try_from(m.state).unwrap();
+
+    // Live and dead messages: their inline records, payloads and headers included.
+    let m = c.get_message(ids["pending"]).await.unwrap();
+    assert_eq!(state(&m), pb::MessageState::Pending);
+    assert_eq!(m.payload, b"pending");
+    assert_eq!(m.headers.get("x-fixture").map(String::as_str), Some("a"));
+    assert!(!m.payload_expired);
+    let m = c.get_message(ids["dead"]).await.unwrap();
+    assert_eq!(state(&m), pb::MessageState::DeadLetter);
+    assert_eq!(m.payload, b"dead");
+    let m = c.get_message(ids["retry"]).await.unwrap();
+    assert_eq!(state(&m), pb::MessageState::AwaitingRetry);
+    assert_eq!(m.payload, b"retry");
+    // Completed under format 5, which kept no payload: it says so.
+    let m = c.get_message(ids["done"]).await.unwrap();
+    assert_eq!(state(&m), pb::MessageState::Delivered);
+    assert!(m.payload_expired && m.payload.is_empty());
+    let got = c.receive("fixture-q", 10, VIS, None).await.unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].payload, b"pending");
+    assert_eq!(c.ack([got[0].lease_id.clone()]).await.unwrap(), 1);
+
+    // A message of this version: its payload is written once, in the log, and still reads
+    // back once it is delivered.
+    let sent = c
+        .enqueue(Event::to_queue("fixture-new", b"in the log".to_vec()).header("x-new", "1"))
+        .await
+        .unwrap();
+    let got = c.receive("fixture-new", 1, VIS, None).await.unwrap();
+    assert_eq!(got[0].payload, b"in the log");
+    assert_eq!(c.ack([got[0].lease_id.clone()]).await.unwrap(), 1);
+    let m = c.get_message(&sent.id).await.unwrap();
+    assert_eq!(state(&m), pb::MessageState::Delivered);
+    assert_eq!(
+        (m.payload.as_slice(), m.payload_expired),
+        (&b"in the log"[..], false)
+    );
+    assert_eq!(m.headers.get("x-new").map(String::as_str), Some("1"));
+    server.stop().await;
+
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.format_version().unwrap(), Some(6));
+    assert_eq!(hookd_storage::store::FORMAT_VERSION, 6);
+    assert_eq!(store.damaged_rows().unwrap(), Vec::new());
 }

@@ -2,6 +2,11 @@
 //! never a delivery; hookd does not reopen a damaged file for ever while it reports
 //! "serving": after the same failure three times in a row it exits, naming the file and
 //! `hookd repair`; an open after an unclean stop runs redb's integrity check.
+//!
+//! Since format 6 (issue #28) a payload lives in the log's segments, checked against the
+//! CRC-32C its pointer in redb holds; the message's attempts live in redb. The damaged
+//! message here has a copy of the mark in both: its payload (in the log) and its last
+//! attempt's error (in redb), so both checks and the file's salvage are exercised.
 
 use std::path::Path;
 use std::time::Duration;
@@ -14,18 +19,27 @@ use crate::harness::{TestServer, code, test_config};
 
 const MARK: &[u8] = b"THE-PAYLOAD-THAT-GETS-DAMAGED-0123456789";
 
-/// Flips one bit in every copy of `MARK` in the data file; how many copies.
-fn damage(dir: &Path) -> usize {
-    let path = dir.join("hookd.redb");
-    let mut bytes = std::fs::read(&path).unwrap();
+/// Flips one bit in every copy of `MARK` in the data file `name` (hookd.redb, or the log's
+/// segments with `wal-`); how many copies.
+fn damage(dir: &Path, name: &str) -> usize {
     let mut copies = 0;
-    let mut at = 0;
-    while let Some(i) = bytes[at..].windows(MARK.len()).position(|w| w == MARK) {
-        bytes[at + i + 20] ^= 0x01;
-        copies += 1;
-        at += i + MARK.len();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if !path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with(name))
+        {
+            continue;
+        }
+        let mut bytes = std::fs::read(&path).unwrap();
+        let mut at = 0;
+        while let Some(i) = bytes[at..].windows(MARK.len()).position(|w| w == MARK) {
+            bytes[at + i + 20] ^= 0x01;
+            copies += 1;
+            at += i + MARK.len();
+        }
+        std::fs::write(&path, &bytes).unwrap();
     }
-    std::fs::write(&path, &bytes).unwrap();
     copies
 }
 
@@ -58,15 +72,36 @@ async fn a_flipped_byte_in_a_stored_payload_is_never_delivered_and_hookd_gives_u
                 .id,
         );
     }
+    // The damaged one fails an attempt with the mark in its error (an attempts row in
+    // redb), and is due again at once.
+    let leased = c
+        .receive("q", 10, Duration::from_secs(600), None)
+        .await
+        .unwrap();
+    let five = leased.iter().find(|m| m.id == ids[5]).unwrap();
+    let mark = String::from_utf8(MARK.to_vec()).unwrap();
+    c.nack(
+        &five.lease_id,
+        Some(Duration::from_millis(1)),
+        format!("failed: {mark}"),
+    )
+    .await
+    .unwrap();
     server.stop().await;
     assert!(
         !dir.path().join(hookd_storage::store::OPEN_MARKER).exists(),
         "a clean stop records itself"
     );
-    assert!(damage(dir.path()) >= 1, "the payload is in the file");
+    assert!(damage(dir.path(), "wal-") >= 1, "the payload is in the log");
+    assert!(
+        damage(dir.path(), "hookd.redb") >= 1,
+        "the attempt is in the file"
+    );
 
     let server = TestServer::start_with(config, clock.clone()).await;
     let mut c = server.client().await;
+    // The damaged message's retry comes due (the others stay leased).
+    server.advance(1_000).await;
     let mut refused = None;
     for _ in 0..10 {
         match c.receive("q", 1, Duration::from_secs(600), None).await {

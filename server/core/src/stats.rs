@@ -480,8 +480,23 @@ pub struct StorageSnapshot {
     pub queued_write_bytes: u64,
     /// Destinations held in memory (busy, and up to 1,000 idle ones).
     pub destinations: u64,
-    /// Bytes the write-ahead log's segments hold (bounded by the checkpoint settings).
+    /// Bytes the write-ahead log's segments hold: the message heap (live messages'
+    /// records, completed ones' within retention, the log since the checkpoint).
     pub log_bytes: u64,
+    /// Segments of the log.
+    pub log_segments: u64,
+    /// Live messages' records in the log, in bytes.
+    pub log_live_bytes: u64,
+    /// Payloads of messages created since this time are readable (0: unknown).
+    pub log_retained_from_ms: u64,
+    /// Bytes compaction is to free, the segments it works on, and the records it copied
+    /// forward since start.
+    pub log_reclaimable_bytes: u64,
+    pub log_compacting_segments: u64,
+    pub log_compacted_records: u64,
+    /// Segments deleted, and their bytes, since start.
+    pub log_deleted_segments: u64,
+    pub log_freed_bytes: u64,
     /// Since the last checkpoint (or the start, if none yet).
     pub checkpoint_age_ms: u64,
     /// Log applied to redb since the last checkpoint: what a restart would replay.

@@ -500,6 +500,7 @@ impl Engine {
             ..Default::default()
         };
         self.pipeline.syncer.fill(now, &mut storage);
+        storage.log_compacted_records = self.housekeeping.compacted;
         let (checkpoint_at_ms, last_checkpoint_ms, since) =
             self.pipeline.syncer.checkpoint_figures();
         storage.checkpoint_age_ms = now.saturating_sub(checkpoint_at_ms);

@@ -66,6 +66,10 @@ pub(crate) fn config() -> EngineConfig {
         checkpoint_interval_ms: 10_000,
         metrics: Default::default(),
         checkpoint_log_bytes: 64 << 20,
+        log_retention: hookd_storage::pipeline::Retention {
+            ms: 24 * 3_600_000,
+            bytes: 1 << 30,
+        },
         rng_seed: Some(1),
         backpressure: Default::default(),
         headroom: std::sync::Arc::new(hookd_storage::disk::Headroom::unlimited()),
@@ -78,12 +82,17 @@ impl Harness {
     }
 
     pub(crate) fn with(config: EngineConfig) -> Self {
+        Self::with_segments(config, hookd_storage::store::DEFAULT_SEGMENT_BYTES)
+    }
+
+    /// With log segments of about `segment_bytes` (tests of the log as the message heap).
+    pub(crate) fn with_segments(config: EngineConfig, segment_bytes: u64) -> Self {
         let dir = tempfile::tempdir().expect("a temp dir");
         let faults = Faults::default();
         let storage = Storage::open_faulty(
             dir.path(),
             hookd_storage::store::DEFAULT_CACHE_BYTES,
-            hookd_storage::store::DEFAULT_SEGMENT_BYTES,
+            segment_bytes,
             faults.clone(),
         )
         .expect("a store");
@@ -96,6 +105,7 @@ impl Harness {
             hookd_storage::pipeline::StageConfig {
                 interval_ms: config.checkpoint_interval_ms,
                 log_bytes: config.checkpoint_log_bytes,
+                retention: config.log_retention,
                 metrics: config.metrics.clone(),
             },
         );
@@ -115,6 +125,11 @@ impl Harness {
             faults,
             _dir: dir,
         }
+    }
+
+    /// The data directory (redb's file and the log's segments).
+    pub(crate) fn dir(&self) -> &std::path::Path {
+        self._dir.path()
     }
 
     pub(crate) fn now(&self) -> u64 {

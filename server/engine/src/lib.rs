@@ -36,6 +36,8 @@ mod gate;
 mod handle;
 #[cfg(test)]
 mod harness;
+#[cfg(test)]
+mod heap_tests;
 mod index;
 mod lease;
 #[cfg(test)]
@@ -237,6 +239,8 @@ pub struct EngineConfig {
     pub checkpoint_interval_ms: u64,
     /// ...and whenever the log has grown by this many bytes since the last one.
     pub checkpoint_log_bytes: u64,
+    /// What the log (the message heap) keeps of completed messages' payloads.
+    pub log_retention: hookd_storage::pipeline::Retention,
     /// A fixed seed for the retry jitter (tests); `None`: from the OS.
     pub rng_seed: Option<u64>,
     /// Counters and histograms the engine and its pipeline update (`/metrics`).
@@ -445,6 +449,11 @@ struct Housekeeping {
     next_alert_ms: u64,
     /// Where the alert evaluation in progress continues (destinations go in steps).
     alert_cursor: Option<String>,
+    /// The compaction pass in progress: the segments it empties, and where it continues.
+    compacting: Vec<u64>,
+    compact_cursor: Option<MessageId>,
+    /// Records copied forward by compaction since start.
+    compacted: u64,
 }
 
 /// What a round produces besides its log record: push attempts and events, some sent as
@@ -532,6 +541,7 @@ pub fn start(
         applier::StageConfig {
             interval_ms: config.checkpoint_interval_ms,
             log_bytes: config.checkpoint_log_bytes,
+            retention: config.log_retention,
             metrics: config.metrics.clone(),
         },
     )?;
@@ -632,6 +642,9 @@ impl Engine {
                 alerts: Default::default(),
                 next_alert_ms: now,
                 alert_cursor: None,
+                compacting: Vec::new(),
+                compact_cursor: None,
+                compacted: 0,
             },
             pipeline: Pipeline {
                 syncer,
@@ -880,7 +893,7 @@ impl Engine {
         commands: Vec<Command>,
         done: &mut Vec<Completion>,
     ) -> Result<Vec<u8>, (StoreError, Vec<Command>)> {
-        let mut tables = match hookd_storage::store::Tables::open(txn, overlay) {
+        let mut tables = match hookd_storage::store::Tables::open(txn, overlay, self.store.heap()) {
             Ok(t) => t,
             Err(e) => return Err((e, commands)),
         };
@@ -987,7 +1000,54 @@ impl Engine {
                 }
             }
         }
+        // Completed messages' pointers into the log go with their summaries (at once when
+        // none are kept).
+        let before = now.saturating_sub(self.config.completed_retention_ms);
+        while tables.sweep_retained(before, SWEEP_CHUNK)? == SWEEP_CHUNK {
+            if spent() {
+                behind = true;
+                break;
+            }
+        }
+        behind |= self.compact(tables, &spent)?;
         Ok(behind)
+    }
+
+    /// One step of compaction (see `hookd_storage::pipeline::reclaim`): the live messages
+    /// whose records lie in the segments the reclaim named are written again, so their
+    /// pointers move to the current segment and those segments empty. A pass walks every
+    /// live message in id order, [`SWEEP_CHUNK`] at a time within the sweep's budget; a
+    /// new pass starts when the reclaim names segments and none is in progress. True if it
+    /// stopped at the budget with work left.
+    fn compact(
+        &mut self,
+        tables: &mut hookd_storage::store::Tables<'_>,
+        spent: &dyn Fn() -> bool,
+    ) -> Result<bool, StoreError> {
+        let hk = &mut self.housekeeping;
+        if hk.compacting.is_empty() {
+            hk.compacting = self.pipeline.syncer.to_compact();
+            hk.compact_cursor = None;
+            if hk.compacting.is_empty() {
+                return Ok(false);
+            }
+            tracing::info!(segments = ?hk.compacting, "compacting log segments");
+        }
+        loop {
+            let (moved, cursor) =
+                tables.relocate(&hk.compacting, hk.compact_cursor, SWEEP_CHUNK)?;
+            hk.compacted += moved as u64;
+            hk.compact_cursor = cursor;
+            if cursor.is_none() {
+                // The pass is complete: the next reclaim sees those segments empty once
+                // this round is applied (or names what is left).
+                hk.compacting.clear();
+                return Ok(false);
+            }
+            if spent() {
+                return Ok(true);
+            }
+        }
     }
 
     /// Destinations that became idle this round join the idle ones; beyond

@@ -45,7 +45,8 @@ use hookd_storage::wal::Log;
 /// An operation hookd answered with success.
 #[derive(Debug, Clone, Copy)]
 enum Answered {
-    Enqueued(MessageId),
+    /// With the CRC-32C of its payload: what it reads back as must match it.
+    Enqueued(MessageId, u32),
     Acked(LeaseId),
     Nacked(LeaseId),
 }
@@ -97,6 +98,11 @@ fn config(seed: u64) -> EngineConfig {
         max_commit_batch: 8_192,
         checkpoint_interval_ms: 20,
         checkpoint_log_bytes: 16 << 10,
+        // Short and small, so segments are deleted and compacted while traffic runs.
+        log_retention: hookd_storage::pipeline::Retention {
+            ms: 50,
+            bytes: 32 << 10,
+        },
         rng_seed: Some(seed),
         metrics: Default::default(),
         backpressure: Default::default(),
@@ -115,6 +121,7 @@ fn no_answered_operation_is_lost_at_any_power_cut() {
     let mut checked = 0;
     let mut kinds = [0usize; 4];
     let mut totals = [0usize; 4];
+    let mut heap = [0usize; 2];
     let mut run = 0;
     while checked < target {
         let seed = first_seed.wrapping_add(run);
@@ -126,6 +133,9 @@ fn no_answered_operation_is_lost_at_any_power_cut() {
                     *t += s;
                 }
                 for (t, s) in totals.iter_mut().zip(stats.answered) {
+                    *t += s;
+                }
+                for (t, s) in heap.iter_mut().zip(stats.heap) {
                     *t += s;
                 }
             }
@@ -140,8 +150,13 @@ fn no_answered_operation_is_lost_at_any_power_cut() {
         "{checked} power cuts checked over {run} runs (first seed {first_seed}): {log} at a \
          log sync, {dir} at a directory sync, {checkpoint} in a checkpoint, and {replay} \
          more during the recovery of a cut image; answered: {enqueued} enqueued, {acked} \
-         acked, {nacked} nacked; {pushed} push outcomes reported"
+         acked, {nacked} nacked; {pushed} push outcomes reported; {deleted} log segments \
+         deleted, {compacted} records compacted",
+        deleted = heap[0],
+        compacted = heap[1],
     );
+    // The log was the heap under retention: segments went and live records moved.
+    assert!(heap[0] > 0 && heap[1] > 0, "{heap:?}");
     // The workload really did each kind of write, and power went at each kind of sync.
     assert!(
         enqueued > 0 && acked > 0 && nacked > 0 && pushed > 0,
@@ -159,6 +174,8 @@ struct RunStats {
     kinds: [usize; 4],
     /// enqueued, acked, nacked answers; push outcomes reported.
     answered: [usize; 4],
+    /// Log segments deleted (retention), records copied forward (compaction).
+    heap: [usize; 2],
 }
 
 /// Opens the store and its log on `fs`, replaying the log.
@@ -245,7 +262,16 @@ fn run_once(seed: u64) -> Result<RunStats, String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let answered = runtime.block_on(workload(engine, deliveries_rx, log.clone(), seed));
+    let answered = runtime.block_on(workload(engine.clone(), deliveries_rx, log.clone(), seed));
+    let heap = runtime
+        .block_on(engine.stats(None, 0))
+        .map(|s| {
+            [
+                s.storage.log_deleted_segments as usize,
+                s.storage.log_compacted_records as usize,
+            ]
+        })
+        .map_err(|e| e.to_string())?;
     thread.shutdown();
     drop(runtime);
     // The file system (and with it the observer and its sender) is dropped here, ending
@@ -258,6 +284,7 @@ fn run_once(seed: u64) -> Result<RunStats, String> {
         cuts,
         kinds,
         answered: answered?,
+        heap,
     })
 }
 
@@ -337,8 +364,12 @@ async fn workload(
                     } else {
                         Destination::Endpoint("ep".into())
                     };
+                    // Of varied sizes, so records straddle pages and fill segments.
+                    let mut payload = format!("{p}/{round}/{i}/").into_bytes();
+                    let filler = rng.random_range(0..400);
+                    payload.extend((0..filler).map(|_| rng.random::<u8>()));
                     let record = MessageRecord {
-                        payload: format!("{p}/{round}/{i}").into_bytes(),
+                        payload,
                         idempotency_key: format!("{p}-{round}-{i}"),
                         created_ms: now,
                         ..Default::default()
@@ -351,10 +382,18 @@ async fn workload(
                         0,
                     ));
                 }
+                let crcs: Vec<u32> = batch
+                    .iter()
+                    .map(|m| {
+                        use prost::Message;
+                        MessageRecord::decode(m.record.as_slice())
+                            .map_or(0, |r| crc32c::crc32c(&r.payload))
+                    })
+                    .collect();
                 let results = engine.enqueue(batch).await.map_err(|e| e.to_string())?;
-                for r in results {
+                for (r, crc) in results.into_iter().zip(crcs) {
                     let e = r.map_err(|e| e.to_string())?;
-                    lock(&log).push(Answered::Enqueued(e.id));
+                    lock(&log).push(Answered::Enqueued(e.id, crc));
                     n += 1;
                 }
                 if Instant::now() > deadline {
@@ -438,14 +477,19 @@ fn check_replay_twice(image: &Image) -> Result<(), String> {
     let fs = PowerLossFs::with_image(image.clone());
     let store = Store::open_backend(fs.backend(DB), CACHE).map_err(|e| e.to_string())?;
     let from = store.applied().map_err(|e| e.to_string())?;
-    let (_, records) = Log::open(Box::new(fs), SEGMENT, from).map_err(|e| e.to_string())?;
-    let records: Vec<&[u8]> = records.iter().map(|(_, r)| r.as_slice()).collect();
+    let mut records = Vec::new();
+    Log::replay(Box::new(fs), SEGMENT, from, |segment, lsn, record| {
+        records.push((segment, lsn, record.to_vec()));
+        Ok::<(), hookd_storage::wal::LogError>(())
+    })
+    .map_err(|e| e.to_string())?;
+    let positioned = || records.iter().map(|(s, l, r)| (*s, *l, r.as_slice()));
     store
-        .replay_records(records.iter().copied())
+        .replay_log_records(positioned())
         .map_err(|e| e.to_string())?;
     let once = store.dump().map_err(|e| e.to_string())?;
     store
-        .replay_records(records.iter().copied())
+        .replay_log_records(positioned())
         .map_err(|e| e.to_string())?;
     let twice = store.dump().map_err(|e| e.to_string())?;
     if once != twice {
@@ -499,9 +543,18 @@ fn check_cut(cut: &Cut, answered: &[Answered], seed: u64, nested: bool) -> Resul
 
 /// Finds every answered operation in a recovered store.
 fn check_answered(store: &Store, answered: &[Answered]) -> Result<(), String> {
-    store
+    let recovered = store
         .recover()
         .map_err(|e| format!("recovery failed: {e}"))?;
+    // Every live message, answered or not, reads back whole: its record is where redb
+    // points, in a segment that exists, and passes its checksum.
+    for (id, _) in &recovered.scheduled {
+        match store.message(*id) {
+            Ok(Some(_)) => {}
+            Ok(None) => return Err(format!("live message {id} has no record")),
+            Err(e) => return Err(format!("live message {id} does not read back: {e}")),
+        }
+    }
     let history = |id: MessageId| -> Result<Option<HistoryRecord>, String> {
         if let Some(m) = store.message(id).map_err(|e| e.to_string())? {
             return Ok(Some(m.history));
@@ -513,9 +566,21 @@ fn check_answered(store: &Store, answered: &[Answered]) -> Result<(), String> {
     };
     for op in answered {
         match *op {
-            Answered::Enqueued(id) => {
+            Answered::Enqueued(id, crc) => {
                 if history(id)?.is_none() {
                     return Err(format!("the answered enqueue of {id} is lost"));
+                }
+                // Live: read from the segment redb points into (which must exist); done:
+                // while retention keeps it. Either way byte for byte what was sent.
+                let payload = match store.message(id).map_err(|e| e.to_string())? {
+                    Some(m) => Some(m.record.payload),
+                    None => match store.completed_record(id).map_err(|e| e.to_string())? {
+                        hookd_storage::store::Kept::Record(r) => Some(r.payload),
+                        hookd_storage::store::Kept::Expired => None,
+                    },
+                };
+                if payload.is_some_and(|p| crc32c::crc32c(&p) != crc) {
+                    return Err(format!("the payload of {id} reads back changed"));
                 }
             }
             Answered::Acked(lease) => {

@@ -110,6 +110,13 @@ struct Gauges {
     destinations: IntGauge,
     queued_write_bytes: IntGauge,
     log_bytes: IntGauge,
+    log_live_bytes: IntGauge,
+    log_segments: IntGauge,
+    log_retained_from: Gauge,
+    log_reclaimable_bytes: IntGauge,
+    log_compacting_segments: IntGauge,
+    log_compacted_records: IntGauge,
+    log_deleted_segments: IntGauge,
     log_since_checkpoint: IntGauge,
     checkpoint_age: Gauge,
     replay_seconds: Gauge,
@@ -494,7 +501,32 @@ impl Metrics {
                 ),
                 log_bytes: gauge(
                     "hookd_log_bytes",
-                    "Bytes in the write-ahead log's segments.",
+                    "Bytes in the write-ahead log's segments (the message heap).",
+                ),
+                log_live_bytes: gauge(
+                    "hookd_log_live_bytes",
+                    "Bytes of live messages' records in the log.",
+                ),
+                log_segments: gauge("hookd_log_segments", "Segments of the log."),
+                log_retained_from: fgauge(
+                    "hookd_log_retained_from_seconds",
+                    "Unix time since which completed messages' payloads are readable (0: unknown).",
+                ),
+                log_reclaimable_bytes: gauge(
+                    "hookd_log_reclaimable_bytes",
+                    "Bytes of log segments compaction is emptying.",
+                ),
+                log_compacting_segments: gauge(
+                    "hookd_log_compacting_segments",
+                    "Log segments whose live records compaction is copying forward.",
+                ),
+                log_compacted_records: gauge(
+                    "hookd_log_compacted_records",
+                    "Records compaction copied forward since start.",
+                ),
+                log_deleted_segments: gauge(
+                    "hookd_log_deleted_segments",
+                    "Log segments deleted (nothing live in them, past retention) since start.",
                 ),
                 log_since_checkpoint: gauge(
                     "hookd_log_since_checkpoint_bytes",
@@ -684,6 +716,18 @@ impl Gauges {
         self.destinations.set(clamp(st.destinations));
         self.queued_write_bytes.set(clamp(st.queued_write_bytes));
         self.log_bytes.set(clamp(st.log_bytes));
+        self.log_live_bytes.set(clamp(st.log_live_bytes));
+        self.log_segments.set(clamp(st.log_segments));
+        self.log_retained_from
+            .set(st.log_retained_from_ms as f64 / 1e3);
+        self.log_reclaimable_bytes
+            .set(clamp(st.log_reclaimable_bytes));
+        self.log_compacting_segments
+            .set(clamp(st.log_compacting_segments));
+        self.log_compacted_records
+            .set(clamp(st.log_compacted_records));
+        self.log_deleted_segments
+            .set(clamp(st.log_deleted_segments));
         self.log_since_checkpoint
             .set(clamp(st.log_since_checkpoint_bytes));
         self.checkpoint_age.set(st.checkpoint_age_ms as f64 / 1e3);

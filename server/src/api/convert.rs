@@ -188,6 +188,14 @@ fn storage(s: StorageSnapshot) -> pb::StorageStats {
         log_since_checkpoint_bytes: s.log_since_checkpoint_bytes,
         disk_available_bytes: s.disk_available_bytes,
         disk_reserve_bytes: s.disk_reserve_bytes,
+        log_segments: s.log_segments,
+        log_live_bytes: s.log_live_bytes,
+        log_retained_from_unix_ms: s.log_retained_from_ms,
+        log_reclaimable_bytes: s.log_reclaimable_bytes,
+        log_compacting_segments: s.log_compacting_segments,
+        log_compacted_records: s.log_compacted_records,
+        log_deleted_segments: s.log_deleted_segments,
+        log_freed_bytes: s.log_freed_bytes,
     }
 }
 
@@ -223,7 +231,14 @@ pub(crate) fn message(m: MessageView) -> pb::GetMessageResponse {
         Shown::DeadLetter => pb::MessageState::DeadLetter,
         Shown::Delivered => pb::MessageState::Delivered,
     };
+    let (payload, headers, payload_expired) = match m.content {
+        Some(c) => (c.payload, c.headers.into_iter().collect(), false),
+        None => (Vec::new(), Default::default(), true),
+    };
     pb::GetMessageResponse {
+        payload,
+        headers,
+        payload_expired,
         id: m.id.to_string(),
         destination: m.destination.as_ref().map(hookd_ctl::wire::destination),
         state: state as i32,

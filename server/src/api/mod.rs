@@ -196,7 +196,16 @@ impl HookdService {
         self.read(move |s| {
             Ok(match s.message(id)? {
                 Some(m) => Some(view::MessageView::live(m, now)),
-                None => s.done(id)?.map(|d| view::MessageView::done(id, d)),
+                None => match s.done(id)? {
+                    Some(d) => {
+                        let kept = match s.completed_record(id)? {
+                            hookd_storage::store::Kept::Record(r) => Some(r),
+                            hookd_storage::store::Kept::Expired => None,
+                        };
+                        Some(view::MessageView::done(id, d, kept))
+                    }
+                    None => None,
+                },
             })
         })
         .await

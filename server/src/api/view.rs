@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use hookd_core::destination::Destination;
 use hookd_core::ids::MessageId;
 use hookd_core::outcome::AttemptOutcome;
-use hookd_storage::store::{AttemptRecord, DoneRecord, EndpointRecord, State, StoredMessage};
+use hookd_storage::store::{
+    AttemptRecord, DoneRecord, EndpointRecord, MessageRecord, State, StoredMessage,
+};
 
 /// Where a message stands, as it is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,8 +35,8 @@ impl Shown {
     }
 }
 
-/// A message's headers and payload, while it is live or dead (a completed one keeps only
-/// its outcome).
+/// A message's headers and payload: while it is live or dead, and once completed while the
+/// log retains it (`None` once expired).
 #[derive(Debug, Clone)]
 pub(crate) struct Content {
     pub(crate) headers: BTreeMap<String, String>,
@@ -109,8 +111,8 @@ impl MessageView {
         }
     }
 
-    /// A delivered (acked) message.
-    pub(crate) fn done(id: MessageId, d: DoneRecord) -> Self {
+    /// A delivered (acked) message, with its record if the log still keeps it.
+    pub(crate) fn done(id: MessageId, d: DoneRecord, kept: Option<Box<MessageRecord>>) -> Self {
         let history = d.history.unwrap_or_default();
         Self {
             id,
@@ -126,7 +128,10 @@ impl MessageView {
             event_type: d.event_type,
             idempotency_key: d.idempotency_key,
             payload_size: d.payload_size,
-            content: None,
+            content: kept.map(|r| Content {
+                headers: r.headers,
+                payload: r.payload,
+            }),
         }
     }
 }

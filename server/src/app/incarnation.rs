@@ -306,6 +306,10 @@ fn engine_config(
         max_commit_batch: config.max_commit_batch,
         checkpoint_interval_ms: config.checkpoint_interval_ms,
         checkpoint_log_bytes: config.checkpoint_log_mb << 20,
+        log_retention: hookd_storage::pipeline::Retention {
+            ms: config.log_retention_secs.saturating_mul(1000),
+            bytes: config.log_retention_mb.saturating_mul(1 << 20),
+        },
         rng_seed: plugged.rng_seed,
         metrics: shared.metrics.clone(),
         events: events.clone(),

@@ -55,6 +55,11 @@ pub trait LogDir: Send + Sync + Debug {
     fn list(&self) -> io::Result<Vec<String>>;
     /// A whole file.
     fn read(&self, name: &str) -> io::Result<Vec<u8>>;
+    /// `len` bytes of a file from `at` (a payload in a segment); an error if the file is
+    /// shorter, `NotFound` if it is gone.
+    fn read_at(&self, name: &str, at: u64, len: usize) -> io::Result<Vec<u8>>;
+    /// A file's length.
+    fn size(&self, name: &str) -> io::Result<u64>;
     /// Opens a file for writing; `create`: it must not exist yet.
     fn open(&self, name: &str, create: bool) -> io::Result<Box<dyn LogFile>>;
     fn remove(&self, name: &str) -> io::Result<()>;
@@ -79,7 +84,15 @@ pub(crate) type SyncHook = Arc<dyn Fn() -> io::Result<()> + Send + Sync>;
 pub struct OsDir {
     path: PathBuf,
     hook: Option<SyncHook>,
+    /// Segments recently opened for reading payloads, newest last (see [`OsDir::read_at`]).
+    readers: Arc<std::sync::Mutex<Readers>>,
 }
+
+/// Segment files open for reading, least recently used first.
+type Readers = Vec<(String, Arc<File>)>;
+
+/// Segment files kept open for payload reads: the current one and a few before it.
+const READERS: usize = 4;
 
 impl Debug for OsDir {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -94,6 +107,7 @@ impl OsDir {
         Ok(Self {
             path: path.to_owned(),
             hook: None,
+            readers: Arc::default(),
         })
     }
 
@@ -105,6 +119,29 @@ impl OsDir {
 
     fn before_sync(&self) -> io::Result<()> {
         self.hook.as_ref().map_or(Ok(()), |h| h())
+    }
+
+    fn readers(&self) -> std::sync::MutexGuard<'_, Readers> {
+        self.readers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A segment open for reading, from the few kept open or opened now.
+    fn reader(&self, name: &str) -> io::Result<Arc<File>> {
+        let mut readers = self.readers();
+        if let Some(i) = readers.iter().position(|(n, _)| n == name) {
+            let entry = readers.remove(i);
+            let file = entry.1.clone();
+            readers.push(entry);
+            return Ok(file);
+        }
+        let file = Arc::new(File::open(self.path.join(name))?);
+        if readers.len() >= READERS {
+            readers.remove(0);
+        }
+        readers.push((name.to_owned(), file.clone()));
+        Ok(file)
     }
 }
 
@@ -134,6 +171,17 @@ impl LogDir for OsDir {
         std::fs::read(self.path.join(name))
     }
 
+    fn read_at(&self, name: &str, at: u64, len: usize) -> io::Result<Vec<u8>> {
+        let file = self.reader(name)?;
+        let mut out = vec![0; len];
+        file.read_exact_at(&mut out, at)?;
+        Ok(out)
+    }
+
+    fn size(&self, name: &str) -> io::Result<u64> {
+        Ok(std::fs::metadata(self.path.join(name))?.len())
+    }
+
     fn open(&self, name: &str, create: bool) -> io::Result<Box<dyn LogFile>> {
         let mut options = OpenOptions::new();
         options.read(true).write(true).create_new(create);
@@ -147,6 +195,8 @@ impl LogDir for OsDir {
     }
 
     fn remove(&self, name: &str) -> io::Result<()> {
+        // A reader kept open would hold the deleted file's space until evicted.
+        self.readers().retain(|(n, _)| n != name);
         std::fs::remove_file(self.path.join(name))
     }
 
@@ -235,9 +285,13 @@ pub enum LogError {
 /// The log, open for appending at its end.
 #[derive(Debug)]
 pub struct Log {
-    dir: Box<dyn LogDir>,
-    /// Segments in order: (first position, file name).
-    segments: Vec<(Lsn, String)>,
+    dir: Arc<dyn LogDir>,
+    /// Segments in order: (first position, file name, length once a later one started).
+    /// Segments before the checkpoint may be missing from the sequence: the apply stage
+    /// deletes each once nothing live points into it and retention lets it go.
+    segments: Vec<(Lsn, String, u64)>,
+    /// Bytes of every segment but the current one.
+    sealed_bytes: u64,
     file: Box<dyn LogFile>,
     /// Bytes of the current segment already written to the file.
     written: u64,
@@ -255,7 +309,7 @@ pub struct Log {
     failed: Option<String>,
 }
 
-fn segment_name(start: Lsn) -> String {
+pub(crate) fn segment_name(start: Lsn) -> String {
     format!("wal-{start:020}.log")
 }
 
@@ -447,7 +501,7 @@ impl Log {
         from: Lsn,
     ) -> Result<(Self, Vec<Record>), LogError> {
         let mut records = Vec::new();
-        let log = Self::replay(dir, segment_bytes, from, |at, payload| {
+        let log = Self::replay(dir, segment_bytes, from, |_, at, payload| {
             records.push((at, payload.to_vec()));
             Ok::<(), LogError>(())
         })?;
@@ -455,7 +509,8 @@ impl Log {
     }
 
     /// As [`Log::open`], handing each record from `from` on to `each` (in order, one
-    /// segment in memory at a time) instead of collecting them.
+    /// segment in memory at a time) instead of collecting them: the first position of
+    /// its segment, its own position and its payload.
     ///
     /// If the log ends before `from` (its files were lost, or never existed), appending
     /// starts in a new segment at `from`, so positions never go back below a checkpoint.
@@ -463,8 +518,9 @@ impl Log {
         dir: Box<dyn LogDir>,
         segment_bytes: u64,
         from: Lsn,
-        mut each: impl FnMut(Lsn, &[u8]) -> Result<(), E>,
+        mut each: impl FnMut(Lsn, Lsn, &[u8]) -> Result<(), E>,
     ) -> Result<Self, E> {
+        let dir: Arc<dyn LogDir> = Arc::from(dir);
         let mut segments = list(dir.as_ref())?;
         let count = segments.len();
         let mut tail = None;
@@ -498,17 +554,30 @@ impl Log {
                 _ => {}
             }
             let bytes = dir.read(name).map_err(LogError::from)?;
+            // What lies before the checkpoint was synced whole and is in redb (and, being
+            // the message heap, is read by position and checked against its pointer's
+            // checksum): only what follows it is checked here, so that damage there is
+            // never taken for a torn tail and cut away. The checkpoint is a frame boundary.
+            let skip = usize::try_from(from.saturating_sub(*start))
+                .unwrap_or(usize::MAX)
+                .min(bytes.len());
+            let (head, tail_bytes) = bytes.split_at(skip);
+            let skip = head.len() as u64;
             // Damage in the last segment is refused before any record is handed over.
-            if last && let Some((at, next, why)) = damage(&bytes) {
+            if last && let Some((at, next, why)) = damage(tail_bytes) {
                 return Err(LogError::Damaged {
                     segment: name.clone(),
-                    at: start + at,
-                    next: start + next,
+                    at: start + skip + at,
+                    next: start + skip + next,
                     why,
                 }
                 .into());
             }
-            let found = scan(&bytes, *start, from, &mut each)?;
+            let segment = *start;
+            let mut found = scan(tail_bytes, *start + skip, from, &mut |at, payload| {
+                each(segment, at, payload)
+            })?;
+            found.valid += skip;
             if let Some(why) = found.bad {
                 if !last {
                     return Err(LogError::Corrupt {
@@ -569,9 +638,22 @@ impl Log {
                 (from, 0, file)
             }
         };
+        let mut sized = Vec::with_capacity(segments.len());
+        let mut sealed_bytes = 0;
+        let last = segments.len().saturating_sub(1);
+        for (i, (at, name)) in segments.into_iter().enumerate() {
+            let len = if i == last {
+                0
+            } else {
+                dir.size(&name).map_err(LogError::from)?
+            };
+            sealed_bytes += len;
+            sized.push((at, name, len));
+        }
         let mut log = Self {
             dir,
-            segments,
+            segments: sized,
+            sealed_bytes,
             file,
             written: valid,
             pending: Vec::new(),
@@ -610,7 +692,11 @@ impl Log {
         self.sync()?;
         let name = segment_name(self.end);
         self.file = self.dir.open(&name, true)?;
-        self.segments.push((self.end, name));
+        if let Some(last) = self.segments.last_mut() {
+            last.2 = self.written;
+            self.sealed_bytes += self.written;
+        }
+        self.segments.push((self.end, name, 0));
         self.written = 0;
         self.synced = 0;
         self.new_segment = true;
@@ -692,16 +778,31 @@ impl Log {
         self.end
     }
 
-    /// Deletes the segments that hold only records before `lsn` (applied and checkpointed).
-    /// The current segment is kept.
+    /// Deletes the segments that hold only records before `lsn` (tests: the layout before
+    /// the log was the message heap). The current segment is kept.
+    #[cfg(test)]
     pub(crate) fn discard_before(&mut self, lsn: Lsn) -> Result<usize, LogError> {
         let mut removed = 0;
         while self.segments.len() > 1 && self.segments[1].0 <= lsn {
-            let (_, name) = self.segments.remove(0);
-            self.dir.remove(&name)?;
+            let start = self.segments[0].0;
+            self.remove_segment(start)?;
             removed += 1;
         }
         Ok(removed)
+    }
+
+    /// Deletes the segment starting at `start` (never the current one): its records are
+    /// applied and checkpointed, nothing live points into it and retention let it go (the
+    /// apply stage decides, `pipeline::reclaim`). Whether it was there.
+    pub(crate) fn remove_segment(&mut self, start: Lsn) -> Result<bool, LogError> {
+        let last = self.segments.len().saturating_sub(1);
+        let Some(i) = self.segments[..last].iter().position(|s| s.0 == start) else {
+            return Ok(false);
+        };
+        let (_, name, len) = self.segments.remove(i);
+        self.sealed_bytes -= len;
+        self.dir.remove(&name)?;
+        Ok(true)
     }
 
     /// The position the first segment starts at.
@@ -709,9 +810,29 @@ impl Log {
         self.segments[0].0
     }
 
+    /// The position the current segment starts at.
+    pub(crate) fn segment(&self) -> Lsn {
+        self.segments.last().map_or(0, |s| s.0)
+    }
+
+    /// Every segment: its first position and its length (the current one's so far).
+    pub(crate) fn segments(&self) -> Vec<(Lsn, u64)> {
+        let last = self.segments.len().saturating_sub(1);
+        self.segments
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.0, if i == last { self.written } else { s.2 }))
+            .collect()
+    }
+
+    /// The directory, shared with the readers of payloads.
+    pub(crate) fn dir(&self) -> Arc<dyn LogDir> {
+        self.dir.clone()
+    }
+
     /// Bytes the log's segments hold (what is written; the buffer is not counted).
     pub(crate) fn disk_bytes(&self) -> u64 {
-        self.end - self.segments[0].0 - self.pending.len() as u64
+        self.sealed_bytes + self.written
     }
 }
 
@@ -785,10 +906,22 @@ pub fn plan_repair(dir: &dyn LogDir, from: Lsn) -> Result<RepairPlan, LogError> 
             continue;
         }
         let bytes = dir.read(name)?;
-        let found = scan(&bytes, *start, u64::MAX, &mut |_, _| Ok::<(), LogError>(()))?;
+        // As at open: only what follows the checkpoint is checked (what precedes it holds
+        // live messages' records, never cut).
+        let skip = usize::try_from(from.saturating_sub(*start))
+            .unwrap_or(usize::MAX)
+            .min(bytes.len());
+        let mut found = scan(
+            &bytes[skip..],
+            *start + skip as u64,
+            u64::MAX,
+            &mut |_, _| Ok::<(), LogError>(()),
+        )?;
+        found.valid += skip as u64;
         previous = Some(start + found.valid);
         if let Some(why) = found.bad {
-            let damaged = damage(&bytes);
+            let damaged = damage(&bytes[skip..])
+                .map(|(at, next, why)| (at + skip as u64, next + skip as u64, why));
             plan.problem = Some(match damaged {
                 Some((at, next, why)) => LogError::Damaged {
                     segment: name.clone(),
@@ -1121,8 +1254,14 @@ mod tests {
         // Record 60 is bad; the 39 after it are whole and drop with it.
         assert_eq!(plan.dropped.len(), 39);
         assert_eq!(plan.dropped[0].0, at[61]);
-        // A checkpoint after some of them: only those after it are counted.
-        assert_eq!(plan_repair(&os, at[90]).unwrap().dropped.len(), 10);
+        // A checkpoint before the damage: only the records after it are counted.
+        assert_eq!(plan_repair(&os, at[50]).unwrap().dropped.len(), 39);
+        // A checkpoint after the damage: the damaged record is checkpointed (redb holds
+        // its changes; as the message heap, its bytes are checked against the pointer
+        // that names them when read), so the log is whole from there and nothing is cut.
+        assert!(plan_repair(&os, at[90]).unwrap().problem.is_none());
+        let (_, back) = open(dir.path(), 1 << 20, at[90]).unwrap();
+        assert_eq!(back.len(), 10);
         repair(&os, &plan).unwrap();
         let (_, back) = open(dir.path(), 1 << 20, 0).unwrap();
         assert_eq!(back.len(), 60);

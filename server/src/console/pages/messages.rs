@@ -77,7 +77,7 @@ pub(crate) async fn message(
                 h2 { "Payload" }
                 (payload(&r.payload))
             } @else {
-                p.hint { "The payload is not kept once a message completes." }
+                p.hint { "The payload has expired: the log keeps a delivered message's payload for log_retention_secs, within log_retention_mb." }
             }
         },
     ))

@@ -104,6 +104,12 @@ pub(crate) async fn overview(
                     tr { th { "commit latency (last hour)" } td { "p50 " (view::millis(commit.p50_ms)) ", p99 " (view::millis(commit.p99_ms)) } }
                     tr { th { "write queue" } td { (view::bytes(storage.queued_write_bytes)) } }
                     tr { th { "write-ahead log" } td { (view::bytes(storage.log_bytes)) ", " (view::bytes(storage.log_since_checkpoint_bytes)) " since the last checkpoint (" (view::duration(storage.checkpoint_age_ms)) " ago, took " (storage.last_checkpoint_ms) " ms)" } }
+                    tr { th { "message heap" } td {
+                        (storage.log_segments) " segments; " (view::bytes(storage.log_live_bytes)) " of live messages' records; "
+                        @if storage.log_retained_from_ms > 0 { "delivered payloads readable since " (view::time(storage.log_retained_from_ms)) "; " }
+                        @if storage.log_compacting_segments > 0 { "compacting " (storage.log_compacting_segments) " segments (" (view::bytes(storage.log_reclaimable_bytes)) " to free); " }
+                        (storage.log_compacted_records) " records compacted, " (storage.log_deleted_segments) " segments (" (view::bytes(storage.log_freed_bytes)) ") deleted since start"
+                    } }
                     tr { th { "last start" } td { "replayed " (view::bytes(storage.replayed_bytes)) " in " (storage.replay_ms) " ms" } }
                     tr { th { "disk" } td { (view::bytes(storage.disk_available_bytes)) " available; new events are refused below " (view::bytes(storage.disk_reserve_bytes)) } }
                     tr { th { "destinations in memory" } td { (storage.destinations) } }

@@ -14,8 +14,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use crate::store::{Apply, Store, StoreError, Watermark};
-use crate::wal::Lsn;
+use std::sync::Mutex;
+
+use super::reclaim::{self, Retention};
+use crate::store::{Apply, RecordAt, Store, StoreError, Watermark};
+use crate::wal::{Lsn, framed_len};
 use hookd_core::clock::Clock;
 use hookd_metrics::Metrics;
 
@@ -26,6 +29,8 @@ pub struct StageConfig {
     pub interval_ms: u64,
     /// ...and whenever this much log was applied since the last one.
     pub log_bytes: u64,
+    /// What the log keeps of completed messages (see `reclaim`).
+    pub retention: Retention,
     pub metrics: Arc<Metrics>,
 }
 
@@ -35,7 +40,15 @@ pub struct Synced {
     pub round: u64,
     /// The log position after its record.
     pub end: Lsn,
+    /// The first position of the segment holding it.
+    pub segment: Lsn,
     pub record: Vec<u8>,
+}
+
+impl Synced {
+    fn at(&self) -> RecordAt {
+        RecordAt::frame(self.segment, self.end - framed_len(self.record.len()))
+    }
 }
 
 /// What the stage reports to the engine and to Stats.
@@ -43,13 +56,47 @@ pub struct Synced {
 pub struct Progress {
     /// Every round up to this one is in redb.
     pub round: AtomicU64,
-    /// Segments before this position may be deleted (checkpointed).
-    pub(crate) discard_before: AtomicU64,
+    /// The position the last checkpoint made durable in redb.
+    pub(crate) checkpointed: AtomicU64,
+    /// Every segment of the log (first position, bytes), the current one last: the log
+    /// writer's, for the reclaim.
+    pub(crate) segments: Mutex<Vec<(Lsn, u64)>>,
+    /// Segments the reclaim let go, for the log writer to delete.
+    pub(crate) delete: Mutex<Vec<Lsn>>,
+    /// Segments whose live records the engine is to copy forward (see `reclaim`).
+    pub compact: Mutex<Vec<Lsn>>,
+    /// The last reclaim's figures.
+    pub reclaimed: Mutex<LogFigures>,
     pub checkpoint_at_ms: AtomicU64,
     pub last_checkpoint_ms: AtomicU64,
     /// Log bytes applied since the last checkpoint (what a restart now would replay, at
     /// least).
     pub(crate) since_checkpoint: AtomicU64,
+}
+
+/// The log as the last reclaim saw it (Stats, /metrics, the console).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogFigures {
+    /// Segments and their bytes.
+    pub segments: u64,
+    pub bytes: u64,
+    /// Live messages' records, in bytes.
+    pub live_bytes: u64,
+    /// The first position kept, and the newest creation time of its messages: payloads of
+    /// messages created since are readable.
+    pub kept_from: Lsn,
+    pub kept_from_ms: u64,
+    /// Bytes compaction is to free, and segments it is working on.
+    pub reclaimable_bytes: u64,
+    pub compacting: u64,
+    /// Segments deleted and bytes freed since start.
+    pub deleted_segments: u64,
+    pub freed_bytes: u64,
+}
+
+/// Locks a mutex, through a poisoning (what it guards stays consistent: plain values).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 pub struct Applier {
@@ -63,6 +110,9 @@ pub struct Applier {
     applied: Lsn,
     checkpointed: Lsn,
     checkpoint_at_ms: u64,
+    retention: Retention,
+    /// When the last reclaim ran.
+    reclaim_at_ms: u64,
     metrics: Arc<Metrics>,
 }
 
@@ -86,7 +136,7 @@ impl Applier {
         let now = clock.now_ms();
         let progress = Arc::new(Progress::default());
         progress.checkpoint_at_ms.store(now, Ordering::Relaxed);
-        progress.discard_before.store(end, Ordering::Relaxed);
+        progress.checkpointed.store(end, Ordering::Relaxed);
         let applier = Self {
             mark: store.mark().clone(),
             store,
@@ -97,6 +147,8 @@ impl Applier {
             applied: end,
             checkpointed: end,
             checkpoint_at_ms: now,
+            retention: config.retention,
+            reclaim_at_ms: 0,
             metrics: config.metrics,
         };
         (applier, progress)
@@ -113,8 +165,9 @@ impl Applier {
                 {
                     let mut tables = Apply::open(&txn)?;
                     for s in batch {
-                        tables.replay(&s.record)?;
+                        tables.replay(&s.record, Some(s.at()))?;
                     }
+                    tables.finish()?;
                 }
                 txn.commit()?;
                 Ok::<(), StoreError>(())
@@ -141,7 +194,61 @@ impl Applier {
                 || now.saturating_sub(self.checkpoint_at_ms) >= self.interval_ms)
         {
             self.checkpoint();
+        } else if since == 0 && now.saturating_sub(self.reclaim_at_ms) >= self.interval_ms {
+            // Retention runs out while nothing is written too. Only on a checkpointed
+            // state: the rows a reclaim reads are then those a restart starts from.
+            self.reclaim();
         }
+    }
+
+    /// Decides which segments go and which are compacted (see `reclaim`): the log writer
+    /// deletes the first, the engine copies the live records of the second forward.
+    pub fn reclaim(&mut self) {
+        if self.mark.failed().is_some() {
+            return;
+        }
+        let now = self.clock.now_ms();
+        self.reclaim_at_ms = now;
+        let rows = match self.store.segment_rows() {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the log's segment rows; nothing reclaimed");
+                return;
+            }
+        };
+        let segments = lock(&self.progress.segments).clone();
+        let plan = reclaim::plan(&segments, &rows, self.checkpointed, now, self.retention);
+        // Rows first: a segment without a row is one nothing points into, so if the
+        // deletion does not happen (a crash), the next reclaim deletes it.
+        let forget: Vec<Lsn> = plan
+            .delete
+            .iter()
+            .copied()
+            .filter(|s| rows.binary_search_by_key(s, |r| r.0).is_ok())
+            .collect();
+        if let Err(e) = self.store.forget_segments(&forget) {
+            self.metrics.storage_failed("apply");
+            return self.fail(e);
+        }
+        if !plan.delete.is_empty() {
+            tracing::debug!(
+                segments = plan.delete.len(),
+                bytes = plan.freed_bytes,
+                "log segments let go"
+            );
+            lock(&self.progress.delete).extend(&plan.delete);
+        }
+        *lock(&self.progress.compact) = plan.compact.clone();
+        let mut figures = lock(&self.progress.reclaimed);
+        figures.segments = (segments.len() - plan.delete.len()) as u64;
+        figures.bytes = plan.log_bytes - plan.freed_bytes;
+        figures.live_bytes = plan.live_bytes;
+        figures.kept_from = plan.kept_from;
+        figures.kept_from_ms = plan.kept_from_ms;
+        figures.reclaimable_bytes = plan.reclaimable_bytes;
+        figures.compacting = plan.compact.len() as u64;
+        figures.deleted_segments += plan.delete.len() as u64;
+        figures.freed_bytes += plan.freed_bytes;
     }
 
     /// Makes redb durable up to what it holds, and lets the log go before it.
@@ -175,8 +282,9 @@ impl Applier {
             .last_checkpoint_ms
             .store(millis, Ordering::Relaxed);
         self.progress
-            .discard_before
+            .checkpointed
             .store(self.checkpointed, Ordering::Release);
+        self.reclaim();
     }
 
     fn fail(&mut self, e: StoreError) {

@@ -6,7 +6,9 @@
 //! tests both run inline on the engine's thread ([`Syncer::inline`]).
 
 pub mod applier;
+pub mod reclaim;
 pub mod syncer;
 
 pub use applier::StageConfig;
+pub use reclaim::Retention;
 pub use syncer::Syncer;

@@ -97,15 +97,16 @@ impl Writer {
             None => self.append_and_sync(&jobs, &mut ends),
         };
         let mut synced = Vec::new();
-        for (job, end) in jobs
+        for (job, (end, segment)) in jobs
             .into_iter()
-            .zip(ends.into_iter().chain(std::iter::repeat(0)))
+            .zip(ends.into_iter().chain(std::iter::repeat((0, 0))))
         {
             (job.then)(result.clone());
             if result.is_ok() && !job.record.is_empty() {
                 synced.push(Synced {
                     round: job.round,
                     end,
+                    segment,
                     record: job.record,
                 });
             }
@@ -121,12 +122,16 @@ impl Writer {
                 }
             }
         }
-        let discard = self.progress.discard_before.load(Ordering::Acquire);
-        self.discard(discard);
+        self.discard();
     }
 
-    /// Appends every round's record and syncs once; `ends` gets each record's end.
-    fn append_and_sync(&mut self, jobs: &[Job], ends: &mut Vec<Lsn>) -> Result<(), Arc<str>> {
+    /// Appends every round's record and syncs once; `ends` gets each record's end and the
+    /// first position of its segment.
+    fn append_and_sync(
+        &mut self,
+        jobs: &[Job],
+        ends: &mut Vec<(Lsn, Lsn)>,
+    ) -> Result<(), Arc<str>> {
         if jobs.iter().all(|j| j.record.is_empty()) {
             return Ok(());
         }
@@ -136,15 +141,13 @@ impl Writer {
                 if !job.record.is_empty() {
                     self.log.append(&job.record)?;
                 }
-                ends.push(self.log.end());
+                ends.push((self.log.end(), self.log.segment()));
             }
             self.log.sync()
         })();
         match synced {
             Ok(()) => {
-                self.shared
-                    .log_bytes
-                    .store(self.log.disk_bytes(), Ordering::Relaxed);
+                self.publish_segments();
                 let requests = jobs.iter().map(|j| j.requests).sum();
                 let micros = started.elapsed().as_micros() as u64;
                 self.shared
@@ -163,19 +166,28 @@ impl Writer {
         }
     }
 
-    fn discard(&mut self, lsn: Lsn) {
-        if self.log.first() >= lsn {
+    /// What the reclaim reads of the log: its segments and their sizes.
+    fn publish_segments(&self) {
+        self.shared
+            .log_bytes
+            .store(self.log.disk_bytes(), Ordering::Relaxed);
+        *applier::lock(&self.progress.segments) = self.log.segments();
+    }
+
+    /// Deletes the segments the reclaim let go.
+    fn discard(&mut self) {
+        let delete = std::mem::take(&mut *applier::lock(&self.progress.delete));
+        if delete.is_empty() {
             return;
         }
-        match self.log.discard_before(lsn) {
-            Ok(_) => self
-                .shared
-                .log_bytes
-                .store(self.log.disk_bytes(), Ordering::Relaxed),
-            // Only space is at stake: the segments are checkpointed; the next discard
-            // tries again.
-            Err(e) => tracing::warn!(error = %e, "could not delete checkpointed log segments"),
+        for start in delete {
+            // Only space is at stake: nothing points into it, and with no row in
+            // `segments` the next reclaim lets it go again.
+            if let Err(e) = self.log.remove_segment(start) {
+                tracing::warn!(error = %e, segment = start, "could not delete a log segment");
+            }
         }
+        self.publish_segments();
     }
 }
 
@@ -291,6 +303,16 @@ impl Syncer {
         )
     }
 
+    /// Segments whose live records are to be copied forward (see `reclaim`).
+    pub fn to_compact(&self) -> Vec<Lsn> {
+        applier::lock(&self.progress.compact).clone()
+    }
+
+    /// The log's figures as the last reclaim saw them.
+    pub fn log_figures(&self) -> applier::LogFigures {
+        applier::lock(&self.progress.reclaimed).clone()
+    }
+
     /// Waits until redb holds every round handed over (the overlay is then empty after
     /// the engine's next look); the failure if storage failed.
     pub fn wait_applied(&self) -> Result<(), Arc<str>> {
@@ -313,6 +335,7 @@ impl Syncer {
             metrics: stages.metrics.clone(),
         });
         let (applier, progress) = Applier::new(store, clock.clone(), log.end(), stages);
+        *applier::lock(&progress.segments) = log.segments();
         (shared, log.end(), applier, progress)
     }
 
@@ -357,6 +380,14 @@ impl Syncer {
     pub fn fill(&self, now_ms: u64, out: &mut hookd_core::stats::StorageSnapshot) {
         self.shared.commits().fill(now_ms, out);
         out.log_bytes = self.log_bytes();
+        let f = self.log_figures();
+        out.log_segments = f.segments;
+        out.log_live_bytes = f.live_bytes;
+        out.log_retained_from_ms = f.kept_from_ms;
+        out.log_reclaimable_bytes = f.reclaimable_bytes;
+        out.log_compacting_segments = f.compacting;
+        out.log_deleted_segments = f.deleted_segments;
+        out.log_freed_bytes = f.freed_bytes;
     }
 
     /// Lets the writer and the apply stage finish every round handed over (with a last

@@ -41,6 +41,7 @@
 //! keeps that count low.
 
 pub mod faults;
+pub mod heap;
 pub mod overlay;
 pub mod power_loss;
 pub mod records;
@@ -49,10 +50,11 @@ pub mod salvage;
 pub mod seal;
 mod tables;
 
+pub use heap::{Heap, Pointer, SegmentRow};
 pub use overlay::Overlay;
 use rowlog::TableId;
-pub(crate) use tables::Apply;
 pub use tables::Tables;
+pub(crate) use tables::{Apply, RecordAt};
 
 use std::path::Path;
 use std::sync::Arc;
@@ -85,6 +87,11 @@ const IDEMPOTENCY: TableDefinition<&[u8], &[u8]> = TableDefinition::new("idempot
 const ENDPOINTS: TableDefinition<&str, &[u8]> = TableDefinition::new("endpoints");
 /// Ingest sources made over gRPC (format 4): name -> the source's JSON definition.
 const SOURCES: TableDefinition<&str, &[u8]> = TableDefinition::new("sources");
+/// Completed messages' pointers to their records in the log (format 6): id -> [`Pointer`],
+/// swept with `done`. The payload reads back while its segment is kept.
+const RETAINED: TableDefinition<u128, &[u8]> = TableDefinition::new("retained");
+/// Per log segment (its first position, 8 bytes big-endian): [`SegmentRow`] (format 6).
+const SEGMENTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("segments");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const FORMAT_KEY: &str = "format_version";
 /// Beside the file while it is open: found at an open, it says the last one did not end
@@ -106,7 +113,14 @@ const APPLIED_KEY: &str = "log_applied";
 /// - 5: every value ends in a seal, a CRC-32C of table, key and value, checked on every
 ///   read (`seal`). Opening an older file seals every row, in the transaction that records
 ///   the new version.
-pub const FORMAT_VERSION: u64 = 5;
+/// - 6: the log is the message heap (`heap`): a `messages` row holds a pointer to the
+///   record in a log segment, segments are kept while live messages point into them (and
+///   for retention), `retained` keeps completed messages' pointers and `segments` each
+///   segment's live count. Rows of format 5 (records inline) stay readable as they are,
+///   so opening a format-5 file converts nothing. A format-5 hookd must not open a
+///   format-6 file (it would read pointers as records, and delete segments that hold
+///   payloads), and it does not: it refuses a newer version.
+pub const FORMAT_VERSION: u64 = 6;
 
 /// A storage failure. Never answered as success; mapped to UNAVAILABLE.
 #[derive(Debug, thiserror::Error)]
@@ -174,6 +188,14 @@ pub struct StoredMessage {
     /// Its live schedule row, or its dead-letter row.
     pub entry: ScheduleEntry,
     pub history: HistoryRecord,
+}
+
+/// A completed message's record, if the log still keeps it.
+#[derive(Debug, Clone)]
+pub enum Kept {
+    Record(Box<MessageRecord>),
+    /// Its segment was deleted (retention), or it completed before format 6 kept payloads.
+    Expired,
 }
 
 /// The store and its write-ahead log, brought up to date: what the engine starts on.
@@ -255,6 +277,8 @@ pub const DEFAULT_CACHE_BYTES: usize = 32 << 20;
 pub struct Store {
     db: Arc<Database>,
     mark: Arc<Watermark>,
+    /// The log's segments, where `messages` rows point.
+    heap: Heap,
 }
 
 /// How far the write-ahead log is durable, and how far redb holds it.
@@ -450,6 +474,7 @@ impl Store {
         let store = Self {
             db: Arc::new(db),
             mark: Arc::default(),
+            heap: Heap::default(),
         };
         let txn = store.begin_write()?;
         check_format(&txn)?;
@@ -503,18 +528,18 @@ impl Store {
         let txn = self.begin_round()?;
         let mut tables = Apply::open(&txn)?;
         let (mut records, mut changes) = (0u64, 0u64);
-        let mut log = crate::wal::Log::replay(dir, segment_bytes, from, |_, record| {
-            changes += tables.replay(record)? as u64;
+        let log = crate::wal::Log::replay(dir, segment_bytes, from, |segment, lsn, record| {
+            changes += tables.replay(record, Some(RecordAt::frame(segment, lsn)))? as u64;
             records += 1;
             Ok::<(), StoreError>(())
         })?;
-        drop(tables);
+        tables.finish()?;
         txn.commit()?;
+        self.heap.attach(log.dir());
         let to = log.end();
         if to != from {
             self.checkpoint(to)?;
         }
-        log.discard_before(to)?;
         let replayed = Replayed {
             from,
             to,
@@ -534,7 +559,8 @@ impl Store {
         Ok((log, replayed))
     }
 
-    /// Performs log records' changes in one transaction (tests: replaying twice).
+    /// Performs log records' changes in one transaction, records stored inline (tests
+    /// that make records without a log).
     pub fn replay_records<'a>(
         &self,
         records: impl IntoIterator<Item = &'a [u8]>,
@@ -543,7 +569,73 @@ impl Store {
         {
             let mut tables = Apply::open(&txn)?;
             for record in records {
-                tables.replay(record)?;
+                tables.replay(record, None)?;
+            }
+            tables.finish()?;
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Performs log records read back with [`crate::wal::Log::replay`] (their segment,
+    /// position and payload) in one transaction, as recovery does (tests: replaying
+    /// twice).
+    pub fn replay_log_records<'a>(
+        &self,
+        records: impl IntoIterator<Item = (u64, u64, &'a [u8])>,
+    ) -> Result<(), StoreError> {
+        let txn = self.begin_round()?;
+        {
+            let mut tables = Apply::open(&txn)?;
+            for (segment, lsn, record) in records {
+                tables.replay(record, Some(RecordAt::frame(segment, lsn)))?;
+            }
+            tables.finish()?;
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Where records that `messages` rows point to are read.
+    pub fn heap(&self) -> &Heap {
+        &self.heap
+    }
+
+    /// Reads records from the log in `dir` without replaying it (`hookd repair
+    /// --dry-run`, which changes nothing).
+    pub fn read_log(&self, dir: Box<dyn crate::wal::LogDir>) {
+        self.heap.attach(std::sync::Arc::from(dir));
+    }
+
+    /// Every segment's row (first position, row), in order, from the last commit.
+    pub fn segment_rows(&self) -> Result<Vec<(u64, SegmentRow)>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(SEGMENTS)?;
+        let mut out = Vec::new();
+        for row in table.iter()? {
+            let (k, v) = row?;
+            let key = k.value();
+            let start = <[u8; 8]>::try_from(key)
+                .map(u64::from_be_bytes)
+                .map_err(|_| StoreError::Corrupt("a segment key".into()))?;
+            out.push((
+                start,
+                SegmentRow::decode(seal::open(TableId::Segments, key, v.value())?)?,
+            ));
+        }
+        Ok(out)
+    }
+
+    /// Removes the rows of segments that were deleted (with the next commit's durability).
+    pub(crate) fn forget_segments(&self, starts: &[u64]) -> Result<(), StoreError> {
+        if starts.is_empty() {
+            return Ok(());
+        }
+        let txn = self.begin_round()?;
+        {
+            let mut table = txn.open_table(SEGMENTS)?;
+            for start in starts {
+                table.remove(start.to_be_bytes().as_slice())?;
             }
         }
         txn.commit()?;
@@ -559,6 +651,7 @@ impl Store {
             (TableId::Schedule, SCHEDULE),
             (TableId::History, HISTORY),
             (TableId::Done, DONE),
+            (TableId::Retained, RETAINED),
         ] {
             for row in txn.open_table(table)?.iter()? {
                 let (k, v) = row?;
@@ -571,6 +664,7 @@ impl Store {
             (TableId::Dead, DEAD),
             (TableId::Idempotency, IDEMPOTENCY),
             (TableId::Attempts, ATTEMPTS),
+            (TableId::Segments, SEGMENTS),
         ] {
             for row in txn.open_table(table)?.iter()? {
                 let (k, v) = row?;
@@ -677,8 +771,9 @@ impl Store {
         let mut out = Vec::with_capacity(limit);
         for row in rows.take(limit) {
             let (id, record) = row?;
-            let len = u32::try_from(seal::value_len(record.value())).unwrap_or(u32::MAX);
-            out.push((MessageId(id.value()), len));
+            let id = id.value();
+            let value = seal::open(TableId::Messages, &id.to_be_bytes(), record.value())?;
+            out.push((MessageId(id), heap::Stored::of(value)?.len()));
         }
         Ok(out)
     }
@@ -704,7 +799,7 @@ impl Store {
             return Ok(None);
         };
         let key = id.0.to_be_bytes();
-        let record = MessageRecord::decode(seal::open(TableId::Messages, &key, record.value())?)?;
+        let record = self.resolve(id, seal::open(TableId::Messages, &key, record.value())?)?;
         let entry = match txn.open_table(SCHEDULE)?.get(id.0)? {
             Some(e) => ScheduleEntry::decode(seal::open(TableId::Schedule, &key, e.value())?)?,
             None => {
@@ -726,6 +821,32 @@ impl Store {
             entry,
             history,
         }))
+    }
+
+    /// A live message's record from its `messages` value (inline, or in the log).
+    fn resolve(&self, id: MessageId, value: &[u8]) -> Result<MessageRecord, StoreError> {
+        match self.heap.resolve(value)? {
+            Some(bytes) => Ok(MessageRecord::decode(bytes.as_slice())?),
+            None => Err(StoreError::Corrupt(format!(
+                "the log segment holding live message {id}'s record is gone"
+            ))),
+        }
+    }
+
+    /// A completed message's record (payload and headers), while the log keeps it.
+    pub fn completed_record(&self, id: MessageId) -> Result<Kept, StoreError> {
+        let txn = self.read()?;
+        let retained = txn.open_table(RETAINED)?;
+        let Some(value) = retained.get(id.0)? else {
+            return Ok(Kept::Expired);
+        };
+        let value = seal::open(TableId::Retained, &id.0.to_be_bytes(), value.value())?;
+        match self.heap.resolve(value)? {
+            Some(bytes) => Ok(Kept::Record(Box::new(MessageRecord::decode(
+                bytes.as_slice(),
+            )?))),
+            None => Ok(Kept::Expired),
+        }
     }
 
     pub fn endpoint(&self, name: &str) -> Result<Option<EndpointRecord>, StoreError> {
@@ -806,8 +927,9 @@ impl Store {
             let id = dead_key_id(key)?;
             if let Some(record) = messages.get(id.0)? {
                 let record = seal::open(TableId::Messages, &id.0.to_be_bytes(), record.value())?;
+                let record = self.resolve(id, record)?;
                 let history = history_of(&history, &attempts, id)?;
-                page_bytes += record.len()
+                page_bytes += record.payload.len()
                     + history
                         .attempts
                         .iter()
@@ -815,7 +937,7 @@ impl Store {
                         .sum::<usize>();
                 page.push(StoredMessage {
                     id,
-                    record: MessageRecord::decode(record)?,
+                    record,
                     entry: ScheduleEntry::decode(seal::open(TableId::Dead, key, entry.value())?)?,
                     history,
                 });
@@ -949,6 +1071,23 @@ impl Store {
     pub fn damaged_rows(&self) -> Result<Vec<DamagedRow>, StoreError> {
         let txn = self.db.begin_read()?;
         let mut out = Vec::new();
+        // A live message whose record in the log fails its checksum, or whose segment is
+        // gone, is damaged too (its `messages` row names it).
+        for row in txn.open_table(MESSAGES)?.iter()? {
+            let (k, v) = row?;
+            let key = k.value().to_be_bytes();
+            let Ok(value) = seal::open(TableId::Messages, &key, v.value()) else {
+                continue; // reported below
+            };
+            if let heap::Stored::At(p) = heap::Stored::of(value)?
+                && !matches!(self.heap.read(&p), Ok(Some(_)))
+            {
+                out.push(DamagedRow {
+                    table: TableId::Messages,
+                    key: key.to_vec(),
+                });
+            }
+        }
         let mut check = |table: TableId, key: &[u8], stored: &[u8]| {
             if seal::open(table, key, stored).is_err() {
                 out.push(DamagedRow {
@@ -962,6 +1101,7 @@ impl Store {
             (TableId::Schedule, SCHEDULE),
             (TableId::History, HISTORY),
             (TableId::Done, DONE),
+            (TableId::Retained, RETAINED),
         ] {
             for row in txn.open_table(def)?.iter()? {
                 let (k, v) = row?;
@@ -972,6 +1112,7 @@ impl Store {
             (TableId::Attempts, ATTEMPTS),
             (TableId::Dead, DEAD),
             (TableId::Idempotency, IDEMPOTENCY),
+            (TableId::Segments, SEGMENTS),
         ] {
             for row in txn.open_table(def)?.iter()? {
                 let (k, v) = row?;
@@ -1088,9 +1229,57 @@ impl Store {
                 }
             }
         }
+        // Their pointers went with them: the segments' live counts are counted again.
+        recount_segments(&txn)?;
         txn.commit()?;
         Ok(plan)
     }
+}
+
+/// Counts the segments' live messages and bytes again from the `messages` table, keeping
+/// each segment's newest time: after rows were removed outside the log (`hookd repair`).
+pub(crate) fn recount_segments(txn: &WriteTransaction) -> Result<(), StoreError> {
+    let mut counts: std::collections::BTreeMap<u64, (u64, u64)> = Default::default();
+    for row in txn.open_table(MESSAGES)?.iter()? {
+        let (k, v) = row?;
+        let key = k.value().to_be_bytes();
+        let Ok(value) = seal::open(TableId::Messages, &key, v.value()) else {
+            continue;
+        };
+        if let Ok(heap::Stored::At(p)) = heap::Stored::of(value) {
+            let c = counts.entry(p.segment).or_default();
+            c.0 += 1;
+            c.1 += u64::from(p.len);
+        }
+    }
+    let mut table = txn.open_table(SEGMENTS)?;
+    let mut newest = std::collections::BTreeMap::new();
+    for row in table.iter()? {
+        let (k, v) = row?;
+        let key = k.value();
+        let Ok(start) = <[u8; 8]>::try_from(key).map(u64::from_be_bytes) else {
+            continue;
+        };
+        let old = seal::open(TableId::Segments, key, v.value())
+            .ok()
+            .and_then(|v| SegmentRow::decode(v).ok())
+            .unwrap_or_default();
+        newest.insert(start, old.newest_ms);
+    }
+    for start in newest.keys() {
+        counts.entry(*start).or_default();
+    }
+    for (start, (live, live_bytes)) in counts {
+        let key = start.to_be_bytes();
+        let row = SegmentRow {
+            live,
+            live_bytes,
+            newest_ms: newest.get(&start).copied().unwrap_or(0),
+        };
+        let sealed = seal::seal(TableId::Segments, &key, &row.encode());
+        table.insert(key.as_slice(), sealed.as_slice())?;
+    }
+    Ok(())
 }
 
 /// Creates the store file at `path` through [`crate::fs::create_atomically`], so a crash
@@ -1114,6 +1303,15 @@ fn check_format(txn: &WriteTransaction) -> Result<(), StoreError> {
             found,
             supported: FORMAT_VERSION,
         }),
+        Some(5) => {
+            // 5 -> 6: `retained` and `segments` are created by `Apply::open` in the same
+            // transaction; `messages` rows holding records inline stay readable as they
+            // are, and the segments before the checkpoint (which hold no payload anything
+            // points to, and have no `segments` row) are deleted by the first reclaim.
+            meta.insert(FORMAT_KEY, FORMAT_VERSION)?;
+            tracing::info!(from = 5, to = FORMAT_VERSION, "migrated the disk format");
+            Ok(())
+        }
         Some(found @ 1..=4) => {
             if found == 1 {
                 // Version 1 committed every change to the file; there is no log to replay.
@@ -1125,7 +1323,7 @@ fn check_format(txn: &WriteTransaction) -> Result<(), StoreError> {
             // `history` row; rows of `history` stay readable and are folded into `attempts`
             // the next time their message has an attempt. 3 -> 4: the `sources` table, and
             // log records may name it. Neither converts anything.
-            // 4 -> 5: every row gets its seal.
+            // 4 -> 5: every row gets its seal. 5 -> 6 converts nothing (see above).
             meta.insert(FORMAT_KEY, FORMAT_VERSION)?;
             drop(meta);
             let started = std::time::Instant::now();

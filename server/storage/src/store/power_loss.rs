@@ -355,6 +355,27 @@ impl LogDir for PowerLossFs {
             .unwrap_or_default())
     }
 
+    fn read_at(&self, name: &str, at: u64, len: usize) -> io::Result<Vec<u8>> {
+        let fs = self.lock();
+        if !fs.live.contains(name) {
+            return Err(not_found(name));
+        }
+        let at = usize::try_from(at).map_err(|_| out_of_range())?;
+        fs.files
+            .get(name)
+            .and_then(|f| f.live.get(at..at + len))
+            .map(<[u8]>::to_vec)
+            .ok_or_else(out_of_range)
+    }
+
+    fn size(&self, name: &str) -> io::Result<u64> {
+        let fs = self.lock();
+        if !fs.live.contains(name) {
+            return Err(not_found(name));
+        }
+        Ok(fs.files.get(name).map_or(0, |f| f.live.len() as u64))
+    }
+
     fn open(&self, name: &str, create: bool) -> io::Result<Box<dyn LogFile>> {
         let mut fs = self.lock();
         let exists = fs.live.contains(name);

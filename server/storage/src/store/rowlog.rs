@@ -31,6 +31,12 @@ pub enum TableId {
     Endpoints = 7,
     Attempts = 8,
     Sources = 9,
+    /// A completed message's pointer to its record in the log (format 6): put by the apply
+    /// stage when the message's `messages` row goes, removed by the engine's sweep.
+    Retained = 10,
+    /// A log segment's live messages and bytes (format 6): derived by the apply stage,
+    /// never named by a log record.
+    Segments = 11,
 }
 
 impl TableId {
@@ -46,6 +52,8 @@ impl TableId {
             Self::Endpoints => "endpoints",
             Self::Attempts => "attempts",
             Self::Sources => "sources",
+            Self::Retained => "retained",
+            Self::Segments => "segments",
         }
     }
 
@@ -60,6 +68,7 @@ impl TableId {
             7 => Self::Endpoints,
             9 => Self::Sources,
             8 => Self::Attempts,
+            10 => Self::Retained,
             _ => return None,
         })
     }

@@ -13,7 +13,7 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use super::rowlog::TableId;
 use super::{
     APPLIED_KEY, ATTEMPTS, DEAD, DONE, DamagedRow, ENDPOINTS, HISTORY, IDEMPOTENCY, MESSAGES, META,
-    SCHEDULE, SOURCES, Store, StoreError, seal,
+    RETAINED, SCHEDULE, SEGMENTS, SOURCES, Store, StoreError, seal,
 };
 use hookd_core::ids::MessageId;
 
@@ -101,6 +101,8 @@ pub fn salvage(dir: &Path, dry_run: bool) -> Result<Salvage, StoreError> {
     take(TableId::Idempotency, read_rows(&db, IDEMPOTENCY, bytes_key));
     take(TableId::Endpoints, read_rows(&db, ENDPOINTS, name_key));
     take(TableId::Sources, read_rows(&db, SOURCES, name_key));
+    take(TableId::Retained, read_rows(&db, RETAINED, u128_key));
+    take(TableId::Segments, read_rows(&db, SEGMENTS, bytes_key));
     let applied = std::panic::catch_unwind(AssertUnwindSafe(|| -> Result<u64, StoreError> {
         let txn = db.begin_read()?;
         let meta = txn.open_table(META)?;
@@ -153,11 +155,16 @@ pub fn salvage(dir: &Path, dry_run: bool) -> Result<Salvage, StoreError> {
         for (id, rows) in &tables {
             let keep = rows.iter().filter(|(k, _)| !left_out(*id, k));
             match id {
-                TableId::Messages | TableId::Schedule | TableId::History | TableId::Done => {
+                TableId::Messages
+                | TableId::Schedule
+                | TableId::History
+                | TableId::Done
+                | TableId::Retained => {
                     let def = match id {
                         TableId::Messages => MESSAGES,
                         TableId::Schedule => SCHEDULE,
                         TableId::History => HISTORY,
+                        TableId::Retained => RETAINED,
                         _ => DONE,
                     };
                     let mut table = txn.open_table(def)?;
@@ -168,10 +175,11 @@ pub fn salvage(dir: &Path, dry_run: bool) -> Result<Salvage, StoreError> {
                         table.insert(key, v.as_slice())?;
                     }
                 }
-                TableId::Attempts | TableId::Dead | TableId::Idempotency => {
+                TableId::Attempts | TableId::Dead | TableId::Idempotency | TableId::Segments => {
                     let def = match id {
                         TableId::Attempts => ATTEMPTS,
                         TableId::Dead => DEAD,
+                        TableId::Segments => SEGMENTS,
                         _ => IDEMPOTENCY,
                     };
                     let mut table = txn.open_table(def)?;
@@ -196,6 +204,8 @@ pub fn salvage(dir: &Path, dry_run: bool) -> Result<Salvage, StoreError> {
         }
         txn.open_table(META)?.insert(APPLIED_KEY, applied)?;
     }
+    // The messages left out took their pointers with them.
+    super::recount_segments(&txn)?;
     txn.commit()?;
     drop(fresh);
     std::fs::File::open(&temp)?.sync_all()?;

@@ -47,11 +47,6 @@ pub fn open<'a>(table: TableId, key: &[u8], stored: &'a [u8]) -> Result<&'a [u8]
     }
 }
 
-/// The length of the value a stored value holds, without checking its seal (sizes only).
-pub(crate) fn value_len(stored: &[u8]) -> usize {
-    stored.len().saturating_sub(SEAL_BYTES)
-}
-
 /// The message a row's key names: a `messages`, `schedule`, `history` or `done` row (the
 /// id), an `attempts` row (id, sequence) or a `dead` row (destination, id).
 pub(crate) fn message_of(table: TableId, key: &[u8]) -> Option<hookd_core::ids::MessageId> {
@@ -61,10 +56,14 @@ pub(crate) fn message_of(table: TableId, key: &[u8]) -> Option<hookd_core::ids::
             .map(|b| hookd_core::ids::MessageId(u128::from_be_bytes(b)))
     };
     match table {
-        TableId::Messages | TableId::Schedule | TableId::History | TableId::Done => id(key),
+        TableId::Messages
+        | TableId::Schedule
+        | TableId::History
+        | TableId::Done
+        | TableId::Retained => id(key),
         TableId::Attempts => key.get(..16).and_then(id),
         TableId::Dead => super::dead_key_id(key).ok(),
-        TableId::Endpoints | TableId::Sources | TableId::Idempotency => None,
+        TableId::Endpoints | TableId::Sources | TableId::Idempotency | TableId::Segments => None,
     }
 }
 
@@ -91,7 +90,6 @@ mod tests {
         let stored = seal(TableId::Messages, &key, b"payload");
         assert_eq!(stored.len(), 7 + SEAL_BYTES);
         assert_eq!(open(TableId::Messages, &key, &stored).unwrap(), b"payload");
-        assert_eq!(value_len(&stored), 7);
         for i in 0..stored.len() {
             for bit in 0..8 {
                 let mut flipped = stored.clone();

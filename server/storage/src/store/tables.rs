@@ -9,11 +9,13 @@
 //! can bypass that: the engine's view, the log and (after the apply stage) redb cannot
 //! disagree about a round.
 
+use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use prost::Message;
-use redb::{ReadOnlyTable, ReadTransaction, Table, WriteTransaction};
+use redb::{ReadOnlyTable, ReadTransaction, ReadableTable, Table, WriteTransaction};
 
+use super::heap::{Heap, Pointer, SegmentRow, Stored};
 use super::overlay::{Overlay, Seen};
 use super::records::{
     AttemptRecord, DoneRecord, EndpointRecord, HistoryRecord, MessageRecord, ScheduleEntry,
@@ -21,9 +23,10 @@ use super::records::{
 use super::rowlog::{Change, RowLog, TableId};
 use super::seal::open;
 use super::{
-    ATTEMPTS, DEAD, DONE, ENDPOINTS, HISTORY, IDEMPOTENCY, MESSAGES, SCHEDULE, SOURCES, StoreError,
-    dead_key, dead_key_id, dead_prefix,
+    ATTEMPTS, DEAD, DONE, ENDPOINTS, HISTORY, IDEMPOTENCY, MESSAGES, RETAINED, SCHEDULE, SEGMENTS,
+    SOURCES, StoreError, dead_key, dead_key_id, dead_prefix,
 };
+use crate::wal::Lsn;
 use hookd_core::ids::MessageId;
 
 /// Up to `scan` rows of a byte-keyed table (the overlay in front) after `cursor`, and the
@@ -66,7 +69,10 @@ pub struct Tables<'a> {
     done: ReadOnlyTable<u128, &'static [u8]>,
     dead: ReadOnlyTable<&'static [u8], &'static [u8]>,
     idempotency: ReadOnlyTable<&'static [u8], &'static [u8]>,
+    retained: ReadOnlyTable<u128, &'static [u8]>,
     overlay: &'a mut Overlay,
+    /// Where records that redb only points to are read from.
+    heap: Heap,
     /// Every change, in order, for the write-ahead log (empty: the round wrote nothing).
     log: RowLog,
 }
@@ -117,7 +123,11 @@ fn get_bytes(
 impl<'a> Tables<'a> {
     /// The engine's view for one round: `txn` is a snapshot taken after every round the
     /// overlay no longer holds was applied.
-    pub fn open(txn: &ReadTransaction, overlay: &'a mut Overlay) -> Result<Self, StoreError> {
+    pub fn open(
+        txn: &ReadTransaction,
+        overlay: &'a mut Overlay,
+        heap: &Heap,
+    ) -> Result<Self, StoreError> {
         Ok(Self {
             messages: txn.open_table(MESSAGES)?,
             schedule: txn.open_table(SCHEDULE)?,
@@ -126,7 +136,9 @@ impl<'a> Tables<'a> {
             done: txn.open_table(DONE)?,
             dead: txn.open_table(DEAD)?,
             idempotency: txn.open_table(IDEMPOTENCY)?,
+            retained: txn.open_table(RETAINED)?,
             overlay,
+            heap: heap.clone(),
             log: RowLog::default(),
         })
     }
@@ -165,19 +177,92 @@ impl<'a> Tables<'a> {
         Ok(())
     }
 
+    /// A live message's record: from the overlay while its round is not applied, else
+    /// from the log, where redb points (see `heap`).
     pub fn record(&self, id: MessageId) -> Result<Option<MessageRecord>, StoreError> {
-        match get_u128(self.overlay, TableId::Messages, &self.messages, id)? {
+        match self.record_bytes(id)? {
             Some(v) => Ok(Some(MessageRecord::decode(v.as_slice())?)),
             None => Ok(None),
         }
     }
 
+    /// A live message's encoded record (`None`: no such message).
+    fn record_bytes(&self, id: MessageId) -> Result<Option<Vec<u8>>, StoreError> {
+        match self.overlay.get(TableId::Messages, &id_key(id)) {
+            Seen::Put(v) => Ok(Some(v.to_vec())),
+            Seen::Removed => Ok(None),
+            Seen::Unknown => match self.messages.get(id.0)? {
+                Some(v) => {
+                    let value = open(TableId::Messages, &id_key(id), v.value())?;
+                    match self.heap.resolve(value)? {
+                        Some(bytes) => Ok(Some(bytes)),
+                        // A live message's segment is kept until its pointer moves.
+                        None => Err(StoreError::Corrupt(format!(
+                            "the log segment holding live message {id}'s record is gone"
+                        ))),
+                    }
+                }
+                None => Ok(None),
+            },
+        }
+    }
+
     /// The size of a message's encoded record (what the byte watermarks count).
     pub fn record_len(&self, id: MessageId) -> Result<u32, StoreError> {
-        Ok(
-            get_u128(self.overlay, TableId::Messages, &self.messages, id)?
-                .map_or(0, |v| u32::try_from(v.as_slice().len()).unwrap_or(u32::MAX)),
-        )
+        match self.overlay.get(TableId::Messages, &id_key(id)) {
+            Seen::Put(v) => Ok(u32::try_from(v.len()).unwrap_or(u32::MAX)),
+            Seen::Removed => Ok(0),
+            Seen::Unknown => match self.messages.get(id.0)? {
+                Some(v) => Ok(Stored::of(open(TableId::Messages, &id_key(id), v.value())?)?.len()),
+                None => Ok(0),
+            },
+        }
+    }
+
+    /// One step of a compaction pass: among up to `scan` live messages after `cursor` (in
+    /// id order), those whose record lies in one of `segments` are written again (their
+    /// record goes into this round's log record, and the apply stage moves their pointer
+    /// there). How many moved, and where the pass continues (`None`: it is complete).
+    pub fn relocate(
+        &mut self,
+        segments: &[Lsn],
+        cursor: Option<MessageId>,
+        scan: usize,
+    ) -> Result<(usize, Option<MessageId>), StoreError> {
+        let lower = cursor.map_or(Bound::Unbounded, |c| Bound::Excluded(c.0));
+        let mut moved = 0;
+        let mut last = None;
+        let mut seen = 0;
+        let mut found = Vec::new();
+        for row in self.messages.range((lower, Bound::Unbounded))? {
+            let (k, v) = row?;
+            let id = MessageId(k.value());
+            seen += 1;
+            last = Some(id);
+            let value = open(TableId::Messages, &id_key(id), v.value())?;
+            if let Stored::At(p) = Stored::of(value)?
+                && segments.contains(&p.segment)
+            {
+                found.push(id);
+            }
+            if seen >= scan {
+                break;
+            }
+        }
+        for id in found {
+            // Removed or rewritten by a round not yet applied: nothing to move.
+            if !matches!(
+                self.overlay.get(TableId::Messages, &id_key(id)),
+                Seen::Unknown
+            ) {
+                continue;
+            }
+            if let Some(bytes) = self.record_bytes(id)? {
+                self.put(TableId::Messages, &id_key(id), &bytes);
+                moved += 1;
+            }
+        }
+        Ok((moved, if seen >= scan { last } else { None }))
     }
 
     pub fn schedule(&self, id: MessageId) -> Result<ScheduleEntry, StoreError> {
@@ -341,6 +426,28 @@ impl<'a> Tables<'a> {
             self.remove(TableId::Done, key);
         }
         Ok(expired.len())
+    }
+
+    /// Forgets up to `limit` retained pointers (completed messages' payloads) of messages
+    /// created before `before_ms`; how many.
+    pub fn sweep_retained(&mut self, before_ms: u64, limit: usize) -> Result<usize, StoreError> {
+        let bound = u128::from(before_ms) << 80;
+        let mut keys = Vec::new();
+        for row in self.retained.range(..bound)? {
+            let (k, _) = row?;
+            let key = k.value().to_be_bytes();
+            if matches!(self.overlay.get(TableId::Retained, &key), Seen::Removed) {
+                continue;
+            }
+            keys.push(key);
+            if keys.len() >= limit {
+                break;
+            }
+        }
+        for key in &keys {
+            self.remove(TableId::Retained, key);
+        }
+        Ok(keys.len())
     }
 
     /// Moves a live message to the dead-letter index.
@@ -522,6 +629,29 @@ pub(crate) struct Apply<'txn> {
     idempotency: Table<'txn, &'static [u8], &'static [u8]>,
     endpoints: Table<'txn, &'static str, &'static [u8]>,
     sources: Table<'txn, &'static str, &'static [u8]>,
+    retained: Table<'txn, u128, &'static [u8]>,
+    segments: Table<'txn, &'static [u8], &'static [u8]>,
+    /// Changes to the segments' rows made by the records performed so far, written by
+    /// [`Apply::finish`]: (live, bytes, newest ms) per segment.
+    counts: BTreeMap<Lsn, (i64, i64, u64)>,
+}
+
+/// Where a log record lies: its segment's first position, and the offset of its payload
+/// (after the frame's header) from the segment's start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RecordAt {
+    pub(crate) segment: Lsn,
+    pub(crate) offset: u64,
+}
+
+impl RecordAt {
+    /// The record whose frame is at `lsn` in the segment that starts at `segment`.
+    pub(crate) fn frame(segment: Lsn, lsn: Lsn) -> Self {
+        Self {
+            segment,
+            offset: lsn - segment + crate::wal::HEADER as u64,
+        }
+    }
 }
 
 impl std::fmt::Debug for Apply<'_> {
@@ -543,12 +673,21 @@ impl<'txn> Apply<'txn> {
             idempotency: txn.open_table(IDEMPOTENCY)?,
             endpoints: txn.open_table(ENDPOINTS)?,
             sources: txn.open_table(SOURCES)?,
+            retained: txn.open_table(RETAINED)?,
+            segments: txn.open_table(SEGMENTS)?,
+            counts: BTreeMap::new(),
         })
     }
 
-    /// Performs the changes of a log record; how many. Blind puts and removals: see
-    /// `rowlog` for why a second replay is harmless.
-    pub(crate) fn replay(&mut self, record: &[u8]) -> Result<usize, StoreError> {
+    /// Performs the changes of a log record; how many. Blind puts and removals (see
+    /// `rowlog` for why a second replay is harmless), except that a message's record
+    /// becomes a pointer into the log when `at` says where the record lies (see `heap`):
+    /// without it (tests replaying bare records), the record is stored inline.
+    pub(crate) fn replay(
+        &mut self,
+        record: &[u8],
+        at: Option<RecordAt>,
+    ) -> Result<usize, StoreError> {
         let changes = super::rowlog::decode(record)?;
         let id = |key: &[u8]| -> Result<u128, StoreError> {
             <[u8; 16]>::try_from(key)
@@ -557,11 +696,16 @@ impl<'txn> Apply<'txn> {
         };
         for change in &changes {
             match *change {
+                Change::Put(TableId::Messages, key, value) => {
+                    let pointer = at.map(|at| Pointer::to(at.segment, at.offset, record, value));
+                    self.put_message(id(key)?, key, value, pointer)?;
+                }
+                Change::Remove(TableId::Messages, key) => self.remove_message(id(key)?, key)?,
                 Change::Put(table, key, value) => {
                     let sealed = super::seal::seal(table, key, value);
                     let value = sealed.as_slice();
                     match table {
-                        TableId::Messages => drop(self.messages.insert(id(key)?, value)?),
+                        TableId::Messages => unreachable_table()?,
                         TableId::Schedule => drop(self.schedule.insert(id(key)?, value)?),
                         TableId::History => drop(self.history.insert(id(key)?, value)?),
                         TableId::Attempts => drop(self.attempts.insert(key, value)?),
@@ -570,10 +714,12 @@ impl<'txn> Apply<'txn> {
                         TableId::Idempotency => drop(self.idempotency.insert(key, value)?),
                         TableId::Endpoints => drop(self.endpoints.insert(name(key)?, value)?),
                         TableId::Sources => drop(self.sources.insert(name(key)?, value)?),
+                        TableId::Retained => drop(self.retained.insert(id(key)?, value)?),
+                        TableId::Segments => unreachable_table()?,
                     }
                 }
                 Change::Remove(table, key) => match table {
-                    TableId::Messages => drop(self.messages.remove(id(key)?)?),
+                    TableId::Messages => unreachable_table()?,
                     TableId::Schedule => drop(self.schedule.remove(id(key)?)?),
                     TableId::History => drop(self.history.remove(id(key)?)?),
                     TableId::Attempts => drop(self.attempts.remove(key)?),
@@ -582,11 +728,120 @@ impl<'txn> Apply<'txn> {
                     TableId::Idempotency => drop(self.idempotency.remove(key)?),
                     TableId::Endpoints => drop(self.endpoints.remove(name(key)?)?),
                     TableId::Sources => drop(self.sources.remove(name(key)?)?),
+                    TableId::Retained => drop(self.retained.remove(id(key)?)?),
+                    TableId::Segments => unreachable_table()?,
                 },
             }
         }
         Ok(changes.len())
     }
+
+    /// The pointer a `messages` row holds, if it holds one (a row that fails its seal is
+    /// counted as none: the counts then err on keeping a segment).
+    fn pointer_of(key: &[u8], stored: &[u8]) -> Option<Pointer> {
+        let value = super::seal::open(TableId::Messages, key, stored).ok()?;
+        match Stored::of(value).ok()? {
+            Stored::At(p) => Some(p),
+            Stored::Inline(_) => None,
+        }
+    }
+
+    fn count(&mut self, segment: Lsn, live: i64, bytes: i64, newest_ms: u64) {
+        let entry = self.counts.entry(segment).or_insert((0, 0, 0));
+        entry.0 += live;
+        entry.1 += bytes;
+        entry.2 = entry.2.max(newest_ms);
+    }
+
+    /// A message's record: a pointer to it in the log (or, without one, the record).
+    fn put_message(
+        &mut self,
+        id: u128,
+        key: &[u8],
+        value: &[u8],
+        pointer: Option<Pointer>,
+    ) -> Result<(), StoreError> {
+        let Some(pointer) = pointer else {
+            let sealed = super::seal::seal(TableId::Messages, key, value);
+            let old = self.messages.insert(id, sealed.as_slice())?;
+            let old = old.and_then(|o| Self::pointer_of(key, o.value()));
+            if let Some(old) = old {
+                self.count(old.segment, -1, -i64::from(old.len), 0);
+            }
+            return Ok(());
+        };
+        let sealed = super::seal::seal(TableId::Messages, key, &pointer.encode());
+        let old = self.messages.insert(id, sealed.as_slice())?;
+        let old = old.and_then(|o| Self::pointer_of(key, o.value()));
+        if old == Some(pointer) {
+            return Ok(());
+        }
+        if let Some(old) = old {
+            self.count(old.segment, -1, -i64::from(old.len), 0);
+        }
+        // UUIDv7: the top 48 bits are the creation time in ms.
+        let created_ms = (id >> 80) as u64;
+        self.count(pointer.segment, 1, i64::from(pointer.len), created_ms);
+        Ok(())
+    }
+
+    /// A message is gone from the live set: its record's pointer moves to `retained`, where
+    /// its payload stays readable while the segment is kept.
+    fn remove_message(&mut self, id: u128, key: &[u8]) -> Result<(), StoreError> {
+        let old = self.messages.remove(id)?;
+        let Some(old) = old.and_then(|o| Self::pointer_of(key, o.value())) else {
+            return Ok(());
+        };
+        self.count(old.segment, -1, -i64::from(old.len), 0);
+        let sealed = super::seal::seal(TableId::Retained, key, &old.encode());
+        self.retained.insert(id, sealed.as_slice())?;
+        Ok(())
+    }
+
+    /// Writes the segments' rows the records changed. Call once, after the last record.
+    pub(crate) fn finish(mut self) -> Result<(), StoreError> {
+        for (segment, (live, bytes, newest_ms)) in std::mem::take(&mut self.counts) {
+            let key = segment.to_be_bytes();
+            let mut row = match self.segments.get(key.as_slice())? {
+                Some(v) => {
+                    SegmentRow::decode(super::seal::open(TableId::Segments, &key, v.value())?)?
+                }
+                None => SegmentRow::default(),
+            };
+            row.live = add_signed(row.live, live, segment, "live messages");
+            row.live_bytes = add_signed(row.live_bytes, bytes, segment, "live bytes");
+            row.newest_ms = row.newest_ms.max(newest_ms);
+            let sealed = super::seal::seal(TableId::Segments, &key, &row.encode());
+            self.segments.insert(key.as_slice(), sealed.as_slice())?;
+        }
+        Ok(())
+    }
+}
+
+/// `value + delta`, never below zero (a count that would go below is a bug: it is logged,
+/// and the count stays at zero).
+fn add_signed(value: u64, delta: i64, segment: Lsn, what: &str) -> u64 {
+    match value.checked_add_signed(delta) {
+        Some(v) => v,
+        None => {
+            tracing::error!(
+                segment,
+                value,
+                delta,
+                what,
+                "a segment's count would go below zero"
+            );
+            0
+        }
+    }
+}
+
+/// A table a log record never names directly (`messages` is handled on its own, the
+/// segments' rows are derived).
+fn unreachable_table() -> Result<(), StoreError> {
+    Err(StoreError::Corrupt(
+        "log record: a change to a derived table".into(),
+    ))
 }
 
 /// The sequence number of an `attempts` key.
@@ -640,7 +895,7 @@ mod tests {
     ) -> (R, Vec<u8>) {
         overlay.begin(n);
         let txn = store.snapshot().unwrap();
-        let mut t = Tables::open(&txn, overlay).unwrap();
+        let mut t = Tables::open(&txn, overlay, store.heap()).unwrap();
         let r = f(&mut t);
         let record = t.into_log();
         store.replay_records([record.as_slice()]).unwrap();
@@ -893,5 +1148,100 @@ mod tests {
                 Some(c)
             );
         });
+    }
+
+    /// The coming fan-out stores one record for many deliveries: a record pointed to by
+    /// two messages keeps its segment live until both are gone, each read back whole.
+    #[test]
+    fn a_record_referenced_twice_keeps_its_segment_until_both_references_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let crate::store::Storage { store, mut log, .. } =
+            crate::store::Storage::open_dir(dir.path(), 1 << 20, 1 << 20).unwrap();
+        let (a, b) = (MessageId(1 << 81), MessageId(2 << 81));
+        let record = MessageRecord {
+            destination: "queue:q".into(),
+            payload: b"one payload, two deliveries".to_vec(),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let mut rows = RowLog::default();
+        rows.put(TableId::Messages, &id_key(a), &record);
+        let bytes = rows.into_bytes();
+        let lsn = log.append(&bytes).unwrap();
+        log.sync().unwrap();
+        let segment = log.segment();
+        store
+            .replay_log_records([(segment, lsn, bytes.as_slice())])
+            .unwrap();
+        let rows = || store.segment_rows().unwrap();
+        assert_eq!(rows()[0].1.live, 1);
+        // A second reference to the same bytes, as a fan-out's second delivery.
+        let txn = store.begin_round().unwrap();
+        {
+            let mut apply = Apply::open(&txn).unwrap();
+            let at = RecordAt::frame(segment, lsn);
+            let value_at = bytes.len() - record.len();
+            let pointer = Pointer::to(at.segment, at.offset, &bytes, &bytes[value_at..]);
+            apply
+                .put_message(b.0, &id_key(b), &bytes[value_at..], Some(pointer))
+                .unwrap();
+            // Put again (a replay): nothing changes.
+            apply
+                .put_message(b.0, &id_key(b), &bytes[value_at..], Some(pointer))
+                .unwrap();
+            apply.finish().unwrap();
+        }
+        txn.commit().unwrap();
+        let row = rows()[0].1;
+        assert_eq!((row.live, row.live_bytes), (2, 2 * record.len() as u64));
+        let mut overlay = Overlay::default();
+        let read = |overlay: &mut Overlay| {
+            let txn = store.snapshot().unwrap();
+            let t = Tables::open(&txn, overlay, store.heap()).unwrap();
+            (t.record(a).unwrap(), t.record(b).unwrap())
+        };
+        let (ra, rb) = read(&mut overlay);
+        assert_eq!(ra, rb);
+        assert_eq!(ra.unwrap().payload, b"one payload, two deliveries");
+        // One goes: the segment is still pinned by the other; its pointer is retained.
+        let mut rows_log = RowLog::default();
+        rows_log.remove(TableId::Messages, &id_key(a));
+        store
+            .replay_log_records([(segment, lsn + 100, rows_log.into_bytes().as_slice())])
+            .unwrap();
+        assert_eq!(rows()[0].1.live, 1);
+        assert!(matches!(
+            store.completed_record(a).unwrap(),
+            crate::store::Kept::Record(r) if r.payload == b"one payload, two deliveries"
+        ));
+        // The other goes: nothing live is left in the segment.
+        let mut rows_log = RowLog::default();
+        rows_log.remove(TableId::Messages, &id_key(b));
+        store
+            .replay_log_records([(segment, lsn + 200, rows_log.into_bytes().as_slice())])
+            .unwrap();
+        assert_eq!(
+            rows()[0].1,
+            SegmentRow {
+                live: 0,
+                live_bytes: 0,
+                ..row
+            }
+        );
+        // A byte changed in the segment is an error on read, never a different payload.
+        let name = crate::wal::segment_name(segment);
+        let path = dir.path().join(&name);
+        let mut file = std::fs::read(&path).unwrap();
+        let last = file.len() - 1;
+        file[last] ^= 1;
+        std::fs::write(&path, &file).unwrap();
+        let err = store.completed_record(a).unwrap_err().to_string();
+        assert!(err.contains("fails its checksum"), "{err}");
+        // A deleted segment (as the log writer deletes it): the payload has expired.
+        log.dir().remove(&name).unwrap();
+        assert!(matches!(
+            store.completed_record(b).unwrap(),
+            crate::store::Kept::Expired
+        ));
     }
 }

@@ -305,7 +305,7 @@ class PushStats(_message.Message):
     def __init__(self, disabled: _Optional[bool] = ..., disabled_reason: _Optional[str] = ..., breaker: _Optional[_Union[BreakerState, str]] = ..., breaker_open_until_unix_ms: _Optional[int] = ..., breaker_cooldown_ms: _Optional[int] = ..., breaker_openings: _Optional[int] = ..., consecutive_failures: _Optional[int] = ..., paused_until_unix_ms: _Optional[int] = ..., in_flight: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., rate_limit_per_s: _Optional[float] = ..., slow: _Optional[bool] = ..., attempts_last_hour: _Optional[int] = ..., success_rate_last_hour: _Optional[float] = ..., attempt_latency_last_hour: _Optional[_Union[LatencyStats, _Mapping]] = ..., attempt_latency_last_24h: _Optional[_Union[LatencyStats, _Mapping]] = ...) -> None: ...
 
 class StorageStats(_message.Message):
-    __slots__ = ("commits_per_s", "requests_per_commit", "commit_latency_last_hour", "live_messages", "queued_write_bytes", "destinations", "log_bytes", "checkpoint_age_ms", "last_checkpoint_ms", "replay_ms", "replayed_bytes", "log_since_checkpoint_bytes", "disk_available_bytes", "disk_reserve_bytes")
+    __slots__ = ("commits_per_s", "requests_per_commit", "commit_latency_last_hour", "live_messages", "queued_write_bytes", "destinations", "log_bytes", "checkpoint_age_ms", "last_checkpoint_ms", "replay_ms", "replayed_bytes", "log_since_checkpoint_bytes", "disk_available_bytes", "disk_reserve_bytes", "log_segments", "log_live_bytes", "log_retained_from_unix_ms", "log_reclaimable_bytes", "log_compacting_segments", "log_compacted_records", "log_deleted_segments", "log_freed_bytes")
     COMMITS_PER_S_FIELD_NUMBER: _ClassVar[int]
     REQUESTS_PER_COMMIT_FIELD_NUMBER: _ClassVar[int]
     COMMIT_LATENCY_LAST_HOUR_FIELD_NUMBER: _ClassVar[int]
@@ -320,6 +320,14 @@ class StorageStats(_message.Message):
     LOG_SINCE_CHECKPOINT_BYTES_FIELD_NUMBER: _ClassVar[int]
     DISK_AVAILABLE_BYTES_FIELD_NUMBER: _ClassVar[int]
     DISK_RESERVE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LOG_SEGMENTS_FIELD_NUMBER: _ClassVar[int]
+    LOG_LIVE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LOG_RETAINED_FROM_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    LOG_RECLAIMABLE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LOG_COMPACTING_SEGMENTS_FIELD_NUMBER: _ClassVar[int]
+    LOG_COMPACTED_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    LOG_DELETED_SEGMENTS_FIELD_NUMBER: _ClassVar[int]
+    LOG_FREED_BYTES_FIELD_NUMBER: _ClassVar[int]
     commits_per_s: float
     requests_per_commit: float
     commit_latency_last_hour: LatencyStats
@@ -334,7 +342,15 @@ class StorageStats(_message.Message):
     log_since_checkpoint_bytes: int
     disk_available_bytes: int
     disk_reserve_bytes: int
-    def __init__(self, commits_per_s: _Optional[float] = ..., requests_per_commit: _Optional[float] = ..., commit_latency_last_hour: _Optional[_Union[LatencyStats, _Mapping]] = ..., live_messages: _Optional[int] = ..., queued_write_bytes: _Optional[int] = ..., destinations: _Optional[int] = ..., log_bytes: _Optional[int] = ..., checkpoint_age_ms: _Optional[int] = ..., last_checkpoint_ms: _Optional[int] = ..., replay_ms: _Optional[int] = ..., replayed_bytes: _Optional[int] = ..., log_since_checkpoint_bytes: _Optional[int] = ..., disk_available_bytes: _Optional[int] = ..., disk_reserve_bytes: _Optional[int] = ...) -> None: ...
+    log_segments: int
+    log_live_bytes: int
+    log_retained_from_unix_ms: int
+    log_reclaimable_bytes: int
+    log_compacting_segments: int
+    log_compacted_records: int
+    log_deleted_segments: int
+    log_freed_bytes: int
+    def __init__(self, commits_per_s: _Optional[float] = ..., requests_per_commit: _Optional[float] = ..., commit_latency_last_hour: _Optional[_Union[LatencyStats, _Mapping]] = ..., live_messages: _Optional[int] = ..., queued_write_bytes: _Optional[int] = ..., destinations: _Optional[int] = ..., log_bytes: _Optional[int] = ..., checkpoint_age_ms: _Optional[int] = ..., last_checkpoint_ms: _Optional[int] = ..., replay_ms: _Optional[int] = ..., replayed_bytes: _Optional[int] = ..., log_since_checkpoint_bytes: _Optional[int] = ..., disk_available_bytes: _Optional[int] = ..., disk_reserve_bytes: _Optional[int] = ..., log_segments: _Optional[int] = ..., log_live_bytes: _Optional[int] = ..., log_retained_from_unix_ms: _Optional[int] = ..., log_reclaimable_bytes: _Optional[int] = ..., log_compacting_segments: _Optional[int] = ..., log_compacted_records: _Optional[int] = ..., log_deleted_segments: _Optional[int] = ..., log_freed_bytes: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
     __slots__ = ("total", "destinations", "uptime_ms", "storage", "next_page_token", "alerts")
@@ -395,7 +411,14 @@ class Attempt(_message.Message):
     def __init__(self, number: _Optional[int] = ..., started_unix_ms: _Optional[int] = ..., ended_unix_ms: _Optional[int] = ..., outcome: _Optional[str] = ..., error: _Optional[str] = ..., http_status: _Optional[int] = ..., latency_us: _Optional[int] = ...) -> None: ...
 
 class GetMessageResponse(_message.Message):
-    __slots__ = ("id", "destination", "state", "attempts", "max_attempts", "enqueued_unix_ms", "next_attempt_unix_ms", "history", "last_error", "event_type", "idempotency_key", "payload_size", "completed_unix_ms")
+    __slots__ = ("id", "destination", "state", "attempts", "max_attempts", "enqueued_unix_ms", "next_attempt_unix_ms", "history", "last_error", "event_type", "idempotency_key", "payload_size", "completed_unix_ms", "payload", "headers", "payload_expired")
+    class HeadersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     ID_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -409,6 +432,9 @@ class GetMessageResponse(_message.Message):
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_SIZE_FIELD_NUMBER: _ClassVar[int]
     COMPLETED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_EXPIRED_FIELD_NUMBER: _ClassVar[int]
     id: str
     destination: Destination
     state: MessageState
@@ -422,7 +448,10 @@ class GetMessageResponse(_message.Message):
     idempotency_key: str
     payload_size: int
     completed_unix_ms: int
-    def __init__(self, id: _Optional[str] = ..., destination: _Optional[_Union[Destination, _Mapping]] = ..., state: _Optional[_Union[MessageState, str]] = ..., attempts: _Optional[int] = ..., max_attempts: _Optional[int] = ..., enqueued_unix_ms: _Optional[int] = ..., next_attempt_unix_ms: _Optional[int] = ..., history: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., last_error: _Optional[str] = ..., event_type: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., payload_size: _Optional[int] = ..., completed_unix_ms: _Optional[int] = ...) -> None: ...
+    payload: bytes
+    headers: _containers.ScalarMap[str, str]
+    payload_expired: bool
+    def __init__(self, id: _Optional[str] = ..., destination: _Optional[_Union[Destination, _Mapping]] = ..., state: _Optional[_Union[MessageState, str]] = ..., attempts: _Optional[int] = ..., max_attempts: _Optional[int] = ..., enqueued_unix_ms: _Optional[int] = ..., next_attempt_unix_ms: _Optional[int] = ..., history: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., last_error: _Optional[str] = ..., event_type: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., payload_size: _Optional[int] = ..., completed_unix_ms: _Optional[int] = ..., payload: _Optional[bytes] = ..., headers: _Optional[_Mapping[str, str]] = ..., payload_expired: _Optional[bool] = ...) -> None: ...
 
 class Endpoint(_message.Message):
     __slots__ = ("name", "url", "description", "max_attempts", "retry_base_ms", "retry_cap_ms", "disabled", "created_unix_ms", "updated_unix_ms", "secrets", "connect_timeout_ms", "timeout_ms", "max_in_flight", "rate_limit_per_s", "rate_limit_burst", "disabled_reason", "disabled_unix_ms", "paused", "paused_reason", "paused_unix_ms", "secret_summaries")
