@@ -297,6 +297,8 @@ impl Applier {
 const GATHER: std::time::Duration = std::time::Duration::from_millis(2);
 /// ...or this many.
 const GATHER_MAX: usize = 4_096;
+/// How soon a gather notices a reader waiting.
+const READER_SLICE: std::time::Duration = std::time::Duration::from_micros(200);
 
 /// The stage on its own thread: applies what arrives, and checkpoints by time even when
 /// nothing does; a last checkpoint when the log writer stops.
@@ -319,13 +321,20 @@ pub fn run(mut applier: Applier, rx: std::sync::mpsc::Receiver<Vec<Synced>>) {
             Err(RecvTimeoutError::Disconnected) => open = false,
         }
         let first = Instant::now();
-        while open && !batch.is_empty() && batch.len() < GATHER_MAX {
+        // A reader waiting for redb is served by the next transaction, not after a gather.
+        while open
+            && !batch.is_empty()
+            && batch.len() < GATHER_MAX
+            && !applier.mark.readers_waiting()
+        {
             let left = GATHER.saturating_sub(first.elapsed());
             if left.is_zero() {
                 break;
             }
-            match rx.recv_timeout(left) {
+            // In slices, so a reader that starts waiting is noticed within one.
+            match rx.recv_timeout(left.min(READER_SLICE)) {
                 Ok(s) => batch.extend(s),
+                Err(RecvTimeoutError::Timeout) if first.elapsed() < GATHER => {}
                 Err(RecvTimeoutError::Timeout) => break,
                 Err(RecvTimeoutError::Disconnected) => open = false,
             }

@@ -96,6 +96,10 @@ impl Writer {
             Some(e) => Err(e),
             None => self.append_and_sync(&jobs, &mut ends),
         };
+        if result.is_ok() {
+            // Before any answer: a reader told of a write finds it.
+            self.shared.mark.synced(self.log.end());
+        }
         let mut synced = Vec::new();
         for (job, (end, segment)) in jobs
             .into_iter()

@@ -284,13 +284,19 @@ pub struct Store {
 /// How far the write-ahead log is durable, and how far redb holds it.
 ///
 /// The engine hands a round's record to the log writer ([`Watermark::publish`] its end);
-/// the writer syncs it and answers; only then does the apply stage perform it on redb
-/// ([`Watermark::applied`]). redb therefore never holds a change a power
-/// cut could take back, and a reader that waits until redb holds everything published
-/// when it started reads its own writes (an answered Enqueue is found by GetMessage).
+/// the writer syncs it ([`Watermark::synced`]) and answers; only then does the apply stage
+/// perform it on redb ([`Watermark::applied`]). redb therefore never holds a change a
+/// power cut could take back, and a reader that waits until redb holds everything synced
+/// when it started reads its own writes (an answered Enqueue is found by GetMessage: its
+/// answer came after the sync). A reader never waits for a sync, only for the apply stage
+/// to perform records already synced, which it does at once while a reader waits
+/// ([`Watermark::readers_waiting`]): at most one apply transaction.
 #[derive(Debug, Default)]
 pub struct Watermark {
     appended: std::sync::atomic::AtomicU64,
+    synced: std::sync::atomic::AtomicU64,
+    /// Readers waiting for the apply stage.
+    waiting: std::sync::atomic::AtomicUsize,
     state: std::sync::Mutex<MarkState>,
     changed: std::sync::Condvar,
 }
@@ -312,6 +318,7 @@ impl Watermark {
     pub fn reset(&self, end: u64) {
         self.appended
             .store(end, std::sync::atomic::Ordering::SeqCst);
+        self.synced.store(end, std::sync::atomic::Ordering::SeqCst);
         self.state().applied = end;
     }
 
@@ -338,6 +345,38 @@ impl Watermark {
                 .wait(state)
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
         }
+    }
+
+    /// Every record before `end` is durable in the log (and answered after this).
+    pub fn synced(&self, end: u64) {
+        self.synced
+            .fetch_max(end, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether a reader waits for the apply stage (which then applies without gathering).
+    pub fn readers_waiting(&self) -> bool {
+        self.waiting.load(std::sync::atomic::Ordering::Relaxed) > 0
+    }
+
+    /// Waits until redb holds every record synced before the call (what a reader must
+    /// see: every answered write); the failure if storage failed.
+    pub fn wait_synced_applied(&self) -> Result<(), Arc<str>> {
+        let end = self.synced.load(std::sync::atomic::Ordering::SeqCst);
+        {
+            let state = self.state();
+            if let Some(e) = &state.failed {
+                return Err(e.clone());
+            }
+            if state.applied >= end {
+                return Ok(());
+            }
+        }
+        self.waiting
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let result = self.wait_applied(end);
+        self.waiting
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        result
     }
 
     /// A round ending at `end` is about to become visible in redb.
@@ -688,12 +727,11 @@ impl Store {
         &self.mark
     }
 
-    /// A read snapshot holding every write handed to the log before the call (see
-    /// [`Watermark`]); only durable writes are ever in redb.
+    /// A read snapshot holding every write answered before the call (see [`Watermark`]);
+    /// only durable writes are ever in redb.
     fn read(&self) -> Result<redb::ReadTransaction, StoreError> {
-        let end = self.mark.appended.load(std::sync::atomic::Ordering::SeqCst);
         self.mark
-            .wait_applied(end)
+            .wait_synced_applied()
             .map_err(|e| StoreError::Io(std::io::Error::other(format!("storage failed: {e}"))))?;
         Ok(self.db.begin_read()?)
     }
