@@ -713,7 +713,9 @@ async fn an_unsigned_ingest_flood_is_held_to_its_budget() {
     assert!(
         codes
             .keys()
-            .all(|c| matches!(c, Some(401 | 429 | 503) | None)),
+            // 408: a flood body that its (CPU-starved) sender did not finish within
+            // `ingest_body_timeout_ms`, refused like the rest (seen on a loaded box).
+            .all(|c| matches!(c, Some(401 | 408 | 429 | 503) | None)),
         "only refusals (or a connection closed while sending): {codes:?}"
     );
     assert!(

@@ -92,7 +92,11 @@ impl Engine {
                 }
                 return Ok(Err(Refusal::NoMessage { id }.at(i)));
             };
-            if self.index.live.contains_key(&id) {
+            // Live, not dead: in `live`, or fresh (not looked up by id; its schedule row
+            // says so).
+            let live = self.index.live.contains_key(&id)
+                || t.schedule_row(id)?.is_some_and(|e| e.state != State::Dead);
+            if live {
                 if !strict {
                     continue;
                 }
@@ -491,7 +495,7 @@ impl Engine {
 
     fn storage_snapshot(&self, now: u64) -> StorageSnapshot {
         let mut storage = StorageSnapshot {
-            live_messages: self.index.live.len() as u64,
+            live_messages: self.index.len(),
             queued_write_bytes: self
                 .pipeline
                 .queued

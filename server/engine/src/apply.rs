@@ -146,11 +146,6 @@ impl Engine {
             Command::Ping { reply } => reply_after(done, reply, Ok(())),
             Command::Drain => self.drain(done),
             Command::Attempted(report) => self.attempted(t, now, report)?,
-            Command::Sized(sizes) => {
-                for (id, bytes) in sizes {
-                    self.index.set_bytes(id, bytes);
-                }
-            }
             Command::Tick | Command::Shutdown => {}
         }
         Ok(())
@@ -214,7 +209,7 @@ impl Engine {
     ) -> Result<(), StoreError> {
         let touched = std::mem::take(&mut self.index.touched);
         for d in touched {
-            while !self.index.dests[d].ready.is_empty() {
+            while self.index.dests[d].has_ready() {
                 let Some(w) = self.index.pop_waiter(d) else {
                     break;
                 };

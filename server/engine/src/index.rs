@@ -1,5 +1,16 @@
 //! The engine's in-memory index of live messages: per-destination ready queues, counts and
-//! long-poll waiters. It holds ids and small state only; payloads stay in redb.
+//! long-poll waiters. It holds ids and small state only; payloads stay in the log.
+//!
+//! Two tiers, so that a backlog costs memory in proportion to what it is, not to what a
+//! message could become. A message that has never been attempted and waits for nothing
+//! but its turn (the bulk of any backlog) is a 24-byte [`Fresh`] entry in its
+//! destination's `fresh` queue, and nothing else: no hash-map entry, no ordered-set entry.
+//! It is promoted to a full [`Live`] entry in `live` when it leaves that queue for its first
+//! attempt or lease. Every other live message (delayed, retrying, leased, replayed, in
+//! flight) is in `live`, looked up by id. A fresh message cannot be looked up by id, and
+//! nothing needs to: every operation that names a message by id (an ack, a nack, an attempt's
+//! outcome, a timer) names one that has been handed out, and the admin paths (replay,
+//! purge) concern dead letters, which are never fresh.
 //!
 //! Counts are kept up to date on every transition (through [`Index::set_state`]), so `Stats`
 //! never scans the messages.
@@ -41,6 +52,99 @@ pub(crate) enum LiveState {
     Ready,
     /// Leased; its lease deadline is in the wheel.
     Leased,
+}
+
+/// A live message that has never been attempted and is ready: what its destination's
+/// `fresh` queue holds of it (24 bytes; the id as two halves, so the entry is not padded to
+/// `u128`'s alignment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fresh {
+    hi: u64,
+    lo: u64,
+    pub bytes: u32,
+    pub max_attempts: u32,
+}
+
+impl Fresh {
+    pub(crate) fn new(id: MessageId, bytes: u32, max_attempts: u32) -> Self {
+        Self {
+            hi: (id.0 >> 64) as u64,
+            lo: id.0 as u64,
+            bytes,
+            max_attempts,
+        }
+    }
+
+    pub(crate) fn id(&self) -> MessageId {
+        MessageId((u128::from(self.hi) << 64) | u128::from(self.lo))
+    }
+}
+
+/// Entries per chunk of a [`FreshQueue`] (96 KiB once full).
+const FRESH_CHUNK: usize = 4_096;
+
+/// A destination's never-attempted ready messages, oldest first, in chunks: a queue of ten
+/// million costs its entries' 24 bytes each and a little, never the doubling a single
+/// growing buffer would leave (a chunk grows only up to [`FRESH_CHUNK`], and chunks are
+/// freed as they empty). Entries are in order of their ids' milliseconds (a later entry's is
+/// never earlier), so the first is the oldest.
+#[derive(Debug, Default)]
+pub(crate) struct FreshQueue {
+    chunks: VecDeque<VecDeque<Fresh>>,
+    len: usize,
+}
+
+impl FreshQueue {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub(crate) fn front(&self) -> Option<&Fresh> {
+        self.chunks.front().and_then(VecDeque::front)
+    }
+
+    pub(crate) fn back(&self) -> Option<&Fresh> {
+        self.chunks.back().and_then(VecDeque::back)
+    }
+
+    /// Whether `id` may join at the back: its millisecond is not before the last entry's.
+    pub(crate) fn accepts(&self, id: MessageId) -> bool {
+        self.back().is_none_or(|b| b.id().unix_ms() <= id.unix_ms())
+    }
+
+    pub(crate) fn push_back(&mut self, entry: Fresh) {
+        match self.chunks.back_mut() {
+            Some(chunk) if chunk.len() < FRESH_CHUNK => chunk.push_back(entry),
+            _ => {
+                let mut chunk = VecDeque::new();
+                chunk.push_back(entry);
+                self.chunks.push_back(chunk);
+            }
+        }
+        self.len += 1;
+    }
+
+    pub(crate) fn pop_front(&mut self) -> Option<Fresh> {
+        let chunk = self.chunks.front_mut()?;
+        let entry = chunk.pop_front();
+        if chunk.is_empty() {
+            self.chunks.pop_front();
+        }
+        if entry.is_some() {
+            self.len -= 1;
+        }
+        entry
+    }
+
+    #[cfg(test)]
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Fresh> {
+        self.chunks.iter().flatten()
+    }
 }
 
 /// A message that is neither completed nor dead.
@@ -106,8 +210,12 @@ pub(crate) struct Push {
 #[derive(Debug)]
 pub(crate) struct Dest {
     pub key: String,
+    /// Ready messages in `live` (retries, replays, delayed ones come due), sent before the
+    /// fresh ones. May hold ids that left the Ready state since: they are skipped.
     pub ready: VecDeque<MessageId>,
-    /// Every live id, ordered by creation time: the first is the oldest pending message.
+    /// Ready messages never attempted, not in `live` (see the module's text).
+    pub(crate) fresh: FreshQueue,
+    /// The ids of its messages in `live`, ordered by creation time.
     pub(crate) live_ids: BTreeSet<MessageId>,
     pub counts: Counts,
     /// Bytes of its live messages' records (what the byte watermarks measure).
@@ -129,6 +237,7 @@ impl Dest {
         Self {
             key,
             ready: VecDeque::new(),
+            fresh: FreshQueue::default(),
             live_ids: BTreeSet::new(),
             counts: Counts::default(),
             live_bytes: 0,
@@ -150,10 +259,29 @@ impl Dest {
         }
     }
 
+    /// Its oldest live message, to the millisecond: the first of `live_ids` or of `fresh`,
+    /// whichever id is smaller. Kept in `Index::firsts` for each destination that has one.
+    fn first(&self) -> Option<MessageId> {
+        let fresh = self.fresh.front().map(Fresh::id);
+        match (self.live_ids.first().copied(), fresh) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Whether it holds any live message.
+    pub(crate) fn has_live(&self) -> bool {
+        !self.live_ids.is_empty() || !self.fresh.is_empty()
+    }
+
+    /// Whether a message may be waiting to be sent or leased (`ready` may hold stale ids).
+    pub(crate) fn has_ready(&self) -> bool {
+        !self.ready.is_empty() || !self.fresh.is_empty()
+    }
+
     /// Age of its oldest live message (0: none).
     pub(crate) fn oldest_age_ms(&self, now_ms: u64) -> u64 {
-        self.live_ids
-            .first()
+        self.first()
             .map_or(0, |id| now_ms.saturating_sub(id.unix_ms()))
     }
 
@@ -212,9 +340,12 @@ pub(crate) struct Reviewed {
 /// Live messages and destinations.
 #[derive(Debug, Default)]
 pub(crate) struct Index {
-    /// FxHash, not SipHash: the keys are server-made ids (no flooding risk), and this map
-    /// takes an insert and a removal per message on the single engine thread.
+    /// Every live message but the fresh ones (see the module's text). FxHash, not SipHash:
+    /// the keys are server-made ids (no flooding risk), and this map takes an insert and a
+    /// removal per attempted message on the single engine thread.
     pub live: FxHashMap<MessageId, Live>,
+    /// How many messages the destinations' `fresh` queues hold together.
+    fresh: u64,
     /// A slab: a forgotten destination's slot is reused.
     pub(crate) dests: Slab<Dest>,
     /// Ordered, so that Stats pages through destinations by key.
@@ -277,34 +408,89 @@ impl Index {
         self.firsts.first().copied()
     }
 
-    /// Adds a live message in `state`.
+    /// Adds a live message in `state`: to its destination's fresh queue if it is ready,
+    /// never attempted and no older than the queue's last (see the module's text), else to
+    /// `live`.
     pub(crate) fn insert(&mut self, id: MessageId, live: Live) {
-        let dest = &mut self.dests[live.dest];
+        let d = live.dest;
+        let dest = &mut self.dests[d];
+        let before = dest.first();
         *dest.counts.counter(live.state, live.attempts) += 1;
         *self.totals.counter(live.state, live.attempts) += 1;
         dest.live_bytes += u64::from(live.bytes);
         self.live_bytes += u64::from(live.bytes);
-        let first = dest.live_ids.first().copied();
-        dest.live_ids.insert(id);
-        if first.is_none_or(|f| id < f) {
-            if let Some(f) = first {
-                self.firsts.remove(&f);
+        let fresh = live.state == LiveState::Ready
+            && live.attempts == 0
+            && live.timer.is_none()
+            && dest.fresh.accepts(id);
+        if fresh {
+            dest.fresh
+                .push_back(Fresh::new(id, live.bytes, live.max_attempts));
+            self.fresh += 1;
+        } else {
+            dest.live_ids.insert(id);
+            if live.state == LiveState::Ready {
+                dest.ready.push_back(id);
             }
-            self.firsts.insert(id);
         }
         if live.state == LiveState::Ready {
-            dest.ready.push_back(id);
             if !dest.waiters.is_empty() {
-                self.touched.push(live.dest);
+                self.touched.push(d);
             }
             if dest.push.is_some() && !dest.dispatch_queued {
                 dest.dispatch_queued = true;
-                self.dispatch.push(live.dest);
+                self.dispatch.push(d);
             }
         }
-        let d = live.dest;
-        self.live.insert(id, live);
+        if !fresh {
+            self.live.insert(id, live);
+        }
+        self.refirst(d, before);
         self.review(d);
+    }
+
+    /// Keeps `firsts` right after destination `d`'s first message may have changed from
+    /// `before`.
+    fn refirst(&mut self, d: DestId, before: Option<MessageId>) {
+        let after = self.dests[d].first();
+        if after != before {
+            if let Some(b) = before {
+                self.firsts.remove(&b);
+            }
+            if let Some(a) = after {
+                self.firsts.insert(a);
+            }
+        }
+    }
+
+    /// The next ready message of `d`, taken out of its ready queues: a ready message in
+    /// `live` first (stale ids skipped), else the oldest fresh one, which moves to `live`
+    /// (still Ready: the caller moves it on, or puts it back with `ready.push_front`).
+    pub(crate) fn pop_ready(&mut self, d: DestId) -> Option<MessageId> {
+        let dest = self.dests.get_mut(d)?;
+        while let Some(id) = dest.ready.pop_front() {
+            if self
+                .live
+                .get(&id)
+                .is_some_and(|l| l.state == LiveState::Ready)
+            {
+                return Some(id);
+            }
+        }
+        let before = dest.first();
+        let entry = dest.fresh.pop_front()?;
+        self.fresh -= 1;
+        let id = entry.id();
+        dest.live_ids.insert(id);
+        let live = Live::new(d, LiveState::Ready, 0, entry.max_attempts, entry.bytes);
+        self.live.insert(id, live);
+        self.refirst(d, before);
+        Some(id)
+    }
+
+    /// How many messages are live (every state, both tiers).
+    pub(crate) fn len(&self) -> u64 {
+        self.live.len() as u64 + self.fresh
     }
 
     /// Moves a live message to `state` with `attempts`, keeping counts and the ready queue
@@ -337,35 +523,15 @@ impl Index {
     pub(crate) fn remove(&mut self, id: MessageId) -> Option<Live> {
         let live = self.live.remove(&id)?;
         let dest = &mut self.dests[live.dest];
+        let before = dest.first();
         *dest.counts.counter(live.state, live.attempts) -= 1;
         *self.totals.counter(live.state, live.attempts) -= 1;
         dest.live_bytes = dest.live_bytes.saturating_sub(u64::from(live.bytes));
         self.live_bytes = self.live_bytes.saturating_sub(u64::from(live.bytes));
-        let was_first = dest.live_ids.first() == Some(&id);
         dest.live_ids.remove(&id);
-        if was_first {
-            self.firsts.remove(&id);
-            if let Some(&next) = dest.live_ids.first() {
-                self.firsts.insert(next);
-            }
-        }
+        self.refirst(live.dest, before);
         self.review(live.dest);
         Some(live)
-    }
-
-    /// Records the size of a live message whose size was not known (recovered at start);
-    /// false if it is no longer live or already sized.
-    pub(crate) fn set_bytes(&mut self, id: MessageId, bytes: u32) -> bool {
-        let Some(live) = self.live.get_mut(&id) else {
-            return false;
-        };
-        if live.bytes != 0 {
-            return false;
-        }
-        live.bytes = bytes;
-        self.dests[live.dest].live_bytes += u64::from(bytes);
-        self.live_bytes += u64::from(bytes);
-        true
     }
 
     /// Sets a destination's dead-letter count.
@@ -436,7 +602,7 @@ impl Index {
     /// What every destination holds together, as the watermarks measure it.
     pub(crate) fn total_held(&self) -> hookd_core::backpressure::Held {
         hookd_core::backpressure::Held {
-            messages: self.live.len() as u64,
+            messages: self.len(),
             bytes: self.live_bytes,
         }
     }
@@ -467,7 +633,7 @@ impl Index {
                 continue;
             };
             dest.in_review = false;
-            let idle = dest.live_ids.is_empty() && dest.waiters.is_empty() && !pinned(&dest.key);
+            let idle = !dest.has_live() && dest.waiters.is_empty() && !pinned(&dest.key);
             match (idle, dest.idle_stamp) {
                 (true, None) => {
                     let stamp = self.next_stamp;
@@ -514,7 +680,7 @@ impl Index {
     /// cancel).
     pub(crate) fn forget(&mut self, d: DestId) -> Option<Dest> {
         let dest = self.dests.try_remove(d)?;
-        debug_assert!(dest.live_ids.is_empty() && dest.waiters.is_empty() && dest.counts.dead == 0);
+        debug_assert!(!dest.has_live() && dest.waiters.is_empty() && dest.counts.dead == 0);
         self.by_key.remove(&dest.key);
         Some(dest)
     }
@@ -522,5 +688,76 @@ impl Index {
     /// How many destinations are held (busy and idle).
     pub(crate) fn destinations(&self) -> usize {
         self.dests.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(ms: u64, n: u64) -> MessageId {
+        MessageId((u128::from(ms) << 80) | u128::from(n))
+    }
+
+    #[test]
+    fn a_fresh_entry_is_24_bytes_and_keeps_its_id() {
+        assert_eq!(std::mem::size_of::<Fresh>(), 24);
+        let x = MessageId(0x0123_4567_89ab_cdef_fedc_ba98_7654_3210);
+        assert_eq!(Fresh::new(x, 7, 3).id(), x);
+    }
+
+    #[test]
+    fn the_fresh_queue_is_first_in_first_out_across_chunks_and_frees_them() {
+        let mut q = FreshQueue::default();
+        let n = 3 * FRESH_CHUNK as u64 + 5;
+        for i in 0..n {
+            q.push_back(Fresh::new(id(1, i), i as u32, 0));
+        }
+        assert_eq!((q.len(), q.chunks.len()), (n as usize, 4));
+        for i in 0..n {
+            assert_eq!(q.pop_front().map(|f| f.id()), Some(id(1, i)));
+            assert_eq!(q.len(), (n - i - 1) as usize);
+        }
+        assert!(q.pop_front().is_none() && q.chunks.is_empty() && q.is_empty());
+    }
+
+    #[test]
+    fn a_fresh_queue_takes_only_ids_no_older_than_its_last() {
+        let mut q = FreshQueue::default();
+        assert!(q.accepts(id(5, 9)));
+        q.push_back(Fresh::new(id(5, 9), 0, 0));
+        // The same millisecond in any order (ids of one ms are random), never an earlier one.
+        assert!(q.accepts(id(5, 1)) && q.accepts(id(6, 0)) && !q.accepts(id(4, 99)));
+    }
+
+    /// Ready, never-attempted messages are fresh (no `live` entry); anything else, or an id
+    /// older than the queue's last, is in `live`; a pop promotes, oldest first, after the
+    /// ready ones in `live`; counts and the oldest message hold throughout.
+    #[test]
+    fn a_backlog_is_held_fresh_and_promoted_when_it_leaves() {
+        let mut index = Index::default();
+        let d = index.dest("q");
+        for i in 0..10 {
+            index.insert(id(100, i), Live::new(d, LiveState::Ready, 0, 5, 10));
+        }
+        // Older than the queue's last: kept in `live`, and the destination's oldest.
+        index.insert(id(50, 0), Live::new(d, LiveState::Ready, 0, 5, 10));
+        // Retried, then ready again: in `live`.
+        index.insert(id(200, 0), Live::new(d, LiveState::Ready, 1, 5, 10));
+        assert_eq!((index.live.len(), index.len()), (2, 12));
+        assert_eq!(index.dests[d].counts.pending, 12);
+        assert_eq!(index.dests[d].live_bytes, 120);
+        assert_eq!(index.oldest(), Some(id(50, 0)));
+        let order: Vec<_> = std::iter::from_fn(|| index.pop_ready(d)).collect();
+        let mut want = vec![id(50, 0), id(200, 0)];
+        want.extend((0..10).map(|i| id(100, i)));
+        assert_eq!(order, want);
+        assert_eq!((index.live.len(), index.len()), (12, 12));
+        assert!(index.live.values().all(|l| l.state == LiveState::Ready));
+        for x in &want {
+            index.remove(*x);
+        }
+        assert_eq!((index.len(), index.oldest()), (0, None));
+        assert_eq!(index.dests[d].live_bytes, 0);
     }
 }

@@ -131,7 +131,7 @@ impl Engine {
                 return Ok(());
             }
         };
-        if self.index.dests[d].ready.is_empty() && will_wait {
+        if !self.index.dests[d].has_ready() && will_wait {
             let id = self.next_waiter;
             self.next_waiter += 1;
             let timer = self
@@ -209,15 +209,12 @@ impl Engine {
         let mut bytes = 0usize;
         let deadline = now.saturating_add(visibility_ms);
         while out.len() < max {
-            let Some(id) = self.index.dests[d].ready.pop_front() else {
+            let Some(id) = self.index.pop_ready(d) else {
                 break;
             };
             let Some(live) = self.index.live.get(&id) else {
                 continue;
             };
-            if live.state != LiveState::Ready {
-                continue;
-            }
             let attempt = live.attempts + 1;
             let max_attempts = live.max_attempts;
             let Some(record) = t.record(id)? else {

@@ -68,7 +68,9 @@ use hookd_core::destination::Destination;
 use hookd_core::ids::{LeaseId, MessageId};
 use hookd_core::push::Delivery;
 use hookd_core::retry::RetryPolicy;
-use hookd_storage::store::{EndpointRecord, Replayed, State, Storage, Store, StoreError};
+use hookd_storage::store::{
+    EndpointRecord, Recovering, Replayed, State, Storage, Store, StoreError,
+};
 use index::{Index, LiveState, Timer};
 
 /// An event that passed validation, prepared for the store. Everything that can be done off
@@ -258,9 +260,6 @@ type Reply<T> = oneshot::Sender<Result<T, Refusal>>;
 /// A request to the engine thread. Each carries the channel its answer goes back on.
 #[derive(Debug)]
 pub(crate) enum Command {
-    /// Sizes of stored records (recovered messages are sized after start): each live one
-    /// not yet sized counts in its destination's bytes from now on.
-    Sized(Vec<(MessageId, u32)>),
     Enqueue {
         messages: Vec<NewMessage>,
         /// Reserved in `EngineHandle::queued`; released when the engine takes the command.
@@ -499,7 +498,7 @@ pub(crate) type DeliverySender = tokio::sync::mpsc::UnboundedSender<Vec<Delivery
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine")
-            .field("live", &self.index.live.len())
+            .field("live", &self.index.len())
             .finish()
     }
 }
@@ -547,15 +546,6 @@ pub fn start(
     )?;
     let engine = Engine::recover(store, syncer, replayed, config, clock, deliveries)?;
     let (tx, rx) = mpsc::channel();
-    // Recovered messages are counted at once but sized by this pass, off the engine
-    // thread: reading every record at start would make a restart with a million pending
-    // messages read their payloads before serving.
-    if !engine.index.live.is_empty() {
-        let (store, tx) = (engine.store.clone(), tx.clone());
-        std::thread::Builder::new()
-            .name("hookd-sizer".into())
-            .spawn(move || size_recovered(&store, &tx))?;
-    }
     let handle = EngineHandle {
         tx,
         health: engine.health.serving.subscribe(),
@@ -577,28 +567,6 @@ pub fn start(
     ))
 }
 
-/// Sends the size of every stored record to the engine, in chunks (see `Command::Sized`).
-fn size_recovered(store: &Store, tx: &mpsc::Sender<Command>) {
-    let mut after = None;
-    loop {
-        match store.record_sizes(after, 4_096) {
-            Ok(sizes) => {
-                let Some(&(last, _)) = sizes.last() else {
-                    return;
-                };
-                after = Some(last);
-                if tx.send(Command::Sized(sizes)).is_err() {
-                    return;
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot size the recovered messages; their bytes are not counted in the byte watermarks");
-                return;
-            }
-        }
-    }
-}
-
 impl Engine {
     /// An engine holding what the store holds: endpoints, the schedule of every live
     /// message (not the payloads) and dead-letter counts. It runs nothing by itself:
@@ -612,7 +580,6 @@ impl Engine {
         deliveries: Option<DeliverySender>,
     ) -> Result<Self, StoreError> {
         let now = clock.now_ms();
-        let recovered = store.recover()?;
         let rng = match config.rng_seed {
             Some(seed) => StdRng::seed_from_u64(seed),
             None => StdRng::from_rng(&mut rand::rng()),
@@ -657,31 +624,49 @@ impl Engine {
             out: RoundOut::default(),
             flight: Default::default(),
         };
-        // Endpoints first: a destination's push settings come from its endpoint.
-        for endpoint in recovered.endpoints {
-            engine.endpoints.insert(endpoint.name.clone(), endpoint);
-        }
-        let live = recovered.scheduled.len();
-        for (id, entry) in recovered.scheduled {
-            let Some(destination) = Destination::decode(&entry.destination) else {
-                return Err(StoreError::Corrupt(format!("destination of {id}")));
-            };
-            let dest = engine.dest(&destination.key(), now);
-            let state = match entry.state {
-                // A lease outlives a restart: the consumer may still ack it before its
-                // deadline; after that it expires and is retried like any other.
-                State::Leased => LiveState::Leased,
-                State::Pending | State::Retry => enqueue::waiting(entry.due_ms, now),
-                State::Dead => continue,
-            };
-            // Sized after start, off this thread (see `Command::Sized`).
-            let live = index::Live::new(dest, state, entry.attempts, entry.max_attempts, 0);
-            engine.track(id, live, entry.due_ms);
-        }
-        for (key, n) in recovered.dead {
-            let d = engine.dest(&key, now);
-            engine.index.set_dead(d, n);
-        }
+        // Everything as it is read (never collected: see `Store::recover`). Rows of one
+        // destination mostly follow each other: its index is looked up once per run.
+        let (mut live, mut last) = (0u64, None::<(String, index::DestId)>);
+        let store = engine.store.clone();
+        store.recover(|item| {
+            match item {
+                Recovering::Endpoint(endpoint) => {
+                    engine.endpoints.insert(endpoint.name.clone(), endpoint);
+                }
+                Recovering::Message { id, entry, bytes } => {
+                    let state = match entry.state {
+                        // A lease outlives a restart: the consumer may still ack it before
+                        // its deadline; after that it expires and is retried like any other.
+                        State::Leased => LiveState::Leased,
+                        State::Pending | State::Retry => enqueue::waiting(entry.due_ms, now),
+                        State::Dead => return Ok(()),
+                    };
+                    let d = match &last {
+                        Some((encoded, d)) if *encoded == entry.destination => *d,
+                        _ => {
+                            let Some(destination) = Destination::decode(&entry.destination) else {
+                                return Err(StoreError::Corrupt(format!("destination of {id}")));
+                            };
+                            let d = engine.dest(&destination.key(), now);
+                            last = Some((entry.destination, d));
+                            d
+                        }
+                    };
+                    let max = entry.max_attempts;
+                    engine.track(
+                        id,
+                        index::Live::new(d, state, entry.attempts, max, bytes),
+                        entry.due_ms,
+                    );
+                    live += 1;
+                }
+                Recovering::Dead { destination, count } => {
+                    let d = engine.dest(&destination, now);
+                    engine.index.set_dead(d, count);
+                }
+            }
+            Ok(())
+        })?;
         engine.review_destinations();
         tracing::info!(
             live,
@@ -1221,11 +1206,7 @@ fn answer_failed(command: Command, err: Refusal) {
         Command::Ping { reply } => {
             let _ = reply.send(Err(err));
         }
-        Command::Attempted(_)
-        | Command::Sized(_)
-        | Command::Tick
-        | Command::Drain
-        | Command::Shutdown => {}
+        Command::Attempted(_) | Command::Tick | Command::Drain | Command::Shutdown => {}
     }
 }
 

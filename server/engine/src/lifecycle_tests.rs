@@ -669,6 +669,15 @@ mod counts {
         let index = &h.engine.index;
         for (d, dest) in index.dests.iter() {
             let (mut pending, mut retry, mut in_flight, mut live) = (0, 0, 0, 0);
+            for f in dest.fresh.iter() {
+                live += 1;
+                pending += 1;
+                prop_assert!(
+                    !index.live.contains_key(&f.id()),
+                    "{} is fresh and in live",
+                    f.id()
+                );
+            }
             for (id, l) in index.live.iter().filter(|(_, l)| l.dest == d) {
                 live += 1;
                 match l.state {
@@ -690,7 +699,7 @@ mod counts {
                 "{}",
                 dest.key
             );
-            prop_assert_eq!(dest.live_ids.len(), live, "{}", dest.key);
+            prop_assert_eq!(dest.live_ids.len() + dest.fresh.len(), live, "{}", dest.key);
         }
         let waiters: usize = index.dests.iter().map(|(_, d)| d.waiters.len()).sum();
         prop_assert_eq!(index.waiting(), waiters as u64);

@@ -39,7 +39,9 @@ use hookd_core::ids::{LeaseId, MessageId};
 use hookd_core::push::{AttemptReport, Verdict};
 use hookd_core::retry::RetryPolicy;
 use hookd_storage::store::power_loss::{Image, PowerLossFs};
-use hookd_storage::store::{EndpointRecord, HistoryRecord, MessageRecord, Storage, Store};
+use hookd_storage::store::{
+    EndpointRecord, HistoryRecord, MessageRecord, Recovering, Storage, Store,
+};
 use hookd_storage::wal::Log;
 
 /// An operation hookd answered with success.
@@ -543,13 +545,19 @@ fn check_cut(cut: &Cut, answered: &[Answered], seed: u64, nested: bool) -> Resul
 
 /// Finds every answered operation in a recovered store.
 fn check_answered(store: &Store, answered: &[Answered]) -> Result<(), String> {
-    let recovered = store
-        .recover()
+    let mut scheduled = Vec::new();
+    store
+        .recover(|item| {
+            if let Recovering::Message { id, .. } = item {
+                scheduled.push(id);
+            }
+            Ok(())
+        })
         .map_err(|e| format!("recovery failed: {e}"))?;
     // Every live message, answered or not, reads back whole: its record is where redb
     // points, in a segment that exists, and passes its checksum.
-    for (id, _) in &recovered.scheduled {
-        match store.message(*id) {
+    for id in scheduled {
+        match store.message(id) {
             Ok(Some(_)) => {}
             Ok(None) => return Err(format!("live message {id} has no record")),
             Err(e) => return Err(format!("live message {id} does not read back: {e}")),

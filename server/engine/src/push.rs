@@ -180,10 +180,10 @@ impl Engine {
     fn admit_next(&mut self, d: DestId, now: u64) -> Option<MessageId> {
         let dest = &mut self.index.dests[d];
         let in_flight = dest.counts.in_flight;
-        let push = dest.push.as_deref_mut()?;
-        if dest.ready.is_empty() {
+        if !dest.has_ready() {
             return None;
         }
+        let push = dest.push.as_deref_mut()?;
         let before = push.gate.breaker().state();
         let admission = push.gate.admit(now, in_flight);
         if let Some(e) = breaker_moved(&dest.key, before, push, now)
@@ -200,13 +200,8 @@ impl Engine {
             // A full destination is queued again when one of its attempts ends.
             Admission::Blocked => return None,
         };
-        // The ready queue may hold ids that left the Ready state since; skip them.
-        let next = std::iter::from_fn(|| dest.ready.pop_front()).find(|id| {
-            self.index
-                .live
-                .get(id)
-                .is_some_and(|l| l.state == LiveState::Ready)
-        });
+        let next = self.index.pop_ready(d);
+        let push = self.index.dests[d].push.as_deref_mut()?;
         match next {
             Some(id) => push.gate.sent(id, probe, now),
             None => push.gate.nothing_sent(probe),

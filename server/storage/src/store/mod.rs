@@ -61,8 +61,7 @@ use std::sync::Arc;
 
 use prost::Message;
 use redb::{
-    Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
-    WriteTransaction,
+    Database, Durability, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction,
 };
 
 pub use records::{
@@ -396,13 +395,22 @@ impl Watermark {
     }
 }
 
-/// What start-up reads back to rebuild the in-memory index.
-#[derive(Debug, Default)]
-pub struct Recovered {
-    pub scheduled: Vec<(MessageId, ScheduleEntry)>,
-    /// Dead letters per destination key.
-    pub dead: Vec<(String, u64)>,
-    pub endpoints: Vec<EndpointRecord>,
+/// One item of what start-up reads back to rebuild the in-memory index (see
+/// [`Store::recover`]).
+#[derive(Debug)]
+pub enum Recovering {
+    Endpoint(EndpointRecord),
+    /// A message's schedule row (live, or dead), and its record's size.
+    Message {
+        id: MessageId,
+        entry: ScheduleEntry,
+        bytes: u32,
+    },
+    /// How many dead letters a destination (by key) holds.
+    Dead {
+        destination: String,
+        count: u64,
+    },
 }
 
 impl Store {
@@ -759,61 +767,69 @@ impl Store {
         Ok(txn)
     }
 
-    /// Reads what the engine needs at start: the schedule (not the payloads), dead-letter
-    /// counts and endpoints.
-    pub fn recover(&self) -> Result<Recovered, StoreError> {
+    /// Reads what the engine needs at start, from one snapshot, handing each item to `each`
+    /// as it is read (nothing is collected: ten million pending messages must not be held
+    /// twice): the endpoints first (a destination's push settings come from its
+    /// endpoint), then each message's schedule row with its record's size in id order, then
+    /// the dead-letter count of each destination.
+    pub fn recover(
+        &self,
+        mut each: impl FnMut(Recovering) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
         let txn = self.db.begin_read()?;
-        let mut out = Recovered::default();
-        let schedule = txn.open_table(SCHEDULE)?;
-        out.scheduled.reserve(schedule.len()? as usize);
-        for row in schedule.iter()? {
-            let (id, entry) = row?;
-            let id = id.value();
-            let entry = seal::open(TableId::Schedule, &id.to_be_bytes(), entry.value())?;
-            out.scheduled
-                .push((MessageId(id), ScheduleEntry::decode(entry)?));
-        }
-        let dead = txn.open_table(DEAD)?;
-        for row in dead.iter()? {
-            let (key, _) = row?;
-            let dest = dead_key_destination(key.value())?;
-            match out.dead.last_mut() {
-                Some((last, n)) if *last == dest => *n += 1,
-                _ => out.dead.push((dest, 1)),
-            }
-        }
         let endpoints = txn.open_table(ENDPOINTS)?;
         for row in endpoints.iter()? {
             let (name, value) = row?;
             let value = seal::open(TableId::Endpoints, name.value().as_bytes(), value.value())?;
-            out.endpoints.push(EndpointRecord::decode(value)?);
+            each(Recovering::Endpoint(EndpointRecord::decode(value)?))?;
         }
-        Ok(out)
-    }
-
-    /// The sizes of up to `limit` stored records after `after`, in id order (from redb's
-    /// applied state).
-    pub fn record_sizes(
-        &self,
-        after: Option<MessageId>,
-        limit: usize,
-    ) -> Result<Vec<(MessageId, u32)>, StoreError> {
-        let txn = self.db.begin_read()?;
+        // Every live message has a `messages` row with the same key: one pass over both
+        // tables in key order gives each its record's size (a pointer's length; nothing is
+        // read from the log).
+        let schedule = txn.open_table(SCHEDULE)?;
         let messages = txn.open_table(MESSAGES)?;
-        let rows = match after {
-            Some(a) => {
-                messages.range((std::ops::Bound::Excluded(a.0), std::ops::Bound::Unbounded))?
-            }
-            None => messages.range::<u128>(..)?,
-        };
-        let mut out = Vec::with_capacity(limit);
-        for row in rows.take(limit) {
-            let (id, record) = row?;
+        let mut records = messages.iter()?.peekable();
+        for row in schedule.iter()? {
+            let (id, entry) = row?;
             let id = id.value();
-            let value = seal::open(TableId::Messages, &id.to_be_bytes(), record.value())?;
-            out.push((MessageId(id), heap::Stored::of(value)?.len()));
+            let entry = ScheduleEntry::decode(seal::open(
+                TableId::Schedule,
+                &id.to_be_bytes(),
+                entry.value(),
+            )?)?;
+            let mut bytes = 0;
+            while let Some(record) = records.next_if(|r| !matches!(r, Ok((k, _)) if k.value() > id))
+            {
+                let (key, value) = record?;
+                if key.value() == id {
+                    let value = seal::open(TableId::Messages, &id.to_be_bytes(), value.value())?;
+                    bytes = heap::Stored::of(value)?.len();
+                }
+            }
+            each(Recovering::Message {
+                id: MessageId(id),
+                entry,
+                bytes,
+            })?;
         }
-        Ok(out)
+        let dead = txn.open_table(DEAD)?;
+        let mut run: Option<(String, u64)> = None;
+        for row in dead.iter()? {
+            let (key, _) = row?;
+            let dest = dead_key_destination(key.value())?;
+            match &mut run {
+                Some((last, n)) if *last == dest => *n += 1,
+                _ => {
+                    if let Some((destination, count)) = run.replace((dest, 1)) {
+                        each(Recovering::Dead { destination, count })?;
+                    }
+                }
+            }
+        }
+        if let Some((destination, count)) = run {
+            each(Recovering::Dead { destination, count })?;
+        }
+        Ok(())
     }
 
     /// A completed message's record, while it is kept.

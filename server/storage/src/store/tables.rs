@@ -265,6 +265,14 @@ impl<'a> Tables<'a> {
         Ok((moved, if seen >= scan { last } else { None }))
     }
 
+    /// A message's schedule row, if it has one (live or dead; not completed).
+    pub fn schedule_row(&self, id: MessageId) -> Result<Option<ScheduleEntry>, StoreError> {
+        match get_u128(self.overlay, TableId::Schedule, &self.schedule, id)? {
+            Some(v) => ScheduleEntry::decode(&v).map(Some),
+            None => Ok(None),
+        }
+    }
+
     pub fn schedule(&self, id: MessageId) -> Result<ScheduleEntry, StoreError> {
         match get_u128(self.overlay, TableId::Schedule, &self.schedule, id)? {
             Some(v) => ScheduleEntry::decode(&v),
