@@ -39,13 +39,17 @@ fn config_text(n: u64, payload: usize) -> String {
 }
 
 /// hookd as a child process of this binary (`hookd-bench __hookd serve ...`), connected.
+/// Its log level is `warn`, or `HOOKD_SCALE_LOG` (`info` prints the restart's phases: the
+/// integrity check, the log replay and the index's recovery, each with its time).
 async fn spawn(data: &Path, n: u64, payload: usize) -> anyhow::Result<(ChildHookd, Channel)> {
     let exe = std::env::current_exe()?;
     let config = data.with_extension("toml");
     std::fs::write(&config, config_text(n, payload))?;
     let extra = [
         "--log-level".into(),
-        "warn".into(),
+        std::env::var("HOOKD_SCALE_LOG")
+            .unwrap_or("warn".into())
+            .into(),
         "--allow-destination".into(),
         "127.0.0.1/32".into(),
         "--config".into(),

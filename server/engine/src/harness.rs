@@ -88,6 +88,34 @@ impl Harness {
     /// With log segments of about `segment_bytes` (tests of the log as the message heap).
     pub(crate) fn with_segments(config: EngineConfig, segment_bytes: u64) -> Self {
         let dir = tempfile::tempdir().expect("a temp dir");
+        Self::on(dir, config, segment_bytes, ManualClock::new(START_MS))
+    }
+
+    /// The same data directory opened again by a new engine (with the default settings),
+    /// at the same time, as after a kill: nothing is stopped first, so what the new engine
+    /// holds is what the log and redb hold.
+    pub(crate) fn restarted(self) -> Self {
+        let Self {
+            engine,
+            clock,
+            _dir,
+            ..
+        } = self;
+        drop(engine);
+        Self::on(
+            _dir,
+            config(),
+            hookd_storage::store::DEFAULT_SEGMENT_BYTES,
+            clock,
+        )
+    }
+
+    fn on(
+        dir: tempfile::TempDir,
+        config: EngineConfig,
+        segment_bytes: u64,
+        clock: ManualClock,
+    ) -> Self {
         let faults = Faults::default();
         let storage = Storage::open_faulty(
             dir.path(),
@@ -96,7 +124,6 @@ impl Harness {
             faults.clone(),
         )
         .expect("a store");
-        let clock = ManualClock::new(START_MS);
         let (tx, deliveries) = mpsc::unbounded_channel();
         let syncer = hookd_storage::pipeline::Syncer::inline(
             storage.log,

@@ -628,6 +628,7 @@ impl Engine {
         // destination mostly follow each other: its index is looked up once per run.
         let (mut live, mut last) = (0u64, None::<(String, index::DestId)>);
         let store = engine.store.clone();
+        let started = std::time::Instant::now();
         store.recover(|item| {
             match item {
                 Recovering::Endpoint(endpoint) => {
@@ -671,6 +672,7 @@ impl Engine {
         tracing::info!(
             live,
             endpoints = engine.endpoints.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
             "recovered state from the store"
         );
         Ok(engine)

@@ -268,6 +268,9 @@ pub(crate) const MAX_PAGE_BYTES: usize = 4 << 20;
 /// A page of dead letters and, if more follow, the key to continue after.
 pub type DeadLetterPage = (Vec<StoredMessage>, Option<Vec<u8>>);
 
+/// Sizes per batch the recovery's second reader hands over (see [`Store::recover`]).
+const RECOVER_BATCH: usize = 4_096;
+
 /// redb's page cache unless configured (`cache_size_mb`), in bytes.
 pub const DEFAULT_CACHE_BYTES: usize = 32 << 20;
 
@@ -783,35 +786,71 @@ impl Store {
             let value = seal::open(TableId::Endpoints, name.value().as_bytes(), value.value())?;
             each(Recovering::Endpoint(EndpointRecord::decode(value)?))?;
         }
-        // Every live message has a `messages` row with the same key: one pass over both
-        // tables in key order gives each its record's size (a pointer's length; nothing is
-        // read from the log).
+        // Every live message has a `messages` row with the same key: its record's size is
+        // its pointer's length (nothing is read from the log). The `messages` table is
+        // read on a second thread, in batches, while this one reads `schedule` (the two
+        // scans are most of a restart's recovery; the same snapshot serves both), and
+        // the two are joined on the key.
         let schedule = txn.open_table(SCHEDULE)?;
         let messages = txn.open_table(MESSAGES)?;
-        let mut records = messages.iter()?.peekable();
-        for row in schedule.iter()? {
-            let (id, entry) = row?;
-            let id = id.value();
-            let entry = ScheduleEntry::decode(seal::open(
-                TableId::Schedule,
-                &id.to_be_bytes(),
-                entry.value(),
-            )?)?;
-            let mut bytes = 0;
-            while let Some(record) = records.next_if(|r| !matches!(r, Ok((k, _)) if k.value() > id))
-            {
-                let (key, value) = record?;
-                if key.value() == id {
-                    let value = seal::open(TableId::Messages, &id.to_be_bytes(), value.value())?;
-                    bytes = heap::Stored::of(value)?.len();
+        std::thread::scope(|scope| -> Result<(), StoreError> {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<(u128, u32)>, StoreError>>(8);
+            scope.spawn(move || {
+                let sizes = || -> Result<(), StoreError> {
+                    let mut batch = Vec::with_capacity(RECOVER_BATCH);
+                    for row in messages.iter()? {
+                        let (key, value) = row?;
+                        let id = key.value();
+                        let value =
+                            seal::open(TableId::Messages, &id.to_be_bytes(), value.value())?;
+                        batch.push((id, heap::Stored::of(value)?.len()));
+                        if batch.len() == RECOVER_BATCH {
+                            let full =
+                                std::mem::replace(&mut batch, Vec::with_capacity(RECOVER_BATCH));
+                            if tx.send(Ok(full)).is_err() {
+                                return Ok(()); // the reader stopped at an error of its own
+                            }
+                        }
+                    }
+                    let _ = tx.send(Ok(batch));
+                    Ok(())
+                };
+                if let Err(e) = sizes() {
+                    let _ = tx.send(Err(e));
                 }
+            });
+            let mut sizes = std::iter::from_fn(|| rx.recv().ok())
+                .flat_map(|batch| {
+                    let (sizes, failed) = match batch {
+                        Ok(sizes) => (sizes, None),
+                        Err(e) => (Vec::new(), Some(e)),
+                    };
+                    sizes.into_iter().map(Ok).chain(failed.map(Err))
+                })
+                .peekable();
+            for row in schedule.iter()? {
+                let (id, entry) = row?;
+                let id = id.value();
+                let entry = ScheduleEntry::decode(seal::open(
+                    TableId::Schedule,
+                    &id.to_be_bytes(),
+                    entry.value(),
+                )?)?;
+                let mut bytes = 0;
+                while let Some(size) = sizes.next_if(|r| !matches!(r, Ok((k, _)) if *k > id)) {
+                    let (key, len) = size?;
+                    if key == id {
+                        bytes = len;
+                    }
+                }
+                each(Recovering::Message {
+                    id: MessageId(id),
+                    entry,
+                    bytes,
+                })?;
             }
-            each(Recovering::Message {
-                id: MessageId(id),
-                entry,
-                bytes,
-            })?;
-        }
+            Ok(())
+        })?;
         let dead = txn.open_table(DEAD)?;
         let mut run: Option<(String, u64)> = None;
         for row in dead.iter()? {
