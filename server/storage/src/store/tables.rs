@@ -273,13 +273,11 @@ impl<'a> Tables<'a> {
         }
     }
 
+    /// A live message's schedule row; its absence is corruption.
     pub fn schedule(&self, id: MessageId) -> Result<ScheduleEntry, StoreError> {
-        match get_u128(self.overlay, TableId::Schedule, &self.schedule, id)? {
-            Some(v) => ScheduleEntry::decode(&v),
-            None => Err(StoreError::Corrupt(format!(
-                "message {id} is live but has no schedule row"
-            ))),
-        }
+        self.schedule_row(id)?.ok_or_else(|| {
+            StoreError::Corrupt(format!("message {id} is live but has no schedule row"))
+        })
     }
 
     pub fn put_schedule(&mut self, id: MessageId, entry: &ScheduleEntry) -> Result<(), StoreError> {
