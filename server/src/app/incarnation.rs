@@ -237,9 +237,13 @@ impl Incarnation {
                 sd_notify::NotifyState::Stopping,
                 sd_notify::NotifyState::Status("stopping: finishing requests and push attempts"),
             ]),
-            Some(_) => supervisor(&[sd_notify::NotifyState::Status(
-                "storage failed: stopping everything in order",
-            )]),
+            Some(_) => {
+                // Whatever failed, the next open of the data file checks its integrity.
+                hookd_storage::store::Store::distrust(&config.data_dir);
+                supervisor(&[sd_notify::NotifyState::Status(
+                    "storage failed: stopping everything in order",
+                )]);
+            }
         }
         set_health(&servers.health, false).await;
         // Long polls answer now, so the servers' graceful drain does not wait for them.

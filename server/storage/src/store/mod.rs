@@ -49,6 +49,7 @@ pub mod rowlog;
 pub mod salvage;
 pub mod seal;
 mod tables;
+pub mod trust;
 
 pub use heap::{Heap, Pointer, SegmentRow};
 pub use overlay::Overlay;
@@ -281,6 +282,8 @@ pub struct Store {
     mark: Arc<Watermark>,
     /// The log's segments, where `messages` rows point.
     heap: Heap,
+    /// Whether this open ran redb's integrity check.
+    checked: bool,
 }
 
 /// How far the write-ahead log is durable, and how far redb holds it.
@@ -300,6 +303,8 @@ pub struct Watermark {
     /// Readers waiting for the apply stage.
     waiting: std::sync::atomic::AtomicUsize,
     state: std::sync::Mutex<MarkState>,
+    /// Revoked at a failure: the next open checks the file's integrity.
+    token: std::sync::OnceLock<trust::Token>,
     changed: std::sync::Condvar,
 }
 
@@ -387,8 +392,16 @@ impl Watermark {
             .fetch_max(end, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// At a failure, revokes `token` (see [`trust`]).
+    pub fn revoke_on_failure(&self, token: trust::Token) {
+        let _ = self.token.set(token);
+    }
+
     /// The log failed: nothing more will become durable.
     pub fn fail(&self, why: Arc<str>) {
+        if let Some(t) = self.token.get() {
+            t.revoke();
+        }
         self.state().failed = Some(why);
         self.changed.notify_all();
     }
@@ -429,17 +442,32 @@ impl Store {
     /// crash, a kill, a power cut, a storage failure), redb's integrity check runs first:
     /// every page of the committed trees against its checksum. A file that fails it is
     /// refused, never read (redb trusts a file it closed itself, and a damaged page would
-    /// panic it mid-read).
+    /// panic it mid-read). The check is skipped only when the last open was in this boot
+    /// and no storage failure was seen since ([`trust`]): the process was killed, and
+    /// the file is what redb wrote.
     pub fn open_with(dir: &Path, cache_bytes: usize) -> Result<Self, StoreError> {
         let path = Self::prepare(dir)?;
         let marker = dir.join(OPEN_MARKER);
         let unclean = marker.exists();
+        let token = trust::Token::of(&path);
+        let trusted = unclean
+            && token.as_ref().is_some_and(|t| {
+                std::fs::read_to_string(&marker).is_ok_and(|nonce| t.holds(nonce.trim()))
+            });
+        // This open's token is left only once the marker holds its nonce: until then, and
+        // if the open fails, the next one checks.
+        if let Some(t) = &token {
+            t.revoke();
+        }
+        let check = unclean && !trusted;
         let mut builder = Database::builder();
         builder.set_cache_size(cache_bytes);
-        builder.set_check_integrity_on_open(unclean);
+        builder.set_check_integrity_on_open(check);
         let started = std::time::Instant::now();
-        if unclean {
+        if check {
             tracing::info!(file = %path.display(), "the data file was not closed cleanly: checking its integrity");
+        } else if unclean {
+            tracing::info!(file = %path.display(), "the last process on this data file was stopped without a clean close, in this boot, with no storage failure: the file is what redb wrote; no integrity check");
         }
         let db = builder.create(&path).map_err(|e| match e {
             redb::DatabaseError::Storage(redb::StorageError::Corrupted(why)) => {
@@ -450,16 +478,39 @@ impl Store {
             }
             e => e.into(),
         })?;
-        if unclean {
+        if check {
             tracing::info!(
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 "integrity check passed"
             );
-        } else {
-            std::fs::File::create(&marker)?.sync_all()?;
-            std::fs::File::open(dir)?.sync_all()?;
         }
-        Self::init(db)
+        let nonce = trust::nonce();
+        {
+            let mut f = std::fs::File::create(&marker)?;
+            std::io::Write::write_all(&mut f, nonce.as_bytes())?;
+            f.sync_all()?;
+        }
+        std::fs::File::open(dir)?.sync_all()?;
+        let mut store = Self::init(db)?;
+        store.checked = check;
+        if let Some(t) = token {
+            t.grant(&nonce);
+            store.mark.revoke_on_failure(t);
+        }
+        Ok(store)
+    }
+
+    /// Whether this open ran redb's integrity check on the file.
+    pub fn integrity_checked(&self) -> bool {
+        self.checked
+    }
+
+    /// Whatever the last open left, the next open of the data file in `dir` checks its
+    /// integrity: what `dir` holds may not be what redb wrote (a storage failure).
+    pub fn distrust(dir: &Path) {
+        if let Some(t) = trust::Token::of(&dir.join("hookd.redb")) {
+            t.revoke();
+        }
     }
 
     /// As [`Store::open`], with redb's integrity check whatever the last close was
@@ -467,6 +518,7 @@ impl Store {
     pub fn open_checked(dir: &Path) -> Result<Self, StoreError> {
         crate::fs::private_dir(dir)?;
         if dir.join("hookd.redb").exists() {
+            Self::distrust(dir);
             std::fs::File::create(dir.join(OPEN_MARKER))?.sync_all()?;
         }
         Self::open(dir)
@@ -475,6 +527,7 @@ impl Store {
     /// Records that the file was closed cleanly: every write is done and nothing more will
     /// be written through this handle. The next open skips the integrity check.
     pub fn closed_cleanly(dir: &Path) -> std::io::Result<()> {
+        Self::distrust(dir);
         match std::fs::remove_file(dir.join(OPEN_MARKER)) {
             Ok(()) => std::fs::File::open(dir)?.sync_all(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -525,6 +578,7 @@ impl Store {
             db: Arc::new(db),
             mark: Arc::default(),
             heap: Heap::default(),
+            checked: false,
         };
         let txn = store.begin_write()?;
         check_format(&txn)?;
@@ -1653,6 +1707,71 @@ mod tests {
                 && err.contains(&format!("reads format version {ours} and older")),
             "{err}"
         );
+    }
+
+    /// An unclean open checks the file's integrity unless the last open was in this boot
+    /// and nothing failed since (a kill); a failure, `distrust`, or a copy of the
+    /// directory (another inode) makes the next open check.
+    #[test]
+    fn an_open_after_a_kill_in_this_boot_skips_the_integrity_check_and_only_then() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |store: &Store, n: u64| {
+            let txn = store.begin_write().unwrap();
+            txn.open_table(META).unwrap().insert("probe", n).unwrap();
+            txn.commit().unwrap();
+        };
+        let read = |store: &Store| {
+            let txn = store.db.begin_read().unwrap();
+            txn.open_table(META)
+                .unwrap()
+                .get("probe")
+                .unwrap()
+                .map(|v| v.value())
+        };
+        let store = Store::open(dir.path()).unwrap();
+        assert!(!store.integrity_checked(), "a new file");
+        write(&store, 1);
+        drop(store); // killed: no clean close
+        let store = Store::open(dir.path()).unwrap();
+        assert!(!store.integrity_checked(), "killed in this boot: trusted");
+        assert_eq!(read(&store), Some(1));
+        write(&store, 2);
+        store.mark().fail(Arc::from("injected"));
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert!(store.integrity_checked(), "a storage failure: checked");
+        assert_eq!(read(&store), Some(2));
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert!(
+            !store.integrity_checked(),
+            "the checked open left its token"
+        );
+        drop(store);
+        Store::distrust(dir.path());
+        let store = Store::open(dir.path()).unwrap();
+        assert!(store.integrity_checked(), "distrusted: checked");
+        drop(store);
+        Store::closed_cleanly(dir.path()).unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        assert!(!store.integrity_checked(), "a clean close");
+        drop(store);
+        // A copy of the directory, marker and all, is another file: checked.
+        let copy = tempfile::tempdir().unwrap();
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), copy.path().join(entry.file_name())).unwrap();
+        }
+        let store = Store::open(copy.path()).unwrap();
+        assert!(store.integrity_checked(), "a copied directory: checked");
+        assert_eq!(read(&store), Some(2));
+        // `hookd repair`'s open always checks.
+        drop(store);
+        let store = Store::open_checked(dir.path()).unwrap();
+        assert!(store.integrity_checked());
+        drop(store);
+        Store::closed_cleanly(dir.path()).unwrap();
+        Store::distrust(copy.path());
     }
 
     /// Format 2 kept a message's attempts in one `history` row; format 3 appends rows to
