@@ -293,12 +293,9 @@ impl Applier {
     }
 }
 
-/// Records gathered for one redb transaction: at most this long after the first...
-const GATHER: std::time::Duration = std::time::Duration::from_millis(2);
-/// ...or this many.
-const GATHER_MAX: usize = 4_096;
-/// How soon a gather notices a reader waiting.
-const READER_SLICE: std::time::Duration = std::time::Duration::from_micros(200);
+/// Records gathered for one redb transaction: at most this long after the first (less
+/// when a reader waits).
+const GATHER: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// The stage on its own thread: applies what arrives, and checkpoints by time even when
 /// nothing does; a last checkpoint when the log writer stops.
@@ -307,10 +304,13 @@ const READER_SLICE: std::time::Duration = std::time::Duration::from_micros(200);
 /// copies the pages it changes anew (copy-on-write), so fewer, larger transactions copy
 /// the same hot pages (the tables' last leaves, their branches) fewer times. A profile of
 /// unary Enqueue had this stage at about a sixth of hookd's CPU with one transaction per
-/// log sync (about 17 events each), most of it page allocation and copies. Readers wait
-/// for redb at most this much longer.
+/// log sync (about 17 events each), most of it page allocation and copies. While it
+/// gathers the thread sleeps: it is not woken by each record the log writer hands over
+/// (on two cores a wake-up per sync is CPU the gRPC path does not get), only by the end
+/// of the gather or by a reader that starts waiting for redb
+/// ([`Watermark::gather_until`]), which the next transaction then serves at once.
 pub fn run(mut applier: Applier, rx: std::sync::mpsc::Receiver<Vec<Synced>>) {
-    use std::sync::mpsc::RecvTimeoutError;
+    use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
     let tick = std::time::Duration::from_millis(applier.interval_ms.clamp(10, 500));
     let mut batch = Vec::new();
     let mut open = true;
@@ -320,23 +320,17 @@ pub fn run(mut applier: Applier, rx: std::sync::mpsc::Receiver<Vec<Synced>>) {
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => open = false,
         }
-        let first = Instant::now();
-        // A reader waiting for redb is served by the next transaction, not after a gather.
-        while open
-            && !batch.is_empty()
-            && batch.len() < GATHER_MAX
-            && !applier.mark.readers_waiting()
-        {
-            let left = GATHER.saturating_sub(first.elapsed());
-            if left.is_zero() {
-                break;
-            }
-            // In slices, so a reader that starts waiting is noticed within one.
-            match rx.recv_timeout(left.min(READER_SLICE)) {
-                Ok(s) => batch.extend(s),
-                Err(RecvTimeoutError::Timeout) if first.elapsed() < GATHER => {}
-                Err(RecvTimeoutError::Timeout) => break,
-                Err(RecvTimeoutError::Disconnected) => open = false,
+        if open && !batch.is_empty() {
+            applier.mark.gather_until(Instant::now() + GATHER);
+            loop {
+                match rx.try_recv() {
+                    Ok(s) => batch.extend(s),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        open = false;
+                        break;
+                    }
+                }
             }
         }
         applier.apply(&batch);

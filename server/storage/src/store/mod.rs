@@ -306,6 +306,8 @@ pub struct Watermark {
     /// Revoked at a failure: the next open checks the file's integrity.
     token: std::sync::OnceLock<trust::Token>,
     changed: std::sync::Condvar,
+    /// Signalled when a reader starts waiting (wakes the apply stage's gather).
+    nudge: std::sync::Condvar,
 }
 
 #[derive(Debug, Default)]
@@ -379,11 +381,34 @@ impl Watermark {
             }
         }
         self.waiting
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // Through the lock: a gather that has not seen the count yet is waiting on `nudge`.
+        drop(self.state());
+        self.nudge.notify_all();
         let result = self.wait_applied(end);
         self.waiting
             .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         result
+    }
+
+    /// The apply stage gathers records: sleeps until `deadline`, or until a reader waits
+    /// for redb, or the store fails.
+    pub fn gather_until(&self, deadline: std::time::Instant) {
+        let mut state = self.state();
+        loop {
+            if self.readers_waiting() || state.failed.is_some() {
+                return;
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            state = self
+                .nudge
+                .wait_timeout(state, left)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
     }
 
     /// A round ending at `end` is about to become visible in redb.
@@ -404,6 +429,7 @@ impl Watermark {
         }
         self.state().failed = Some(why);
         self.changed.notify_all();
+        self.nudge.notify_all();
     }
 
     pub fn failed(&self) -> Option<Arc<str>> {
