@@ -1735,6 +1735,38 @@ mod tests {
         );
     }
 
+    /// The apply stage's gather sleeps until its deadline, but a reader that starts waiting
+    /// for redb ends it at once (issue #28, point 6: reads wait one apply transaction).
+    #[test]
+    fn a_waiting_reader_ends_the_apply_stages_gather() {
+        let mark = Arc::new(Watermark::default());
+        mark.reset(0);
+        mark.synced(10);
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let gatherer = {
+            let mark = mark.clone();
+            std::thread::spawn(move || {
+                mark.gather_until(std::time::Instant::now() + std::time::Duration::from_secs(600));
+                done_tx.send(()).unwrap();
+            })
+        };
+        assert!(
+            done_rx.try_recv().is_err(),
+            "the gather ended with nobody waiting"
+        );
+        let reader = {
+            let mark = mark.clone();
+            std::thread::spawn(move || mark.wait_synced_applied())
+        };
+        // Bounded only so a broken nudge fails instead of hanging for the gather's 600 s.
+        done_rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("a waiting reader did not end the gather");
+        gatherer.join().unwrap();
+        mark.applied(10);
+        assert!(reader.join().unwrap().is_ok());
+    }
+
     /// An unclean open checks the file's integrity unless the last open was in this boot
     /// and nothing failed since (a kill); a failure, `distrust`, or a copy of the
     /// directory (another inode) makes the next open check.
