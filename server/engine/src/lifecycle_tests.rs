@@ -1700,9 +1700,90 @@ fn idempotency_keys_past_their_retention_are_all_forgotten_step_by_step() {
     for _ in 0..400 {
         h.advance(25);
     }
+    assert_eq!(
+        idempotency_rows(&h),
+        0,
+        "every row past its retention is removed"
+    );
     for key in &keys {
         assert!(!resend(&mut h, key), "{key} was not forgotten");
     }
+}
+
+/// Rows of the idempotency table redb holds (the harness applies each round at once).
+fn idempotency_rows(h: &Harness) -> usize {
+    let rows = h.engine.store.dump().expect("a read");
+    rows.iter().filter(|(t, _, _)| *t == "idempotency").count()
+}
+
+/// Claims `n` idempotency keys named `prefix-i` in one round.
+fn claim_keys(h: &mut Harness, prefix: &str, n: usize) {
+    let messages = (0..n)
+        .map(|i| {
+            let mut m = h.message(Destination::Queue("k".into()), b"x");
+            m.idempotency_key = format!("{prefix}-{i}");
+            m
+        })
+        .collect();
+    let results = h.call(|reply| Command::Enqueue {
+        messages,
+        bytes: 0,
+        reply,
+    });
+    assert!(
+        results
+            .iter()
+            .all(|r| r.as_ref().is_ok_and(|e| !e.duplicate))
+    );
+}
+
+/// The idempotency sweep reads its table only when a key can have expired (the keys have
+/// no index by time, so a pass reads them all): after a pass, the rounds of the rest of
+/// the oldest key's retention read no key; the pass at its expiry removes the keys past
+/// theirs and keeps the rest, which go at the next pass, a tenth of the retention later.
+#[test]
+fn the_idempotency_sweep_reads_no_key_until_one_can_expire() {
+    const HOUR: u64 = 3_600_000;
+    let mut h = Harness::new();
+    claim_keys(&mut h, "early", 500);
+    h.advance(HOUR);
+    claim_keys(&mut h, "late", 500);
+    let read = h.engine.housekeeping.idempotency_read;
+    assert!(read >= 500, "the pass at start read the early keys: {read}");
+    // Up to a moment before the early keys' retention ends: 100 rounds, no key read.
+    for _ in 0..100 {
+        h.advance((23 * HOUR - 1_000) / 100);
+    }
+    assert_eq!(
+        h.engine.housekeeping.idempotency_read, read,
+        "a sweep read keys none of which could have expired"
+    );
+    assert_eq!(idempotency_rows(&h), 1_000);
+    // Their expiry: a pass removes them and keeps the late keys.
+    h.advance(1_001);
+    for _ in 0..10 {
+        h.advance(25);
+    }
+    assert!(h.engine.housekeeping.idempotency_read >= read + 1_000);
+    assert_eq!(
+        idempotency_rows(&h),
+        500,
+        "the early keys are removed, the late kept"
+    );
+    // The late keys expire an hour later, but passes are a tenth of the retention apart.
+    let read = h.engine.housekeeping.idempotency_read;
+    h.advance(HOUR + 10_000);
+    assert_eq!(h.engine.housekeeping.idempotency_read, read);
+    assert_eq!(idempotency_rows(&h), 500);
+    h.advance(24 * HOUR / 10);
+    for _ in 0..10 {
+        h.advance(25);
+    }
+    assert_eq!(
+        idempotency_rows(&h),
+        0,
+        "the late keys are removed at the next pass"
+    );
 }
 
 /// A restart rebuilds the two tiers of the index from the store: the never-attempted

@@ -54,8 +54,8 @@ pub mod trust;
 pub use heap::{Heap, Pointer, SegmentRow};
 pub use overlay::Overlay;
 use rowlog::TableId;
-pub use tables::Tables;
 pub(crate) use tables::{Apply, RecordAt};
+pub use tables::{IdempotencySweep, Tables};
 
 use std::path::Path;
 use std::sync::Arc;

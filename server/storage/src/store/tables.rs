@@ -57,6 +57,19 @@ fn rows_after(
 /// Rows (key, value) of a scan, and where the next one continues.
 type Scanned = (Vec<(Vec<u8>, Vec<u8>)>, Option<Vec<u8>>);
 
+/// What one step of the idempotency sweep did.
+#[derive(Debug)]
+pub struct IdempotencySweep {
+    /// Keys it looked at.
+    pub read: usize,
+    /// Keys past their retention it removed.
+    pub removed: usize,
+    /// When the oldest key it kept was recorded (none kept: `None`).
+    pub oldest_kept_ms: Option<u64>,
+    /// Where the pass continues (`None`: it is complete).
+    pub cursor: Option<Vec<u8>>,
+}
+
 /// Dead letters a sweep deleted (destination key, id), and where the next one continues.
 pub(crate) type Swept = (Vec<(String, MessageId)>, Option<Vec<u8>>);
 
@@ -548,16 +561,15 @@ impl<'a> Tables<'a> {
     }
 
     /// One step of the idempotency sweep: looks at up to `scan` keys after `cursor` and
-    /// forgets those recorded before `before_ms`. Returns how many were removed and where to
-    /// continue (`None`: the pass is complete). Keys are random, so there is no time-ordered
-    /// index to range over; an incremental pass keeps each round short instead, and lookups
-    /// ignore expired keys anyway, so the sweep only reclaims space.
+    /// forgets those recorded before `before_ms`. Keys are random, so there is no
+    /// time-ordered index to range over; an incremental pass keeps each round short
+    /// instead, and lookups ignore expired keys anyway, so the sweep only reclaims space.
     pub fn sweep_idempotency(
         &mut self,
         cursor: Option<&[u8]>,
         before_ms: u64,
         scan: usize,
-    ) -> Result<(usize, Option<Vec<u8>>), StoreError> {
+    ) -> Result<IdempotencySweep, StoreError> {
         let (rows, last) = rows_after(
             self.overlay,
             TableId::Idempotency,
@@ -565,15 +577,22 @@ impl<'a> Tables<'a> {
             cursor,
             scan,
         )?;
-        let mut removed = 0;
+        let mut step = IdempotencySweep {
+            read: rows.len(),
+            removed: 0,
+            oldest_kept_ms: None,
+            cursor: last,
+        };
         for (key, value) in &rows {
             let (_, created) = decode_idempotency(value)?;
             if created < before_ms {
                 self.remove(TableId::Idempotency, key);
-                removed += 1;
+                step.removed += 1;
+            } else {
+                step.oldest_kept_ms = Some(step.oldest_kept_ms.map_or(created, |o| o.min(created)));
             }
         }
-        Ok((removed, last))
+        Ok(step)
     }
 
     /// Deletes dead letters dead-lettered before `before_ms` among up to `scan` rows of the
@@ -1137,7 +1156,8 @@ mod tests {
             let mut cursor = None;
             let mut removed = 0;
             for _ in 0..10 {
-                let (n, next) = t.sweep_idempotency(cursor.as_deref(), 5_000, 1).unwrap();
+                let step = t.sweep_idempotency(cursor.as_deref(), 5_000, 1).unwrap();
+                let (n, next) = (step.removed, step.cursor);
                 removed += n;
                 cursor = next;
                 if cursor.is_none() {
