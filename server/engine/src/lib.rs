@@ -440,10 +440,10 @@ struct Housekeeping {
     next_sweep_ms: u64,
     /// Where the incremental idempotency sweep continues.
     sweep_cursor: Option<Vec<u8>>,
-    /// When the next pass of the idempotency sweep may start (see [`Engine::sweep`]).
+    /// When the next pass of the idempotency sweep may start (see
+    /// [`Engine::sweep_idempotency`]).
     idempotency_pass_ms: u64,
-    /// The pass in progress: when it started, and the oldest key it kept so far.
-    idempotency_pass_from_ms: u64,
+    /// The pass in progress: the older of its start and the oldest key it kept so far.
     idempotency_oldest_kept_ms: u64,
     /// Keys the idempotency sweep has read since start.
     #[cfg_attr(not(test), allow(dead_code))]
@@ -614,8 +614,7 @@ impl Engine {
                 next_sweep_ms: now,
                 sweep_cursor: None,
                 idempotency_pass_ms: now,
-                idempotency_pass_from_ms: now,
-                idempotency_oldest_kept_ms: u64::MAX,
+                idempotency_oldest_kept_ms: now,
                 idempotency_read: 0,
                 dead_sweep_cursor: None,
                 alerts: Default::default(),
@@ -944,8 +943,8 @@ impl Engine {
             if now < hk.idempotency_pass_ms {
                 return Ok(false);
             }
-            hk.idempotency_pass_from_ms = now;
-            hk.idempotency_oldest_kept_ms = u64::MAX;
+            // Keys claimed during the pass are newer than its start.
+            hk.idempotency_oldest_kept_ms = now;
         }
         let before = now.saturating_sub(retention);
         loop {
@@ -957,10 +956,8 @@ impl Engine {
             hk.sweep_cursor = step.cursor;
             if hk.sweep_cursor.is_none() {
                 // A key is removed once `now - retention` passes its time.
-                let oldest = hk
+                hk.idempotency_pass_ms = hk
                     .idempotency_oldest_kept_ms
-                    .min(hk.idempotency_pass_from_ms);
-                hk.idempotency_pass_ms = oldest
                     .saturating_add(retention)
                     .saturating_add(1)
                     .max(now.saturating_add(retention / 10));

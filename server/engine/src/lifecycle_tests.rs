@@ -1666,24 +1666,7 @@ fn idempotency_keys_past_their_retention_are_all_forgotten_step_by_step() {
     let mut h = Harness::new();
     let keys: Vec<String> = (0..3_000).map(|i| format!("key-{i:04}")).collect();
     for chunk in keys.chunks(500) {
-        let messages = chunk
-            .iter()
-            .map(|k| {
-                let mut m = h.message(Destination::Queue("k".into()), b"x");
-                m.idempotency_key = k.clone();
-                m
-            })
-            .collect();
-        let results = h.call(|reply| Command::Enqueue {
-            messages,
-            bytes: 0,
-            reply,
-        });
-        assert!(
-            results
-                .iter()
-                .all(|r| r.as_ref().is_ok_and(|e| !e.duplicate))
-        );
+        claim_keys(&mut h, chunk);
     }
     let resend = |h: &mut Harness, key: &str| {
         let mut m = h.message(Destination::Queue("k".into()), b"again");
@@ -1716,12 +1699,13 @@ fn idempotency_rows(h: &Harness) -> usize {
     rows.iter().filter(|(t, _, _)| *t == "idempotency").count()
 }
 
-/// Claims `n` idempotency keys named `prefix-i` in one round.
-fn claim_keys(h: &mut Harness, prefix: &str, n: usize) {
-    let messages = (0..n)
-        .map(|i| {
+/// Claims `keys` as idempotency keys in one round, each for the first time.
+fn claim_keys(h: &mut Harness, keys: &[String]) {
+    let messages = keys
+        .iter()
+        .map(|k| {
             let mut m = h.message(Destination::Queue("k".into()), b"x");
-            m.idempotency_key = format!("{prefix}-{i}");
+            m.idempotency_key = k.clone();
             m
         })
         .collect();
@@ -1745,9 +1729,14 @@ fn claim_keys(h: &mut Harness, prefix: &str, n: usize) {
 fn the_idempotency_sweep_reads_no_key_until_one_can_expire() {
     const HOUR: u64 = 3_600_000;
     let mut h = Harness::new();
-    claim_keys(&mut h, "early", 500);
+    let keys = |prefix: &str| {
+        (0..500)
+            .map(|i| format!("{prefix}-{i}"))
+            .collect::<Vec<_>>()
+    };
+    claim_keys(&mut h, &keys("early"));
     h.advance(HOUR);
-    claim_keys(&mut h, "late", 500);
+    claim_keys(&mut h, &keys("late"));
     let read = h.engine.housekeeping.idempotency_read;
     assert!(read >= 500, "the pass at start read the early keys: {read}");
     // Up to a moment before the early keys' retention ends: 100 rounds, no key read.
