@@ -118,7 +118,6 @@ async fn connect(addr: SocketAddr) -> anyhow::Result<Sender> {
 
 /// One request; whether it was answered 202.
 async fn send(sender: &mut Sender, req: hyper::Request<Full<Bytes>>) -> anyhow::Result<bool> {
-    sender.ready().await?;
     let response = sender.send_request(req).await?;
     let status = response.status();
     response.into_body().collect().await?;
@@ -152,6 +151,12 @@ impl Conn {
         req: hyper::Request<Full<Bytes>>,
         since: Instant,
     ) -> anyhow::Result<()> {
+        // A connection the server closed after its last answer (`connection: close`, as
+        // hookd does to a connection it served at low priority once the client is trusted)
+        // is replaced before the request, as an HTTP client's pool does: not a failure.
+        if self.sender.ready().await.is_err() {
+            self.sender = connect(self.addr).await?;
+        }
         match send(&mut self.sender, req).await {
             Ok(true) => self.ok += 1,
             Ok(false) => self.other += 1,

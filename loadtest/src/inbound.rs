@@ -243,7 +243,13 @@ impl Inbound {
             .ok()?;
         let mut slot = conn.lock().await;
         let attempt = async {
-            if slot.as_ref().is_none_or(|c| c.is_closed()) {
+            // A connection the server closed after its last answer (hookd closes one it
+            // served at low priority once the client is trusted) is replaced, unfailed.
+            let reusable = match slot.as_mut() {
+                Some(sender) if !sender.is_closed() => sender.ready().await.is_ok(),
+                _ => false,
+            };
+            if !reusable {
                 let tcp = tokio::net::TcpStream::connect(self.addr).await.ok()?;
                 tcp.set_nodelay(true).ok()?;
                 let (sender, driver) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))

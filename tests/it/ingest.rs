@@ -1288,6 +1288,106 @@ async fn an_untrusted_client_is_served_at_low_priority_until_it_passes_a_check()
     server.stop().await;
 }
 
+/// One request on a keep-alive connection (no `connection: close` from the client), its
+/// answer read to the end of its body: the connection stays usable unless hookd closes it.
+async fn keep_alive_post(
+    tcp: &mut tokio::net::TcpStream,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> Answer {
+    let mut head = format!(
+        "POST /in/agents HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    for (n, v) in headers {
+        head.push_str(&format!("{n}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    tcp.write_all(body).await.unwrap();
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    let (head_len, body_len) = loop {
+        let n = tokio::time::timeout(Duration::from_secs(30), tcp.read(&mut buf))
+            .await
+            .expect("an answer within 30 s")
+            .unwrap();
+        assert!(n > 0, "closed before an answer");
+        raw.extend_from_slice(&buf[..n]);
+        if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+            let len = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .expect("a content-length");
+            break (end + 4, len);
+        }
+    };
+    while raw.len() < head_len + body_len {
+        let n = tcp.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed within the body");
+        raw.extend_from_slice(&buf[..n]);
+    }
+    let head = String::from_utf8_lossy(&raw[..head_len - 4]).into_owned();
+    Answer {
+        status: head
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0),
+        head,
+        body: String::from_utf8_lossy(&raw[head_len..]).into_owned(),
+    }
+}
+
+/// A provider's keep-alive connection accepted before its client was trusted is served at
+/// low priority; the answer to its first passing delivery closes it (`connection: close`),
+/// and the connection the provider opens next is served with everyone else's and kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_demoted_keep_alive_connection_ends_once_its_client_is_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(dir.path());
+    config.sources = vec![sw_source("agents", "inbox")];
+    config.connections.max_ingest_auth_failures = 32;
+    let server = TestServer::start_with(config, ManualClock::new(SystemClock.now_ms())).await;
+    let body = br#"{"n":1}"#;
+    let signed = |id: &str| sw_headers(SW_KEY, id, now_s(), body);
+    let mut first = tokio::net::TcpStream::connect(server.ingest).await.unwrap();
+    let answer = keep_alive_post(&mut first, &signed("k0"), body).await;
+    assert_eq!(answer.status, 202, "{answer:?}");
+    assert_eq!(demoted_connections(&server).await, 1, "never seen: demoted");
+    assert_eq!(
+        answer.header("connection").as_deref(),
+        Some("close"),
+        "{answer:?}"
+    );
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), first.read_to_end(&mut rest))
+        .await
+        .expect("hookd closes the demoted connection")
+        .unwrap();
+    assert!(rest.is_empty(), "nothing after the answer: {rest:?}");
+    assert_eq!(promoted_connections(&server).await, 1);
+    // The next connection is placed as a trusted client's: kept open across deliveries.
+    let mut next = tokio::net::TcpStream::connect(server.ingest).await.unwrap();
+    for id in ["k1", "k2", "k3"] {
+        let answer = keep_alive_post(&mut next, &signed(id), body).await;
+        assert_eq!(answer.status, 202, "{answer:?}");
+        assert_eq!(answer.header("connection"), None, "{answer:?}");
+    }
+    assert_eq!(demoted_connections(&server).await, 1);
+    assert_eq!(promoted_connections(&server).await, 1);
+    server.stop().await;
+}
+
+async fn promoted_connections(server: &TestServer) -> u64 {
+    crate::harness::metric(
+        &server.http_get("/metrics").await,
+        "hookd_ingest_promoted_connections_total",
+    )
+}
+
 /// Issue #26, 9: one client address holds at most its share (`max_share_percent`) of the
 /// unverified-body budget, so a sender holding slow bodies cannot take it from every
 /// provider: its next body is refused at once, another address's is taken.

@@ -83,6 +83,8 @@ pub struct Metrics {
     pub ingest_unverified_bytes: IntGauge,
     /// Ingest connections served on the low-priority runtime (`ingest/demote.rs`).
     pub ingest_demoted_connections: IntCounter,
+    /// Demoted ingest connections ended once their client was trusted (`ingest/receive.rs`).
+    pub ingest_promoted_connections: IntCounter,
     gauges: Mutex<Gauges>,
 }
 
@@ -437,6 +439,10 @@ impl Metrics {
             ingest_demoted_connections: counter(
                 "hookd_ingest_demoted_connections_total",
                 "Ingest connections served at idle priority, their reads paced: their client passed no signature check in the last hour, or since then failed one or was refused for holding its share of connections.max_unverified_ingest_bytes within connections.ingest_auth_failure_window_secs.",
+            ),
+            ingest_promoted_connections: counter(
+                "hookd_ingest_promoted_connections_total",
+                "Ingest connections served at idle priority that hookd closed after answering a request whose signature check passed (Connection: close), so that the client, trusted now, reconnects at normal priority.",
             ),
             gauges: Mutex::new(Gauges {
                 live_bytes: by_dest(

@@ -297,19 +297,34 @@ async fn receive(
             json!({"error": format!("no source named {name:?}")}),
         );
     };
+    let peer = request
+        .extensions()
+        .get::<crate::listen::ConnInfo>()
+        .map(|c| c.remote.ip());
     let (outcome, response) = match handle(&ingest, &source, request).await {
         Ok((id, duplicate)) => {
             ingest
                 .metrics
                 .ingest_seconds
                 .observe(started.elapsed().as_secs_f64());
-            (
-                if duplicate { "duplicate" } else { "accepted" },
-                answer(
-                    StatusCode::ACCEPTED,
-                    json!({"id": id.to_string(), "duplicate": duplicate}),
-                ),
-            )
+            let mut response = answer(
+                StatusCode::ACCEPTED,
+                json!({"id": id.to_string(), "duplicate": duplicate}),
+            );
+            // A connection stays on the runtime it was placed on when accepted. One placed
+            // on the low-priority runtime before its client was trusted ends with this
+            // answer once the client is, so that its next one is served at normal
+            // priority: without it, a provider's keep-alive connections opened before its
+            // first check passed stayed at idle priority for as long as they lived.
+            if crate::ingest::demote::on_demoted_thread()
+                && peer.is_some_and(|ip| !ingest.strikes.suspect(ip, ingest.clock.now_ms()))
+            {
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                ingest.metrics.ingest_promoted_connections.inc();
+            }
+            (if duplicate { "duplicate" } else { "accepted" }, response)
         }
         Err(Refuse(response, outcome)) => (outcome, response),
     };
