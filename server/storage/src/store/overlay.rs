@@ -71,9 +71,16 @@ impl Overlay {
     fn write(&mut self, table: TableId, key: &[u8], value: Option<Vec<u8>>) {
         let round = self.round;
         self.bytes += key.len() + value.as_ref().map_or(0, Vec::len);
-        let old = self.tables[table as usize].insert(key.to_vec(), Entry { value, round });
-        if let Some(old) = old {
-            self.bytes -= key.len() + old.value.map_or(0, |v| v.len());
+        let map = &mut self.tables[table as usize];
+        // A key written again keeps its place (no new copy of the key).
+        match map.get_mut(key) {
+            Some(entry) => {
+                let old = std::mem::replace(entry, Entry { value, round });
+                self.bytes -= key.len() + old.value.map_or(0, |v| v.len());
+            }
+            None => {
+                map.insert(key.to_vec(), Entry { value, round });
+            }
         }
         match self.rounds.back_mut() {
             Some((r, keys)) if *r == round => keys.push((table, key.to_vec())),
@@ -99,10 +106,12 @@ impl Overlay {
                 break;
             };
             for (table, key) in keys {
-                let map = &mut self.tables[table as usize];
-                if map.get(&key).is_some_and(|e| e.round == r)
-                    && let Some(e) = map.remove(&key)
+                // One search: the entry goes if this round's write is still the latest.
+                if let std::collections::btree_map::Entry::Occupied(e) =
+                    self.tables[table as usize].entry(key)
+                    && e.get().round == r
                 {
+                    let (key, e) = e.remove_entry();
                     self.bytes -= key.len() + e.value.map_or(0, |v| v.len());
                 }
             }
