@@ -450,6 +450,13 @@ struct Housekeeping {
     idempotency_read: u64,
     /// Where the dead-letter retention sweep continues.
     dead_sweep_cursor: Option<Vec<u8>>,
+    /// When its next pass may start (see [`Engine::sweep_dead`]).
+    dead_pass_ms: u64,
+    /// The pass in progress: the older of its start and the oldest dead letter it kept.
+    dead_oldest_kept_ms: u64,
+    /// Dead letters the sweep has read since start.
+    #[cfg_attr(not(test), allow(dead_code))]
+    dead_read: u64,
     /// The alert states of the totals and of every destination that is not ok.
     alerts: hookd_core::alerts::Alerts,
     /// When the next alert evaluation starts.
@@ -510,6 +517,10 @@ impl std::fmt::Debug for Engine {
             .finish()
     }
 }
+
+/// Passes of the dead-letter retention sweep are at least this far apart (a tenth of the
+/// retention if that is less): the most a dead letter outlives its retention.
+const DEAD_PASS_GAP_MS: u64 = 3_600_000;
 
 /// How often a step of the sweeps (idempotency keys, dead letters and completed messages
 /// past their retention; alerts) runs when the last step finished its work.
@@ -617,6 +628,9 @@ impl Engine {
                 idempotency_oldest_kept_ms: now,
                 idempotency_read: 0,
                 dead_sweep_cursor: None,
+                dead_pass_ms: now,
+                dead_oldest_kept_ms: now,
+                dead_read: 0,
                 alerts: Default::default(),
                 next_alert_ms: now,
                 alert_cursor: None,
@@ -969,6 +983,67 @@ impl Engine {
         }
     }
 
+    /// The dead-letter retention sweep (`dead_letters.retention_secs`), within the step's
+    /// budget: true if it stopped at the budget with its pass unfinished.
+    ///
+    /// The dead-letter index is by destination, not by time, so a pass reads it all. As
+    /// the idempotency sweep ([`Engine::sweep_idempotency`]), a pass ends knowing the oldest
+    /// dead letter it kept (those buried during the pass are newer than its start), and
+    /// the next starts when that one's retention ends, and at least [`DEAD_PASS_GAP_MS`]
+    /// (or a tenth of the retention, if less) after this one ended: a dead letter may
+    /// outlive its retention by that much. Before, it read the whole index without rest,
+    /// every step, as long as retention was set.
+    fn sweep_dead(
+        &mut self,
+        tables: &mut hookd_storage::store::Tables<'_>,
+        now: u64,
+        spent: &impl Fn() -> bool,
+    ) -> Result<bool, StoreError> {
+        let retention = self.config.dead_letter_retention_ms;
+        let hk = &mut self.housekeeping;
+        if hk.dead_sweep_cursor.is_none() {
+            if now < hk.dead_pass_ms {
+                return Ok(false);
+            }
+            hk.dead_oldest_kept_ms = now;
+        }
+        let before = now.saturating_sub(retention);
+        let mut removed = Vec::new();
+        let behind = loop {
+            let step = tables.sweep_dead(hk.dead_sweep_cursor.as_deref(), before, SWEEP_CHUNK)?;
+            hk.dead_read += step.read as u64;
+            removed.extend(step.removed);
+            if let Some(kept) = step.oldest_kept_ms {
+                hk.dead_oldest_kept_ms = hk.dead_oldest_kept_ms.min(kept);
+            }
+            hk.dead_sweep_cursor = step.cursor;
+            if hk.dead_sweep_cursor.is_none() {
+                // A dead letter is deleted once `now - retention` passes its time.
+                hk.dead_pass_ms = hk
+                    .dead_oldest_kept_ms
+                    .saturating_add(retention)
+                    .saturating_add(1)
+                    .max(now.saturating_add(DEAD_PASS_GAP_MS.min(retention / 10)));
+                break false;
+            }
+            if spent() {
+                break true;
+            }
+        };
+        if !removed.is_empty() {
+            tracing::info!(
+                removed = removed.len(),
+                "dead letters past dead_letters.retention_secs deleted"
+            );
+        }
+        for (key, _) in removed {
+            if let Some(d) = self.index.find(&key) {
+                self.index.one_dead_less(d);
+            }
+        }
+        Ok(behind)
+    }
+
     /// One step of the sweeps, within [`SWEEP_BUDGET`]: true if it stopped at the budget
     /// with work left.
     fn sweep(
@@ -981,35 +1056,7 @@ impl Engine {
         let mut behind = false;
         behind |= self.sweep_idempotency(tables, now, &spent)?;
         if self.config.dead_letter_retention_ms > 0 {
-            let before = now.saturating_sub(self.config.dead_letter_retention_ms);
-            let mut removed = Vec::new();
-            loop {
-                let (gone, cursor) = tables.sweep_dead(
-                    self.housekeeping.dead_sweep_cursor.as_deref(),
-                    before,
-                    SWEEP_CHUNK,
-                )?;
-                removed.extend(gone);
-                self.housekeeping.dead_sweep_cursor = cursor;
-                if self.housekeeping.dead_sweep_cursor.is_none() {
-                    break;
-                }
-                if spent() {
-                    behind = true;
-                    break;
-                }
-            }
-            if !removed.is_empty() {
-                tracing::info!(
-                    removed = removed.len(),
-                    "dead letters past dead_letters.retention_secs deleted"
-                );
-            }
-            for (key, _) in removed {
-                if let Some(d) = self.index.find(&key) {
-                    self.index.one_dead_less(d);
-                }
-            }
+            behind |= self.sweep_dead(tables, now, &spent)?;
         }
         if self.config.alerts.enabled
             && (now >= self.housekeeping.next_alert_ms || self.housekeeping.alert_cursor.is_some())

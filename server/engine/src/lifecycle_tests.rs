@@ -1191,6 +1191,66 @@ fn dead_letters_are_deleted_after_their_retention() {
     assert_eq!(h.dest("queue:q").dead_letter, 1);
 }
 
+/// Buries `n` messages of queue `queue`.
+fn bury(h: &mut Harness, queue: &str, n: u8) {
+    for i in 0..n {
+        let mut m = h.message(Destination::Queue(queue.into()), &[i]);
+        m.max_attempts = 1;
+        h.enqueue_message(m).expect("enqueued");
+    }
+    for m in h.receive(queue, usize::from(n), 30_000) {
+        h.nack(m.lease, 0).expect("nacked");
+    }
+    assert_eq!(h.dest(&format!("queue:{queue}")).dead_letter, u64::from(n));
+}
+
+/// The dead-letter retention sweep reads the index only when a dead letter can have
+/// expired (it is by destination, not by time, so a pass reads it all): no dead letter is
+/// read until the oldest one's retention ends; that pass deletes it and keeps the younger
+/// ones, which go at the next pass: at their expiry, but at least an hour after the last
+/// pass (the most one outlives its retention), so a stream of burials cannot make passes
+/// run back to back.
+#[test]
+fn the_dead_letter_sweep_reads_nothing_until_one_can_expire() {
+    const MINUTE: u64 = 60_000;
+    const RETENTION: u64 = 14 * 24 * 60 * MINUTE;
+    let mut h = Harness::new();
+    bury(&mut h, "early", 200);
+    h.advance(10 * MINUTE);
+    bury(&mut h, "late", 200);
+    let read = h.engine.housekeeping.dead_read;
+    // Up to a moment before the early ones' retention ends: 100 rounds, nothing read.
+    for _ in 0..100 {
+        h.advance((RETENTION - 10 * MINUTE - 1_000) / 100);
+    }
+    assert_eq!(
+        h.engine.housekeeping.dead_read, read,
+        "a sweep read dead letters none of which could have expired"
+    );
+    assert_eq!(h.dest("queue:early").dead_letter, 200);
+    h.advance(1_001);
+    for _ in 0..10 {
+        h.advance(25);
+    }
+    assert!(h.engine.housekeeping.dead_read >= read + 400);
+    assert_eq!(h.dest("queue:early").dead_letter, 0, "past their retention");
+    assert_eq!(h.dest("queue:late").dead_letter, 200, "ten minutes younger");
+    // Their retention ends ten minutes later, but the next pass is an hour after this one.
+    let read = h.engine.housekeeping.dead_read;
+    h.advance(30 * MINUTE);
+    assert_eq!(h.engine.housekeeping.dead_read, read);
+    assert_eq!(h.dest("queue:late").dead_letter, 200);
+    h.advance(31 * MINUTE);
+    for _ in 0..10 {
+        h.advance(25);
+    }
+    assert_eq!(
+        h.dest("queue:late").dead_letter,
+        0,
+        "deleted at the next pass"
+    );
+}
+
 /// Alerts on the engine's own figures, on the manual clock: queue depth and dead letters
 /// across both levels and back, per destination and in total, each change in Stats and
 /// delivered to the notify endpoint through the push path.

@@ -55,7 +55,7 @@ pub use heap::{Heap, Pointer, SegmentRow};
 pub use overlay::Overlay;
 use rowlog::TableId;
 pub(crate) use tables::{Apply, RecordAt};
-pub use tables::{IdempotencySweep, Tables};
+pub use tables::{DeadSweep, IdempotencySweep, Tables};
 
 use std::path::Path;
 use std::sync::Arc;

@@ -70,8 +70,18 @@ pub struct IdempotencySweep {
     pub cursor: Option<Vec<u8>>,
 }
 
-/// Dead letters a sweep deleted (destination key, id), and where the next one continues.
-pub(crate) type Swept = (Vec<(String, MessageId)>, Option<Vec<u8>>);
+/// What one step of the dead-letter retention sweep did.
+#[derive(Debug)]
+pub struct DeadSweep {
+    /// Dead letters it looked at.
+    pub read: usize,
+    /// Those past their retention it deleted: destination key, id.
+    pub removed: Vec<(String, MessageId)>,
+    /// When the oldest one it kept was dead-lettered (none kept: `None`).
+    pub oldest_kept_ms: Option<u64>,
+    /// Where the pass continues (`None`: it is complete).
+    pub cursor: Option<Vec<u8>>,
+}
 
 /// Every table of redb's snapshot, with the overlay in front.
 pub struct Tables<'a> {
@@ -596,26 +606,35 @@ impl<'a> Tables<'a> {
     }
 
     /// Deletes dead letters dead-lettered before `before_ms` among up to `scan` rows of the
-    /// dead-letter index after `cursor`: (their destination key, id), and where the next
-    /// sweep continues (`None`: from the start).
+    /// dead-letter index after `cursor` (the index is by destination, not by time).
     pub fn sweep_dead(
         &mut self,
         cursor: Option<&[u8]>,
         before_ms: u64,
         scan: usize,
-    ) -> Result<Swept, StoreError> {
+    ) -> Result<DeadSweep, StoreError> {
         let (rows, last) = rows_after(self.overlay, TableId::Dead, &self.dead, cursor, scan)?;
-        let mut removed = Vec::new();
+        let mut step = DeadSweep {
+            read: rows.len(),
+            removed: Vec::new(),
+            oldest_kept_ms: None,
+            cursor: last,
+        };
         for (key, value) in &rows {
             let entry = ScheduleEntry::decode(value)?;
             if entry.since_ms < before_ms {
                 let id = dead_key_id(key)?;
                 self.remove(TableId::Dead, key);
                 self.remove_message(id)?;
-                removed.push((super::dead_key_destination(key)?, id));
+                step.removed.push((super::dead_key_destination(key)?, id));
+            } else {
+                step.oldest_kept_ms = Some(
+                    step.oldest_kept_ms
+                        .map_or(entry.since_ms, |o| o.min(entry.since_ms)),
+                );
             }
         }
-        Ok((removed, last))
+        Ok(step)
     }
 
     pub fn put_endpoint(&mut self, endpoint: &EndpointRecord) -> Result<(), StoreError> {
