@@ -431,6 +431,78 @@ struct Pipeline {
     replayed: Replayed,
 }
 
+/// An incremental sweep of a table with no index by time (idempotency keys, dead
+/// letters): a pass reads it all, in steps, and removes the rows past their retention. A
+/// pass runs only when a row can have expired: it ends knowing the oldest row it kept, and
+/// every row written since it started is newer than its start, so none expires before the
+/// older of the two plus the retention; the next pass starts then, and at least a gap
+/// after this one ended (a steady stream of rows would otherwise start one as each ends):
+/// a row may outlive its retention by that gap.
+#[derive(Debug)]
+struct SweepPass {
+    /// Where the pass in progress continues (`None`: none in progress).
+    cursor: Option<Vec<u8>>,
+    /// When the next pass may start.
+    next_ms: u64,
+    /// The pass in progress: the older of its start and the oldest row it kept so far.
+    oldest_kept_ms: u64,
+    /// Rows read since start.
+    #[cfg_attr(not(test), allow(dead_code))]
+    read: u64,
+}
+
+impl SweepPass {
+    fn new(now: u64) -> Self {
+        Self {
+            cursor: None,
+            next_ms: now,
+            oldest_kept_ms: now,
+            read: 0,
+        }
+    }
+
+    /// Whether a step is due at `now`: a pass is in progress, or the next may start
+    /// (and starts).
+    fn due(&mut self, now: u64) -> bool {
+        if self.cursor.is_none() {
+            if now < self.next_ms {
+                return false;
+            }
+            self.oldest_kept_ms = now;
+        }
+        true
+    }
+
+    /// Counts a step that read `read` rows, kept none older than `oldest_kept`, and
+    /// continues at `cursor`; true if that completed the pass, whereupon the next is set
+    /// for when the oldest row kept can expire (a row goes once `now - retention` passes
+    /// its time), and at least `gap` after `now`.
+    fn stepped(
+        &mut self,
+        read: usize,
+        oldest_kept: Option<u64>,
+        cursor: Option<Vec<u8>>,
+        now: u64,
+        retention: u64,
+        gap: u64,
+    ) -> bool {
+        self.read += read as u64;
+        if let Some(kept) = oldest_kept {
+            self.oldest_kept_ms = self.oldest_kept_ms.min(kept);
+        }
+        self.cursor = cursor;
+        if self.cursor.is_some() {
+            return false;
+        }
+        self.next_ms = self
+            .oldest_kept_ms
+            .saturating_add(retention)
+            .saturating_add(1)
+            .max(now.saturating_add(gap));
+        true
+    }
+}
+
 /// The engine's housekeeping: the bounded sweeps (idempotency keys, dead letters past their
 /// retention) and the alert evaluation, each done a step at a time between rounds' work,
 /// and where each stands.
@@ -438,25 +510,10 @@ struct Pipeline {
 struct Housekeeping {
     /// When the next sweep step runs.
     next_sweep_ms: u64,
-    /// Where the incremental idempotency sweep continues.
-    sweep_cursor: Option<Vec<u8>>,
-    /// When the next pass of the idempotency sweep may start (see
-    /// [`Engine::sweep_idempotency`]).
-    idempotency_pass_ms: u64,
-    /// The pass in progress: the older of its start and the oldest key it kept so far.
-    idempotency_oldest_kept_ms: u64,
-    /// Keys the idempotency sweep has read since start.
-    #[cfg_attr(not(test), allow(dead_code))]
-    idempotency_read: u64,
-    /// Where the dead-letter retention sweep continues.
-    dead_sweep_cursor: Option<Vec<u8>>,
-    /// When its next pass may start (see [`Engine::sweep_dead`]).
-    dead_pass_ms: u64,
-    /// The pass in progress: the older of its start and the oldest dead letter it kept.
-    dead_oldest_kept_ms: u64,
-    /// Dead letters the sweep has read since start.
-    #[cfg_attr(not(test), allow(dead_code))]
-    dead_read: u64,
+    /// The idempotency sweep's pass (see [`Engine::sweep_idempotency`]).
+    idempotency: SweepPass,
+    /// The dead-letter retention sweep's pass (see [`Engine::sweep_dead`]).
+    dead: SweepPass,
     /// The alert states of the totals and of every destination that is not ok.
     alerts: hookd_core::alerts::Alerts,
     /// When the next alert evaluation starts.
@@ -623,14 +680,8 @@ impl Engine {
             },
             housekeeping: Housekeeping {
                 next_sweep_ms: now,
-                sweep_cursor: None,
-                idempotency_pass_ms: now,
-                idempotency_oldest_kept_ms: now,
-                idempotency_read: 0,
-                dead_sweep_cursor: None,
-                dead_pass_ms: now,
-                dead_oldest_kept_ms: now,
-                dead_read: 0,
+                idempotency: SweepPass::new(now),
+                dead: SweepPass::new(now),
                 alerts: Default::default(),
                 next_alert_ms: now,
                 alert_cursor: None,
@@ -936,15 +987,12 @@ impl Engine {
     }
 
     /// The idempotency sweep's share of a step: true if it stopped at the budget with
-    /// work left. Keys have no index by time, so a pass reads the whole table; it runs
-    /// only when a key can have expired: a pass ends knowing the oldest key it kept, and
-    /// every key claimed since it started is newer than its start, so none expires before
-    /// the older of the two plus the retention. Passes are at least a tenth of the
-    /// retention apart (a steady stream of keys would otherwise start one as each ends):
-    /// a key's row may outlive its retention by that much, which only delays the space's
-    /// reuse, since lookups ignore expired keys. Before this, the sweep read the table
-    /// without rest: 1.5 ms of the engine thread every 25 ms once it held more keys than
-    /// a step reads, a tenth of the engine's time under EnqueueBatch.
+    /// work left. Keys have no index by time, so a pass reads the whole table, only when
+    /// a key can have expired ([`SweepPass`]). Passes are at least a tenth of the
+    /// retention apart: a key's row may outlive its retention by that much, which only
+    /// delays the space's reuse, since lookups ignore expired keys. Before this, the sweep
+    /// read the table without rest: 1.5 ms of the engine thread every 25 ms once it held
+    /// more keys than a step reads, a tenth of the engine's time under EnqueueBatch.
     fn sweep_idempotency(
         &mut self,
         tables: &mut hookd_storage::store::Tables<'_>,
@@ -952,29 +1000,21 @@ impl Engine {
         spent: &impl Fn() -> bool,
     ) -> Result<bool, StoreError> {
         let retention = self.config.idempotency_retention_ms;
-        let hk = &mut self.housekeeping;
-        if hk.sweep_cursor.is_none() {
-            if now < hk.idempotency_pass_ms {
-                return Ok(false);
-            }
-            // Keys claimed during the pass are newer than its start.
-            hk.idempotency_oldest_kept_ms = now;
+        let pass = &mut self.housekeeping.idempotency;
+        if !pass.due(now) {
+            return Ok(false);
         }
         let before = now.saturating_sub(retention);
         loop {
-            let step = tables.sweep_idempotency(hk.sweep_cursor.as_deref(), before, SWEEP_CHUNK)?;
-            hk.idempotency_read += step.read as u64;
-            if let Some(kept) = step.oldest_kept_ms {
-                hk.idempotency_oldest_kept_ms = hk.idempotency_oldest_kept_ms.min(kept);
-            }
-            hk.sweep_cursor = step.cursor;
-            if hk.sweep_cursor.is_none() {
-                // A key is removed once `now - retention` passes its time.
-                hk.idempotency_pass_ms = hk
-                    .idempotency_oldest_kept_ms
-                    .saturating_add(retention)
-                    .saturating_add(1)
-                    .max(now.saturating_add(retention / 10));
+            let step = tables.sweep_idempotency(pass.cursor.as_deref(), before, SWEEP_CHUNK)?;
+            if pass.stepped(
+                step.read,
+                step.oldest_kept_ms,
+                step.cursor,
+                now,
+                retention,
+                retention / 10,
+            ) {
                 return Ok(false);
             }
             if spent() {
@@ -986,13 +1026,12 @@ impl Engine {
     /// The dead-letter retention sweep (`dead_letters.retention_secs`), within the step's
     /// budget: true if it stopped at the budget with its pass unfinished.
     ///
-    /// The dead-letter index is by destination, not by time, so a pass reads it all. As
-    /// the idempotency sweep ([`Engine::sweep_idempotency`]), a pass ends knowing the oldest
-    /// dead letter it kept (those buried during the pass are newer than its start), and
-    /// the next starts when that one's retention ends, and at least [`DEAD_PASS_GAP_MS`]
-    /// (or a tenth of the retention, if less) after this one ended: a dead letter may
-    /// outlive its retention by that much. Before, it read the whole index without rest,
-    /// every step, as long as retention was set.
+    /// The dead-letter index is by destination, not by time, so a pass reads it all, only
+    /// when a dead letter can have expired ([`SweepPass`]; those buried during a pass are
+    /// newer than its start). Passes are at least [`DEAD_PASS_GAP_MS`] apart (a tenth of
+    /// the retention, if less): a dead letter may outlive its retention by that much.
+    /// Before, it read the whole index without rest, every step, as long as retention was
+    /// set.
     fn sweep_dead(
         &mut self,
         tables: &mut hookd_storage::store::Tables<'_>,
@@ -1000,30 +1039,23 @@ impl Engine {
         spent: &impl Fn() -> bool,
     ) -> Result<bool, StoreError> {
         let retention = self.config.dead_letter_retention_ms;
-        let hk = &mut self.housekeeping;
-        if hk.dead_sweep_cursor.is_none() {
-            if now < hk.dead_pass_ms {
-                return Ok(false);
-            }
-            hk.dead_oldest_kept_ms = now;
+        let pass = &mut self.housekeeping.dead;
+        if !pass.due(now) {
+            return Ok(false);
         }
         let before = now.saturating_sub(retention);
         let mut removed = Vec::new();
         let behind = loop {
-            let step = tables.sweep_dead(hk.dead_sweep_cursor.as_deref(), before, SWEEP_CHUNK)?;
-            hk.dead_read += step.read as u64;
+            let step = tables.sweep_dead(pass.cursor.as_deref(), before, SWEEP_CHUNK)?;
             removed.extend(step.removed);
-            if let Some(kept) = step.oldest_kept_ms {
-                hk.dead_oldest_kept_ms = hk.dead_oldest_kept_ms.min(kept);
-            }
-            hk.dead_sweep_cursor = step.cursor;
-            if hk.dead_sweep_cursor.is_none() {
-                // A dead letter is deleted once `now - retention` passes its time.
-                hk.dead_pass_ms = hk
-                    .dead_oldest_kept_ms
-                    .saturating_add(retention)
-                    .saturating_add(1)
-                    .max(now.saturating_add(DEAD_PASS_GAP_MS.min(retention / 10)));
+            if pass.stepped(
+                step.read,
+                step.oldest_kept_ms,
+                step.cursor,
+                now,
+                retention,
+                DEAD_PASS_GAP_MS.min(retention / 10),
+            ) {
                 break false;
             }
             if spent() {

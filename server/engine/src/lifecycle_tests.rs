@@ -1218,13 +1218,13 @@ fn the_dead_letter_sweep_reads_nothing_until_one_can_expire() {
     bury(&mut h, "early", 200);
     h.advance(10 * MINUTE);
     bury(&mut h, "late", 200);
-    let read = h.engine.housekeeping.dead_read;
+    let read = h.engine.housekeeping.dead.read;
     // Up to a moment before the early ones' retention ends: 100 rounds, nothing read.
     for _ in 0..100 {
         h.advance((RETENTION - 10 * MINUTE - 1_000) / 100);
     }
     assert_eq!(
-        h.engine.housekeeping.dead_read, read,
+        h.engine.housekeeping.dead.read, read,
         "a sweep read dead letters none of which could have expired"
     );
     assert_eq!(h.dest("queue:early").dead_letter, 200);
@@ -1232,13 +1232,13 @@ fn the_dead_letter_sweep_reads_nothing_until_one_can_expire() {
     for _ in 0..10 {
         h.advance(25);
     }
-    assert!(h.engine.housekeeping.dead_read >= read + 400);
+    assert!(h.engine.housekeeping.dead.read >= read + 400);
     assert_eq!(h.dest("queue:early").dead_letter, 0, "past their retention");
     assert_eq!(h.dest("queue:late").dead_letter, 200, "ten minutes younger");
     // Their retention ends ten minutes later, but the next pass is an hour after this one.
-    let read = h.engine.housekeeping.dead_read;
+    let read = h.engine.housekeeping.dead.read;
     h.advance(30 * MINUTE);
-    assert_eq!(h.engine.housekeeping.dead_read, read);
+    assert_eq!(h.engine.housekeeping.dead.read, read);
     assert_eq!(h.dest("queue:late").dead_letter, 200);
     h.advance(31 * MINUTE);
     for _ in 0..10 {
@@ -1797,14 +1797,14 @@ fn the_idempotency_sweep_reads_no_key_until_one_can_expire() {
     claim_keys(&mut h, &keys("early"));
     h.advance(HOUR);
     claim_keys(&mut h, &keys("late"));
-    let read = h.engine.housekeeping.idempotency_read;
+    let read = h.engine.housekeeping.idempotency.read;
     assert!(read >= 500, "the pass at start read the early keys: {read}");
     // Up to a moment before the early keys' retention ends: 100 rounds, no key read.
     for _ in 0..100 {
         h.advance((23 * HOUR - 1_000) / 100);
     }
     assert_eq!(
-        h.engine.housekeeping.idempotency_read, read,
+        h.engine.housekeeping.idempotency.read, read,
         "a sweep read keys none of which could have expired"
     );
     assert_eq!(idempotency_rows(&h), 1_000);
@@ -1813,16 +1813,16 @@ fn the_idempotency_sweep_reads_no_key_until_one_can_expire() {
     for _ in 0..10 {
         h.advance(25);
     }
-    assert!(h.engine.housekeeping.idempotency_read >= read + 1_000);
+    assert!(h.engine.housekeeping.idempotency.read >= read + 1_000);
     assert_eq!(
         idempotency_rows(&h),
         500,
         "the early keys are removed, the late kept"
     );
     // The late keys expire an hour later, but passes are a tenth of the retention apart.
-    let read = h.engine.housekeeping.idempotency_read;
+    let read = h.engine.housekeeping.idempotency.read;
     h.advance(HOUR + 10_000);
-    assert_eq!(h.engine.housekeeping.idempotency_read, read);
+    assert_eq!(h.engine.housekeeping.idempotency.read, read);
     assert_eq!(idempotency_rows(&h), 500);
     h.advance(24 * HOUR / 10);
     for _ in 0..10 {
