@@ -461,47 +461,52 @@ impl SweepPass {
         }
     }
 
-    /// Whether a step is due at `now`: a pass is in progress, or the next may start
-    /// (and starts).
-    fn due(&mut self, now: u64) -> bool {
-        if self.cursor.is_none() {
-            if now < self.next_ms {
-                return false;
-            }
-            self.oldest_kept_ms = now;
-        }
-        true
-    }
-
-    /// Counts a step that read `read` rows, kept none older than `oldest_kept`, and
-    /// continues at `cursor`; true if that completed the pass, whereupon the next is set
-    /// for when the oldest row kept can expire (a row goes once `now - retention` passes
-    /// its time), and at least `gap` after `now`.
-    fn stepped(
+    /// Runs steps of the pass, each `step(cursor, before_ms)` reading from `cursor` and
+    /// removing the rows older than `before_ms` (what it read, the oldest it kept, where
+    /// the next continues), until the pass completes or `spent` says the budget is; true
+    /// if it stopped with the pass unfinished. Nothing runs before the next pass may
+    /// start. A completed pass sets the next for when the oldest row kept can expire (a
+    /// row goes once `now - retention` passes its time), and at least `gap` after `now`.
+    fn run(
         &mut self,
-        read: usize,
-        oldest_kept: Option<u64>,
-        cursor: Option<Vec<u8>>,
         now: u64,
         retention: u64,
         gap: u64,
-    ) -> bool {
-        self.read += read as u64;
-        if let Some(kept) = oldest_kept {
-            self.oldest_kept_ms = self.oldest_kept_ms.min(kept);
+        spent: &impl Fn() -> bool,
+        mut step: impl FnMut(Option<&[u8]>, u64) -> Result<Stepped, StoreError>,
+    ) -> Result<bool, StoreError> {
+        if self.cursor.is_none() {
+            if now < self.next_ms {
+                return Ok(false);
+            }
+            // Rows written during the pass are newer than its start.
+            self.oldest_kept_ms = now;
         }
-        self.cursor = cursor;
-        if self.cursor.is_some() {
-            return false;
+        let before = now.saturating_sub(retention);
+        loop {
+            let (read, oldest_kept, cursor) = step(self.cursor.as_deref(), before)?;
+            self.read += read as u64;
+            if let Some(kept) = oldest_kept {
+                self.oldest_kept_ms = self.oldest_kept_ms.min(kept);
+            }
+            self.cursor = cursor;
+            if self.cursor.is_none() {
+                self.next_ms = self
+                    .oldest_kept_ms
+                    .saturating_add(retention)
+                    .saturating_add(1)
+                    .max(now.saturating_add(gap));
+                return Ok(false);
+            }
+            if spent() {
+                return Ok(true);
+            }
         }
-        self.next_ms = self
-            .oldest_kept_ms
-            .saturating_add(retention)
-            .saturating_add(1)
-            .max(now.saturating_add(gap));
-        true
     }
 }
+
+/// What one step of a [`SweepPass`] did: rows read, the oldest kept, where it continues.
+type Stepped = (usize, Option<u64>, Option<Vec<u8>>);
 
 /// The engine's housekeeping: the bounded sweeps (idempotency keys, dead letters past their
 /// retention) and the alert evaluation, each done a step at a time between rounds' work,
@@ -1000,27 +1005,16 @@ impl Engine {
         spent: &impl Fn() -> bool,
     ) -> Result<bool, StoreError> {
         let retention = self.config.idempotency_retention_ms;
-        let pass = &mut self.housekeeping.idempotency;
-        if !pass.due(now) {
-            return Ok(false);
-        }
-        let before = now.saturating_sub(retention);
-        loop {
-            let step = tables.sweep_idempotency(pass.cursor.as_deref(), before, SWEEP_CHUNK)?;
-            if pass.stepped(
-                step.read,
-                step.oldest_kept_ms,
-                step.cursor,
-                now,
-                retention,
-                retention / 10,
-            ) {
-                return Ok(false);
-            }
-            if spent() {
-                return Ok(true);
-            }
-        }
+        self.housekeeping.idempotency.run(
+            now,
+            retention,
+            retention / 10,
+            spent,
+            |cursor, before| {
+                let step = tables.sweep_idempotency(cursor, before, SWEEP_CHUNK)?;
+                Ok((step.read, step.oldest_kept_ms, step.cursor))
+            },
+        )
     }
 
     /// The dead-letter retention sweep (`dead_letters.retention_secs`), within the step's
@@ -1039,29 +1033,16 @@ impl Engine {
         spent: &impl Fn() -> bool,
     ) -> Result<bool, StoreError> {
         let retention = self.config.dead_letter_retention_ms;
-        let pass = &mut self.housekeeping.dead;
-        if !pass.due(now) {
-            return Ok(false);
-        }
-        let before = now.saturating_sub(retention);
         let mut removed = Vec::new();
-        let behind = loop {
-            let step = tables.sweep_dead(pass.cursor.as_deref(), before, SWEEP_CHUNK)?;
-            removed.extend(step.removed);
-            if pass.stepped(
-                step.read,
-                step.oldest_kept_ms,
-                step.cursor,
-                now,
-                retention,
-                DEAD_PASS_GAP_MS.min(retention / 10),
-            ) {
-                break false;
-            }
-            if spent() {
-                break true;
-            }
-        };
+        let gap = DEAD_PASS_GAP_MS.min(retention / 10);
+        let behind = self
+            .housekeeping
+            .dead
+            .run(now, retention, gap, spent, |cursor, before| {
+                let step = tables.sweep_dead(cursor, before, SWEEP_CHUNK)?;
+                removed.extend(step.removed);
+                Ok((step.read, step.oldest_kept_ms, step.cursor))
+            })?;
         if !removed.is_empty() {
             tracing::info!(
                 removed = removed.len(),

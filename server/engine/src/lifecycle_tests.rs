@@ -1074,17 +1074,22 @@ mod destinations {
 
 /// Dead letters of queue `q`, one per payload, each after its single attempt.
 fn dead_letters(h: &mut Harness, n: u8) -> Vec<hookd_core::ids::MessageId> {
+    bury(h, "q", n)
+}
+
+/// Buries `n` messages of queue `queue` (each dies at its one attempt); their ids.
+fn bury(h: &mut Harness, queue: &str, n: u8) -> Vec<hookd_core::ids::MessageId> {
     let ids: Vec<_> = (0..n)
         .map(|i| {
-            let mut m = h.message(Destination::Queue("q".into()), &[i]);
+            let mut m = h.message(Destination::Queue(queue.into()), &[i]);
             m.max_attempts = 1;
             h.enqueue_message(m).expect("enqueued").id
         })
         .collect();
-    for m in h.receive("q", usize::from(n), 30_000) {
+    for m in h.receive(queue, usize::from(n), 30_000) {
         h.nack(m.lease, 0).expect("nacked");
     }
-    assert_eq!(h.dest("queue:q").dead_letter, u64::from(n));
+    assert_eq!(h.dest(&format!("queue:{queue}")).dead_letter, u64::from(n));
     ids
 }
 
@@ -1189,19 +1194,6 @@ fn dead_letters_are_deleted_after_their_retention() {
     );
     assert_eq!(h.state(young), Some(State::Dead));
     assert_eq!(h.dest("queue:q").dead_letter, 1);
-}
-
-/// Buries `n` messages of queue `queue`.
-fn bury(h: &mut Harness, queue: &str, n: u8) {
-    for i in 0..n {
-        let mut m = h.message(Destination::Queue(queue.into()), &[i]);
-        m.max_attempts = 1;
-        h.enqueue_message(m).expect("enqueued");
-    }
-    for m in h.receive(queue, usize::from(n), 30_000) {
-        h.nack(m.lease, 0).expect("nacked");
-    }
-    assert_eq!(h.dest(&format!("queue:{queue}")).dead_letter, u64::from(n));
 }
 
 /// The dead-letter retention sweep reads the index only when a dead letter can have

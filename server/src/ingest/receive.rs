@@ -301,7 +301,7 @@ async fn receive(
         .extensions()
         .get::<crate::listen::ConnInfo>()
         .map(|c| c.remote.ip());
-    let (outcome, response) = match handle(&ingest, &source, request).await {
+    let (outcome, response) = match handle(&ingest, &source, peer, request).await {
         Ok((id, duplicate)) => {
             ingest
                 .metrics
@@ -336,9 +336,11 @@ async fn receive(
     response
 }
 
+/// Takes one delivery from `peer` (its client's address) to `source`.
 async fn handle(
     ingest: &Ingest,
     source: &Source,
+    peer: Option<std::net::IpAddr>,
     request: axum::http::Request<Body>,
 ) -> Result<(MessageId, bool), Refuse> {
     let (parts, body) = request.into_parts();
@@ -359,10 +361,6 @@ async fn handle(
     {
         return Err(too_large());
     }
-    let peer = parts
-        .extensions
-        .get::<crate::listen::ConnInfo>()
-        .map(|c| c.remote.ip());
     // A client that keeps failing this source's check is refused from its headers: its
     // body is neither read nor hashed (ingest/strikes.rs).
     if let Some(ip) = peer
