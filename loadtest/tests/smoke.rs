@@ -23,11 +23,24 @@ fn report(dir: &Path) -> serde_json::Value {
     serde_json::from_str(&text).unwrap()
 }
 
-/// Runs the tool; returns its exit code and its output.
+/// The free-space reserve of the hookd these tests start: its 256 MiB floor, instead of
+/// the default 1 % of the volume (2.5 GiB on a 252 GB CI disk that builds leave with less than that
+/// free, where every scenario was refused before it began). These runs write a few MiB;
+/// the reserve itself is tested in tests/it/disk_full.rs.
+const TEST_RESERVE: &str = "\n[hookd.config.storage]\nreserve_mb = 256\nreserve_percent = 0.0\n";
+
+/// Runs the tool on a copy of `scenario` with [`TEST_RESERVE`] appended (no shipped
+/// scenario sets `[hookd.config.storage]`; a duplicate table would be refused); returns its
+/// exit code and its output.
 fn run(scenario: &Path, out: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let mut text = std::fs::read_to_string(scenario).unwrap();
+    text.push_str(TEST_RESERVE);
+    let copy = out.with_extension("scenario.toml");
+    std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
+    std::fs::write(&copy, text).unwrap();
     let output = tool()
         .arg("run")
-        .arg(scenario)
+        .arg(&copy)
         .arg("--out")
         .arg(out)
         .arg("--quiet")
