@@ -446,6 +446,29 @@ async fn console_refuses_posts_without_the_csrf_token_and_escapes_what_it_shows(
     assert_eq!(e.max_attempts, 4);
     assert_eq!(e.description, "edited in the console");
     assert_eq!(e.secrets, vec![SECRET.to_owned()], "the secret is kept");
+    // A URL the destination guard refuses is saved, with the warning in the notice (the
+    // guard only judges the address: nothing connects to it).
+    let updated = http
+        .get("/ui/endpoints/orders/edit", &cookie)
+        .await
+        .field("updated");
+    let r = http
+        .post(
+            "/ui/endpoints/orders/edit",
+            &cookie,
+            &[
+                ("csrf", &csrf),
+                ("updated", &updated),
+                ("url", "http://10.0.0.5/hook"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    let notice = r.header("location");
+    assert!(
+        notice.contains("Saved") && notice.contains("Warning") && notice.contains("10.0.0.5"),
+        "{notice}"
+    );
     server.stop().await;
 }
 

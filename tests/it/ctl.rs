@@ -6,6 +6,7 @@ use std::process::{Command, Stdio};
 
 use crate::harness::{TestServer, eventually};
 use crate::sink::{Reply, Sink};
+use hookd_core::clock::{Clock, ManualClock, SystemClock};
 
 struct Run {
     code: i32,
@@ -483,4 +484,102 @@ async fn a_closed_stdout_ends_the_command_quietly() {
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
     server.stop().await;
+}
+
+/// `endpoints put` stores an endpoint whose URL the destination guard would refuse, and
+/// says so (standard error; `warnings` in the answer): the quickstart's trap, a receiver
+/// on a loopback port the allow-list does not name. Nothing connects anywhere: the URLs
+/// are only judged.
+#[tokio::test]
+async fn endpoints_put_warns_when_the_guard_would_refuse_the_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = crate::harness::test_config(dir.path());
+    config.delivery.allow_destinations = vec!["127.0.0.1/32:8080".parse().unwrap()];
+    let clock = ManualClock::new(SystemClock.now_ms());
+    let server = TestServer::start_with(config, clock).await;
+    let s = server.grpc.as_str();
+    let put = |name: &'static str, url: String| {
+        let s = s.to_owned();
+        async move { hookd(&s, &["endpoints", "put", name, "--url", &url], None).await }
+    };
+
+    // A loopback port outside the allow-list: stored, with the flag that admits it.
+    let refused = put("receiver", "http://127.0.0.1:9000/hooks".into()).await;
+    assert_eq!(refused.code, 0, "{}", refused.stderr);
+    assert!(refused.stdout.starts_with("created"), "{}", refused.stdout);
+    assert!(
+        refused.stderr.contains(
+            "hookd: warning: url: the destination guard refuses 127.0.0.1:9000 (loopback)"
+        ) && refused
+            .stderr
+            .contains("--allow-destination 127.0.0.1/32:9000"),
+        "{}",
+        refused.stderr
+    );
+    // `localhost` is judged as loopback; a private address by its class.
+    let local = put("local", "http://localhost:9000/".into()).await;
+    assert!(local.stderr.contains("(loopback)"), "{}", local.stderr);
+    let private = put("private", "https://10.1.2.3/x".into()).await;
+    assert!(
+        private.stderr.contains("10.1.2.3:443 (private)")
+            && private
+                .stderr
+                .contains("--allow-destination 10.1.2.3/32:443"),
+        "{}",
+        private.stderr
+    );
+    // hookd's own listener is never admitted: no flag is suggested.
+    let own = put("itself", format!("http://{}/", server.http)).await;
+    assert!(
+        own.stderr.contains("hookd's own listener") && !own.stderr.contains("--allow-destination"),
+        "{}",
+        own.stderr
+    );
+
+    // The allowed port, a public address and a name (resolved only at each attempt): no
+    // warning.
+    for (name, url) in [
+        ("allowed", "http://127.0.0.1:8080/hooks"),
+        ("public", "https://93.184.216.34/hooks"),
+        ("named", "https://hooks.example.com/in"),
+    ] {
+        let run = put(name, url.into()).await;
+        assert_eq!(run.code, 0, "{name}: {}", run.stderr);
+        assert!(!run.stderr.contains("warning"), "{name}: {}", run.stderr);
+    }
+
+    // The same over gRPC, and in --json (standard output stays one document).
+    let mut client = hookd_client::Client::connect(server.grpc.clone())
+        .await
+        .unwrap();
+    let answer = client
+        .raw()
+        .put_endpoint(hookd_proto::v1::PutEndpointRequest {
+            endpoint: Some(hookd_proto::v1::Endpoint {
+                name: "receiver".into(),
+                url: "http://127.0.0.1:9000/hooks".into(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!answer.created);
+    assert_eq!(answer.warnings.len(), 1, "{:?}", answer.warnings);
+    let doc = json(
+        &hookd(
+            s,
+            &[
+                "--json",
+                "endpoints",
+                "put",
+                "receiver",
+                "--url",
+                "http://127.0.0.1:9000/",
+            ],
+            None,
+        )
+        .await,
+    );
+    assert_eq!(doc["warnings"].as_array().map(Vec::len), Some(1), "{doc}");
 }

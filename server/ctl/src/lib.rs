@@ -817,6 +817,11 @@ async fn endpoints(api: &mut Api, json: bool, cmd: EndpointsCmd) -> Result<(), t
                 })
                 .await?
                 .into_inner();
+            // Stored all the same; said on standard error so that `--json` stays one
+            // document on standard output (which holds them too).
+            for warning in &r.warnings {
+                eprintln!("hookd: warning: {warning}");
+            }
             shown(show(json, &r, |r| {
                 outln!("{}", if r.created { "created" } else { "updated" });
                 if let Some(e) = &r.endpoint {

@@ -100,6 +100,9 @@ impl serde::Serialize for AllowRule {
     }
 }
 
+/// The class of a refusal of hookd's own listener (no allow rule admits it).
+pub const OWN_LISTENER: &str = "hookd's own listener";
+
 #[derive(Debug, Clone, Default)]
 pub struct AddressGuard {
     allow: Vec<AllowRule>,
@@ -143,7 +146,7 @@ impl AddressGuard {
         if itself {
             return Err(Refused {
                 addr,
-                class: "hookd's own listener",
+                class: OWN_LISTENER,
             });
         }
         let allowed = [Some(ip), embedded]

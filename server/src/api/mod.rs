@@ -26,13 +26,15 @@ pub(crate) const DEFAULT_ANALYSIS_WINDOW_MS: u64 = 7 * 24 * 3_600_000;
 /// The service; cheap to clone.
 #[derive(Debug, Clone)]
 pub(crate) struct HookdService {
-    engine: EngineHandle,
-    store: Store,
-    limits: Limits,
-    clock: Arc<dyn Clock>,
-    watchers: Watchers,
-    sealer: Option<Arc<hookd_core::secrets::Sealer>>,
-    sources: Arc<crate::ingest::Sources>,
+    pub(crate) engine: EngineHandle,
+    pub(crate) store: Store,
+    pub(crate) limits: Limits,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) watchers: Watchers,
+    pub(crate) sealer: Option<Arc<hookd_core::secrets::Sealer>>,
+    pub(crate) sources: Arc<crate::ingest::Sources>,
+    /// The push dispatcher's destination guard: PutEndpoint warns of a URL it refuses.
+    pub(crate) guard: Arc<hookd_delivery::guard::AddressGuard>,
 }
 
 /// What `Watch` streams from, and the signal that ends them (shutdown).
@@ -122,24 +124,56 @@ fn caller_of<T>(request: &Request<T>) -> String {
 }
 
 impl HookdService {
-    pub(crate) fn new(
-        engine: EngineHandle,
-        store: Store,
-        limits: Limits,
-        clock: Arc<dyn Clock>,
-        watchers: Watchers,
-        sealer: Option<Arc<hookd_core::secrets::Sealer>>,
-        sources: Arc<crate::ingest::Sources>,
-    ) -> Self {
-        Self {
-            engine,
-            store,
-            limits,
-            clock,
-            watchers,
-            sealer,
-            sources,
+    /// What PutEndpoint warns of in `url` (already validated): an address the destination
+    /// guard would refuse at every attempt. Only an IP address or `localhost` is judged;
+    /// a name is resolved at each attempt (and resolving here would send a lookup for
+    /// every PutEndpoint), so it gets no warning.
+    fn url_warnings(&self, url: &str) -> Vec<String> {
+        use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+        let Ok(parsed) = url::Url::parse(url) else {
+            return Vec::new();
+        };
+        let Some(port) = parsed.port_or_known_default() else {
+            return Vec::new();
+        };
+        let ips: Vec<IpAddr> = match parsed.host() {
+            Some(url::Host::Ipv4(ip)) => vec![IpAddr::V4(ip)],
+            Some(url::Host::Ipv6(ip)) => vec![IpAddr::V6(ip)],
+            Some(url::Host::Domain(d)) if d.eq_ignore_ascii_case("localhost") => {
+                vec![
+                    IpAddr::V4(Ipv4Addr::LOCALHOST),
+                    IpAddr::V6(Ipv6Addr::LOCALHOST),
+                ]
+            }
+            _ => return Vec::new(),
+        };
+        // `localhost` works if either address does (the dispatcher tries each).
+        let refusals: Vec<_> = ips
+            .into_iter()
+            .map(|ip| self.guard.check(SocketAddr::new(ip, port)))
+            .collect();
+        if refusals.iter().any(Result::is_ok) {
+            return Vec::new();
         }
+        let Some(Err(refused)) = refusals.into_iter().next() else {
+            return Vec::new();
+        };
+        let addr = refused.addr;
+        let network = match addr.ip() {
+            IpAddr::V4(ip) => format!("{ip}/32:{port}"),
+            IpAddr::V6(ip) => format!("{ip}/128:{port}"),
+        };
+        let fix = if refused.class == hookd_delivery::guard::OWN_LISTENER {
+            "point it at another address".to_owned()
+        } else {
+            format!(
+                "to allow it, start hookd with `--allow-destination {network}` (or add \"{network}\" to delivery.allow_destinations)"
+            )
+        };
+        vec![format!(
+            "url: the destination guard refuses {addr} ({}): every attempt will be refused and its message dead-lettered; {fix}",
+            refused.class
+        )]
     }
 
     /// A stored endpoint with its secrets opened with the configured keys (one that does
@@ -438,6 +472,7 @@ impl Hookd for HookdService {
     ) -> Result<Response<pb::PutEndpointResponse>, Status> {
         let caller = caller_name(&request);
         let mut endpoint = validate::endpoint(request.into_inner().endpoint)?;
+        let warnings = self.url_warnings(&endpoint.url);
         hookd_core::secrets::seal_all(
             self.sealer.as_deref(),
             &endpoint.name,
@@ -459,9 +494,13 @@ impl Hookd for HookdService {
                 "the URL of an endpoint with signing secrets was changed"
             );
         }
+        for warning in &warnings {
+            tracing::warn!(endpoint = %put.endpoint.name, caller, "{warning}");
+        }
         Ok(Response::new(pb::PutEndpointResponse {
             endpoint: Some(self.shown(put.endpoint)),
             created: put.created,
+            warnings,
         }))
     }
 

@@ -126,6 +126,8 @@ struct Incarnation {
     /// The dispatcher's loop; it ends when the engine (the only sender of attempts) stops.
     dispatcher: tokio::task::JoinHandle<()>,
     in_flight: InFlight,
+    /// The dispatcher's destination guard, which PutEndpoint also consults to warn.
+    guard: Arc<AddressGuard>,
 }
 
 impl Incarnation {
@@ -172,13 +174,14 @@ impl Incarnation {
             Ok(()) => load_sources(config, store.clone(), &engine, sealer).await,
             Err(e) => Err(e),
         };
+        // hookd's own listeners are never a push destination.
+        let guard =
+            AddressGuard::new(config.delivery.allow_destinations.clone()).with_own(own_addrs);
         let dispatcher = loaded.and_then(|sources| {
             let report = engine.clone();
             let dispatcher = Dispatcher::new(
                 DispatcherConfig {
-                    // hookd's own listeners are never a push destination.
-                    guard: AddressGuard::new(config.delivery.allow_destinations.clone())
-                        .with_own(own_addrs),
+                    guard: guard.clone(),
                     max_response_body_bytes: config.delivery.max_response_body_bytes,
                     ca_file: config.delivery.ca_file.clone(),
                     max_connections: outbound,
@@ -210,6 +213,7 @@ impl Incarnation {
             sources,
             dispatcher,
             in_flight,
+            guard: Arc::new(guard),
         })
     }
 
@@ -381,19 +385,20 @@ impl Servers {
         let auth = Arc::new(auth);
         let Listeners { grpc, http, ingest } = listeners;
         let (stop, stop_rx) = watch::channel(false);
-        let api = HookdService::new(
-            incarnation.engine.clone(),
-            incarnation.store.clone(),
-            api_limits(config),
-            incarnation.clock.clone(),
-            crate::api::Watchers {
+        let api = HookdService {
+            engine: incarnation.engine.clone(),
+            store: incarnation.store.clone(),
+            limits: api_limits(config),
+            clock: incarnation.clock.clone(),
+            watchers: crate::api::Watchers {
                 events: incarnation.events.clone(),
                 stopping: stop_rx.clone(),
                 open: Arc::default(),
             },
             sealer,
-            incarnation.sources.clone(),
-        );
+            sources: incarnation.sources.clone(),
+            guard: incarnation.guard.clone(),
+        };
         let console = Arc::new(crate::console::Console::new(
             api.clone(),
             incarnation.engine.clone(),

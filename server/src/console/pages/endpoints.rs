@@ -505,9 +505,11 @@ pub(crate) async fn create_endpoint(
     };
     match saved {
         Ok(r) => {
-            let name = r.into_inner().endpoint.map(|e| e.name).unwrap_or_default();
+            let r = r.into_inner();
+            let name = r.endpoint.map(|e| e.name).unwrap_or_default();
             let to = format!("/ui/endpoints/{}", segment(&name));
-            Ok(see_other(&with_notice(&to, &format!("Created {name}."))))
+            let notice = saved_notice(&format!("Created {name}."), &r.warnings);
+            Ok(see_other(&with_notice(&to, &notice)))
         }
         Err(failure) => form_again(
             &s,
@@ -519,6 +521,16 @@ pub(crate) async fn create_endpoint(
             failure,
         ),
     }
+}
+
+/// What a save says, with PutEndpoint's warnings after it (a URL the guard refuses).
+fn saved_notice(done: &str, warnings: &[String]) -> String {
+    let mut notice = done.to_owned();
+    for warning in warnings {
+        notice.push_str(" Warning: ");
+        notice.push_str(warning);
+    }
+    notice
 }
 
 pub(super) fn form_again(
@@ -602,9 +614,10 @@ pub(crate) async fn save_endpoint(
         .put_endpoint(call(&s, pb::PutEndpointRequest { endpoint: Some(e) }))
         .await
     {
-        Ok(_) => {
+        Ok(r) => {
             let to = format!("/ui/endpoints/{}", segment(&name));
-            Ok(see_other(&with_notice(&to, &format!("Saved {name}."))))
+            let notice = saved_notice(&format!("Saved {name}."), &r.into_inner().warnings);
+            Ok(see_other(&with_notice(&to, &notice)))
         }
         Err(status) => form_again(&s, &title, &f, &action, false, summaries, status.into()),
     }

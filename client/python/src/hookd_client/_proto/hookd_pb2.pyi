@@ -514,12 +514,14 @@ class PutEndpointRequest(_message.Message):
     def __init__(self, endpoint: _Optional[_Union[Endpoint, _Mapping]] = ...) -> None: ...
 
 class PutEndpointResponse(_message.Message):
-    __slots__ = ("endpoint", "created")
+    __slots__ = ("endpoint", "created", "warnings")
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
     endpoint: Endpoint
     created: bool
-    def __init__(self, endpoint: _Optional[_Union[Endpoint, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, endpoint: _Optional[_Union[Endpoint, _Mapping]] = ..., created: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetEndpointRequest(_message.Message):
     __slots__ = ("name", "reveal_secrets")
