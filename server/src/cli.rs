@@ -98,7 +98,17 @@ enum ConfigCmd {
     /// variables): every key, the token, TLS and key files, the sources, the exposure
     /// rule; then say what it would listen on. Nothing is bound or opened. Exit code 0
     /// when `serve` would accept it, 2 when not.
-    Check(ServeArgs),
+    Check(Box<CheckArgs>),
+}
+
+#[derive(Debug, clap::Args)]
+struct CheckArgs {
+    /// The config file to check: the same as `--config FILE`, and taken instead of
+    /// --config or HOOKD_CONFIG when given.
+    #[arg(value_name = "FILE")]
+    file: Option<PathBuf>,
+    #[command(flatten)]
+    serve: ServeArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -174,7 +184,12 @@ where
             out!("{}", crate::config::DEFAULT_TOML);
             ExitCode::SUCCESS
         }
-        Command::Config(ConfigCmd::Check(args)) => {
+        Command::Config(ConfigCmd::Check(check)) => {
+            let CheckArgs { file, serve } = *check;
+            let args = ServeArgs {
+                config: file.or(serve.config),
+                ..serve
+            };
             match load_config(&args).map_err(|e| e.to_string()).and_then(|c| {
                 crate::app::preflight(&c)
                     .map(|()| c)

@@ -86,6 +86,21 @@ fn config_check_refuses_what_serve_would_refuse() {
     ]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("gRPC 0.0.0.0:7700"), "{stdout}");
+    // `config check FILE`, as the file's header says: the file named is the one checked,
+    // also over a HOOKD_CONFIG naming another (the environment of a shell that runs hookd).
+    let bad = dir.path().join("0.toml");
+    let (code, _, stderr) = hookd(&["config", "check", bad.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("`retry"), "{stderr}");
+    let quickstart = repo().join("examples/quickstart.toml");
+    let output = Command::new(env!("CARGO_BIN_EXE_hookd-under-test"))
+        .args(["config", "check", quickstart.to_str().unwrap()])
+        .env("HOOKD_CONFIG", &bad)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    assert!(stdout.starts_with("configuration ok"), "{stdout}");
 }
 
 #[test]

@@ -29,6 +29,7 @@ mod node;
 mod push;
 mod python;
 mod queue;
+mod quickstart;
 mod restart;
 mod retry;
 mod secrets;
