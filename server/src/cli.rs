@@ -147,7 +147,7 @@ struct ServeArgs {
     allow_destinations: Vec<hookd_delivery::guard::AllowRule>,
     /// Serve on a non-loopback address without authentication (`auth.insecure`); logs a
     /// warning. Without it such a configuration refuses to start.
-    #[arg(long, env = "HOOKD_INSECURE")]
+    #[arg(long, env = "HOOKD_INSECURE", value_parser = clap::builder::BoolishValueParser::new())]
     insecure: bool,
 }
 
@@ -155,6 +155,64 @@ struct ServeArgs {
 enum LogFormat {
     Text,
     Json,
+}
+
+/// The subcommands that are not a client of a running hookd: the client's connection
+/// flags (`hookd_ctl::Connection`, global so that they may come before or after a client
+/// subcommand) are neither listed in their help nor taken on their command line.
+const NOT_CLIENTS: [&str; 4] = ["serve", "token", "config", "repair"];
+
+/// The client's connection flags: clap id, long name, and whether it takes a value.
+const CONNECTION_FLAGS: [(&str, &str, bool); 6] = [
+    ("server", "server", true),
+    ("token", "token", true),
+    ("json", "json", false),
+    ("ca_file", "ca-file", true),
+    ("cert", "cert", true),
+    ("key", "key", true),
+];
+
+/// The command line. Each of [`NOT_CLIENTS`] holds hidden, local stand-ins of the global
+/// connection flags (clap does not propagate a global flag to a subcommand that has an
+/// argument of its id): their help lists only their own flags, and a connection flag
+/// written there is refused, naming it.
+fn parse<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::{CommandFactory, FromArgMatches};
+    let mut command = Cli::command();
+    for name in NOT_CLIENTS {
+        command = command.mut_subcommand(name, |sub| {
+            CONNECTION_FLAGS
+                .into_iter()
+                .fold(sub, |sub, (id, long, takes_value)| {
+                    let action = if takes_value {
+                        clap::ArgAction::Set
+                    } else {
+                        clap::ArgAction::SetTrue
+                    };
+                    sub.arg(clap::Arg::new(id).long(long).hide(true).action(action))
+                })
+        });
+    }
+    let matches = command.try_get_matches_from_mut(args)?;
+    if let Some((name, sub)) = matches.subcommand()
+        && NOT_CLIENTS.contains(&name)
+        && let Some(long) = CONNECTION_FLAGS
+            .into_iter()
+            .find(|(id, _, _)| sub.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
+            .map(|(_, long, _)| long)
+    {
+        return Err(command.error(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!(
+                "--{long} is a flag of the client subcommands (stats, enqueue, endpoints, ...); `hookd {name}` does not take it"
+            ),
+        ));
+    }
+    Cli::from_arg_matches(&matches)
 }
 
 /// The binary's entry point; also the entry point of the test harness's crash-test binary.
@@ -169,7 +227,7 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let cli = match parse(args) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };

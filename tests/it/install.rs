@@ -440,3 +440,79 @@ fn the_container_recipe_copies_the_whole_workspace_and_runs_as_non_root() {
     let (code, _, err) = hookd(&[&args[1], "--help"]);
     assert_eq!(code, 0, "hookd {} --help: {err}", args[1]);
 }
+
+/// `serve --help` (and the other subcommands that are not a client of a running hookd)
+/// lists only its own flags; a client flag written there is refused, naming it. The client
+/// subcommands keep them, before or after the subcommand, and HOOKD_JSON / HOOKD_INSECURE
+/// take 1/0 and yes/no as well as true/false.
+#[test]
+fn serve_help_lists_only_serve_flags() {
+    let client_flags = [
+        "--server",
+        "--token",
+        "--json",
+        "--ca-file",
+        "--cert",
+        "--key",
+    ];
+    for sub in [
+        &["serve"][..],
+        &["token", "new"],
+        &["config", "check"],
+        &["config", "print-default"],
+        &["repair"],
+    ] {
+        let mut args = sub.to_vec();
+        args.push("--help");
+        let (code, help, stderr) = hookd(&args);
+        assert_eq!(code, 0, "{sub:?}: {stderr}");
+        for flag in client_flags {
+            assert!(!help.contains(flag), "{sub:?} --help lists {flag}:\n{help}");
+        }
+    }
+    let (_, serve_help, _) = hookd(&["serve", "--help"]);
+    assert!(serve_help.contains("--allow-destination"), "{serve_help}");
+    for sub in [&["stats"][..], &["endpoints", "put"], &["health"]] {
+        let mut args = sub.to_vec();
+        args.push("--help");
+        let (_, help, _) = hookd(&args);
+        assert!(
+            help.contains("--server") && help.contains("--json"),
+            "{sub:?}: {help}"
+        );
+    }
+    let (code, _, stderr) = hookd(&["serve", "--server", "http://127.0.0.1:1"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("--server is a flag of the client subcommands")
+            && stderr.contains("`hookd serve` does not take it"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = hookd(&["token", "new", "--json"]);
+    assert_eq!(code, 2, "{stderr}");
+    // A client flag from the environment is no error for `config check`; HOOKD_JSON=1
+    // is true, as HOOKD_INSECURE=yes is.
+    let output = Command::new(env!("CARGO_BIN_EXE_hookd-under-test"))
+        .args(["config", "check", "--grpc-addr", "0.0.0.0:7700"])
+        .env_remove("HOOKD_CONFIG")
+        .env("HOOKD_SERVER", "http://127.0.0.1:1")
+        .env("HOOKD_JSON", "1")
+        .env("HOOKD_INSECURE", "yes")
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // Before or after the client subcommand: the same flag (here: where to connect).
+    for args in [
+        &["--server", "http://127.0.0.1:1", "stats"][..],
+        &["stats", "--server", "http://127.0.0.1:1"],
+    ] {
+        let (code, _, stderr) = hookd(args);
+        assert_eq!(code, 3, "{args:?}: {stderr}");
+        assert!(stderr.contains("http://127.0.0.1:1"), "{stderr}");
+    }
+}

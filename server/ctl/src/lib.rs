@@ -54,7 +54,7 @@ pub struct Connection {
     #[arg(long, global = true, env = "HOOKD_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
     /// Print JSON (one document per answer) instead of tables.
-    #[arg(long, global = true, env = "HOOKD_JSON")]
+    #[arg(long, global = true, env = "HOOKD_JSON", value_parser = clap::builder::BoolishValueParser::new())]
     pub json: bool,
     /// PEM CA certificate(s) to trust for hookd's TLS certificate (with `--server https://...`).
     #[arg(long, global = true, env = "HOOKD_CA_FILE")]
