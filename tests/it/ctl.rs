@@ -197,6 +197,19 @@ async fn an_operator_runs_the_dead_letter_workflow_from_the_shell() {
     assert!(stats["storage"]["live_messages"].is_u64(), "{stats}");
     let table = hookd(s, &["stats"], None).await;
     assert!(table.stdout.contains("endpoint:orders"), "{}", table.stdout);
+    // Two latencies, each labelled, with units: end to end (enqueue to completion) and
+    // one attempt (the endpoint's own); a destination with none shows "-".
+    assert!(
+        table.stdout.contains("E2E P95/1H") && table.stdout.contains("ATTEMPT P95/1H"),
+        "{}",
+        table.stdout
+    );
+    let orders = table
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("endpoint:orders"))
+        .unwrap();
+    assert!(orders.contains(" ms"), "{orders}");
 
     let purge = hookd(s, &["dlq", "purge", "--all", "--dry-run"], None).await;
     assert!(

@@ -1080,6 +1080,19 @@ fn excerpt(s: &str, max: usize) -> String {
     }
 }
 
+/// A latency in milliseconds, with its unit: `850 ms`, `12.3 s`, `2.0 min`, `1.5 h`.
+fn duration_ms(ms: f64) -> String {
+    if ms < 1_000.0 {
+        format!("{ms:.0} ms")
+    } else if ms < 60_000.0 {
+        format!("{:.1} s", ms / 1e3)
+    } else if ms < 3_600_000.0 {
+        format!("{:.1} min", ms / 60e3)
+    } else {
+        format!("{:.1} h", ms / 3_600e3)
+    }
+}
+
 fn breaker_text(p: &pb::PushStats) -> String {
     if p.disabled {
         return "disabled".into();
@@ -1111,7 +1124,19 @@ fn print_stats(s: &pb::StatsResponse) {
         );
     }
     let row = |d: &pb::DestinationStats| {
-        let p95 = d.latency_last_hour.as_ref().map_or(0.0, |l| l.p95_ms);
+        // End to end: enqueue to completion (after a replay, the time it lay dead too).
+        let e2e = d
+            .latency_last_hour
+            .as_ref()
+            .filter(|l| l.count > 0)
+            .map_or_else(|| "-".to_owned(), |l| duration_ms(l.p95_ms));
+        // One HTTP attempt, connect to the end of the response (push destinations only).
+        let attempt = d
+            .push
+            .as_ref()
+            .and_then(|p| p.attempt_latency_last_hour.as_ref())
+            .filter(|l| l.count > 0)
+            .map_or_else(|| "-".to_owned(), |l| duration_ms(l.p95_ms));
         vec![
             d.destination.clone(),
             d.pending.to_string(),
@@ -1121,7 +1146,8 @@ fn print_stats(s: &pb::StatsResponse) {
             age(d.oldest_pending_age_ms),
             d.delivered_last_hour.to_string(),
             d.failed_last_hour.to_string(),
-            format!("{p95:.0}"),
+            e2e,
+            attempt,
             d.push.as_ref().map(breaker_text).unwrap_or_default(),
             match pb::BackpressureLevel::try_from(d.backpressure) {
                 Ok(pb::BackpressureLevel::Soft) => "soft".into(),
@@ -1142,7 +1168,8 @@ fn print_stats(s: &pb::StatsResponse) {
             "OLDEST",
             "DONE/1H",
             "FAILED/1H",
-            "P95 MS",
+            "E2E P95/1H",
+            "ATTEMPT P95/1H",
             "BREAKER",
             "LEVEL",
         ],
