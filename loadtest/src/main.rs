@@ -140,6 +140,19 @@ fn main() -> ExitCode {
                     "slow disk emulated: every fsync of hookd takes {slow_sync_ms} ms longer (hookd runs in this process: no CPU or RSS of its own in the report)"
                 );
             }
+            let out = out.unwrap_or_else(|| PathBuf::from("loadtest-out").join(&s.name));
+            // A hookd the tool starts logs to a file beside the report, not over the
+            // progress on the terminal; a fresh file for each invocation.
+            let hookd_log = match &target {
+                Some(_) => None,
+                None => match start_hookd_log(&out, slow_sync_ms > 0) {
+                    Ok(log) => Some(log),
+                    Err(e) => {
+                        eprintln!("cannot write hookd's log under {}: {e}", out.display());
+                        return ExitCode::from(4);
+                    }
+                },
+            };
             let options = Options {
                 duration,
                 target,
@@ -147,6 +160,7 @@ fn main() -> ExitCode {
                 progress: !quiet,
                 probe_dir,
                 slow_sync_ms,
+                hookd_log,
             };
             let runtime = match tokio::runtime::Runtime::new() {
                 Ok(r) => r,
@@ -155,7 +169,6 @@ fn main() -> ExitCode {
                     return ExitCode::from(4);
                 }
             };
-            let out = out.unwrap_or_else(|| PathBuf::from("loadtest-out").join(&s.name));
             match runtime.block_on(repeated(&s, &options, &out, repeat)) {
                 Ok(Outcome::Passed) => ExitCode::SUCCESS,
                 Ok(Outcome::CheckerFailed) => ExitCode::from(1),
@@ -167,6 +180,23 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// `out/hookd.log`, emptied: where the hookd this invocation starts writes its log. When
+/// hookd runs in this process (`in_process`, `--slow-sync-ms`), its log is this process's
+/// `tracing` output, at `info`, into the same file.
+fn start_hookd_log(out: &std::path::Path, in_process: bool) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(out)?;
+    let path = out.join("hookd.log");
+    let file = std::fs::File::create(&path)?;
+    if in_process {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+            .with_ansi(false)
+            .with_writer(std::sync::Mutex::new(file))
+            .try_init();
+    }
+    Ok(path)
 }
 
 /// Runs `s` `times` times (reports in `out`, or `out/run-N` when repeated); the worst
@@ -196,6 +226,9 @@ async fn repeated(
                 .collect::<Vec<_>>()
                 .join(", ")
         );
+        if let Some(log) = &o.hookd_log {
+            println!("hookd's log: {}", log.display());
+        }
         worst = worst.max(if !report.verdict.passed() {
             Outcome::CheckerFailed
         } else if !report.passed {

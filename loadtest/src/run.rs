@@ -38,6 +38,9 @@ pub struct Options {
     /// Above 0: the hookd the tool starts runs in this process on a disk whose every fsync
     /// takes this many ms longer (a slow disk, emulated).
     pub slow_sync_ms: u64,
+    /// Where a hookd the tool starts writes its log (not the terminal); `None`: its log
+    /// goes to the tool's standard error.
+    pub hookd_log: Option<PathBuf>,
 }
 
 async fn channels(addr: &str, n: usize) -> anyhow::Result<Vec<HookdClient<Channel>>> {
@@ -143,7 +146,7 @@ async fn setup(s: &Scenario, o: &Options) -> anyhow::Result<World> {
     let target = match &o.target {
         Some(addr) => Target::remote(addr.clone(), o.target_pid),
         None if o.slow_sync_ms > 0 => Target::in_process(&s.hookd.config, o.slow_sync_ms).await?,
-        None => Target::spawn(&s.hookd.config).await?,
+        None => Target::spawn(&s.hookd.config, o.hookd_log.as_deref()).await?,
     };
     let sim = Sim::start(&s.endpoints, tally.clone()).await?;
     let clients = channels(&target.grpc, s.traffic.connections).await?;

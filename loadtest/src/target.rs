@@ -43,8 +43,10 @@ impl Target {
 
     /// Starts hookd as a child process of this binary (`hookd-loadtest __hookd serve ...`,
     /// which runs hookd's own `cli::main`) on a temp data dir, with `config` as its config
-    /// file and loopback allowed as a push destination.
-    pub async fn spawn(config: &toml::Table) -> anyhow::Result<Self> {
+    /// file and loopback allowed as a push destination. Its log (at `info`) goes to `log`
+    /// when given, so that the terminal shows the tool's own progress; else to this
+    /// process's standard error, at `warn`.
+    pub async fn spawn(config: &toml::Table, log: Option<&Path>) -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix("hookd-loadtest-")
             .tempdir()?;
@@ -55,19 +57,22 @@ impl Target {
             "--allow-destination".into(),
             "127.0.0.1/32".into(),
             "--log-level".into(),
-            "warn".into(),
+            if log.is_some() { "info" } else { "warn" }.into(),
             "--config".into(),
             config_path.into_os_string(),
         ];
-        let child = ChildHookd::spawn(
-            &exe,
-            &["__hookd"],
-            &dir.path().join("data"),
-            &extra,
-            Duration::from_secs(30),
-        )
-        .await
-        .context("cannot start hookd")?;
+        let data = dir.path().join("data");
+        let ready_within = Duration::from_secs(30);
+        let child = match log {
+            Some(log) => {
+                ChildHookd::spawn_logged(&exe, &["__hookd"], &data, &extra, ready_within, log)
+                    .await
+                    .with_context(|| format!("cannot start hookd (its log: {})", log.display()))?
+            }
+            None => ChildHookd::spawn(&exe, &["__hookd"], &data, &extra, ready_within)
+                .await
+                .context("cannot start hookd")?,
+        };
         Ok(Self {
             grpc: child.grpc.clone(),
             ingest: Some(child.ingest),

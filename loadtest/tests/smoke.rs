@@ -55,6 +55,15 @@ fn run(scenario: &Path, out: &Path, extra: &[&str]) -> (Option<i32>, String) {
     (output.status.code(), text)
 }
 
+/// The hookd the tool started wrote its log to `hookd.log` beside the report, which the
+/// tool named, and not to the terminal.
+fn hookd_logged_to_a_file(dir: &Path, text: &str) {
+    let log = std::fs::read_to_string(dir.join("hookd.log")).unwrap();
+    assert!(log.contains("hookd serving"), "{log}");
+    assert!(text.contains("hookd's log: "), "{text}");
+    assert!(!text.contains("hookd serving"), "{text}");
+}
+
 /// `--slow-sync-ms` runs hookd in the tool's process on a disk whose fsyncs are slowed:
 /// still nothing lost, unexpected or undelivered, and the report says it had no process of
 /// its own to measure.
@@ -69,6 +78,7 @@ fn a_slowed_disk_runs_clean_in_process() {
     );
     assert!(matches!(code, Some(0 | 3)), "{text}");
     assert!(text.contains("slow disk emulated"), "{text}");
+    hookd_logged_to_a_file(&dir, &text);
     let v = &report(&dir)["verdict"];
     assert_eq!(v["lost"], 0, "{text}");
     assert_eq!(v["unexpected"], 0, "{text}");
@@ -133,6 +143,7 @@ fn every_shipped_scenario_runs_clean() {
             );
         }
         assert!(text.contains("lost 0  unexpected 0"), "{name}: {text}");
+        hookd_logged_to_a_file(&dir, &text);
         // The box beside hookd, and what set the pace.
         let host = &r["host"];
         assert!(host["busy_max_pct"].as_f64().is_some(), "{name}: {host}");

@@ -144,19 +144,44 @@ impl ChildHookd {
         extra: &[OsString],
         ready_within: Duration,
     ) -> std::io::Result<Self> {
+        Self::spawn_on_free_ports(exe, prefix, data_dir, extra, ready_within, None).await
+    }
+
+    /// As `spawn`, with hookd's standard output and error (its log) appended to `log`
+    /// instead of this process's: a tool whose terminal shows its own progress.
+    pub async fn spawn_logged(
+        exe: &Path,
+        prefix: &[&str],
+        data_dir: &Path,
+        extra: &[OsString],
+        ready_within: Duration,
+        log: &Path,
+    ) -> std::io::Result<Self> {
+        Self::spawn_on_free_ports(exe, prefix, data_dir, extra, ready_within, Some(log)).await
+    }
+
+    async fn spawn_on_free_ports(
+        exe: &Path,
+        prefix: &[&str],
+        data_dir: &Path,
+        extra: &[OsString],
+        ready_within: Duration,
+        log: Option<&Path>,
+    ) -> std::io::Result<Self> {
         // Two tries: a port picked free can be taken before hookd binds it.
         let mut last = None;
         for _ in 0..2 {
             let grpc: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
             let http: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
             let ingest: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
-            match Self::spawn_at(
+            match Self::start(
                 exe,
                 prefix,
                 data_dir,
                 extra,
                 [grpc, http, ingest],
                 ready_within,
+                log,
             )
             .await
             {
@@ -173,11 +198,24 @@ impl ChildHookd {
         prefix: &[&str],
         data_dir: &Path,
         extra: &[OsString],
-        [grpc, http, ingest]: [SocketAddr; 3],
+        addrs: [SocketAddr; 3],
         ready_within: Duration,
     ) -> std::io::Result<Self> {
+        Self::start(exe, prefix, data_dir, extra, addrs, ready_within, None).await
+    }
+
+    async fn start(
+        exe: &Path,
+        prefix: &[&str],
+        data_dir: &Path,
+        extra: &[OsString],
+        [grpc, http, ingest]: [SocketAddr; 3],
+        ready_within: Duration,
+        log: Option<&Path>,
+    ) -> std::io::Result<Self> {
         {
-            let child = tokio::process::Command::new(exe)
+            let mut command = tokio::process::Command::new(exe);
+            command
                 .args(prefix)
                 .arg("serve")
                 .arg("--data-dir")
@@ -187,8 +225,15 @@ impl ChildHookd {
                 .args(["--ingest-addr", &ingest.to_string()])
                 .args(extra)
                 .stdin(Stdio::null())
-                .kill_on_drop(true)
-                .spawn()?;
+                .kill_on_drop(true);
+            if let Some(log) = log {
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(log)?;
+                command.stdout(file.try_clone()?).stderr(file);
+            }
+            let child = command.spawn()?;
             let mut hookd = Self {
                 grpc: format!("http://{grpc}"),
                 http,
