@@ -297,6 +297,10 @@ async fn console_needs_an_admin_login_and_sets_strict_cookies() {
 
     // Logging out ends the session.
     let csrf = page.field("csrf");
+    assert!(
+        http.get("/ui", &cookie).await.body.contains("Log out"),
+        "a signed-in admin can log out"
+    );
     let out = http.post("/ui/logout", &cookie, &[("csrf", &csrf)]).await;
     assert_eq!(out.status, 303);
     assert_eq!(http.get("/ui", &cookie).await.status, 303);
@@ -306,12 +310,46 @@ async fn console_needs_an_admin_login_and_sets_strict_cookies() {
 #[tokio::test]
 async fn console_refuses_posts_without_the_csrf_token_and_escapes_what_it_shows() {
     let dir = tempfile::tempdir().unwrap();
-    let server =
-        TestServer::start_with(secured(dir.path()), ManualClock::new(SystemClock.now_ms())).await;
+    let mut config = secured(dir.path());
+    // Two failed attempts are enough to judge (and colour) a success rate here.
+    config.alerts.success_rate_min_attempts = 1;
+    let server = TestServer::start_with(config, ManualClock::new(SystemClock.now_ms())).await;
     let sink = Sink::start(Reply::Full(500, vec![], XSS.as_bytes().to_vec())).await;
     let (mut c, ids) = dead_letters(&server, &sink, 2).await;
     let http = Http::new(server.http);
     let cookie = http.login(ADMIN).await.ok().unwrap();
+
+    // Health by the alert thresholds: 0 % success is red (not the green of "active"), in
+    // the list and on the endpoint's page; the raised alerts carry their units.
+    let list = http.get("/ui/endpoints", &cookie).await;
+    assert!(
+        list.body.contains(r#"<span class="badge bad" title="2 attempts; amber below 99.0%, red below 95.0% (from 1 attempts)">0.0%</span>"#),
+        "{}",
+        list.body
+    );
+    assert!(!list.body.contains("badge good"), "{}", list.body);
+    let page = http.get("/ui/endpoints/orders", &cookie).await;
+    assert!(page.body.contains(r#"class="badge bad""#), "{}", page.body);
+    server.advance(11_000).await;
+    let overview = http.get("/ui", &cookie).await;
+    let alerts = overview
+        .body
+        .split("<table class=\"alerts\">")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no alerts table: {}", overview.body));
+    // Critical ones first; a success rate in percent, dead letters counted as such.
+    let first = alerts.find("level-critical").unwrap();
+    assert!(
+        alerts.find("level-warning").is_none_or(|w| w > first),
+        "{alerts}"
+    );
+    assert!(
+        alerts.contains(
+            "<td class=\"num\">0.0%</td><td class=\"num\">99.0%</td><td class=\"num\">95.0%</td>"
+        ),
+        "{alerts}"
+    );
+    assert!(alerts.contains("new in 15 min"), "{alerts}");
 
     // A purge without the token, with another session's token, with an empty one: refused,
     // and nothing changed.
@@ -483,6 +521,9 @@ async fn console_without_auth_answers_only_to_loopback_names() {
         "no [auth]: open on loopback, a session is started"
     );
     assert!(!ok.cookie("hookd_session").is_empty());
+    // Nobody logged in: no "Log out", and the header says why.
+    assert!(!ok.body.contains("Log out"), "{}", ok.body);
+    assert!(ok.body.contains("no login (loopback)"), "{}", ok.body);
     let rebound = http
         .send("GET", "/ui", &[("host", "attacker.example")], "")
         .await;

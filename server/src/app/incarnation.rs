@@ -405,6 +405,7 @@ impl Servers {
             auth.clone(),
             incarnation.clock.clone(),
             tls.is_some(),
+            config.alerts.clone(),
         ));
         let (health, health_service) = tonic_health::server::health_reporter();
         set_health(&health, true).await;

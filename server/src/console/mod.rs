@@ -55,6 +55,8 @@ pub(crate) struct Console {
     clock: Arc<dyn Clock>,
     /// The admin listener speaks TLS: cookies are `Secure`.
     secure: bool,
+    /// The alert thresholds: the console colours health by the same ones.
+    alerts: hookd_core::alerts::AlertConfig,
     /// The last dead-letter analysis: (its filter, when, the answer). It reads up to
     /// 100,000 rows, so a reload or the next page within seconds reuses it.
     analysis: std::sync::Mutex<Option<AnalysisEntry>>,
@@ -69,6 +71,7 @@ impl Console {
         auth: Arc<Authenticator>,
         clock: Arc<dyn Clock>,
         secure: bool,
+        alerts: hookd_core::alerts::AlertConfig,
     ) -> Self {
         Self {
             api,
@@ -79,6 +82,7 @@ impl Console {
             logins: session::LoginLimiter::new(clock.clone()),
             clock,
             secure,
+            alerts,
             analysis: std::sync::Mutex::new(None),
         }
     }
@@ -183,7 +187,7 @@ async fn with_session(console: &Console, request: Request, next: Next) -> Respon
                 &parts.extensions,
             ) {
                 Ok(caller) => {
-                    let (id, s) = console.sessions.create(caller);
+                    let (id, s) = console.sessions.create(caller, console.auth.enabled());
                     started = Some(id);
                     s
                 }

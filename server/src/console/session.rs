@@ -37,6 +37,9 @@ pub(crate) const LOGIN_WINDOW_MS: u64 = 60_000;
 #[derive(Debug, Clone)]
 pub(crate) struct Session {
     pub caller: Arc<Principal>,
+    /// The caller presented a credential. Without `[auth]` every loopback visitor is
+    /// let in as `anonymous`: there is nothing to log out of.
+    pub signed_in: bool,
     /// Every form carries it; every POST must present it.
     pub csrf: String,
 }
@@ -62,11 +65,13 @@ impl Sessions {
         }
     }
 
-    /// A new session for `caller`: its cookie value and the session.
-    pub(crate) fn create(&self, caller: Arc<Principal>) -> (String, Session) {
+    /// A new session for `caller` (`signed_in`: it presented a credential): its cookie
+    /// value and the session.
+    pub(crate) fn create(&self, caller: Arc<Principal>, signed_in: bool) -> (String, Session) {
         let id = random_token();
         let session = Session {
             caller,
+            signed_in,
             csrf: random_token(),
         };
         let now = self.clock.now_ms();
@@ -243,7 +248,7 @@ mod tests {
     fn sessions_expire_when_idle_and_when_old() {
         let clock = Arc::new(ManualClock::new(1_000));
         let sessions = Sessions::new(clock.clone());
-        let (id, s) = sessions.create(principal());
+        let (id, s) = sessions.create(principal(), true);
         assert_eq!(sessions.get(&id).unwrap().csrf, s.csrf);
         assert!(sessions.get("not-a-session").is_none());
         clock.advance(IDLE_MS - 1);
@@ -251,7 +256,7 @@ mod tests {
         clock.advance(IDLE_MS);
         assert!(sessions.get(&id).is_none(), "idle too long");
 
-        let (id, _) = sessions.create(principal());
+        let (id, _) = sessions.create(principal(), true);
         for _ in 0..(MAX_AGE_MS / (IDLE_MS / 2)) {
             clock.advance(IDLE_MS / 2);
             sessions.get(&id);
@@ -263,14 +268,14 @@ mod tests {
     fn logout_ends_a_session_and_the_table_is_bounded() {
         let clock = Arc::new(ManualClock::new(0));
         let sessions = Sessions::new(clock.clone());
-        let (first, _) = sessions.create(principal());
+        let (first, _) = sessions.create(principal(), true);
         clock.advance(1);
-        let (second, _) = sessions.create(principal());
+        let (second, _) = sessions.create(principal(), true);
         sessions.remove(&second);
         assert!(sessions.get(&second).is_none());
         for _ in 0..MAX_SESSIONS {
             clock.advance(1);
-            sessions.create(principal());
+            sessions.create(principal(), true);
         }
         assert!(
             sessions.get(&first).is_none(),
@@ -283,12 +288,12 @@ mod tests {
     fn one_callers_sessions_push_out_only_its_own() {
         let clock = Arc::new(ManualClock::new(0));
         let sessions = Sessions::new(clock.clone());
-        let (ops, _) = sessions.create(Principal::named("ops"));
+        let (ops, _) = sessions.create(Principal::named("ops"), true);
         // The finding: 1,030 bearer GETs of one token evicted every session.
         let mut bots = Vec::new();
         for _ in 0..1_030 {
             clock.advance(1);
-            bots.push(sessions.create(Principal::named("bot")).0);
+            bots.push(sessions.create(Principal::named("bot"), true).0);
         }
         assert!(
             sessions.get(&ops).is_some(),

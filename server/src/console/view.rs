@@ -49,10 +49,16 @@ pub(super) fn page(
                         (item(Nav::Sources, "/ui/sources", "Sources"))
                     }
                     @if let Some(s) = session {
-                        form.logout method="post" action="/ui/logout" {
-                            (csrf(s))
-                            span.caller { (s.caller.name) }
-                            button type="submit" { "Log out" }
+                        @if s.signed_in {
+                            form.logout method="post" action="/ui/logout" {
+                                (csrf(s))
+                                span.caller { (s.caller.name) }
+                                button type="submit" { "Log out" }
+                            }
+                        } @else {
+                            span.caller title="no [auth] is configured: the console answers to loopback only" {
+                                "no login (loopback)"
+                            }
                         }
                     }
                 }
@@ -87,6 +93,33 @@ pub(super) fn button(s: &Session, action: &str, label: &str, fields: &[(&str, &s
 }
 
 /// A labelled figure for the overview's cards.
+/// A success rate as a badge coloured by the alert thresholds (`[alerts]`
+/// success_rate_warning / success_rate_critical): green at or above the warning level,
+/// amber below it, red below the critical level; uncoloured with fewer attempts than
+/// success_rate_min_attempts (too few to judge), and `-` with none.
+pub(super) fn success(rate: f64, attempts: u64, t: &hookd_core::alerts::AlertConfig) -> Markup {
+    if attempts == 0 {
+        return html! { "-" };
+    }
+    let class = if attempts < t.success_rate_min_attempts {
+        "badge"
+    } else if rate < t.success_rate_critical {
+        "badge bad"
+    } else if rate < t.success_rate_warning {
+        "badge warn"
+    } else {
+        "badge good"
+    };
+    html! {
+        span class=(class) title=(format!(
+            "{attempts} attempts; amber below {}, red below {} (from {} attempts)",
+            percent(t.success_rate_warning),
+            percent(t.success_rate_critical),
+            t.success_rate_min_attempts
+        )) { (percent(rate)) }
+    }
+}
+
 pub(super) fn figure(label: &str, value: impl maud::Render) -> Markup {
     html! { div.figure { span.value { (value) } span.label { (label) } } }
 }
@@ -151,6 +184,22 @@ pub(super) fn percent(fraction: f64) -> String {
     format!("{:.1}%", fraction * 100.0)
 }
 
+/// An alert's value (or threshold) in its unit, by the alert's name (`hookd stats --json`
+/// shows the bare numbers).
+pub(super) fn alert_value(alert: &str, v: f64) -> String {
+    let ms = |ms: f64| duration(ms.max(0.0).round() as u64);
+    match alert {
+        "success_rate" => percent(v),
+        "consumer_rate" => format!("{} of enqueues completed", percent(v)),
+        "queue_depth" => format!("{v:.0} live messages"),
+        "dead_letters" => format!("{v:.0} dead letters"),
+        "dead_letter_growth" => format!("{v:.0} new in 15 min"),
+        "delivery_latency" | "attempt_p95" => ms(v),
+        "oldest_pending" => ms(v * 1_000.0),
+        _ => format!("{v:.3}"),
+    }
+}
+
 /// At most `max` characters of `s`, with an ellipsis when cut.
 pub(super) fn excerpt(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
@@ -181,5 +230,11 @@ mod tests {
         assert_eq!(excerpt("abc", 3), "abc");
         assert_eq!(time(0), "-");
         assert_eq!(time(1_000), "Thu, 01 Jan 1970 00:00:01 GMT");
+        assert_eq!(alert_value("success_rate", 0.95), "95.0%");
+        assert_eq!(alert_value("delivery_latency", 2_000.0), "2.0 s");
+        assert_eq!(alert_value("attempt_p95", 850.0), "850 ms");
+        assert_eq!(alert_value("oldest_pending", 1_800.0), "30 min 0 s");
+        assert_eq!(alert_value("queue_depth", 5_000.0), "5000 live messages");
+        assert_eq!(alert_value("dead_letter_growth", 1.0), "1 new in 15 min");
     }
 }

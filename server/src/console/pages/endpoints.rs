@@ -27,7 +27,8 @@ pub(super) fn state_cell(e: &EndpointRecord) -> Markup {
         } @else if e.paused {
             span.badge.warn { "paused" } " " (e.paused_reason)
         } @else {
-            span.badge.good { "active" }
+            // A state, not health: the success column is coloured by the alert thresholds.
+            span.badge { "active" }
         }
     }
 }
@@ -100,9 +101,8 @@ pub(crate) async fn endpoints(
                             } }
                             td.num { @if e.rate_limit_per_s > 0.0 { (view::rate(e.rate_limit_per_s)) } @else { "none" } }
                             td.num { @if let Some(p) = push {
-                                @if p.attempts_last_hour == 0 { "-" } @else {
-                                    (view::percent(p.success_rate_last_hour)) " of " (p.attempts_last_hour)
-                                }
+                                (view::success(p.success_rate_last_hour, p.attempts_last_hour, &c.alerts))
+                                @if p.attempts_last_hour > 0 { " of " (p.attempts_last_hour) }
                             } }
                             @if let Some(p) = push { (latency_cells(&p.attempt_latency_last_hour)) } @else { td {} td {} td {} }
                             td.num { (stats.map_or(0, |s| s.pending)) }
@@ -192,7 +192,7 @@ pub(crate) async fn endpoint(
                 (figure("awaiting retry", stats.map_or(0, |s| s.awaiting_retry)))
                 (figure("in flight", push.map_or_else(|| "-".to_owned(), |p| format!("{} / {}", p.in_flight, p.max_in_flight))))
                 (figure("dead letters", stats.map_or(0, |s| s.dead_letter)))
-                (figure("success, last hour", push.map_or_else(|| "-".to_owned(), |p| if p.attempts_last_hour == 0 { "-".to_owned() } else { view::percent(p.success_rate_last_hour) })))
+                (figure("success, last hour", push.map_or_else(|| html! { "-" }, |p| view::success(p.success_rate_last_hour, p.attempts_last_hour, &c.alerts))))
                 (figure("attempts, last hour", push.map_or(0, |p| p.attempts_last_hour)))
                 (figure("backpressure", stats.map_or("ok", |s| s.backpressure.as_str())))
             }

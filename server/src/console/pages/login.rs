@@ -129,7 +129,7 @@ pub(crate) async fn login(
         }
     };
     tracing::info!(caller = %caller.name, "console login");
-    let (id, _) = c.sessions.create(caller);
+    let (id, _) = c.sessions.create(caller, true);
     let mut response = see_other(safe_next(&f.next));
     for cookie in [
         session::set_cookie(session::COOKIE, &id, c.secure, session::MAX_AGE_MS / 1_000),

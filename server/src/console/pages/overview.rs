@@ -13,11 +13,11 @@ pub(crate) async fn overview(
     let total = &stats.total;
     let storage = &stats.storage;
     let finished = total.delivered_last_hour + total.failed_last_hour;
-    let success = if finished == 0 {
-        "-".to_owned()
-    } else {
-        view::percent(total.delivered_last_hour as f64 / finished as f64)
-    };
+    let success = view::success(
+        total.delivered_last_hour as f64 / finished.max(1) as f64,
+        finished,
+        &c.alerts,
+    );
     let live = total.pending + total.awaiting_retry + total.in_flight;
     let mut depths: Vec<(String, u64)> = gauges
         .destinations
@@ -85,9 +85,9 @@ pub(crate) async fn overview(
                                     td { @if a.destination.is_empty() { "all" } @else { (a.destination) } }
                                     td { span.badge { (a.level) } }
                                     td { (view::time(a.since_ms)) }
-                                    td.num { (format!("{:.3}", a.value)) }
-                                    td.num { (format!("{:.3}", a.warning)) }
-                                    td.num { (format!("{:.3}", a.critical)) }
+                                    td.num { (view::alert_value(a.alert, a.value)) }
+                                    td.num { (view::alert_value(a.alert, a.warning)) }
+                                    td.num { (view::alert_value(a.alert, a.critical)) }
                                 }
                             }
                         }
