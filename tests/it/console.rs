@@ -387,6 +387,26 @@ async fn console_refuses_posts_without_the_csrf_token_and_escapes_what_it_shows(
         list.body
             .contains("&lt;script&gt;window.__pwned=2&lt;/script&gt;")
     );
+    // The header's search: a message id leads to its page, anything else is a 400 that
+    // names the field (and shows what was typed as text).
+    let found = http
+        .get(&format!("/ui/find?id=+{}+", ids[0]), &cookie)
+        .await;
+    assert_eq!(found.status, 303);
+    assert_eq!(found.header("location"), format!("/ui/messages/{}", ids[0]));
+    let wrong = http.get("/ui/find?id=%3Cb%3Eorder-42", &cookie).await;
+    assert_eq!(wrong.status, 400);
+    assert!(
+        wrong
+            .body
+            .contains("id: `&lt;b&gt;order-42` is not a message id"),
+        "{}",
+        wrong.body
+    );
+    assert!(
+        list.body.contains(r#"action="/ui/find""#),
+        "every page has the search"
+    );
     let message = http.get(&format!("/ui/messages/{}", ids[0]), &cookie).await;
     assert_eq!(message.status, 200);
     assert!(

@@ -118,6 +118,7 @@ pub(crate) fn router(console: Arc<Console>) -> Router {
         .route("/ui/dead-letters/replay", post(pages::replay))
         .route("/ui/dead-letters/purge", post(pages::purge))
         .route("/ui/messages/{id}", get(pages::message))
+        .route("/ui/find", get(pages::find))
         .route("/ui/sources", get(pages::sources))
         .layer(axum::middleware::from_fn_with_state(console.clone(), guard))
         .with_state(console)

@@ -48,6 +48,10 @@ pub(super) fn page(
                         (item(Nav::DeadLetters, "/ui/dead-letters", "Dead letters"))
                         (item(Nav::Sources, "/ui/sources", "Sources"))
                     }
+                    form.find method="get" action="/ui/find" role="search" {
+                        input type="search" name="id" placeholder="message id" aria-label="message id";
+                        button type="submit" { "Find" }
+                    }
                     @if let Some(s) = session {
                         @if s.signed_in {
                             form.logout method="post" action="/ui/logout" {

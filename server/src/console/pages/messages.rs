@@ -2,6 +2,26 @@
 
 use super::*;
 
+/// `?id=`: the header's search box.
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct Find {
+    #[serde(default)]
+    id: String,
+}
+
+/// The header's "message id" search: to the message's page, or a 400 naming the field
+/// when what was typed is no message id.
+pub(crate) async fn find(Query(f): Query<Find>) -> Result<axum::response::Response, Failure> {
+    let id = f.id.trim();
+    let parsed: hookd_core::ids::MessageId = id.parse().map_err(|e| {
+        Failure::bad(format!(
+            "id: `{}` is not a message id ({e})",
+            view::excerpt(id, 80)
+        ))
+    })?;
+    Ok(see_other(&format!("/ui/messages/{parsed}")))
+}
+
 pub(crate) async fn message(
     State(c): Shared,
     Extension(s): Extension<Session>,
