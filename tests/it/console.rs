@@ -332,6 +332,16 @@ async fn console_refuses_posts_without_the_csrf_token_and_escapes_what_it_shows(
     assert!(page.body.contains(r#"class="badge bad""#), "{}", page.body);
     server.advance(11_000).await;
     let overview = http.get("/ui", &cookie).await;
+    // The throughput chart: the two dead letters, in red, in the last minute's bar(s).
+    assert!(
+        overview
+            .body
+            .contains("messages completed per minute, last hour")
+            && overview.body.matches(" dead-lettered</title>").count() >= 1
+            && !overview.body.contains("nothing completed in this window"),
+        "{}",
+        overview.body
+    );
     let alerts = overview
         .body
         .split("<table class=\"alerts\">")

@@ -83,6 +83,25 @@ impl RollingCounter {
             .sum()
     }
 
+    /// Each bucket's count over the window ending at `now_ms`, oldest first (0 for a
+    /// bucket nothing was counted in).
+    pub fn series(&self, now_ms: u64) -> Vec<u64> {
+        let current = now_ms / self.bucket_ms;
+        let len = self.slots.len() as u64;
+        (0..len)
+            .rev()
+            .map(|back| {
+                let Some(bucket) = current.checked_sub(back) else {
+                    return 0;
+                };
+                match self.slots[(bucket % len) as usize] {
+                    (b, n) if b == bucket => n,
+                    _ => 0,
+                }
+            })
+            .collect()
+    }
+
     /// Average per second over the window.
     pub(crate) fn rate_per_s(&self, now_ms: u64) -> f64 {
         let window_s = (self.bucket_ms * self.slots.len() as u64) as f64 / 1000.0;
@@ -523,6 +542,10 @@ pub struct StatsSnapshot {
     pub uptime_ms: u64,
     pub storage: StorageSnapshot,
     pub alerts: Vec<AlertSnapshot>,
+    /// Messages delivered, and dead-lettered, in each minute of the last hour over all
+    /// destinations, oldest first (the console's chart).
+    pub delivered_by_minute: Vec<u64>,
+    pub failed_by_minute: Vec<u64>,
 }
 
 /// One alert's state, as Stats and `/metrics` show it.
@@ -540,6 +563,20 @@ pub struct AlertSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_counters_series_is_each_bucket_oldest_first() {
+        let mut c = RollingCounter::new(60_000, 4);
+        c.add(0, 1);
+        c.add(60_000, 2);
+        c.add(61_000, 1);
+        c.add(180_000, 5);
+        assert_eq!(c.series(180_000), vec![1, 3, 0, 5]);
+        // A minute on: the oldest bucket left the window, the new one is empty.
+        assert_eq!(c.series(240_000), vec![3, 0, 5, 0]);
+        // Early in the clock: buckets before 0 count nothing.
+        assert_eq!(RollingCounter::new(60_000, 3).series(0), vec![0, 0, 0]);
+    }
 
     #[test]
     fn counter_forgets_what_left_the_window() {

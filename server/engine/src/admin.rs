@@ -468,6 +468,8 @@ impl Engine {
             uptime_ms: now.saturating_sub(self.started_ms),
             storage: self.storage_snapshot(now),
             alerts: self.alert_states(),
+            delivered_by_minute: self.total.delivered.series(now),
+            failed_by_minute: self.total.failed.series(now),
             ..page
         }
     }

@@ -77,6 +77,70 @@ pub(super) fn latency(series: &[(u64, LatencySummary)], title: &str, step_label:
     }
 }
 
+/// Delivered and dead-lettered messages in each step (a minute), oldest first: a bar per
+/// step, dead letters stacked on top in red. The key is in the caption, off the data.
+pub(super) fn throughput(delivered: &[u64], failed: &[u64], title: &str) -> Markup {
+    let n = delivered.len().max(failed.len()).max(1);
+    let at = |v: &[u64], i: usize| v.get(i).copied().unwrap_or(0);
+    let most = (0..n)
+        .map(|i| at(delivered, i) + at(failed, i))
+        .max()
+        .unwrap_or(0);
+    let top = nice_ceiling(most as f64).max(1.0);
+    let step = (W - LEFT - 4.0) / n as f64;
+    let y = |v: f64| TOP + (H - TOP - BOTTOM) * (1.0 - (v / top).min(1.0));
+    let (good, bad) = ("#2b6cb0", "#c53030");
+    html! {
+        figure.chart {
+            svg xmlns="http://www.w3.org/2000/svg" viewBox=(format!("0 0 {W} {H}"))
+                width=(W) height=(H) role="img" aria-label=(title) {
+                title { (title) }
+                line x1=(LEFT) y1=(TOP) x2=(LEFT) y2=(H - BOTTOM) stroke="#999" {}
+                line x1=(LEFT) y1=(H - BOTTOM) x2=(W - 4.0) y2=(H - BOTTOM) stroke="#999" {}
+                @for frac in [0.0, 0.5, 1.0] {
+                    text x=(LEFT - 4.0) y=(y(top * frac) + 4.0) text-anchor="end" font-size="10" {
+                        (format!("{:.0}", top * frac))
+                    }
+                    @if frac > 0.0 {
+                        line x1=(LEFT) y1=(y(top * frac)) x2=(W - 4.0) y2=(y(top * frac))
+                            stroke="#e2e2e2" {}
+                    }
+                }
+                text x=(LEFT) y=(H - 6.0) font-size="10" { "-" (n) " min" }
+                text x=(W - 4.0) y=(H - 6.0) font-size="10" text-anchor="end" { "now" }
+                @if most == 0 {
+                    text x=((LEFT + W) / 2.0) y=(H / 2.0) text-anchor="middle" font-size="12"
+                        fill="#777" { "nothing completed in this window" }
+                }
+                @for i in 0..n {
+                    @let (d, f) = (at(delivered, i) as f64, at(failed, i) as f64);
+                    @let x = fmt(LEFT + step * i as f64 + step * 0.1);
+                    @let width = fmt(step * 0.8);
+                    @if d > 0.0 {
+                        rect x=(x) y=(fmt(y(d))) width=(width) height=(fmt(y(0.0) - y(d))) fill=(good) {
+                            title { (format!("{} delivered", d)) }
+                        }
+                    }
+                    @if f > 0.0 {
+                        rect x=(x) y=(fmt(y(d + f))) width=(width) height=(fmt(y(d) - y(d + f))) fill=(bad) {
+                            title { (format!("{} dead-lettered", f)) }
+                        }
+                    }
+                }
+            }
+            figcaption {
+                (title) ": "
+                @for (name, colour) in [("delivered", good), ("dead-lettered", bad)] {
+                    span.key {
+                        svg width="10" height="10" { rect width="10" height="10" fill=(colour) {} }
+                        " " (name)
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Horizontal bars, longest first as given: (label, value). For the overview's depths.
 pub(crate) fn bars(items: &[(String, u64)], title: &str) -> Markup {
     let max = items.iter().map(|(_, v)| *v).max().unwrap_or(0).max(1);

@@ -67,6 +67,10 @@ pub(crate) async fn overview(
                 p.hint { "Latency is enqueue to completion; uptime " (view::duration(stats.uptime_ms)) "." }
             }
             section {
+                h2 { "Throughput" }
+                (chart::throughput(&stats.delivered_by_minute, &stats.failed_by_minute, "messages completed per minute, last hour"))
+            }
+            section {
                 h2 { "Deepest destinations" }
                 (chart::bars(&depths, "live messages by destination (the ten deepest)"))
             }
