@@ -16,6 +16,8 @@ use crate::scenario::Capacity;
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Step {
     pub rate: f64,
+    /// Seconds from the start of the search (the report's timeline) to this step's start.
+    pub start_s: f64,
     pub passed: bool,
     /// Why it failed, or a summary of what it measured.
     pub detail: String,
@@ -121,6 +123,7 @@ mod tests {
             async move {
                 Ok(Step {
                     rate,
+                    start_s: 0.0,
                     passed,
                     detail: String::new(),
                     acked_per_s: rate,

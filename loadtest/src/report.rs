@@ -371,6 +371,7 @@ impl Report {
         let colours = [BLUE, RED, GREEN, MAGENTA];
         match plot {
             Plot::Percentiles => {
+                let (root, strip) = with_key_strip(&root);
                 // x = -log10(1 - percentile/100): 0 = p0, 1 = p90, 2 = p99, 3 = p99.9 ...
                 let series = [
                     ("enqueue (from intended)", &self.enqueue_latency_ms.curve),
@@ -442,7 +443,18 @@ impl Report {
                         .label(*name)
                         .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], c));
                 }
-                chart.configure_series_labels().border_style(BLACK).draw()?;
+                let mut entries: Vec<(String, RGBColor)> = self
+                    .slo_lines()
+                    .into_iter()
+                    .map(|(name, _, c)| (name, c))
+                    .collect();
+                entries.extend(
+                    series
+                        .iter()
+                        .enumerate()
+                        .map(|(i, (name, _))| ((*name).to_owned(), colours[i % colours.len()])),
+                );
+                key(&strip, &entries)?;
             }
             Plot::Throughput => {
                 let t = &self.timeline;
@@ -538,7 +550,10 @@ impl Report {
         log: bool,
         slo: &[SloLine],
     ) -> Result<(), Box<dyn std::error::Error>> {
+        let (root, strip) = with_key_strip(root);
+        let root = &root;
         let xmax = self.timeline.len().max(1) as f64;
+        let marks = self.step_marks();
         let ymax = series
             .iter()
             .flat_map(|(_, points)| points.iter().map(|p| p.1))
@@ -581,7 +596,22 @@ impl Report {
                         .label(name.as_str())
                         .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], c));
                 }
-                chart.configure_series_labels().border_style(BLACK).draw()?;
+                // Each capacity step's start: a grey line, labelled with its rate at the top.
+                let grey = RGBColor(150, 150, 150);
+                let (bottom, top) = (chart.y_range().start, chart.y_range().end);
+                for (x, label) in &marks {
+                    chart.draw_series(DashedLineSeries::new(
+                        [(*x, bottom), (*x, top)],
+                        3,
+                        3,
+                        grey.stroke_width(1),
+                    ))?;
+                    chart.draw_series(std::iter::once(Text::new(
+                        label.clone(),
+                        (*x, top),
+                        ("sans-serif", 11).into_font().color(&grey),
+                    )))?;
+                }
             }};
         }
         if log {
@@ -589,8 +619,72 @@ impl Report {
         } else {
             draw!(builder.build_cartesian_2d(0.0..xmax, 0.0..ymax * 1.1)?);
         }
-        Ok(())
+        let mut entries: Vec<(String, RGBColor)> = series
+            .iter()
+            .enumerate()
+            .map(|(i, (name, _))| ((*name).to_owned(), colours[i % colours.len()]))
+            .collect();
+        entries.extend(slo.iter().map(|(name, _, c)| (name.clone(), *c)));
+        if !marks.is_empty() {
+            entries.push((
+                "capacity step start (its rate)".to_owned(),
+                RGBColor(150, 150, 150),
+            ));
+        }
+        key(&strip, &entries)
     }
+
+    /// Where each capacity step started on the timeline, and its offered rate.
+    fn step_marks(&self) -> Vec<(f64, String)> {
+        self.capacity
+            .iter()
+            .flat_map(|c| &c.steps)
+            .map(|st| (st.start_s, format!("{:.0}/s", st.rate)))
+            .collect()
+    }
+}
+
+/// Height of the strip below a chart that holds its key.
+const KEY_STRIP: u32 = 44;
+
+/// `area` split into the chart's part and a strip below it for the key, so that the key
+/// never covers the data.
+fn with_key_strip<'a>(
+    area: &DrawingArea<SVGBackend<'a>, plotters::coord::Shift>,
+) -> (
+    DrawingArea<SVGBackend<'a>, plotters::coord::Shift>,
+    DrawingArea<SVGBackend<'a>, plotters::coord::Shift>,
+) {
+    let height = area.dim_in_pixel().1;
+    area.split_vertically(height.saturating_sub(KEY_STRIP))
+}
+
+/// A chart's key in its strip: a line of the series' colour and its name, left to right,
+/// wrapping onto a second row.
+fn key(
+    strip: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    entries: &[(String, RGBColor)],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let width = strip.dim_in_pixel().0 as i32;
+    let (mut x, mut y) = (70, 10);
+    for (name, colour) in entries {
+        // About 7 px a character at this size.
+        let span = 26 + 7 * name.chars().count() as i32 + 20;
+        if x + span > width && x > 70 {
+            (x, y) = (70, y + 18);
+        }
+        strip.draw(&PathElement::new(
+            [(x, y), (x + 20, y)],
+            colour.stroke_width(2),
+        ))?;
+        strip.draw(&Text::new(
+            name.clone(),
+            (x + 26, y - 7),
+            ("sans-serif", 13).into_font().color(&BLACK),
+        ))?;
+        x += span;
+    }
+    Ok(())
 }
 
 /// An SLO limit drawn across a latency plot: (label, ms, colour).

@@ -846,6 +846,8 @@ async fn search(
     let tally = &world.tally;
     let slo = s.slo.unwrap_or_default();
     let _sampler = Sampler::start(tally.clone(), world.target.pid, world.probe.clone(), None);
+    // The timeline's seconds count from here (the sampler's start).
+    let origin = Instant::now();
     capacity::search(&c, |rate| async move {
         let phase = tally.phase();
         let started = Instant::now();
@@ -891,6 +893,7 @@ async fn search(
         }
         let step = Step {
             rate,
+            start_s: started.duration_since(origin).as_secs_f64(),
             passed: broke.is_empty(),
             detail: broke.join("; "),
             acked_per_s: acked as f64 / secs,

@@ -249,6 +249,22 @@ name = "ok"
         text.contains("highest sustainable rate: 150 events/s"),
         "{text}"
     );
+    // Each step's start is on the report's timeline, in order, and the plots over time
+    // mark it with the step's rate (their key, below the plot, says what the marks are).
+    let starts: Vec<f64> = r["capacity"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|st| st["start_s"].as_f64().unwrap())
+        .collect();
+    assert!(starts.windows(2).all(|w| w[0] < w[1]), "{starts:?}");
+    for svg in ["throughput.svg", "latency-over-time.svg", "resources.svg"] {
+        let body = std::fs::read_to_string(out.path().join("r").join(svg)).unwrap();
+        let texts: Vec<&str> = body.lines().map(str::trim).collect();
+        for label in ["50/s", "100/s", "150/s", "capacity step start (its rate)"] {
+            assert!(texts.contains(&label), "{svg}: no {label}");
+        }
+    }
 }
 
 #[test]
