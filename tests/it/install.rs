@@ -516,3 +516,47 @@ fn serve_help_lists_only_serve_flags() {
         assert!(stderr.contains("http://127.0.0.1:1"), "{stderr}");
     }
 }
+
+/// The repository is licensed (LICENSE, Apache-2.0) and every package it holds says so:
+/// each Cargo.toml with a [package], each package.json, the Python client's pyproject.
+#[test]
+fn every_package_carries_the_license() {
+    let root = repo();
+    let license = std::fs::read_to_string(root.join("LICENSE")).unwrap();
+    assert!(
+        license.contains("Apache License") && license.contains("Version 2.0, January 2004"),
+        "LICENSE is not the Apache License 2.0"
+    );
+    let mut manifests = Vec::new();
+    let mut dirs = vec![root.clone()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if !name.starts_with('.')
+                    && !["target", "node_modules", "dist"].contains(&name.as_str())
+                {
+                    dirs.push(path);
+                }
+            } else if ["Cargo.toml", "package.json", "pyproject.toml"].contains(&name.as_str()) {
+                manifests.push(path);
+            }
+        }
+    }
+    assert!(manifests.len() >= 15, "{manifests:?}");
+    for path in manifests {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy();
+        let ok = match name.as_ref() {
+            "Cargo.toml" if !text.contains("[package]") => true, // the workspace's root
+            "Cargo.toml" => {
+                text.contains("license = \"Apache-2.0\"")
+                    || text.contains("license.workspace = true")
+            }
+            "package.json" => text.contains("\"license\": \"Apache-2.0\""),
+            _ => text.contains("license = { text = \"Apache-2.0\" }"),
+        };
+        assert!(ok, "{} names no Apache-2.0 license", path.display());
+    }
+}
