@@ -30,6 +30,7 @@ mod push;
 mod python;
 mod queue;
 mod quickstart;
+mod readme;
 mod restart;
 mod retry;
 mod secrets;
