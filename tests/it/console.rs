@@ -537,6 +537,29 @@ async fn console_refuses_posts_without_the_csrf_token_and_escapes_what_it_shows(
         notice.contains("Saved") && notice.contains("Warning") && notice.contains("10.0.0.5"),
         "{notice}"
     );
+    // An edit in the console keeps the endpoint's static headers, values and all (the
+    // form never shows them; the answers show them as "…").
+    let mut e = endpoint(&mut c, true).await;
+    e.headers = [("x-api-key".to_owned(), "k-1".to_owned())].into();
+    c.put_endpoint(e).await.unwrap();
+    let updated = http
+        .get("/ui/endpoints/orders/edit", &cookie)
+        .await
+        .field("updated");
+    let r = http
+        .post(
+            "/ui/endpoints/orders/edit",
+            &cookie,
+            &[
+                ("csrf", &csrf),
+                ("updated", &updated),
+                ("url", &sink.url("/hook")),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    let e = endpoint(&mut c, true).await;
+    assert_eq!(e.headers.get("x-api-key").map(String::as_str), Some("k-1"));
     server.stop().await;
 }
 

@@ -561,6 +561,26 @@ async fn endpoints_put_warns_when_the_guard_would_refuse_the_url() {
         assert!(!run.stderr.contains("warning"), "{name}: {}", run.stderr);
     }
 
+    // A static header from the command line (NAME=VALUE): listed by name, never by value.
+    let with_header = hookd(
+        s,
+        &[
+            "endpoints",
+            "put",
+            "allowed",
+            "--url",
+            "http://127.0.0.1:8080/hooks",
+            "--header",
+            "X-Api-Key=k-123",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(with_header.code, 0, "{}", with_header.stderr);
+    let list = hookd(s, &["endpoints", "list"], None).await;
+    assert!(list.stdout.contains("x-api-key"), "{}", list.stdout);
+    assert!(!list.stdout.contains("k-123"), "{}", list.stdout);
+
     // The same over gRPC, and in --json (standard output stays one document).
     let mut client = hookd_client::Client::connect(server.grpc.clone())
         .await

@@ -10,7 +10,7 @@ use hookd_client::{Client, Event, pb};
 use hookd_core::clock::{Clock, ManualClock, SystemClock};
 
 use crate::harness::{
-    TestServer, code, dead_lettered, delivered, eventually, push_settled, test_config,
+    TestServer, code, dead_lettered, delivered, eventually, message, push_settled, test_config,
     until_message,
 };
 use crate::sink::{Reply, Sink};
@@ -937,5 +937,125 @@ async fn tarpit_receivers_leave_a_healthy_endpoint_a_connection() {
         took < Duration::from_secs(5),
         "the healthy endpoint waited {took:?} for a connection the tarpits held ({held:?})"
     );
+    server.stop().await;
+}
+
+/// An endpoint's static headers go with every attempt, over the event's header of the
+/// same name and under hookd's own (whose names they may not take); they survive a
+/// restart; answers show their values only with reveal_secrets; bad ones are refused
+/// naming the header, and nothing is stored.
+#[tokio::test]
+async fn static_headers_go_with_every_attempt_and_are_shown_only_when_revealed() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let sink = Sink::start(Reply::Status(204)).await;
+    let mut c = server.client().await;
+    let headers = [("X-Api-Key", "k-123"), ("x-tenant", "from-endpoint")];
+    let put = c
+        .put_endpoint(pb::Endpoint {
+            headers: headers
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            ..endpoint("gateway", sink.url("/in"))
+        })
+        .await
+        .unwrap();
+    let shown = put.endpoint.unwrap();
+    assert_eq!(
+        shown.headers.get("x-api-key").map(String::as_str),
+        Some("…"),
+        "{shown:?}"
+    );
+    let sent = c
+        .enqueue(Event::to_endpoint("gateway", b"{}".to_vec()).header("x-tenant", "from-event"))
+        .await
+        .unwrap();
+    let got = sink.wait_for(1).await;
+    let h = |name: &str| got[0].headers[name].to_str().unwrap().to_owned();
+    assert_eq!(h("x-api-key"), "k-123");
+    assert_eq!(h("x-tenant"), "from-endpoint");
+    assert_eq!(h("webhook-id"), sent.id);
+    delivered(&mut c, &sent.id).await;
+
+    // Stored: after a restart, the next attempt carries them too; revealed on request.
+    let server = server.restart().await;
+    let mut c = server.client().await;
+    let revealed = c
+        .raw()
+        .get_endpoint(pb::GetEndpointRequest {
+            name: "gateway".into(),
+            reveal_secrets: true,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .endpoint
+        .unwrap();
+    assert_eq!(
+        revealed.headers.get("x-api-key").map(String::as_str),
+        Some("k-123")
+    );
+    c.enqueue(Event::to_endpoint("gateway", b"{}".to_vec()))
+        .await
+        .unwrap();
+    let got = sink.wait_for(2).await;
+    assert_eq!(got[1].headers["x-api-key"], "k-123");
+
+    // Refused, naming the header; the endpoint keeps what it had.
+    let too_many = (0..21)
+        .map(|i| (format!("x-h{i}"), "v".to_owned()))
+        .collect();
+    for (headers, named) in [
+        (
+            vec![("webhook-signature", "v1,forged")],
+            "endpoint.headers[\"webhook-signature\"]",
+        ),
+        (vec![("Host", "evil.example")], "endpoint.headers[\"Host\"]"),
+        (
+            vec![("hookd-source", "github")],
+            "endpoint.headers[\"hookd-source\"]",
+        ),
+        (vec![("x-ok", "line\r\nx-injected: 1")], "visible ASCII"),
+        (vec![("bad name", "v")], "not a header name"),
+        (vec![("X-Dup", "a"), ("x-dup", "b")], "given twice"),
+    ] {
+        let e = c
+            .put_endpoint(pb::Endpoint {
+                headers: headers
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .collect(),
+                ..endpoint("gateway", sink.url("/moved"))
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(code(&e), tonic::Code::InvalidArgument, "{e}");
+        assert!(message(&e).contains(named), "{named}: {e}");
+    }
+    let e = c
+        .put_endpoint(pb::Endpoint {
+            headers: too_many,
+            ..endpoint("gateway", sink.url("/moved"))
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        message(&e).contains("21 headers is over the limit of 20"),
+        "{e}"
+    );
+    let kept = c
+        .raw()
+        .get_endpoint(pb::GetEndpointRequest {
+            name: "gateway".into(),
+            reveal_secrets: true,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .endpoint
+        .unwrap();
+    assert!(kept.url.ends_with("/in"), "{kept:?}");
+    assert_eq!(kept.headers.len(), 2);
     server.stop().await;
 }

@@ -22,6 +22,9 @@ pub struct Target {
     /// The destination key (`endpoint:NAME` or `url:ORIGIN`).
     pub key: String,
     pub secrets: Vec<Secret>,
+    /// The endpoint's static headers (names lower-case), sent with every attempt over the
+    /// event's own headers of the same name.
+    pub headers: Vec<(String, String)>,
     pub connect_timeout: Duration,
     /// The whole attempt, response body included.
     pub timeout: Duration,

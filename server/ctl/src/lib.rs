@@ -184,6 +184,10 @@ pub enum EndpointsCmd {
         max_in_flight: Option<u32>,
         #[arg(long)]
         rate_limit_per_s: Option<f64>,
+        /// A static header sent with every attempt, NAME=VALUE (e.g. an API key the
+        /// receiver's gateway wants); repeatable.
+        #[arg(long = "header", value_name = "NAME=VALUE", value_parser = parse_header)]
+        headers: Vec<(String, String)>,
     },
     Delete {
         name: String,
@@ -799,9 +803,11 @@ async fn endpoints(api: &mut Api, json: bool, cmd: EndpointsCmd) -> Result<(), t
             timeout_ms,
             max_in_flight,
             rate_limit_per_s,
+            headers,
         } => {
             let endpoint = pb::Endpoint {
                 name,
+                headers: headers.into_iter().collect(),
                 url,
                 description: description.unwrap_or_default(),
                 secrets,
@@ -1193,6 +1199,15 @@ fn print_endpoints(endpoints: &[pb::Endpoint]) {
                 e.url.clone(),
                 state,
                 e.secret_summaries.len().to_string(),
+                {
+                    let mut names: Vec<&str> = e.headers.keys().map(String::as_str).collect();
+                    names.sort_unstable();
+                    if names.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        names.join(",")
+                    }
+                },
                 if e.max_attempts == 0 {
                     "default".into()
                 } else {
@@ -1201,7 +1216,10 @@ fn print_endpoints(endpoints: &[pb::Endpoint]) {
             ]
         })
         .collect();
-    table(&["NAME", "URL", "STATE", "SECRETS", "MAX ATTEMPTS"], rows);
+    table(
+        &["NAME", "URL", "STATE", "SECRETS", "HEADERS", "MAX ATTEMPTS"],
+        rows,
+    );
 }
 
 fn print_message(m: &pb::GetMessageResponse) {

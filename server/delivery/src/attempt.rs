@@ -87,7 +87,13 @@ fn build(d: &Delivery) -> Result<Request<Full<Bytes>>, String> {
         .ok_or_else(|| format!("invalid URL {:?}", d.url))?;
     // The event's own headers first, so that hookd's cannot be overridden (validation also
     // refuses the reserved names at enqueue).
-    for (name, value) in &d.headers {
+    // The event's headers, then the endpoint's static ones over them, then hookd's own
+    // over both (validation refuses hookd's names in either).
+    for (name, value) in d
+        .headers
+        .iter()
+        .chain(d.target.headers.iter().map(|(name, value)| (name, value)))
+    {
         if let (Ok(n), Ok(v)) = (
             HeaderName::from_bytes(name.as_bytes()),
             HeaderValue::from_str(value),

@@ -37,6 +37,7 @@ const LOST_AFTER_TIMEOUT_MS: u64 = 30_000;
 struct Settings {
     url: Option<String>,
     secrets: Vec<Secret>,
+    headers: Vec<(String, String)>,
     connect_timeout_ms: u64,
     timeout_ms: u64,
     limits: gate::Limits,
@@ -64,6 +65,7 @@ impl Engine {
         let target = Arc::new(Target {
             key,
             secrets: settings.secrets,
+            headers: settings.headers,
             connect_timeout: Duration::from_millis(settings.connect_timeout_ms),
             timeout: Duration::from_millis(settings.timeout_ms),
             pool_size: usize::try_from(settings.limits.max_in_flight).unwrap_or(usize::MAX),
@@ -119,6 +121,11 @@ impl Engine {
                     })
                     .filter_map(|s| Secret::parse(&s).ok())
                     .collect(),
+                headers: e
+                    .headers
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
                 connect_timeout_ms: or(e.connect_timeout_ms, c.connect_timeout_ms),
                 timeout_ms: or(e.timeout_ms, c.timeout_ms),
                 limits: gate::Limits {
@@ -141,6 +148,7 @@ impl Engine {
         Destination::is_url_key(key).then(|| Settings {
             url: None,
             secrets: Vec::new(),
+            headers: Vec::new(),
             connect_timeout_ms: c.connect_timeout_ms,
             timeout_ms: c.timeout_ms,
             limits: gate::Limits {

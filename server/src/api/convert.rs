@@ -83,6 +83,12 @@ pub fn endpoint(e: EndpointRecord, clear: &[String], reveal: bool) -> pb::Endpoi
         paused: e.paused,
         paused_reason: e.paused_reason,
         paused_unix_ms: e.paused_ms,
+        // Values may be credentials: shown only with reveal_secrets, like the secrets.
+        headers: e
+            .headers
+            .into_iter()
+            .map(|(name, value)| (name, if reveal { value } else { "…".to_owned() }))
+            .collect(),
     }
 }
 
@@ -101,6 +107,7 @@ pub(crate) fn endpoint_from_proto(e: pb::Endpoint) -> EndpointRecord {
         max_in_flight: e.max_in_flight,
         rate_limit_per_s: e.rate_limit_per_s,
         rate_limit_burst: e.rate_limit_burst,
+        headers: e.headers.into_iter().collect(),
         ..Default::default()
     }
 }
@@ -336,7 +343,14 @@ mod tests {
             paused: true,
             paused_reason: "p".into(),
             paused_ms: 12,
+            headers: [("x-api-key".to_owned(), "k".to_owned())].into(),
         };
+        // Without reveal, a static header's value is shown as "…" (like the secrets).
+        let hidden = endpoint(stored.clone(), &stored.secrets, false);
+        assert_eq!(
+            hidden.headers.get("x-api-key").map(String::as_str),
+            Some("…")
+        );
         let back = endpoint_from_proto(endpoint(stored.clone(), &stored.secrets, true));
         assert_eq!(
             back,

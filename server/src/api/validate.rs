@@ -248,6 +248,60 @@ pub(crate) fn count_or_default(
 }
 
 /// Validates an endpoint given to PutEndpoint; server-owned fields are left at zero.
+/// Static headers an endpoint may carry, at most.
+const MAX_STATIC_HEADERS: usize = 20;
+/// One static header's value, at most.
+const MAX_STATIC_HEADER_VALUE: usize = 4_096;
+
+/// An endpoint's static headers, names lower-cased; refused naming the header.
+fn static_headers(
+    headers: std::collections::HashMap<String, String>,
+) -> Result<std::collections::HashMap<String, String>, ApiError> {
+    if headers.len() > MAX_STATIC_HEADERS {
+        return Err(invalid(format!(
+            "endpoint.headers: {} headers is over the limit of {MAX_STATIC_HEADERS}",
+            headers.len()
+        )));
+    }
+    let mut out = std::collections::HashMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        let shown = name.chars().take(64).collect::<String>();
+        let parsed = http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            invalid(format!(
+                "endpoint.headers[{shown:?}]: not a header name (an HTTP token: letters, digits and !#$%&'*+-.^_`|~)"
+            ))
+        })?;
+        let lower = parsed.as_str().to_owned();
+        if RESERVED_HEADERS.contains(&lower.as_str())
+            || lower.starts_with("webhook-")
+            || lower.starts_with(RESERVED_PREFIX)
+        {
+            return Err(invalid(format!(
+                "endpoint.headers[{shown:?}]: hookd sets this header itself (or it belongs to the connection)"
+            )));
+        }
+        if value.len() > MAX_STATIC_HEADER_VALUE {
+            return Err(invalid(format!(
+                "endpoint.headers[{shown:?}]: the value is over the limit of {MAX_STATIC_HEADER_VALUE} bytes"
+            )));
+        }
+        if !value
+            .bytes()
+            .all(|b| b == b'\t' || (0x20..0x7f).contains(&b))
+        {
+            return Err(invalid(format!(
+                "endpoint.headers[{shown:?}]: the value must be visible ASCII (no control characters or line breaks)"
+            )));
+        }
+        if out.insert(lower, value).is_some() {
+            return Err(invalid(format!(
+                "endpoint.headers[{shown:?}]: given twice (names are case-insensitive)"
+            )));
+        }
+    }
+    Ok(out)
+}
+
 pub fn endpoint(e: Option<pb::Endpoint>) -> Result<EndpointRecord, ApiError> {
     let e = e.ok_or_else(|| invalid("endpoint: required".into()))?;
     validate_name(&e.name, "endpoint.name")?;
@@ -290,6 +344,7 @@ pub fn endpoint(e: Option<pb::Endpoint>) -> Result<EndpointRecord, ApiError> {
         hookd_core::signing::Secret::parse(secret)
             .map_err(|err| invalid(format!("endpoint.secrets[{i}]: {err}")))?;
     }
+    e.headers = static_headers(std::mem::take(&mut e.headers))?;
     let within = |field: &str, v: u64, max: u64| {
         if v > max {
             Err(invalid(format!(

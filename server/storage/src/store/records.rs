@@ -210,6 +210,9 @@ pub struct EndpointRecord {
     pub paused_reason: String,
     #[prost(uint64, tag = "20")]
     pub paused_ms: u64,
+    /// Static headers sent with every attempt (names lower-case); the wire's tag.
+    #[prost(btree_map = "string, string", tag = "22")]
+    pub headers: std::collections::BTreeMap<String, String>,
 }
 
 /// The mutable state of a message: a row of the schedule table while it is live (what the
