@@ -1059,3 +1059,107 @@ async fn static_headers_go_with_every_attempt_and_are_shown_only_when_revealed()
     assert_eq!(kept.headers.len(), 2);
     server.stop().await;
 }
+
+/// Standard Webhooks `v1a`: an endpoint with an ed25519 signing key (`whsk_`) signs each
+/// delivery with it, beside the `v1` entry of its HMAC secret while the receiver moves
+/// over (rotation); the receiver verifies with the public key alone, which hookd shows
+/// (secret_summaries) and which is no secret.
+#[tokio::test]
+async fn an_ed25519_key_signs_v1a_beside_v1_and_its_public_key_is_shown() {
+    use ed25519_dalek::Verifier as _;
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let sink = Sink::start(Reply::Status(204)).await;
+    let mut c = server.client().await;
+    // The key as `openssl genpkey -algorithm ed25519` would give it: a 32-byte seed.
+    let seed = [42u8; 32];
+    let whsk = format!(
+        "whsk_{}",
+        base64::engine::general_purpose::STANDARD.encode(seed)
+    );
+    let put = c
+        .put_endpoint(pb::Endpoint {
+            secrets: vec![SECRET.into(), whsk.clone()],
+            ..endpoint("signed", sink.url("/in"))
+        })
+        .await
+        .unwrap();
+    let summaries = put.endpoint.unwrap().secret_summaries;
+    assert_eq!(summaries[0].public_key, "", "an HMAC secret has none");
+    assert_eq!(summaries[1].prefix, "whsk_…");
+    let public = summaries[1].public_key.clone();
+    assert!(public.starts_with("whpk_"), "{public}");
+    assert!(
+        !public.contains(&whsk[5..]),
+        "the public key is not the secret"
+    );
+
+    let body = br#"{"step":3}"#.to_vec();
+    let sent = c
+        .enqueue(Event::to_endpoint("signed", body.clone()))
+        .await
+        .unwrap();
+    let got = sink.wait_for(1).await;
+    let h = |name: &str| got[0].headers[name].to_str().unwrap().to_owned();
+    let entries: Vec<String> = h("webhook-signature")
+        .split(' ')
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(entries.len(), 2, "{entries:?}");
+    assert!(entries[0].starts_with("v1,"), "{entries:?}");
+    // Verified as a receiver would: the public key from hookd's answer, nothing else.
+    let pk: [u8; 32] = base64::engine::general_purpose::STANDARD
+        .decode(public.trim_start_matches("whpk_"))
+        .unwrap()
+        .try_into()
+        .unwrap();
+    let key = ed25519_dalek::VerifyingKey::from_bytes(&pk).unwrap();
+    let sig: [u8; 64] = base64::engine::general_purpose::STANDARD
+        .decode(entries[1].strip_prefix("v1a,").unwrap())
+        .unwrap()
+        .try_into()
+        .unwrap();
+    let signed = [
+        format!("{}.{}.", sent.id, h("webhook-timestamp")).as_bytes(),
+        &body[..],
+    ]
+    .concat();
+    key.verify(&signed, &ed25519_dalek::Signature::from_bytes(&sig))
+        .unwrap();
+    // Another body under the same signature does not verify.
+    let forged = [
+        format!("{}.{}.", sent.id, h("webhook-timestamp")).as_bytes(),
+        b"{}",
+    ]
+    .concat();
+    assert!(
+        key.verify(&forged, &ed25519_dalek::Signature::from_bytes(&sig))
+            .is_err()
+    );
+
+    // A malformed key is refused naming the field; an ingest source cannot verify with one.
+    let e = c
+        .put_endpoint(pb::Endpoint {
+            secrets: vec!["whsk_c2hvcnQ=".into()],
+            ..endpoint("signed", sink.url("/in"))
+        })
+        .await
+        .unwrap_err();
+    assert!(message(&e).contains("endpoint.secrets[0]"), "{e}");
+    let e = c
+        .put_source(pb::Source {
+            name: "agents".into(),
+            scheme: "standard-webhooks".into(),
+            secrets: vec![whsk],
+            route: Some(pb::source::Route::Queue("q".into())),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        message(&e).contains("secrets[0]")
+            && message(&e).contains("verifying needs an HMAC secret"),
+        "{e}"
+    );
+    server.stop().await;
+}

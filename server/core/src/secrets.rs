@@ -196,6 +196,8 @@ pub fn seal_all(sealer: Option<&Sealer>, endpoint: &str, secrets: &mut [String])
 pub fn summary(clear: &str) -> (String, String) {
     let prefix = if clear.starts_with("whsec_") {
         "whsec_…"
+    } else if clear.starts_with("whsk_") {
+        "whsk_…"
     } else {
         "…"
     };

@@ -1,21 +1,38 @@
-//! Standard Webhooks signatures: `webhook-signature: v1,<base64 HMAC-SHA256(id.timestamp.body)>`,
-//! one `v1,` entry per secret, space-separated, so an endpoint can rotate secrets with no
-//! gap (the receiver accepts any entry that matches one of its secrets).
+//! Standard Webhooks signatures: `webhook-signature: v1,<base64 HMAC-SHA256(id.timestamp.body)>`
+//! for a symmetric secret (`whsec_`), `v1a,<base64 ed25519(id.timestamp.body)>` for an
+//! asymmetric one (`whsk_`, whose receiver holds only the public key, `whpk_`: a leaked
+//! verification key forges nothing). One entry per secret, space-separated, so an endpoint
+//! can rotate secrets, or move from `v1` to `v1a`, with no gap (the receiver accepts any
+//! entry that matches one of its keys).
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
+use ed25519_dalek::Signer as _;
 use hmac::{KeyInit, Mac};
 use sha2::Sha256;
 
-/// The prefix every secret carries, as in the Standard Webhooks spec.
+/// The prefix every symmetric secret carries, as in the Standard Webhooks spec.
 pub(crate) const SECRET_PREFIX: &str = "whsec_";
+/// An ed25519 signing key (`v1a`): base64 of its 32-byte seed, or of the 64-byte
+/// seed and public key.
+pub(crate) const SIGNING_KEY_PREFIX: &str = "whsk_";
+/// An ed25519 public key, what a `v1a` receiver verifies with: base64 of 32 bytes.
+pub const PUBLIC_KEY_PREFIX: &str = "whpk_";
 /// Accepted key sizes after base64 decoding (the spec suggests 24 to 64 bytes).
 pub(crate) const MIN_KEY_BYTES: usize = 24;
 pub(crate) const MAX_KEY_BYTES: usize = 64;
 
 /// A decoded signing key.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Secret(Vec<u8>);
+pub struct Secret(Key);
+
+#[derive(Clone, PartialEq, Eq)]
+enum Key {
+    /// `whsec_`: HMAC-SHA256, `v1`.
+    Hmac(Vec<u8>),
+    /// `whsk_`: ed25519, `v1a`.
+    Ed25519(Box<ed25519_dalek::SigningKey>),
+}
 
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -26,27 +43,76 @@ impl std::fmt::Debug for Secret {
 /// Why a secret string was refused; the message says what a good one looks like.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SecretError {
-    #[error("must start with \"{SECRET_PREFIX}\"")]
+    #[error(
+        "must start with \"{SECRET_PREFIX}\" (HMAC, v1) or \"{SIGNING_KEY_PREFIX}\" (ed25519, v1a)"
+    )]
     Prefix,
-    #[error("is not valid base64 after \"{SECRET_PREFIX}\"")]
+    #[error("is not valid base64 after its prefix")]
     Base64,
     #[error("decodes to {0} bytes; use {MIN_KEY_BYTES} to {MAX_KEY_BYTES}")]
     Length(usize),
+    #[error(
+        "decodes to {0} bytes; an ed25519 signing key is 32 bytes (its seed) or 64 (seed and public key)"
+    )]
+    SigningKeyLength(usize),
+    #[error("its last 32 bytes are not the public key of its first 32")]
+    KeyPair,
+    #[error(
+        "is an ed25519 signing key (\"{SIGNING_KEY_PREFIX}\"): verifying needs an HMAC secret (\"{SECRET_PREFIX}\")"
+    )]
+    NotHmac,
 }
 
 impl Secret {
-    /// The decoded key (inbound verification keys its MAC with it).
-    pub fn key_bytes(&self) -> &[u8] {
-        &self.0
+    /// The HMAC key of a `whsec_` secret (inbound verification keys its MAC with it).
+    pub fn hmac_key(&self) -> Option<&[u8]> {
+        match &self.0 {
+            Key::Hmac(k) => Some(k),
+            Key::Ed25519(_) => None,
+        }
     }
 
+    /// The `whpk_` public key a receiver verifies a `v1a` signature with; `None` for an
+    /// HMAC secret (its receiver holds the secret itself).
+    pub fn public_key(&self) -> Option<String> {
+        match &self.0 {
+            Key::Hmac(_) => None,
+            Key::Ed25519(k) => Some(format!(
+                "{PUBLIC_KEY_PREFIX}{}",
+                STANDARD.encode(k.verifying_key().as_bytes())
+            )),
+        }
+    }
+
+    /// A `whsec_` (HMAC, `v1`) or `whsk_` (ed25519, `v1a`) secret.
     pub fn parse(s: &str) -> Result<Self, SecretError> {
+        if let Some(encoded) = s.strip_prefix(SIGNING_KEY_PREFIX) {
+            let bytes = STANDARD.decode(encoded).map_err(|_| SecretError::Base64)?;
+            let seed: [u8; 32] = match bytes.len() {
+                32 | 64 => bytes[..32].try_into().map_err(|_| SecretError::Base64)?,
+                n => return Err(SecretError::SigningKeyLength(n)),
+            };
+            let key = ed25519_dalek::SigningKey::from_bytes(&seed);
+            if bytes.len() == 64 && key.verifying_key().as_bytes()[..] != bytes[32..] {
+                return Err(SecretError::KeyPair);
+            }
+            return Ok(Self(Key::Ed25519(Box::new(key))));
+        }
         let encoded = s.strip_prefix(SECRET_PREFIX).ok_or(SecretError::Prefix)?;
         let key = STANDARD.decode(encoded).map_err(|_| SecretError::Base64)?;
         if !(MIN_KEY_BYTES..=MAX_KEY_BYTES).contains(&key.len()) {
             return Err(SecretError::Length(key.len()));
         }
-        Ok(Self(key))
+        Ok(Self(Key::Hmac(key)))
+    }
+
+    /// A `whsec_` secret only: what verifying a received signature needs.
+    pub fn parse_hmac(s: &str) -> Result<Self, SecretError> {
+        let secret = Self::parse(s)?;
+        match secret.0 {
+            Key::Hmac(_) => Ok(secret),
+            Key::Ed25519(_) => Err(SecretError::NotHmac),
+        }
     }
 }
 
@@ -61,22 +127,36 @@ pub fn signature_header(
         return None;
     }
     let timestamp = timestamp_s.to_string();
-    let mut out = String::with_capacity(secrets.len() * 48);
-    for (i, secret) in secrets.iter().enumerate() {
-        // HMAC accepts keys of any length, so this cannot fail; skip rather than panic.
-        let Ok(mut mac) = <Hmac as KeyInit>::new_from_slice(&secret.0) else {
-            continue;
+    let mut out = String::with_capacity(secrets.len() * 92);
+    for secret in secrets {
+        let entry = match &secret.0 {
+            Key::Hmac(key) => {
+                // HMAC accepts keys of any length, so this cannot fail; skip rather than panic.
+                let Ok(mut mac) = <Hmac as KeyInit>::new_from_slice(key) else {
+                    continue;
+                };
+                mac.update(webhook_id.as_bytes());
+                mac.update(b".");
+                mac.update(timestamp.as_bytes());
+                mac.update(b".");
+                mac.update(body);
+                format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes()))
+            }
+            Key::Ed25519(key) => {
+                let mut signed =
+                    Vec::with_capacity(webhook_id.len() + timestamp.len() + 2 + body.len());
+                signed.extend_from_slice(webhook_id.as_bytes());
+                signed.push(b'.');
+                signed.extend_from_slice(timestamp.as_bytes());
+                signed.push(b'.');
+                signed.extend_from_slice(body);
+                format!("v1a,{}", STANDARD.encode(key.sign(&signed).to_bytes()))
+            }
         };
-        mac.update(webhook_id.as_bytes());
-        mac.update(b".");
-        mac.update(timestamp.as_bytes());
-        mac.update(b".");
-        mac.update(body);
-        if i > 0 {
+        if !out.is_empty() {
             out.push(' ');
         }
-        out.push_str("v1,");
-        STANDARD.encode_string(mac.finalize().into_bytes(), &mut out);
+        out.push_str(&entry);
     }
     Some(out)
 }
@@ -115,6 +195,54 @@ mod tests {
             signature_header(&[b], "m", 1, b"{}").as_deref()
         );
         assert!(signature_header(&[], "m", 1, b"{}").is_none());
+    }
+
+    /// A `whsk_` key signs `v1a` with ed25519 over the same content, verifiable with its
+    /// `whpk_` public key alone; mixed with a `whsec_` secret, one entry each, in order.
+    #[test]
+    fn an_ed25519_key_signs_v1a() {
+        let seed = [5u8; 32];
+        let sk = Secret::parse(&format!("whsk_{}", STANDARD.encode(seed))).unwrap();
+        let hmac = Secret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
+        let header =
+            signature_header(&[hmac.clone(), sk.clone()], "msg_1", 1_700_000_000, b"{}").unwrap();
+        let parts: Vec<&str> = header.split(' ').collect();
+        assert_eq!(parts.len(), 2);
+        assert!(parts[0].starts_with("v1,"));
+        let sig = STANDARD
+            .decode(parts[1].strip_prefix("v1a,").unwrap())
+            .unwrap();
+        let public = sk.public_key().unwrap();
+        let pk: [u8; 32] = STANDARD
+            .decode(public.strip_prefix("whpk_").unwrap())
+            .unwrap()
+            .try_into()
+            .unwrap();
+        let vk = ed25519_dalek::VerifyingKey::from_bytes(&pk).unwrap();
+        let sig = ed25519_dalek::Signature::from_bytes(&sig.try_into().unwrap());
+        use ed25519_dalek::Verifier as _;
+        vk.verify(b"msg_1.1700000000.{}", &sig).unwrap();
+        assert!(vk.verify(b"msg_1.1700000001.{}", &sig).is_err());
+        assert!(hmac.public_key().is_none());
+        // The 64-byte form (seed and public key) is the same key; a mismatched pair is not.
+        let pair = [&seed[..], &pk[..]].concat();
+        assert_eq!(
+            Secret::parse(&format!("whsk_{}", STANDARD.encode(&pair))).unwrap(),
+            sk
+        );
+        let wrong = [&seed[..], &[0u8; 32][..]].concat();
+        assert_eq!(
+            Secret::parse(&format!("whsk_{}", STANDARD.encode(wrong))),
+            Err(SecretError::KeyPair)
+        );
+        assert_eq!(
+            Secret::parse(&format!("whsk_{}", STANDARD.encode([1u8; 16]))),
+            Err(SecretError::SigningKeyLength(16))
+        );
+        assert_eq!(
+            Secret::parse_hmac(&format!("whsk_{}", STANDARD.encode(seed))),
+            Err(SecretError::NotHmac)
+        );
     }
 
     #[test]

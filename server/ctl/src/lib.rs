@@ -770,7 +770,21 @@ fn print_received(m: &pb::ReceivedMessage) {
 }
 
 async fn endpoints(api: &mut Api, json: bool, cmd: EndpointsCmd) -> Result<(), tonic::Status> {
-    let print = |e: &pb::Endpoint| print_endpoints(std::slice::from_ref(e));
+    let print = |e: &pb::Endpoint| {
+        print_endpoints(std::slice::from_ref(e));
+        // The one part of a v1a key that is no secret, and that the receiver needs.
+        for s in e
+            .secret_summaries
+            .iter()
+            .filter(|s| !s.public_key.is_empty())
+        {
+            outln!(
+                "public key {} (of {}: the receiver verifies v1a signatures with it)",
+                s.public_key,
+                s.fingerprint
+            );
+        }
+    };
     let shown = |r: Result<(), Failure>| r.map_err(|f| tonic::Status::internal(f.message));
     match cmd {
         EndpointsCmd::List => {

@@ -58,6 +58,7 @@ pub fn endpoint(e: EndpointRecord, clear: &[String], reveal: bool) -> pb::Endpoi
             pb::SecretSummary {
                 prefix: shown.prefix,
                 fingerprint: shown.fingerprint,
+                public_key: shown.public_key,
             }
         })
         .collect();

@@ -131,6 +131,7 @@ pub fn shown(source: &Source) -> pb::Source {
             .map(|(prefix, fingerprint)| pb::SecretSummary {
                 prefix: prefix.clone(),
                 fingerprint: fingerprint.clone(),
+                public_key: String::new(),
             })
             .collect(),
         from_config: source.from_config,

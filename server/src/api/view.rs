@@ -141,14 +141,22 @@ impl MessageView {
 pub(crate) struct SecretShown {
     pub(crate) prefix: String,
     pub(crate) fingerprint: String,
+    /// For an ed25519 signing key (`whsk_`): its public key (`whpk_`), which is no secret
+    /// and is what the receiver verifies `v1a` signatures with.
+    pub(crate) public_key: String,
 }
 
 impl SecretShown {
     pub(crate) fn of(clear: &str) -> Self {
         let (prefix, fingerprint) = hookd_core::secrets::summary(clear);
+        let public_key = hookd_core::signing::Secret::parse(clear)
+            .ok()
+            .and_then(|s| s.public_key())
+            .unwrap_or_default();
         Self {
             prefix,
             fingerprint,
+            public_key,
         }
     }
 }

@@ -110,8 +110,8 @@ impl Verifier {
         let mut keys = Vec::with_capacity(secrets.len());
         for (i, s) in secrets.iter().enumerate() {
             let key = match scheme {
-                Scheme::StandardWebhooks => hookd_core::signing::Secret::parse(s)
-                    .map(|k| k.key_bytes().to_vec())
+                Scheme::StandardWebhooks => hookd_core::signing::Secret::parse_hmac(s)
+                    .map(|k| k.hmac_key().unwrap_or_default().to_vec())
                     .map_err(|e| format!("secrets[{i}]: {e}"))?,
                 _ if s.len() < MIN_SECRET_BYTES => {
                     return Err(format!(

@@ -237,6 +237,16 @@ pub(crate) async fn endpoint(
                         @for (i, sec) in v.summaries().iter().enumerate() {
                             @if i > 0 { ", " }
                             code { (sec.fingerprint) }
+                            @if !sec.public_key.is_empty() {
+                                " (ed25519, v1a; the receiver verifies with " code { (sec.public_key) } ")"
+                            }
+                        }
+                    } }
+                    tr { th { "static headers" } td {
+                        @if e.headers.is_empty() { "none" }
+                        @for (i, name) in e.headers.keys().enumerate() {
+                            @if i > 0 { ", " }
+                            code { (name) }
                         }
                     } }
                     tr { th { "created" } td { (view::time(e.created_ms)) } }

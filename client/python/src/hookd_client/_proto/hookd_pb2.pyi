@@ -509,12 +509,14 @@ class Endpoint(_message.Message):
     def __init__(self, name: _Optional[str] = ..., url: _Optional[str] = ..., description: _Optional[str] = ..., max_attempts: _Optional[int] = ..., retry_base_ms: _Optional[int] = ..., retry_cap_ms: _Optional[int] = ..., disabled: _Optional[bool] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ..., secrets: _Optional[_Iterable[str]] = ..., connect_timeout_ms: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., rate_limit_per_s: _Optional[float] = ..., rate_limit_burst: _Optional[int] = ..., disabled_reason: _Optional[str] = ..., disabled_unix_ms: _Optional[int] = ..., paused: _Optional[bool] = ..., paused_reason: _Optional[str] = ..., paused_unix_ms: _Optional[int] = ..., secret_summaries: _Optional[_Iterable[_Union[SecretSummary, _Mapping]]] = ..., headers: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class SecretSummary(_message.Message):
-    __slots__ = ("prefix", "fingerprint")
+    __slots__ = ("prefix", "fingerprint", "public_key")
     PREFIX_FIELD_NUMBER: _ClassVar[int]
     FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
     prefix: str
     fingerprint: str
-    def __init__(self, prefix: _Optional[str] = ..., fingerprint: _Optional[str] = ...) -> None: ...
+    public_key: str
+    def __init__(self, prefix: _Optional[str] = ..., fingerprint: _Optional[str] = ..., public_key: _Optional[str] = ...) -> None: ...
 
 class PutEndpointRequest(_message.Message):
     __slots__ = ("endpoint",)
