@@ -38,15 +38,20 @@ async fn node_octokit_signs_what_ingest_accepts() {
     server.stop().await;
 }
 
-/// The TypeScript package (`client/node`, built by `.ci/run` with `npm ci && npm run
-/// build`): its `node --test` suite, against a hookd whose destinations hold at most 64 KiB
-/// of live messages; then the README's example agent (examples/node/agent.ts, built by
-/// `.ci/run` into examples/node/dist) against it.
+/// The TypeScript package (`client/node`) as published: `.ci/run` packs it (`npm pack`),
+/// installs the tarball into a project of its own, and puts the package's `node --test`
+/// suite there importing `@hookd/client` (HOOKD_NODE_CLIENT_TESTS), so the tests run
+/// against what `npm pack` shipped, not the source tree; against a hookd whose
+/// destinations hold at most 64 KiB of live messages. Then the README's example agent
+/// (examples/node/agent.ts, built by `.ci/run` into examples/node/dist) against it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs Node.js with client/node built (npm ci && npm run build); .ci/run runs it"]
+#[ignore = "needs Node.js and client/node packed and installed (HOOKD_NODE_CLIENT_TESTS); .ci/run runs it"]
 async fn node_client_package() {
     let node = std::env::var("HOOKD_NODE")
         .expect("HOOKD_NODE must name a node binary, with client/node built (.ci/run does)");
+    let tests = std::env::var("HOOKD_NODE_CLIENT_TESTS").expect(
+        "HOOKD_NODE_CLIENT_TESTS must name client/node's tests beside the package installed from its npm pack tarball (.ci/run makes it)",
+    );
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::with_small_marks(dir.path()).await;
     let root = format!("{}/..", env!("CARGO_MANIFEST_DIR"));
@@ -54,7 +59,7 @@ async fn node_client_package() {
     crate::harness::run_program(
         node.clone(),
         "client/node tests",
-        vec!["--test".into(), format!("{root}/client/node/test/")],
+        vec!["--test".into(), format!("{tests}/")],
         vec![("HOOKD_ADDR".into(), addr.clone())],
     )
     .await;
