@@ -17,7 +17,8 @@ cd "$(dirname "$0")/.."
 profile=${PROFILE:-dist}
 out=${OUT:-dist}
 if ! command -v cargo-cyclonedx >/dev/null; then
-    cargo install --locked --quiet cargo-cyclonedx@0.5.9
+    # A debug build: it runs for seconds, and builds in half the time.
+    cargo install --locked --quiet --debug cargo-cyclonedx@0.5.9
 fi
 cargo build --locked --profile "$profile" -p hookd --bin hookd
 case "$profile" in
