@@ -981,19 +981,9 @@ async fn static_headers_go_with_every_attempt_and_are_shown_only_when_revealed()
     // Stored: after a restart, the next attempt carries them too; revealed on request.
     let server = server.restart().await;
     let mut c = server.client().await;
-    let revealed = c
-        .raw()
-        .get_endpoint(pb::GetEndpointRequest {
-            name: "gateway".into(),
-            reveal_secrets: true,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .endpoint
-        .unwrap();
+    let stored = revealed(&mut c, "gateway").await;
     assert_eq!(
-        revealed.headers.get("x-api-key").map(String::as_str),
+        stored.headers.get("x-api-key").map(String::as_str),
         Some("k-123")
     );
     c.enqueue(Event::to_endpoint("gateway", b"{}".to_vec()))
@@ -1044,17 +1034,7 @@ async fn static_headers_go_with_every_attempt_and_are_shown_only_when_revealed()
         message(&e).contains("21 headers is over the limit of 20"),
         "{e}"
     );
-    let kept = c
-        .raw()
-        .get_endpoint(pb::GetEndpointRequest {
-            name: "gateway".into(),
-            reveal_secrets: true,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .endpoint
-        .unwrap();
+    let kept = revealed(&mut c, "gateway").await;
     assert!(kept.url.ends_with("/in"), "{kept:?}");
     assert_eq!(kept.headers.len(), 2);
     server.stop().await;
@@ -1162,4 +1142,19 @@ async fn an_ed25519_key_signs_v1a_beside_v1_and_its_public_key_is_shown() {
         "{e}"
     );
     server.stop().await;
+}
+
+/// GetEndpoint with reveal_secrets: the endpoint as stored, secrets and header values in
+/// clear.
+async fn revealed(c: &mut Client, name: &str) -> pb::Endpoint {
+    c.raw()
+        .get_endpoint(pb::GetEndpointRequest {
+            name: name.into(),
+            reveal_secrets: true,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .endpoint
+        .unwrap()
 }

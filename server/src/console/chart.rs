@@ -27,27 +27,14 @@ pub(super) fn latency(series: &[(u64, LatencySummary)], title: &str, step_label:
     let top = nice_ceiling(series.iter().map(|(_, s)| s.p99_ms).fold(0.0_f64, f64::max));
     let n = series.len().max(1);
     let x = |i: usize| LEFT + (W - LEFT - 4.0) * (i as f64 + 0.5) / n as f64;
-    let y = |v: f64| TOP + (H - TOP - BOTTOM) * (1.0 - (v / top).min(1.0));
+    let y = |v: f64| y_at(v, top);
     let runs = runs(series);
     html! {
         figure.chart {
             svg xmlns="http://www.w3.org/2000/svg" viewBox=(format!("0 0 {W} {H}"))
                 width=(W) height=(H) role="img" aria-label=(title) {
                 title { (title) }
-                // Axes and the y scale.
-                line x1=(LEFT) y1=(TOP) x2=(LEFT) y2=(H - BOTTOM) stroke="#999" {}
-                line x1=(LEFT) y1=(H - BOTTOM) x2=(W - 4.0) y2=(H - BOTTOM) stroke="#999" {}
-                @for frac in [0.0, 0.5, 1.0] {
-                    text x=(LEFT - 4.0) y=(y(top * frac) + 4.0) text-anchor="end" font-size="10" {
-                        (ms_label(top * frac))
-                    }
-                    @if frac > 0.0 {
-                        line x1=(LEFT) y1=(y(top * frac)) x2=(W - 4.0) y2=(y(top * frac))
-                            stroke="#e2e2e2" {}
-                    }
-                }
-                text x=(LEFT) y=(H - 6.0) font-size="10" { "-" (series.len()) " " (step_label) }
-                text x=(W - 4.0) y=(H - 6.0) font-size="10" text-anchor="end" { "now" }
+                (frame(top, ms_label, &format!("-{} {step_label}", series.len())))
                 @if runs.is_empty() {
                     text x=((LEFT + W) / 2.0) y=(H / 2.0) text-anchor="middle" font-size="12"
                         fill="#777" { "no attempts in this window" }
@@ -88,26 +75,14 @@ pub(super) fn throughput(delivered: &[u64], failed: &[u64], title: &str) -> Mark
         .unwrap_or(0);
     let top = nice_ceiling(most as f64).max(1.0);
     let step = (W - LEFT - 4.0) / n as f64;
-    let y = |v: f64| TOP + (H - TOP - BOTTOM) * (1.0 - (v / top).min(1.0));
+    let y = |v: f64| y_at(v, top);
     let (good, bad) = ("#2b6cb0", "#c53030");
     html! {
         figure.chart {
             svg xmlns="http://www.w3.org/2000/svg" viewBox=(format!("0 0 {W} {H}"))
                 width=(W) height=(H) role="img" aria-label=(title) {
                 title { (title) }
-                line x1=(LEFT) y1=(TOP) x2=(LEFT) y2=(H - BOTTOM) stroke="#999" {}
-                line x1=(LEFT) y1=(H - BOTTOM) x2=(W - 4.0) y2=(H - BOTTOM) stroke="#999" {}
-                @for frac in [0.0, 0.5, 1.0] {
-                    text x=(LEFT - 4.0) y=(y(top * frac) + 4.0) text-anchor="end" font-size="10" {
-                        (format!("{:.0}", top * frac))
-                    }
-                    @if frac > 0.0 {
-                        line x1=(LEFT) y1=(y(top * frac)) x2=(W - 4.0) y2=(y(top * frac))
-                            stroke="#e2e2e2" {}
-                    }
-                }
-                text x=(LEFT) y=(H - 6.0) font-size="10" { "-" (n) " min" }
-                text x=(W - 4.0) y=(H - 6.0) font-size="10" text-anchor="end" { "now" }
+                (frame(top, |v| format!("{v:.0}"), &format!("-{n} min")))
                 @if most == 0 {
                     text x=((LEFT + W) / 2.0) y=(H / 2.0) text-anchor="middle" font-size="12"
                         fill="#777" { "nothing completed in this window" }
@@ -138,6 +113,31 @@ pub(super) fn throughput(delivered: &[u64], failed: &[u64], title: &str) -> Mark
                 }
             }
         }
+    }
+}
+
+/// Where value `v` lies on a chart whose y scale ends at `top`.
+fn y_at(v: f64, top: f64) -> f64 {
+    TOP + (H - TOP - BOTTOM) * (1.0 - (v / top).min(1.0))
+}
+
+/// What every chart over time draws first: the axes, the y scale at 0, half and `top`
+/// (each labelled by `label`, with a grid line), and the x axis from `since` to "now".
+fn frame(top: f64, label: impl Fn(f64) -> String, since: &str) -> Markup {
+    html! {
+        line x1=(LEFT) y1=(TOP) x2=(LEFT) y2=(H - BOTTOM) stroke="#999" {}
+        line x1=(LEFT) y1=(H - BOTTOM) x2=(W - 4.0) y2=(H - BOTTOM) stroke="#999" {}
+        @for frac in [0.0, 0.5, 1.0] {
+            text x=(LEFT - 4.0) y=(y_at(top * frac, top) + 4.0) text-anchor="end" font-size="10" {
+                (label(top * frac))
+            }
+            @if frac > 0.0 {
+                line x1=(LEFT) y1=(y_at(top * frac, top)) x2=(W - 4.0) y2=(y_at(top * frac, top))
+                    stroke="#e2e2e2" {}
+            }
+        }
+        text x=(LEFT) y=(H - 6.0) font-size="10" { (since) }
+        text x=(W - 4.0) y=(H - 6.0) font-size="10" text-anchor="end" { "now" }
     }
 }
 
