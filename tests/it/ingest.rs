@@ -1640,3 +1640,100 @@ async fn a_client_failing_the_check_is_refused_unread_until_its_window_ends() {
     );
     server.stop().await;
 }
+
+/// Standard Webhooks `v1a` received: a source holding a sender's ed25519 public key
+/// (`whpk_`) accepts what the sender's private key signed, beside its HMAC secret while
+/// the sender moves over, and refuses what another key signed (401, nothing stored).
+#[tokio::test]
+async fn a_source_with_a_public_key_accepts_v1a_signatures() {
+    use ed25519_dalek::Signer as _;
+    let dir = tempfile::tempdir().unwrap();
+    let sender = ed25519_dalek::SigningKey::from_bytes(&[3u8; 32]);
+    let stranger = ed25519_dalek::SigningKey::from_bytes(&[4u8; 32]);
+    let whpk = format!(
+        "whpk_{}",
+        STANDARD.encode(sender.verifying_key().as_bytes())
+    );
+    let source = SourceSpec {
+        secrets: vec![sw_secret(SW_KEY), whpk.clone()],
+        ..SourceSpec::new("signed", SchemeName::StandardWebhooks, "inbox")
+    };
+    let server = start_with_sources(dir.path(), vec![source]).await;
+    let mut client = server.client().await;
+    let v1a = |key: &ed25519_dalek::SigningKey, id: &str, ts: u64, body: &[u8]| {
+        let signed = [id.as_bytes(), b".", ts.to_string().as_bytes(), b".", body].concat();
+        let mut headers = sw_headers(SW_KEY, id, ts, body);
+        for (n, v) in &mut headers {
+            if n == "webhook-signature" {
+                *v = format!("v1a,{}", STANDARD.encode(key.sign(&signed).to_bytes()));
+            }
+        }
+        headers
+    };
+    let body = br#"{"type":"run.finished"}"#;
+    let ok = post(
+        server.ingest,
+        "signed",
+        &v1a(&sender, "msg_a", now_s(), body),
+        body,
+    )
+    .await;
+    assert_eq!(ok.status, 202, "{ok:?}");
+    // The HMAC secret still verifies v1 (a sender mid-rotation).
+    let hmac = post(
+        server.ingest,
+        "signed",
+        &sw_headers(SW_KEY, "msg_b", now_s(), body),
+        body,
+    )
+    .await;
+    assert_eq!(hmac.status, 202, "{hmac:?}");
+    // Another key's signature, and a signature over another body: refused.
+    let forged = post(
+        server.ingest,
+        "signed",
+        &v1a(&stranger, "msg_c", now_s(), body),
+        body,
+    )
+    .await;
+    assert_eq!(forged.status, 401, "{forged:?}");
+    let moved = post(
+        server.ingest,
+        "signed",
+        &v1a(&sender, "msg_d", now_s(), b"{}"),
+        body,
+    )
+    .await;
+    assert_eq!(moved.status, 401, "{moved:?}");
+    let got = receive_all(&mut client, "inbox").await;
+    assert_eq!(got.len(), 2, "{got:?}");
+    // Shown as a kind of key, not its value; a malformed one is refused naming it.
+    let listed = client
+        .raw()
+        .list_sources(pb::ListSourcesRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .sources;
+    let shown = &listed
+        .iter()
+        .find(|s| s.name == "signed")
+        .unwrap()
+        .secret_summaries;
+    assert_eq!(shown[1].prefix, "whpk_…");
+    let e = client
+        .put_source(pb::Source {
+            name: "bad-key".into(),
+            scheme: "standard-webhooks".into(),
+            secrets: vec![format!("whpk_{}", STANDARD.encode([1u8; 31]))],
+            route: Some(pb::source::Route::Queue("q".into())),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        message(&e).contains("secrets[0]") && message(&e).contains("32"),
+        "{e}"
+    );
+    server.stop().await;
+}

@@ -198,6 +198,8 @@ pub fn summary(clear: &str) -> (String, String) {
         "whsec_…"
     } else if clear.starts_with("whsk_") {
         "whsk_…"
+    } else if clear.starts_with("whpk_") {
+        "whpk_…"
     } else {
         "…"
     };

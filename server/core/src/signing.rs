@@ -58,9 +58,13 @@ pub enum SecretError {
     #[error("its last 32 bytes are not the public key of its first 32")]
     KeyPair,
     #[error(
-        "is an ed25519 signing key (\"{SIGNING_KEY_PREFIX}\"): verifying needs an HMAC secret (\"{SECRET_PREFIX}\")"
+        "is an ed25519 signing key (\"{SIGNING_KEY_PREFIX}\"): verifying needs an HMAC secret (\"{SECRET_PREFIX}\") or the public key (\"{PUBLIC_KEY_PREFIX}\")"
     )]
     NotHmac,
+    #[error("decodes to {0} bytes; an ed25519 public key is 32")]
+    PublicKeyLength(usize),
+    #[error("is not an ed25519 public key (not a point of the curve)")]
+    PublicKeyPoint,
 }
 
 impl Secret {
@@ -113,6 +117,57 @@ impl Secret {
             Key::Hmac(_) => Ok(secret),
             Key::Ed25519(_) => Err(SecretError::NotHmac),
         }
+    }
+}
+
+/// An ed25519 public key (`whpk_` + base64 of 32 bytes), what a `v1a` signature is
+/// verified with (an ingest source's secret, where hookd is the receiver).
+#[derive(Clone, PartialEq, Eq)]
+pub struct PublicKey(ed25519_dalek::VerifyingKey);
+
+impl std::fmt::Debug for PublicKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PublicKey(..)")
+    }
+}
+
+impl PublicKey {
+    /// Is `s` written as a public key (`whpk_`), whatever follows?
+    pub fn is_one(s: &str) -> bool {
+        s.starts_with(PUBLIC_KEY_PREFIX)
+    }
+
+    pub fn parse(s: &str) -> Result<Self, SecretError> {
+        let encoded = s
+            .strip_prefix(PUBLIC_KEY_PREFIX)
+            .ok_or(SecretError::Prefix)?;
+        let bytes = STANDARD.decode(encoded).map_err(|_| SecretError::Base64)?;
+        let raw: [u8; 32] = bytes
+            .as_slice()
+            .try_into()
+            .map_err(|_| SecretError::PublicKeyLength(bytes.len()))?;
+        ed25519_dalek::VerifyingKey::from_bytes(&raw)
+            .map(Self)
+            .map_err(|_| SecretError::PublicKeyPoint)
+    }
+
+    /// Does `signature` (the base64 after `v1a,`) sign `id.timestamp.body` under this key?
+    pub fn verifies(&self, signature_b64: &str, id: &str, timestamp: &str, body: &[u8]) -> bool {
+        let Ok(raw) = STANDARD.decode(signature_b64) else {
+            return false;
+        };
+        let Ok(raw) = <[u8; 64]>::try_from(raw.as_slice()) else {
+            return false;
+        };
+        let mut signed = Vec::with_capacity(id.len() + timestamp.len() + 2 + body.len());
+        signed.extend_from_slice(id.as_bytes());
+        signed.push(b'.');
+        signed.extend_from_slice(timestamp.as_bytes());
+        signed.push(b'.');
+        signed.extend_from_slice(body);
+        self.0
+            .verify_strict(&signed, &ed25519_dalek::Signature::from_bytes(&raw))
+            .is_ok()
     }
 }
 
@@ -242,6 +297,27 @@ mod tests {
         assert_eq!(
             Secret::parse_hmac(&format!("whsk_{}", STANDARD.encode(seed))),
             Err(SecretError::NotHmac)
+        );
+    }
+
+    /// What hookd signs with a `whsk_` key, a source holding its `whpk_` key verifies;
+    /// another body, timestamp or key does not.
+    #[test]
+    fn a_public_key_verifies_what_its_signing_key_signed() {
+        let sk = Secret::parse(&format!("whsk_{}", STANDARD.encode([9u8; 32]))).unwrap();
+        let pk = PublicKey::parse(&sk.public_key().unwrap()).unwrap();
+        let header = signature_header(&[sk], "msg_2", 1_700_000_000, b"{}").unwrap();
+        let sig = header.strip_prefix("v1a,").unwrap();
+        assert!(pk.verifies(sig, "msg_2", "1700000000", b"{}"));
+        assert!(!pk.verifies(sig, "msg_2", "1700000000", b"{ }"));
+        assert!(!pk.verifies(sig, "msg_2", "1700000001", b"{}"));
+        assert!(!pk.verifies("not base64!", "msg_2", "1700000000", b"{}"));
+        let other = Secret::parse(&format!("whsk_{}", STANDARD.encode([8u8; 32]))).unwrap();
+        let other_pk = PublicKey::parse(&other.public_key().unwrap()).unwrap();
+        assert!(!other_pk.verifies(sig, "msg_2", "1700000000", b"{}"));
+        assert_eq!(
+            PublicKey::parse(&format!("whpk_{}", STANDARD.encode([1u8; 31]))),
+            Err(SecretError::PublicKeyLength(31))
         );
     }
 

@@ -82,6 +82,8 @@ pub struct Verifier {
     /// Keys as the scheme uses them (Standard Webhooks: the decoded `whsec_` bytes;
     /// otherwise the secret's bytes).
     keys: Vec<Vec<u8>>,
+    /// Standard Webhooks `v1a`: the senders' ed25519 public keys (`whpk_`).
+    public_keys: Vec<hookd_core::signing::PublicKey>,
     tolerance_s: u64,
 }
 
@@ -108,7 +110,17 @@ impl Verifier {
             ));
         }
         let mut keys = Vec::with_capacity(secrets.len());
+        let mut public_keys = Vec::new();
         for (i, s) in secrets.iter().enumerate() {
+            if matches!(scheme, Scheme::StandardWebhooks)
+                && hookd_core::signing::PublicKey::is_one(s)
+            {
+                public_keys.push(
+                    hookd_core::signing::PublicKey::parse(s)
+                        .map_err(|e| format!("secrets[{i}]: {e}"))?,
+                );
+                continue;
+            }
             let key = match scheme {
                 Scheme::StandardWebhooks => hookd_core::signing::Secret::parse_hmac(s)
                     .map(|k| k.hmac_key().unwrap_or_default().to_vec())
@@ -131,6 +143,7 @@ impl Verifier {
         Ok(Self {
             scheme,
             keys,
+            public_keys,
             tolerance_s,
         })
     }
@@ -157,6 +170,23 @@ impl Verifier {
                 let entries = header("webhook-signature")?;
                 if entries.split(' ').filter(|e| !e.is_empty()).count() > MAX_SIGNATURES {
                     return Err(too_many());
+                }
+                // v1a: any entry under any of the senders' public keys.
+                let v1a = entries
+                    .split(' ')
+                    .filter_map(|e| e.strip_prefix("v1a,"))
+                    .any(|sig| {
+                        self.public_keys
+                            .iter()
+                            .any(|pk| pk.verifies(sig, id, ts_text, body))
+                    });
+                if v1a {
+                    return Ok(Verified {
+                        timestamp_s: Some(ts),
+                    });
+                }
+                if self.keys.is_empty() {
+                    return Err(refused("no v1a signature matches"));
                 }
                 let candidates: Vec<Vec<u8>> = entries
                     .split(' ')
