@@ -173,7 +173,8 @@ pub enum EndpointsCmd {
         url: String,
         #[arg(long)]
         description: Option<String>,
-        /// Standard Webhooks signing secret (`whsec_...`); repeatable while rotating.
+        /// Standard Webhooks signing secret: `whsec_...` (HMAC, v1) or `whsk_...` (ed25519,
+        /// v1a; `hookd endpoints get` prints its public key); repeatable while rotating.
         #[arg(long = "secret")]
         secrets: Vec<String>,
         #[arg(long)]
