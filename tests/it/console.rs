@@ -516,22 +516,23 @@ async fn console_refuses_posts_without_the_csrf_token_and_escapes_what_it_shows(
     assert_eq!(e.secrets, vec![SECRET.to_owned()], "the secret is kept");
     // A URL the destination guard refuses is saved, with the warning in the notice (the
     // guard only judges the address: nothing connects to it).
-    let updated = http
-        .get("/ui/endpoints/orders/edit", &cookie)
-        .await
-        .field("updated");
-    let r = http
-        .post(
-            "/ui/endpoints/orders/edit",
-            &cookie,
-            &[
-                ("csrf", &csrf),
-                ("updated", &updated),
-                ("url", "http://10.0.0.5/hook"),
-            ],
-        )
-        .await;
-    assert_eq!(r.status, 303, "{}", r.body);
+    // Saves the edit form with only a new URL, as of the endpoint's current version.
+    let save_url = async |url: &str| {
+        let updated = http
+            .get("/ui/endpoints/orders/edit", &cookie)
+            .await
+            .field("updated");
+        let r = http
+            .post(
+                "/ui/endpoints/orders/edit",
+                &cookie,
+                &[("csrf", &csrf), ("updated", &updated), ("url", url)],
+            )
+            .await;
+        assert_eq!(r.status, 303, "{}", r.body);
+        r
+    };
+    let r = save_url("http://10.0.0.5/hook").await;
     let notice = r.header("location");
     assert!(
         notice.contains("Saved") && notice.contains("Warning") && notice.contains("10.0.0.5"),
@@ -542,22 +543,7 @@ async fn console_refuses_posts_without_the_csrf_token_and_escapes_what_it_shows(
     let mut e = endpoint(&mut c, true).await;
     e.headers = [("x-api-key".to_owned(), "k-1".to_owned())].into();
     c.put_endpoint(e).await.unwrap();
-    let updated = http
-        .get("/ui/endpoints/orders/edit", &cookie)
-        .await
-        .field("updated");
-    let r = http
-        .post(
-            "/ui/endpoints/orders/edit",
-            &cookie,
-            &[
-                ("csrf", &csrf),
-                ("updated", &updated),
-                ("url", &sink.url("/hook")),
-            ],
-        )
-        .await;
-    assert_eq!(r.status, 303, "{}", r.body);
+    save_url(&sink.url("/hook")).await;
     let e = endpoint(&mut c, true).await;
     assert_eq!(e.headers.get("x-api-key").map(String::as_str), Some("k-1"));
     server.stop().await;

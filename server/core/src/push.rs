@@ -24,7 +24,7 @@ pub struct Target {
     pub secrets: Vec<Secret>,
     /// The endpoint's static headers (names lower-case), sent with every attempt over the
     /// event's own headers of the same name.
-    pub headers: Vec<(String, String)>,
+    pub headers: BTreeMap<String, String>,
     pub connect_timeout: Duration,
     /// The whole attempt, response body included.
     pub timeout: Duration,

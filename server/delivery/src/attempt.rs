@@ -89,11 +89,7 @@ fn build(d: &Delivery) -> Result<Request<Full<Bytes>>, String> {
     // refuses the reserved names at enqueue).
     // The event's headers, then the endpoint's static ones over them, then hookd's own
     // over both (validation refuses hookd's names in either).
-    for (name, value) in d
-        .headers
-        .iter()
-        .chain(d.target.headers.iter().map(|(name, value)| (name, value)))
-    {
+    for (name, value) in d.headers.iter().chain(&d.target.headers) {
         if let (Ok(n), Ok(v)) = (
             HeaderName::from_bytes(name.as_bytes()),
             HeaderValue::from_str(value),

@@ -37,7 +37,7 @@ const LOST_AFTER_TIMEOUT_MS: u64 = 30_000;
 struct Settings {
     url: Option<String>,
     secrets: Vec<Secret>,
-    headers: Vec<(String, String)>,
+    headers: std::collections::BTreeMap<String, String>,
     connect_timeout_ms: u64,
     timeout_ms: u64,
     limits: gate::Limits,
@@ -121,11 +121,7 @@ impl Engine {
                     })
                     .filter_map(|s| Secret::parse(&s).ok())
                     .collect(),
-                headers: e
-                    .headers
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
+                headers: e.headers.clone(),
                 connect_timeout_ms: or(e.connect_timeout_ms, c.connect_timeout_ms),
                 timeout_ms: or(e.timeout_ms, c.timeout_ms),
                 limits: gate::Limits {
@@ -148,7 +144,7 @@ impl Engine {
         Destination::is_url_key(key).then(|| Settings {
             url: None,
             secrets: Vec::new(),
-            headers: Vec::new(),
+            headers: Default::default(),
             connect_timeout_ms: c.connect_timeout_ms,
             timeout_ms: c.timeout_ms,
             limits: gate::Limits {
