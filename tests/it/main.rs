@@ -31,6 +31,7 @@ mod python;
 mod queue;
 mod quickstart;
 mod readme;
+mod rest;
 mod restart;
 mod retry;
 mod secrets;

@@ -158,3 +158,23 @@ async fn python_provider_libraries_sign_what_ingest_accepts() {
     crate::harness::run_script(python, "python/ingest_providers.py", args.to_vec()).await;
     server.stop().await;
 }
+
+/// The HTTP/JSON API through a client generated from the OpenAPI document hookd serves, by
+/// openapi-python-client (PyPI), after openapi-spec-validator has checked the document:
+/// every route but the event stream (rest.rs tests that one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Python with openapi-python-client (tests/python/requirements.txt); .ci/run runs it"]
+async fn python_openapi_generated_client_calls_every_route() {
+    let python = std::env::var("HOOKD_PYTHON").expect(
+        "HOOKD_PYTHON must name a Python with tests/python/requirements.txt installed (.ci/run sets it)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    crate::harness::run_script(
+        python,
+        "python/openapi_client.py",
+        vec![server.http.to_string()],
+    )
+    .await;
+    server.stop().await;
+}

@@ -1,5 +1,5 @@
 //! The README's first hour, run as pasted: every command block of "Quickstart from the
-//! shell" and "Receive a signed webhook and pull it", in order, in one bash, against the
+//! shell", "Receive a signed webhook and pull it" and "The same over HTTP/JSON" (curl), in order, in one bash, against the
 //! hookd built here (`hookd` on PATH) with the Python of HOOKD_PYTHON (which has
 //! `standardwebhooks`, tests/python/requirements.txt). The snippets use hookd's and the
 //! receiver's fixed ports (7700 to 7702, 8080), so they run in a network namespace of
@@ -10,9 +10,10 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The README's sections run here, in this order.
-const SECTIONS: [&str; 2] = [
+const SECTIONS: [&str; 3] = [
     "## Quickstart from the shell",
     "### Receive a signed webhook and pull it",
+    "### The same over HTTP/JSON",
 ];
 
 /// A fenced block: its language and its text.
@@ -75,9 +76,9 @@ fn script(readme: &str) -> String {
             ran += 1;
         }
     }
-    // The quickstart's 2 blocks, the ingest section's 4.
+    // The quickstart's 2 blocks, the ingest section's 4, the HTTP/JSON one.
     assert_eq!(
-        ran, 6,
+        ran, 7,
         "the README's first-hour blocks changed: update this test"
     );
     script.push_str(
@@ -144,7 +145,7 @@ async fn readme_snippets_run_as_pasted() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.status.success(), "{text}");
-    assert_eq!(text.matches("=== block done").count(), 6, "{text}");
+    assert_eq!(text.matches("=== block done").count(), 7, "{text}");
     assert!(text.contains("=== the README ran"), "{text}");
     // What each step should show: the endpoint, the first delivery at the receiver, the
     // dead letter and its replay delivered, the GitHub webhook accepted once and pulled,
@@ -158,6 +159,11 @@ async fn readme_snippets_run_as_pasted() {
         "{\"duplicate\":false,\"id\":\"",
         "{\"action\":\"opened\",\"number\":1}",
         "event type  agent.step.finished",
+        // The HTTP/JSON section: the endpoint put, the push delivered, the ack, the error.
+        "\"created\":true",
+        "b'{\"invoice\":7}'",
+        "{\"acked\":1}",
+        "\"message\":\"queue: must not be empty\"",
     ] {
         assert!(text.contains(shown), "no {shown:?} in:\n{text}");
     }

@@ -16,8 +16,8 @@ use crate::certs::{self, Ca};
 use crate::harness::{TestServer, code, test_config};
 
 pub(crate) const AGENT: &str = "agent-token-aaaaaaaaaaaaaaaa";
-const READER: &str = "reader-token-bbbbbbbbbbbbbbbb";
-const OPS: &str = "ops-token-cccccccccccccccccccc";
+pub(crate) const READER: &str = "reader-token-bbbbbbbbbbbbbbbb";
+pub(crate) const OPS: &str = "ops-token-cccccccccccccccccccc";
 
 fn token_line(name: &str, token: &str, scopes: &[Scope]) -> String {
     let scopes: Vec<String> = scopes.iter().map(|s| format!("\"{}\"", s.name())).collect();
@@ -29,7 +29,7 @@ fn token_line(name: &str, token: &str, scopes: &[Scope]) -> String {
 }
 
 /// A test config with three tokens (the ops one read from a file) plus `extra` TOML.
-fn secured(dir: &std::path::Path, extra: &str) -> Config {
+pub(crate) fn secured(dir: &std::path::Path, extra: &str) -> Config {
     let ops_file = certs::write(dir, "ops.token", &format!("{OPS}\n"));
     let toml = format!(
         "{extra}\n{}{}[[auth.tokens]]\nname = \"ops\"\nfile = \"{}\"\nscopes = [\"admin\"]\n",

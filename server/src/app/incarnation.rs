@@ -438,10 +438,28 @@ impl Servers {
         let (ingest_router, demote) = ingest_router(config, incarnation, shared.metrics.clone())?;
         let ingest_conns = accept(ingest, crate::listen::Kind::Ingest, demote);
 
+        let limits = &config.connections;
+        // One request budget for both ways in: a JSON call is a gRPC call made in process.
+        let grpc_layer = crate::auth::GrpcAuthLayer {
+            auth: auth.clone(),
+            body_timeout: Duration::from_millis(limits.request_body_timeout_ms),
+            budget: crate::listen::RequestBudget::new(limits),
+            health: crate::listen::RequestBudget::health(limits),
+        };
+        let max_message = max_grpc_message(config);
+        let rest = crate::rest::Rest::new(
+            tower_layer::Layer::layer(&grpc_layer, hookd_service(api.clone(), max_message)),
+            !auth.enabled(),
+            // Base64 makes a payload 4/3 as long; JSON's quoting and names add the rest.
+            max_message.saturating_mul(2),
+            Duration::from_millis(limits.request_body_timeout_ms),
+        )
+        .map_err(ServeError::Rest)?;
         let grpc = grpc_server(
             config,
             &auth,
-            api,
+            grpc_layer,
+            hookd_service(api, max_message),
             health_service,
             grpc_conns,
             stop_rx.clone(),
@@ -453,6 +471,7 @@ impl Servers {
             !auth.enabled(),
         )
         .merge(crate::console::router(console))
+        .merge(crate::rest::router(rest))
         .layer(axum::middleware::from_fn_with_state(
             auth.clone(),
             crate::auth::http_middleware,
@@ -526,12 +545,20 @@ fn follow_engine_health(
     })
 }
 
+/// `hookd.v1.Hookd` with its message limits.
+fn hookd_service(api: HookdService, max_message: usize) -> HookdServer<HookdService> {
+    HookdServer::new(api)
+        .max_decoding_message_size(max_message)
+        .max_encoding_message_size(max_message)
+}
+
 /// The gRPC server: health, reflection (unless switched off), `hookd.v1.Hookd`, behind
 /// authentication and the request budget.
 fn grpc_server(
     config: &Config,
     auth: &Arc<crate::auth::Authenticator>,
-    api: HookdService,
+    layer: crate::auth::GrpcAuthLayer,
+    service: HookdServer<HookdService>,
     health: tonic_health::pb::health_server::HealthServer<
         impl tonic_health::pb::health_server::Health,
     >,
@@ -539,10 +566,6 @@ fn grpc_server(
     mut stop: watch::Receiver<bool>,
 ) -> Result<impl Future<Output = Result<(), tonic::transport::Error>> + Send + 'static, ServeError>
 {
-    let max_message = max_grpc_message(config);
-    let service = HookdServer::new(api)
-        .max_decoding_message_size(max_message)
-        .max_encoding_message_size(max_message);
     let reflection = auth.reflection() != crate::auth::Reflection::Off;
     let reflection_builder = || {
         tonic_reflection::server::Builder::configure()
@@ -565,12 +588,7 @@ fn grpc_server(
         .http2_max_header_list_size(Some(limits.max_header_bytes))
         .http2_keepalive_interval(Some(Duration::from_secs(limits.keepalive_interval_secs)))
         .http2_keepalive_timeout(Some(Duration::from_secs(20)))
-        .layer(crate::auth::GrpcAuthLayer {
-            auth: auth.clone(),
-            body_timeout: Duration::from_millis(limits.request_body_timeout_ms),
-            budget: crate::listen::RequestBudget::new(limits),
-            health: crate::listen::RequestBudget::health(limits),
-        })
+        .layer(layer)
         .add_service(health)
         .add_optional_service(reflection_v1)
         .add_optional_service(reflection_v1alpha)

@@ -42,6 +42,9 @@ pub enum ServeError {
     Store(#[from] StoreError),
     #[error("gRPC server: {0}")]
     Transport(#[from] tonic::transport::Error),
+    /// The HTTP/JSON API could not be built from the descriptors (a defect of the build).
+    #[error("the HTTP/JSON API: {0}")]
+    Rest(String),
     #[error("reflection service: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("HTTP server: {0}")]

@@ -33,6 +33,9 @@ pub(crate) fn http_access(path: &str) -> Access {
         "/metrics" => Access::Scope(Scope::Read),
         // The console checks its own sessions (and the admin scope): see `console`.
         p if p == "/ui" || p.starts_with("/ui/") => Access::Open,
+        // The JSON API's calls are checked as the gRPC calls they become (each RPC's
+        // scope, `rest`); its document is public, like gRPC reflection's default.
+        p if p.starts_with("/v1/") => Access::Open,
         _ => Access::Authenticated,
     }
 }
