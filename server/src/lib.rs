@@ -37,6 +37,7 @@ pub mod http;
 pub mod ingest;
 pub mod listen;
 pub mod memory;
+pub(crate) mod otel;
 pub(crate) mod rest;
 pub mod watchdog;
 

@@ -26,6 +26,7 @@ mod ingest;
 mod install;
 mod metrics;
 mod node;
+mod otel;
 mod push;
 mod python;
 mod queue;

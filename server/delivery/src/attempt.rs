@@ -26,9 +26,15 @@ pub(crate) const ERROR_EXCERPT_BYTES: usize = 1_024;
 pub const USER_AGENT: &str = concat!("hookd/", env!("CARGO_PKG_VERSION"));
 
 /// Sends one attempt. Never panics and always returns: the timeout bounds everything.
-pub async fn send(client: &HttpClient, d: &Delivery, body_cap: usize) -> (Verdict, Duration) {
+/// `trace`: the attempt span's W3C headers (tracing on), over the event's own.
+pub async fn send(
+    client: &HttpClient,
+    d: &Delivery,
+    body_cap: usize,
+    trace: &[(&'static str, String)],
+) -> (Verdict, Duration) {
     let started = Instant::now();
-    let request = match build(d) {
+    let request = match build(d, trace) {
         Ok(r) => r,
         Err(error) => return (Verdict::Permanent { status: 0, error }, started.elapsed()),
     };
@@ -80,7 +86,7 @@ pub async fn send(client: &HttpClient, d: &Delivery, body_cap: usize) -> (Verdic
     (verdict, started.elapsed())
 }
 
-fn build(d: &Delivery) -> Result<Request<Full<Bytes>>, String> {
+fn build(d: &Delivery, trace: &[(&'static str, String)]) -> Result<Request<Full<Bytes>>, String> {
     let mut builder = Request::post(d.url.as_str());
     let headers = builder
         .headers_mut()
@@ -90,6 +96,16 @@ fn build(d: &Delivery) -> Result<Request<Full<Bytes>>, String> {
     // The event's headers, then the endpoint's static ones over them, then hookd's own
     // over both (validation refuses hookd's names in either).
     for (name, value) in d.headers.iter().chain(&d.target.headers) {
+        if let (Ok(n), Ok(v)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            headers.insert(n, v);
+        }
+    }
+    // The trace context the message carries (its `traceparent`, from the producer) goes
+    // as it is; with tracing on, the attempt's span replaces it as the parent.
+    for (name, value) in trace {
         if let (Ok(n), Ok(v)) = (
             HeaderName::from_bytes(name.as_bytes()),
             HeaderValue::from_str(value),

@@ -52,6 +52,25 @@ pub struct DispatcherConfig {
     /// several origins want connections none holds more than this divided by their number
     /// (`slots::OutboundSlots`).
     pub max_connections: usize,
+    /// Traces each attempt (OpenTelemetry, set up by `hookd`); `None` when tracing is off.
+    pub tracer: Option<Arc<dyn AttemptTracer>>,
+}
+
+/// Traces push attempts. hookd-delivery knows no tracing library: `hookd` implements this
+/// over OpenTelemetry when an OTLP endpoint is configured.
+pub trait AttemptTracer: Send + Sync + std::fmt::Debug {
+    /// The attempt's span, a child of the trace context its message carries (the event's
+    /// `traceparent` header), or `None` (not sampled).
+    fn start(&self, delivery: &Delivery) -> Option<Box<dyn AttemptSpan>>;
+}
+
+/// One attempt's span.
+pub trait AttemptSpan: Send {
+    /// The W3C headers (`traceparent`, `tracestate`) naming this span as the parent, sent
+    /// with the attempt over the event's own.
+    fn context_headers(&self) -> Vec<(&'static str, String)>;
+    /// Ends it with the attempt's verdict.
+    fn end(self: Box<Self>, verdict: &Verdict);
 }
 
 /// Why the HTTP side could not be set up.
@@ -101,6 +120,7 @@ pub struct Dispatcher {
     body_cap: usize,
     in_flight: InFlight,
     slots: Arc<slots::OutboundSlots>,
+    tracer: Option<Arc<dyn AttemptTracer>>,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -154,6 +174,7 @@ impl Dispatcher {
             body_cap: config.max_response_body_bytes,
             in_flight: InFlight::default(),
             slots: slots::OutboundSlots::new(config.max_connections),
+            tracer: config.tracer,
         })
     }
 
@@ -170,9 +191,16 @@ impl Dispatcher {
                 let cap = self.body_cap;
                 self.in_flight.0.fetch_add(1, Ordering::AcqRel);
                 let guard = InFlightGuard(self.in_flight.0.clone());
+                let span = self.tracer.as_ref().and_then(|t| t.start(&delivery));
                 tokio::spawn(async move {
                     let _guard = guard;
-                    let (verdict, latency) = attempt::send(&client, &delivery, cap).await;
+                    let trace = span.as_ref().map(|s| s.context_headers());
+                    let (verdict, latency) =
+                        attempt::send(&client, &delivery, cap, trace.as_deref().unwrap_or(&[]))
+                            .await;
+                    if let Some(span) = span {
+                        span.end(&verdict);
+                    }
                     report(AttemptReport {
                         id: delivery.id,
                         attempt: delivery.attempt,

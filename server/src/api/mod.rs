@@ -9,6 +9,7 @@ pub mod validate;
 pub(crate) mod view;
 
 use hookd_proto::v1::{self as pb, hookd_server::Hookd};
+use opentelemetry::KeyValue;
 use tonic::{Request, Response, Status};
 
 use std::sync::Arc;
@@ -35,6 +36,8 @@ pub(crate) struct HookdService {
     pub(crate) sources: Arc<crate::ingest::Sources>,
     /// The push dispatcher's destination guard: PutEndpoint warns of a URL it refuses.
     pub(crate) guard: Arc<hookd_delivery::guard::AddressGuard>,
+    /// Spans for Enqueue and EnqueueBatch (off unless OTLP is configured).
+    pub(crate) tracing: crate::otel::Tracing,
 }
 
 /// What `Watch` streams from, and the signal that ends them (shutdown).
@@ -310,32 +313,68 @@ fn error_proto(e: &ApiError) -> pb::Error {
     }
 }
 
-#[tonic::async_trait]
-impl Hookd for HookdService {
-    async fn enqueue(
+/// The attributes of a hookd.v1.Hookd call's span.
+fn rpc_attributes(method: &'static str) -> Vec<KeyValue> {
+    vec![
+        KeyValue::new("rpc.system", "grpc"),
+        KeyValue::new("rpc.service", "hookd.v1.Hookd"),
+        KeyValue::new("rpc.method", method),
+        KeyValue::new("messaging.system", "hookd"),
+        KeyValue::new("messaging.operation.type", "send"),
+    ]
+}
+
+/// `write` (the engine's answer, which comes once the log record holding the events is
+/// fsynced) under a `hookd.durable_write` span, when the call is traced.
+pub(crate) async fn durable<T, E: std::fmt::Display>(
+    span: Option<&crate::otel::Traced>,
+    events: usize,
+    write: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, E> {
+    let Some(span) = span else {
+        return write.await;
+    };
+    let child = span.child(
+        "hookd.durable_write",
+        vec![KeyValue::new(
+            "hookd.events",
+            i64::try_from(events).unwrap_or(i64::MAX),
+        )],
+    );
+    let result = write.await;
+    child.end(result.as_ref().err().map(ToString::to_string).as_deref());
+    result
+}
+
+impl HookdService {
+    /// Enqueue, once traced.
+    async fn enqueue_one(
         &self,
-        request: Request<pb::EnqueueRequest>,
-    ) -> Result<Response<pb::EnqueueResponse>, Status> {
-        let message =
-            validate::new_message(request.into_inner(), &self.limits, self.clock.now_ms())?;
-        let mut results = self
-            .engine
-            .enqueue(vec![message])
+        req: pb::EnqueueRequest,
+        span: Option<&crate::otel::Traced>,
+    ) -> Result<pb::EnqueueResponse, Status> {
+        let message = validate::new_message(req, &self.limits, self.clock.now_ms())?;
+        if let Some(span) = span {
+            span.set(KeyValue::new(
+                "messaging.destination.name",
+                message.key.clone(),
+            ));
+        }
+        let mut results = durable(span, 1, self.engine.enqueue(vec![message]))
             .await
             .map_err(refused(""))?;
         let result = results
             .pop()
             .ok_or_else(|| ApiError::Internal("the engine gave no result".into()))?;
-        Ok(Response::new(convert::enqueued(
-            result.map_err(refused("endpoint"))?,
-        )))
+        Ok(convert::enqueued(result.map_err(refused("endpoint"))?))
     }
 
-    async fn enqueue_batch(
+    /// EnqueueBatch, once traced.
+    async fn enqueue_many(
         &self,
-        request: Request<pb::EnqueueBatchRequest>,
-    ) -> Result<Response<pb::EnqueueBatchResponse>, Status> {
-        let events = request.into_inner().events;
+        events: Vec<pb::EnqueueRequest>,
+        span: Option<&crate::otel::Traced>,
+    ) -> Result<pb::EnqueueBatchResponse, Status> {
         if events.len() > self.limits.max_batch_events {
             return Err(ApiError::InvalidArgument(format!(
                 "events: {} events is over the limit of {} per batch",
@@ -366,7 +405,10 @@ impl Hookd for HookdService {
         }
         let mut throttle_ms = 0;
         if !valid.is_empty() {
-            let stored = self.engine.enqueue(valid).await.map_err(refused(""))?;
+            let events = valid.len();
+            let stored = durable(span, events, self.engine.enqueue(valid))
+                .await
+                .map_err(refused(""))?;
             // Every event refused for a limit that clears by itself (a hard watermark, the
             // disk reserve): the call as a whole is RESOURCE_EXHAUSTED with RetryInfo, so a
             // client's ordinary retry policy backs off. Nothing was stored.
@@ -396,10 +438,60 @@ impl Hookd for HookdService {
                 });
             }
         }
-        Ok(Response::new(pb::EnqueueBatchResponse {
+        Ok(pb::EnqueueBatchResponse {
             results: results.into_iter().map(Option::unwrap_or_default).collect(),
             throttle_ms,
-        }))
+        })
+    }
+}
+
+#[tonic::async_trait]
+impl Hookd for HookdService {
+    async fn enqueue(
+        &self,
+        request: Request<pb::EnqueueRequest>,
+    ) -> Result<Response<pb::EnqueueResponse>, Status> {
+        let (metadata, _, mut req) = request.into_parts();
+        let span = self
+            .tracing
+            .server_span("hookd.enqueue", &metadata, rpc_attributes("Enqueue"));
+        crate::otel::stamp(&mut req.headers, &metadata, span.as_ref());
+        let answer = self.enqueue_one(req, span.as_ref()).await;
+        if let Some(span) = span {
+            match &answer {
+                Ok(r) => {
+                    span.set(KeyValue::new("messaging.message.id", r.id.clone()));
+                    span.set(KeyValue::new("hookd.duplicate", r.duplicate));
+                    span.end(None);
+                }
+                Err(status) => span.end(Some(status.message())),
+            }
+        }
+        answer.map(Response::new)
+    }
+
+    async fn enqueue_batch(
+        &self,
+        request: Request<pb::EnqueueBatchRequest>,
+    ) -> Result<Response<pb::EnqueueBatchResponse>, Status> {
+        let (metadata, _, req) = request.into_parts();
+        let mut attributes = rpc_attributes("EnqueueBatch");
+        attributes.push(KeyValue::new(
+            "messaging.batch.message_count",
+            i64::try_from(req.events.len()).unwrap_or(i64::MAX),
+        ));
+        let span = self
+            .tracing
+            .server_span("hookd.enqueue_batch", &metadata, attributes);
+        let mut events = req.events;
+        for event in &mut events {
+            crate::otel::stamp(&mut event.headers, &metadata, span.as_ref());
+        }
+        let answer = self.enqueue_many(events, span.as_ref()).await;
+        if let Some(span) = span {
+            span.end(answer.as_ref().err().map(Status::message));
+        }
+        answer.map(Response::new)
     }
 
     async fn receive(

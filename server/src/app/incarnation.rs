@@ -185,6 +185,7 @@ impl Incarnation {
                     max_response_body_bytes: config.delivery.max_response_body_bytes,
                     ca_file: config.delivery.ca_file.clone(),
                     max_connections: outbound,
+                    tracer: shared.tracing.attempts(),
                 },
                 deliveries_rx,
                 Arc::new(move |attempt| report.report(attempt)),
@@ -398,6 +399,7 @@ impl Servers {
             sealer,
             sources: incarnation.sources.clone(),
             guard: incarnation.guard.clone(),
+            tracing: shared.tracing.clone(),
         };
         let console = Arc::new(crate::console::Console::new(
             api.clone(),
@@ -435,7 +437,12 @@ impl Servers {
         };
         let grpc_conns = accept(grpc, crate::listen::Kind::Grpc, None);
         let http_conns = accept(http, crate::listen::Kind::Http, None);
-        let (ingest_router, demote) = ingest_router(config, incarnation, shared.metrics.clone())?;
+        let (ingest_router, demote) = ingest_router(
+            config,
+            incarnation,
+            shared.metrics.clone(),
+            shared.tracing.clone(),
+        )?;
         let ingest_conns = accept(ingest, crate::listen::Kind::Ingest, demote);
 
         let limits = &config.connections;
@@ -607,6 +614,7 @@ fn ingest_router(
     config: &Config,
     incarnation: &Incarnation,
     metrics: Arc<hookd_metrics::Metrics>,
+    tracing: crate::otel::Tracing,
 ) -> Result<(axum::Router, Option<Arc<dyn crate::listen::Placement>>), ServeError> {
     use crate::ingest::{checker::Checker, demote::Demote, receive, strikes::Strikes};
     let limits = &config.connections;
@@ -637,6 +645,7 @@ fn ingest_router(
         unverified,
         strikes,
         checker: Checker::start(Checker::default_threads())?,
+        tracing,
     }));
     Ok((router, demote))
 }

@@ -42,6 +42,9 @@ pub enum ServeError {
     Store(#[from] StoreError),
     #[error("gRPC server: {0}")]
     Transport(#[from] tonic::transport::Error),
+    /// The OpenTelemetry variables ask for what hookd cannot do.
+    #[error("tracing: {0}")]
+    Tracing(String),
     /// The HTTP/JSON API could not be built from the descriptors (a defect of the build).
     #[error("the HTTP/JSON API: {0}")]
     Rest(String),
@@ -229,19 +232,34 @@ async fn serve(
     });
     ignore_file_size_signal();
     crate::memory::no_huge_pages();
-    let shared = Shared::new(&config, &mut plugged);
-    let _watchdog = start_watchdog(&shared);
-    warn_if_reserve_small(&config);
+    let tracing = crate::otel::Tracing::from_env().map_err(ServeError::Tracing)?;
+    let shared = Shared::new(&config, &mut plugged, tracing);
+    let served = serve_incarnations(&config, listeners, quit, plugged, &shared).await;
+    // What is buffered goes out before exit.
+    shared.tracing.shutdown().await;
+    served
+}
+
+/// The incarnations of [`serve`], one after the other.
+async fn serve_incarnations(
+    config: &Config,
+    listeners: Listeners,
+    quit: tokio::sync::watch::Receiver<bool>,
+    mut plugged: Plugged,
+    shared: &Shared,
+) -> Result<(), ServeError> {
+    let _watchdog = start_watchdog(shared);
+    warn_if_reserve_small(config);
     let mut first = true;
     let mut repeats = Repeats::default();
     loop {
         let handles = listeners.try_clone()?;
         let why = match incarnation::serve_once(
-            &config,
+            config,
             handles,
             quit.clone(),
             &mut plugged,
-            &shared,
+            shared,
         )
         .await
         {
@@ -360,11 +378,14 @@ struct Shared {
     engine: tokio::sync::watch::Sender<Option<EngineHandle>>,
     headroom: Arc<hookd_storage::disk::Headroom>,
     disk: hookd_storage::disk::Probe,
+    /// OpenTelemetry traces (off unless an OTLP endpoint is configured).
+    tracing: crate::otel::Tracing,
 }
 
 impl Shared {
-    fn new(config: &Config, plugged: &mut Plugged) -> Self {
+    fn new(config: &Config, plugged: &mut Plugged, tracing: crate::otel::Tracing) -> Self {
         Self {
+            tracing,
             metrics: Arc::new(Metrics::new(hookd_metrics::Build {
                 version: env!("CARGO_PKG_VERSION"),
                 commit: env!("HOOKD_COMMIT"),

@@ -68,6 +68,8 @@ pub struct Ingest {
     pub checker: crate::ingest::checker::Checker,
     /// Failed authentications per client and source.
     pub strikes: Arc<crate::ingest::strikes::Strikes>,
+    /// A span per webhook received (off unless OTLP is configured).
+    pub(crate) tracing: crate::otel::Tracing,
 }
 
 /// The budget of inbound bodies held before their signature check: in all
@@ -301,7 +303,17 @@ async fn receive(
         .extensions()
         .get::<crate::listen::ConnInfo>()
         .map(|c| c.remote.ip());
-    let (outcome, response) = match handle(&ingest, &source, peer, request).await {
+    let span = ingest.tracing.server_span(
+        "hookd.ingest",
+        request.headers(),
+        vec![
+            opentelemetry::KeyValue::new("http.request.method", "POST"),
+            opentelemetry::KeyValue::new("http.route", "/in/{source}"),
+            opentelemetry::KeyValue::new("hookd.source", source.spec.name.clone()),
+            opentelemetry::KeyValue::new("messaging.system", "hookd"),
+        ],
+    );
+    let (outcome, response) = match handle(&ingest, &source, peer, request, span.as_ref()).await {
         Ok((id, duplicate)) => {
             ingest
                 .metrics
@@ -328,6 +340,15 @@ async fn receive(
         }
         Err(Refuse(response, outcome)) => (outcome, response),
     };
+    if let Some(span) = span {
+        span.set(opentelemetry::KeyValue::new(
+            "http.response.status_code",
+            i64::from(response.status().as_u16()),
+        ));
+        span.set(opentelemetry::KeyValue::new("hookd.outcome", outcome));
+        let failed = !response.status().is_success();
+        span.end(failed.then_some(outcome));
+    }
     ingest
         .metrics
         .ingest_requests
@@ -342,6 +363,7 @@ async fn handle(
     source: &Source,
     peer: Option<std::net::IpAddr>,
     request: axum::http::Request<Body>,
+    span: Option<&crate::otel::Traced>,
 ) -> Result<(MessageId, bool), Refuse> {
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
@@ -561,6 +583,7 @@ async fn handle(
         }
     }
     stored_headers.insert(SOURCE_HEADER.into(), source.spec.name.clone());
+    crate::otel::stamp_record(&mut stored_headers, headers, span);
     let mut payload = raw.to_vec();
     if let (Some(redactor), Some(value)) = (&source.redactor, json.as_mut()) {
         stored_headers.insert(REDACTION_HEADER.into(), redactor.rules.clone());
@@ -604,7 +627,7 @@ async fn handle(
     if !message.idempotency_key.is_empty() {
         message.idempotency_key.insert(0, INGEST_SCOPE);
     }
-    let result = match ingest.engine.enqueue(vec![message]).await {
+    let result = match crate::api::durable(span, 1, ingest.engine.enqueue(vec![message])).await {
         Ok(mut results) => results
             .pop()
             .unwrap_or_else(|| Err(Refusal::Unavailable("the engine gave no result".into()))),

@@ -469,8 +469,15 @@ fn grpc_request(
         HeaderValue::from_static("application/grpc"),
     );
     headers.insert(header::TE, HeaderValue::from_static("trailers"));
-    if let Some(authorization) = parts.headers.get(header::AUTHORIZATION) {
-        headers.insert(header::AUTHORIZATION, authorization.clone());
+    // The caller's credential and trace context (W3C), as a gRPC client sends them.
+    for name in [
+        header::AUTHORIZATION,
+        http::HeaderName::from_static(crate::otel::TRACEPARENT),
+        http::HeaderName::from_static(crate::otel::TRACESTATE),
+    ] {
+        if let Some(value) = parts.headers.get(&name) {
+            headers.insert(name, value.clone());
+        }
     }
     if let Some(conn) = parts.extensions.get::<crate::listen::ConnInfo>() {
         request.extensions_mut().insert(conn.clone());

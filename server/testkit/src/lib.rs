@@ -144,7 +144,18 @@ impl ChildHookd {
         extra: &[OsString],
         ready_within: Duration,
     ) -> std::io::Result<Self> {
-        Self::spawn_on_free_ports(exe, prefix, data_dir, extra, ready_within, None).await
+        Self::spawn_on_free_ports(exe, prefix, data_dir, extra, &[], ready_within, None).await
+    }
+
+    /// As `spawn`, with `env` added to the child's environment (e.g. `OTEL_*`).
+    pub async fn spawn_env(
+        exe: &Path,
+        data_dir: &Path,
+        extra: &[OsString],
+        env: &[(&str, String)],
+        ready_within: Duration,
+    ) -> std::io::Result<Self> {
+        Self::spawn_on_free_ports(exe, &[], data_dir, extra, env, ready_within, None).await
     }
 
     /// As `spawn`, with hookd's standard output and error (its log) appended to `log`
@@ -157,7 +168,7 @@ impl ChildHookd {
         ready_within: Duration,
         log: &Path,
     ) -> std::io::Result<Self> {
-        Self::spawn_on_free_ports(exe, prefix, data_dir, extra, ready_within, Some(log)).await
+        Self::spawn_on_free_ports(exe, prefix, data_dir, extra, &[], ready_within, Some(log)).await
     }
 
     async fn spawn_on_free_ports(
@@ -165,6 +176,7 @@ impl ChildHookd {
         prefix: &[&str],
         data_dir: &Path,
         extra: &[OsString],
+        env: &[(&str, String)],
         ready_within: Duration,
         log: Option<&Path>,
     ) -> std::io::Result<Self> {
@@ -179,6 +191,7 @@ impl ChildHookd {
                 prefix,
                 data_dir,
                 extra,
+                env,
                 [grpc, http, ingest],
                 ready_within,
                 log,
@@ -201,14 +214,16 @@ impl ChildHookd {
         addrs: [SocketAddr; 3],
         ready_within: Duration,
     ) -> std::io::Result<Self> {
-        Self::start(exe, prefix, data_dir, extra, addrs, ready_within, None).await
+        Self::start(exe, prefix, data_dir, extra, &[], addrs, ready_within, None).await
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn start(
         exe: &Path,
         prefix: &[&str],
         data_dir: &Path,
         extra: &[OsString],
+        env: &[(&str, String)],
         [grpc, http, ingest]: [SocketAddr; 3],
         ready_within: Duration,
         log: Option<&Path>,
@@ -224,6 +239,7 @@ impl ChildHookd {
                 .args(["--http-addr", &http.to_string()])
                 .args(["--ingest-addr", &ingest.to_string()])
                 .args(extra)
+                .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
                 .stdin(Stdio::null())
                 .kill_on_drop(true);
             if let Some(log) = log {
