@@ -1,14 +1,16 @@
 //! A typed Rust client for hookd's gRPC API (`hookd.v1.Hookd`).
 //!
 //! ```no_run
+//! # use std::time::Duration;
 //! # async fn demo() -> Result<(), hookd_client::Error> {
-//! let mut client = hookd_client::Client::connect("http://127.0.0.1:7700").await?;
-//! let receipt = client.enqueue(hookd_client::Event::to_queue("jobs", b"{\"n\":1}".to_vec())).await?;
-//! let leased = client.receive("jobs", 10, std::time::Duration::from_secs(30), None).await?;
-//! client.ack(leased.iter().map(|m| m.lease_id.clone())).await?;
-//! # let _ = receipt;
+//! let mut c = hookd_client::Client::connect("http://127.0.0.1:7700").await?;
+//! c.enqueue(hookd_client::Event::to_queue("jobs", b"{\"n\":1}".to_vec())).await?;
+//! let leased = c.receive("jobs", 10, Duration::from_secs(30), Some(Duration::from_secs(20))).await?;
+//! c.ack(leased.iter().map(|m| m.lease_id.clone())).await?;
 //! # Ok(()) }
 //! ```
+//!
+//! (The README shows these lines as they are: a test of hookd's compares them.)
 //!
 //! Every event gets an idempotency key: the one given, or a fresh UUIDv4 made here, so a
 //! caller that retries `enqueue` after a timeout never stores the event twice.

@@ -328,6 +328,27 @@ async fn metrics_pass_promtool_check() {
         String::from_utf8_lossy(&output.stderr)
     );
     server.stop().await;
+    // The README's scrape config, as shown, is a Prometheus config promtool accepts.
+    let readme = include_str!("../../README.md");
+    let start = readme
+        .find("### Metrics")
+        .and_then(|i| readme[i..].find("```yaml\n").map(|j| i + j + 8))
+        .expect("the README's scrape config");
+    let end = start + readme[start..].find("```").unwrap();
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(&config, &readme[start..end]).unwrap();
+    let promtool = std::env::var("HOOKD_PROMTOOL").unwrap();
+    let output = std::process::Command::new(promtool)
+        .args(["check", "config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "promtool check config on the README's scrape config:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 /// Issue #26, 14: without `[auth]`, `/metrics` answers only a `Host` that is an IP address

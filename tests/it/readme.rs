@@ -9,12 +9,102 @@
 use std::path::Path;
 use std::time::Duration;
 
-/// The README's sections run here, in this order.
-const SECTIONS: [&str; 3] = [
+/// The README's sections run here, in this order. Every other block is checked another
+/// way ([`ELSEWHERE`]).
+const SECTIONS: [&str; 7] = [
+    "# hookd",
+    "## Install and run",
     "## Quickstart from the shell",
     "### Receive a signed webhook and pull it",
     "### The same over HTTP/JSON",
+    "### Dead letters: analyze, fix, replay",
+    "### A damaged log",
 ];
+
+/// The README's blocks that are not run here, and what checks each instead.
+const ELSEWHERE: [(&str, &str, &str); 7] = [
+    (
+        "## Receiving webhooks (`POST /in/{source}` on `ingest_addr`)",
+        "toml",
+        "parsed as hookd's config: the_readme_config_blocks_parse",
+    ),
+    (
+        "### Rust (`cargo run --example agent -- queue:jobs 100`)",
+        "rust",
+        "examples/rust/*.rs as they are (examples.rs), run by examples.rs",
+    ),
+    (
+        "### Python (`pip install ./client/python`; `AsyncEmitter` for asyncio)",
+        "python",
+        "examples/python/agent.py as it is (examples.rs), run by python.rs",
+    ),
+    (
+        "### TypeScript / Node (`client/node`, over `@grpc/grpc-js`)",
+        "ts",
+        "examples/node/agent.ts as it is (examples.rs), run by node.rs",
+    ),
+    (
+        "## API (`proto/hookd/v1/hookd.proto`, service `hookd.v1.Hookd`)",
+        "rust",
+        "hookd-client's crate documentation holds it as a doctest (compiled by cargo test)",
+    ),
+    (
+        "### Metrics",
+        "yaml",
+        "promtool check config (metrics.rs, with promtool)",
+    ),
+    (
+        "### Traces (OpenTelemetry)",
+        "text",
+        "a picture of spans, not a command",
+    ),
+];
+
+/// The shell functions the blocks run with. `cargo`: the README's cargo commands, here
+/// where hookd is already built (`hookd` on PATH is the binary under test): `cargo run
+/// --release -p hookd -- ARGS` is `hookd ARGS`; the test suite (`cargo test --workspace`)
+/// is CI's own step, checked to be the one `.ci/run` runs; the install is checked to name
+/// the crate and profile that exist (a release build takes minutes; `.ci/release-check`
+/// builds the release). `foreground`: a server a reader runs in the foreground of a
+/// terminal runs here in the background until `hookd health` passes, and is then stopped.
+const PRELUDE: &str = r#"set -eu
+cargo() {
+    case "$*" in
+        "test --workspace")
+            grep -qx 'cargo test --workspace' "$HOOKD_REPO/.ci/run"
+            echo "(the test suite: .ci/run runs cargo test --workspace)" ;;
+        "install --locked --path server --profile dist")
+            grep -q '^name = "hookd"$' "$HOOKD_REPO/server/Cargo.toml"
+            grep -q '^\[profile.dist\]$' "$HOOKD_REPO/Cargo.toml"
+            echo "(hookd is installed here as the binary under test)" ;;
+        "run --release -p hookd -- "*) shift 5; hookd "$@" ;;
+        *) echo "the README runs a cargo command this test does not know: cargo $*" >&2; return 1 ;;
+    esac
+}
+foreground() {
+    if [ "$1" = cargo ]; then shift 6; set -- hookd "$@"; fi
+    "$@" &
+    local pid=$!
+    for _ in $(seq 300); do hookd health >/dev/null 2>&1 && break; sleep 0.1; done
+    hookd health
+    kill -TERM "$pid"
+    wait "$pid" || true
+    echo "=== served in the foreground, then stopped"
+}
+"#;
+
+/// A line of a shell block as run here: a server started in the foreground (no `&`) goes
+/// through `foreground`.
+fn shell_line(line: &str) -> String {
+    let command = line.split(" #").next().unwrap_or(line).trim_end();
+    let serves = command.starts_with("hookd serve")
+        || command.starts_with("cargo run --release -p hookd -- serve");
+    if serves && !command.ends_with('&') {
+        format!("foreground {command}\n")
+    } else {
+        format!("{line}\n")
+    }
+}
 
 /// A fenced block: its language and its text.
 #[derive(Debug)]
@@ -55,16 +145,37 @@ fn blocks(readme: &str, heading: &str) -> Vec<Block> {
 }
 
 /// The bash script: the blocks in order (a Python block fed to `python3` on its standard
-/// input), then, not from the README, a wait until the replayed message is delivered.
+/// input; a `console` transcript's `$ ` lines, the outputs left out), then, not from the
+/// README, a wait until the replayed message is delivered; before "A damaged log", which
+/// needs hookd stopped, every server the blocks started is stopped.
 fn script(readme: &str) -> String {
-    let mut script = String::from("set -eu\n");
+    let mut script = String::from(PRELUDE);
     let mut ran = 0;
     for heading in SECTIONS {
         let found = blocks(readme, heading);
         assert!(!found.is_empty(), "README has no blocks under {heading:?}");
+        if heading == "### A damaged log" {
+            script.push_str(
+                "for _ in $(seq 300); do hookd message \"$id\" | grep -q '^state *delivered' && break; sleep 0.1; done\n\
+                 hookd message \"$id\"\n\
+                 kill $(jobs -p) 2>/dev/null || true\n\
+                 wait || true\n",
+            );
+        }
         for block in found {
             match block.lang.as_str() {
-                "sh" => script.push_str(&block.text),
+                "sh" => {
+                    for line in block.text.lines() {
+                        script.push_str(&shell_line(line));
+                    }
+                }
+                "console" => {
+                    for line in block.text.lines() {
+                        if let Some(command) = line.strip_prefix("$ ") {
+                            script.push_str(&shell_line(command));
+                        }
+                    }
+                }
                 "python" => {
                     script.push_str("python3 - <<'HOOKD_README_PYTHON'\n");
                     script.push_str(&block.text);
@@ -76,18 +187,17 @@ fn script(readme: &str) -> String {
             ran += 1;
         }
     }
-    // The quickstart's 2 blocks, the ingest section's 4, the HTTP/JSON one.
     assert_eq!(
-        ran, 7,
-        "the README's first-hour blocks changed: update this test"
+        ran, RUN_BLOCKS,
+        "the README's run blocks changed: update this test"
     );
-    script.push_str(
-        "for _ in $(seq 300); do hookd message \"$id\" | grep -q '^state *delivered' && break; sleep 0.1; done\n\
-         hookd message \"$id\"\n\
-         echo '=== the README ran'\n",
-    );
+    script.push_str("echo '=== the README ran'\n");
     script
 }
+
+/// The blocks of [`SECTIONS`]: the two commands, the install, the quickstart's 2, the
+/// ingest section's 4, the HTTP/JSON one, the dead-letter transcript, the repair.
+const RUN_BLOCKS: usize = 11;
 
 #[tokio::test]
 #[ignore = "needs root (unshare), python3 with tests/python/requirements.txt (HOOKD_PYTHON), curl and openssl; .ci/run runs it"]
@@ -129,6 +239,7 @@ async fn readme_snippets_run_as_pasted() {
         ))
         .current_dir(work.path())
         .env("PATH", path)
+        .env("HOOKD_REPO", &repo)
         .env("PYTHONUNBUFFERED", "1")
         .env_remove("HOOKD_SERVER")
         .env_remove("HOOKD_CONFIG")
@@ -145,7 +256,7 @@ async fn readme_snippets_run_as_pasted() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.status.success(), "{text}");
-    assert_eq!(text.matches("=== block done").count(), 7, "{text}");
+    assert_eq!(text.matches("=== block done").count(), RUN_BLOCKS, "{text}");
     assert!(text.contains("=== the README ran"), "{text}");
     // What each step should show: the endpoint, the first delivery at the receiver, the
     // dead letter and its replay delivered, the GitHub webhook accepted once and pulled,
@@ -159,6 +270,11 @@ async fn readme_snippets_run_as_pasted() {
         "{\"duplicate\":false,\"id\":\"",
         "{\"action\":\"opened\",\"number\":1}",
         "event type  agent.step.finished",
+        // The two commands and the install: hookd served with its defaults, then with
+        // the printed default config.
+        "(the test suite: .ci/run runs cargo test --workspace)",
+        "=== served in the foreground, then stopped",
+        "nothing to repair",
         // The HTTP/JSON section: the endpoint put, the push delivered, the ack, the error.
         "\"created\":true",
         "b'{\"invoice\":7}'",
@@ -179,10 +295,81 @@ async fn readme_snippets_run_as_pasted() {
 fn the_readme_blocks_are_found_by_section() {
     let readme = "# t\n## Quickstart from the shell\ntext\n```sh\n# not a heading\necho a\n```\n\
                   ### Receive a signed webhook and pull it\n```python\nprint(1)\n```\n## Concepts\n```sh\necho no\n```\n";
-    let q = blocks(readme, SECTIONS[0]);
+    let q = blocks(readme, "## Quickstart from the shell");
     assert_eq!(q.len(), 1, "{q:?}");
     assert_eq!(q[0].text, "# not a heading\necho a\n");
-    let r = blocks(readme, SECTIONS[1]);
+    let r = blocks(readme, "### Receive a signed webhook and pull it");
     assert_eq!(r.len(), 1);
     assert_eq!(r[0].lang, "python");
+}
+
+/// Every fenced block of the README is run by `readme_snippets_run_as_pasted` or checked
+/// as [`ELSEWHERE`] says: a block added anywhere else fails here until it is.
+#[test]
+fn every_readme_block_is_run_or_checked() {
+    let readme = include_str!("../../README.md");
+    let mut heading = String::new();
+    let mut fence = None;
+    let mut unchecked = Vec::new();
+    for line in readme.lines() {
+        if let Some(lang) = fence.as_ref() {
+            if line.starts_with("```") {
+                let lang: &String = lang;
+                let run = SECTIONS.contains(&heading.as_str())
+                    && ["sh", "python", "console"].contains(&lang.as_str());
+                let elsewhere = ELSEWHERE.iter().any(|(h, l, _)| *h == heading && l == lang);
+                if !run && !elsewhere {
+                    unchecked.push(format!("{heading} ({lang})"));
+                }
+                fence = None;
+            }
+            continue;
+        }
+        if let Some(lang) = line.strip_prefix("```") {
+            fence = Some(lang.trim().to_owned());
+        } else if line.starts_with('#') {
+            line.trim_end().clone_into(&mut heading);
+        }
+    }
+    assert!(
+        unchecked.is_empty(),
+        "README blocks neither run nor checked: {unchecked:?}"
+    );
+    for (heading, lang, _) in ELSEWHERE {
+        assert!(
+            readme.contains(heading),
+            "ELSEWHERE names {heading:?} ({lang}), which the README no longer has"
+        );
+    }
+}
+
+/// The config the README shows parses as hookd's config (its keys and types; the
+/// secrets and schema file it names are the reader's).
+#[test]
+fn the_readme_config_blocks_parse() {
+    let readme = include_str!("../../README.md");
+    let found = blocks(readme, ELSEWHERE[0].0);
+    assert_eq!(found.len(), 1, "{found:?}");
+    let config = hookd::Config::from_toml(&found[0].text)
+        .unwrap_or_else(|e| panic!("the README's config block: {e}\n{}", found[0].text));
+    assert_eq!(config.ingest_addr.to_string(), "127.0.0.1:7702");
+}
+
+/// The README's Rust fragment is hookd-client's crate doctest, line for line, so
+/// `cargo test` compiles what the README shows.
+#[test]
+fn the_readme_rust_fragment_is_the_client_doctest() {
+    let readme = include_str!("../../README.md");
+    let found = blocks(readme, ELSEWHERE[4].0);
+    assert_eq!(found.len(), 1, "{found:?}");
+    let doc: Vec<&str> = include_str!("../../client/src/lib.rs")
+        .lines()
+        .filter_map(|l| l.strip_prefix("//! "))
+        .collect();
+    for line in found[0].text.lines() {
+        assert!(
+            doc.contains(&line),
+            "hookd-client's doctest lacks the README's line {line:?}"
+        );
+    }
 }

@@ -254,14 +254,8 @@ async fn serve_incarnations(
     let mut repeats = Repeats::default();
     loop {
         let handles = listeners.try_clone()?;
-        let why = match incarnation::serve_once(
-            config,
-            handles,
-            quit.clone(),
-            &mut plugged,
-            shared,
-        )
-        .await
+        let why = match incarnation::serve_once(config, handles, quit.clone(), &mut plugged, shared)
+            .await
         {
             Ok(Ended::Shutdown) => return Ok(()),
             Ok(Ended::StorageFailed(why)) => {
