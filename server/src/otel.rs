@@ -239,6 +239,28 @@ pub(crate) fn stamp_record(
     record_headers.extend(added);
 }
 
+/// `write` (the engine's answer, which comes once the log record holding the events is
+/// fsynced) under a `hookd.durable_write` span, when the call is traced.
+pub(crate) async fn durable<T, E: std::fmt::Display>(
+    span: Option<&Traced>,
+    events: usize,
+    write: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, E> {
+    let Some(span) = span else {
+        return write.await;
+    };
+    let child = span.child(
+        "hookd.durable_write",
+        vec![KeyValue::new(
+            "hookd.events",
+            i64::try_from(events).unwrap_or(i64::MAX),
+        )],
+    );
+    let result = write.await;
+    child.end(result.as_ref().err().map(ToString::to_string).as_deref());
+    result
+}
+
 /// A span in progress and the context it makes.
 pub(crate) struct Traced {
     on: Arc<On>,

@@ -16,6 +16,7 @@ mod crash;
 mod ctl;
 mod deadletters;
 mod disk_full;
+mod egress;
 mod examples;
 mod findings;
 mod format;

@@ -25,6 +25,12 @@ pub struct Target {
     /// The endpoint's static headers (names lower-case), sent with every attempt over the
     /// event's own headers of the same name.
     pub headers: BTreeMap<String, String>,
+    /// Egress through this HTTP proxy (CONNECT), `http://[user:password@]host:port`.
+    pub proxy: Option<Redacted>,
+    /// mTLS: the client certificate chain and key (PEM) presented to the endpoint.
+    pub client_identity: Option<ClientIdentity>,
+    /// OAuth2 client credentials: a bearer token fetched and kept for the attempts.
+    pub oauth2: Option<OAuth2>,
     pub connect_timeout: Duration,
     /// The whole attempt, response body included.
     pub timeout: Duration,
@@ -34,6 +40,39 @@ pub struct Target {
     /// as this target: freed once the engine has rebuilt or forgotten the destination and
     /// no attempt holds it, so a million URL origins seen once do not leave a million pools.
     pub pool: PoolSlot,
+}
+
+/// A value that may hold credentials: its `Debug` shows none of it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Redacted(pub String);
+
+impl std::fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("\"…\"")
+    }
+}
+
+/// A client certificate chain and its private key, PEM.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientIdentity {
+    pub certificate_pem: String,
+    pub key_pem: Redacted,
+}
+
+impl std::fmt::Debug for ClientIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientIdentity").finish_non_exhaustive()
+    }
+}
+
+/// OAuth2 client credentials (RFC 6749 section 4.4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OAuth2 {
+    pub token_url: String,
+    pub client_id: String,
+    pub client_secret: Redacted,
+    pub scopes: Vec<String>,
+    pub audience: String,
 }
 
 /// One attempt to hand to the dispatcher.

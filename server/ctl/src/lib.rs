@@ -161,6 +161,10 @@ pub enum SourcesCmd {
 }
 
 #[derive(Debug, Subcommand)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "parsed once per command line; boxing would buy nothing"
+)]
 pub enum EndpointsCmd {
     List,
     Get {
@@ -189,6 +193,36 @@ pub enum EndpointsCmd {
         /// receiver's gateway wants); repeatable.
         #[arg(long = "header", value_name = "NAME=VALUE", value_parser = parse_header)]
         headers: Vec<(String, String)>,
+        /// Egress through this HTTP proxy (CONNECT): http://[user:password@]host:port.
+        /// The destination guard then checks the proxy's address.
+        #[arg(long, value_name = "URL")]
+        proxy: Option<String>,
+        /// mTLS: a PEM file with the client certificate chain (leaf first); with
+        /// --client-key.
+        #[arg(long, value_name = "FILE", requires = "client_key")]
+        client_cert: Option<std::path::PathBuf>,
+        /// mTLS: a PEM file with the client certificate's private key.
+        #[arg(long, value_name = "FILE", requires = "client_cert")]
+        client_key: Option<std::path::PathBuf>,
+        /// OAuth2 client credentials: the token endpoint; with --oauth2-client-id and
+        /// --oauth2-client-secret (or HOOKD_OAUTH2_CLIENT_SECRET).
+        #[arg(long, value_name = "URL", requires_all = ["oauth2_client_id", "oauth2_client_secret"])]
+        oauth2_token_url: Option<String>,
+        #[arg(long, value_name = "ID", requires = "oauth2_token_url")]
+        oauth2_client_id: Option<String>,
+        #[arg(
+            long,
+            value_name = "SECRET",
+            env = "HOOKD_OAUTH2_CLIENT_SECRET",
+            hide_env_values = true,
+            requires = "oauth2_token_url"
+        )]
+        oauth2_client_secret: Option<String>,
+        /// A scope the token is asked for; repeatable.
+        #[arg(long = "oauth2-scope", value_name = "SCOPE")]
+        oauth2_scopes: Vec<String>,
+        #[arg(long, value_name = "AUDIENCE")]
+        oauth2_audience: Option<String>,
     },
     Delete {
         name: String,
@@ -773,6 +807,24 @@ fn print_received(m: &pb::ReceivedMessage) {
 async fn endpoints(api: &mut Api, json: bool, cmd: EndpointsCmd) -> Result<(), tonic::Status> {
     let print = |e: &pb::Endpoint| {
         print_endpoints(std::slice::from_ref(e));
+        if !e.proxy_url.is_empty() {
+            outln!("proxy       {}", e.proxy_url);
+        }
+        if !e.client_certificate_summary.is_empty() {
+            outln!("client cert {}", e.client_certificate_summary);
+        }
+        if let Some(o) = &e.oauth2 {
+            outln!(
+                "oauth2      {} client {}{}",
+                o.token_url,
+                o.client_id,
+                if o.scopes.is_empty() {
+                    String::new()
+                } else {
+                    format!(" scopes {}", o.scopes.join(" "))
+                }
+            );
+        }
         // The one part of a v1a key that is no secret, and that the receiver needs.
         for s in e
             .secret_summaries
@@ -819,10 +871,35 @@ async fn endpoints(api: &mut Api, json: bool, cmd: EndpointsCmd) -> Result<(), t
             max_in_flight,
             rate_limit_per_s,
             headers,
+            proxy,
+            client_cert,
+            client_key,
+            oauth2_token_url,
+            oauth2_client_id,
+            oauth2_client_secret,
+            oauth2_scopes,
+            oauth2_audience,
         } => {
+            let read = |path: Option<std::path::PathBuf>, flag: &str| {
+                path.map_or(Ok(String::new()), |p| {
+                    std::fs::read_to_string(&p).map_err(|e| {
+                        tonic::Status::invalid_argument(format!("{flag} {}: {e}", p.display()))
+                    })
+                })
+            };
             let endpoint = pb::Endpoint {
                 name,
                 headers: headers.into_iter().collect(),
+                proxy_url: proxy.unwrap_or_default(),
+                client_certificate_pem: read(client_cert, "--client-cert")?,
+                client_key_pem: read(client_key, "--client-key")?,
+                oauth2: oauth2_token_url.map(|token_url| pb::OAuth2 {
+                    token_url,
+                    client_id: oauth2_client_id.unwrap_or_default(),
+                    client_secret: oauth2_client_secret.unwrap_or_default(),
+                    scopes: oauth2_scopes,
+                    audience: oauth2_audience.unwrap_or_default(),
+                }),
                 url,
                 description: description.unwrap_or_default(),
                 secrets,

@@ -15,7 +15,7 @@ use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 
 use super::connect::refusal;
-use super::{Delivery, HttpClient, Verdict};
+use super::{Delivery, TargetClient, Verdict};
 use hookd_core::outcome::AttemptOutcome;
 use hookd_core::push::RetryAfter;
 use hookd_core::signing::signature_header;
@@ -28,19 +28,37 @@ pub const USER_AGENT: &str = concat!("hookd/", env!("CARGO_PKG_VERSION"));
 /// Sends one attempt. Never panics and always returns: the timeout bounds everything.
 /// `trace`: the attempt span's W3C headers (tracing on), over the event's own.
 pub async fn send(
-    client: &HttpClient,
+    client: &TargetClient,
     d: &Delivery,
     body_cap: usize,
     trace: &[(&'static str, String)],
 ) -> (Verdict, Duration) {
     let started = Instant::now();
-    let request = match build(d, trace) {
+    let timeout = d.target.timeout;
+    // The endpoint's OAuth2 token (fetched within the attempt's timeout when there is
+    // none to reuse); a token endpoint that fails makes the attempt one to retry.
+    let authorization = match &client.oauth {
+        None => None,
+        Some(cache) => match cache.authorization(&client.http, timeout).await {
+            Ok(value) => Some(value),
+            Err(e) => {
+                let verdict = Verdict::Retry {
+                    status: 0,
+                    outcome: AttemptOutcome::NetworkError,
+                    error: e.0,
+                    retry_after: None,
+                };
+                return (verdict, started.elapsed());
+            }
+        },
+    };
+    let request = match build(d, trace, authorization.as_ref()) {
         Ok(r) => r,
         Err(error) => return (Verdict::Permanent { status: 0, error }, started.elapsed()),
     };
-    let timeout = d.target.timeout;
+    let http = &client.http;
     let exchange = async {
-        let response = client.request(request).await?;
+        let response = http.request(request).await?;
         let status = response.status();
         let retry_after = response
             .headers()
@@ -55,7 +73,8 @@ pub async fn send(
         let body = read_capped(response.into_body(), body_cap).await;
         Ok::<_, hyper_util::client::legacy::Error>((status, retry_after, location, body))
     };
-    let verdict = match tokio::time::timeout(timeout, exchange).await {
+    let remaining = timeout.saturating_sub(started.elapsed());
+    let verdict = match tokio::time::timeout(remaining, exchange).await {
         Err(_) => Verdict::Retry {
             status: 0,
             outcome: AttemptOutcome::Timeout,
@@ -80,13 +99,23 @@ pub async fn send(
             },
         },
         Ok(Ok((status, retry_after, location, body))) => {
+            // A token the endpoint no longer takes (revoked, rotated): fetch another.
+            if status == StatusCode::UNAUTHORIZED
+                && let (Some(cache), Some(used)) = (&client.oauth, &authorization)
+            {
+                cache.forget(used).await;
+            }
             classify(status, retry_after.as_deref(), location.as_deref(), &body)
         }
     };
     (verdict, started.elapsed())
 }
 
-fn build(d: &Delivery, trace: &[(&'static str, String)]) -> Result<Request<Full<Bytes>>, String> {
+fn build(
+    d: &Delivery,
+    trace: &[(&'static str, String)],
+    authorization: Option<&HeaderValue>,
+) -> Result<Request<Full<Bytes>>, String> {
     let mut builder = Request::post(d.url.as_str());
     let headers = builder
         .headers_mut()
@@ -112,6 +141,10 @@ fn build(d: &Delivery, trace: &[(&'static str, String)]) -> Result<Request<Full<
         ) {
             headers.insert(n, v);
         }
+    }
+    // The OAuth2 token over any `authorization` the event or the endpoint's headers hold.
+    if let Some(value) = authorization {
+        headers.insert(header::AUTHORIZATION, value.clone());
     }
     if !headers.contains_key(header::CONTENT_TYPE) {
         headers.insert(
@@ -250,7 +283,7 @@ pub fn parse_retry_after(v: &str) -> Option<RetryAfter> {
 }
 
 /// An error and its causes on one line ("a: b: c"), without repeating a cause.
-fn describe(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn describe(e: &(dyn std::error::Error + 'static)) -> String {
     let mut out = e.to_string();
     let mut cur = e.source();
     while let Some(c) = cur {

@@ -16,7 +16,9 @@
 
 pub mod attempt;
 pub mod connect;
+pub mod egress;
 pub mod guard;
+pub mod oauth;
 pub mod slots;
 
 use std::sync::Arc;
@@ -38,7 +40,18 @@ use hookd_core::push::{AttemptReport, Delivery, Target, Verdict};
 /// Where the dispatcher sends reports (the engine's handle, at wiring time).
 pub(crate) type ReportFn = Arc<dyn Fn(AttemptReport) + Send + Sync>;
 
-pub type HttpClient = Client<HttpsConnector<GuardedConnector>, Full<Bytes>>;
+pub type HttpClient = Client<HttpsConnector<egress::Egress>, Full<Bytes>>;
+
+pub use egress::client_tls_config;
+
+/// What a target's attempts go through, built at its first attempt and kept as long as the
+/// target: the keep-alive pool (through the endpoint's proxy, with its client
+/// certificate) and the endpoint's OAuth2 token.
+#[derive(Debug)]
+pub struct TargetClient {
+    pub http: HttpClient,
+    pub oauth: Option<oauth::TokenCache>,
+}
 
 /// Settings of the HTTP side that are not per endpoint.
 #[derive(Debug, Clone)]
@@ -54,6 +67,8 @@ pub struct DispatcherConfig {
     pub max_connections: usize,
     /// Traces each attempt (OpenTelemetry, set up by `hookd`); `None` when tracing is off.
     pub tracer: Option<Arc<dyn AttemptTracer>>,
+    /// When OAuth2 tokens expire (the engine's clock: tests move it).
+    pub clock: Arc<dyn hookd_core::clock::Clock>,
 }
 
 /// Traces push attempts. hookd-delivery knows no tracing library: `hookd` implements this
@@ -116,7 +131,11 @@ pub struct Dispatcher {
     rx: mpsc::UnboundedReceiver<Vec<Delivery>>,
     report: ReportFn,
     guard: Arc<AddressGuard>,
+    /// Endpoints without a client certificate share these settings.
     tls: rustls::ClientConfig,
+    /// The trusted roots, for the endpoints with a client certificate.
+    roots: rustls::RootCertStore,
+    clock: Arc<dyn hookd_core::clock::Clock>,
     body_cap: usize,
     in_flight: InFlight,
     slots: Arc<slots::OutboundSlots>,
@@ -158,19 +177,14 @@ impl Dispatcher {
                 roots.add(cert).map_err(|e| bad(e.to_string()))?;
             }
         }
-        // The provider is passed explicitly: if another one is ever linked in, rustls's
-        // process-wide default would be ambiguous and panic.
-        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        let tls = client_tls_config(roots.clone(), None)?;
         Ok(Self {
             rx,
             report,
             guard: Arc::new(config.guard),
             tls,
+            roots,
+            clock: config.clock,
             body_cap: config.max_response_body_bytes,
             in_flight: InFlight::default(),
             slots: slots::OutboundSlots::new(config.max_connections),
@@ -212,10 +226,10 @@ impl Dispatcher {
         }
     }
 
-    /// The target's keep-alive pool, built at its first attempt.
-    fn client_for(&self, target: &Target) -> HttpClient {
+    /// The target's client, built at its first attempt.
+    fn client_for(&self, target: &Target) -> Arc<TargetClient> {
         // The slot holds nothing but this dispatcher's clients; were it ever to hold
-        // another type, the attempt goes through a pool of its own.
+        // another type, the attempt goes through a client of its own.
         target
             .pool
             .get_or_init(|| self.new_client(target))
@@ -223,21 +237,41 @@ impl Dispatcher {
             .unwrap_or_else(|| self.new_client(target))
     }
 
-    fn new_client(&self, target: &Target) -> HttpClient {
+    fn new_client(&self, target: &Target) -> Arc<TargetClient> {
         let connector = GuardedConnector::new(
             self.guard.clone(),
             target.connect_timeout,
             self.slots.clone(),
         );
+        let egress = match target.proxy.as_ref() {
+            Some(proxy) => egress::Egress::proxied(connector.clone(), &proxy.0)
+                .unwrap_or(egress::Egress::Direct(connector)),
+            None => egress::Egress::Direct(connector),
+        };
+        let tls = match target.client_identity.as_ref().and_then(egress::identity_of) {
+            Some(identity) => client_tls_config(self.roots.clone(), Some(identity))
+                .unwrap_or_else(|e| {
+                    tracing::warn!(destination = %target.key, error = %e, "the client certificate cannot be used; attempts go without it");
+                    self.tls.clone()
+                }),
+            None => self.tls.clone(),
+        };
         let https = HttpsConnectorBuilder::new()
-            .with_tls_config(self.tls.clone())
+            .with_tls_config(tls)
             .https_or_http()
             .enable_http1()
-            .wrap_connector(connector);
-        Client::builder(TokioExecutor::new())
+            .wrap_connector(egress);
+        let http = Client::builder(TokioExecutor::new())
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(Duration::from_secs(90))
             .pool_max_idle_per_host(target.pool_size)
-            .build(https)
+            .build(https);
+        Arc::new(TargetClient {
+            http,
+            oauth: target
+                .oauth2
+                .clone()
+                .map(|o| oauth::TokenCache::new(o, self.clock.clone())),
+        })
     }
 }

@@ -221,10 +221,32 @@ impl Engine {
             let Some(endpoint) = self.endpoints.get_mut(&name) else {
                 continue;
             };
-            match (reseal.0)(&name, &endpoint.secrets) {
+            // The signing secrets, then the client key and the OAuth2 secret when set:
+            // one list through the resealer, put back in the same places.
+            let mut sealed = endpoint.secrets.clone();
+            let key = !endpoint.client_key_pem.is_empty();
+            if key {
+                sealed.push(endpoint.client_key_pem.clone());
+            }
+            let oauth = endpoint
+                .oauth2
+                .as_ref()
+                .is_some_and(|o| !o.client_secret.is_empty());
+            if let Some(o) = endpoint.oauth2.as_ref().filter(|_| oauth) {
+                sealed.push(o.client_secret.clone());
+            }
+            match (reseal.0)(&name, &sealed) {
                 Err(why) => return Ok(Err(format!("endpoint {name:?}: {why}"))),
                 Ok(None) => {}
-                Ok(Some(secrets)) => {
+                Ok(Some(mut secrets)) => {
+                    if oauth
+                        && let (Some(secret), Some(o)) = (secrets.pop(), endpoint.oauth2.as_mut())
+                    {
+                        o.client_secret = secret;
+                    }
+                    if key && let Some(secret) = secrets.pop() {
+                        endpoint.client_key_pem = secret;
+                    }
                     endpoint.secrets = secrets;
                     t.put_endpoint(endpoint)?;
                     changed += 1;

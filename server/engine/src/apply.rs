@@ -92,7 +92,7 @@ impl Engine {
                 let _ = reply.send(Err(self.disk_full()));
             }
             Command::PutEndpoint { endpoint, reply } => {
-                let outcome = self.put_endpoint(t, now, endpoint).map(Ok);
+                let outcome = self.put_endpoint(t, now, *endpoint).map(Ok);
                 settle(done, reply, outcome)?;
             }
             Command::Reseal { reseal, reply } => {

@@ -187,8 +187,11 @@ impl EngineHandle {
     }
 
     pub async fn put_endpoint(&self, endpoint: EndpointRecord) -> Result<PutOutcome, Refusal> {
-        self.call(|reply| Command::PutEndpoint { endpoint, reply })
-            .await?
+        self.call(|reply| Command::PutEndpoint {
+            endpoint: Box::new(endpoint),
+            reply,
+        })
+        .await?
     }
 
     /// Makes an ingest source's definition durable (`Some`), or its removal (`None`).

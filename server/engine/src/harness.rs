@@ -296,8 +296,11 @@ impl Harness {
     }
 
     pub(crate) fn put_endpoint(&mut self, endpoint: EndpointRecord) -> PutOutcome {
-        self.call(|reply| Command::PutEndpoint { endpoint, reply })
-            .expect("endpoint stored")
+        self.call(|reply| Command::PutEndpoint {
+            endpoint: Box::new(endpoint),
+            reply,
+        })
+        .expect("endpoint stored")
     }
 
     /// An endpoint that takes `max_in_flight` attempts at once.

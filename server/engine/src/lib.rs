@@ -299,7 +299,7 @@ pub(crate) enum Command {
         reply: Reply<EndpointRecord>,
     },
     PutEndpoint {
-        endpoint: EndpointRecord,
+        endpoint: Box<EndpointRecord>,
         reply: Reply<PutOutcome>,
     },
     DeleteEndpoint {
@@ -713,7 +713,7 @@ impl Engine {
         store.recover(|item| {
             match item {
                 Recovering::Endpoint(endpoint) => {
-                    engine.endpoints.insert(endpoint.name.clone(), endpoint);
+                    engine.endpoints.insert(endpoint.name.clone(), *endpoint);
                 }
                 Recovering::Message { id, entry, bytes } => {
                     let state = match entry.state {

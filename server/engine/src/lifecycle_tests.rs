@@ -1626,11 +1626,11 @@ fn inside_the_disk_reserve_new_events_and_endpoints_are_refused_but_acks_and_del
     assert_eq!(r.retry_after_ms(), Some(5_000));
     assert!(h.stored(refused).is_none());
     let put = h.call(|reply| Command::PutEndpoint {
-        endpoint: EndpointRecord {
+        endpoint: Box::new(EndpointRecord {
             name: "new".into(),
             url: "http://127.0.0.1:9/".into(),
             ..Default::default()
-        },
+        }),
         reply,
     });
     assert!(matches!(put, Err(Refusal::DiskFull { .. })));

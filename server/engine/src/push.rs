@@ -38,6 +38,9 @@ struct Settings {
     url: Option<String>,
     secrets: Vec<Secret>,
     headers: std::collections::BTreeMap<String, String>,
+    proxy: Option<hookd_core::push::Redacted>,
+    client_identity: Option<hookd_core::push::ClientIdentity>,
+    oauth2: Option<hookd_core::push::OAuth2>,
     connect_timeout_ms: u64,
     timeout_ms: u64,
     limits: gate::Limits,
@@ -66,6 +69,9 @@ impl Engine {
             key,
             secrets: settings.secrets,
             headers: settings.headers,
+            proxy: settings.proxy,
+            client_identity: settings.client_identity,
+            oauth2: settings.oauth2,
             connect_timeout: Duration::from_millis(settings.connect_timeout_ms),
             timeout: Duration::from_millis(settings.timeout_ms),
             pool_size: usize::try_from(settings.limits.max_in_flight).unwrap_or(usize::MAX),
@@ -122,6 +128,39 @@ impl Engine {
                     .filter_map(|s| Secret::parse(&s).ok())
                     .collect(),
                 headers: e.headers.clone(),
+                proxy: (!e.proxy_url.is_empty())
+                    .then(|| hookd_core::push::Redacted(e.proxy_url.clone())),
+                // Validated by PutEndpoint; a key that does not open (keys removed since)
+                // leaves the endpoint without its certificate, as a bad secret is skipped.
+                client_identity: (!e.client_certificate_pem.is_empty())
+                    .then(|| {
+                        hookd_core::secrets::open(
+                            self.config.sealer.as_deref(),
+                            name,
+                            &e.client_key_pem,
+                        )
+                        .ok()
+                    })
+                    .flatten()
+                    .map(|key| hookd_core::push::ClientIdentity {
+                        certificate_pem: e.client_certificate_pem.clone(),
+                        key_pem: hookd_core::push::Redacted(key),
+                    }),
+                oauth2: e.oauth2.as_ref().and_then(|o| {
+                    let secret = hookd_core::secrets::open(
+                        self.config.sealer.as_deref(),
+                        name,
+                        &o.client_secret,
+                    )
+                    .ok()?;
+                    Some(hookd_core::push::OAuth2 {
+                        token_url: o.token_url.clone(),
+                        client_id: o.client_id.clone(),
+                        client_secret: hookd_core::push::Redacted(secret),
+                        scopes: o.scopes.clone(),
+                        audience: o.audience.clone(),
+                    })
+                }),
                 connect_timeout_ms: or(e.connect_timeout_ms, c.connect_timeout_ms),
                 timeout_ms: or(e.timeout_ms, c.timeout_ms),
                 limits: gate::Limits {
@@ -145,6 +184,9 @@ impl Engine {
             url: None,
             secrets: Vec::new(),
             headers: Default::default(),
+            proxy: None,
+            client_identity: None,
+            oauth2: None,
             connect_timeout_ms: c.connect_timeout_ms,
             timeout_ms: c.timeout_ms,
             limits: gate::Limits {

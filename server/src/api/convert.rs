@@ -90,6 +90,68 @@ pub fn endpoint(e: EndpointRecord, clear: &[String], reveal: bool) -> pb::Endpoi
             .into_iter()
             .map(|(name, value)| (name, if reveal { value } else { "…".to_owned() }))
             .collect(),
+        proxy_url: if reveal {
+            e.proxy_url
+        } else {
+            shown_proxy(&e.proxy_url)
+        },
+        client_certificate_summary: certificate_summary(&e.client_certificate_pem),
+        client_certificate_pem: e.client_certificate_pem,
+        // Opened by the view (`HookdService::view`); shown only with reveal_secrets.
+        client_key_pem: if reveal {
+            e.client_key_pem
+        } else {
+            String::new()
+        },
+        oauth2: e.oauth2.map(|o| pb::OAuth2 {
+            token_url: o.token_url,
+            client_id: o.client_id,
+            client_secret: if reveal {
+                o.client_secret
+            } else {
+                String::new()
+            },
+            scopes: o.scopes,
+            audience: o.audience,
+        }),
+    }
+}
+
+/// A proxy URL as answers show it: its password as "…".
+fn shown_proxy(raw: &str) -> String {
+    match url::Url::parse(raw) {
+        Ok(u) if u.password().is_some() => format!(
+            "{}://{}:…@{}{}",
+            u.scheme(),
+            u.username(),
+            u.host_str().unwrap_or_default(),
+            u.port().map(|p| format!(":{p}")).unwrap_or_default()
+        ),
+        _ => raw.to_owned(),
+    }
+}
+
+/// A client certificate as answers show it: subject, SHA-256 fingerprint of the leaf (DER)
+/// and expiry; empty when there is none.
+pub(crate) fn certificate_summary(pem: &str) -> String {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    use sha2::Digest;
+    let Some(Ok(leaf)) = CertificateDer::pem_slice_iter(pem.as_bytes()).next() else {
+        return String::new();
+    };
+    let fingerprint: String = sha2::Sha256::digest(leaf.as_ref())
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    match x509_parser::parse_x509_certificate(leaf.as_ref()) {
+        Ok((_, cert)) => format!(
+            "{} sha256:{fingerprint}… expires {}",
+            cert.subject(),
+            cert.validity().not_after
+        ),
+        Err(_) => format!("sha256:{fingerprint}…"),
     }
 }
 
@@ -109,6 +171,16 @@ pub(crate) fn endpoint_from_proto(e: pb::Endpoint) -> EndpointRecord {
         rate_limit_per_s: e.rate_limit_per_s,
         rate_limit_burst: e.rate_limit_burst,
         headers: e.headers.into_iter().collect(),
+        proxy_url: e.proxy_url,
+        client_certificate_pem: e.client_certificate_pem,
+        client_key_pem: e.client_key_pem,
+        oauth2: e.oauth2.map(|o| hookd_storage::store::OAuth2Record {
+            token_url: o.token_url,
+            client_id: o.client_id,
+            client_secret: o.client_secret,
+            scopes: o.scopes,
+            audience: o.audience,
+        }),
         ..Default::default()
     }
 }
@@ -345,12 +417,32 @@ mod tests {
             paused_reason: "p".into(),
             paused_ms: 12,
             headers: [("x-api-key".to_owned(), "k".to_owned())].into(),
+            proxy_url: "http://u:pw@proxy:3128".into(),
+            client_certificate_pem: "cert".into(),
+            client_key_pem: "key".into(),
+            oauth2: Some(hookd_storage::store::OAuth2Record {
+                token_url: "https://idp/token".into(),
+                client_id: "id".into(),
+                client_secret: "secret".into(),
+                scopes: vec!["a".into()],
+                audience: "aud".into(),
+            }),
         };
-        // Without reveal, a static header's value is shown as "…" (like the secrets).
+        // Without reveal, a static header's value is shown as "…" (like the secrets), and
+        // so is the proxy's password; the client key and the OAuth2 secret are left out.
         let hidden = endpoint(stored.clone(), &stored.secrets, false);
         assert_eq!(
             hidden.headers.get("x-api-key").map(String::as_str),
             Some("…")
+        );
+        assert_eq!(hidden.proxy_url, "http://u:…@proxy:3128");
+        assert!(hidden.client_key_pem.is_empty());
+        assert_eq!(hidden.client_certificate_pem, "cert");
+        assert!(
+            hidden
+                .oauth2
+                .as_ref()
+                .is_some_and(|o| o.client_secret.is_empty())
         );
         let back = endpoint_from_proto(endpoint(stored.clone(), &stored.secrets, true));
         assert_eq!(

@@ -182,13 +182,24 @@ impl HookdService {
     /// A stored endpoint with its secrets opened with the configured keys (one that does
     /// not open is `<why>`).
     fn view(&self, mut e: EndpointRecord) -> view::EndpointView {
+        let open = |s: &str| {
+            hookd_core::secrets::open(self.sealer.as_deref(), &e.name, s)
+                .unwrap_or_else(|err| format!("<{err}>"))
+        };
         let clear_secrets = std::mem::take(&mut e.secrets)
             .iter()
-            .map(|s| {
-                hookd_core::secrets::open(self.sealer.as_deref(), &e.name, s)
-                    .unwrap_or_else(|err| format!("<{err}>"))
-            })
+            .map(|s| open(s))
             .collect();
+        // The client key and the OAuth2 secret opened in place: answers blank them unless
+        // reveal_secrets, and a console save hands them back to PutEndpoint.
+        let key = (!e.client_key_pem.is_empty()).then(|| open(&e.client_key_pem));
+        let secret = e.oauth2.as_ref().map(|o| open(&o.client_secret));
+        if let Some(key) = key {
+            e.client_key_pem = key;
+        }
+        if let (Some(o), Some(secret)) = (e.oauth2.as_mut(), secret) {
+            o.client_secret = secret;
+        }
         view::EndpointView {
             record: e,
             clear_secrets,
@@ -324,28 +335,6 @@ fn rpc_attributes(method: &'static str) -> Vec<KeyValue> {
     ]
 }
 
-/// `write` (the engine's answer, which comes once the log record holding the events is
-/// fsynced) under a `hookd.durable_write` span, when the call is traced.
-pub(crate) async fn durable<T, E: std::fmt::Display>(
-    span: Option<&crate::otel::Traced>,
-    events: usize,
-    write: impl std::future::Future<Output = Result<T, E>>,
-) -> Result<T, E> {
-    let Some(span) = span else {
-        return write.await;
-    };
-    let child = span.child(
-        "hookd.durable_write",
-        vec![KeyValue::new(
-            "hookd.events",
-            i64::try_from(events).unwrap_or(i64::MAX),
-        )],
-    );
-    let result = write.await;
-    child.end(result.as_ref().err().map(ToString::to_string).as_deref());
-    result
-}
-
 impl HookdService {
     /// Enqueue, once traced.
     async fn enqueue_one(
@@ -360,7 +349,7 @@ impl HookdService {
                 message.key.clone(),
             ));
         }
-        let mut results = durable(span, 1, self.engine.enqueue(vec![message]))
+        let mut results = crate::otel::durable(span, 1, self.engine.enqueue(vec![message]))
             .await
             .map_err(refused(""))?;
         let result = results
@@ -406,7 +395,7 @@ impl HookdService {
         let mut throttle_ms = 0;
         if !valid.is_empty() {
             let events = valid.len();
-            let stored = durable(span, events, self.engine.enqueue(valid))
+            let stored = crate::otel::durable(span, events, self.engine.enqueue(valid))
                 .await
                 .map_err(refused(""))?;
             // Every event refused for a limit that clears by itself (a hard watermark, the
@@ -570,6 +559,14 @@ impl Hookd for HookdService {
             &endpoint.name,
             &mut endpoint.secrets,
         );
+        if let Some(sealer) = self.sealer.as_deref() {
+            if !endpoint.client_key_pem.is_empty() {
+                endpoint.client_key_pem = sealer.seal(&endpoint.name, &endpoint.client_key_pem);
+            }
+            if let Some(o) = endpoint.oauth2.as_mut() {
+                o.client_secret = sealer.seal(&endpoint.name, &o.client_secret);
+            }
+        }
         let put = self
             .engine
             .put_endpoint(endpoint)

@@ -373,7 +373,130 @@ pub fn endpoint(e: Option<pb::Endpoint>) -> Result<EndpointRecord, ApiError> {
             "endpoint.rate_limit_per_s: {rate} is not 0 (no limit) or within {MIN_RATE_PER_S} to 1000000"
         )));
     }
+    if !e.proxy_url.is_empty() {
+        e.proxy_url = proxy_url(&e.proxy_url)?;
+    }
+    client_identity(&e.client_certificate_pem, &e.client_key_pem)?;
+    if let Some(o) = e.oauth2.as_mut() {
+        oauth2(o)?;
+    }
     Ok(super::convert::endpoint_from_proto(e))
+}
+
+/// An egress proxy: `http://[user:password@]host:port`, nothing after the authority.
+/// Returns it normalised.
+fn proxy_url(raw: &str) -> Result<String, ApiError> {
+    let field = "endpoint.proxy_url";
+    if raw.len() > MAX_URL_LEN || raw.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(invalid(format!(
+            "{field}: not a URL of at most {MAX_URL_LEN} bytes without spaces"
+        )));
+    }
+    let url = url::Url::parse(raw).map_err(|e| invalid(format!("{field}: malformed URL: {e}")))?;
+    if url.scheme() != "http" {
+        return Err(invalid(format!(
+            "{field}: scheme {:?}: hookd speaks to a proxy over http (CONNECT tunnels https through it)",
+            url.scheme()
+        )));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(invalid(format!("{field}: no host")));
+    }
+    if !matches!(url.path(), "" | "/") || url.query().is_some() || url.fragment().is_some() {
+        return Err(invalid(format!(
+            "{field}: only http://[user:password@]host:port (no path, query or fragment)"
+        )));
+    }
+    let mut out = url.to_string();
+    if out.ends_with('/') {
+        out.pop();
+    }
+    Ok(out)
+}
+
+/// A client certificate chain and its key: both or neither, PEM that parses, and a key
+/// that goes with the leaf.
+fn client_identity(certificate: &str, key: &str) -> Result<(), ApiError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    match (certificate.is_empty(), key.is_empty()) {
+        (true, true) => return Ok(()),
+        (false, true) => {
+            return Err(invalid(
+                "endpoint.client_key_pem: required with client_certificate_pem".into(),
+            ));
+        }
+        (true, false) => {
+            return Err(invalid(
+                "endpoint.client_certificate_pem: required with client_key_pem".into(),
+            ));
+        }
+        (false, false) => {}
+    }
+    for (field, len) in [
+        ("client_certificate_pem", certificate.len()),
+        ("client_key_pem", key.len()),
+    ] {
+        if len > 64 << 10 {
+            return Err(invalid(format!(
+                "endpoint.{field}: {len} bytes is over the limit of 65536"
+            )));
+        }
+    }
+    let chain = CertificateDer::pem_slice_iter(certificate.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| invalid(format!("endpoint.client_certificate_pem: {e}")))?;
+    if chain.is_empty() {
+        return Err(invalid(
+            "endpoint.client_certificate_pem: no CERTIFICATE block".into(),
+        ));
+    }
+    let key = PrivateKeyDer::from_pem_slice(key.as_bytes())
+        .map_err(|e| invalid(format!("endpoint.client_key_pem: {e}")))?;
+    hookd_delivery::client_tls_config(rustls::RootCertStore::empty(), Some((chain, key)))
+        .map_err(|e| invalid(format!("endpoint.client_key_pem: {e}")))?;
+    Ok(())
+}
+
+/// OAuth2 client credentials: a token URL (http or https), an id and a secret.
+fn oauth2(o: &mut pb::OAuth2) -> Result<(), ApiError> {
+    o.token_url = validate_url(&o.token_url, "endpoint.oauth2.token_url")?;
+    let printable = |v: &str| v.chars().all(|c| (' '..='~').contains(&c));
+    if o.client_id.is_empty() || o.client_id.len() > 512 || !printable(&o.client_id) {
+        return Err(invalid(
+            "endpoint.oauth2.client_id: 1 to 512 printable ASCII characters".into(),
+        ));
+    }
+    if o.client_secret.is_empty() || o.client_secret.len() > 4_096 || !printable(&o.client_secret) {
+        return Err(invalid(
+            "endpoint.oauth2.client_secret: 1 to 4096 printable ASCII characters".into(),
+        ));
+    }
+    if o.scopes.len() > 32 {
+        return Err(invalid(format!(
+            "endpoint.oauth2.scopes: {} scopes is over the limit of 32",
+            o.scopes.len()
+        )));
+    }
+    for (i, scope) in o.scopes.iter().enumerate() {
+        // RFC 6749 3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E )
+        if scope.is_empty()
+            || scope.len() > 256
+            || !scope
+                .chars()
+                .all(|c| matches!(c, '\x21' | '\x23'..='\x5b' | '\x5d'..='\x7e'))
+        {
+            return Err(invalid(format!(
+                "endpoint.oauth2.scopes[{i}]: {scope:?} is not a scope token"
+            )));
+        }
+    }
+    if o.audience.len() > 1_024 || !printable(&o.audience) {
+        return Err(invalid(
+            "endpoint.oauth2.audience: at most 1024 printable ASCII characters".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Names of endpoints and queues: 1 to 128 of `A-Z a-z 0-9 . _ -`.

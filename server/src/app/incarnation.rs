@@ -186,6 +186,7 @@ impl Incarnation {
                     ca_file: config.delivery.ca_file.clone(),
                     max_connections: outbound,
                     tracer: shared.tracing.attempts(),
+                    clock: clock.clone(),
                 },
                 deliveries_rx,
                 Arc::new(move |attempt| report.report(attempt)),

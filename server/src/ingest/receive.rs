@@ -627,7 +627,7 @@ async fn handle(
     if !message.idempotency_key.is_empty() {
         message.idempotency_key.insert(0, INGEST_SCOPE);
     }
-    let result = match crate::api::durable(span, 1, ingest.engine.enqueue(vec![message])).await {
+    let result = match crate::otel::durable(span, 1, ingest.engine.enqueue(vec![message])).await {
         Ok(mut results) => results
             .pop()
             .unwrap_or_else(|| Err(Refusal::Unavailable("the engine gave no result".into()))),

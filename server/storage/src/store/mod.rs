@@ -67,7 +67,7 @@ use redb::{
 
 pub use records::{
     AttemptRecord, DoneRecord, EndpointRecord, HistoryRecord, MAX_TEXT_BYTES, MessageRecord,
-    ScheduleEntry, State, bound_text,
+    OAuth2Record, ScheduleEntry, State, bound_text,
 };
 
 use hookd_core::destination::Destination;
@@ -441,7 +441,7 @@ impl Watermark {
 /// [`Store::recover`]).
 #[derive(Debug)]
 pub enum Recovering {
-    Endpoint(EndpointRecord),
+    Endpoint(Box<EndpointRecord>),
     /// A message's schedule row (live, or dead), and its record's size.
     Message {
         id: MessageId,
@@ -864,7 +864,9 @@ impl Store {
         for row in endpoints.iter()? {
             let (name, value) = row?;
             let value = seal::open(TableId::Endpoints, name.value().as_bytes(), value.value())?;
-            each(Recovering::Endpoint(EndpointRecord::decode(value)?))?;
+            each(Recovering::Endpoint(Box::new(EndpointRecord::decode(
+                value,
+            )?)))?;
         }
         // Every live message has a `messages` row with the same key: its record's size is
         // its pointer's length (nothing is read from the log). The `messages` table is

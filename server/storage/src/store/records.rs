@@ -213,6 +213,33 @@ pub struct EndpointRecord {
     /// Static headers sent with every attempt (names lower-case); the wire's tag.
     #[prost(btree_map = "string, string", tag = "22")]
     pub headers: std::collections::BTreeMap<String, String>,
+    /// Egress proxy, `http://[user:password@]host:port` (the wire's tag, as given).
+    #[prost(string, tag = "23")]
+    pub proxy_url: String,
+    /// mTLS client certificate chain (PEM).
+    #[prost(string, tag = "24")]
+    pub client_certificate_pem: String,
+    /// Its private key (PEM), sealed like the secrets when `[secrets] keys` are set.
+    #[prost(string, tag = "25")]
+    pub client_key_pem: String,
+    /// OAuth2 client credentials (tag 27, as the wire's; 26 is answers-only there).
+    #[prost(message, optional, tag = "27")]
+    pub oauth2: Option<OAuth2Record>,
+}
+
+/// An endpoint's OAuth2 client credentials; the secret sealed like the signing secrets.
+#[derive(Clone, PartialEq, Eq, prost::Message)]
+pub struct OAuth2Record {
+    #[prost(string, tag = "1")]
+    pub token_url: String,
+    #[prost(string, tag = "2")]
+    pub client_id: String,
+    #[prost(string, tag = "3")]
+    pub client_secret: String,
+    #[prost(string, repeated, tag = "4")]
+    pub scopes: Vec<String>,
+    #[prost(string, tag = "5")]
+    pub audience: String,
 }
 
 /// The mutable state of a message: a row of the schedule table while it is live (what the

@@ -454,7 +454,7 @@ class GetMessageResponse(_message.Message):
     def __init__(self, id: _Optional[str] = ..., destination: _Optional[_Union[Destination, _Mapping]] = ..., state: _Optional[_Union[MessageState, str]] = ..., attempts: _Optional[int] = ..., max_attempts: _Optional[int] = ..., enqueued_unix_ms: _Optional[int] = ..., next_attempt_unix_ms: _Optional[int] = ..., history: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., last_error: _Optional[str] = ..., event_type: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., payload_size: _Optional[int] = ..., completed_unix_ms: _Optional[int] = ..., payload: _Optional[bytes] = ..., headers: _Optional[_Mapping[str, str]] = ..., payload_expired: _Optional[bool] = ...) -> None: ...
 
 class Endpoint(_message.Message):
-    __slots__ = ("name", "url", "description", "max_attempts", "retry_base_ms", "retry_cap_ms", "disabled", "created_unix_ms", "updated_unix_ms", "secrets", "connect_timeout_ms", "timeout_ms", "max_in_flight", "rate_limit_per_s", "rate_limit_burst", "disabled_reason", "disabled_unix_ms", "paused", "paused_reason", "paused_unix_ms", "secret_summaries", "headers")
+    __slots__ = ("name", "url", "description", "max_attempts", "retry_base_ms", "retry_cap_ms", "disabled", "created_unix_ms", "updated_unix_ms", "secrets", "connect_timeout_ms", "timeout_ms", "max_in_flight", "rate_limit_per_s", "rate_limit_burst", "disabled_reason", "disabled_unix_ms", "paused", "paused_reason", "paused_unix_ms", "secret_summaries", "headers", "proxy_url", "client_certificate_pem", "client_key_pem", "client_certificate_summary", "oauth2")
     class HeadersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -484,6 +484,11 @@ class Endpoint(_message.Message):
     PAUSED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     SECRET_SUMMARIES_FIELD_NUMBER: _ClassVar[int]
     HEADERS_FIELD_NUMBER: _ClassVar[int]
+    PROXY_URL_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_CERTIFICATE_PEM_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_KEY_PEM_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_CERTIFICATE_SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    OAUTH2_FIELD_NUMBER: _ClassVar[int]
     name: str
     url: str
     description: str
@@ -506,7 +511,26 @@ class Endpoint(_message.Message):
     paused_unix_ms: int
     secret_summaries: _containers.RepeatedCompositeFieldContainer[SecretSummary]
     headers: _containers.ScalarMap[str, str]
-    def __init__(self, name: _Optional[str] = ..., url: _Optional[str] = ..., description: _Optional[str] = ..., max_attempts: _Optional[int] = ..., retry_base_ms: _Optional[int] = ..., retry_cap_ms: _Optional[int] = ..., disabled: _Optional[bool] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ..., secrets: _Optional[_Iterable[str]] = ..., connect_timeout_ms: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., rate_limit_per_s: _Optional[float] = ..., rate_limit_burst: _Optional[int] = ..., disabled_reason: _Optional[str] = ..., disabled_unix_ms: _Optional[int] = ..., paused: _Optional[bool] = ..., paused_reason: _Optional[str] = ..., paused_unix_ms: _Optional[int] = ..., secret_summaries: _Optional[_Iterable[_Union[SecretSummary, _Mapping]]] = ..., headers: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    proxy_url: str
+    client_certificate_pem: str
+    client_key_pem: str
+    client_certificate_summary: str
+    oauth2: OAuth2
+    def __init__(self, name: _Optional[str] = ..., url: _Optional[str] = ..., description: _Optional[str] = ..., max_attempts: _Optional[int] = ..., retry_base_ms: _Optional[int] = ..., retry_cap_ms: _Optional[int] = ..., disabled: _Optional[bool] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ..., secrets: _Optional[_Iterable[str]] = ..., connect_timeout_ms: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., rate_limit_per_s: _Optional[float] = ..., rate_limit_burst: _Optional[int] = ..., disabled_reason: _Optional[str] = ..., disabled_unix_ms: _Optional[int] = ..., paused: _Optional[bool] = ..., paused_reason: _Optional[str] = ..., paused_unix_ms: _Optional[int] = ..., secret_summaries: _Optional[_Iterable[_Union[SecretSummary, _Mapping]]] = ..., headers: _Optional[_Mapping[str, str]] = ..., proxy_url: _Optional[str] = ..., client_certificate_pem: _Optional[str] = ..., client_key_pem: _Optional[str] = ..., client_certificate_summary: _Optional[str] = ..., oauth2: _Optional[_Union[OAuth2, _Mapping]] = ...) -> None: ...
+
+class OAuth2(_message.Message):
+    __slots__ = ("token_url", "client_id", "client_secret", "scopes", "audience")
+    TOKEN_URL_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_SECRET_FIELD_NUMBER: _ClassVar[int]
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    AUDIENCE_FIELD_NUMBER: _ClassVar[int]
+    token_url: str
+    client_id: str
+    client_secret: str
+    scopes: _containers.RepeatedScalarFieldContainer[str]
+    audience: str
+    def __init__(self, token_url: _Optional[str] = ..., client_id: _Optional[str] = ..., client_secret: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., audience: _Optional[str] = ...) -> None: ...
 
 class SecretSummary(_message.Message):
     __slots__ = ("prefix", "fingerprint", "public_key")
