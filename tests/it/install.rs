@@ -339,8 +339,8 @@ fn stop_timeouts_leave_room_for_hookds_shutdown_grace() {
     }
 }
 
-/// The container recipe cannot be built here (no container engine, no registry), so what
-/// can be checked without building it is: the build stage copies every workspace member
+/// The release recipe's base images cannot be pulled here (no registry), so what can be
+/// checked without building it is: the build stage copies every workspace member
 /// and nothing the build context leaves out (a new member missing from the recipe would
 /// break `cargo build --locked` in it), the runtime stage runs as a numeric non-root user
 /// with the data directory as its volume, and its health check names a subcommand hookd
@@ -559,4 +559,40 @@ fn every_package_carries_the_license() {
         };
         assert!(ok, "{} names no Apache-2.0 license", path.display());
     }
+}
+
+/// The image CI builds and runs (`.ci/container-check`, Containerfile.local) is the release
+/// recipe's run stage: the same user, environment, volume, ports, health check, stop signal,
+/// entrypoint and command, line for line.
+#[test]
+fn the_image_ci_runs_is_the_release_images_run_stage() {
+    let dir = repo().join("deploy/container");
+    let release = std::fs::read_to_string(dir.join("Containerfile")).unwrap();
+    let local = std::fs::read_to_string(dir.join("Containerfile.local")).unwrap();
+    let run_stage = release
+        .split("# --- run ---")
+        .nth(1)
+        .expect("the release recipe's run stage");
+    let settings = |text: &str| -> Vec<String> {
+        let mut out = Vec::new();
+        let mut current = String::new();
+        for line in text.lines().filter(|l| !l.trim_start().starts_with('#')) {
+            current.push_str(line.trim_end_matches('\\').trim());
+            current.push(' ');
+            if !line.ends_with('\\') {
+                let instruction = current.trim().to_owned();
+                current.clear();
+                if ["USER", "ENV", "VOLUME", "EXPOSE", "HEALTHCHECK", "STOPSIGNAL", "ENTRYPOINT", "CMD"]
+                    .iter()
+                    .any(|k| instruction.starts_with(&format!("{k} ")))
+                {
+                    out.push(instruction);
+                }
+            }
+        }
+        out
+    };
+    let (want, got) = (settings(run_stage), settings(&local));
+    assert_eq!(want.len(), 8, "{want:#?}");
+    assert_eq!(got, want);
 }
