@@ -582,9 +582,18 @@ fn the_image_ci_runs_is_the_release_images_run_stage() {
             if !line.ends_with('\\') {
                 let instruction = current.trim().to_owned();
                 current.clear();
-                if ["USER", "ENV", "VOLUME", "EXPOSE", "HEALTHCHECK", "STOPSIGNAL", "ENTRYPOINT", "CMD"]
-                    .iter()
-                    .any(|k| instruction.starts_with(&format!("{k} ")))
+                if [
+                    "USER",
+                    "ENV",
+                    "VOLUME",
+                    "EXPOSE",
+                    "HEALTHCHECK",
+                    "STOPSIGNAL",
+                    "ENTRYPOINT",
+                    "CMD",
+                ]
+                .iter()
+                .any(|k| instruction.starts_with(&format!("{k} ")))
                 {
                     out.push(instruction);
                 }
