@@ -540,12 +540,35 @@ async fn console_refuses_posts_without_the_csrf_token_and_escapes_what_it_shows(
     );
     // An edit in the console keeps the endpoint's static headers, values and all (the
     // form never shows them; the answers show them as "…").
+    // So are its proxy, client certificate and key, and OAuth2 credentials.
     let mut e = endpoint(&mut c, true).await;
     e.headers = [("x-api-key".to_owned(), "k-1".to_owned())].into();
+    let ca = crate::certs::Ca::new("console test CA");
+    let leaf = ca.client("hookd-agent");
+    e.proxy_url = "http://u:pw@127.0.0.1:3128".into();
+    e.client_certificate_pem = leaf.cert.clone();
+    e.client_key_pem = leaf.key.clone();
+    e.oauth2 = Some(hookd_proto::v1::OAuth2 {
+        token_url: "https://idp.example/token".into(),
+        client_id: "agent".into(),
+        client_secret: "s3cret".into(),
+        ..Default::default()
+    });
     c.put_endpoint(e).await.unwrap();
+    let page = http.get("/ui/endpoints/orders", &cookie).await;
+    assert!(
+        page.body.contains("http://u:…@127.0.0.1:3128") && !page.body.contains("pw@"),
+        "the page shows the proxy without its password"
+    );
+    assert!(page.body.contains("CN=hookd-agent"), "the client certificate");
+    assert!(!page.body.contains("s3cret") && !page.body.contains("PRIVATE KEY"));
     save_url(&sink.url("/hook")).await;
     let e = endpoint(&mut c, true).await;
     assert_eq!(e.headers.get("x-api-key").map(String::as_str), Some("k-1"));
+    assert_eq!(e.proxy_url, "http://u:pw@127.0.0.1:3128");
+    assert_eq!(e.client_certificate_pem, leaf.cert);
+    assert_eq!(e.client_key_pem, leaf.key);
+    assert_eq!(e.oauth2.unwrap().client_secret, "s3cret");
     server.stop().await;
 }
 

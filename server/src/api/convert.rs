@@ -118,7 +118,7 @@ pub fn endpoint(e: EndpointRecord, clear: &[String], reveal: bool) -> pb::Endpoi
 }
 
 /// A proxy URL as answers show it: its password as "…".
-fn shown_proxy(raw: &str) -> String {
+pub(crate) fn shown_proxy(raw: &str) -> String {
     match url::Url::parse(raw) {
         Ok(u) if u.password().is_some() => format!(
             "{}://{}:…@{}{}",

@@ -249,6 +249,23 @@ pub(crate) async fn endpoint(
                             code { (name) }
                         }
                     } }
+                    tr { th { "egress proxy" } td {
+                        @if e.proxy_url.is_empty() { "none (direct)" }
+                        @else { code { (crate::api::convert::shown_proxy(&e.proxy_url)) } }
+                    } }
+                    tr { th { "client certificate" } td {
+                        @if e.client_certificate_pem.is_empty() { "none" }
+                        @else { (crate::api::convert::certificate_summary(&e.client_certificate_pem)) }
+                    } }
+                    tr { th { "OAuth2" } td {
+                        @match &e.oauth2 {
+                            None => "none",
+                            Some(o) => {
+                                "client " code { (o.client_id) } " at " code { (o.token_url) }
+                                @if !o.scopes.is_empty() { ", scopes " code { (o.scopes.join(" ")) } }
+                            }
+                        }
+                    } }
                     tr { th { "created" } td { (view::time(e.created_ms)) } }
                     tr { th { "updated" } td { (view::time(e.updated_ms)) } }
                 }
