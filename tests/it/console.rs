@@ -560,7 +560,10 @@ async fn console_refuses_posts_without_the_csrf_token_and_escapes_what_it_shows(
         page.body.contains("http://u:…@127.0.0.1:3128") && !page.body.contains("pw@"),
         "the page shows the proxy without its password"
     );
-    assert!(page.body.contains("CN=hookd-agent"), "the client certificate");
+    assert!(
+        page.body.contains("CN=hookd-agent"),
+        "the client certificate"
+    );
     assert!(!page.body.contains("s3cret") && !page.body.contains("PRIVATE KEY"));
     save_url(&sink.url("/hook")).await;
     let e = endpoint(&mut c, true).await;
