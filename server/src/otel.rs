@@ -205,23 +205,8 @@ pub(crate) fn stamp(
     from: &dyn Headers,
     span: Option<&Traced>,
 ) {
-    if event_headers.contains_key(TRACEPARENT) {
-        return;
-    }
-    match span {
-        Some(span) => {
-            for (name, value) in span.context_headers() {
-                event_headers.insert(name.to_owned(), value);
-            }
-        }
-        None => {
-            if let Some(parent) = from.header(TRACEPARENT).filter(|v| is_traceparent(v)) {
-                event_headers.insert(TRACEPARENT.to_owned(), parent.to_owned());
-                if let Some(state) = from.header(TRACESTATE).filter(|s| s.len() <= 512) {
-                    event_headers.insert(TRACESTATE.to_owned(), state.to_owned());
-                }
-            }
-        }
+    if !event_headers.contains_key(TRACEPARENT) {
+        event_headers.extend(carried(from, span));
     }
 }
 
@@ -231,12 +216,28 @@ pub(crate) fn stamp_record(
     from: &dyn Headers,
     span: Option<&Traced>,
 ) {
-    let mut added = HashMap::new();
-    if record_headers.contains_key(TRACEPARENT) {
-        return;
+    if !record_headers.contains_key(TRACEPARENT) {
+        record_headers.extend(carried(from, span));
     }
-    stamp(&mut added, from, span);
-    record_headers.extend(added);
+}
+
+/// The W3C headers [`stamp`] adds: the span's context, or the producer's as it came.
+fn carried(from: &dyn Headers, span: Option<&Traced>) -> Vec<(String, String)> {
+    if let Some(span) = span {
+        return span
+            .context_headers()
+            .into_iter()
+            .map(|(name, value)| (name.to_owned(), value))
+            .collect();
+    }
+    let Some(parent) = from.header(TRACEPARENT).filter(|v| is_traceparent(v)) else {
+        return Vec::new();
+    };
+    let mut out = vec![(TRACEPARENT.to_owned(), parent.to_owned())];
+    if let Some(state) = from.header(TRACESTATE).filter(|s| s.len() <= 512) {
+        out.push((TRACESTATE.to_owned(), state.to_owned()));
+    }
+    out
 }
 
 /// `write` (the engine's answer, which comes once the log record holding the events is

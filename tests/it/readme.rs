@@ -117,13 +117,22 @@ struct Block {
 /// level (a subsection is a section of its own here; `#` lines inside a block are not
 /// headings).
 fn blocks(readme: &str, heading: &str) -> Vec<Block> {
+    all_blocks(readme)
+        .into_iter()
+        .filter(|(h, _)| h == heading)
+        .map(|(_, block)| block)
+        .collect()
+}
+
+/// Every fenced block of the README with the heading it is under.
+fn all_blocks(readme: &str) -> Vec<(String, Block)> {
     let mut out = Vec::new();
-    let mut inside = false;
+    let mut heading = String::new();
     let mut fence: Option<Block> = None;
     for line in readme.lines() {
         if let Some(block) = fence.as_mut() {
             if line.starts_with("```") {
-                out.extend(fence.take().filter(|_| inside));
+                out.extend(fence.take().map(|b| (heading.clone(), b)));
             } else {
                 block.text.push_str(line);
                 block.text.push('\n');
@@ -138,7 +147,7 @@ fn blocks(readme: &str, heading: &str) -> Vec<Block> {
             continue;
         }
         if line.starts_with('#') {
-            inside = line.trim_end() == heading;
+            line.trim_end().clone_into(&mut heading);
         }
     }
     out
@@ -308,27 +317,15 @@ fn the_readme_blocks_are_found_by_section() {
 #[test]
 fn every_readme_block_is_run_or_checked() {
     let readme = include_str!("../../README.md");
-    let mut heading = String::new();
-    let mut fence = None;
     let mut unchecked = Vec::new();
-    for line in readme.lines() {
-        if let Some(lang) = fence.as_ref() {
-            if line.starts_with("```") {
-                let lang: &String = lang;
-                let run = SECTIONS.contains(&heading.as_str())
-                    && ["sh", "python", "console"].contains(&lang.as_str());
-                let elsewhere = ELSEWHERE.iter().any(|(h, l, _)| *h == heading && l == lang);
-                if !run && !elsewhere {
-                    unchecked.push(format!("{heading} ({lang})"));
-                }
-                fence = None;
-            }
-            continue;
-        }
-        if let Some(lang) = line.strip_prefix("```") {
-            fence = Some(lang.trim().to_owned());
-        } else if line.starts_with('#') {
-            line.trim_end().clone_into(&mut heading);
+    for (heading, Block { lang, .. }) in all_blocks(readme) {
+        let run = SECTIONS.contains(&heading.as_str())
+            && ["sh", "python", "console"].contains(&lang.as_str());
+        let elsewhere = ELSEWHERE
+            .iter()
+            .any(|(h, l, _)| *h == heading && *l == lang);
+        if !run && !elsewhere {
+            unchecked.push(format!("{heading} ({lang})"));
         }
     }
     assert!(

@@ -15,14 +15,24 @@ use hyper_util::rt::TokioIo;
 
 use super::connect::{GuardedConnector, Outbound};
 
-/// The TLS settings of push attempts: `roots` trusted, and with `identity` (a chain, leaf
-/// first, and its key) a client certificate for endpoints that ask for one.
+/// A client certificate chain (leaf first) and its private key.
+pub type Identity = (
+    Vec<rustls::pki_types::CertificateDer<'static>>,
+    rustls::pki_types::PrivateKeyDer<'static>,
+);
+
+/// Why a client certificate or key does not parse.
+#[derive(Debug)]
+pub enum IdentityError {
+    Certificate(String),
+    Key(String),
+}
+
+/// The TLS settings of push attempts: `roots` trusted, and with `identity` a client
+/// certificate for endpoints that ask for one.
 pub fn client_tls_config(
     roots: rustls::RootCertStore,
-    identity: Option<(
-        Vec<rustls::pki_types::CertificateDer<'static>>,
-        rustls::pki_types::PrivateKeyDer<'static>,
-    )>,
+    identity: Option<Identity>,
 ) -> Result<rustls::ClientConfig, rustls::Error> {
     // The provider is passed explicitly: if another one is ever linked in, rustls's
     // process-wide default would be ambiguous and panic.
@@ -37,21 +47,26 @@ pub fn client_tls_config(
     }
 }
 
-/// An endpoint's client certificate and key from PEM (validated when the endpoint was
-/// put; `None` if they no longer parse).
-pub(crate) fn identity_of(
-    identity: &hookd_core::push::ClientIdentity,
-) -> Option<(
-    Vec<rustls::pki_types::CertificateDer<'static>>,
-    rustls::pki_types::PrivateKeyDer<'static>,
-)> {
+/// A client certificate chain and its key from PEM: what PutEndpoint validates and the
+/// dispatcher builds its TLS settings from.
+pub fn parse_identity(certificate_pem: &str, key_pem: &str) -> Result<Identity, IdentityError> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let chain = CertificateDer::pem_slice_iter(identity.certificate_pem.as_bytes())
+    let chain = CertificateDer::pem_slice_iter(certificate_pem.as_bytes())
         .collect::<Result<Vec<_>, _>>()
-        .ok()?;
-    let key = PrivateKeyDer::from_pem_slice(identity.key_pem.0.as_bytes()).ok()?;
-    Some((chain, key))
+        .map_err(|e| IdentityError::Certificate(e.to_string()))?;
+    if chain.is_empty() {
+        return Err(IdentityError::Certificate("no CERTIFICATE block".into()));
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
+        .map_err(|e| IdentityError::Key(e.to_string()))?;
+    Ok((chain, key))
+}
+
+/// An endpoint's client certificate and key (validated when the endpoint was put; `None`
+/// if they no longer parse).
+pub(crate) fn identity_of(identity: &hookd_core::push::ClientIdentity) -> Option<Identity> {
+    parse_identity(&identity.certificate_pem, &identity.key_pem.0).ok()
 }
 
 /// The connector under TLS: direct, or through a proxy.
@@ -95,11 +110,11 @@ impl Egress {
     }
 }
 
+/// A URL's (percent-encoded) user or password as sent.
 fn percent_decode(s: &str) -> String {
-    url::form_urlencoded::parse(format!("x={}", s.replace('+', "%2B")).as_bytes())
-        .next()
-        .map(|(_, v)| v.into_owned())
-        .unwrap_or_default()
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 impl tower_service::Service<Uri> for Egress {
@@ -181,5 +196,6 @@ mod tests {
     fn proxy_credentials_are_percent_decoded() {
         assert_eq!(percent_decode("p%40ss%3Aw"), "p@ss:w");
         assert_eq!(percent_decode("a+b"), "a+b");
+        assert_eq!(percent_decode("a&b=c"), "a&b=c");
     }
 }

@@ -417,8 +417,6 @@ fn proxy_url(raw: &str) -> Result<String, ApiError> {
 /// A client certificate chain and its key: both or neither, PEM that parses, and a key
 /// that goes with the leaf.
 fn client_identity(certificate: &str, key: &str) -> Result<(), ApiError> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     match (certificate.is_empty(), key.is_empty()) {
         (true, true) => return Ok(()),
         (false, true) => {
@@ -443,17 +441,12 @@ fn client_identity(certificate: &str, key: &str) -> Result<(), ApiError> {
             )));
         }
     }
-    let chain = CertificateDer::pem_slice_iter(certificate.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| invalid(format!("endpoint.client_certificate_pem: {e}")))?;
-    if chain.is_empty() {
-        return Err(invalid(
-            "endpoint.client_certificate_pem: no CERTIFICATE block".into(),
-        ));
-    }
-    let key = PrivateKeyDer::from_pem_slice(key.as_bytes())
-        .map_err(|e| invalid(format!("endpoint.client_key_pem: {e}")))?;
-    hookd_delivery::client_tls_config(rustls::RootCertStore::empty(), Some((chain, key)))
+    use hookd_delivery::egress::{IdentityError, parse_identity};
+    let identity = parse_identity(certificate, key).map_err(|e| match e {
+        IdentityError::Certificate(e) => invalid(format!("endpoint.client_certificate_pem: {e}")),
+        IdentityError::Key(e) => invalid(format!("endpoint.client_key_pem: {e}")),
+    })?;
+    hookd_delivery::client_tls_config(rustls::RootCertStore::empty(), Some(identity))
         .map_err(|e| invalid(format!("endpoint.client_key_pem: {e}")))?;
     Ok(())
 }

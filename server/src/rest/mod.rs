@@ -130,13 +130,7 @@ fn refuse(code: tonic::Code, message: impl Into<String>) -> Response {
 
 /// A refusal HTTP names more closely than gRPC (405, 413, 415).
 fn refuse_as(http: StatusCode, code: tonic::Code, message: impl Into<String>) -> Response {
-    let status = tonic::Status::new(code, message.into());
-    (
-        http,
-        [(header::CONTENT_TYPE, "application/json")],
-        error_json(&status, http),
-    )
-        .into_response()
+    answer_as(&tonic::Status::new(code, message.into()), http)
 }
 
 async fn handle(State(rest): State<Rest>, request: axum::extract::Request) -> Response {
@@ -722,7 +716,11 @@ fn error_json(status: &tonic::Status, http: StatusCode) -> Vec<u8> {
 /// `Retry-After` (whole seconds, rounded up) when the status carries a retry delay,
 /// `WWW-Authenticate: Bearer` on 401.
 pub(crate) fn error_response(status: &tonic::Status) -> Response {
-    let http = http_status(status.code());
+    answer_as(status, http_status(status.code()))
+}
+
+/// `status` answered with the HTTP status `http`: the JSON error and its headers.
+fn answer_as(status: &tonic::Status, http: StatusCode) -> Response {
     let mut response = (
         http,
         [(header::CONTENT_TYPE, "application/json")],
