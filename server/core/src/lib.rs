@@ -4,6 +4,8 @@
 //!
 //! - [`ids`]: message ids (UUIDv7) and lease ids; [`clock`]: where time is read;
 //!   [`destination`]: where a message goes and its stored key.
+//! - [`filter`]: subscription filters (Outpost's operator JSON); [`topics`]: event-type
+//!   patterns and the index that matches a topic against every subscription.
 //! - [`names`]: the name rule, hex, and the limits more than one edge checks;
 //!   [`text`]: bounded stored text.
 //! - [`retry`], [`breaker`], [`limiter`], [`backpressure`]: backoff with full jitter, the
@@ -24,6 +26,7 @@ pub mod breaker;
 pub mod clock;
 pub mod deadletters;
 pub mod destination;
+pub mod filter;
 pub mod ids;
 pub mod limiter;
 pub mod names;
@@ -36,3 +39,4 @@ pub mod signing;
 pub mod source;
 pub mod stats;
 pub mod text;
+pub mod topics;

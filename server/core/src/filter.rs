@@ -1,0 +1,401 @@
+//! Subscription filters: the operator JSON of Hookdeck Outpost (and of `simple-json-match`,
+//! which it ports), so a destination's filter moves to hookd by copy and paste.
+//!
+//! A filter is matched against the event as one JSON document, `{"topic": ..., "data":
+//! <the payload, when it is JSON>, "metadata": <the event's headers>}` (see
+//! [`event_document`]). The rules, as Outpost applies them:
+//!
+//! - **A primitive** (string, number, boolean, null) matches an equal value (numbers by
+//!   value: `1` equals `1.0`; no coercion between types), or an array that holds one.
+//! - **An object** matches an object whose fields match its fields, recursively (fields it
+//!   does not name are ignored); against an array, some element must match it. An empty
+//!   object matches any object.
+//! - **An array** matches an array that holds, for each of its items, an element matching
+//!   that item (order and extra elements do not matter).
+//! - **Operators** are keys starting with `$`, next to fields or alone; all must hold:
+//!   `$eq`/`$neq` (deep equality), `$gt $gte $lt $lte` (two numbers, or two strings in
+//!   byte order), `$in`/`$nin` (membership in an array of values; or, given one value, a
+//!   substring of a string or an element of an array), `$startsWith`/`$endsWith` (a string,
+//!   or any of an array of strings), `$exist` (`true`: the field is present, `null`
+//!   included; `false`: absent), and `$and`/`$or` (arrays of filters) and `$not` (one
+//!   filter), applied to the value where they stand.
+//! - A comparison between types that do not compare (`$gt` of an object, `$startsWith` of
+//!   a number, an absent field) does not match, and neither does its `$nin`; only `$not`
+//!   turns a no into a yes.
+//!
+//! [`Filter::parse`] refuses what can never mean what it says (an unknown operator such as
+//! `$regex` or `$ref`, `$and` that is not an array, `$exist` that is not a boolean) naming
+//! where it stands (`filter.data.amount.$gte`), and bounds the filter's size and depth so
+//! one subscription cannot make every publish slow.
+
+use serde_json::{Map, Value};
+
+/// Nesting depth a filter may have (objects, arrays and operators together).
+pub const MAX_DEPTH: usize = 32;
+/// Nodes a filter may have: the bound on one evaluation's work.
+pub const MAX_NODES: usize = 1_000;
+
+/// A checked filter, ready to match events.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Filter {
+    root: Node,
+    /// The filter as given (canonical JSON), to store and show.
+    source: Value,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Node {
+    /// A string, number, boolean or null.
+    Literal(Value),
+    /// Fields and operators, all of which must hold.
+    Object {
+        fields: Vec<(String, Node)>,
+        ops: Vec<Op>,
+    },
+    /// Every item must match some element of an array.
+    Array(Vec<Node>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Op {
+    Eq(Value),
+    Neq(Value),
+    Order(Order, Value),
+    In(Value),
+    Nin(Value),
+    StartsWith(Vec<String>),
+    EndsWith(Vec<String>),
+    Exist(bool),
+    And(Vec<Node>),
+    Or(Vec<Node>),
+    Not(Box<Node>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Order {
+    Gt,
+    Gte,
+    Lt,
+    Lte,
+}
+
+/// Why a filter was refused, and where in it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{path}: {reason}")]
+pub struct FilterError {
+    /// Where, from the field's name: `filter.data.amount.$gte`, `filter.$or[1]`.
+    pub path: String,
+    pub reason: String,
+}
+
+impl Filter {
+    /// Checks `value` as the filter of the field `field` (the name errors start with).
+    pub fn parse(value: &Value, field: &str) -> Result<Filter, FilterError> {
+        let mut budget = Budget { nodes: 0 };
+        let root = compile(value, field, 0, &mut budget)?;
+        Ok(Filter {
+            root,
+            source: value.clone(),
+        })
+    }
+
+    /// Parses and checks filter JSON text; a syntax error names its line and column.
+    pub fn parse_text(text: &str, field: &str) -> Result<Filter, FilterError> {
+        let value: Value = serde_json::from_str(text).map_err(|e| FilterError {
+            path: field.to_owned(),
+            reason: format!("not JSON: {e}"),
+        })?;
+        Filter::parse(&value, field)
+    }
+
+    /// The filter as given.
+    pub fn source(&self) -> &Value {
+        &self.source
+    }
+
+    /// Whether the event document matches.
+    pub fn matches(&self, document: &Value) -> bool {
+        matches(Some(document), &self.root)
+    }
+}
+
+/// The document a filter sees for one event: its topic, its payload as `data` (when the
+/// payload is JSON; absent otherwise, so `{"data": {"$exist": false}}` selects the rest) and
+/// its headers as `metadata`.
+pub fn event_document<'h>(
+    topic: &str,
+    payload: &[u8],
+    headers: impl IntoIterator<Item = (&'h str, &'h str)>,
+) -> Value {
+    let mut doc = Map::new();
+    doc.insert("topic".into(), Value::String(topic.to_owned()));
+    if let Ok(data) = serde_json::from_slice::<Value>(payload) {
+        doc.insert("data".into(), data);
+    }
+    let metadata: Map<String, Value> = headers
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), Value::String(v.to_owned())))
+        .collect();
+    doc.insert("metadata".into(), Value::Object(metadata));
+    Value::Object(doc)
+}
+
+struct Budget {
+    nodes: usize,
+}
+
+fn refuse(path: &str, reason: impl Into<String>) -> FilterError {
+    FilterError {
+        path: path.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+fn compile(
+    value: &Value,
+    path: &str,
+    depth: usize,
+    budget: &mut Budget,
+) -> Result<Node, FilterError> {
+    budget.nodes += 1;
+    if budget.nodes > MAX_NODES {
+        return Err(refuse(
+            path,
+            format!("the filter has more than {MAX_NODES} parts"),
+        ));
+    }
+    if depth > MAX_DEPTH {
+        return Err(refuse(
+            path,
+            format!("the filter nests deeper than {MAX_DEPTH} levels"),
+        ));
+    }
+    match value {
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| compile(item, &format!("{path}[{i}]"), depth + 1, budget))
+            .collect::<Result<_, _>>()
+            .map(Node::Array),
+        Value::Object(map) => {
+            let (mut fields, mut ops) = (Vec::new(), Vec::new());
+            for (key, value) in map {
+                let at = format!("{path}.{key}");
+                if key.starts_with('$') {
+                    ops.push(operator(key, value, &at, depth, budget)?);
+                } else {
+                    fields.push((key.clone(), compile(value, &at, depth + 1, budget)?));
+                }
+            }
+            Ok(Node::Object { fields, ops })
+        }
+        primitive => Ok(Node::Literal(primitive.clone())),
+    }
+}
+
+fn operator(
+    key: &str,
+    value: &Value,
+    path: &str,
+    depth: usize,
+    budget: &mut Budget,
+) -> Result<Op, FilterError> {
+    budget.nodes += 1;
+    let order = |o: Order| match value {
+        Value::Number(_) | Value::String(_) => Ok(Op::Order(o, value.clone())),
+        _ => Err(refuse(
+            path,
+            format!("{key} compares with a number or a string"),
+        )),
+    };
+    let strings = || -> Result<Vec<String>, FilterError> {
+        match value {
+            Value::String(s) => Ok(vec![s.clone()]),
+            Value::Array(items) if !items.is_empty() => items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| match item {
+                    Value::String(s) => Ok(s.clone()),
+                    _ => Err(refuse(&format!("{path}[{i}]"), "needs a string")),
+                })
+                .collect(),
+            _ => Err(refuse(
+                path,
+                format!("{key} takes a string or a non-empty array of strings"),
+            )),
+        }
+    };
+    let members = || -> Result<Value, FilterError> {
+        match value {
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    if item.is_object() || item.is_array() {
+                        return Err(refuse(
+                            &format!("{path}[{i}]"),
+                            format!("{key} lists strings, numbers, booleans or null"),
+                        ));
+                    }
+                }
+                Ok(value.clone())
+            }
+            Value::Object(_) => Err(refuse(
+                path,
+                format!("{key} takes an array of values, or one value"),
+            )),
+            v => Ok(v.clone()),
+        }
+    };
+    let mut filters = || -> Result<Vec<Node>, FilterError> {
+        match value {
+            Value::Array(items) if !items.is_empty() => items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| compile(item, &format!("{path}[{i}]"), depth + 1, budget))
+                .collect(),
+            _ => Err(refuse(
+                path,
+                format!("{key} takes a non-empty array of filters"),
+            )),
+        }
+    };
+    match key {
+        "$eq" => Ok(Op::Eq(value.clone())),
+        "$neq" => Ok(Op::Neq(value.clone())),
+        "$gt" => order(Order::Gt),
+        "$gte" => order(Order::Gte),
+        "$lt" => order(Order::Lt),
+        "$lte" => order(Order::Lte),
+        "$in" => members().map(Op::In),
+        "$nin" => members().map(Op::Nin),
+        "$startsWith" => strings().map(Op::StartsWith),
+        "$endsWith" => strings().map(Op::EndsWith),
+        "$exist" => match value {
+            Value::Bool(b) => Ok(Op::Exist(*b)),
+            _ => Err(refuse(path, "$exist takes true or false")),
+        },
+        "$and" => filters().map(Op::And),
+        "$or" => filters().map(Op::Or),
+        "$not" => compile(value, path, depth + 1, budget).map(|n| Op::Not(Box::new(n))),
+        other => Err(refuse(
+            path,
+            format!(
+                "unknown operator {other} (known: $eq $neq $gt $gte $lt $lte $in $nin \
+                 $startsWith $endsWith $exist $and $or $not)"
+            ),
+        )),
+    }
+}
+
+/// `input` is `None` where the field is absent.
+fn matches(input: Option<&Value>, node: &Node) -> bool {
+    match node {
+        Node::Literal(want) => match input {
+            Some(Value::Array(items)) => items.iter().any(|item| loose_eq(item, want)),
+            Some(v) => loose_eq(v, want),
+            None => false,
+        },
+        Node::Array(wanted) => match input {
+            Some(Value::Array(items)) => wanted
+                .iter()
+                .all(|w| items.iter().any(|item| matches(Some(item), w))),
+            _ => false,
+        },
+        Node::Object { fields, ops } => {
+            if fields.is_empty() && !ops.is_empty() {
+                // Operators alone apply to the value as it is (an array as a whole).
+                return ops.iter().all(|op| applies(input, op));
+            }
+            match input {
+                Some(Value::Object(map)) => {
+                    fields.iter().all(|(k, n)| matches(map.get(k), n))
+                        && ops.iter().all(|op| applies(input, op))
+                }
+                Some(Value::Array(items)) => items.iter().any(|item| matches(Some(item), node)),
+                _ => false,
+            }
+        }
+    }
+}
+
+fn applies(input: Option<&Value>, op: &Op) -> bool {
+    match op {
+        Op::Exist(want) => input.is_some() == *want,
+        Op::And(all) => all.iter().all(|n| matches(input, n)),
+        Op::Or(any) => any.iter().any(|n| matches(input, n)),
+        Op::Not(n) => !matches(input, n),
+        _ => {
+            let Some(v) = input else {
+                // Only $neq holds of an absent field: absent is not equal to anything.
+                return matches!(op, Op::Neq(_));
+            };
+            match op {
+                Op::Eq(want) => deep_eq(v, want),
+                Op::Neq(want) => !deep_eq(v, want),
+                Op::Order(order, bound) => compare(v, bound).is_some_and(|o| match order {
+                    Order::Gt => o.is_gt(),
+                    Order::Gte => o.is_ge(),
+                    Order::Lt => o.is_lt(),
+                    Order::Lte => o.is_le(),
+                }),
+                Op::In(set) => member(v, set) == Some(true),
+                Op::Nin(set) => member(v, set) == Some(false),
+                Op::StartsWith(prefixes) => v
+                    .as_str()
+                    .is_some_and(|s| prefixes.iter().any(|p| s.starts_with(p.as_str()))),
+                Op::EndsWith(suffixes) => v
+                    .as_str()
+                    .is_some_and(|s| suffixes.iter().any(|p| s.ends_with(p.as_str()))),
+                Op::Exist(_) | Op::And(_) | Op::Or(_) | Op::Not(_) => false,
+            }
+        }
+    }
+}
+
+/// Equality of two primitives: numbers by value, other types only with their own type.
+fn loose_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::String(x), Value::String(y)) => x == y,
+        (Value::Bool(x), Value::Bool(y)) => x == y,
+        (Value::Null, Value::Null) => true,
+        _ => false,
+    }
+}
+
+/// Structural equality, numbers by value.
+fn deep_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| deep_eq(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, p)| y.get(k).is_some_and(|q| deep_eq(p, q)))
+        }
+        _ => loose_eq(a, b),
+    }
+}
+
+fn compare(v: &Value, bound: &Value) -> Option<std::cmp::Ordering> {
+    match (v, bound) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64()?.partial_cmp(&y.as_f64()?),
+        (Value::String(x), Value::String(y)) => Some(x.as_bytes().cmp(y.as_bytes())),
+        _ => None,
+    }
+}
+
+/// `$in`: `Some(is a member)`, or `None` where the types do not compare.
+fn member(v: &Value, set: &Value) -> Option<bool> {
+    match (v, set) {
+        (Value::Object(_) | Value::Array(_), Value::Array(_)) => None,
+        (v, Value::Array(items)) => Some(items.iter().any(|item| loose_eq(v, item))),
+        (Value::String(s), Value::String(part)) => Some(s.contains(part.as_str())),
+        (Value::String(_), _) => None,
+        (Value::Array(items), one) => Some(items.iter().any(|item| loose_eq(item, one))),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;
