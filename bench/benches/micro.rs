@@ -1,5 +1,6 @@
 //! Microbenchmarks of hookd's hot pieces: the timer wheel, the store's group commit, HMAC
-//! signing, latency histograms, the circuit breaker and the token bucket.
+//! signing, latency histograms, the circuit breaker and the token bucket, and matching an
+//! event against 10,000 subscriptions (topic patterns and filters).
 //!
 //! ```sh
 //! cargo bench -p hookd-bench --bench micro
@@ -12,10 +13,12 @@ use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use hookd_core::breaker::{Admit, Breaker, BreakerConfig};
+use hookd_core::filter::{Filter, event_document};
 use hookd_core::ids::MessageId;
 use hookd_core::limiter::TokenBucket;
 use hookd_core::signing::{Secret, signature_header};
 use hookd_core::stats::RollingHistogram;
+use hookd_core::topics::{Pattern, TopicIndex};
 use hookd_storage::store::records::{MessageRecord, ScheduleEntry, State};
 
 use hookd_engine::wheel::Wheel;
@@ -190,8 +193,70 @@ fn breaker_limiter(c: &mut Criterion) {
     g.finish();
 }
 
+/// 10,000 subscriptions as a busy deployment has them: 7,000 on exact event types (1,000
+/// types, so 7 per type), 2,000 on prefixes (`ticket.*`, 200 prefixes), 1,000 on `*`; a
+/// third of them with a filter on the payload. One publish: find the subscriptions whose
+/// patterns match, build the event's document once, run each candidate's filter.
+fn subscriptions(c: &mut Criterion) {
+    let mut g = c.benchmark_group("subscriptions");
+    let mut index = TopicIndex::default();
+    let mut filters: Vec<Option<Filter>> = Vec::new();
+    for i in 0..10_000u32 {
+        let pattern = match i % 10 {
+            0..=6 => format!("entity{}.changed", i % 1_000),
+            7 | 8 => format!("entity{}.*", i % 200),
+            _ => "*".to_owned(),
+        };
+        index.insert(&Pattern::parse(&pattern, "event_types[0]").unwrap(), i);
+        let filter = (i % 3 == 0).then(|| {
+            let f = serde_json::json!({
+                "data": {"amount": {"$gte": i % 500}, "customer": {"tier": {"$in": ["gold", "premium"]}}},
+                "metadata": {"region": {"$neq": "us"}}
+            });
+            Filter::parse(&f, "filter").unwrap()
+        });
+        filters.push(filter);
+    }
+    let mut payload = serde_json::to_vec(&serde_json::json!({
+        "amount": 250, "customer": {"tier": "premium", "id": "c-981"}, "note": ""
+    }))
+    .unwrap();
+    // Pad the note to a 512 B payload.
+    let pad = 512usize.saturating_sub(payload.len());
+    payload.truncate(payload.len() - 2);
+    payload.extend(std::iter::repeat_n(b'x', pad));
+    payload.extend_from_slice(b"\"}");
+    assert!(serde_json::from_slice::<serde_json::Value>(&payload).is_ok());
+    let headers = [
+        ("region", "eu"),
+        (
+            "traceparent",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        ),
+    ];
+    let topic = "entity42.changed";
+    g.bench_function("topic index: 10,000 subscriptions, one topic", |b| {
+        b.iter(|| index.matching(black_box(topic)))
+    });
+    g.bench_function(
+        "publish: patterns, document, filters (10,000 subscriptions, 512 B)",
+        |b| {
+            b.iter(|| {
+                let matched = index.matching(black_box(topic));
+                let doc = event_document(topic, black_box(&payload), headers);
+                matched
+                    .into_iter()
+                    .filter(|&i| filters[i as usize].as_ref().is_none_or(|f| f.matches(&doc)))
+                    .count()
+            })
+        },
+    );
+    g.finish();
+}
+
 criterion_group!(
     benches,
+    subscriptions,
     wheel,
     group_commit,
     signing,
