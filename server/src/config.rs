@@ -25,6 +25,12 @@ pub struct Config {
     pub ingest_addr: SocketAddr,
     /// Ingest sources defined here (read-only over gRPC; PutSource makes others).
     pub sources: Vec<hookd_core::source::SourceSpec>,
+    /// The event types this deployment declares: a description, and a JSON Schema their
+    /// payloads must satisfy (`crate::catalog`).
+    pub event_types: Vec<crate::catalog::EventTypeSpec>,
+    /// Refuse an Enqueue whose event type is not declared in `event_types` (or that has
+    /// none).
+    pub strict_event_types: bool,
     /// Largest accepted event payload.
     pub max_payload_bytes: usize,
     /// Most events in one EnqueueBatch call.
@@ -240,6 +246,8 @@ impl Default for Config {
             http_addr: SocketAddr::from(([127, 0, 0, 1], 7701)),
             ingest_addr: SocketAddr::from(([127, 0, 0, 1], 7702)),
             sources: Vec::new(),
+            event_types: Vec::new(),
+            strict_event_types: false,
             max_payload_bytes: 1 << 20,
             max_batch_events: 1_000,
             max_idempotency_key_bytes: 256,
@@ -753,6 +761,15 @@ mod tests {
                     mask: text(),
                     detectors: vec![hookd_core::source::Detector::Email],
                 },
+            })
+            .unwrap(),
+        );
+        config["event_types"] = full(
+            serde_json::to_value(crate::catalog::EventTypeSpec {
+                name: "n".into(),
+                description: "d".into(),
+                json_schema: Some("{}".into()),
+                json_schema_file: Some("f".into()),
             })
             .unwrap(),
         );

@@ -29,6 +29,7 @@
 pub mod api;
 pub mod app;
 pub mod auth;
+pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod console;

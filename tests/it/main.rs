@@ -17,6 +17,7 @@ mod ctl;
 mod deadletters;
 mod disk_full;
 mod egress;
+mod event_types;
 mod examples;
 mod findings;
 mod format;

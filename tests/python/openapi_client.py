@@ -245,6 +245,14 @@ missing = api("endpoints", "get_endpoint").sync_detailed("py-hook", client=clien
 assert missing.status_code == 404, missing.status_code
 assert missing.parsed.error.status == "NOT_FOUND", missing.parsed
 
+# --- event types -------------------------------------------------------------------------
+# This hookd declares none ([[event_types]] is empty): the list is empty and not strict.
+types = ok(
+    api("event_types", "list_event_types").sync_detailed(client=client),
+    m.ListEventTypesResponse,
+)
+assert not types.event_types and not types.strict, types
+
 # --- sources -----------------------------------------------------------------------------
 secret = "whsec_" + base64.b64encode(b"0123456789abcdef0123456789abcdef").decode()
 source = ok(

@@ -88,6 +88,9 @@ pub enum Ctl {
     /// Webhook sources of the ingest listener (`POST /in/{name}`).
     #[command(subcommand)]
     Sources(SourcesCmd),
+    /// The event types the server's config declares ([[event_types]]).
+    #[command(subcommand, name = "event-types")]
+    EventTypes(EventTypesCmd),
     /// Lease messages from a pull queue and print them (payload as text, headers); with
     /// --ack, acknowledge them once printed.
     Receive {
@@ -141,6 +144,13 @@ pub struct EnqueueArgs {
     delay_ms: Option<u64>,
     #[arg(long)]
     max_attempts: Option<u32>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EventTypesCmd {
+    /// Each declared type: its name, whether it has a schema, its description; with
+    /// --json, the schemas too.
+    List,
 }
 
 #[derive(Debug, Subcommand)]
@@ -618,6 +628,14 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
         }
         Ctl::Endpoints(cmd) => endpoints(&mut api, json, cmd).await.map_err(fail),
         Ctl::Sources(cmd) => sources(&mut api, json, cmd, server).await,
+        Ctl::EventTypes(EventTypesCmd::List) => {
+            let r = api
+                .list_event_types(pb::ListEventTypesRequest {})
+                .await
+                .map_err(fail)?
+                .into_inner();
+            show(json, &r, print_event_types)
+        }
         Ctl::Receive {
             queue,
             max,
@@ -753,6 +771,31 @@ async fn sources(api: &mut Api, json: bool, cmd: SourcesCmd, server: &str) -> Re
                 outln!("deleted source {name}");
             })
         }
+    }
+}
+
+fn print_event_types(r: &pb::ListEventTypesResponse) {
+    let rows = r
+        .event_types
+        .iter()
+        .map(|t| {
+            vec![
+                t.name.clone(),
+                if t.json_schema.is_empty() {
+                    "no"
+                } else {
+                    "yes"
+                }
+                .into(),
+                t.description.clone(),
+            ]
+        })
+        .collect::<Vec<_>>();
+    table(&["NAME", "SCHEMA", "DESCRIPTION"], rows);
+    if r.strict {
+        outln!("strict: an event type not listed here is refused");
+    } else {
+        outln!("not strict: event types not listed here are accepted unchecked");
     }
 }
 

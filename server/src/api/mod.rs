@@ -233,6 +233,11 @@ impl HookdService {
         &self.sources
     }
 
+    /// The declared event types.
+    pub(crate) fn catalog(&self) -> &crate::catalog::Catalog {
+        &self.limits.catalog
+    }
+
     /// A message, live, dead or completed (within `completed_retention_secs`).
     pub(crate) async fn find_message(
         &self,
@@ -678,6 +683,24 @@ impl Hookd for HookdService {
                 .iter()
                 .map(|s| sources::shown(s))
                 .collect(),
+        }))
+    }
+
+    async fn list_event_types(
+        &self,
+        _request: Request<pb::ListEventTypesRequest>,
+    ) -> Result<Response<pb::ListEventTypesResponse>, Status> {
+        let catalog = &self.limits.catalog;
+        Ok(Response::new(pb::ListEventTypesResponse {
+            event_types: catalog
+                .types()
+                .map(|t| pb::EventType {
+                    name: t.name.clone(),
+                    description: t.description.clone(),
+                    json_schema: t.schema_text.clone().unwrap_or_default(),
+                })
+                .collect(),
+            strict: catalog.strict(),
         }))
     }
 

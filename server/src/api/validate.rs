@@ -19,6 +19,8 @@ pub struct Limits {
     pub max_idempotency_key_bytes: usize,
     /// The pace of a replay that names none (`dead_letters.replay_rate_per_s`).
     pub replay_rate_per_s: f64,
+    /// The declared event types and their schemas.
+    pub catalog: std::sync::Arc<crate::catalog::Catalog>,
 }
 
 use hookd_core::names::MAX_EVENT_TYPE_LEN;
@@ -150,6 +152,11 @@ pub fn new_message(
             req.retry_cap_ms, req.retry_base_ms
         )));
     }
+    // The catalog after every cheap check: a schema walks the whole payload.
+    limits
+        .catalog
+        .check(&req.event_type, &req.payload)
+        .map_err(|m| invalid(format!("{}: {}", m.field, m.message)))?;
     let record = MessageRecord {
         destination: String::new(),
         event_type: req.event_type,
@@ -852,6 +859,7 @@ mod tests {
             max_batch_events: 5,
             max_idempotency_key_bytes: 4,
             replay_rate_per_s: 100.0,
+            catalog: Default::default(),
         }
     }
 
@@ -989,6 +997,7 @@ mod tests {
             max_batch_events: 10,
             max_idempotency_key_bytes: 256,
             replay_rate_per_s: 100.0,
+            catalog: Default::default(),
         };
         let base = || pb::EnqueueRequest {
             destination: Some(enqueue_request::Destination::Queue("q".into())),

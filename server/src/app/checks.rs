@@ -12,7 +12,7 @@ use crate::config::{Config, ConfigError};
 
 /// What `serve` checks before it opens anything, for `hookd config check`: the tokens
 /// (their files and variables read), TLS (the certificate and key loaded), the secrets
-/// keys, the config's sources (compiled), and the refusal of a non-loopback listener
+/// keys, the config's sources and event types (compiled), and the refusal of a non-loopback listener
 /// without authentication. Nothing is bound or opened.
 pub(crate) fn preflight(config: &Config) -> Result<(), ServeError> {
     config.validate()?;
@@ -26,6 +26,8 @@ pub(crate) fn preflight(config: &Config) -> Result<(), ServeError> {
         &|var| std::env::var(var).ok(),
     )
     .map_err(invalid_at)?;
+    crate::catalog::Catalog::compile(&config.event_types, config.strict_event_types)
+        .map_err(invalid_at)?;
     exposure(
         config,
         &[("gRPC", config.grpc_addr), ("HTTP", config.http_addr)],

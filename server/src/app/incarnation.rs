@@ -390,7 +390,7 @@ impl Servers {
         let api = HookdService {
             engine: incarnation.engine.clone(),
             store: incarnation.store.clone(),
-            limits: api_limits(config),
+            limits: api_limits(config)?,
             clock: incarnation.clock.clone(),
             watchers: crate::api::Watchers {
                 events: incarnation.events.clone(),
@@ -508,14 +508,18 @@ fn http_server(
     Serving::new(async move { crate::listen::serve_http(conns, router, &limits, stop).await })
 }
 
-/// The API's limits on what one call may carry.
-fn api_limits(config: &Config) -> Limits {
-    Limits {
+/// The API's limits on what one call may carry, and the event-type catalog it holds
+/// events to.
+fn api_limits(config: &Config) -> Result<Limits, ServeError> {
+    let catalog = crate::catalog::Catalog::compile(&config.event_types, config.strict_event_types)
+        .map_err(invalid_at)?;
+    Ok(Limits {
         max_payload_bytes: config.max_payload_bytes,
         max_batch_events: config.max_batch_events,
         max_idempotency_key_bytes: config.max_idempotency_key_bytes,
         replay_rate_per_s: config.dead_letters.replay_rate_per_s,
-    }
+        catalog: Arc::new(catalog),
+    })
 }
 
 /// The largest gRPC message: room for 16 max-size events (or a full batch of smaller

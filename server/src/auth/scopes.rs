@@ -55,6 +55,7 @@ pub(crate) const RPC_SCOPES: &[(&str, Scope)] = &[
     ("ListDeadLetters", Scope::Read),
     ("AnalyzeDeadLetters", Scope::Read),
     ("Watch", Scope::Read),
+    ("ListEventTypes", Scope::Read),
     ("PutEndpoint", Scope::Admin),
     ("DeleteEndpoint", Scope::Admin),
     ("ReplayDeadLetters", Scope::Admin),

@@ -120,6 +120,7 @@ pub(crate) fn router(console: Arc<Console>) -> Router {
         .route("/ui/messages/{id}", get(pages::message))
         .route("/ui/find", get(pages::find))
         .route("/ui/sources", get(pages::sources))
+        .route("/ui/event-types", get(pages::event_types))
         .layer(axum::middleware::from_fn_with_state(console.clone(), guard))
         .with_state(console)
 }

@@ -15,6 +15,7 @@ pub(crate) enum Nav {
     Destinations,
     DeadLetters,
     Sources,
+    EventTypes,
     None,
 }
 
@@ -47,6 +48,7 @@ pub(super) fn page(
                         (item(Nav::Destinations, "/ui/destinations", "Destinations"))
                         (item(Nav::DeadLetters, "/ui/dead-letters", "Dead letters"))
                         (item(Nav::Sources, "/ui/sources", "Sources"))
+                        (item(Nav::EventTypes, "/ui/event-types", "Event types"))
                     }
                     form.find method="get" action="/ui/find" role="search" {
                         input type="search" name="id" placeholder="message id" aria-label="message id";

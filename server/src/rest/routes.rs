@@ -256,6 +256,15 @@ pub(crate) const ROUTES: &[Route] = &[
         "sources",
         "Delete an ingest source",
     ),
+    route(
+        "ListEventTypes",
+        Method::GET,
+        "/v1/event-types",
+        &[],
+        Body::None,
+        "event-types",
+        "The declared event types, their descriptions and JSON Schemas",
+    ),
 ];
 
 /// Each path parameter's name and (percent-decoded) value.

@@ -36,13 +36,15 @@ const ERROR_EXCERPT: usize = 160;
 mod dead_letters;
 mod destinations;
 mod endpoints;
+mod event_types;
 mod login;
 mod messages;
 mod overview;
 mod sources;
 
 pub(super) use self::{
-    dead_letters::*, destinations::*, endpoints::*, login::*, messages::*, overview::*, sources::*,
+    dead_letters::*, destinations::*, endpoints::*, event_types::*, login::*, messages::*,
+    overview::*, sources::*,
 };
 
 type Shared = State<Arc<Console>>;

@@ -911,3 +911,25 @@ class DeleteSourceRequest(_message.Message):
 class DeleteSourceResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class EventType(_message.Message):
+    __slots__ = ("name", "description", "json_schema")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    JSON_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    json_schema: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., json_schema: _Optional[str] = ...) -> None: ...
+
+class ListEventTypesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListEventTypesResponse(_message.Message):
+    __slots__ = ("event_types", "strict")
+    EVENT_TYPES_FIELD_NUMBER: _ClassVar[int]
+    STRICT_FIELD_NUMBER: _ClassVar[int]
+    event_types: _containers.RepeatedCompositeFieldContainer[EventType]
+    strict: bool
+    def __init__(self, event_types: _Optional[_Iterable[_Union[EventType, _Mapping]]] = ..., strict: _Optional[bool] = ...) -> None: ...

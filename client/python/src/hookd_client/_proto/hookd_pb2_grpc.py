@@ -144,6 +144,11 @@ class HookdStub:
                 request_serializer=hookd_dot_v1_dot_hookd__pb2.DeleteSourceRequest.SerializeToString,
                 response_deserializer=hookd_dot_v1_dot_hookd__pb2.DeleteSourceResponse.FromString,
                 _registered_method=True)
+        self.ListEventTypes = channel.unary_unary(
+                '/hookd.v1.Hookd/ListEventTypes',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.ListEventTypesRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.ListEventTypesResponse.FromString,
+                _registered_method=True)
 
 
 class HookdServicer:
@@ -310,6 +315,15 @@ class HookdServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListEventTypes(self, request, context):
+        """The event types the config file declares ([[event_types]]): their descriptions and
+        JSON Schemas. Enqueue and EnqueueBatch refuse (INVALID_ARGUMENT, naming the place) a
+        payload that fails its type's schema and, when strict, an undeclared event type.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HookdServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -422,6 +436,11 @@ def add_HookdServicer_to_server(servicer, server):
                     servicer.DeleteSource,
                     request_deserializer=hookd_dot_v1_dot_hookd__pb2.DeleteSourceRequest.FromString,
                     response_serializer=hookd_dot_v1_dot_hookd__pb2.DeleteSourceResponse.SerializeToString,
+            ),
+            'ListEventTypes': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEventTypes,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.ListEventTypesRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.ListEventTypesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1018,6 +1037,33 @@ class Hookd:
             '/hookd.v1.Hookd/DeleteSource',
             hookd_dot_v1_dot_hookd__pb2.DeleteSourceRequest.SerializeToString,
             hookd_dot_v1_dot_hookd__pb2.DeleteSourceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEventTypes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/ListEventTypes',
+            hookd_dot_v1_dot_hookd__pb2.ListEventTypesRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.ListEventTypesResponse.FromString,
             options,
             channel_credentials,
             insecure,
