@@ -6,6 +6,26 @@ use hookd::api::validate;
 use hookd_proto::v1 as pb;
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
+use std::sync::{Arc, OnceLock};
+
+/// A catalog with one type ("t") whose payloads must satisfy a schema, so an input with
+/// that event type runs the schema check on whatever payload it carries.
+fn catalog() -> Arc<hookd::catalog::Catalog> {
+    static C: OnceLock<Arc<hookd::catalog::Catalog>> = OnceLock::new();
+    C.get_or_init(|| {
+        let spec = hookd::catalog::EventTypeSpec {
+            name: "t".into(),
+            description: String::new(),
+            json_schema: Some(
+                r#"{"type": "object", "required": ["a"], "properties": {"a": {"type": "integer", "maximum": 9}}}"#
+                    .into(),
+            ),
+            json_schema_file: None,
+        };
+        Arc::new(hookd::catalog::Catalog::compile(&[spec], false).expect("the catalog compiles"))
+    })
+    .clone()
+}
 
 fuzz_target!(|data: &[u8]| {
     let limits = validate::Limits {
@@ -13,6 +33,7 @@ fuzz_target!(|data: &[u8]| {
         max_batch_events: 1_000,
         max_idempotency_key_bytes: 256,
         replay_rate_per_s: 100.0,
+        catalog: catalog(),
     };
     if let Ok(r) = pb::EnqueueRequest::decode(data) {
         let _ = validate::new_message(r, &limits, 1_700_000_000_000);
