@@ -1,6 +1,7 @@
 //! Microbenchmarks of hookd's hot pieces: the timer wheel, the store's group commit, HMAC
 //! signing, latency histograms, the circuit breaker and the token bucket, and matching an
-//! event against 10,000 subscriptions (topic patterns and filters).
+//! event against 10,000 subscriptions (topic patterns and filters), and an event's check
+//! against its type's JSON Schema (the catalog).
 //!
 //! ```sh
 //! cargo bench -p hookd-bench --bench micro
@@ -254,9 +255,49 @@ fn subscriptions(c: &mut Criterion) {
     g.finish();
 }
 
+/// What a declared event type's schema adds to an Enqueue: parsing the 512 B payload and
+/// validating it, against a schema of the size a real event type has.
+fn catalog(c: &mut Criterion) {
+    let mut g = c.benchmark_group("catalog");
+    let schema = r#"{"type": "object", "required": ["ticket_id", "priority", "customer"],
+      "properties": {
+        "ticket_id": {"type": "string", "pattern": "^T-[0-9]+$"},
+        "priority": {"enum": ["low", "normal", "high"]},
+        "customer": {"type": "object", "required": ["id"],
+                     "properties": {"id": {"type": "string"}, "tier": {"type": "string"}}},
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 16},
+        "note": {"type": "string", "maxLength": 1000}}}"#;
+    let spec = hookd::catalog::EventTypeSpec {
+        name: "ticket.classified".into(),
+        description: String::new(),
+        json_schema: Some(schema.into()),
+        json_schema_file: None,
+    };
+    let catalog = hookd::catalog::Catalog::compile(&[spec], false).unwrap();
+    let event = |note: &str| {
+        serde_json::to_vec(&serde_json::json!({
+            "ticket_id": "T-4711", "priority": "high", "customer": {"id": "c-981", "tier": "gold"},
+            "tags": ["billing", "eu"], "note": note
+        }))
+        .unwrap()
+    };
+    let payload = event(&"x".repeat(512usize.saturating_sub(event("").len())));
+    assert_eq!(payload.len(), 512);
+    assert_eq!(catalog.check("ticket.classified", &payload), Ok(()));
+    g.throughput(Throughput::Bytes(payload.len() as u64));
+    g.bench_function("check a 512 B payload against its type's schema", |b| {
+        b.iter(|| catalog.check(black_box("ticket.classified"), black_box(&payload)))
+    });
+    g.bench_function("an undeclared type (not strict)", |b| {
+        b.iter(|| catalog.check(black_box("user.created"), black_box(&payload)))
+    });
+    g.finish();
+}
+
 criterion_group!(
     benches,
     subscriptions,
+    catalog,
     wheel,
     group_commit,
     signing,
