@@ -3,9 +3,9 @@
 //!
 //! Enqueue and EnqueueBatch check an event against its type's schema before anything is
 //! stored: a payload that fails is refused as INVALID_ARGUMENT (HTTP 400) naming where it
-//! fails (`payload/priority: "urgent" is not one of ...`). An event type the catalog does
-//! not declare is accepted, unless `strict_event_types` is on; then it (and an event with
-//! no type) is refused. Ingest sources are not checked against the catalog: a provider
+//! fails (`payload: at /priority does not satisfy event type "ticket.classified"'s schema:
+//! "urgent" is not one of ...`). An event type the catalog does not declare is accepted,
+//! unless `strict_event_types` is on; then it (and an event with no type) is refused. Ingest sources are not checked against the catalog: a provider
 //! cannot change what it sends; a source's own `json_schema` is where its payloads are
 //! checked.
 
