@@ -63,31 +63,33 @@ impl Catalog {
         for (i, spec) in specs.iter().enumerate() {
             let key = format!("event_types[{i}]");
             check_name(&spec.name).map_err(|why| (format!("{key}.name"), why))?;
-            let schema_text = match (&spec.json_schema, &spec.json_schema_file) {
+            // The schema's text, and the key it came from (for the errors about it).
+            let given = match (&spec.json_schema, &spec.json_schema_file) {
                 (Some(_), Some(_)) => {
                     return Err((
                         format!("{key}.json_schema_file"),
                         "give json_schema or json_schema_file, not both".into(),
                     ));
                 }
-                (Some(text), None) => Some(text.clone()),
-                (None, Some(path)) => Some(std::fs::read_to_string(path).map_err(|e| {
-                    (
-                        format!("{key}.json_schema_file"),
-                        format!("cannot read {}: {e}", path.display()),
-                    )
-                })?),
+                (Some(text), None) => Some((text.clone(), "json_schema")),
+                (None, Some(path)) => {
+                    let text = std::fs::read_to_string(path).map_err(|e| {
+                        (
+                            format!("{key}.json_schema_file"),
+                            format!("cannot read {}: {e}", path.display()),
+                        )
+                    })?;
+                    Some((text, "json_schema_file"))
+                }
                 (None, None) => None,
             };
-            let field = if spec.json_schema_file.is_some() {
-                "json_schema_file"
-            } else {
-                "json_schema"
-            };
-            let schema = schema_text
-                .as_deref()
-                .map(|text| compile_schema(text).map_err(|why| (format!("{key}.{field}"), why)))
+            let schema = given
+                .as_ref()
+                .map(|(text, field)| {
+                    compile_schema(text).map_err(|why| (format!("{key}.{field}"), why))
+                })
                 .transpose()?;
+            let schema_text = given.map(|(text, _)| text);
             let entry = EventType {
                 name: spec.name.clone(),
                 description: spec.description.clone(),
@@ -185,12 +187,19 @@ fn check_name(name: &str) -> Result<(), String> {
 fn compile_schema(text: &str) -> Result<jsonschema::Validator, String> {
     let value: serde_json::Value =
         serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    let compiled = if value.get("$schema").is_some() {
-        jsonschema::validator_for(&value)
+    schema_validator(&value).map_err(|e| format!("not a valid JSON Schema: {e}"))
+}
+
+/// A JSON Schema's validator: draft 2020-12 unless the schema's `$schema` names another
+/// (what ingest sources and the catalog both promise).
+pub(crate) fn schema_validator(
+    schema: &serde_json::Value,
+) -> Result<jsonschema::Validator, jsonschema::ValidationError<'static>> {
+    if schema.get("$schema").is_some() {
+        jsonschema::validator_for(schema)
     } else {
-        jsonschema::draft202012::new(&value)
-    };
-    compiled.map_err(|e| format!("not a valid JSON Schema: {e}"))
+        jsonschema::draft202012::new(schema)
+    }
 }
 
 #[cfg(test)]

@@ -5,9 +5,6 @@
 
 use std::process::Command;
 
-use base64::Engine as _;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
 use hookd::catalog::EventTypeSpec;
 use hookd_client::Event;
 use hookd_core::clock::{Clock, ManualClock, SystemClock};
@@ -37,19 +34,6 @@ async fn with_catalog(dir: &std::path::Path, strict: bool) -> TestServer {
     ];
     config.strict_event_types = strict;
     TestServer::start_with(config, ManualClock::new(SystemClock.now_ms())).await
-}
-
-/// The raw answer to a JSON POST on the HTTP listener.
-async fn post_json(addr: std::net::SocketAddr, path: &str, body: &str) -> String {
-    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!(
-        "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    tcp.write_all(request.as_bytes()).await.unwrap();
-    let mut answer = String::new();
-    tcp.read_to_string(&mut answer).await.unwrap();
-    answer
 }
 
 fn event(event_type: &str, payload: &str) -> Event {
@@ -131,15 +115,14 @@ async fn a_payload_that_fails_its_types_schema_is_refused_naming_where_and_nothi
     let body = serde_json::json!({
         "queue": "tickets",
         "eventType": "ticket.classified",
-        "payload": base64::engine::general_purpose::STANDARD.encode(bad),
-    })
-    .to_string();
-    let answer = post_json(server.http, "/v1/messages", &body).await;
-    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+        "payload": crate::rest::b64(bad.as_bytes()),
+    });
+    let message = crate::rest::post(server.http, "/v1/messages", body)
+        .await
+        .error(400, "INVALID_ARGUMENT");
     assert!(
-        answer.contains("\"status\":\"INVALID_ARGUMENT\"")
-            && answer.contains("payload: at /priority does not satisfy event type"),
-        "{answer}"
+        message.starts_with("payload: at /priority does not satisfy event type"),
+        "{message}"
     );
 
     // Exactly the accepted ones are stored: 3 single calls and 2 of the batch.

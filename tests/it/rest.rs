@@ -20,7 +20,7 @@ use crate::sink::{Reply, Sink};
 
 /// An HTTP answer: status, headers (names lowercased), body.
 #[derive(Debug)]
-struct Answer {
+pub(crate) struct Answer {
     status: u16,
     headers: Vec<(String, String)>,
     body: String,
@@ -40,7 +40,7 @@ impl Answer {
     }
 
     /// The error's message, after checking the error body's shape and codes.
-    fn error(&self, http: u16, grpc: &str) -> String {
+    pub(crate) fn error(&self, http: u16, grpc: &str) -> String {
         assert_eq!(self.status, http, "{}", self.body);
         let body = self.json();
         assert_eq!(body["error"]["code"], http, "{body}");
@@ -105,7 +105,7 @@ async fn call(
 
 const JSON: (&str, &str) = ("content-type", "application/json");
 
-async fn post(addr: SocketAddr, path: &str, body: Value) -> Answer {
+pub(crate) async fn post(addr: SocketAddr, path: &str, body: Value) -> Answer {
     call(addr, "POST", path, &[JSON], Some(&body.to_string())).await
 }
 
@@ -113,7 +113,7 @@ async fn get(addr: SocketAddr, path: &str) -> Answer {
     call(addr, "GET", path, &[], None).await
 }
 
-fn b64(bytes: &[u8]) -> String {
+pub(crate) fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 

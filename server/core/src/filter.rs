@@ -39,8 +39,6 @@ pub const MAX_NODES: usize = 1_000;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Filter {
     root: Node,
-    /// The filter as given (canonical JSON), to store and show.
-    source: Value,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -93,10 +91,7 @@ impl Filter {
     pub fn parse(value: &Value, field: &str) -> Result<Filter, FilterError> {
         let mut budget = Budget { nodes: 0 };
         let root = compile(value, field, 0, &mut budget)?;
-        Ok(Filter {
-            root,
-            source: value.clone(),
-        })
+        Ok(Filter { root })
     }
 
     /// Parses and checks filter JSON text; a syntax error names its line and column.
@@ -106,11 +101,6 @@ impl Filter {
             reason: format!("not JSON: {e}"),
         })?;
         Filter::parse(&value, field)
-    }
-
-    /// The filter as given.
-    pub fn source(&self) -> &Value {
-        &self.source
     }
 
     /// Whether the event document matches.

@@ -690,7 +690,7 @@ impl Hookd for HookdService {
         &self,
         _request: Request<pb::ListEventTypesRequest>,
     ) -> Result<Response<pb::ListEventTypesResponse>, Status> {
-        let catalog = &self.limits.catalog;
+        let catalog = self.catalog();
         Ok(Response::new(pb::ListEventTypesResponse {
             event_types: catalog
                 .types()

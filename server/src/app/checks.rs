@@ -12,8 +12,8 @@ use crate::config::{Config, ConfigError};
 
 /// What `serve` checks before it opens anything, for `hookd config check`: the tokens
 /// (their files and variables read), TLS (the certificate and key loaded), the secrets
-/// keys, the config's sources and event types (compiled), and the refusal of a non-loopback listener
-/// without authentication. Nothing is bound or opened.
+/// keys, the config's sources and event types (compiled), and the refusal of a
+/// non-loopback listener without authentication. Nothing is bound or opened.
 pub(crate) fn preflight(config: &Config) -> Result<(), ServeError> {
     config.validate()?;
     let Credentials { auth, tls, .. } = credentials(config, Arc::new(SystemClock))?;

@@ -203,12 +203,8 @@ impl Source {
                 }
                 let value: serde_json::Value = serde_json::from_str(&text)
                     .map_err(|e| format!("json_schema: not JSON: {e}"))?;
-                let validator = if value.get("$schema").is_some() {
-                    jsonschema::validator_for(&value)
-                } else {
-                    jsonschema::draft202012::new(&value)
-                }
-                .map_err(|e| format!("json_schema: not a usable schema: {e}"))?;
+                let validator = crate::catalog::schema_validator(&value)
+                    .map_err(|e| format!("json_schema: not a usable schema: {e}"))?;
                 Some(validator)
             }
         };
