@@ -30,6 +30,12 @@ use crate::wal::{LogDir, Lsn, segment_name};
 const POINTER_TAG: u8 = 0;
 /// The pointer encoding's version, after the tag.
 const POINTER_VERSION: u8 = 1;
+/// A shared pointer (format 7): a pointer, then the destination of this delivery, which
+/// replaces the one the record holds (a fan-out's deliveries share one record).
+const SHARED_VERSION: u8 = 2;
+/// A copy, in a log record only (never in redb): "this message's record is that of
+/// message X, put earlier in this log record, for destination D" (see [`copy_of`]).
+const COPY_VERSION: u8 = 3;
 /// Encoded size of a [`Pointer`].
 pub(crate) const POINTER_BYTES: usize = 2 + 8 + 8 + 4 + 4;
 
@@ -69,6 +75,16 @@ impl Pointer {
         out
     }
 
+    /// The pointer of a fan-out's delivery: this pointer, with `destination` (its
+    /// `Destination::encode()`) in place of the record's.
+    pub(crate) fn encode_shared(&self, destination: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(POINTER_BYTES + destination.len());
+        out.extend_from_slice(&self.encode());
+        out[1] = SHARED_VERSION;
+        out.extend_from_slice(destination);
+        out
+    }
+
     fn decode(v: &[u8]) -> Result<Self, StoreError> {
         let corrupt = || StoreError::Corrupt(format!("a payload pointer of {} bytes", v.len()));
         if v.len() != POINTER_BYTES || v[1] != POINTER_VERSION {
@@ -88,18 +104,35 @@ fn be<const N: usize>(v: &[u8], at: usize) -> Option<[u8; N]> {
     v.get(at..at + N).and_then(|b| b.try_into().ok())
 }
 
-/// A `messages` value: the record itself (format 5 and before) or a pointer to it.
+/// A `messages` value: the record itself (format 5 and before), a pointer to it, or a
+/// pointer to a record shared by a fan-out's deliveries with this delivery's destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Stored<'a> {
     Inline(&'a [u8]),
     At(Pointer),
+    Shared(Pointer, &'a [u8]),
 }
 
 impl<'a> Stored<'a> {
     pub(crate) fn of(value: &'a [u8]) -> Result<Self, StoreError> {
-        match value.first() {
-            Some(&POINTER_TAG) => Ok(Self::At(Pointer::decode(value)?)),
+        match (value.first(), value.get(1)) {
+            (Some(&POINTER_TAG), Some(&SHARED_VERSION)) if value.len() >= POINTER_BYTES => {
+                let (pointer, destination) = value.split_at(POINTER_BYTES);
+                let mut plain = [0u8; POINTER_BYTES];
+                plain.copy_from_slice(pointer);
+                plain[1] = POINTER_VERSION;
+                Ok(Self::Shared(Pointer::decode(&plain)?, destination))
+            }
+            (Some(&POINTER_TAG), _) => Ok(Self::At(Pointer::decode(value)?)),
             _ => Ok(Self::Inline(value)),
+        }
+    }
+
+    /// Where the record lies in the log, if it is there.
+    pub(crate) fn pointer(&self) -> Option<Pointer> {
+        match self {
+            Self::Inline(_) => None,
+            Self::At(p) | Self::Shared(p, _) => Some(*p),
         }
     }
 
@@ -107,8 +140,41 @@ impl<'a> Stored<'a> {
     pub(crate) fn len(&self) -> u32 {
         match self {
             Self::Inline(v) => u32::try_from(v.len()).unwrap_or(u32::MAX),
-            Self::At(p) => p.len,
+            Self::At(p) | Self::Shared(p, _) => p.len,
         }
+    }
+}
+
+/// `record` (an encoded `MessageRecord`) for `destination` instead of its own: protobuf
+/// keeps the last value of a field that occurs twice, so field 1 (`destination`) appended
+/// replaces the record's without decoding it.
+pub(crate) fn with_destination(mut record: Vec<u8>, destination: &[u8]) -> Vec<u8> {
+    use prost::encoding::{WireType, encode_key, encode_varint};
+    encode_key(1, WireType::LengthDelimited, &mut record);
+    encode_varint(destination.len() as u64, &mut record);
+    record.extend_from_slice(destination);
+    record
+}
+
+/// A log record's "this message's record is that of `source` (a message put earlier in
+/// the same log record), for `destination`": how a fan-out writes its payload once.
+pub(crate) fn copy_of(source: u128, destination: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(2 + 16 + destination.len());
+    out.push(POINTER_TAG);
+    out.push(COPY_VERSION);
+    out.extend_from_slice(&source.to_be_bytes());
+    out.extend_from_slice(destination);
+    out
+}
+
+/// The source and destination of a [`copy_of`] value (`None`: the value is not a copy).
+pub(crate) fn parse_copy(value: &[u8]) -> Option<(u128, &[u8])> {
+    match value {
+        [POINTER_TAG, COPY_VERSION, rest @ ..] if rest.len() >= 16 => {
+            let (id, destination) = rest.split_at(16);
+            Some((u128::from_be_bytes(id.try_into().ok()?), destination))
+        }
+        _ => None,
     }
 }
 
@@ -151,6 +217,9 @@ impl Heap {
         match Stored::of(value)? {
             Stored::Inline(v) => Ok(Some(v.to_vec())),
             Stored::At(p) => self.read(&p),
+            Stored::Shared(p, destination) => Ok(self
+                .read(&p)?
+                .map(|record| with_destination(record, destination))),
         }
     }
 }

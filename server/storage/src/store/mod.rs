@@ -25,6 +25,7 @@
 //! | `idempotency` | encoded destination, 0, client key | id (16) + created ms (8) |
 //! | `endpoints` | name | [`EndpointRecord`] (protobuf) |
 //! | `sources` | name | an ingest source made over gRPC (`hookd_core::source::SourceSpec` as JSON, secrets sealed when `[secrets]` has keys) |
+//! | `subscriptions` | name | a subscription of an endpoint or queue to event types, with its filter (JSON; format 7) |
 //! | `meta` | `"format_version"` | [`FORMAT_VERSION`] of the layout above (u64) |
 //!
 //! # Format versions
@@ -87,6 +88,8 @@ const IDEMPOTENCY: TableDefinition<&[u8], &[u8]> = TableDefinition::new("idempot
 const ENDPOINTS: TableDefinition<&str, &[u8]> = TableDefinition::new("endpoints");
 /// Ingest sources made over gRPC (format 4): name -> the source's JSON definition.
 const SOURCES: TableDefinition<&str, &[u8]> = TableDefinition::new("sources");
+/// Subscriptions (format 7): name -> its definition (JSON, as `hookd` keeps it).
+const SUBSCRIPTIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("subscriptions");
 /// Completed messages' pointers to their records in the log (format 6): id -> [`Pointer`],
 /// swept with `done`. The payload reads back while its segment is kept.
 const RETAINED: TableDefinition<u128, &[u8]> = TableDefinition::new("retained");
@@ -120,7 +123,7 @@ const APPLIED_KEY: &str = "log_applied";
 ///   so opening a format-5 file converts nothing. A format-5 hookd must not open a
 ///   format-6 file (it would read pointers as records, and delete segments that hold
 ///   payloads), and it does not: it refuses a newer version.
-pub const FORMAT_VERSION: u64 = 6;
+pub const FORMAT_VERSION: u64 = 7;
 
 /// A storage failure. Never answered as success; mapped to UNAVAILABLE.
 #[derive(Debug, thiserror::Error)]
@@ -802,7 +805,11 @@ impl Store {
                 out.push((id.name(), k.value().to_vec(), value));
             }
         }
-        for (id, table) in [(TableId::Endpoints, ENDPOINTS), (TableId::Sources, SOURCES)] {
+        for (id, table) in [
+            (TableId::Endpoints, ENDPOINTS),
+            (TableId::Sources, SOURCES),
+            (TableId::Subscriptions, SUBSCRIPTIONS),
+        ] {
             for row in txn.open_table(table)?.iter()? {
                 let (k, v) = row?;
                 let key = k.value().as_bytes().to_vec();
@@ -1039,12 +1046,25 @@ impl Store {
 
     /// Every ingest source made over gRPC: (name, its JSON definition).
     pub fn sources(&self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        self.definitions(TableId::Sources, SOURCES)
+    }
+
+    /// Every subscription: (name, its definition).
+    pub fn subscriptions(&self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        self.definitions(TableId::Subscriptions, SUBSCRIPTIONS)
+    }
+
+    fn definitions(
+        &self,
+        id: TableId,
+        def: TableDefinition<&str, &[u8]>,
+    ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
         let txn = self.read()?;
-        let table = txn.open_table(SOURCES)?;
+        let table = txn.open_table(def)?;
         let mut out = Vec::new();
         for row in table.iter()? {
             let (k, v) = row?;
-            let value = seal::open(TableId::Sources, k.value().as_bytes(), v.value())?;
+            let value = seal::open(id, k.value().as_bytes(), v.value())?;
             out.push((k.value().to_owned(), value.to_vec()));
         }
         Ok(out)
@@ -1254,7 +1274,7 @@ impl Store {
             let Ok(value) = seal::open(TableId::Messages, &key, v.value()) else {
                 continue; // reported below
             };
-            if let heap::Stored::At(p) = heap::Stored::of(value)?
+            if let Some(p) = heap::Stored::of(value)?.pointer()
                 && !matches!(self.heap.read(&p), Ok(Some(_)))
             {
                 out.push(DamagedRow {
@@ -1294,7 +1314,11 @@ impl Store {
                 check(id, k.value(), v.value());
             }
         }
-        for (id, def) in [(TableId::Endpoints, ENDPOINTS), (TableId::Sources, SOURCES)] {
+        for (id, def) in [
+            (TableId::Endpoints, ENDPOINTS),
+            (TableId::Sources, SOURCES),
+            (TableId::Subscriptions, SUBSCRIPTIONS),
+        ] {
             for row in txn.open_table(def)?.iter()? {
                 let (k, v) = row?;
                 check(id, k.value().as_bytes(), v.value());
@@ -1386,6 +1410,7 @@ impl Store {
             let mut idempotency = txn.open_table(IDEMPOTENCY)?;
             let mut endpoints = txn.open_table(ENDPOINTS)?;
             let mut sources = txn.open_table(SOURCES)?;
+            let mut subscriptions = txn.open_table(SUBSCRIPTIONS)?;
             for row in &plan.rows {
                 let key = row.key.as_slice();
                 let as_id = || {
@@ -1400,6 +1425,7 @@ impl Store {
                     TableId::Idempotency => drop(idempotency.remove(key)?),
                     TableId::Endpoints => drop(endpoints.remove(as_name()?)?),
                     TableId::Sources => drop(sources.remove(as_name()?)?),
+                    TableId::Subscriptions => drop(subscriptions.remove(as_name()?)?),
                     _ => {}
                 }
             }
@@ -1421,7 +1447,7 @@ pub(crate) fn recount_segments(txn: &WriteTransaction) -> Result<(), StoreError>
         let Ok(value) = seal::open(TableId::Messages, &key, v.value()) else {
             continue;
         };
-        if let Ok(heap::Stored::At(p)) = heap::Stored::of(value) {
+        if let Some(p) = heap::Stored::of(value).ok().and_then(|s| s.pointer()) {
             let c = counts.entry(p.segment).or_default();
             c.0 += 1;
             c.1 += u64::from(p.len);
@@ -1478,6 +1504,14 @@ fn check_format(txn: &WriteTransaction) -> Result<(), StoreError> {
             found,
             supported: FORMAT_VERSION,
         }),
+        Some(6) => {
+            // 6 -> 7: the `subscriptions` table (created by `Apply::open` in the same
+            // transaction), shared pointers in `messages` and `retained` (a fan-out's
+            // deliveries), and copies in log records. Nothing is converted.
+            meta.insert(FORMAT_KEY, FORMAT_VERSION)?;
+            tracing::info!(from = 6, to = FORMAT_VERSION, "migrated the disk format");
+            Ok(())
+        }
         Some(5) => {
             // 5 -> 6: `retained` and `segments` are created by `Apply::open` in the same
             // transaction; `messages` rows holding records inline stay readable as they
@@ -1601,6 +1635,7 @@ fn seal_every_row(txn: &WriteTransaction) -> Result<u64, StoreError> {
         }
     }
     for (id, def) in [(TableId::Endpoints, ENDPOINTS), (TableId::Sources, SOURCES)] {
+        // (`subscriptions` came with format 7: its rows were sealed from the start.)
         let mut table = txn.open_table(def)?;
         let all = table
             .iter()?

@@ -37,6 +37,8 @@ pub enum TableId {
     /// A log segment's live messages and bytes (format 6): derived by the apply stage,
     /// never named by a log record.
     Segments = 11,
+    /// Subscriptions of endpoints and queues to event types (format 7).
+    Subscriptions = 12,
 }
 
 impl TableId {
@@ -54,6 +56,7 @@ impl TableId {
             Self::Sources => "sources",
             Self::Retained => "retained",
             Self::Segments => "segments",
+            Self::Subscriptions => "subscriptions",
         }
     }
 
@@ -69,6 +72,7 @@ impl TableId {
             9 => Self::Sources,
             8 => Self::Attempts,
             10 => Self::Retained,
+            12 => Self::Subscriptions,
             _ => return None,
         })
     }

@@ -13,7 +13,7 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use super::rowlog::TableId;
 use super::{
     APPLIED_KEY, ATTEMPTS, DEAD, DONE, DamagedRow, ENDPOINTS, HISTORY, IDEMPOTENCY, MESSAGES, META,
-    RETAINED, SCHEDULE, SEGMENTS, SOURCES, Store, StoreError, seal,
+    RETAINED, SCHEDULE, SEGMENTS, SOURCES, SUBSCRIPTIONS, Store, StoreError, seal,
 };
 use hookd_core::ids::MessageId;
 
@@ -101,6 +101,10 @@ pub fn salvage(dir: &Path, dry_run: bool) -> Result<Salvage, StoreError> {
     take(TableId::Idempotency, read_rows(&db, IDEMPOTENCY, bytes_key));
     take(TableId::Endpoints, read_rows(&db, ENDPOINTS, name_key));
     take(TableId::Sources, read_rows(&db, SOURCES, name_key));
+    take(
+        TableId::Subscriptions,
+        read_rows(&db, SUBSCRIPTIONS, name_key),
+    );
     take(TableId::Retained, read_rows(&db, RETAINED, u128_key));
     take(TableId::Segments, read_rows(&db, SEGMENTS, bytes_key));
     let applied = std::panic::catch_unwind(AssertUnwindSafe(|| -> Result<u64, StoreError> {
@@ -187,11 +191,11 @@ pub fn salvage(dir: &Path, dry_run: bool) -> Result<Salvage, StoreError> {
                         table.insert(k.as_slice(), v.as_slice())?;
                     }
                 }
-                TableId::Endpoints | TableId::Sources => {
-                    let def = if *id == TableId::Endpoints {
-                        ENDPOINTS
-                    } else {
-                        SOURCES
+                TableId::Endpoints | TableId::Sources | TableId::Subscriptions => {
+                    let def = match id {
+                        TableId::Endpoints => ENDPOINTS,
+                        TableId::Sources => SOURCES,
+                        _ => SUBSCRIPTIONS,
                     };
                     let mut table = txn.open_table(def)?;
                     for (k, v) in keep {

@@ -63,14 +63,20 @@ pub(crate) fn message_of(table: TableId, key: &[u8]) -> Option<hookd_core::ids::
         | TableId::Retained => id(key),
         TableId::Attempts => key.get(..16).and_then(id),
         TableId::Dead => super::dead_key_id(key).ok(),
-        TableId::Endpoints | TableId::Sources | TableId::Idempotency | TableId::Segments => None,
+        TableId::Endpoints
+        | TableId::Sources
+        | TableId::Subscriptions
+        | TableId::Idempotency
+        | TableId::Segments => None,
     }
 }
 
 /// A key as an operator can look it up: a message id, a name, or hex.
 pub(crate) fn describe_key(table: TableId, key: &[u8]) -> String {
     let described = match table {
-        TableId::Endpoints | TableId::Sources => std::str::from_utf8(key).ok().map(str::to_owned),
+        TableId::Endpoints | TableId::Sources | TableId::Subscriptions => {
+            std::str::from_utf8(key).ok().map(str::to_owned)
+        }
         TableId::Attempts => message_of(table, key).map(|m| format!("{m} (an attempt)")),
         _ => message_of(table, key).map(|m| m.to_string()),
     };

@@ -9,7 +9,7 @@
 //! can bypass that: the engine's view, the log and (after the apply stage) redb cannot
 //! disagree about a round.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 
 use prost::Message;
@@ -24,7 +24,7 @@ use super::rowlog::{Change, RowLog, TableId};
 use super::seal::open;
 use super::{
     ATTEMPTS, DEAD, DONE, ENDPOINTS, HISTORY, IDEMPOTENCY, MESSAGES, RETAINED, SCHEDULE, SEGMENTS,
-    SOURCES, StoreError, dead_key, dead_key_id, dead_prefix,
+    SOURCES, SUBSCRIPTIONS, StoreError, dead_key, dead_key_id, dead_prefix,
 };
 use crate::wal::Lsn;
 use hookd_core::ids::MessageId;
@@ -200,6 +200,31 @@ impl<'a> Tables<'a> {
         Ok(())
     }
 
+    /// Stores a fan-out's further delivery `id`: the record of `source` (put by this round
+    /// with [`Tables::insert_message`]; its encoded bytes are `source_record`) for
+    /// `entry.destination`. The log record names the source instead of holding the record
+    /// again, so the payload is written once however many subscribers share it; the apply
+    /// stage points this message's row at the source's bytes (see `heap`).
+    pub fn insert_copy(
+        &mut self,
+        id: MessageId,
+        source: MessageId,
+        source_record: &[u8],
+        entry: &ScheduleEntry,
+    ) -> Result<(), StoreError> {
+        let key = id_key(id);
+        let destination = entry.destination.as_bytes();
+        let record = super::heap::with_destination(source_record.to_vec(), destination);
+        self.overlay.put(TableId::Messages, &key, &record);
+        self.log.put(
+            TableId::Messages,
+            &key,
+            &super::heap::copy_of(source.0, destination),
+        );
+        self.put(TableId::Schedule, &key, &entry.encode());
+        Ok(())
+    }
+
     /// A live message's record: from the overlay while its round is not applied, else
     /// from the log, where redb points (see `heap`).
     pub fn record(&self, id: MessageId) -> Result<Option<MessageRecord>, StoreError> {
@@ -263,16 +288,19 @@ impl<'a> Tables<'a> {
             seen += 1;
             last = Some(id);
             let value = open(TableId::Messages, &id_key(id), v.value())?;
-            if let Stored::At(p) = Stored::of(value)?
+            if let Some(p) = Stored::of(value)?.pointer()
                 && segments.contains(&p.segment)
             {
-                found.push(id);
+                found.push((id, p));
             }
             if seen >= scan {
                 break;
             }
         }
-        for id in found {
+        // A record shared by a fan-out's deliveries is copied once per pass step: the
+        // first delivery found takes the record, the others become copies of it.
+        let mut copied: HashMap<(Lsn, u64), (MessageId, Vec<u8>)> = HashMap::new();
+        for (id, p) in found {
             // Removed or rewritten by a round not yet applied: nothing to move.
             if !matches!(
                 self.overlay.get(TableId::Messages, &id_key(id)),
@@ -280,8 +308,27 @@ impl<'a> Tables<'a> {
             ) {
                 continue;
             }
+            if let Some((source, record)) = copied.get(&(p.segment, p.offset)) {
+                let (source, record) = (*source, record.clone());
+                let entry = self.schedule_row(id)?;
+                let destination = match &entry {
+                    Some(e) => e.destination.clone(),
+                    None => self.record(id)?.map(|r| r.destination).unwrap_or_default(),
+                };
+                let key = id_key(id);
+                let shared = super::heap::with_destination(record.clone(), destination.as_bytes());
+                self.overlay.put(TableId::Messages, &key, &shared);
+                self.log.put(
+                    TableId::Messages,
+                    &key,
+                    &super::heap::copy_of(source.0, destination.as_bytes()),
+                );
+                moved += 1;
+                continue;
+            }
             if let Some(bytes) = self.record_bytes(id)? {
                 self.put(TableId::Messages, &id_key(id), &bytes);
+                copied.insert((p.segment, p.offset), (id, bytes));
                 moved += 1;
             }
         }
@@ -659,6 +706,15 @@ impl<'a> Tables<'a> {
     pub fn remove_source(&mut self, name: &str) {
         self.remove(TableId::Sources, name.as_bytes());
     }
+
+    /// A subscription's definition, under its name.
+    pub fn put_subscription(&mut self, name: &str, spec: &[u8]) {
+        self.put(TableId::Subscriptions, name.as_bytes(), spec);
+    }
+
+    pub fn remove_subscription(&mut self, name: &str) {
+        self.remove(TableId::Subscriptions, name.as_bytes());
+    }
 }
 
 /// The write side of the tables: performs log records on redb (the apply stage, and
@@ -673,6 +729,7 @@ pub(crate) struct Apply<'txn> {
     idempotency: Table<'txn, &'static [u8], &'static [u8]>,
     endpoints: Table<'txn, &'static str, &'static [u8]>,
     sources: Table<'txn, &'static str, &'static [u8]>,
+    subscriptions: Table<'txn, &'static str, &'static [u8]>,
     retained: Table<'txn, u128, &'static [u8]>,
     segments: Table<'txn, &'static [u8], &'static [u8]>,
     /// Changes to the segments' rows made by the records performed so far, written by
@@ -717,6 +774,7 @@ impl<'txn> Apply<'txn> {
             idempotency: txn.open_table(IDEMPOTENCY)?,
             endpoints: txn.open_table(ENDPOINTS)?,
             sources: txn.open_table(SOURCES)?,
+            subscriptions: txn.open_table(SUBSCRIPTIONS)?,
             retained: txn.open_table(RETAINED)?,
             segments: txn.open_table(SEGMENTS)?,
             counts: BTreeMap::new(),
@@ -738,10 +796,38 @@ impl<'txn> Apply<'txn> {
                 .map(u128::from_be_bytes)
                 .map_err(|_| StoreError::Corrupt("log record: a message key".into()))
         };
+        // The records this log record holds, for its copies (a fan-out's deliveries).
+        let mut records: HashMap<u128, &[u8]> = HashMap::new();
         for change in &changes {
             match *change {
                 Change::Put(TableId::Messages, key, value) => {
-                    let pointer = at.map(|at| Pointer::to(at.segment, at.offset, record, value));
+                    if let Some((source, destination)) = super::heap::parse_copy(value) {
+                        let Some(&shared) = records.get(&source) else {
+                            return Err(StoreError::Corrupt(
+                                "log record: a copy of a record it does not hold".into(),
+                            ));
+                        };
+                        match at {
+                            Some(at) => {
+                                let pointer = Pointer::to(at.segment, at.offset, record, shared);
+                                self.put_message(
+                                    id(key)?,
+                                    key,
+                                    shared,
+                                    Some((pointer, Some(destination))),
+                                )?;
+                            }
+                            None => {
+                                let inline =
+                                    super::heap::with_destination(shared.to_vec(), destination);
+                                self.put_message(id(key)?, key, &inline, None)?;
+                            }
+                        }
+                        continue;
+                    }
+                    records.insert(id(key)?, value);
+                    let pointer =
+                        at.map(|at| (Pointer::to(at.segment, at.offset, record, value), None));
                     self.put_message(id(key)?, key, value, pointer)?;
                 }
                 Change::Remove(TableId::Messages, key) => self.remove_message(id(key)?, key)?,
@@ -758,6 +844,9 @@ impl<'txn> Apply<'txn> {
                         TableId::Idempotency => drop(self.idempotency.insert(key, value)?),
                         TableId::Endpoints => drop(self.endpoints.insert(name(key)?, value)?),
                         TableId::Sources => drop(self.sources.insert(name(key)?, value)?),
+                        TableId::Subscriptions => {
+                            drop(self.subscriptions.insert(name(key)?, value)?);
+                        }
                         TableId::Retained => drop(self.retained.insert(id(key)?, value)?),
                         TableId::Segments => unreachable_table()?,
                     }
@@ -772,6 +861,7 @@ impl<'txn> Apply<'txn> {
                     TableId::Idempotency => drop(self.idempotency.remove(key)?),
                     TableId::Endpoints => drop(self.endpoints.remove(name(key)?)?),
                     TableId::Sources => drop(self.sources.remove(name(key)?)?),
+                    TableId::Subscriptions => drop(self.subscriptions.remove(name(key)?)?),
                     TableId::Retained => drop(self.retained.remove(id(key)?)?),
                     TableId::Segments => unreachable_table()?,
                 },
@@ -784,10 +874,7 @@ impl<'txn> Apply<'txn> {
     /// counted as none: the counts then err on keeping a segment).
     fn pointer_of(key: &[u8], stored: &[u8]) -> Option<Pointer> {
         let value = super::seal::open(TableId::Messages, key, stored).ok()?;
-        match Stored::of(value).ok()? {
-            Stored::At(p) => Some(p),
-            Stored::Inline(_) => None,
-        }
+        Stored::of(value).ok()?.pointer()
     }
 
     fn count(&mut self, segment: Lsn, live: i64, bytes: i64, newest_ms: u64) {
@@ -797,15 +884,16 @@ impl<'txn> Apply<'txn> {
         entry.2 = entry.2.max(newest_ms);
     }
 
-    /// A message's record: a pointer to it in the log (or, without one, the record).
+    /// A message's record: a pointer to it in the log, with the delivery's destination
+    /// when the record is shared (or, without a pointer, the record).
     fn put_message(
         &mut self,
         id: u128,
         key: &[u8],
         value: &[u8],
-        pointer: Option<Pointer>,
+        pointer: Option<(Pointer, Option<&[u8]>)>,
     ) -> Result<(), StoreError> {
-        let Some(pointer) = pointer else {
+        let Some((pointer, destination)) = pointer else {
             let sealed = super::seal::seal(TableId::Messages, key, value);
             let old = self.messages.insert(id, sealed.as_slice())?;
             let old = old.and_then(|o| Self::pointer_of(key, o.value()));
@@ -814,7 +902,11 @@ impl<'txn> Apply<'txn> {
             }
             return Ok(());
         };
-        let sealed = super::seal::seal(TableId::Messages, key, &pointer.encode());
+        let encoded = match destination {
+            Some(destination) => pointer.encode_shared(destination),
+            None => pointer.encode().to_vec(),
+        };
+        let sealed = super::seal::seal(TableId::Messages, key, &encoded);
         let old = self.messages.insert(id, sealed.as_slice())?;
         let old = old.and_then(|o| Self::pointer_of(key, o.value()));
         if old == Some(pointer) {
@@ -833,11 +925,18 @@ impl<'txn> Apply<'txn> {
     /// its payload stays readable while the segment is kept.
     fn remove_message(&mut self, id: u128, key: &[u8]) -> Result<(), StoreError> {
         let old = self.messages.remove(id)?;
-        let Some(old) = old.and_then(|o| Self::pointer_of(key, o.value())) else {
+        // The value as it is (a shared pointer keeps its delivery's destination).
+        let Some(value) = old.and_then(|o| {
+            let value = super::seal::open(TableId::Messages, key, o.value()).ok()?;
+            Stored::of(value).ok()?.pointer()?;
+            Some(value.to_vec())
+        }) else {
             return Ok(());
         };
-        self.count(old.segment, -1, -i64::from(old.len), 0);
-        let sealed = super::seal::seal(TableId::Retained, key, &old.encode());
+        if let Some(old) = Stored::of(&value)?.pointer() {
+            self.count(old.segment, -1, -i64::from(old.len), 0);
+        }
+        let sealed = super::seal::seal(TableId::Retained, key, &value);
         self.retained.insert(id, sealed.as_slice())?;
         Ok(())
     }
@@ -1228,11 +1327,11 @@ mod tests {
             let value_at = bytes.len() - record.len();
             let pointer = Pointer::to(at.segment, at.offset, &bytes, &bytes[value_at..]);
             apply
-                .put_message(b.0, &id_key(b), &bytes[value_at..], Some(pointer))
+                .put_message(b.0, &id_key(b), &bytes[value_at..], Some((pointer, None)))
                 .unwrap();
             // Put again (a replay): nothing changes.
             apply
-                .put_message(b.0, &id_key(b), &bytes[value_at..], Some(pointer))
+                .put_message(b.0, &id_key(b), &bytes[value_at..], Some((pointer, None)))
                 .unwrap();
             apply.finish().unwrap();
         }
@@ -1288,5 +1387,157 @@ mod tests {
             store.completed_record(b).unwrap(),
             crate::store::Kept::Expired
         ));
+    }
+
+    #[test]
+    fn a_fan_out_writes_its_record_once_and_each_delivery_reads_its_own_destination() {
+        let dir = tempfile::tempdir().unwrap();
+        let crate::store::Storage { store, mut log, .. } =
+            crate::store::Storage::open_dir(dir.path(), 1 << 20, 1 << 20).unwrap();
+        let (a, b, c) = (MessageId(1 << 81), MessageId(2 << 81), MessageId(3 << 81));
+        let payload = vec![7u8; 4_096];
+        let record = MessageRecord {
+            destination: "qa".into(),
+            event_type: "ticket.classified".into(),
+            payload: payload.clone(),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let entry = |d: &str| ScheduleEntry {
+            due_ms: 1,
+            state: State::Pending,
+            attempts: 0,
+            max_attempts: 3,
+            since_ms: 0,
+            destination: d.into(),
+        };
+        // The engine's round: one record, two copies of it.
+        let mut overlay = Overlay::default();
+        let bytes = {
+            let txn = store.snapshot().unwrap();
+            let mut t = Tables::open(&txn, &mut overlay, store.heap()).unwrap();
+            t.insert_message(a, &record, &entry("qa")).unwrap();
+            t.insert_copy(b, a, &record, &entry("qb")).unwrap();
+            t.insert_copy(c, a, &record, &entry("ewebhook")).unwrap();
+            // Before the apply stage: read from the overlay, each with its destination.
+            let rb = t.record(b).unwrap().unwrap();
+            assert_eq!((rb.destination.as_str(), &rb.payload), ("qb", &payload));
+            t.into_log()
+        };
+        assert!(
+            bytes.len() < record.len() + 400,
+            "the payload is in the log record once ({} bytes for a {} byte record)",
+            bytes.len(),
+            record.len()
+        );
+        let lsn = log.append(&bytes).unwrap();
+        log.sync().unwrap();
+        let segment = log.segment();
+        // Replayed twice (a crash before the checkpoint): the same rows, the same counts.
+        for _ in 0..2 {
+            store
+                .replay_log_records([(segment, lsn, bytes.as_slice())])
+                .unwrap();
+        }
+        let rows = store.segment_rows().unwrap();
+        assert_eq!(rows[0].1.live, 3);
+        let mut fresh = Overlay::default();
+        let txn = store.snapshot().unwrap();
+        let t = Tables::open(&txn, &mut fresh, store.heap()).unwrap();
+        for (id, destination) in [(a, "qa"), (b, "qb"), (c, "ewebhook")] {
+            let r = t.record(id).unwrap().unwrap();
+            assert_eq!(r.destination, destination);
+            assert_eq!(r.payload, payload);
+            assert_eq!(r.event_type, "ticket.classified");
+            let stored = store.message(id).unwrap().unwrap();
+            assert_eq!(stored.record.destination, destination);
+        }
+        drop(t);
+        drop(txn);
+        // A completed delivery keeps its own destination with its retained payload.
+        let mut removal = RowLog::default();
+        removal.remove(TableId::Messages, &id_key(b));
+        store
+            .replay_log_records([(segment, lsn + 10_000, removal.into_bytes().as_slice())])
+            .unwrap();
+        match store.completed_record(b).unwrap() {
+            crate::store::Kept::Record(r) => assert_eq!(r.destination, "qb"),
+            crate::store::Kept::Expired => panic!("expired at once"),
+        }
+        assert_eq!(store.segment_rows().unwrap()[0].1.live, 2);
+        // A copy whose record is not in its log record is refused, never guessed.
+        let mut orphan = RowLog::default();
+        orphan.put(
+            TableId::Messages,
+            &id_key(MessageId(9 << 81)),
+            &super::super::heap::copy_of(a.0, b"qz"),
+        );
+        let err = store
+            .replay_log_records([(segment, lsn + 20_000, orphan.into_bytes().as_slice())])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("a copy of a record it does not hold"), "{err}");
+    }
+
+    #[test]
+    fn compaction_copies_a_shared_record_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let crate::store::Storage { store, mut log, .. } =
+            crate::store::Storage::open_dir(dir.path(), 1 << 20, 1 << 20).unwrap();
+        let ids: Vec<MessageId> = (1..=5u128).map(|i| MessageId(i << 81)).collect();
+        let record = MessageRecord {
+            destination: "q0".into(),
+            payload: vec![1u8; 2_000],
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let entry = |d: String| ScheduleEntry {
+            due_ms: 1,
+            state: State::Pending,
+            attempts: 0,
+            max_attempts: 3,
+            since_ms: 0,
+            destination: d,
+        };
+        let mut overlay = Overlay::default();
+        let bytes = {
+            let txn = store.snapshot().unwrap();
+            let mut t = Tables::open(&txn, &mut overlay, store.heap()).unwrap();
+            t.insert_message(ids[0], &record, &entry("q0".into()))
+                .unwrap();
+            for (i, id) in ids.iter().enumerate().skip(1) {
+                t.insert_copy(*id, ids[0], &record, &entry(format!("q{i}")))
+                    .unwrap();
+            }
+            t.into_log()
+        };
+        let lsn = log.append(&bytes).unwrap();
+        log.sync().unwrap();
+        let segment = log.segment();
+        store
+            .replay_log_records([(segment, lsn, bytes.as_slice())])
+            .unwrap();
+        let mut overlay = Overlay::default();
+        let txn = store.snapshot().unwrap();
+        let mut t = Tables::open(&txn, &mut overlay, store.heap()).unwrap();
+        let (moved, rest) = t.relocate(&[segment], None, 100).unwrap();
+        assert_eq!((moved, rest), (5, None));
+        let moved_log = t.into_log();
+        assert!(
+            moved_log.len() < record.len() + 300,
+            "5 deliveries of one record moved with one copy of it ({} bytes)",
+            moved_log.len()
+        );
+        drop(txn);
+        let lsn2 = log.append(&moved_log).unwrap();
+        log.sync().unwrap();
+        store
+            .replay_log_records([(log.segment(), lsn2, moved_log.as_slice())])
+            .unwrap();
+        for (i, id) in ids.iter().enumerate() {
+            let m = store.message(*id).unwrap().unwrap();
+            assert_eq!(m.record.destination, format!("q{i}"));
+            assert_eq!(m.record.payload, vec![1u8; 2_000]);
+        }
     }
 }
