@@ -88,6 +88,9 @@ pub struct Delivery {
     pub idempotency_key: String,
     /// Sent as `webhook-event-type` when set.
     pub event_type: String,
+    /// Sent as `hookd-event-id`: the event a publish's deliveries share; empty: the
+    /// message is its own event (its id is sent).
+    pub event_id: String,
     /// `webhook-timestamp`: when the engine handed the attempt out.
     pub timestamp_s: u64,
 }

@@ -166,6 +166,14 @@ fn build(
     if let Ok(v) = HeaderValue::from_str(&id) {
         headers.insert(HeaderName::from_static("webhook-id"), v);
     }
+    let event = if d.event_id.is_empty() {
+        &id
+    } else {
+        &d.event_id
+    };
+    if let Ok(v) = HeaderValue::from_str(event) {
+        headers.insert(HeaderName::from_static("hookd-event-id"), v);
+    }
     if !d.event_type.is_empty()
         && let Ok(v) = HeaderValue::from_str(&d.event_type)
     {

@@ -31,7 +31,11 @@ impl Engine {
                 let mut results = Vec::with_capacity(count);
                 let mut outcome = Ok(());
                 for m in messages {
-                    match self.enqueue(t, now, m) {
+                    let result = match m.fanout.is_some() {
+                        true => self.publish(t, now, m),
+                        false => self.enqueue(t, now, m),
+                    };
+                    match result {
                         Ok(result) => results.push(result),
                         Err(e) => {
                             outcome = Err(e);
@@ -88,6 +92,11 @@ impl Engine {
                 spec: Some(_),
                 reply,
                 ..
+            }
+            | Command::PutSubscription {
+                spec: Some(_),
+                reply,
+                ..
             } if self.config.headroom.short().is_some() => {
                 let _ = reply.send(Err(self.disk_full()));
             }
@@ -107,6 +116,13 @@ impl Engine {
                 match spec {
                     Some(spec) => t.put_source(&name, &spec),
                     None => t.remove_source(&name),
+                }
+                reply_after(done, reply, Ok(()));
+            }
+            Command::PutSubscription { name, spec, reply } => {
+                match spec {
+                    Some(spec) => t.put_subscription(&name, &spec),
+                    None => t.remove_subscription(&name),
                 }
                 reply_after(done, reply, Ok(()));
             }

@@ -2,13 +2,15 @@
 //! index (ready now, or in the wheel).
 
 use super::index::{Live, LiveState, Timer};
-use super::{Engine, Enqueued, NewMessage, Refusal, Tx};
+use super::{Engine, Enqueued, NewMessage, Refusal, Subscriber, Tx};
 use crate::wheel::TimerKey;
 use hookd_core::backpressure::{Assessment, Held};
 use hookd_core::destination::Destination;
 use hookd_core::ids::MessageId;
 use hookd_core::retry::RetryPolicy;
-use hookd_storage::store::{EndpointRecord, ScheduleEntry, State, StoreError, idempotency_scope};
+use hookd_storage::store::{
+    EndpointRecord, ScheduleEntry, State, StoreError, idempotency_scope, record_for,
+};
 
 impl Engine {
     pub(super) fn enqueue(
@@ -55,6 +57,7 @@ impl Engine {
                         id: original,
                         duplicate: true,
                         throttle_ms: 0,
+                        deliveries: Vec::new(),
                     }));
                 }
             }
@@ -70,6 +73,7 @@ impl Engine {
                     id: original,
                     duplicate: true,
                     throttle_ms,
+                    deliveries: Vec::new(),
                 }));
             }
         }
@@ -103,7 +107,142 @@ impl Engine {
             id,
             duplicate: false,
             throttle_ms,
+            deliveries: Vec::new(),
         }))
+    }
+
+    /// A publish: one delivery per subscriber, all sharing one record (written once in
+    /// the log), stored in this round or not at all. A subscriber whose endpoint is gone
+    /// is left out; every other refusal (a watermark of any subscriber, the disk) refuses
+    /// the whole publish, so a producer's retry never doubles a delivery.
+    pub(super) fn publish(
+        &mut self,
+        t: Tx<'_, '_>,
+        now: u64,
+        mut m: NewMessage,
+    ) -> Result<Result<Enqueued, Refusal>, StoreError> {
+        let Some(fanout) = m.fanout.take() else {
+            return self.enqueue(t, now, m);
+        };
+        let first = Subscriber {
+            id: m.id,
+            destination: m.destination,
+            key: m.key,
+            encoded: m.encoded,
+        };
+        let mut deliveries = Vec::with_capacity(fanout.also.len() + 1);
+        for s in std::iter::once(first).chain(fanout.also) {
+            let policy = match &s.destination {
+                Destination::Endpoint(name) => match self.endpoints.get(name) {
+                    Some(e) => endpoint_policy(e, &self.config.retry),
+                    None => continue,
+                },
+                _ => self.config.retry,
+            };
+            deliveries.push((s, policy));
+        }
+        let event = fanout.event_id;
+        let bytes = m.record.len() as u64;
+        let not_before = now.saturating_sub(self.config.idempotency_retention_ms);
+        let scoped = (!m.idempotency_key.is_empty())
+            .then(|| idempotency_scope(&fanout.scope, &m.idempotency_key));
+        let answer = |id, duplicate, throttle_ms, deliveries| Enqueued {
+            id,
+            duplicate,
+            throttle_ms,
+            deliveries,
+        };
+        // Admission: every subscriber's destination against its marks, the payload once
+        // against the disk's headroom.
+        let total = self.index.total_held();
+        let mut refusal = None;
+        let mut throttle_ms = 0;
+        for (s, _) in &deliveries {
+            let held = self
+                .index
+                .find(&s.key)
+                .map_or_else(Held::default, |d| self.index.dests[d].held());
+            match self.config.backpressure.assess(held, total, bytes) {
+                Assessment::Refuse(over) => {
+                    refusal = Some(match self.config.headroom.short() {
+                        Some(short) => Refusal::DiskFull(short),
+                        None => Refusal::OverMark(over),
+                    });
+                    break;
+                }
+                Assessment::Admit { throttle_ms: ms } => throttle_ms = throttle_ms.max(ms),
+            }
+        }
+        if refusal.is_none() && !deliveries.is_empty() {
+            refusal = self
+                .config
+                .headroom
+                .admit(bytes)
+                .err()
+                .map(Refusal::DiskFull);
+        }
+        if let Some(refusal) = refusal {
+            if let Some(scoped) = &scoped
+                && let Some(original) = t.idempotent_original(scoped, not_before)?
+            {
+                return Ok(Ok(answer(original, true, 0, Vec::new())));
+            }
+            if let Some(reason) = refusal.metric_reason() {
+                self.config.metrics.refused(reason);
+            }
+            return Ok(Err(refusal));
+        }
+        if deliveries.is_empty() {
+            // Nobody to deliver to: nothing is stored, and the key is not claimed.
+            if let Some(scoped) = &scoped
+                && let Some(original) = t.idempotent_original(scoped, not_before)?
+            {
+                return Ok(Ok(answer(original, true, 0, Vec::new())));
+            }
+            return Ok(Ok(answer(event, false, 0, Vec::new())));
+        }
+        if let Some(scoped) = &scoped
+            && let Some(original) = t.claim_idempotency_key(scoped, event, now, not_before)?
+        {
+            return Ok(Ok(answer(original, true, throttle_ms, Vec::new())));
+        }
+        let due = now.saturating_add(m.delay_ms);
+        let size = u32::try_from(bytes).unwrap_or(u32::MAX);
+        let source = deliveries[0].0.id;
+        let record = record_for(m.record, &deliveries[0].0.encoded, &event.to_string());
+        let mut ids = Vec::with_capacity(deliveries.len());
+        for (i, (s, policy)) in deliveries.into_iter().enumerate() {
+            let max_attempts = if m.max_attempts > 0 {
+                m.max_attempts
+            } else {
+                policy.max_attempts
+            };
+            let entry = ScheduleEntry {
+                due_ms: due,
+                state: State::Pending,
+                attempts: 0,
+                max_attempts,
+                since_ms: 0,
+                destination: s.encoded,
+            };
+            if i == 0 {
+                t.insert_message(s.id, &record, &entry)?;
+            } else {
+                t.insert_copy(s.id, source, &record, &entry)?;
+            }
+            self.out.fresh.insert(s.id);
+            let dest = self.dest(&s.key, now);
+            let live = Live::new(dest, waiting(due, now), 0, max_attempts, size);
+            self.track(s.id, live, due);
+            self.index.dests[dest].activity.enqueued(now);
+            self.total.enqueued(now);
+            self.config.metrics.enqueued.inc();
+            ids.push(s.id);
+        }
+        if throttle_ms > 0 {
+            self.config.metrics.throttled.inc();
+        }
+        Ok(Ok(answer(event, false, throttle_ms, ids)))
     }
 
     /// Puts a new live message into the index, with the wheel entry it waits on.

@@ -200,6 +200,16 @@ impl EngineHandle {
             .await?
     }
 
+    /// Makes a subscription's definition durable (`Some`), or its removal (`None`).
+    pub async fn put_subscription(
+        &self,
+        name: String,
+        spec: Option<Vec<u8>>,
+    ) -> Result<(), Refusal> {
+        self.call(|reply| Command::PutSubscription { name, spec, reply })
+            .await?
+    }
+
     pub async fn delete_endpoint(&self, name: String) -> Result<(), Refusal> {
         self.call(|reply| Command::DeleteEndpoint { name, reply })
             .await?

@@ -251,6 +251,7 @@ impl Engine {
                 event_type: record.event_type,
                 headers: record.headers,
                 idempotency_key: record.idempotency_key,
+                event_id: record.event_id,
                 attempt,
                 max_attempts,
                 enqueued_ms: record.created_ms,

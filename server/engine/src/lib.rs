@@ -32,6 +32,8 @@ mod answer;
 mod apply;
 mod enqueue;
 pub mod events;
+#[cfg(test)]
+mod fanout_tests;
 mod gate;
 mod handle;
 #[cfg(test)]
@@ -92,6 +94,42 @@ pub struct NewMessage {
     pub delay_ms: u64,
     /// 0 = the destination's default.
     pub max_attempts: u32,
+    /// A publish to a topic: the further subscribers, sharing the record. `None`: an
+    /// Enqueue to one destination.
+    pub fanout: Option<Box<Fanout>>,
+}
+
+/// What makes a [`NewMessage`] a publish: its event, and the subscribers after the first
+/// (the message's own destination). All of them are stored in one round, or none.
+#[derive(Debug, Clone)]
+pub struct Fanout {
+    /// The id the deliveries share (the record's `event_id`), what the producer is told.
+    pub event_id: MessageId,
+    /// What scopes the idempotency key: `t` and the topic (no destination's encoding
+    /// starts with `t`), so a key dedups the whole fan-out.
+    pub scope: String,
+    pub also: Vec<Subscriber>,
+}
+
+/// One more delivery of a publish.
+#[derive(Debug, Clone)]
+pub struct Subscriber {
+    pub id: MessageId,
+    pub destination: Destination,
+    /// `destination.key()` and `destination.encode()`, as in [`NewMessage`].
+    pub key: String,
+    pub encoded: String,
+}
+
+impl Subscriber {
+    pub fn new(id: MessageId, destination: Destination) -> Self {
+        Self {
+            id,
+            key: destination.key(),
+            encoded: destination.encode(),
+            destination,
+        }
+    }
 }
 
 impl NewMessage {
@@ -115,19 +153,24 @@ impl NewMessage {
             destination,
             delay_ms,
             max_attempts,
+            fanout: None,
         }
     }
 }
 
 /// The engine's answer to one enqueued event. The id is formatted by the caller: every
 /// microsecond on the engine thread is serial.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Enqueued {
+    /// The message's id; a publish's event id.
     pub id: MessageId,
     /// The idempotency key was seen within the window; `id` is the original's.
     pub duplicate: bool,
     /// Above a soft watermark: the pause suggested before the producer's next send.
     pub throttle_ms: u64,
+    /// A publish's deliveries, one per subscriber stored (empty for an Enqueue, and for
+    /// a duplicate).
+    pub deliveries: Vec<MessageId>,
 }
 
 /// A message leased to a consumer by Receive.
@@ -140,6 +183,8 @@ pub struct Leased {
     pub event_type: String,
     pub headers: std::collections::BTreeMap<String, String>,
     pub idempotency_key: String,
+    /// The publish's event id (empty: the message is its own event).
+    pub event_id: String,
     /// This lease's attempt, from 1.
     pub attempt: u32,
     pub max_attempts: u32,
@@ -309,6 +354,13 @@ pub(crate) enum Command {
     /// Stores (`Some`: its JSON definition) or removes (`None`) an ingest source. The
     /// ingest registry decides and serialises these; the engine only makes them durable.
     PutSource {
+        name: String,
+        spec: Option<Vec<u8>>,
+        reply: Reply<()>,
+    },
+    /// Stores (`Some`) or removes (`None`) a subscription; as for sources, `hookd`'s
+    /// registry decides and serialises these.
+    PutSubscription {
         name: String,
         spec: Option<Vec<u8>>,
         reply: Reply<()>,
@@ -1287,7 +1339,7 @@ fn answer_failed(command: Command, err: Refusal) {
         Command::DeleteEndpoint { reply, .. } => {
             let _ = reply.send(Err(err));
         }
-        Command::PutSource { reply, .. } => {
+        Command::PutSource { reply, .. } | Command::PutSubscription { reply, .. } => {
             let _ = reply.send(Err(err));
         }
         Command::Reseal { reply, .. } => {

@@ -207,6 +207,7 @@ fn run_once(seed: u64) -> Result<RunStats, String> {
     let fs = PowerLossFs::with_file(DB);
     let storage = open(&fs)?;
     let log: Arc<Mutex<Vec<Answered>>> = Arc::default();
+    let fanouts: Fanouts = Arc::default();
     let (cuts_tx, cuts_rx) = mpsc::sync_channel::<Cut>(4);
     fs.observe({
         let log = log.clone();
@@ -226,12 +227,18 @@ fn run_once(seed: u64) -> Result<RunStats, String> {
         }
     });
     let checker = {
-        let log = log.clone();
+        let (log, fanouts) = (log.clone(), fanouts.clone());
         std::thread::spawn(move || -> Result<(usize, [usize; 4]), String> {
             let (mut n, mut kinds) = (0, [0usize; 4]);
             for cut in cuts_rx {
                 let answered = lock(&log)[..cut.answered].to_vec();
-                let nested = check_cut(&cut, &answered, seed, cut.sync % 8 == 0).map_err(|e| {
+                // Every publish tried so far (those after the cut must have left nothing).
+                let tried = lock(&fanouts).clone();
+                let check = Check {
+                    answered: &answered,
+                    fanouts: &tried,
+                };
+                let nested = check_cut(&cut, &check, seed, cut.sync % 8 == 0).map_err(|e| {
                     format!(
                         "power cut at sync {} ({:?}, {}): {e}",
                         cut.sync,
@@ -264,7 +271,13 @@ fn run_once(seed: u64) -> Result<RunStats, String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let answered = runtime.block_on(workload(engine.clone(), deliveries_rx, log.clone(), seed));
+    let answered = runtime.block_on(workload(
+        engine.clone(),
+        deliveries_rx,
+        log.clone(),
+        fanouts.clone(),
+        seed,
+    ));
     let heap = runtime
         .block_on(engine.stats(None, 0))
         .map(|s| {
@@ -299,6 +312,7 @@ async fn workload(
     engine: EngineHandle,
     mut deliveries: tokio::sync::mpsc::UnboundedReceiver<Vec<hookd_core::push::Delivery>>,
     log: Arc<Mutex<Vec<Answered>>>,
+    fanouts: Fanouts,
     seed: u64,
 ) -> Result<[usize; 4], String> {
     engine
@@ -348,7 +362,7 @@ async fn workload(
     let producing = Arc::new(AtomicBool::new(true));
     let mut producers = Vec::new();
     for p in 0..PRODUCERS {
-        let (engine, log) = (engine.clone(), log.clone());
+        let (engine, log, fanouts) = (engine.clone(), log.clone(), fanouts.clone());
         let mut rng = StdRng::seed_from_u64(seed ^ (p as u64 + 1));
         producers.push(tokio::spawn(async move {
             let mut n = 0;
@@ -384,6 +398,44 @@ async fn workload(
                         0,
                     ));
                 }
+                // Every third round also publishes an event to three subscribers.
+                if round % 3 == 2 {
+                    let payload: Vec<u8> = (0..rng.random_range(100..900))
+                        .map(|_| rng.random::<u8>())
+                        .collect();
+                    let record = MessageRecord {
+                        payload,
+                        idempotency_key: format!("{p}-{round}-fanout"),
+                        created_ms: now,
+                        ..Default::default()
+                    };
+                    let mut m = NewMessage::new(
+                        MessageId::generate(now),
+                        Destination::Queue("q".into()),
+                        record,
+                        0,
+                        0,
+                    );
+                    let also = vec![
+                        super::Subscriber::new(
+                            MessageId::generate(now),
+                            Destination::Endpoint("ep".into()),
+                        ),
+                        super::Subscriber::new(
+                            MessageId::generate(now),
+                            Destination::Queue("unread".into()),
+                        ),
+                    ];
+                    let mut ids = vec![m.id];
+                    ids.extend(also.iter().map(|s| s.id));
+                    lock(&fanouts).push(ids);
+                    m.fanout = Some(Box::new(super::Fanout {
+                        event_id: MessageId::generate(now),
+                        scope: "tticket.classified".into(),
+                        also,
+                    }));
+                    batch.push(m);
+                }
                 let crcs: Vec<u32> = batch
                     .iter()
                     .map(|m| {
@@ -395,7 +447,14 @@ async fn workload(
                 let results = engine.enqueue(batch).await.map_err(|e| e.to_string())?;
                 for (r, crc) in results.into_iter().zip(crcs) {
                     let e = r.map_err(|e| e.to_string())?;
-                    lock(&log).push(Answered::Enqueued(e.id, crc));
+                    let mut log = lock(&log);
+                    if e.deliveries.is_empty() {
+                        log.push(Answered::Enqueued(e.id, crc));
+                    }
+                    // A publish: each subscriber's delivery, with the one payload.
+                    for id in e.deliveries {
+                        log.push(Answered::Enqueued(id, crc));
+                    }
                     n += 1;
                 }
                 if Instant::now() > deadline {
@@ -506,13 +565,13 @@ fn check_replay_twice(image: &Image) -> Result<(), String> {
 /// Opens a cut image as hookd would after a restart and finds every answered operation;
 /// with `nested`, power is cut during that recovery too, and those images are checked
 /// (without nesting further). Returns how many nested images were checked.
-fn check_cut(cut: &Cut, answered: &[Answered], seed: u64, nested: bool) -> Result<usize, String> {
+fn check_cut(cut: &Cut, check: &Check<'_>, seed: u64, nested: bool) -> Result<usize, String> {
     check_replay_twice(&cut.image)?;
     let fs = PowerLossFs::with_image(cut.image.clone());
     let inner: Arc<Mutex<Vec<Cut>>> = Arc::default();
     if nested {
         let inner = inner.clone();
-        let answered = answered.len();
+        let answered = check.answered.len();
         let mut rng = StdRng::seed_from_u64(seed ^ cut.sync);
         fs.observe(move |c| {
             let mut inner = lock(&inner);
@@ -530,17 +589,52 @@ fn check_cut(cut: &Cut, answered: &[Answered], seed: u64, nested: bool) -> Resul
         });
     }
     let storage = open(&fs)?;
-    check_answered(&storage.store, answered)?;
+    check_answered(&storage.store, check.answered)?;
+    check_all_or_none(&storage.store, check.fanouts)?;
     // The engine starts on what survived (every schedule row decodes, destinations parse).
     let (_, thread) = super::start(storage, config(seed), Arc::new(SystemClock), None)
         .map_err(|e| format!("the engine does not start: {e}"))?;
     thread.shutdown();
     let inner = std::mem::take(&mut *lock(&inner));
     for c in &inner {
-        check_cut(c, answered, seed, false)
+        let check = Check {
+            answered: &check.answered[..c.answered],
+            fanouts: check.fanouts,
+        };
+        check_cut(c, &check, seed, false)
             .map_err(|e| format!("then again during its recovery, at sync {}: {e}", c.sync))?;
     }
     Ok(inner.len())
+}
+
+/// The publishes tried: each one's delivery ids.
+type Fanouts = Arc<Mutex<Vec<Vec<MessageId>>>>;
+
+/// What a cut image is checked against.
+struct Check<'a> {
+    answered: &'a [Answered],
+    fanouts: &'a [Vec<MessageId>],
+}
+
+/// A publish is stored whole or not at all: of each one tried (answered or not), every
+/// subscriber's delivery exists (live, dead or completed), or none does.
+fn check_all_or_none(store: &Store, fanouts: &[Vec<MessageId>]) -> Result<(), String> {
+    for ids in fanouts {
+        let mut found = 0;
+        for id in ids {
+            let live = store.message(*id).map_err(|e| e.to_string())?.is_some();
+            if live || store.done(*id).map_err(|e| e.to_string())?.is_some() {
+                found += 1;
+            }
+        }
+        if found != 0 && found != ids.len() {
+            return Err(format!(
+                "a publish to {} subscribers left {found} of its deliveries ({ids:?})",
+                ids.len()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Finds every answered operation in a recovered store.

@@ -301,6 +301,7 @@ impl Engine {
             headers: record.headers,
             idempotency_key: record.idempotency_key,
             event_type: record.event_type,
+            event_id: record.event_id,
             timestamp_s: now / 1_000,
         };
         self.out.deliver(id, delivery);

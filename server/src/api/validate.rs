@@ -166,6 +166,8 @@ pub fn new_message(
         payload: req.payload,
         retry_base_ms: req.retry_base_ms,
         retry_cap_ms: req.retry_cap_ms,
+
+        event_id: String::new(),
     };
     Ok(NewMessage::new(
         MessageId::generate(now_ms),

@@ -613,6 +613,8 @@ async fn handle(
         payload,
         retry_base_ms: 0,
         retry_cap_ms: 0,
+
+        event_id: String::new(),
     };
     let mut message = NewMessage::new(
         MessageId::generate(now_ms),

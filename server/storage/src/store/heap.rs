@@ -148,11 +148,16 @@ impl<'a> Stored<'a> {
 /// `record` (an encoded `MessageRecord`) for `destination` instead of its own: protobuf
 /// keeps the last value of a field that occurs twice, so field 1 (`destination`) appended
 /// replaces the record's without decoding it.
-pub(crate) fn with_destination(mut record: Vec<u8>, destination: &[u8]) -> Vec<u8> {
+pub(crate) fn with_destination(record: Vec<u8>, destination: &[u8]) -> Vec<u8> {
+    with_field(record, 1, destination)
+}
+
+/// `record` with string field `tag` set to `value` (appended: the last occurrence wins).
+pub(crate) fn with_field(mut record: Vec<u8>, tag: u32, value: &[u8]) -> Vec<u8> {
     use prost::encoding::{WireType, encode_key, encode_varint};
-    encode_key(1, WireType::LengthDelimited, &mut record);
-    encode_varint(destination.len() as u64, &mut record);
-    record.extend_from_slice(destination);
+    encode_key(tag, WireType::LengthDelimited, &mut record);
+    encode_varint(value.len() as u64, &mut record);
+    record.extend_from_slice(value);
     record
 }
 

@@ -53,6 +53,13 @@ mod tables;
 pub mod trust;
 
 pub use heap::{Heap, Pointer, SegmentRow};
+
+/// `record` (an encoded [`MessageRecord`]) as event `event_id`'s, for `destination`
+/// (`Destination::encode()`) instead of the one it holds, without decoding it.
+pub fn record_for(record: Vec<u8>, destination: &str, event_id: &str) -> Vec<u8> {
+    let record = heap::with_field(record, 9, event_id.as_bytes());
+    heap::with_destination(record, destination.as_bytes())
+}
 pub use overlay::Overlay;
 use rowlog::TableId;
 pub(crate) use tables::{Apply, RecordAt};

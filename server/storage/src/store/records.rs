@@ -55,6 +55,10 @@ pub struct MessageRecord {
     pub retry_base_ms: u64,
     #[prost(uint64, tag = "8")]
     pub retry_cap_ms: u64,
+    /// The event a publish's deliveries share (its id, as text); empty: the message is
+    /// its own event (an Enqueue to one destination).
+    #[prost(string, tag = "9")]
+    pub event_id: String,
 }
 
 /// Finished attempts of a message, written when an attempt ends (not at enqueue or lease).
