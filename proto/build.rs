@@ -17,6 +17,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         // Messages serialize to JSON (the CLI's --json); field names as in the .proto.
         .type_attribute(".hookd.v1", "#[derive(serde::Serialize)]")
+        // A google.protobuf.Struct serializes as the JSON object it stands for.
+        .field_attribute(
+            ".hookd.v1.Subscription.filter",
+            "#[serde(serialize_with = \"crate::json::serialize_struct\")]",
+        )
         .codec_path("crate::codec::HookdCodec")
         .build_client(true)
         .build_server(true)

@@ -18,6 +18,8 @@ fn id() -> pb::EnqueueResponse {
         id: uuid::Uuid::now_v7().to_string(),
         duplicate: false,
         throttle_ms: 0,
+        subscribers: 0,
+        delivery_ids: Vec::new(),
     }
 }
 

@@ -511,6 +511,7 @@ mod tests {
                         id: k.clone(),
                         duplicate: !stored.insert(k),
                         throttle_ms,
+                        ..Default::default()
                     })),
                 })
                 .collect();

@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod codec;
+pub mod json;
 
 /// Generated types and service stubs of `hookd.v1`.
 #[allow(clippy::all, missing_debug_implementations, missing_docs)]

@@ -40,6 +40,7 @@ pub mod listen;
 pub mod memory;
 pub(crate) mod otel;
 pub(crate) mod rest;
+pub mod subscriptions;
 pub mod watchdog;
 
 pub use app::{Hooks, run_with};

@@ -87,6 +87,7 @@ pub(super) struct Meta {
     pub idempotency_key: String,
     pub payload_size: u64,
     pub created_ms: u64,
+    pub event_id: String,
 }
 
 impl Meta {
@@ -97,6 +98,7 @@ impl Meta {
             idempotency_key: record.idempotency_key.clone(),
             payload_size: record.payload.len() as u64,
             created_ms: record.created_ms,
+            event_id: record.event_id.clone(),
         }
     }
 }
@@ -380,6 +382,7 @@ impl Engine {
                     attempts: live.attempts,
                     max_attempts: live.max_attempts,
                     history: Some(history),
+                    event_id: meta.event_id,
                 }
             })?;
         }

@@ -36,7 +36,14 @@ fuzz_target!(|data: &[u8]| {
         catalog: catalog(),
     };
     if let Ok(r) = pb::EnqueueRequest::decode(data) {
-        let _ = validate::new_message(r, &limits, 1_700_000_000_000);
+        // Every topic has two subscribers: a publish goes the whole way.
+        let route = |_: &str, _: &[u8], _: &std::collections::BTreeMap<String, String>| {
+            vec![
+                hookd_core::destination::Destination::Queue("audit".into()),
+                hookd_core::destination::Destination::Endpoint("crm".into()),
+            ]
+        };
+        let _ = validate::new_message(r, &limits, 1_700_000_000_000, &route);
     }
     if let Ok(r) = pb::PutEndpointRequest::decode(data) {
         let _ = validate::endpoint(r.endpoint);

@@ -18,6 +18,8 @@ pub fn enqueued(e: Enqueued) -> pb::EnqueueResponse {
         id: e.id.to_string(),
         duplicate: e.duplicate,
         throttle_ms: e.throttle_ms,
+        subscribers: u32::try_from(e.deliveries.len()).unwrap_or(u32::MAX),
+        delivery_ids: e.deliveries.iter().map(ToString::to_string).collect(),
     }
 }
 
@@ -33,6 +35,11 @@ pub fn leased(m: Leased) -> pb::ReceivedMessage {
         max_attempts: m.max_attempts,
         enqueued_unix_ms: m.enqueued_ms,
         lease_deadline_unix_ms: m.lease_deadline_ms,
+        event_id: if m.event_id.is_empty() {
+            m.id.to_string()
+        } else {
+            m.event_id
+        },
     }
 }
 
@@ -332,6 +339,11 @@ pub(crate) fn message(m: MessageView) -> pb::GetMessageResponse {
         idempotency_key: m.idempotency_key,
         payload_size: m.payload_size,
         completed_unix_ms: m.completed_ms,
+        event_id: if m.event_id.is_empty() {
+            m.id.to_string()
+        } else {
+            m.event_id
+        },
     }
 }
 

@@ -5,6 +5,7 @@
 
 pub mod convert;
 pub mod sources;
+pub(crate) mod subscriptions;
 pub mod validate;
 pub(crate) mod view;
 
@@ -12,6 +13,7 @@ use hookd_proto::v1::{self as pb, hookd_server::Hookd};
 use opentelemetry::KeyValue;
 use tonic::{Request, Response, Status};
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::error::ApiError;
@@ -34,6 +36,8 @@ pub(crate) struct HookdService {
     pub(crate) watchers: Watchers,
     pub(crate) sealer: Option<Arc<hookd_core::secrets::Sealer>>,
     pub(crate) sources: Arc<crate::ingest::Sources>,
+    /// Where a publish goes.
+    pub(crate) subscriptions: Arc<crate::subscriptions::Subscriptions>,
     /// The push dispatcher's destination guard: PutEndpoint warns of a URL it refuses.
     pub(crate) guard: Arc<hookd_delivery::guard::AddressGuard>,
     /// Spans for Enqueue and EnqueueBatch (off unless OTLP is configured).
@@ -340,6 +344,14 @@ fn rpc_attributes(method: &'static str) -> Vec<KeyValue> {
     ]
 }
 
+/// The answer to a publish no subscription takes: its event id, 0 subscribers.
+fn unrouted(event: Option<hookd_core::ids::MessageId>) -> pb::EnqueueResponse {
+    pb::EnqueueResponse {
+        id: event.map(|e| e.to_string()).unwrap_or_default(),
+        ..Default::default()
+    }
+}
+
 impl HookdService {
     /// Enqueue, once traced.
     async fn enqueue_one(
@@ -347,7 +359,12 @@ impl HookdService {
         req: pb::EnqueueRequest,
         span: Option<&crate::otel::Traced>,
     ) -> Result<pb::EnqueueResponse, Status> {
-        let message = validate::new_message(req, &self.limits, self.clock.now_ms())?;
+        let route =
+            |t: &str, p: &[u8], h: &BTreeMap<String, String>| self.subscriptions.route(t, p, h);
+        let prepared = validate::new_message(req, &self.limits, self.clock.now_ms(), &route)?;
+        let Some(message) = prepared.message else {
+            return Ok(unrouted(prepared.event));
+        };
         if let Some(span) = span {
             span.set(KeyValue::new(
                 "messaging.destination.name",
@@ -387,13 +404,23 @@ impl HookdService {
                 &e.within(&format!("events[{i}].")),
             ))),
         };
+        let route =
+            |t: &str, p: &[u8], h: &BTreeMap<String, String>| self.subscriptions.route(t, p, h);
         for (i, event) in events.into_iter().enumerate() {
-            match validate::new_message(event, &self.limits, now) {
-                Ok(m) => {
+            match validate::new_message(event, &self.limits, now, &route) {
+                Ok(validate::Prepared {
+                    message: Some(m), ..
+                }) => {
                     valid.push(m);
                     slots.push(i);
                     results.push(None);
                 }
+                Ok(validate::Prepared {
+                    message: None,
+                    event,
+                }) => results.push(Some(pb::EnqueueResult {
+                    result: Some(pb::enqueue_result::Result::Ok(unrouted(event))),
+                })),
                 Err(e) => results.push(Some(failed(e, i))),
             }
         }
@@ -638,11 +665,98 @@ impl Hookd for HookdService {
     ) -> Result<Response<pb::DeleteEndpointResponse>, Status> {
         let name = request.into_inner().name;
         validate::validate_name(&name, "name")?;
+        // A subscription would go on routing events to it, each left out in silence.
+        let subscribed = self
+            .subscriptions
+            .of_destination(&hookd_core::destination::Destination::Endpoint(name.clone()).key());
+        if !subscribed.is_empty() {
+            return Err(ApiError::FailedPrecondition(format!(
+                "name: endpoint {name:?} has subscriptions ({}); delete them first",
+                subscribed.join(", ")
+            ))
+            .into());
+        }
         self.engine
             .delete_endpoint(name)
             .await
             .map_err(refused("name"))?;
         Ok(Response::new(pb::DeleteEndpointResponse {}))
+    }
+
+    async fn put_subscription(
+        &self,
+        request: Request<pb::PutSubscriptionRequest>,
+    ) -> Result<Response<pb::PutSubscriptionResponse>, Status> {
+        let spec = subscriptions::spec(request.into_inner().subscription)?;
+        if let Some(hookd_core::destination::Destination::Endpoint(endpoint)) =
+            hookd_core::destination::Destination::from_key(&spec.destination)
+        {
+            validate::validate_name(&endpoint, "subscription.endpoint")?;
+            let store = self.store.clone();
+            let name = endpoint.clone();
+            let exists = tokio::task::spawn_blocking(move || store.endpoint(&name))
+                .await
+                .map_err(|e| ApiError::Internal(e.to_string()))?
+                .map_err(ApiError::from)?
+                .is_some();
+            if !exists {
+                return Err(ApiError::NotFound(format!(
+                    "subscription.endpoint: no endpoint named {endpoint:?} (PutEndpoint first)"
+                ))
+                .into());
+            }
+        }
+        let (subscription, created) = self
+            .subscriptions
+            .put(spec, self.clock.now_ms())
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::PutSubscriptionResponse {
+            subscription: Some(subscriptions::shown(&subscription)),
+            created,
+        }))
+    }
+
+    async fn get_subscription(
+        &self,
+        request: Request<pb::GetSubscriptionRequest>,
+    ) -> Result<Response<pb::GetSubscriptionResponse>, Status> {
+        let name = request.into_inner().name;
+        validate::validate_name(&name, "name")?;
+        let subscription = self
+            .subscriptions
+            .get(&name)
+            .ok_or_else(|| ApiError::NotFound(format!("name: no subscription named {name:?}")))?;
+        Ok(Response::new(pb::GetSubscriptionResponse {
+            subscription: Some(subscriptions::shown(&subscription)),
+        }))
+    }
+
+    async fn list_subscriptions(
+        &self,
+        _request: Request<pb::ListSubscriptionsRequest>,
+    ) -> Result<Response<pb::ListSubscriptionsResponse>, Status> {
+        Ok(Response::new(pb::ListSubscriptionsResponse {
+            subscriptions: self
+                .subscriptions
+                .list()
+                .iter()
+                .map(|s| subscriptions::shown(s))
+                .collect(),
+        }))
+    }
+
+    async fn delete_subscription(
+        &self,
+        request: Request<pb::DeleteSubscriptionRequest>,
+    ) -> Result<Response<pb::DeleteSubscriptionResponse>, Status> {
+        let name = request.into_inner().name;
+        validate::validate_name(&name, "name")?;
+        self.subscriptions
+            .delete(&name)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::DeleteSubscriptionResponse {}))
     }
 
     async fn put_source(

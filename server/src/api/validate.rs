@@ -8,7 +8,7 @@ use hookd_proto::v1::{self as pb, destination::Kind, enqueue_request};
 use crate::error::ApiError;
 use hookd_core::destination::Destination;
 use hookd_core::ids::{LeaseId, MessageId};
-use hookd_engine::NewMessage;
+use hookd_engine::{Fanout, NewMessage, Subscriber};
 use hookd_storage::store::{EndpointRecord, MessageRecord};
 
 /// Limits from the configuration that requests are checked against.
@@ -72,19 +72,55 @@ fn invalid(message: String) -> ApiError {
     ApiError::InvalidArgument(message)
 }
 
+/// Where a publish goes: the destinations whose subscriptions take the topic and match
+/// the event (payload, headers), each once (`Subscriptions::route`).
+pub type Route<'a> = &'a dyn Fn(&str, &[u8], &BTreeMap<String, String>) -> Vec<Destination>;
+
+/// A validated event, ready for the engine.
+#[derive(Debug)]
+pub struct Prepared {
+    /// What the engine stores; `None`: a publish that no subscription takes (nothing is
+    /// stored, and the answer says 0 subscribers).
+    pub message: Option<NewMessage>,
+    /// A publish's event id.
+    pub event: Option<MessageId>,
+}
+
 /// Validates one event and prepares it for the engine: id, destination key and the encoded
-/// record are made here, on the request's own task, so the serial engine only inserts.
+/// record are made here, on the request's own task, so the serial engine only inserts. A
+/// publish (`topic`) is routed here too, through `route`.
 pub fn new_message(
-    req: pb::EnqueueRequest,
+    mut req: pb::EnqueueRequest,
     limits: &Limits,
     now_ms: u64,
-) -> Result<NewMessage, ApiError> {
-    let kind = req.destination.map(|d| match d {
-        enqueue_request::Destination::Endpoint(n) => Kind::Endpoint(n),
-        enqueue_request::Destination::Url(u) => Kind::Url(u),
-        enqueue_request::Destination::Queue(q) => Kind::Queue(q),
-    });
-    let destination = destination(kind, "destination", "")?;
+    route: Route<'_>,
+) -> Result<Prepared, ApiError> {
+    let (kind, topic) = match req.destination.take() {
+        Some(enqueue_request::Destination::Endpoint(n)) => (Some(Kind::Endpoint(n)), None),
+        Some(enqueue_request::Destination::Url(u)) => (Some(Kind::Url(u)), None),
+        Some(enqueue_request::Destination::Queue(q)) => (Some(Kind::Queue(q)), None),
+        Some(enqueue_request::Destination::Topic(t)) => (None, Some(t)),
+        None => (None, None),
+    };
+    let destination = match &topic {
+        Some(topic) => {
+            check_topic(topic)?;
+            if !req.event_type.is_empty() && req.event_type != *topic {
+                return Err(invalid(format!(
+                    "event_type: {:?} differs from topic {topic:?} (a publish's event type is its topic; leave event_type empty)",
+                    req.event_type
+                )));
+            }
+            req.event_type.clone_from(topic);
+            None
+        }
+        None => Some(destination(kind, "destination", "").map_err(|e| match e {
+            ApiError::InvalidArgument(m) if m.starts_with("destination: one of") => {
+                invalid("destination: one of endpoint, url, queue or topic is required".into())
+            }
+            e => e,
+        })?),
+    };
     if req.payload.len() > limits.max_payload_bytes {
         return Err(invalid(format!(
             "payload: {} bytes is over the limit of {} bytes",
@@ -157,6 +193,10 @@ pub fn new_message(
         .catalog
         .check(&req.event_type, &req.payload)
         .map_err(|m| invalid(format!("{}: {}", m.field, m.message)))?;
+    let subscribers = match (&destination, &topic) {
+        (None, Some(topic)) => route(topic, &req.payload, &headers),
+        _ => Vec::new(),
+    };
     let record = MessageRecord {
         destination: String::new(),
         event_type: req.event_type,
@@ -166,16 +206,72 @@ pub fn new_message(
         payload: req.payload,
         retry_base_ms: req.retry_base_ms,
         retry_cap_ms: req.retry_cap_ms,
-
         event_id: String::new(),
     };
-    Ok(NewMessage::new(
+    let Some(topic) = topic else {
+        let Some(destination) = destination else {
+            return Err(ApiError::Internal("an event with no destination".into()));
+        };
+        let message = NewMessage::new(
+            MessageId::generate(now_ms),
+            destination,
+            record,
+            req.delay_ms,
+            req.max_attempts,
+        );
+        return Ok(Prepared {
+            message: Some(message),
+            event: None,
+        });
+    };
+    let event = MessageId::generate(now_ms);
+    let mut subscribers = subscribers.into_iter();
+    let Some(first) = subscribers.next() else {
+        return Ok(Prepared {
+            message: None,
+            event: Some(event),
+        });
+    };
+    let mut message = NewMessage::new(
         MessageId::generate(now_ms),
-        destination,
+        first,
         record,
         req.delay_ms,
         req.max_attempts,
-    ))
+    );
+    message.fanout = Some(Box::new(Fanout {
+        event_id: event,
+        scope: format!("t{topic}"),
+        also: subscribers
+            .map(|d| Subscriber::new(MessageId::generate(now_ms), d))
+            .collect(),
+    }));
+    Ok(Prepared {
+        message: Some(message),
+        event: Some(event),
+    })
+}
+
+/// A topic is an event type that patterns can name: printable ASCII without spaces or `*`.
+fn check_topic(topic: &str) -> Result<(), ApiError> {
+    if topic.is_empty() {
+        return Err(invalid("topic: must not be empty".into()));
+    }
+    if topic.len() > MAX_EVENT_TYPE_LEN {
+        return Err(invalid(format!(
+            "topic: {} bytes is over the limit of {MAX_EVENT_TYPE_LEN} bytes",
+            topic.len()
+        )));
+    }
+    if let Some(c) = topic
+        .chars()
+        .find(|c| !('!'..='~').contains(c) || *c == '*')
+    {
+        return Err(invalid(format!(
+            "topic: character {c:?} is not allowed (printable ASCII without spaces or '*')"
+        )));
+    }
+    Ok(())
 }
 
 /// Header names hookd keeps for itself (ingest's `hookd-source`, `hookd-redaction`,
@@ -865,6 +961,9 @@ mod tests {
         }
     }
 
+    /// The route of a hookd with no subscriptions.
+    const NOWHERE: Route<'static> = &|_, _, _| Vec::new();
+
     fn req() -> pb::EnqueueRequest {
         pb::EnqueueRequest {
             destination: Some(enqueue_request::Destination::Queue("q".into())),
@@ -873,15 +972,56 @@ mod tests {
     }
 
     fn err(r: pb::EnqueueRequest) -> String {
-        new_message(r, &limits(), 0)
+        new_message(r, &limits(), 0, NOWHERE)
             .map(|_| ())
             .unwrap_err()
             .to_string()
     }
 
     #[test]
+    fn a_publish_is_checked_and_routed() {
+        let publish = |topic: &str, event_type: &str| pb::EnqueueRequest {
+            destination: Some(enqueue_request::Destination::Topic(topic.into())),
+            event_type: event_type.into(),
+            payload: br#"{"t":7}"#.to_vec(),
+            ..Default::default()
+        };
+        assert!(err(publish("ticket.*", "")).starts_with("topic: character '*'"));
+        assert!(err(publish("", "")).starts_with("topic: must not be empty"));
+        assert!(err(publish("a b", "")).starts_with("topic: character ' '"));
+        assert!(err(publish("ticket.classified", "other")).starts_with("event_type:"));
+        // Nobody subscribed: nothing for the engine, an event id for the answer.
+        let p = new_message(publish("ticket.classified", ""), &limits(), 0, NOWHERE).unwrap();
+        assert!(p.message.is_none() && p.event.is_some());
+        // Two subscribers: one message, the second a copy, the event's type the topic.
+        let two: Route<'_> = &|topic, payload, _| {
+            assert_eq!((topic, payload), ("ticket.classified", &br#"{"t":7}"#[..]));
+            vec![
+                Destination::Queue("a".into()),
+                Destination::Endpoint("b".into()),
+            ]
+        };
+        let p = new_message(
+            publish("ticket.classified", "ticket.classified"),
+            &limits(),
+            0,
+            two,
+        )
+        .unwrap();
+        let m = p.message.unwrap();
+        assert_eq!(m.key, "queue:a");
+        let fanout = m.fanout.unwrap();
+        assert_eq!(Some(fanout.event_id), p.event);
+        assert_eq!(fanout.scope, "tticket.classified");
+        assert_eq!(fanout.also.len(), 1);
+        assert_eq!(fanout.also[0].key, "endpoint:b");
+        let record = <MessageRecord as prost::Message>::decode(m.record.as_slice()).unwrap();
+        assert_eq!(record.event_type, "ticket.classified");
+    }
+
+    #[test]
     fn each_bad_field_is_named() {
-        assert!(new_message(req(), &limits(), 0).is_ok());
+        assert!(new_message(req(), &limits(), 0, NOWHERE).is_ok());
         assert!(err(pb::EnqueueRequest::default()).starts_with("destination:"));
         assert!(
             err(pb::EnqueueRequest {
@@ -1010,7 +1150,7 @@ mod tests {
                 idempotency_key: key.into(),
                 ..base()
             };
-            let e = new_message(r, &limits, 0)
+            let e = new_message(r, &limits, 0, NOWHERE)
                 .map(|_| ())
                 .unwrap_err()
                 .to_string();
@@ -1028,7 +1168,7 @@ mod tests {
         ] {
             let mut r = base();
             r.headers.insert(name.into(), "v".into());
-            let e = new_message(r, &limits, 0)
+            let e = new_message(r, &limits, 0, NOWHERE)
                 .map(|_| ())
                 .unwrap_err()
                 .to_string();

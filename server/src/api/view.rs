@@ -65,6 +65,8 @@ pub(crate) struct MessageView {
     pub(crate) idempotency_key: String,
     pub(crate) payload_size: u64,
     pub(crate) content: Option<Content>,
+    /// The publish's event id; empty: the message is its own event.
+    pub(crate) event_id: String,
 }
 
 impl MessageView {
@@ -104,6 +106,7 @@ impl MessageView {
             event_type: m.record.event_type,
             idempotency_key: m.record.idempotency_key,
             payload_size: m.record.payload.len() as u64,
+            event_id: m.record.event_id,
             content: Some(Content {
                 headers: m.record.headers,
                 payload: m.record.payload,
@@ -128,6 +131,7 @@ impl MessageView {
             event_type: d.event_type,
             idempotency_key: d.idempotency_key,
             payload_size: d.payload_size,
+            event_id: d.event_id,
             content: kept.map(|r| Content {
                 headers: r.headers,
                 payload: r.payload,

@@ -123,6 +123,7 @@ struct Incarnation {
     /// What `Watch` streams follow.
     events: Events,
     sources: Arc<Sources>,
+    subscriptions: Arc<crate::subscriptions::Subscriptions>,
     /// The dispatcher's loop; it ends when the engine (the only sender of attempts) stops.
     dispatcher: tokio::task::JoinHandle<()>,
     in_flight: InFlight,
@@ -174,10 +175,17 @@ impl Incarnation {
             Ok(()) => load_sources(config, store.clone(), &engine, sealer).await,
             Err(e) => Err(e),
         };
+        // The subscriptions publishes are routed through.
+        let loaded = match loaded {
+            Ok(sources) => load_subscriptions(store.clone(), &engine)
+                .await
+                .map(|subscriptions| (sources, subscriptions)),
+            Err(e) => Err(e),
+        };
         // hookd's own listeners are never a push destination.
         let guard =
             AddressGuard::new(config.delivery.allow_destinations.clone()).with_own(own_addrs);
-        let dispatcher = loaded.and_then(|sources| {
+        let dispatcher = loaded.and_then(|(sources, subscriptions)| {
             let report = engine.clone();
             let dispatcher = Dispatcher::new(
                 DispatcherConfig {
@@ -192,9 +200,9 @@ impl Incarnation {
                 Arc::new(move |attempt| report.report(attempt)),
             )
             .map_err(|e| ServeError::Delivery(e.to_string()))?;
-            Ok((Arc::new(sources), dispatcher))
+            Ok((Arc::new(sources), Arc::new(subscriptions), dispatcher))
         });
-        let (sources, dispatcher) = match dispatcher {
+        let (sources, subscriptions, dispatcher) = match dispatcher {
             Ok(started) => started,
             Err(e) => {
                 stop_engine(&engine, engine_thread).await;
@@ -213,6 +221,7 @@ impl Incarnation {
             engine_thread,
             events,
             sources,
+            subscriptions,
             dispatcher,
             in_flight,
             guard: Arc::new(guard),
@@ -399,6 +408,7 @@ impl Servers {
             },
             sealer,
             sources: incarnation.sources.clone(),
+            subscriptions: incarnation.subscriptions.clone(),
             guard: incarnation.guard.clone(),
             tracing: shared.tracing.clone(),
         };
@@ -700,6 +710,17 @@ async fn run_until(
         }
     }
     None
+}
+
+/// The stored subscriptions, compiled.
+async fn load_subscriptions(
+    store: Store,
+    engine: &EngineHandle,
+) -> Result<crate::subscriptions::Subscriptions, ServeError> {
+    let stored = tokio::task::spawn_blocking(move || store.subscriptions())
+        .await
+        .map_err(|e| StoreError::Io(std::io::Error::other(e)))??;
+    Ok(crate::subscriptions::Subscriptions::load(stored, engine.clone()).map_err(invalid_at)?)
 }
 
 /// The config's sources and the stored ones, compiled; stored secrets re-sealed under the

@@ -613,7 +613,6 @@ async fn handle(
         payload,
         retry_base_ms: 0,
         retry_cap_ms: 0,
-
         event_id: String::new(),
     };
     let mut message = NewMessage::new(

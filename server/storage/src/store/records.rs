@@ -150,6 +150,9 @@ pub struct DoneRecord {
     pub max_attempts: u32,
     #[prost(message, optional, tag = "9")]
     pub history: Option<HistoryRecord>,
+    /// The publish's event id, as [`MessageRecord::event_id`].
+    #[prost(string, tag = "10")]
+    pub event_id: String,
 }
 
 impl DoneRecord {

@@ -1,0 +1,404 @@
+//! Subscriptions (issue #29): which endpoints and pull queues get a delivery of an event
+//! published to a topic, by event-type pattern and an optional filter on the event.
+//!
+//! Kept like ingest sources: stored in the `subscriptions` table through the engine (so a
+//! PutSubscription is durable before it is answered, and replayed from the log after a
+//! crash), and held in memory as one immutable snapshot that every publish reads (a read
+//! lock and an `Arc` clone) and every change replaces whole. Writers are serialised by a
+//! mutex held across the engine's commit, so the snapshot never shows a subscription the
+//! disk does not hold, nor misses one it does.
+//!
+//! A publish is routed here, off the engine thread: the patterns through a
+//! [`TopicIndex`] (exact types hashed, wildcards checked one by one), then the filters of
+//! those that match, over the event's document (built once, and only if one of them has a
+//! filter). Each destination gets one delivery, however many of its subscriptions match.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, RwLock};
+
+use serde::{Deserialize, Serialize};
+
+use hookd_core::destination::Destination;
+use hookd_core::filter::{Filter, event_document};
+use hookd_core::names::check_name;
+use hookd_core::topics::{Pattern, TopicIndex};
+use hookd_engine::{EngineHandle, Refusal};
+
+/// Most subscriptions hookd holds (what the routing cost was measured at: see
+/// `docs/performance.md`).
+pub(crate) const MAX_SUBSCRIPTIONS: usize = 10_000;
+/// Most event-type patterns of one subscription.
+pub(crate) const MAX_PATTERNS: usize = 64;
+/// Longest description, in bytes.
+pub(crate) const MAX_DESCRIPTION_BYTES: usize = 1_024;
+
+/// A subscription as stored (JSON in the `subscriptions` table) and as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubscriptionSpec {
+    pub name: String,
+    /// `Destination::key()`: `endpoint:NAME` or `queue:NAME`.
+    pub destination: String,
+    pub event_types: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<serde_json::Value>,
+    #[serde(default)]
+    pub description: String,
+    pub created_ms: u64,
+    pub updated_ms: u64,
+}
+
+/// A subscription, checked and compiled.
+#[derive(Debug)]
+pub struct Subscription {
+    pub spec: SubscriptionSpec,
+    pub destination: Destination,
+    patterns: Vec<Pattern>,
+    filter: Option<Filter>,
+}
+
+impl Subscription {
+    /// Checks `spec`; errors name the field under `field` (`subscription`).
+    pub fn compile(spec: SubscriptionSpec, field: &str) -> Result<Self, String> {
+        check_name(&spec.name, &format!("{field}.name"))?;
+        let destination = match Destination::from_key(&spec.destination) {
+            Some(d @ (Destination::Endpoint(_) | Destination::Queue(_))) => d,
+            _ => {
+                return Err(format!(
+                    "{field}.destination: one of endpoint or queue is required"
+                ));
+            }
+        };
+        match &destination {
+            Destination::Endpoint(name) => check_name(name, &format!("{field}.endpoint"))?,
+            Destination::Queue(name) => check_name(name, &format!("{field}.queue"))?,
+            Destination::Url(_) => {}
+        }
+        if spec.event_types.is_empty() {
+            return Err(format!(
+                "{field}.event_types: at least one is required (\"*\" takes every topic)"
+            ));
+        }
+        if spec.event_types.len() > MAX_PATTERNS {
+            return Err(format!(
+                "{field}.event_types: {} is over the limit of {MAX_PATTERNS}",
+                spec.event_types.len()
+            ));
+        }
+        let patterns = spec
+            .event_types
+            .iter()
+            .enumerate()
+            .map(|(i, p)| Pattern::parse(p, &format!("{field}.event_types[{i}]")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let filter = match &spec.filter {
+            None => None,
+            Some(value) => {
+                Some(Filter::parse(value, &format!("{field}.filter")).map_err(|e| e.to_string())?)
+            }
+        };
+        if spec.description.len() > MAX_DESCRIPTION_BYTES {
+            return Err(format!(
+                "{field}.description: {} bytes is over the limit of {MAX_DESCRIPTION_BYTES}",
+                spec.description.len()
+            ));
+        }
+        Ok(Self {
+            spec,
+            destination,
+            patterns,
+            filter,
+        })
+    }
+}
+
+/// Every subscription, and the index a publish is routed through. Immutable: a change
+/// builds the next one.
+#[derive(Debug, Default)]
+struct Set {
+    by_name: BTreeMap<String, Arc<Subscription>>,
+    /// `by_name`'s values in order; the index's keys are positions here.
+    list: Vec<Arc<Subscription>>,
+    index: TopicIndex<usize>,
+}
+
+impl Set {
+    /// Where an event published to `topic` goes: each destination one of whose
+    /// subscriptions takes the topic and matches the event, once, in subscription order.
+    fn route(
+        &self,
+        topic: &str,
+        payload: &[u8],
+        headers: &BTreeMap<String, String>,
+    ) -> Vec<Destination> {
+        let mut document = None;
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        for i in self.index.matching(topic) {
+            let Some(s) = self.list.get(i) else {
+                continue;
+            };
+            if let Some(filter) = &s.filter {
+                let doc = document.get_or_insert_with(|| {
+                    event_document(
+                        topic,
+                        payload,
+                        headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                    )
+                });
+                if !filter.matches(doc) {
+                    continue;
+                }
+            }
+            if seen.insert(s.spec.destination.as_str()) {
+                out.push(s.destination.clone());
+            }
+        }
+        out
+    }
+
+    fn build(by_name: BTreeMap<String, Arc<Subscription>>) -> Self {
+        let list: Vec<Arc<Subscription>> = by_name.values().cloned().collect();
+        let mut index = TopicIndex::default();
+        for (i, s) in list.iter().enumerate() {
+            for p in &s.patterns {
+                index.insert(p, i);
+            }
+        }
+        Self {
+            by_name,
+            list,
+            index,
+        }
+    }
+}
+
+/// Why a subscription cannot be put or deleted.
+#[derive(Debug, thiserror::Error)]
+pub enum SubscriptionError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Full(String),
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+}
+
+#[derive(Debug)]
+pub struct Subscriptions {
+    set: RwLock<Arc<Set>>,
+    write: tokio::sync::Mutex<()>,
+    engine: EngineHandle,
+}
+
+impl Subscriptions {
+    /// The stored subscriptions, compiled. One that no longer compiles stops the start,
+    /// naming it: serving without it would drop its deliveries without a word.
+    pub fn load(
+        stored: Vec<(String, Vec<u8>)>,
+        engine: EngineHandle,
+    ) -> Result<Self, (String, String)> {
+        let mut by_name = BTreeMap::new();
+        for (name, bytes) in stored {
+            let key = format!("stored subscription {name:?}");
+            let spec: SubscriptionSpec = serde_json::from_slice(&bytes)
+                .map_err(|e| (key.clone(), format!("unreadable: {e}")))?;
+            let compiled = Subscription::compile(spec, "subscription").map_err(|e| {
+                (
+                    key.clone(),
+                    format!("{e} (delete it, or restore the limit)"),
+                )
+            })?;
+            by_name.insert(name, Arc::new(compiled));
+        }
+        Ok(Self {
+            set: RwLock::new(Arc::new(Set::build(by_name))),
+            write: tokio::sync::Mutex::new(()),
+            engine,
+        })
+    }
+
+    fn snapshot(&self) -> Arc<Set> {
+        self.set
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<Subscription>> {
+        self.snapshot().by_name.get(name).cloned()
+    }
+
+    /// Every subscription, by name.
+    pub fn list(&self) -> Vec<Arc<Subscription>> {
+        self.snapshot().list.clone()
+    }
+
+    /// The names of the subscriptions that deliver to `destination` (a key).
+    pub fn of_destination(&self, destination: &str) -> Vec<String> {
+        self.snapshot()
+            .list
+            .iter()
+            .filter(|s| s.spec.destination == destination)
+            .map(|s| s.spec.name.clone())
+            .collect()
+    }
+
+    /// Where an event published to `topic` goes: see [`Set::route`].
+    pub fn route(
+        &self,
+        topic: &str,
+        payload: &[u8],
+        headers: &BTreeMap<String, String>,
+    ) -> Vec<Destination> {
+        self.snapshot().route(topic, payload, headers)
+    }
+
+    /// Creates or replaces a subscription (its times are set here); durable when it
+    /// returns. True when it was created.
+    pub async fn put(
+        &self,
+        mut spec: SubscriptionSpec,
+        now_ms: u64,
+    ) -> Result<(Arc<Subscription>, bool), SubscriptionError> {
+        let _write = self.write.lock().await;
+        let existing = self.get(&spec.name);
+        spec.created_ms = existing.as_ref().map_or(now_ms, |s| s.spec.created_ms);
+        spec.updated_ms = now_ms;
+        let compiled =
+            Subscription::compile(spec, "subscription").map_err(SubscriptionError::Invalid)?;
+        if existing.is_none() && self.snapshot().by_name.len() >= MAX_SUBSCRIPTIONS {
+            return Err(SubscriptionError::Full(format!(
+                "subscription: hookd holds {MAX_SUBSCRIPTIONS} subscriptions, its limit; delete one first"
+            )));
+        }
+        let bytes = serde_json::to_vec(&compiled.spec)
+            .map_err(|e| SubscriptionError::Invalid(format!("subscription: {e}")))?;
+        let name = compiled.spec.name.clone();
+        self.engine
+            .put_subscription(name.clone(), Some(bytes))
+            .await?;
+        let compiled = Arc::new(compiled);
+        self.replace(|by_name| {
+            by_name.insert(name, compiled.clone());
+        });
+        Ok((compiled, existing.is_none()))
+    }
+
+    /// Deletes a subscription; durable when it returns. Deliveries already stored stay.
+    pub async fn delete(&self, name: &str) -> Result<(), SubscriptionError> {
+        let _write = self.write.lock().await;
+        if self.get(name).is_none() {
+            return Err(SubscriptionError::NotFound(format!(
+                "name: no subscription named {name:?}"
+            )));
+        }
+        self.engine.put_subscription(name.to_owned(), None).await?;
+        self.replace(|by_name| {
+            by_name.remove(name);
+        });
+        Ok(())
+    }
+
+    /// The next snapshot: the current one's subscriptions, changed by `change`.
+    fn replace(&self, change: impl FnOnce(&mut BTreeMap<String, Arc<Subscription>>)) {
+        let mut by_name = self.snapshot().by_name.clone();
+        change(&mut by_name);
+        let next = Arc::new(Set::build(by_name));
+        *self
+            .set
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = next;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, destination: &str, types: &[&str]) -> SubscriptionSpec {
+        SubscriptionSpec {
+            name: name.into(),
+            destination: destination.into(),
+            event_types: types.iter().map(|t| (*t).to_owned()).collect(),
+            filter: None,
+            description: String::new(),
+            created_ms: 0,
+            updated_ms: 0,
+        }
+    }
+
+    fn set(specs: Vec<SubscriptionSpec>) -> Set {
+        Set::build(
+            specs
+                .into_iter()
+                .map(|s| {
+                    let c = Subscription::compile(s, "subscription").unwrap();
+                    (c.spec.name.clone(), Arc::new(c))
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_subscription_is_checked_field_by_field() {
+        let err = |s: SubscriptionSpec| Subscription::compile(s, "subscription").unwrap_err();
+        assert!(err(spec("a b", "queue:q", &["*"])).starts_with("subscription.name:"));
+        assert_eq!(
+            err(spec("a", "url:https://x.example", &["*"])),
+            "subscription.destination: one of endpoint or queue is required"
+        );
+        assert!(err(spec("a", "queue:q", &[])).starts_with("subscription.event_types:"));
+        assert!(
+            err(spec("a", "queue:q", &["ok", "bad type"]))
+                .starts_with("subscription.event_types[1]:")
+        );
+        let mut bad = spec("a", "endpoint:crm", &["ticket.*"]);
+        bad.filter = Some(serde_json::json!({"data": {"$or": [{"a": 1}, {"b": {"$gte": {}}}]}}));
+        let e = err(bad);
+        assert!(
+            e.starts_with("subscription.filter.data.$or[1].b.$gte"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_topic_routes_to_each_matching_destination_once() {
+        let mut filtered = spec("urgent-only", "endpoint:pager", &["ticket.*"]);
+        filtered.filter = Some(serde_json::json!({"data": {"priority": "urgent"}}));
+        let s = set(vec![
+            spec("all", "queue:audit", &["*"]),
+            spec(
+                "crm",
+                "endpoint:crm",
+                &["ticket.classified", "ticket.reply.*"],
+            ),
+            spec("crm-again", "endpoint:crm", &["ticket.*"]),
+            filtered,
+            spec("billing", "endpoint:billing", &["invoice.*"]),
+        ]);
+        let keys = |topic: &str, payload: &str| -> Vec<String> {
+            let mut k: Vec<String> = s
+                .route(topic, payload.as_bytes(), &BTreeMap::new())
+                .iter()
+                .map(Destination::key)
+                .collect();
+            k.sort();
+            k
+        };
+        assert_eq!(
+            keys("ticket.classified", r#"{"priority":"low"}"#),
+            ["endpoint:crm", "queue:audit"]
+        );
+        assert_eq!(
+            keys("ticket.classified", r#"{"priority":"urgent"}"#),
+            ["endpoint:crm", "endpoint:pager", "queue:audit"]
+        );
+        assert_eq!(
+            keys("invoice.paid", "not json"),
+            ["endpoint:billing", "queue:audit"]
+        );
+        assert_eq!(keys("user.created", "{}"), ["queue:audit"]);
+    }
+}
