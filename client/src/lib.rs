@@ -120,6 +120,15 @@ impl Event {
         )
     }
 
+    /// An event published to `topic`: every subscription that takes the topic (and whose
+    /// filter matches the event) gets a delivery. The topic is the event's type.
+    pub fn to_topic(topic: impl Into<String>, payload: impl Into<Vec<u8>>) -> Self {
+        Self::with(
+            pb::enqueue_request::Destination::Topic(topic.into()),
+            payload.into(),
+        )
+    }
+
     /// An event for an ad-hoc URL.
     pub fn to_url(url: impl Into<String>, payload: impl Into<Vec<u8>>) -> Self {
         Self::with(
@@ -306,6 +315,20 @@ impl Client {
             .inner
             .put_endpoint(pb::PutEndpointRequest {
                 endpoint: Some(endpoint),
+            })
+            .await?
+            .into_inner())
+    }
+
+    /// Creates or replaces a subscription (admin scope).
+    pub async fn put_subscription(
+        &mut self,
+        subscription: pb::Subscription,
+    ) -> Result<pb::PutSubscriptionResponse, Error> {
+        Ok(self
+            .inner
+            .put_subscription(pb::PutSubscriptionRequest {
+                subscription: Some(subscription),
             })
             .await?
             .into_inner())

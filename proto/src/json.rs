@@ -5,19 +5,26 @@ use prost_types::value::Kind;
 use prost_types::{ListValue, Struct, Value};
 use serde_json::Value as Json;
 
-/// The JSON a `Value` stands for (a number is a double, as in the Struct itself; one
-/// that JSON cannot hold, NaN or an infinity, becomes null).
+/// The JSON a `Value` stands for. A number is a double in a Struct: a whole one within
+/// 2^53 comes back as the integer it was written as (`100`, not `100.0`); one that JSON
+/// cannot hold (NaN, an infinity) becomes null.
 pub fn value_to_json(v: &Value) -> Json {
     match &v.kind {
         None | Some(Kind::NullValue(_)) => Json::Null,
         Some(Kind::BoolValue(b)) => Json::Bool(*b),
-        Some(Kind::NumberValue(n)) => {
-            serde_json::Number::from_f64(*n).map_or(Json::Null, Json::Number)
-        }
+        Some(Kind::NumberValue(n)) => number(*n),
         Some(Kind::StringValue(s)) => Json::String(s.clone()),
         Some(Kind::ListValue(l)) => Json::Array(l.values.iter().map(value_to_json).collect()),
         Some(Kind::StructValue(s)) => struct_to_json(s),
     }
+}
+
+fn number(n: f64) -> Json {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+    if n.fract() == 0.0 && n.abs() <= EXACT {
+        return Json::from(n as i64);
+    }
+    serde_json::Number::from_f64(n).map_or(Json::Null, Json::Number)
 }
 
 /// The JSON object a `Struct` stands for.
@@ -74,7 +81,7 @@ mod tests {
     #[test]
     fn a_filter_round_trips_through_struct() {
         let filter = serde_json::json!({
-            "data": {"priority": {"$in": ["high", "urgent"]}, "score": {"$gte": 0.5}},
+            "data": {"priority": {"$in": ["high", "urgent"]}, "score": {"$gte": 0.5}, "n": 100},
             "$or": [{"topic": "ticket.classified"}, {"metadata": {"x-tenant": {"$exist": true}}}],
             "none": null
         });

@@ -44,3 +44,4 @@ mod shares;
 mod sink;
 mod storage_failure;
 mod stored_damage;
+mod subscriptions;

@@ -27,7 +27,7 @@ pub(crate) struct Answer {
 }
 
 impl Answer {
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.body)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {} {}", self.status, self.body))
     }
@@ -109,7 +109,11 @@ pub(crate) async fn post(addr: SocketAddr, path: &str, body: Value) -> Answer {
     call(addr, "POST", path, &[JSON], Some(&body.to_string())).await
 }
 
-async fn get(addr: SocketAddr, path: &str) -> Answer {
+pub(crate) async fn put(addr: SocketAddr, path: &str, body: Value) -> Answer {
+    call(addr, "PUT", path, &[JSON], Some(&body.to_string())).await
+}
+
+pub(crate) async fn get(addr: SocketAddr, path: &str) -> Answer {
     call(addr, "GET", path, &[], None).await
 }
 

@@ -276,9 +276,23 @@ fn scalar_schema(field: &FieldDescriptor) -> Value {
         Kind::Enum(e) => {
             json!({"$ref": format!("#/components/schemas/{}", schema_name(e.full_name()))})
         }
-        Kind::Message(m) => {
-            json!({"$ref": format!("#/components/schemas/{}", schema_name(m.full_name()))})
-        }
+        Kind::Message(m) => match well_known(m.full_name()) {
+            Some(schema) => schema,
+            None => {
+                json!({"$ref": format!("#/components/schemas/{}", schema_name(m.full_name()))})
+            }
+        },
+    }
+}
+
+/// The JSON a well-known type maps to (proto3's JSON mapping: a `Struct` is any object),
+/// in place of a schema of its fields.
+fn well_known(full_name: &str) -> Option<Value> {
+    match full_name {
+        "google.protobuf.Struct" => Some(json!({"type": "object", "additionalProperties": true})),
+        "google.protobuf.Value" => Some(json!({})),
+        "google.protobuf.ListValue" => Some(json!({"type": "array", "items": {}})),
+        _ => None,
     }
 }
 
@@ -380,7 +394,7 @@ impl Schemas {
 
     fn reach(&mut self, field: &FieldDescriptor) {
         match field.kind() {
-            Kind::Message(m) => {
+            Kind::Message(m) if well_known(m.full_name()).is_none() => {
                 let name = schema_name(m.full_name());
                 if !self.done.contains_key(&name) {
                     self.messages.insert(name, m);

@@ -265,6 +265,42 @@ pub(crate) const ROUTES: &[Route] = &[
         "event-types",
         "The declared event types, their descriptions and JSON Schemas",
     ),
+    route(
+        "ListSubscriptions",
+        Method::GET,
+        "/v1/subscriptions",
+        &[],
+        Body::None,
+        "subscriptions",
+        "Every subscription, by name",
+    ),
+    route(
+        "PutSubscription",
+        Method::PUT,
+        "/v1/subscriptions/{name}",
+        &[("name", "subscription.name")],
+        Body::Field("subscription"),
+        "subscriptions",
+        "Create or replace a subscription (the body is the Subscription; its filter is JSON, as Outpost takes it)",
+    ),
+    route(
+        "GetSubscription",
+        Method::GET,
+        "/v1/subscriptions/{name}",
+        &[("name", "name")],
+        Body::None,
+        "subscriptions",
+        "One subscription",
+    ),
+    route(
+        "DeleteSubscription",
+        Method::DELETE,
+        "/v1/subscriptions/{name}",
+        &[("name", "name")],
+        Body::None,
+        "subscriptions",
+        "Delete a subscription (deliveries already stored stay)",
+    ),
 ];
 
 /// Each path parameter's name and (percent-decoded) value.
