@@ -7,6 +7,7 @@ The generated modules import each other as `hookd.v1.*`; that import is made rel
 package does not claim a top-level `hookd` module.
 """
 
+import importlib.resources
 import pathlib
 import sys
 import tempfile
@@ -23,6 +24,8 @@ def generate(into: pathlib.Path) -> None:
     args = [
         "grpc_tools.protoc",
         f"-I{PROTO}",
+        # The well-known types (google/protobuf/struct.proto) that grpcio-tools ships.
+        f"-I{importlib.resources.files('grpc_tools') / '_proto'}",
         f"--python_out={into}",
         f"--pyi_out={into}",
         f"--grpc_python_out={into}",

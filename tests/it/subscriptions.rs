@@ -410,3 +410,108 @@ async fn an_outpost_filter_pastes_as_json_over_http() {
     );
     server.stop().await;
 }
+
+/// `hookd` with `args` against `grpc` (a child process: the server shares this test's
+/// runtime): its exit code, standard output and error.
+async fn cli(grpc: &str, args: &[&str]) -> (Option<i32>, String, String) {
+    let grpc = grpc.to_owned();
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_hookd-under-test"))
+            .args(&args)
+            .env("HOOKD_SERVER", grpc)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn subscriptions_are_managed_and_events_published_from_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let grpc = server.grpc.clone();
+    let filter = r#"{"data": {"priority": {"$in": ["high", "urgent"]}}}"#;
+    let (code, out, err) = cli(
+        &grpc,
+        &[
+            "subscriptions",
+            "put",
+            "urgent-tickets",
+            "--to",
+            "queue:triage",
+            "--event-type",
+            "ticket.*",
+            "--filter",
+            filter,
+            "--description",
+            "what a human looks at",
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("created subscription"), "{out}");
+    let (_, out, _) = cli(&grpc, &["subscriptions", "list"]).await;
+    assert!(
+        out.contains("urgent-tickets") && out.contains("queue:triage"),
+        "{out}"
+    );
+    assert!(out.contains(r#""$in":["high","urgent"]"#), "{out}");
+    let (code, out, err) = cli(
+        &grpc,
+        &[
+            "enqueue",
+            "topic:ticket.classified",
+            "--data",
+            r#"{"priority":"urgent"}"#,
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("1 subscriber(s)"), "{out}");
+    let (_, out, _) = cli(
+        &grpc,
+        &[
+            "enqueue",
+            "topic:ticket.classified",
+            "--data",
+            r#"{"priority":"low"}"#,
+        ],
+    )
+    .await;
+    assert!(out.contains("0 subscriber(s)"), "{out}");
+    // A bad filter: refused by the server, naming where.
+    let (code, _, err) = cli(
+        &grpc,
+        &[
+            "subscriptions",
+            "put",
+            "bad",
+            "--to",
+            "queue:q",
+            "--event-type",
+            "*",
+            "--filter",
+            r#"{"data": {"$and": {}}}"#,
+        ],
+    )
+    .await;
+    assert_ne!(code, Some(0));
+    assert!(err.contains("subscription.filter.data.$and"), "{err}");
+    let (code, out, _) = cli(&grpc, &["subscriptions", "delete", "urgent-tickets"]).await;
+    assert_eq!(code, Some(0));
+    assert!(out.contains("deleted subscription urgent-tickets"), "{out}");
+    let mut c = server.client().await;
+    let left = c
+        .receive("triage", 10, std::time::Duration::from_secs(30), None)
+        .await
+        .unwrap();
+    assert_eq!(left.len(), 1, "the urgent one only");
+    server.stop().await;
+}

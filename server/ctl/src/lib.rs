@@ -91,6 +91,10 @@ pub enum Ctl {
     /// The event types the server's config declares ([[event_types]]).
     #[command(subcommand, name = "event-types")]
     EventTypes(EventTypesCmd),
+    /// Which endpoints and queues get the events published to a topic
+    /// (`hookd enqueue topic:NAME`).
+    #[command(subcommand)]
+    Subscriptions(SubscriptionsCmd),
     /// Lease messages from a pull queue and print them (payload as text, headers); with
     /// --ack, acknowledge them once printed.
     Receive {
@@ -124,7 +128,8 @@ pub enum Ctl {
 
 #[derive(Debug, clap::Args)]
 pub struct EnqueueArgs {
-    /// Where it goes: `queue:NAME`, `endpoint:NAME`, or an http(s) URL.
+    /// Where it goes: `queue:NAME`, `endpoint:NAME`, an http(s) URL, or `topic:TYPE`
+    /// (published: each subscription that takes it gets a delivery).
     destination: String,
     /// The payload as text.
     #[arg(long, conflicts_with = "file")]
@@ -151,6 +156,33 @@ pub enum EventTypesCmd {
     /// Each declared type: its name, whether it has a schema, its description; with
     /// --json, the schemas too.
     List,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SubscriptionsCmd {
+    List,
+    Get {
+        name: String,
+    },
+    /// Create or replace a subscription.
+    Put {
+        name: String,
+        /// Where its deliveries go: `endpoint:NAME` or `queue:NAME`.
+        #[arg(long)]
+        to: String,
+        /// An event type it takes: exact, `prefix.*` (`*` spans dots) or `*`; repeatable.
+        #[arg(long = "event-type", required = true)]
+        event_types: Vec<String>,
+        /// Only events this matches: a JSON filter in Hookdeck Outpost's syntax
+        /// (`{"data": {"priority": {"$in": ["high", "urgent"]}}}`).
+        #[arg(long)]
+        filter: Option<String>,
+        #[arg(long)]
+        description: Option<String>,
+    },
+    Delete {
+        name: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -600,7 +632,11 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
                     buf
                 }
             };
-            let dest = destination(&args.destination)?;
+            let topic = args.destination.strip_prefix("topic:").map(str::to_owned);
+            let dest = match &topic {
+                Some(_) => pb::Destination::default(),
+                None => destination(&args.destination)?,
+            };
             let mut request = pb::EnqueueRequest {
                 payload,
                 idempotency_key: args.idempotency_key.unwrap_or_default(),
@@ -617,15 +653,25 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
                 Kind::Endpoint(n) => D::Endpoint(n),
                 Kind::Url(u) => D::Url(u),
             });
+            if let Some(topic) = topic {
+                request.destination = Some(D::Topic(topic));
+            }
+            let publish = matches!(request.destination, Some(D::Topic(_)));
             let r = api.enqueue(request).await.map_err(fail)?.into_inner();
             show(json, &r, |r| {
                 if r.duplicate {
                     outln!("{} (duplicate: the idempotency key was used before)", r.id);
+                } else if publish {
+                    outln!("{} (event; {} subscriber(s))", r.id, r.subscribers);
+                    for id in &r.delivery_ids {
+                        outln!("  delivery {id}");
+                    }
                 } else {
                     outln!("{}", r.id);
                 }
             })
         }
+        Ctl::Subscriptions(cmd) => subscriptions(&mut api, json, cmd, server).await,
         Ctl::Endpoints(cmd) => endpoints(&mut api, json, cmd).await.map_err(fail),
         Ctl::Sources(cmd) => sources(&mut api, json, cmd, server).await,
         Ctl::EventTypes(EventTypesCmd::List) => {
@@ -772,6 +818,119 @@ async fn sources(api: &mut Api, json: bool, cmd: SourcesCmd, server: &str) -> Re
             })
         }
     }
+}
+
+async fn subscriptions(
+    api: &mut Api,
+    json: bool,
+    cmd: SubscriptionsCmd,
+    server: &str,
+) -> Result<(), Failure> {
+    let fail = |s: tonic::Status| Failure::status(server, &s);
+    match cmd {
+        SubscriptionsCmd::List => {
+            let r = api
+                .list_subscriptions(pb::ListSubscriptionsRequest {})
+                .await
+                .map_err(fail)?
+                .into_inner();
+            show(json, &r, |r| print_subscriptions(&r.subscriptions))
+        }
+        SubscriptionsCmd::Get { name } => {
+            let r = api
+                .get_subscription(pb::GetSubscriptionRequest { name })
+                .await
+                .map_err(fail)?
+                .into_inner();
+            show(json, &r, |r| print_subscriptions(r.subscription.as_slice()))
+        }
+        SubscriptionsCmd::Put {
+            name,
+            to,
+            event_types,
+            filter,
+            description,
+        } => {
+            use pb::subscription::Destination as D;
+            let destination = if let Some(n) = to.strip_prefix("endpoint:") {
+                D::Endpoint(n.to_owned())
+            } else if let Some(n) = to.strip_prefix("queue:") {
+                D::Queue(n.to_owned())
+            } else {
+                return Err(Failure::usage(format!(
+                    "--to {to}: use endpoint:NAME or queue:NAME"
+                )));
+            };
+            let filter = match filter {
+                None => None,
+                Some(text) => {
+                    let value: serde_json::Value = serde_json::from_str(&text)
+                        .map_err(|e| Failure::usage(format!("--filter: not JSON: {e}")))?;
+                    Some(hookd_proto::json::json_to_struct(&value).ok_or_else(|| {
+                        Failure::usage("--filter: must be a JSON object".to_owned())
+                    })?)
+                }
+            };
+            let r = api
+                .put_subscription(pb::PutSubscriptionRequest {
+                    subscription: Some(pb::Subscription {
+                        name,
+                        destination: Some(destination),
+                        event_types,
+                        filter,
+                        description: description.unwrap_or_default(),
+                        ..Default::default()
+                    }),
+                })
+                .await
+                .map_err(fail)?
+                .into_inner();
+            show(json, &r, |r| {
+                outln!(
+                    "{} subscription",
+                    if r.created { "created" } else { "replaced" }
+                );
+                print_subscriptions(r.subscription.as_slice());
+            })
+        }
+        SubscriptionsCmd::Delete { name } => {
+            api.delete_subscription(pb::DeleteSubscriptionRequest { name: name.clone() })
+                .await
+                .map_err(fail)?;
+            show(json, &serde_json::json!({ "deleted": name }), |_| {
+                outln!("deleted subscription {name}");
+            })
+        }
+    }
+}
+
+fn print_subscriptions(subscriptions: &[pb::Subscription]) {
+    let rows = subscriptions
+        .iter()
+        .map(|s| {
+            let to = match &s.destination {
+                Some(pb::subscription::Destination::Endpoint(e)) => format!("endpoint:{e}"),
+                Some(pb::subscription::Destination::Queue(q)) => format!("queue:{q}"),
+                None => String::new(),
+            };
+            let filter = s
+                .filter
+                .as_ref()
+                .map(|f| hookd_proto::json::struct_to_json(f).to_string())
+                .unwrap_or_default();
+            vec![
+                s.name.clone(),
+                to,
+                s.event_types.join(" "),
+                filter,
+                s.description.clone(),
+            ]
+        })
+        .collect::<Vec<_>>();
+    table(
+        &["NAME", "TO", "EVENT TYPES", "FILTER", "DESCRIPTION"],
+        rows,
+    );
 }
 
 fn print_event_types(r: &pb::ListEventTypesResponse) {

@@ -1,3 +1,4 @@
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -55,7 +56,7 @@ class Destination(_message.Message):
     def __init__(self, endpoint: _Optional[str] = ..., url: _Optional[str] = ..., queue: _Optional[str] = ...) -> None: ...
 
 class EnqueueRequest(_message.Message):
-    __slots__ = ("endpoint", "url", "queue", "payload", "idempotency_key", "event_type", "headers", "delay_ms", "max_attempts", "retry_base_ms", "retry_cap_ms")
+    __slots__ = ("endpoint", "url", "queue", "topic", "payload", "idempotency_key", "event_type", "headers", "delay_ms", "max_attempts", "retry_base_ms", "retry_cap_ms")
     class HeadersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -66,6 +67,7 @@ class EnqueueRequest(_message.Message):
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     URL_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -77,6 +79,7 @@ class EnqueueRequest(_message.Message):
     endpoint: str
     url: str
     queue: str
+    topic: str
     payload: bytes
     idempotency_key: str
     event_type: str
@@ -85,17 +88,21 @@ class EnqueueRequest(_message.Message):
     max_attempts: int
     retry_base_ms: int
     retry_cap_ms: int
-    def __init__(self, endpoint: _Optional[str] = ..., url: _Optional[str] = ..., queue: _Optional[str] = ..., payload: _Optional[bytes] = ..., idempotency_key: _Optional[str] = ..., event_type: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., delay_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., retry_base_ms: _Optional[int] = ..., retry_cap_ms: _Optional[int] = ...) -> None: ...
+    def __init__(self, endpoint: _Optional[str] = ..., url: _Optional[str] = ..., queue: _Optional[str] = ..., topic: _Optional[str] = ..., payload: _Optional[bytes] = ..., idempotency_key: _Optional[str] = ..., event_type: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., delay_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., retry_base_ms: _Optional[int] = ..., retry_cap_ms: _Optional[int] = ...) -> None: ...
 
 class EnqueueResponse(_message.Message):
-    __slots__ = ("id", "duplicate", "throttle_ms")
+    __slots__ = ("id", "duplicate", "throttle_ms", "subscribers", "delivery_ids")
     ID_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_FIELD_NUMBER: _ClassVar[int]
     THROTTLE_MS_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBERS_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_IDS_FIELD_NUMBER: _ClassVar[int]
     id: str
     duplicate: bool
     throttle_ms: int
-    def __init__(self, id: _Optional[str] = ..., duplicate: _Optional[bool] = ..., throttle_ms: _Optional[int] = ...) -> None: ...
+    subscribers: int
+    delivery_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[str] = ..., duplicate: _Optional[bool] = ..., throttle_ms: _Optional[int] = ..., subscribers: _Optional[int] = ..., delivery_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class EnqueueBatchRequest(_message.Message):
     __slots__ = ("events",)
@@ -142,7 +149,7 @@ class ReceiveRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., max_messages: _Optional[int] = ..., visibility_timeout_ms: _Optional[int] = ..., wait_ms: _Optional[int] = ...) -> None: ...
 
 class ReceivedMessage(_message.Message):
-    __slots__ = ("id", "lease_id", "payload", "event_type", "headers", "idempotency_key", "attempt", "max_attempts", "enqueued_unix_ms", "lease_deadline_unix_ms")
+    __slots__ = ("id", "lease_id", "payload", "event_type", "headers", "idempotency_key", "attempt", "max_attempts", "enqueued_unix_ms", "lease_deadline_unix_ms", "event_id")
     class HeadersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -160,6 +167,7 @@ class ReceivedMessage(_message.Message):
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     ENQUEUED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     LEASE_DEADLINE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     id: str
     lease_id: str
     payload: bytes
@@ -170,7 +178,8 @@ class ReceivedMessage(_message.Message):
     max_attempts: int
     enqueued_unix_ms: int
     lease_deadline_unix_ms: int
-    def __init__(self, id: _Optional[str] = ..., lease_id: _Optional[str] = ..., payload: _Optional[bytes] = ..., event_type: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., idempotency_key: _Optional[str] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., enqueued_unix_ms: _Optional[int] = ..., lease_deadline_unix_ms: _Optional[int] = ...) -> None: ...
+    event_id: str
+    def __init__(self, id: _Optional[str] = ..., lease_id: _Optional[str] = ..., payload: _Optional[bytes] = ..., event_type: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., idempotency_key: _Optional[str] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., enqueued_unix_ms: _Optional[int] = ..., lease_deadline_unix_ms: _Optional[int] = ..., event_id: _Optional[str] = ...) -> None: ...
 
 class ReceiveResponse(_message.Message):
     __slots__ = ("messages",)
@@ -411,7 +420,7 @@ class Attempt(_message.Message):
     def __init__(self, number: _Optional[int] = ..., started_unix_ms: _Optional[int] = ..., ended_unix_ms: _Optional[int] = ..., outcome: _Optional[str] = ..., error: _Optional[str] = ..., http_status: _Optional[int] = ..., latency_us: _Optional[int] = ...) -> None: ...
 
 class GetMessageResponse(_message.Message):
-    __slots__ = ("id", "destination", "state", "attempts", "max_attempts", "enqueued_unix_ms", "next_attempt_unix_ms", "history", "last_error", "event_type", "idempotency_key", "payload_size", "completed_unix_ms", "payload", "headers", "payload_expired")
+    __slots__ = ("id", "destination", "state", "attempts", "max_attempts", "enqueued_unix_ms", "next_attempt_unix_ms", "history", "last_error", "event_type", "idempotency_key", "payload_size", "completed_unix_ms", "payload", "headers", "payload_expired", "event_id")
     class HeadersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -435,6 +444,7 @@ class GetMessageResponse(_message.Message):
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     HEADERS_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_EXPIRED_FIELD_NUMBER: _ClassVar[int]
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     id: str
     destination: Destination
     state: MessageState
@@ -451,7 +461,8 @@ class GetMessageResponse(_message.Message):
     payload: bytes
     headers: _containers.ScalarMap[str, str]
     payload_expired: bool
-    def __init__(self, id: _Optional[str] = ..., destination: _Optional[_Union[Destination, _Mapping]] = ..., state: _Optional[_Union[MessageState, str]] = ..., attempts: _Optional[int] = ..., max_attempts: _Optional[int] = ..., enqueued_unix_ms: _Optional[int] = ..., next_attempt_unix_ms: _Optional[int] = ..., history: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., last_error: _Optional[str] = ..., event_type: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., payload_size: _Optional[int] = ..., completed_unix_ms: _Optional[int] = ..., payload: _Optional[bytes] = ..., headers: _Optional[_Mapping[str, str]] = ..., payload_expired: _Optional[bool] = ...) -> None: ...
+    event_id: str
+    def __init__(self, id: _Optional[str] = ..., destination: _Optional[_Union[Destination, _Mapping]] = ..., state: _Optional[_Union[MessageState, str]] = ..., attempts: _Optional[int] = ..., max_attempts: _Optional[int] = ..., enqueued_unix_ms: _Optional[int] = ..., next_attempt_unix_ms: _Optional[int] = ..., history: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., last_error: _Optional[str] = ..., event_type: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., payload_size: _Optional[int] = ..., completed_unix_ms: _Optional[int] = ..., payload: _Optional[bytes] = ..., headers: _Optional[_Mapping[str, str]] = ..., payload_expired: _Optional[bool] = ..., event_id: _Optional[str] = ...) -> None: ...
 
 class Endpoint(_message.Message):
     __slots__ = ("name", "url", "description", "max_attempts", "retry_base_ms", "retry_cap_ms", "disabled", "created_unix_ms", "updated_unix_ms", "secrets", "connect_timeout_ms", "timeout_ms", "max_in_flight", "rate_limit_per_s", "rate_limit_burst", "disabled_reason", "disabled_unix_ms", "paused", "paused_reason", "paused_unix_ms", "secret_summaries", "headers", "proxy_url", "client_certificate_pem", "client_key_pem", "client_certificate_summary", "oauth2")
@@ -933,3 +944,69 @@ class ListEventTypesResponse(_message.Message):
     event_types: _containers.RepeatedCompositeFieldContainer[EventType]
     strict: bool
     def __init__(self, event_types: _Optional[_Iterable[_Union[EventType, _Mapping]]] = ..., strict: _Optional[bool] = ...) -> None: ...
+
+class Subscription(_message.Message):
+    __slots__ = ("name", "endpoint", "queue", "event_types", "filter", "description", "created_unix_ms", "updated_unix_ms")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TYPES_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    CREATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    endpoint: str
+    queue: str
+    event_types: _containers.RepeatedScalarFieldContainer[str]
+    filter: _struct_pb2.Struct
+    description: str
+    created_unix_ms: int
+    updated_unix_ms: int
+    def __init__(self, name: _Optional[str] = ..., endpoint: _Optional[str] = ..., queue: _Optional[str] = ..., event_types: _Optional[_Iterable[str]] = ..., filter: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., description: _Optional[str] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ...) -> None: ...
+
+class PutSubscriptionRequest(_message.Message):
+    __slots__ = ("subscription",)
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    subscription: Subscription
+    def __init__(self, subscription: _Optional[_Union[Subscription, _Mapping]] = ...) -> None: ...
+
+class PutSubscriptionResponse(_message.Message):
+    __slots__ = ("subscription", "created")
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    subscription: Subscription
+    created: bool
+    def __init__(self, subscription: _Optional[_Union[Subscription, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class GetSubscriptionRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class GetSubscriptionResponse(_message.Message):
+    __slots__ = ("subscription",)
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    subscription: Subscription
+    def __init__(self, subscription: _Optional[_Union[Subscription, _Mapping]] = ...) -> None: ...
+
+class ListSubscriptionsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListSubscriptionsResponse(_message.Message):
+    __slots__ = ("subscriptions",)
+    SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    subscriptions: _containers.RepeatedCompositeFieldContainer[Subscription]
+    def __init__(self, subscriptions: _Optional[_Iterable[_Union[Subscription, _Mapping]]] = ...) -> None: ...
+
+class DeleteSubscriptionRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DeleteSubscriptionResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

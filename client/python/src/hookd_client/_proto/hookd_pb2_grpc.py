@@ -149,6 +149,26 @@ class HookdStub:
                 request_serializer=hookd_dot_v1_dot_hookd__pb2.ListEventTypesRequest.SerializeToString,
                 response_deserializer=hookd_dot_v1_dot_hookd__pb2.ListEventTypesResponse.FromString,
                 _registered_method=True)
+        self.PutSubscription = channel.unary_unary(
+                '/hookd.v1.Hookd/PutSubscription',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.PutSubscriptionRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.PutSubscriptionResponse.FromString,
+                _registered_method=True)
+        self.GetSubscription = channel.unary_unary(
+                '/hookd.v1.Hookd/GetSubscription',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.GetSubscriptionRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.GetSubscriptionResponse.FromString,
+                _registered_method=True)
+        self.ListSubscriptions = channel.unary_unary(
+                '/hookd.v1.Hookd/ListSubscriptions',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.ListSubscriptionsRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.ListSubscriptionsResponse.FromString,
+                _registered_method=True)
+        self.DeleteSubscription = channel.unary_unary(
+                '/hookd.v1.Hookd/DeleteSubscription',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.DeleteSubscriptionRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.DeleteSubscriptionResponse.FromString,
+                _registered_method=True)
 
 
 class HookdServicer:
@@ -324,6 +344,36 @@ class HookdServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PutSubscription(self, request, context):
+        """Subscriptions: which endpoints and pull queues get a delivery of an event published to
+        a topic (Enqueue or EnqueueBatch with `topic`). PutSubscription refuses a filter it
+        cannot evaluate (INVALID_ARGUMENT naming its place, e.g. "subscription.filter.$or[1]")
+        and a subscription of an endpoint that does not exist (NOT_FOUND). Durable when
+        answered; a publish after the answer sees it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSubscription(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSubscriptions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSubscription(self, request, context):
+        """Deliveries already stored for it stay.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HookdServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -441,6 +491,26 @@ def add_HookdServicer_to_server(servicer, server):
                     servicer.ListEventTypes,
                     request_deserializer=hookd_dot_v1_dot_hookd__pb2.ListEventTypesRequest.FromString,
                     response_serializer=hookd_dot_v1_dot_hookd__pb2.ListEventTypesResponse.SerializeToString,
+            ),
+            'PutSubscription': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutSubscription,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.PutSubscriptionRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.PutSubscriptionResponse.SerializeToString,
+            ),
+            'GetSubscription': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSubscription,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.GetSubscriptionRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.GetSubscriptionResponse.SerializeToString,
+            ),
+            'ListSubscriptions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSubscriptions,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.ListSubscriptionsRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.ListSubscriptionsResponse.SerializeToString,
+            ),
+            'DeleteSubscription': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSubscription,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.DeleteSubscriptionRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.DeleteSubscriptionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1064,6 +1134,114 @@ class Hookd:
             '/hookd.v1.Hookd/ListEventTypes',
             hookd_dot_v1_dot_hookd__pb2.ListEventTypesRequest.SerializeToString,
             hookd_dot_v1_dot_hookd__pb2.ListEventTypesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutSubscription(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/PutSubscription',
+            hookd_dot_v1_dot_hookd__pb2.PutSubscriptionRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.PutSubscriptionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSubscription(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/GetSubscription',
+            hookd_dot_v1_dot_hookd__pb2.GetSubscriptionRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.GetSubscriptionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSubscriptions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/ListSubscriptions',
+            hookd_dot_v1_dot_hookd__pb2.ListSubscriptionsRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.ListSubscriptionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSubscription(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/DeleteSubscription',
+            hookd_dot_v1_dot_hookd__pb2.DeleteSubscriptionRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.DeleteSubscriptionResponse.FromString,
             options,
             channel_credentials,
             insecure,
