@@ -576,6 +576,110 @@ async fn console_refuses_posts_without_the_csrf_token_and_escapes_what_it_shows(
 }
 
 #[tokio::test]
+async fn console_makes_lists_and_deletes_subscriptions_naming_a_bad_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let server =
+        TestServer::start_with(secured(dir.path()), ManualClock::new(SystemClock.now_ms())).await;
+    let mut c = admin_client(&server).await;
+    c.put_endpoint(pb::Endpoint {
+        name: "crm".into(),
+        url: "http://127.0.0.1:9/never".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let http = Http::new(server.http);
+    let cookie = http
+        .login(ADMIN)
+        .await
+        .unwrap_or_else(|a| panic!("{}", a.body));
+    let page = http.get("/ui/subscriptions", &cookie).await;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains("No subscription is defined."),
+        "{}",
+        page.body
+    );
+    let csrf = page.field("csrf");
+    // A filter the server cannot evaluate: the form again, the field named.
+    let bad = http
+        .post(
+            "/ui/subscriptions",
+            &cookie,
+            &[
+                ("csrf", &csrf),
+                ("name", "urgent"),
+                ("to", "endpoint:crm"),
+                ("event_types", "ticket.*"),
+                ("filter", r#"{"data": {"priority": {"$regex": "^hi"}}}"#),
+            ],
+        )
+        .await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    assert!(
+        bad.body.contains("subscription.filter.data.priority"),
+        "{}",
+        bad.body
+    );
+    assert!(bad.body.contains("unknown operator $regex"), "{}", bad.body);
+    let made = http
+        .post(
+            "/ui/subscriptions",
+            &cookie,
+            &[
+                ("csrf", &csrf),
+                ("name", "urgent"),
+                ("to", "endpoint:crm"),
+                ("event_types", "ticket.classified ticket.reopened"),
+                (
+                    "filter",
+                    r#"{"data": {"priority": {"$in": ["high", "urgent"]}}}"#,
+                ),
+                ("description", "<b>paged</b>"),
+            ],
+        )
+        .await;
+    assert_eq!(made.status, 303, "{}", made.body);
+    let listed = c
+        .raw()
+        .get_subscription(pb::GetSubscriptionRequest {
+            name: "urgent".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .subscription
+        .unwrap();
+    assert_eq!(listed.event_types, ["ticket.classified", "ticket.reopened"]);
+    let page = http.get("/ui/subscriptions", &cookie).await;
+    assert!(
+        page.body.contains("<code>ticket.reopened</code>"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("&lt;b&gt;paged&lt;/b&gt;"),
+        "escaped: {}",
+        page.body
+    );
+    let gone = http
+        .post(
+            "/ui/subscriptions/urgent/delete",
+            &cookie,
+            &[("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(gone.status, 303);
+    let page = http.get("/ui/subscriptions", &cookie).await;
+    assert!(
+        page.body.contains("No subscription is defined."),
+        "{}",
+        page.body
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn console_without_auth_answers_only_to_loopback_names() {
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::start(dir.path()).await;

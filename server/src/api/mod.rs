@@ -237,6 +237,11 @@ impl HookdService {
         &self.sources
     }
 
+    /// Where publishes go.
+    pub(crate) fn subscriptions(&self) -> &crate::subscriptions::Subscriptions {
+        &self.subscriptions
+    }
+
     /// The declared event types.
     pub(crate) fn catalog(&self) -> &crate::catalog::Catalog {
         &self.limits.catalog

@@ -121,6 +121,14 @@ pub(crate) fn router(console: Arc<Console>) -> Router {
         .route("/ui/find", get(pages::find))
         .route("/ui/sources", get(pages::sources))
         .route("/ui/event-types", get(pages::event_types))
+        .route(
+            "/ui/subscriptions",
+            get(pages::subscriptions).post(pages::save_subscription),
+        )
+        .route(
+            "/ui/subscriptions/{name}/delete",
+            post(pages::delete_subscription),
+        )
         .layer(axum::middleware::from_fn_with_state(console.clone(), guard))
         .with_state(console)
 }

@@ -16,6 +16,7 @@ pub(crate) enum Nav {
     DeadLetters,
     Sources,
     EventTypes,
+    Subscriptions,
     None,
 }
 
@@ -49,6 +50,7 @@ pub(super) fn page(
                         (item(Nav::DeadLetters, "/ui/dead-letters", "Dead letters"))
                         (item(Nav::Sources, "/ui/sources", "Sources"))
                         (item(Nav::EventTypes, "/ui/event-types", "Event types"))
+                        (item(Nav::Subscriptions, "/ui/subscriptions", "Subscriptions"))
                     }
                     form.find method="get" action="/ui/find" role="search" {
                         input type="search" name="id" placeholder="message id" aria-label="message id";

@@ -41,10 +41,11 @@ mod login;
 mod messages;
 mod overview;
 mod sources;
+mod subscriptions;
 
 pub(super) use self::{
     dead_letters::*, destinations::*, endpoints::*, event_types::*, login::*, messages::*,
-    overview::*, sources::*,
+    overview::*, sources::*, subscriptions::*,
 };
 
 type Shared = State<Arc<Console>>;

@@ -15,7 +15,7 @@ pub(crate) async fn sources(
         &n.notice,
         html! {
             p.hint { "Webhooks hookd receives on the ingest listener (" code { "POST /in/{source}" } "). "
-                "Topics do not exist in hookd: a source routes to one queue or endpoint." }
+                "A source routes to one queue or endpoint." }
             @if sources.is_empty() { p { "No source is defined." } } @else {
                 table.list {
                     thead { tr { th { "name" } th { "path" } th { "scheme" } th { "route" } th { "secrets" }
