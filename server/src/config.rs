@@ -754,6 +754,7 @@ mod tests {
                 dedup_id: Some("d".into()),
                 queue: Some("q".into()),
                 endpoint: Some("e".into()),
+                topic: Some("t".into()),
                 bearer_sha256: text(),
                 basic: text(),
                 redact: hookd_core::source::RedactSpec {

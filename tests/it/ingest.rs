@@ -1737,3 +1737,64 @@ async fn a_source_with_a_public_key_accepts_v1a_signatures() {
     );
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_source_publishes_to_a_topic_made_of_its_event_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = SourceSpec {
+        queue: None,
+        topic: Some("agents.{event_type}".into()),
+        ..sw_source("agents", "unused")
+    };
+    let server = start_with_sources(dir.path(), vec![source]).await;
+    let mut client = server.client().await;
+    for (name, queue, types) in [("runs", "runs", "agents.run.*"), ("all", "all", "*")] {
+        client
+            .put_subscription(pb::Subscription {
+                name: name.into(),
+                destination: Some(pb::subscription::Destination::Queue(queue.into())),
+                event_types: vec![types.into()],
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+    let body = br#"{"type": "run.finished", "data": {"run": 7}}"#;
+    let headers = sw_headers(SW_KEY, "msg_1", now_s(), body);
+    let first = post(server.ingest, "agents", &headers, body).await;
+    assert_eq!(first.status, 202, "{first:?}");
+    let event = first.json()["id"].as_str().unwrap().to_owned();
+    // The provider resends: the same event, nothing more stored.
+    let again = post(server.ingest, "agents", &headers, body).await;
+    assert_eq!(again.json(), json!({"id": event, "duplicate": true}));
+    for queue in ["runs", "all"] {
+        let got = receive_all(&mut client, queue).await;
+        assert_eq!(got.len(), 1, "{queue}");
+        assert_eq!(got[0].event_type, "agents.run.finished");
+        assert_eq!(got[0].event_id, event);
+        assert_eq!(got[0].payload, body);
+    }
+    // Another type: only the subscription to every topic takes it.
+    let body = br#"{"type": "tool.called", "data": {}}"#;
+    let headers = sw_headers(SW_KEY, "msg_2", now_s(), body);
+    assert_eq!(
+        post(server.ingest, "agents", &headers, body).await.status,
+        202
+    );
+    assert!(receive_all(&mut client, "runs").await.is_empty());
+    assert_eq!(receive_all(&mut client, "all").await.len(), 1);
+    // No type to make the topic of: 400, nothing stored.
+    let body = br#"{"data": {}}"#;
+    let headers = sw_headers(SW_KEY, "msg_3", now_s(), body);
+    let answer = post(server.ingest, "agents", &headers, body).await;
+    assert_eq!(answer.status, 400, "{answer:?}");
+    assert!(
+        answer.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("event type: none found"),
+        "{answer:?}"
+    );
+    assert_eq!(pending(&mut client).await, 0);
+    server.stop().await;
+}

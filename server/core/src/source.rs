@@ -134,9 +134,12 @@ pub struct SourceSpec {
     /// Route: a pull queue...
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
-    /// ...or an endpoint (relayed, signed with the endpoint's own secret).
+    /// ...or an endpoint (relayed, signed with the endpoint's own secret)...
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
+    /// ...or a topic the event is published to (`{event_type}` stands for its type).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
     /// `scheme = "none"`: SHA-256 (hex) of accepted bearer tokens.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bearer_sha256: Vec<String>,
@@ -177,6 +180,7 @@ impl SourceSpec {
             dedup_id: None,
             queue: Some(queue.into()),
             endpoint: None,
+            topic: None,
             bearer_sha256: Vec::new(),
             basic: Vec::new(),
             redact: RedactSpec::default(),

@@ -10,6 +10,29 @@ use std::collections::HashMap;
 /// Longest pattern, in bytes (the event-type limit).
 pub const MAX_PATTERN_LEN: usize = 256;
 
+/// Checks a topic an event is published to: an event type patterns can name (printable
+/// ASCII without spaces or `*`, at most [`MAX_PATTERN_LEN`] bytes). The error names `field`.
+pub fn check_topic(topic: &str, field: &str) -> Result<(), String> {
+    if topic.is_empty() {
+        return Err(format!("{field}: must not be empty"));
+    }
+    if topic.len() > MAX_PATTERN_LEN {
+        return Err(format!(
+            "{field}: {} bytes is over the limit of {MAX_PATTERN_LEN} bytes",
+            topic.len()
+        ));
+    }
+    if let Some(c) = topic
+        .chars()
+        .find(|c| !('!'..='~').contains(c) || *c == '*')
+    {
+        return Err(format!(
+            "{field}: character {c:?} is not allowed (printable ASCII without spaces or '*')"
+        ));
+    }
+    Ok(())
+}
+
 /// One checked pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pattern {

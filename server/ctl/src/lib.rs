@@ -965,6 +965,7 @@ fn print_sources(sources: &[pb::Source]) {
             let route = match &s.route {
                 Some(pb::source::Route::Queue(q)) => format!("queue:{q}"),
                 Some(pb::source::Route::Endpoint(e)) => format!("endpoint:{e}"),
+                Some(pb::source::Route::Topic(t)) => format!("topic:{t}"),
                 None => String::new(),
             };
             let secrets: Vec<&str> = s

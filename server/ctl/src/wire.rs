@@ -42,10 +42,11 @@ pub fn source(s: &SourceSpec) -> pb::Source {
         json_schema: s.json_schema.clone().unwrap_or_default(),
         event_type: s.event_type.clone().unwrap_or_default(),
         dedup_id: s.dedup_id.clone().unwrap_or_default(),
-        route: match (&s.queue, &s.endpoint) {
-            (Some(q), _) => Some(pb::source::Route::Queue(q.clone())),
-            (None, Some(e)) => Some(pb::source::Route::Endpoint(e.clone())),
-            (None, None) => None,
+        route: match (&s.queue, &s.endpoint, &s.topic) {
+            (Some(q), _, _) => Some(pb::source::Route::Queue(q.clone())),
+            (None, Some(e), _) => Some(pb::source::Route::Endpoint(e.clone())),
+            (None, None, Some(t)) => Some(pb::source::Route::Topic(t.clone())),
+            (None, None, None) => None,
         },
         bearer_sha256: s.bearer_sha256.clone(),
         basic: s.basic.clone(),

@@ -77,12 +77,13 @@ pub fn spec(source: Option<pb::Source>) -> Result<SourceSpec, ApiError> {
                 .collect::<Result<_, _>>()?,
         },
     };
-    let (queue, endpoint) = match s.route {
-        Some(pb::source::Route::Queue(q)) => (Some(q), None),
-        Some(pb::source::Route::Endpoint(e)) => (None, Some(e)),
+    let (queue, endpoint, topic) = match s.route {
+        Some(pb::source::Route::Queue(q)) => (Some(q), None, None),
+        Some(pb::source::Route::Endpoint(e)) => (None, Some(e), None),
+        Some(pb::source::Route::Topic(t)) => (None, None, Some(t)),
         None => {
             return Err(invalid(
-                "source.route: one of queue or endpoint is required".into(),
+                "source.route: one of queue, endpoint or topic is required".into(),
             ));
         }
     };
@@ -115,6 +116,7 @@ pub fn spec(source: Option<pb::Source>) -> Result<SourceSpec, ApiError> {
         dedup_id: nonempty(s.dedup_id),
         queue,
         endpoint,
+        topic,
         bearer_sha256: s.bearer_sha256,
         basic: s.basic,
         redact,

@@ -252,26 +252,9 @@ pub fn new_message(
     })
 }
 
-/// A topic is an event type that patterns can name: printable ASCII without spaces or `*`.
+/// A topic is an event type that patterns can name.
 fn check_topic(topic: &str) -> Result<(), ApiError> {
-    if topic.is_empty() {
-        return Err(invalid("topic: must not be empty".into()));
-    }
-    if topic.len() > MAX_EVENT_TYPE_LEN {
-        return Err(invalid(format!(
-            "topic: {} bytes is over the limit of {MAX_EVENT_TYPE_LEN} bytes",
-            topic.len()
-        )));
-    }
-    if let Some(c) = topic
-        .chars()
-        .find(|c| !('!'..='~').contains(c) || *c == '*')
-    {
-        return Err(invalid(format!(
-            "topic: character {c:?} is not allowed (printable ASCII without spaces or '*')"
-        )));
-    }
-    Ok(())
+    hookd_core::topics::check_topic(topic, "topic").map_err(invalid)
 }
 
 /// Header names hookd keeps for itself (ingest's `hookd-source`, `hookd-redaction`,

@@ -651,6 +651,7 @@ fn ingest_router(
     );
     let router = receive::router(Arc::new(receive::Ingest {
         sources: incarnation.sources.clone(),
+        subscriptions: incarnation.subscriptions.clone(),
         engine: incarnation.engine.clone(),
         clock: incarnation.clock.clone(),
         metrics,

@@ -28,11 +28,11 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::registry::Sources;
-use super::source::{Locator, Source};
+use super::source::{Locator, Route, Source};
 use hookd_core::clock::Clock;
 use hookd_core::ids::MessageId;
 use hookd_core::source::SchemeName;
-use hookd_engine::{EngineHandle, NewMessage, Refusal};
+use hookd_engine::{EngineHandle, Fanout, NewMessage, Refusal, Subscriber};
 use hookd_metrics::Metrics;
 use hookd_storage::store::MessageRecord;
 
@@ -53,6 +53,8 @@ pub(crate) const INGEST_SCOPE: char = '\u{1}';
 #[derive(Debug)]
 pub struct Ingest {
     pub sources: Arc<Sources>,
+    /// Where a source that publishes sends its events.
+    pub subscriptions: Arc<crate::subscriptions::Subscriptions>,
     pub engine: EngineHandle,
     pub clock: Arc<dyn Clock>,
     pub metrics: Arc<Metrics>,
@@ -604,6 +606,16 @@ async fn handle(
             stored_headers.insert(REDACTED_HEADER.into(), applied.fired.join(", "));
         }
     }
+    // Where it goes: the route's destination, or the subscribers of the topic it is
+    // published to (whose type is the topic).
+    let (target, event_type) = match &source.route {
+        Route::To(d) => (Ok(d.clone()), event_type),
+        Route::Publish(_) => match source.route.topic(&event_type) {
+            Some(Ok(topic)) => (Err(topic.clone()), topic),
+            Some(Err(e)) => return Err(invalid(e)),
+            None => return Err(invalid("topic: this source does not publish")),
+        },
+    };
     let record = MessageRecord {
         destination: String::new(),
         event_type,
@@ -615,13 +627,30 @@ async fn handle(
         retry_cap_ms: 0,
         event_id: String::new(),
     };
-    let mut message = NewMessage::new(
-        MessageId::generate(now_ms),
-        source.destination.clone(),
-        record,
-        0,
-        0,
-    );
+    let mut message = match target {
+        Ok(destination) => NewMessage::new(MessageId::generate(now_ms), destination, record, 0, 0),
+        Err(topic) => {
+            let event = MessageId::generate(now_ms);
+            let mut subscribers = ingest
+                .subscriptions
+                .route(&topic, &record.payload, &record.headers)
+                .into_iter();
+            // No subscription takes it: accepted (the provider has nothing to retry), and
+            // nothing is stored.
+            let Some(first) = subscribers.next() else {
+                return Ok((event, false));
+            };
+            let mut m = NewMessage::new(MessageId::generate(now_ms), first, record, 0, 0);
+            m.fanout = Some(Box::new(Fanout {
+                event_id: event,
+                scope: format!("t{topic}"),
+                also: subscribers
+                    .map(|d| Subscriber::new(MessageId::generate(now_ms), d))
+                    .collect(),
+            }));
+            m
+        }
+    };
     // Ingest's own idempotency namespace: the stored key (`<source>:<delivery id>`, what a
     // consumer sees) is unchanged, but its dedup scope starts with a byte no Enqueue key
     // may hold (they are printable ASCII), so no caller can pre-claim a provider's delivery.

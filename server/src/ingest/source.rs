@@ -76,13 +76,51 @@ pub struct Source {
     /// body that is not JSON then has no event type rather than a 400).
     pub(crate) event_type_by_default: bool,
     pub dedup: Option<Locator>,
-    pub destination: Destination,
+    pub route: Route,
     /// Provider headers stored with the message.
     pub(crate) keep_headers: Vec<HeaderName>,
     pub redactor: Option<Redactor>,
     /// Media types in lower case (`*/*`: any).
     pub content_types: Vec<String>,
     pub max_body_bytes: usize,
+}
+
+/// Where a source's events go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// One queue or endpoint.
+    To(Destination),
+    /// Published to a topic: this template, where [`EVENT_TYPE`] stands for the event's
+    /// type.
+    Publish(String),
+}
+
+/// What a topic template's event type is written as.
+pub const EVENT_TYPE: &str = "{event_type}";
+
+impl Route {
+    /// As the console and logs show it: the destination's key, or `topic:TEMPLATE`.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::To(d) => d.key(),
+            Self::Publish(t) => format!("topic:{t}"),
+        }
+    }
+
+    /// The topic an event of type `event_type` is published to (`None`: not a publish).
+    /// An error when the template needs a type the event lacks, or makes no topic.
+    pub fn topic(&self, event_type: &str) -> Option<Result<String, String>> {
+        let Self::Publish(template) = self else {
+            return None;
+        };
+        if template.contains(EVENT_TYPE) && event_type.is_empty() {
+            return Some(Err(format!(
+                "event type: none found, and this source publishes to {template:?}"
+            )));
+        }
+        let topic = template.replace(EVENT_TYPE, event_type);
+        Some(hookd_core::topics::check_topic(&topic, "topic").map(|()| topic))
+    }
 }
 
 /// What [`Source::compile`] needs besides the spec.
@@ -222,16 +260,23 @@ impl Source {
         )?;
         let event_type_by_default = spec.event_type.is_none();
         let dedup = locator(&spec.dedup_id, spec.scheme.default_dedup(), "dedup_id")?;
-        let destination = match (&spec.queue, &spec.endpoint) {
-            (Some(q), None) => {
+        let route = match (&spec.queue, &spec.endpoint, &spec.topic) {
+            (Some(q), None, None) => {
                 hookd_core::names::check_name(q, "queue")?;
-                Destination::Queue(q.clone())
+                Route::To(Destination::Queue(q.clone()))
             }
-            (None, Some(e)) => {
+            (None, Some(e), None) => {
                 hookd_core::names::check_name(e, "endpoint")?;
-                Destination::Endpoint(e.clone())
+                Route::To(Destination::Endpoint(e.clone()))
             }
-            _ => return Err("queue: exactly one of queue or endpoint is the route".into()),
+            (None, None, Some(t)) => {
+                // A template is a topic once its placeholder is filled.
+                hookd_core::topics::check_topic(&t.replace(EVENT_TYPE, "x"), "topic")?;
+                Route::Publish(t.clone())
+            }
+            _ => {
+                return Err("queue: exactly one of queue, endpoint or topic is the route".into());
+            }
         };
         let redactor = Redactor::new(&spec.redact)?;
         let mut keep_headers: Vec<HeaderName> = spec
@@ -269,7 +314,7 @@ impl Source {
             event_type,
             event_type_by_default,
             dedup,
-            destination,
+            route,
             keep_headers,
             redactor,
             content_types,
