@@ -9,6 +9,7 @@
 mod churn;
 mod console;
 mod echo;
+mod fanout;
 mod fsync;
 mod ingest;
 mod load;
@@ -93,6 +94,13 @@ struct Args {
     pg_workers: usize,
     #[arg(long, default_value_t = 8)]
     pg_batch: i64,
+    /// Subscribers of the fan-out measurement (one publish against one EnqueueBatch of this
+    /// many events, to the same queues).
+    #[arg(long, default_value_t = 1_000)]
+    fanout_subscribers: usize,
+    /// Calls in flight in the fan-out measurement.
+    #[arg(long, default_value_t = 4)]
+    fanout_concurrency: usize,
     /// Keep-alive HTTP/1.1 connections of the ingest measurement.
     #[arg(long, default_value_t = 64)]
     ingest_connections: usize,
@@ -330,6 +338,48 @@ async fn bench(args: Args) -> anyhow::Result<()> {
             .as_ref()
             .is_some_and(|o| name.contains(&o.to_lowercase()))
     };
+    if wants("fanout") {
+        let n = args.fanout_subscribers;
+        println!(
+            "\nfanout: one {} B event published to {n} subscribers (pull queues) vs {n} events to the same queues in one EnqueueBatch, {} calls in flight",
+            args.payload, args.fanout_concurrency
+        );
+        probe("before")?;
+        let mut ratios = Vec::new();
+        for round in 1..=usize::from(args.rounds) {
+            println!(" round {round}");
+            let mut legs = Vec::new();
+            for publish in [false, true] {
+                let hookd = Hookd::start(dir.path(), round).await?;
+                let ch = channels(hookd.addr, 1).await?.remove(0);
+                fanout::subscribe(&ch, n).await?;
+                let cpu_before = threads::snapshot();
+                let leg = fanout::run(&ch, n, publish, args.payload, args.fanout_concurrency, leg)
+                    .await?;
+                let cpu = threads::per_event(&cpu_before, &threads::snapshot(), leg.deliveries);
+                drop(ch);
+                hookd.stop().await?;
+                println!(
+                    "  {:<7} {:>10.0} deliveries/s  ({} calls, {:.0} log bytes per delivery)",
+                    if publish { "publish" } else { "batch" },
+                    leg.deliveries_per_s(),
+                    leg.calls,
+                    leg.log_bytes_per_delivery,
+                );
+                println!("          {} (per delivery)", threads::line(&cpu));
+                legs.push(leg);
+            }
+            let ratio = legs[1].deliveries_per_s() / legs[0].deliveries_per_s();
+            println!(
+                "  ratio publish/batch: {ratio:.2}; log bytes per delivery {:.0} (publish) vs {:.0} (batch)",
+                legs[1].log_bytes_per_delivery, legs[0].log_bytes_per_delivery
+            );
+            ratios.push(ratio);
+        }
+        probe("after")?;
+        let r = median(ratios);
+        println!(" median ratio publish/batch: {r:.2}");
+    }
     if wants("security") {
         security(&args, dir.path(), leg).await?;
     }
