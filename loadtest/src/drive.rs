@@ -80,6 +80,16 @@ pub struct Sender {
     pub inbound: Option<Arc<crate::inbound::Inbound>>,
     /// `[agent]` scenarios: events are handed to these Emitters (call `i` to `i % n`).
     pub agents: Vec<hookd_client::Emitter>,
+    /// `[fanout]` scenarios: every event is published to this plan's topic.
+    pub fanout: Option<Arc<FanoutPlan>>,
+}
+
+/// What a `[fanout]` run publishes to, and its subscribers in slot order (whether each is
+/// an endpoint).
+#[derive(Debug, Clone)]
+pub struct FanoutPlan {
+    pub topic: String,
+    pub push: Vec<bool>,
 }
 
 /// A definite refusal (nothing stored) or an open outcome.
@@ -101,6 +111,9 @@ impl Sender {
     pub async fn call(&self, index: u64, intended: Instant) {
         if let Some(inbound) = &self.inbound {
             return self.post(inbound, index, intended).await;
+        }
+        if let Some(plan) = &self.fanout {
+            return self.publish(plan, index, intended).await;
         }
         let n = self.batch;
         let first = self.tally.issue(n);
@@ -174,6 +187,65 @@ impl Sender {
         };
         self.tally
             .answered(first, outcomes.into_iter().zip(push), intended, sent);
+    }
+
+    /// `[fanout]`: the call's events published to the plan's topic; each takes one tally
+    /// entry per subscriber, given the delivery id hookd answers for it.
+    async fn publish(&self, plan: &FanoutPlan, index: u64, intended: Instant) {
+        let (n, slots) = (self.batch, plan.push.len());
+        let first = self.tally.issue(n * slots);
+        let intended_ns = self.tally.ns_since_start(intended);
+        let events: Vec<pb::EnqueueRequest> = (0..n as u64)
+            .map(|i| {
+                let seq = first + i * slots as u64;
+                pb::EnqueueRequest {
+                    destination: Some(pb::enqueue_request::Destination::Topic(plan.topic.clone())),
+                    payload: encode(seq, intended_ns, self.payload_bytes),
+                    idempotency_key: format!("{}-{seq}", self.run_id),
+                    ..Default::default()
+                }
+            })
+            .collect();
+        let mut client = self.clients[index as usize % self.clients.len()].clone();
+        let sent = Instant::now();
+        let answers: Vec<Result<pb::EnqueueResponse, Enqueue>> = if n == 1 {
+            let Some(event) = events.into_iter().next() else {
+                return;
+            };
+            match tokio::time::timeout(CALL_TIMEOUT, client.enqueue(event)).await {
+                Ok(Ok(r)) => vec![Ok(r.into_inner())],
+                Ok(Err(status)) => vec![Err(failure(status.code()))],
+                Err(_) => vec![Err(Enqueue::Indeterminate)],
+            }
+        } else {
+            let request = pb::EnqueueBatchRequest { events };
+            match tokio::time::timeout(CALL_TIMEOUT, client.enqueue_batch(request)).await {
+                Ok(Ok(r)) => {
+                    let results = r.into_inner().results;
+                    (0..n)
+                        .map(|i| match results.get(i).and_then(|r| r.result.as_ref()) {
+                            Some(pb::enqueue_result::Result::Ok(ok)) => Ok(ok.clone()),
+                            Some(pb::enqueue_result::Result::Error(e)) => Err(failure_of(e.code)),
+                            None => Err(Enqueue::Indeterminate),
+                        })
+                        .collect()
+                }
+                Ok(Err(status)) => vec![Err(failure(status.code())); n],
+                Err(_) => vec![Err(Enqueue::Indeterminate); n],
+            }
+        };
+        // One outcome per slot: hookd's delivery id for it (an answer with fewer leaves
+        // an empty id, which the checker reports as lost).
+        let outcomes = answers.into_iter().flat_map(|answer| {
+            (0..slots).map(move |slot| {
+                let outcome = match &answer {
+                    Ok(r) => Ok(r.delivery_ids.get(slot).cloned().unwrap_or_default()),
+                    Err(kind) => Err(*kind),
+                };
+                (outcome, plan.push[slot])
+            })
+        });
+        self.tally.answered(first, outcomes, intended, sent);
     }
 
     /// One event as a provider's webhook (batch is 1 in `[ingest]` scenarios).
@@ -378,10 +450,11 @@ impl Worker {
                 match self.client.ack(request).await {
                     Ok(_) => {
                         self.counters.acked.fetch_add(1, Ordering::Relaxed);
+                        let receiver = crate::tally::receiver(None, &self.queue);
                         if self
                             .counters
                             .e2e
-                            .delivered(self.tally.delivered(&m.payload))
+                            .delivered(self.tally.delivered_at(&m.payload, &receiver))
                         {
                             self.counters.duplicates.fetch_add(1, Ordering::Relaxed);
                         }

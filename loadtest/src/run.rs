@@ -16,7 +16,7 @@ use crate::checker::{self, Held};
 use crate::drive::{Consumers, Sender, Targets};
 use crate::host::{FsyncProbe, HostFigures, HostMeter};
 use crate::report::{HookdFigures, Percentiles, Report};
-use crate::scenario::{Load, Scenario, Shape};
+use crate::scenario::{Load, QueueGroup, Scenario, Shape};
 use crate::sim::Sim;
 use crate::tally::{Enqueue, Resources, Tally};
 use crate::target::{Meter, Target};
@@ -141,6 +141,51 @@ struct World {
     host: HostFigures,
 }
 
+/// `[fanout]`: one subscription to `topic` per endpoint instance and per queue, named so
+/// that their order (hookd's order of a publish's delivery ids) is the tally's slots'.
+async fn subscribe(
+    admin: &mut HookdClient<Channel>,
+    id: &str,
+    topic: &str,
+    endpoints: &[(Vec<String>, f64)],
+    queues: &[(QueueGroup, String)],
+    tally: &Tally,
+) -> anyhow::Result<crate::drive::FanoutPlan> {
+    let mut receivers = Vec::new();
+    let mut push = Vec::new();
+    let mut subscribers = Vec::new();
+    for (gi, (names, _)) in endpoints.iter().enumerate() {
+        for (i, name) in names.iter().enumerate() {
+            receivers.push(crate::tally::receiver(Some((gi, i)), name));
+            push.push(true);
+            subscribers.push(pb::subscription::Destination::Endpoint(name.clone()));
+        }
+    }
+    for (_, name) in queues {
+        receivers.push(crate::tally::receiver(None, name));
+        push.push(false);
+        subscribers.push(pb::subscription::Destination::Queue(name.clone()));
+    }
+    for (slot, destination) in subscribers.into_iter().enumerate() {
+        admin
+            .put_subscription(pb::PutSubscriptionRequest {
+                subscription: Some(pb::Subscription {
+                    name: format!("{id}-fan-{slot:05}"),
+                    destination: Some(destination),
+                    event_types: vec![topic.to_owned()],
+                    ..Default::default()
+                }),
+            })
+            .await
+            .map_err(|e| anyhow::anyhow!("hookd refused a subscription: {}", e.message()))?;
+    }
+    tally.set_slots(receivers);
+    Ok(crate::drive::FanoutPlan {
+        topic: topic.to_owned(),
+        push,
+    })
+}
+
 async fn setup(s: &Scenario, o: &Options) -> anyhow::Result<World> {
     let tally = Arc::new(Tally::new());
     let target = match &o.target {
@@ -202,6 +247,12 @@ async fn setup(s: &Scenario, o: &Options) -> anyhow::Result<World> {
             sources(&mut admin, &target, &queues, *settings).await?,
         )),
     };
+    let fanout = match &s.fanout {
+        None => None,
+        Some(f) => Some(Arc::new(
+            subscribe(&mut admin, &id, &f.topic, &endpoints, &queues, &tally).await?,
+        )),
+    };
     let consumers = Consumers::start(&queues, &clients, &tally, s.seed);
     let mut agents = Vec::new();
     if let Some(a) = s.agent {
@@ -230,6 +281,7 @@ async fn setup(s: &Scenario, o: &Options) -> anyhow::Result<World> {
         run_id: id,
         inbound,
         agents,
+        fanout,
     };
     // The disk's speed before any traffic, then a light probe through the run (an fsync
     // every 250 ms), in hookd's data directory, or where --probe-dir says.
@@ -579,6 +631,14 @@ fn describe(s: &Scenario, duration: Duration) -> String {
         "unary Enqueue".to_owned()
     } else {
         format!("EnqueueBatch of {}", s.traffic.batch)
+    };
+    // A publish is one delivery per subscriber: the checker's counts are deliveries.
+    let how = match &s.fanout {
+        Some(f) => format!(
+            "{how} publishing to topic {} (every endpoint and queue subscribes; counts below are deliveries: event x subscriber)",
+            f.topic
+        ),
+        None => how,
     };
     let load = match &s.traffic.load {
         Load::Open { shape, .. } => match shape {

@@ -46,6 +46,9 @@ pub struct Scenario {
     /// throttling, batching and retries) instead of sent by the tool's own calls; the
     /// enqueue latency is then `emit`'s, what an agent waits.
     pub agent: Option<Agent>,
+    /// Present: every event is published to one topic, and every endpoint and queue
+    /// subscribes to it: each event is delivered once per receiver (weights are unused).
+    pub fanout: Option<Fanout>,
     /// The file's text, for the line of checks that span several tables.
     #[serde(skip)]
     source: String,
@@ -112,6 +115,9 @@ mod defaults {
     }
     pub(super) fn ingest_connections() -> usize {
         64
+    }
+    pub(super) fn topic() -> String {
+        "loadtest.fanout".into()
     }
 }
 
@@ -637,6 +643,15 @@ pub struct Agent {
     pub throttle_pause_ms: u64,
 }
 
+/// `[fanout]`: publish every event to a topic all receivers subscribe to.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fanout {
+    /// The topic (the events' type).
+    #[serde(default = "defaults::topic")]
+    pub topic: String,
+}
+
 /// Capacity search: ramp the offered rate (open loop, constant within a step) until the
 /// SLO breaks, then narrow down between the last good and the first bad rate.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
@@ -787,6 +802,18 @@ impl Scenario {
                 Some("`[ingest]` does not run a capacity search")
             } else if !(1..=1024).contains(&i.connections) {
                 Some("`[ingest] connections` must be 1 to 1024")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(why.into());
+            }
+        }
+        if self.fanout.is_some() {
+            let why = if self.ingest.is_some() {
+                Some("`[fanout]` publishes over gRPC: remove `[ingest]`")
+            } else if self.agent.is_some() {
+                Some("`[fanout]` needs each publish's delivery ids: remove `[agent]`")
             } else {
                 None
             };

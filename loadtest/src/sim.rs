@@ -329,7 +329,8 @@ async fn handle(
         Act::Ok => {
             tokio::time::sleep(latency).await;
             c.ok.fetch_add(1, Ordering::Relaxed);
-            if c.e2e.delivered(shared.tally.delivered(&body)) {
+            let receiver = crate::tally::receiver(Some((group, instance)), "");
+            if c.e2e.delivered(shared.tally.delivered_at(&body, &receiver)) {
                 c.duplicates.fetch_add(1, Ordering::Relaxed);
             }
             Ok(reply(StatusCode::OK, None))

@@ -175,6 +175,19 @@ struct Inner {
 pub struct Tally {
     start: Instant,
     inner: Mutex<Inner>,
+    /// `[fanout]` scenarios: each published event has one entry per subscriber, its
+    /// *slot*: the event's payload carries the first slot's sequence number, and a
+    /// receiver's key (see [`receiver`]) names its slot. Empty otherwise.
+    slots: std::sync::OnceLock<std::collections::HashMap<String, u64>>,
+}
+
+/// The key a receiver is known by: an endpoint by its simulated URL's path (`ep/G/I`), a
+/// queue by its name in hookd.
+pub fn receiver(endpoint: Option<(usize, usize)>, queue: &str) -> String {
+    match endpoint {
+        Some((group, instance)) => format!("ep/{group}/{instance}"),
+        None => format!("q/{queue}"),
+    }
 }
 
 /// What one delivery was.
@@ -200,7 +213,23 @@ impl Tally {
                 second: Second::default(),
                 timeline: Vec::new(),
             }),
+            slots: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Makes this a fan-out run: `receivers` (keys from [`receiver`]) in slot order.
+    pub fn set_slots(&self, receivers: Vec<String>) {
+        let slots = receivers
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| (r, i as u64))
+            .collect();
+        let _ = self.slots.set(slots);
+    }
+
+    /// Subscribers of every published event (0: not a fan-out run).
+    pub fn slots(&self) -> usize {
+        self.slots.get().map_or(0, std::collections::HashMap::len)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -278,10 +307,32 @@ impl Tally {
 
     /// A simulated endpoint answered 2xx, or a consumer's Ack was accepted, for `payload`.
     pub fn delivered(&self, payload: &[u8]) -> Delivery {
+        self.delivered_to(payload, None)
+    }
+
+    /// [`Tally::delivered`] by the receiver with key `receiver` (a fan-out run's slot).
+    pub fn delivered_at(&self, payload: &[u8], receiver: &str) -> Delivery {
+        self.delivered_to(payload, Some(receiver))
+    }
+
+    fn delivered_to(&self, payload: &[u8], receiver: Option<&str>) -> Delivery {
         let now = Instant::now();
+        let slot = match (self.slots.get(), receiver) {
+            (Some(slots), Some(r)) => match slots.get(r) {
+                Some(s) => *s,
+                None => {
+                    let mut g = self.lock();
+                    return unexpected(
+                        &mut g,
+                        format!("a delivery to {r}, which subscribes to nothing"),
+                    );
+                }
+            },
+            _ => 0,
+        };
         let mut g = self.lock();
         let g = &mut *g;
-        let Some((seq, intended_ns)) = decode(payload) else {
+        let Some((seq, intended_ns)) = decode(payload).map(|(s, t)| (s + slot, t)) else {
             return unexpected(
                 g,
                 format!(

@@ -104,6 +104,7 @@ fn every_shipped_scenario_runs_clean() {
         "pull-workers",
         "many-endpoints",
         "one-endpoint-closed",
+        "fanout",
     ] {
         let dir = out.path().join(name);
         let (code, text) = run(

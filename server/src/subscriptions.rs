@@ -123,7 +123,8 @@ struct Set {
 
 impl Set {
     /// Where an event published to `topic` goes: each destination one of whose
-    /// subscriptions takes the topic and matches the event, once, in subscription order.
+    /// subscriptions takes the topic and matches the event, once, in the order of the
+    /// first such subscription's name.
     fn route(
         &self,
         topic: &str,
@@ -133,7 +134,11 @@ impl Set {
         let mut document = None;
         let mut seen = HashSet::new();
         let mut out = Vec::new();
-        for i in self.index.matching(topic) {
+        // In the subscriptions' name order (the list's), whatever the index found first:
+        // a publish's delivery ids follow it.
+        let mut matched = self.index.matching(topic);
+        matched.sort_unstable();
+        for i in matched {
             let Some(s) = self.list.get(i) else {
                 continue;
             };
@@ -400,5 +405,17 @@ mod tests {
             ["endpoint:billing", "queue:audit"]
         );
         assert_eq!(keys("user.created", "{}"), ["queue:audit"]);
+        // In the order of the names of the subscriptions that took them, not the index's
+        // (exact types before wildcards).
+        let ordered: Vec<String> = s
+            .route(
+                "ticket.classified",
+                br#"{"priority":"urgent"}"#,
+                &BTreeMap::new(),
+            )
+            .iter()
+            .map(Destination::key)
+            .collect();
+        assert_eq!(ordered, ["queue:audit", "endpoint:crm", "endpoint:pager"]);
     }
 }
