@@ -224,14 +224,15 @@ async fn a_format_v1_database_opens_with_everything_in_it() {
 
     // Migrated at open to the current version (2: a write-ahead log beside the file; 3:
     // attempts appended as rows, the fixture's history rows read as they are; 4: the
-    // `sources` table; 5: every row sealed, and every row read above passed its seal),
-    // whose writes went through the log since.
+    // `sources` table; 5: every row sealed, and every row read above passed its seal; 6:
+    // payloads in the log; 7: the `subscriptions` table and shared records, neither
+    // converting anything), whose writes went through the log since.
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(
         store.format_version().unwrap(),
         Some(hookd_storage::store::FORMAT_VERSION)
     );
-    assert_eq!(hookd_storage::store::FORMAT_VERSION, 6);
+    assert_eq!(hookd_storage::store::FORMAT_VERSION, 7);
     assert_eq!(
         store.damaged_rows().unwrap(),
         Vec::new(),
@@ -258,6 +259,22 @@ fn fixture_v5_dir() -> PathBuf {
 #[tokio::test]
 #[ignore = "writes the committed fixture; run by hand only"]
 async fn make_format_v5_fixture() {
+    write_fixture(5).await;
+}
+
+/// Writes `tests/fixtures/format-v6/`: what the last hookd before fan-out's shared records
+/// (format 7) left. Run by hand, once, on a checkout at disk format 6 (1a524af):
+/// `HOOKD_WRITE_FIXTURE=1 cargo test -p hookd-tests --test it -- --ignored make_format_v6_fixture`
+#[tokio::test]
+#[ignore = "writes the committed fixture; run by hand only"]
+async fn make_format_v6_fixture() {
+    write_fixture(6).await;
+}
+
+/// A data directory made by this hookd at disk format `version`: a pending message (with
+/// an idempotency key, an event type and a header), a dead letter, a completed one and one
+/// awaiting a retry, each in its own queue; `manifest.txt` names their ids.
+async fn write_fixture(version: u64) {
     assert_eq!(
         std::env::var("HOOKD_WRITE_FIXTURE").as_deref(),
         Ok("1"),
@@ -265,8 +282,8 @@ async fn make_format_v5_fixture() {
     );
     assert_eq!(
         hookd_storage::store::FORMAT_VERSION,
-        5,
-        "only a hookd at disk format 5 may write this fixture"
+        version,
+        "only a hookd at disk format {version} may write this fixture"
     );
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(MADE_AT_MS);
@@ -313,7 +330,7 @@ async fn make_format_v5_fixture() {
     }
     server.stop().await;
 
-    let out = fixture_v5_dir();
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/format-v{version}"));
     std::fs::create_dir_all(&out).unwrap();
     for entry in std::fs::read_dir(dir.path()).unwrap() {
         let entry = entry.unwrap();
@@ -392,7 +409,81 @@ async fn a_format_v5_data_directory_opens_its_inline_records_read_and_new_ones_l
     server.stop().await;
 
     let store = Store::open(dir.path()).unwrap();
-    assert_eq!(store.format_version().unwrap(), Some(6));
-    assert_eq!(hookd_storage::store::FORMAT_VERSION, 6);
+    assert_eq!(store.format_version().unwrap(), Some(7));
+    assert_eq!(hookd_storage::store::FORMAT_VERSION, 7);
+    assert_eq!(store.damaged_rows().unwrap(), Vec::new());
+}
+
+fn fixture_v6_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/format-v6")
+}
+
+/// The last format before fan-out's shared records (6) opens in this one unchanged: its
+/// messages in every state read back (a completed one's payload too, retained in its
+/// segment), and a publish then writes copies and shared pointers beside them.
+#[tokio::test]
+async fn a_format_v6_data_directory_opens_and_takes_a_fan_out() {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(fixture_v6_dir()).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    let text = std::fs::read_to_string(fixture_v6_dir().join("manifest.txt")).unwrap();
+    let ids: HashMap<&str, &str> = text
+        .lines()
+        .filter_map(|l| {
+            let mut parts = l.split(' ');
+            Some((parts.next()?, parts.next()?))
+        })
+        .collect();
+    let server = TestServer::start_with(
+        test_config(dir.path()),
+        ManualClock::new(MADE_AT_MS + 60_000),
+    )
+    .await;
+    let mut c = server.client().await;
+    let state = |m: &pb::GetMessageResponse| pb::MessageState::try_from(m.state).unwrap();
+    for (name, expected) in [
+        ("pending", pb::MessageState::Pending),
+        ("dead", pb::MessageState::DeadLetter),
+        ("retry", pb::MessageState::AwaitingRetry),
+        ("done", pb::MessageState::Delivered),
+    ] {
+        let m = c.get_message(ids[name]).await.unwrap();
+        assert_eq!(state(&m), expected, "{name}");
+        assert_eq!(m.payload, name.as_bytes(), "{name}: its payload, from the log");
+        assert!(!m.payload_expired, "{name}");
+        // A message of format 6 is its own event.
+        assert_eq!(m.event_id, ids[name], "{name}");
+    }
+    // A fan-out beside them.
+    for q in ["fan-a", "fan-b"] {
+        c.put_subscription(pb::Subscription {
+            name: q.into(),
+            destination: Some(pb::subscription::Destination::Queue(q.into())),
+            event_types: vec!["fixture.*".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    let published = c
+        .enqueue(Event::to_topic("fixture.published", b"shared".to_vec()))
+        .await
+        .unwrap();
+    assert_eq!(published.subscribers, 2);
+    for q in ["fan-a", "fan-b"] {
+        let got = c.receive(q, 10, VIS, None).await.unwrap();
+        assert_eq!(got.len(), 1, "{q}");
+        assert_eq!(got[0].payload, b"shared");
+        assert_eq!(got[0].event_id, published.id);
+    }
+    let got = c.receive("fixture-q", 10, VIS, None).await.unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].payload, b"pending");
+    server.stop().await;
+
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.format_version().unwrap(), Some(7));
     assert_eq!(store.damaged_rows().unwrap(), Vec::new());
 }
