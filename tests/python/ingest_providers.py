@@ -10,6 +10,7 @@ Usage: ingest_providers.py INGEST_ADDR GRPC_ADDR PROTO_DIR
 (hookd configured by tests/it/python.rs with the sources and secrets below).
 """
 
+import importlib.resources
 import datetime
 import hashlib
 import hmac
@@ -77,9 +78,12 @@ check(status == 401, "replayed outside the 5 min tolerance: 401")
 # The consumer pulls it and re-verifies the provider's signature with the library.
 from grpc_tools import protoc  # noqa: E402
 
+# The well-known types (google/protobuf/struct.proto) grpcio-tools ships; protoc adds its own.
+WKT = f"-I{importlib.resources.files('grpc_tools') / '_proto'}"
+
 out = tempfile.mkdtemp()
 protoc.main([
-    "protoc", f"-I{proto_dir}", f"--python_out={out}", f"--grpc_python_out={out}",
+    "protoc", f"-I{proto_dir}", WKT, f"--python_out={out}", f"--grpc_python_out={out}",
     os.path.join(proto_dir, "hookd/v1/hookd.proto"),
 ])
 sys.path.insert(0, out)

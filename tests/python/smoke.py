@@ -7,6 +7,7 @@ server reflection v1alpha (the version Python's grpcio-reflection speaks).
 Usage: smoke.py HOST:PORT PROTO_ROOT
 """
 
+import importlib.resources
 import sys
 import tempfile
 
@@ -14,13 +15,16 @@ import grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_tools import protoc
 
+# The well-known types (google/protobuf/struct.proto) grpcio-tools ships; protoc adds its own.
+WKT = f"-I{importlib.resources.files('grpc_tools') / '_proto'}"
+
 
 def main(addr: str, proto_root: str) -> None:
     out = tempfile.mkdtemp(prefix="hookd-py-")
     rc = protoc.main(
         [
             "protoc",
-            f"-I{proto_root}",
+            f"-I{proto_root}", WKT,
             f"--python_out={out}",
             f"--grpc_python_out={out}",
             "hookd/v1/hookd.proto",

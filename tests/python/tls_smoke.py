@@ -8,17 +8,21 @@ refused.
 Usage: tls_smoke.py HOST:PORT PROTO_ROOT CA_PEM CLIENT_CERT_PEM CLIENT_KEY_PEM TOKEN OTHER_CA_PEM
 """
 
+import importlib.resources
 import sys
 import tempfile
 
 import grpc
 from grpc_tools import protoc
 
+# The well-known types (google/protobuf/struct.proto) grpcio-tools ships; protoc adds its own.
+WKT = f"-I{importlib.resources.files('grpc_tools') / '_proto'}"
+
 
 def stubs(proto_root: str):
     out = tempfile.mkdtemp(prefix="hookd-py-tls-")
     rc = protoc.main(
-        ["protoc", f"-I{proto_root}", f"--python_out={out}", f"--grpc_python_out={out}", "hookd/v1/hookd.proto"]
+        ["protoc", f"-I{proto_root}", WKT, f"--python_out={out}", f"--grpc_python_out={out}", "hookd/v1/hookd.proto"]
     )
     assert rc == 0, f"protoc failed with {rc}"
     sys.path.insert(0, out)

@@ -9,6 +9,7 @@ arrived and verified with either secret alone.
 Usage: webhooks_verify.py HOST:PORT PROTO_ROOT
 """
 
+import importlib.resources
 import base64
 import http.server
 import json
@@ -19,6 +20,9 @@ import time
 
 import grpc
 from grpc_tools import protoc
+
+# The well-known types (google/protobuf/struct.proto) grpcio-tools ships; protoc adds its own.
+WKT = f"-I{importlib.resources.files('grpc_tools') / '_proto'}"
 from standardwebhooks.webhooks import Webhook
 
 OLD = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -52,7 +56,7 @@ class Receiver(http.server.BaseHTTPRequestHandler):
 def main(addr: str, proto_root: str) -> None:
     out = tempfile.mkdtemp(prefix="hookd-py-")
     rc = protoc.main(
-        ["protoc", f"-I{proto_root}", f"--python_out={out}", f"--grpc_python_out={out}", "hookd/v1/hookd.proto"]
+        ["protoc", f"-I{proto_root}", WKT, f"--python_out={out}", f"--grpc_python_out={out}", "hookd/v1/hookd.proto"]
     )
     assert rc == 0, f"protoc failed with {rc}"
     sys.path.insert(0, out)
