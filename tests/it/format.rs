@@ -451,7 +451,11 @@ async fn a_format_v6_data_directory_opens_and_takes_a_fan_out() {
     ] {
         let m = c.get_message(ids[name]).await.unwrap();
         assert_eq!(state(&m), expected, "{name}");
-        assert_eq!(m.payload, name.as_bytes(), "{name}: its payload, from the log");
+        assert_eq!(
+            m.payload,
+            name.as_bytes(),
+            "{name}: its payload, from the log"
+        );
         assert!(!m.payload_expired, "{name}");
         // A message of format 6 is its own event.
         assert_eq!(m.event_id, ids[name], "{name}");
