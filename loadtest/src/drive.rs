@@ -106,6 +106,41 @@ fn failure_of(code: i32) -> Enqueue {
     failure(tonic::Code::from_i32(code))
 }
 
+/// Sends `events` in one call (Enqueue for one, EnqueueBatch for more): per event, hookd's
+/// answer or the kind of failure (a short batch answer leaves the missing events' fate
+/// open).
+async fn send(
+    client: &mut HookdClient<Channel>,
+    events: Vec<pb::EnqueueRequest>,
+) -> Vec<Result<pb::EnqueueResponse, Enqueue>> {
+    let n = events.len();
+    if n == 1 {
+        let Some(event) = events.into_iter().next() else {
+            return Vec::new();
+        };
+        return match tokio::time::timeout(CALL_TIMEOUT, client.enqueue(event)).await {
+            Ok(Ok(r)) => vec![Ok(r.into_inner())],
+            Ok(Err(status)) => vec![Err(failure(status.code()))],
+            Err(_) => vec![Err(Enqueue::Indeterminate)],
+        };
+    }
+    let request = pb::EnqueueBatchRequest { events };
+    match tokio::time::timeout(CALL_TIMEOUT, client.enqueue_batch(request)).await {
+        Ok(Ok(r)) => {
+            let results = r.into_inner().results;
+            (0..n)
+                .map(|i| match results.get(i).and_then(|r| r.result.as_ref()) {
+                    Some(pb::enqueue_result::Result::Ok(ok)) => Ok(ok.clone()),
+                    Some(pb::enqueue_result::Result::Error(e)) => Err(failure_of(e.code)),
+                    None => Err(Enqueue::Indeterminate),
+                })
+                .collect()
+        }
+        Ok(Err(status)) => vec![Err(failure(status.code())); n],
+        Err(_) => vec![Err(Enqueue::Indeterminate); n],
+    }
+}
+
 impl Sender {
     /// Sends call number `index` (its events and their payloads), records the outcome.
     pub async fn call(&self, index: u64, intended: Instant) {
@@ -158,32 +193,12 @@ impl Sender {
                 );
             }
             out
-        } else if n == 1 {
-            let Some(event) = events.into_iter().next() else {
-                return;
-            };
-            match tokio::time::timeout(CALL_TIMEOUT, client.enqueue(event)).await {
-                Ok(Ok(r)) => vec![Ok(r.into_inner().id)],
-                Ok(Err(status)) => vec![Err(failure(status.code()))],
-                Err(_) => vec![Err(Enqueue::Indeterminate)],
-            }
         } else {
-            let request = pb::EnqueueBatchRequest { events };
-            match tokio::time::timeout(CALL_TIMEOUT, client.enqueue_batch(request)).await {
-                Ok(Ok(r)) => {
-                    let results = r.into_inner().results;
-                    // A short answer leaves the missing events' fate open.
-                    (0..n)
-                        .map(|i| match results.get(i).and_then(|r| r.result.as_ref()) {
-                            Some(pb::enqueue_result::Result::Ok(ok)) => Ok(ok.id.clone()),
-                            Some(pb::enqueue_result::Result::Error(e)) => Err(failure_of(e.code)),
-                            None => Err(Enqueue::Indeterminate),
-                        })
-                        .collect()
-                }
-                Ok(Err(status)) => vec![Err(failure(status.code())); n],
-                Err(_) => vec![Err(Enqueue::Indeterminate); n],
-            }
+            send(&mut client, events)
+                .await
+                .into_iter()
+                .map(|r| r.map(|ok| ok.id))
+                .collect()
         };
         self.tally
             .answered(first, outcomes.into_iter().zip(push), intended, sent);
@@ -208,32 +223,7 @@ impl Sender {
             .collect();
         let mut client = self.clients[index as usize % self.clients.len()].clone();
         let sent = Instant::now();
-        let answers: Vec<Result<pb::EnqueueResponse, Enqueue>> = if n == 1 {
-            let Some(event) = events.into_iter().next() else {
-                return;
-            };
-            match tokio::time::timeout(CALL_TIMEOUT, client.enqueue(event)).await {
-                Ok(Ok(r)) => vec![Ok(r.into_inner())],
-                Ok(Err(status)) => vec![Err(failure(status.code()))],
-                Err(_) => vec![Err(Enqueue::Indeterminate)],
-            }
-        } else {
-            let request = pb::EnqueueBatchRequest { events };
-            match tokio::time::timeout(CALL_TIMEOUT, client.enqueue_batch(request)).await {
-                Ok(Ok(r)) => {
-                    let results = r.into_inner().results;
-                    (0..n)
-                        .map(|i| match results.get(i).and_then(|r| r.result.as_ref()) {
-                            Some(pb::enqueue_result::Result::Ok(ok)) => Ok(ok.clone()),
-                            Some(pb::enqueue_result::Result::Error(e)) => Err(failure_of(e.code)),
-                            None => Err(Enqueue::Indeterminate),
-                        })
-                        .collect()
-                }
-                Ok(Err(status)) => vec![Err(failure(status.code())); n],
-                Err(_) => vec![Err(Enqueue::Indeterminate); n],
-            }
-        };
+        let answers = send(&mut client, events).await;
         // One outcome per slot: hookd's delivery id for it (an answer with fewer leaves
         // an empty id, which the checker reports as lost).
         let outcomes = answers.into_iter().flat_map(|answer| {

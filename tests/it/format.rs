@@ -348,19 +348,8 @@ async fn write_fixture(version: u64) {
 /// payloads live in the log (a delivered message's payload reads back while retained).
 #[tokio::test]
 async fn a_format_v5_data_directory_opens_its_inline_records_read_and_new_ones_live_in_the_log() {
-    let dir = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(fixture_v5_dir()).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
-    }
-    let text = std::fs::read_to_string(fixture_v5_dir().join("manifest.txt")).unwrap();
-    let ids: HashMap<&str, &str> = text
-        .lines()
-        .filter_map(|l| {
-            let mut parts = l.split(' ');
-            Some((parts.next()?, parts.next()?))
-        })
-        .collect();
+    let (dir, text) = copy_fixture(&fixture_v5_dir());
+    let ids = manifest_ids(&text);
     let server = TestServer::start_with(
         test_config(dir.path()),
         ManualClock::new(MADE_AT_MS + 60_000),
@@ -414,6 +403,27 @@ async fn a_format_v5_data_directory_opens_its_inline_records_read_and_new_ones_l
     assert_eq!(store.damaged_rows().unwrap(), Vec::new());
 }
 
+/// A copy of the fixture in `from` in a new directory, and its manifest's text.
+fn copy_fixture(from: &Path) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    let text = std::fs::read_to_string(from.join("manifest.txt")).unwrap();
+    (dir, text)
+}
+
+/// A manifest's ids by name (each line: a name, an id, and maybe a lease).
+fn manifest_ids(text: &str) -> HashMap<&str, &str> {
+    text.lines()
+        .filter_map(|l| {
+            let mut parts = l.split(' ');
+            Some((parts.next()?, parts.next()?))
+        })
+        .collect()
+}
+
 fn fixture_v6_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/format-v6")
 }
@@ -423,19 +433,8 @@ fn fixture_v6_dir() -> PathBuf {
 /// segment), and a publish then writes copies and shared pointers beside them.
 #[tokio::test]
 async fn a_format_v6_data_directory_opens_and_takes_a_fan_out() {
-    let dir = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(fixture_v6_dir()).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
-    }
-    let text = std::fs::read_to_string(fixture_v6_dir().join("manifest.txt")).unwrap();
-    let ids: HashMap<&str, &str> = text
-        .lines()
-        .filter_map(|l| {
-            let mut parts = l.split(' ');
-            Some((parts.next()?, parts.next()?))
-        })
-        .collect();
+    let (dir, text) = copy_fixture(&fixture_v6_dir());
+    let ids = manifest_ids(&text);
     let server = TestServer::start_with(
         test_config(dir.path()),
         ManualClock::new(MADE_AT_MS + 60_000),
