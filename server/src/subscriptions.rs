@@ -195,6 +195,7 @@ pub struct Subscriptions {
     set: RwLock<Arc<Set>>,
     write: tokio::sync::Mutex<()>,
     engine: EngineHandle,
+    metrics: Arc<hookd_metrics::Metrics>,
 }
 
 impl Subscriptions {
@@ -203,6 +204,7 @@ impl Subscriptions {
     pub fn load(
         stored: Vec<(String, Vec<u8>)>,
         engine: EngineHandle,
+        metrics: Arc<hookd_metrics::Metrics>,
     ) -> Result<Self, (String, String)> {
         let mut by_name = BTreeMap::new();
         for (name, bytes) in stored {
@@ -217,10 +219,12 @@ impl Subscriptions {
             })?;
             by_name.insert(name, Arc::new(compiled));
         }
+        metrics.subscriptions.set(by_name.len() as i64);
         Ok(Self {
             set: RwLock::new(Arc::new(Set::build(by_name))),
             write: tokio::sync::Mutex::new(()),
             engine,
+            metrics,
         })
     }
 
@@ -257,7 +261,11 @@ impl Subscriptions {
         payload: &[u8],
         headers: &BTreeMap<String, String>,
     ) -> Vec<Destination> {
-        self.snapshot().route(topic, payload, headers)
+        let to = self.snapshot().route(topic, payload, headers);
+        if to.is_empty() {
+            self.metrics.unrouted.inc();
+        }
+        to
     }
 
     /// Creates or replaces a subscription (its times are set here); durable when it
@@ -310,6 +318,7 @@ impl Subscriptions {
     fn replace(&self, change: impl FnOnce(&mut BTreeMap<String, Arc<Subscription>>)) {
         let mut by_name = self.snapshot().by_name.clone();
         change(&mut by_name);
+        self.metrics.subscriptions.set(by_name.len() as i64);
         let next = Arc::new(Set::build(by_name));
         *self
             .set

@@ -8,7 +8,7 @@ use hookd_client::{Event, pb};
 use hookd_core::clock::{Clock, ManualClock, SystemClock};
 use serde_json::json;
 
-use crate::harness::{TestServer, code, delivered, eventually, message, test_config};
+use crate::harness::{TestServer, code, delivered, eventually, message, metric, test_config};
 use crate::sink::{Reply, Sink};
 
 fn subscription(name: &str, to: pb::subscription::Destination, types: &[&str]) -> pb::Subscription {
@@ -207,6 +207,14 @@ async fn a_published_event_reaches_every_matching_subscriber_once_with_one_event
     assert_eq!(subscribers, [Some(1), Some(0), None]);
     let pager_count = pager.count();
     assert_eq!(pager_count, 1);
+    // What /metrics says of it: 4 publishes stored (3, 2, 1 and 1 subscribers; the
+    // duplicate is not one), 2 that no subscription took, 3 subscriptions left.
+    let page = server.http_get("/metrics").await;
+    assert_eq!(metric(&page, "hookd_events_published_total"), 4, "{page}");
+    assert_eq!(metric(&page, "hookd_events_unrouted_total"), 2);
+    assert_eq!(metric(&page, "hookd_publish_subscribers_count"), 4);
+    assert_eq!(metric(&page, "hookd_publish_subscribers_sum"), 7);
+    assert_eq!(metric(&page, "hookd_subscriptions"), 3);
 
     // Subscriptions are durable: after a restart they route as before.
     drop(c);

@@ -242,6 +242,11 @@ impl Engine {
         if throttle_ms > 0 {
             self.config.metrics.throttled.inc();
         }
+        self.config.metrics.published.inc();
+        self.config
+            .metrics
+            .publish_subscribers
+            .observe(ids.len() as f64);
         Ok(Ok(answer(event, false, throttle_ms, ids)))
     }
 

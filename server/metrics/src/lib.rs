@@ -81,6 +81,14 @@ pub struct Metrics {
     pub tls_certificate_expiry: IntGauge,
     /// Bytes of inbound bodies held before their signature check.
     pub ingest_unverified_bytes: IntGauge,
+    /// Publishes stored (at least one subscriber took them).
+    pub published: IntCounter,
+    /// Publishes no subscription took (nothing stored).
+    pub unrouted: IntCounter,
+    /// Deliveries per stored publish.
+    pub publish_subscribers: Histogram,
+    /// Subscriptions held.
+    pub subscriptions: IntGauge,
     /// Ingest connections served on the low-priority runtime (`ingest/demote.rs`).
     pub ingest_demoted_connections: IntCounter,
     /// Demoted ingest connections ended once their client was trusted (`ingest/receive.rs`).
@@ -439,6 +447,23 @@ impl Metrics {
             ingest_demoted_connections: counter(
                 "hookd_ingest_demoted_connections_total",
                 "Ingest connections served at idle priority, their reads paced: their client passed no signature check in the last hour, or since then failed one or was refused for holding its share of connections.max_unverified_ingest_bytes within connections.ingest_auth_failure_window_secs.",
+            ),
+            published: counter(
+                "hookd_events_published_total",
+                "Events published to a topic and stored: each is one delivery per subscribed endpoint or queue (counted in hookd_messages_enqueued_total).",
+            ),
+            unrouted: counter(
+                "hookd_events_unrouted_total",
+                "Events published to a topic no subscription took: answered with 0 subscribers, nothing stored.",
+            ),
+            publish_subscribers: histogram(
+                "hookd_publish_subscribers",
+                "Deliveries one stored publish made (its subscribed endpoints and queues).",
+                &[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1_000.0, 2_000.0, 5_000.0, 10_000.0],
+            ),
+            subscriptions: gauge(
+                "hookd_subscriptions",
+                "Subscriptions held (PutSubscription).",
             ),
             ingest_promoted_connections: counter(
                 "hookd_ingest_promoted_connections_total",

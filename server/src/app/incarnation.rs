@@ -177,7 +177,7 @@ impl Incarnation {
         };
         // The subscriptions publishes are routed through.
         let loaded = match loaded {
-            Ok(sources) => load_subscriptions(store.clone(), &engine)
+            Ok(sources) => load_subscriptions(store.clone(), &engine, shared.metrics.clone())
                 .await
                 .map(|subscriptions| (sources, subscriptions)),
             Err(e) => Err(e),
@@ -717,11 +717,15 @@ async fn run_until(
 async fn load_subscriptions(
     store: Store,
     engine: &EngineHandle,
+    metrics: Arc<hookd_metrics::Metrics>,
 ) -> Result<crate::subscriptions::Subscriptions, ServeError> {
     let stored = tokio::task::spawn_blocking(move || store.subscriptions())
         .await
         .map_err(|e| StoreError::Io(std::io::Error::other(e)))??;
-    Ok(crate::subscriptions::Subscriptions::load(stored, engine.clone()).map_err(invalid_at)?)
+    Ok(
+        crate::subscriptions::Subscriptions::load(stored, engine.clone(), metrics)
+            .map_err(invalid_at)?,
+    )
 }
 
 /// The config's sources and the stored ones, compiled; stored secrets re-sealed under the
