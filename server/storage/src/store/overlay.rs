@@ -10,8 +10,9 @@
 //! Keys are the tables' keys as bytes, in the tables' order (message ids big-endian, so
 //! byte order is numeric order), which lets range reads merge the overlay with redb.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
+use std::sync::Arc;
 
 use super::rowlog::TableId;
 
@@ -41,6 +42,13 @@ pub struct Overlay {
     round: u64,
     /// Bytes of keys and values held (bounds the pipeline's memory).
     bytes: usize,
+    /// Records a fan-out's copies share, by the id of the message whose record it is,
+    /// with the latest round that needs each: a copy's `messages` entry holds only its
+    /// source and destination (as its log record does), so a publish to N subscribers
+    /// holds its payload once here, not N times.
+    shared: HashMap<u128, (Arc<[u8]>, u64)>,
+    /// The rounds the shared records are held for, oldest first.
+    shared_rounds: VecDeque<(u64, u128)>,
 }
 
 /// What the overlay says about a key.
@@ -88,6 +96,26 @@ impl Overlay {
         }
     }
 
+    /// Holds `record`, message `source`'s, for the copies the current round makes of it
+    /// (see [`Overlay::shared`]), until that round is applied.
+    pub fn share(&mut self, source: u128, record: &[u8]) {
+        let round = self.round;
+        match self.shared.get_mut(&source) {
+            Some((_, r)) if *r == round => return,
+            Some((_, r)) => *r = round,
+            None => {
+                self.bytes += record.len();
+                self.shared.insert(source, (Arc::from(record), round));
+            }
+        }
+        self.shared_rounds.push_back((round, source));
+    }
+
+    /// The record of `source` that copies share, while a round not yet applied needs it.
+    pub fn shared(&self, source: u128) -> Option<&[u8]> {
+        self.shared.get(&source).map(|(r, _)| &r[..])
+    }
+
     pub fn get(&self, table: TableId, key: &[u8]) -> Seen<'_> {
         match self.tables[table as usize].get(key) {
             Some(Entry { value: Some(v), .. }) => Seen::Put(v),
@@ -116,6 +144,17 @@ impl Overlay {
                 }
             }
         }
+        while let Some(&(r, source)) = self.shared_rounds.front()
+            && r <= round
+        {
+            self.shared_rounds.pop_front();
+            if let std::collections::hash_map::Entry::Occupied(e) = self.shared.entry(source)
+                && e.get().1 == r
+            {
+                self.bytes -= e.get().0.len();
+                e.remove();
+            }
+        }
     }
 
     /// Bytes of keys and values held.
@@ -124,7 +163,7 @@ impl Overlay {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.rounds.is_empty()
+        self.rounds.is_empty() && self.shared_rounds.is_empty()
     }
 
     /// Merges rows of redb's snapshot (`base`, in key order, within `range`) with the
@@ -199,6 +238,28 @@ mod tests {
         assert_eq!(o.get(TableId::Schedule, b"a"), Seen::Unknown);
         assert!(o.is_empty());
         assert_eq!(o.bytes(), 0);
+    }
+
+    #[test]
+    fn a_shared_record_is_held_once_until_the_last_round_that_copies_it_is_applied() {
+        let mut o = Overlay::default();
+        o.begin(1);
+        for _ in 0..1_000 {
+            o.share(7, &[1u8; 4_096]);
+        }
+        assert_eq!(o.bytes(), 4_096, "held once");
+        o.begin(2);
+        o.share(7, &[1u8; 4_096]);
+        o.applied(1);
+        assert_eq!(
+            o.shared(7),
+            Some(&[1u8; 4_096][..]),
+            "round 2 still needs it"
+        );
+        o.applied(2);
+        assert_eq!(o.shared(7), None);
+        assert_eq!(o.bytes(), 0);
+        assert!(o.is_empty());
     }
 
     #[test]

@@ -212,17 +212,20 @@ impl<'a> Tables<'a> {
         source_record: &[u8],
         entry: &ScheduleEntry,
     ) -> Result<(), StoreError> {
-        let key = id_key(id);
-        let destination = entry.destination.as_bytes();
-        let record = super::heap::with_destination(source_record.to_vec(), destination);
-        self.overlay.put(TableId::Messages, &key, &record);
-        self.log.put(
+        self.copy(id, source, source_record, entry.destination.as_bytes());
+        self.put(TableId::Schedule, &id_key(id), &entry.encode());
+        Ok(())
+    }
+
+    /// Message `id`'s record is `source`'s (`source_record`) for `destination`: the same
+    /// copy in the overlay (the record held once, see `Overlay::share`) as in the log.
+    fn copy(&mut self, id: MessageId, source: MessageId, source_record: &[u8], destination: &[u8]) {
+        self.overlay.share(source.0, source_record);
+        self.put(
             TableId::Messages,
-            &key,
+            &id_key(id),
             &super::heap::copy_of(source.0, destination),
         );
-        self.put(TableId::Schedule, &key, &entry.encode());
-        Ok(())
     }
 
     /// A live message's record: from the overlay while its round is not applied, else
@@ -237,7 +240,18 @@ impl<'a> Tables<'a> {
     /// A live message's encoded record (`None`: no such message).
     fn record_bytes(&self, id: MessageId) -> Result<Option<Vec<u8>>, StoreError> {
         match self.overlay.get(TableId::Messages, &id_key(id)) {
-            Seen::Put(v) => Ok(Some(v.to_vec())),
+            Seen::Put(v) => match super::heap::parse_copy(v) {
+                Some((source, destination)) => match self.overlay.shared(source) {
+                    Some(record) => Ok(Some(super::heap::with_destination(
+                        record.to_vec(),
+                        destination,
+                    ))),
+                    None => Err(StoreError::Corrupt(format!(
+                        "message {id} is a copy of a record the overlay no longer holds"
+                    ))),
+                },
+                None => Ok(Some(v.to_vec())),
+            },
             Seen::Removed => Ok(None),
             Seen::Unknown => match self.messages.get(id.0)? {
                 Some(v) => {
@@ -258,7 +272,12 @@ impl<'a> Tables<'a> {
     /// The size of a message's encoded record (what the byte watermarks count).
     pub fn record_len(&self, id: MessageId) -> Result<u32, StoreError> {
         match self.overlay.get(TableId::Messages, &id_key(id)) {
-            Seen::Put(v) => Ok(u32::try_from(v.len()).unwrap_or(u32::MAX)),
+            Seen::Put(v) => {
+                let len = super::heap::parse_copy(v)
+                    .and_then(|(source, _)| self.overlay.shared(source))
+                    .map_or(v.len(), <[u8]>::len);
+                Ok(u32::try_from(len).unwrap_or(u32::MAX))
+            }
             Seen::Removed => Ok(0),
             Seen::Unknown => match self.messages.get(id.0)? {
                 Some(v) => Ok(Stored::of(open(TableId::Messages, &id_key(id), v.value())?)?.len()),
@@ -310,19 +329,11 @@ impl<'a> Tables<'a> {
             }
             if let Some((source, record)) = copied.get(&(p.segment, p.offset)) {
                 let (source, record) = (*source, record.clone());
-                let entry = self.schedule_row(id)?;
-                let destination = match &entry {
-                    Some(e) => e.destination.clone(),
+                let destination = match self.schedule_row(id)? {
+                    Some(e) => e.destination,
                     None => self.record(id)?.map(|r| r.destination).unwrap_or_default(),
                 };
-                let key = id_key(id);
-                let shared = super::heap::with_destination(record.clone(), destination.as_bytes());
-                self.overlay.put(TableId::Messages, &key, &shared);
-                self.log.put(
-                    TableId::Messages,
-                    &key,
-                    &super::heap::copy_of(source.0, destination.as_bytes()),
-                );
+                self.copy(id, source, &record, destination.as_bytes());
                 moved += 1;
                 continue;
             }
@@ -1422,8 +1433,17 @@ mod tests {
             // Before the apply stage: read from the overlay, each with its destination.
             let rb = t.record(b).unwrap().unwrap();
             assert_eq!((rb.destination.as_str(), &rb.payload), ("qb", &payload));
+            assert_eq!(t.record_len(c).unwrap() as usize, record.len());
             t.into_log()
         };
+        // The overlay holds the payload twice (the first delivery's row, and the record
+        // the copies share), never once per copy.
+        assert!(
+            overlay.bytes() < 2 * record.len() + 400,
+            "{} bytes held for a {} byte record",
+            overlay.bytes(),
+            record.len()
+        );
         assert!(
             bytes.len() < record.len() + 400,
             "the payload is in the log record once ({} bytes for a {} byte record)",
