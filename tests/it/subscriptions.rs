@@ -138,6 +138,9 @@ async fn a_published_event_reaches_every_matching_subscriber_once_with_one_event
         .await;
         assert_eq!(m.event_id, event_id);
         assert_eq!(m.payload, br#"{"ticket":"T-7","priority":"urgent"}"#);
+        // The console's message page shows it too.
+        let page = server.http_get(&format!("/ui/messages/{id}")).await;
+        assert!(page.contains(&format!("<code>{event_id}</code>")), "{page}");
     }
 
     // The same key again: the whole fan-out is a duplicate; nothing more is sent.

@@ -63,6 +63,9 @@ pub(crate) async fn message(
                 tr { th { "state" } td { span.badge { (m.state.as_str()) } } }
                 tr { th { "destination" } td { (destination) } }
                 tr { th { "event type" } td { (m.event_type) } }
+                @if !m.event_id.is_empty() {
+                    tr { th { "event" } td { code { (m.event_id) } " (published: every subscriber's delivery shares it)" } }
+                }
                 tr { th { "idempotency key" } td { (m.idempotency_key) } }
                 tr { th { "attempts" } td { (m.attempts) " of " @if m.max_attempts == 0 { "the default" } @else { (m.max_attempts) } } }
                 tr { th { "enqueued" } td { (view::time(m.enqueued_ms)) } }
