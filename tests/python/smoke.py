@@ -54,6 +54,26 @@ def main(addr: str, proto_root: str) -> None:
         acked = stub.Ack(hookd_pb2.AckRequest(lease_ids=[message.lease_id]))
         assert acked.acked == 1, acked
 
+        # A publish: two queues subscribe, one with a filter written as Outpost takes it.
+        from google.protobuf import struct_pb2  # noqa: E402
+
+        urgent = struct_pb2.Struct()
+        urgent.update({"data": {"priority": {"$in": ["high", "urgent"]}}})
+        for name, wanted in (("py-all", None), ("py-urgent", urgent)):
+            stub.PutSubscription(
+                hookd_pb2.PutSubscriptionRequest(
+                    subscription=hookd_pb2.Subscription(name=name, queue=name, event_types=["py.*"], filter=wanted)
+                )
+            )
+        low = stub.Enqueue(hookd_pb2.EnqueueRequest(topic="py.ticket", payload=b'{"priority": "low"}'))
+        assert low.subscribers == 1, low
+        high = stub.Enqueue(hookd_pb2.EnqueueRequest(topic="py.ticket", payload=b'{"priority": "high"}'))
+        assert high.subscribers == 2 and len(high.delivery_ids) == 2, high
+        got = stub.Receive(hookd_pb2.ReceiveRequest(queue="py-urgent", max_messages=10, visibility_timeout_ms=30_000))
+        assert [m.event_id for m in got.messages] == [high.id], got
+        shown = stub.GetSubscription(hookd_pb2.GetSubscriptionRequest(name="py-urgent")).subscription
+        assert dict(shown.filter)["data"]["priority"]["$in"] == ["high", "urgent"], shown
+
         try:
             stub.Enqueue(hookd_pb2.EnqueueRequest(payload=b"no destination"))
             raise AssertionError("an event without a destination was accepted")
@@ -66,7 +86,7 @@ def main(addr: str, proto_root: str) -> None:
         names = {s.name for r in responses for s in r.list_services_response.service}
         assert "hookd.v1.Hookd" in names and "grpc.health.v1.Health" in names, names
 
-    print("python client: enqueue, duplicate, receive, ack, INVALID_ARGUMENT, reflection v1alpha: ok")
+    print("python client: enqueue, duplicate, receive, ack, publish with a filter, INVALID_ARGUMENT, reflection v1alpha: ok")
 
 
 if __name__ == "__main__":

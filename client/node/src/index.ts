@@ -21,6 +21,8 @@ export interface EnqueueRequest {
   queue?: string;
   endpoint?: string;
   url?: string;
+  /** Published: one delivery per subscription that takes this topic (the event's type). */
+  topic?: string;
   payload: Buffer | Uint8Array | string;
   idempotency_key?: string;
   event_type?: string;
@@ -33,6 +35,8 @@ export const queue = (name: string, payload: EnqueueRequest["payload"], fields: 
   ({ ...fields, queue: name, payload });
 export const endpoint = (name: string, payload: EnqueueRequest["payload"], fields: Partial<EnqueueRequest> = {}): EnqueueRequest =>
   ({ ...fields, endpoint: name, payload });
+export const topic = (name: string, payload: EnqueueRequest["payload"], fields: Partial<EnqueueRequest> = {}): EnqueueRequest =>
+  ({ ...fields, topic: name, payload });
 
 /** The generated client constructor (keepCase field names, 64-bit numbers as strings). */
 export function hookdClient(address: string, credentials = grpc.credentials.createInsecure()): grpc.Client & Record<string, any> {

@@ -2,7 +2,7 @@
 // hookd (HOOKD_ADDR, started by the cargo test that runs this suite; required).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Emitter, BufferFull, Closed, queue, hookdClient, retryInfoMs } from "../dist/index.js";
+import { Emitter, BufferFull, Closed, queue, topic, hookdClient, retryInfoMs } from "../dist/index.js";
 
 function fakeHookd(script = []) {
   const fake = { stored: new Set(), calls: [], hold: null };
@@ -101,6 +101,25 @@ test("against hookd: every emitted event is stored once, with its event type", a
   const got = await drain(client, "node-agent");
   assert.deepEqual(got.map((m) => m.payload.toString()).sort(), Array.from({ length: 500 }, (_, i) => `ev-${i}`).sort());
   assert.ok(got.every((m) => m.event_type === "agent.step"));
+  client.close();
+});
+
+test("against hookd: a published event reaches each subscribed queue once, with one event id", async () => {
+  const client = hookdClient(addr());
+  for (const name of ["node-sub-a", "node-sub-b"]) {
+    await call(client, "PutSubscription", {
+      subscription: { name, queue: name, event_types: ["node.*"], filter: { fields: {} } },
+    });
+  }
+  const e = new Emitter(addr());
+  await e.emit(topic("node.published", "fan me out"));
+  await e.close(30000);
+  const a = await drain(client, "node-sub-a");
+  const b = await drain(client, "node-sub-b");
+  assert.deepEqual([a.length, b.length], [1, 1]);
+  assert.equal(a[0].payload.toString(), "fan me out");
+  assert.equal(a[0].event_id, b[0].event_id);
+  assert.notEqual(a[0].id, b[0].id);
   client.close();
 });
 

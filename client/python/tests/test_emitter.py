@@ -17,6 +17,7 @@ from hookd_client import (
     pb,
     pb_grpc,
     queue,
+    topic,
 )
 from hookd_client.emitter import retry_info
 
@@ -189,3 +190,8 @@ def test_hookd_at_its_hard_mark_sends_retry_info_and_the_emitter_waits_for_room(
     stub.Ack(pb.AckRequest(lease_ids=[m.lease_id for m in got]))
     e.close(timeout=30)
     assert e.counters().sent == 10
+
+
+def test_topic_builds_a_publish():
+    r = topic("ticket.classified", b"{}", idempotency_key="k")
+    assert (r.WhichOneof("destination"), r.topic, r.idempotency_key) == ("topic", "ticket.classified", "k")

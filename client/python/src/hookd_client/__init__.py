@@ -28,6 +28,7 @@ from .emitter import (
     Unflushed,
     endpoint,
     queue,
+    topic,
     url,
 )
 
@@ -45,5 +46,6 @@ __all__ = [
     "pb",
     "pb_grpc",
     "queue",
+    "topic",
     "url",
 ]

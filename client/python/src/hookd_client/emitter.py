@@ -44,6 +44,11 @@ def url(address: str, payload: bytes, **fields) -> pb.EnqueueRequest:
     return pb.EnqueueRequest(url=address, payload=payload, **fields)
 
 
+def topic(name: str, payload: bytes, **fields) -> pb.EnqueueRequest:
+    """An event published to a topic (its event type): one delivery per subscription that takes it."""
+    return pb.EnqueueRequest(topic=name, payload=payload, **fields)
+
+
 class EmitError(Exception):
     """emit() did not take the event."""
 
