@@ -94,7 +94,7 @@ impl EngineHandle {
         &self,
         messages: Vec<NewMessage>,
     ) -> Result<Vec<Result<Enqueued, Refusal>>, Refusal> {
-        let bytes: u64 = messages.iter().map(|m| m.record.len() as u64).sum();
+        let bytes: u64 = messages.iter().map(NewMessage::log_bytes).sum();
         let before = self.queued.fetch_add(bytes, Ordering::AcqRel);
         // A request alone is always admitted (so no payload is too big to ever pass); a
         // request that would take the queue over its limit waits its turn at the client.

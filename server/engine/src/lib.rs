@@ -132,7 +132,19 @@ impl Subscriber {
     }
 }
 
+/// What one more subscriber of a publish writes to the log, about: its copy of the record
+/// and its schedule row, with their keys and destination (100 bytes measured, see
+/// `docs/performance.md`).
+const COPY_LOG_BYTES: u64 = 128;
+
 impl NewMessage {
+    /// About what storing it writes to the log: its record, and for a publish a copy and a
+    /// schedule row per further subscriber (what the write queue's bound counts).
+    pub fn log_bytes(&self) -> u64 {
+        let copies = self.fanout.as_ref().map_or(0, |f| f.also.len() as u64);
+        self.record.len() as u64 + copies * COPY_LOG_BYTES
+    }
+
     /// Prepares `record` (its destination set here) as message `id` for `destination`.
     pub fn new(
         id: MessageId,
