@@ -371,10 +371,12 @@ impl HookdService {
             return Ok(unrouted(prepared.event));
         };
         if let Some(span) = span {
-            span.set(KeyValue::new(
-                "messaging.destination.name",
-                message.key.clone(),
-            ));
+            // A publish's destination is its topic (the scope's text after its `t`).
+            let name = match &message.fanout {
+                Some(f) => format!("topic:{}", f.scope.get(1..).unwrap_or_default()),
+                None => message.key.clone(),
+            };
+            span.set(KeyValue::new("messaging.destination.name", name));
         }
         let mut results = crate::otel::durable(span, 1, self.engine.enqueue(vec![message]))
             .await
