@@ -11,6 +11,11 @@ use tonic::transport::Channel;
 /// The topic every subscription takes.
 const TOPIC: &str = "bench.fanout";
 
+/// Most deliveries one leg stores: nothing is consumed, so a leg must stop below hookd's
+/// default hard mark of live messages (`backpressure.max_messages`, 2,000,000) and its soft
+/// mark (80 %: throttle hints), or it would measure backpressure instead of storing.
+pub(crate) const MAX_DELIVERIES: u64 = 1_500_000;
+
 /// One measured shape.
 #[derive(Debug)]
 pub(crate) struct Leg {
@@ -56,8 +61,9 @@ async fn log_bytes(ch: &Channel) -> anyhow::Result<u64> {
     Ok(stats.storage.map_or(0, |s| s.log_bytes))
 }
 
-/// `concurrency` tasks for `duration`, each either publishing one event to [`TOPIC`] (N
-/// subscribers) or sending N events, one per queue, in one EnqueueBatch.
+/// `concurrency` tasks for `duration` or until [`MAX_DELIVERIES`] are stored, each either
+/// publishing one event to [`TOPIC`] (N subscribers) or sending N events, one per queue,
+/// in one EnqueueBatch.
 pub(crate) async fn run(
     ch: &Channel,
     n: usize,
@@ -70,13 +76,20 @@ pub(crate) async fn run(
     let body = vec![b'x'; payload];
     let started = Instant::now();
     let deadline = started + duration;
+    // Each call's deliveries are claimed before it is sent, so the leg never passes the
+    // bound by more than the calls in flight.
+    let claimed = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mut tasks = Vec::new();
     for _ in 0..concurrency {
         let mut client = HookdClient::new(ch.clone());
         let body = body.clone();
+        let claimed = claimed.clone();
         tasks.push(tokio::spawn(async move {
             let (mut calls, mut deliveries) = (0u64, 0u64);
-            while Instant::now() < deadline {
+            while Instant::now() < deadline
+                && claimed.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed) + n as u64
+                    <= MAX_DELIVERIES
+            {
                 if publish {
                     let r = client
                         .enqueue(pb::EnqueueRequest {

@@ -341,8 +341,11 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     if wants("fanout") {
         let n = args.fanout_subscribers;
         println!(
-            "\nfanout: one {} B event published to {n} subscribers (pull queues) vs {n} events to the same queues in one EnqueueBatch, {} calls in flight",
-            args.payload, args.fanout_concurrency
+            "\nfanout: one {} B event published to {n} subscribers (pull queues) vs {n} events to the same queues in one EnqueueBatch, {} calls in flight, each leg {} s or {} deliveries",
+            args.payload,
+            args.fanout_concurrency,
+            args.seconds,
+            fanout::MAX_DELIVERIES
         );
         probe("before")?;
         let mut ratios = Vec::new();
