@@ -246,3 +246,57 @@ fn config_check_refuses_a_schema_that_is_not_one_naming_its_key() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn a_publish_is_held_to_its_topics_schema_before_it_is_routed() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = with_catalog(dir.path(), true).await;
+    let mut c = server.client().await;
+    c.put_subscription(pb::Subscription {
+        name: "triage".into(),
+        destination: Some(pb::subscription::Destination::Queue("triage".into())),
+        event_types: vec!["*".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    // The topic is the event's type: its schema applies.
+    let bad = r#"{"ticket_id": "T-8", "priority": "urgent"}"#;
+    let status = c
+        .raw()
+        .enqueue(Event::to_topic("ticket.classified", bad.as_bytes().to_vec()).into_request())
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(
+        status.message().starts_with("payload: at /priority"),
+        "{}",
+        status.message()
+    );
+    // Strict: a topic not declared is refused too.
+    let status = c
+        .raw()
+        .enqueue(Event::to_topic("ticket.reopened", b"{}".to_vec()).into_request())
+        .await
+        .unwrap_err();
+    assert!(
+        status.message().starts_with("event_type:"),
+        "{}",
+        status.message()
+    );
+    let good = r#"{"ticket_id": "T-9", "priority": "high"}"#;
+    let published = c
+        .enqueue(Event::to_topic(
+            "ticket.classified",
+            good.as_bytes().to_vec(),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(published.subscribers, 1);
+    let got = c
+        .receive("triage", 10, std::time::Duration::from_secs(30), None)
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1, "only the valid one was stored");
+    server.stop().await;
+}
