@@ -107,6 +107,7 @@ fn group_commit(c: &mut Criterion) {
         max_attempts: 10,
         since_ms: 0,
         destination: "q:bench".into(),
+        lane: None,
     };
     let mut now = 1_000_000u64;
     let mut overlay = hookd_storage::store::Overlay::default();

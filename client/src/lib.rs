@@ -170,6 +170,13 @@ impl Event {
         self
     }
 
+    /// Its FIFO lane at an ordered endpoint or queue: events of one key are delivered one
+    /// at a time, in the order hookd stored them, each with its number in the key's lane.
+    pub fn ordering_key(mut self, key: impl Into<String>) -> Self {
+        self.request.ordering_key = key.into();
+        self
+    }
+
     /// The request as sent, with a generated idempotency key if none was given.
     pub fn into_request(mut self) -> pb::EnqueueRequest {
         if self.request.idempotency_key.is_empty() {

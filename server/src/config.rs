@@ -31,6 +31,9 @@ pub struct Config {
     /// Refuse an Enqueue whose event type is not declared in `event_types` (or that has
     /// none).
     pub strict_event_types: bool,
+    /// Pull queues with settings of their own (FIFO lanes); any other queue is made on
+    /// first use, unordered.
+    pub queues: Vec<QueueSpec>,
     /// Largest accepted event payload.
     pub max_payload_bytes: usize,
     /// Most events in one EnqueueBatch call.
@@ -86,6 +89,47 @@ pub struct Config {
     pub backpressure: hookd_core::backpressure::BackpressureConfig,
     /// Disk headroom, and what hookd does after its storage fails.
     pub storage: StorageConfig,
+}
+
+/// A pull queue's own settings (`[[queues]]`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueSpec {
+    pub name: String,
+    /// FIFO lanes per ordering key: `block` (a message that uses its last attempt holds
+    /// its lane until replayed or purged) or `park` (it is dead-lettered and the lane moves
+    /// on); absent: unordered.
+    #[serde(default)]
+    pub fifo: Option<FifoSetting>,
+}
+
+/// A destination's FIFO policy, as the config file and the CLI name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FifoSetting {
+    Block,
+    Park,
+}
+
+impl FifoSetting {
+    pub(crate) fn policy(self) -> hookd_engine::FifoPolicy {
+        match self {
+            Self::Block => hookd_engine::FifoPolicy::Block,
+            Self::Park => hookd_engine::FifoPolicy::Park,
+        }
+    }
+}
+
+impl Config {
+    /// The pull queues with FIFO lanes, by name.
+    pub(crate) fn fifo_queues(
+        &self,
+    ) -> std::collections::HashMap<String, hookd_engine::FifoPolicy> {
+        self.queues
+            .iter()
+            .filter_map(|q| Some((q.name.clone(), q.fifo?.policy())))
+            .collect()
+    }
 }
 
 /// Disk headroom and storage failures.
@@ -248,6 +292,7 @@ impl Default for Config {
             sources: Vec::new(),
             event_types: Vec::new(),
             strict_event_types: false,
+            queues: Vec::new(),
             max_payload_bytes: 1 << 20,
             max_batch_events: 1_000,
             max_idempotency_key_bytes: 256,
@@ -317,6 +362,21 @@ impl Config {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |key, message: String| Err(ConfigError::Invalid { key, message });
+        let mut queues = std::collections::HashSet::new();
+        for (i, q) in self.queues.iter().enumerate() {
+            let at = |message: String| {
+                Err(ConfigError::InvalidAt {
+                    key: format!("queues[{i}].name"),
+                    message,
+                })
+            };
+            if let Err(e) = hookd_core::names::check_name(&q.name, "name") {
+                return at(e);
+            }
+            if !queues.insert(q.name.as_str()) {
+                return at(format!("queue {:?} is declared twice", q.name));
+            }
+        }
         if !(1..=64 << 20).contains(&self.max_payload_bytes) {
             return invalid(
                 "max_payload_bytes",
@@ -555,6 +615,28 @@ mod tests {
     }
 
     #[test]
+    fn fifo_queues_are_read_and_a_bad_one_is_named() {
+        let c = Config::from_toml(
+            "[[queues]]\nname = \"steps\"\nfifo = \"block\"\n[[queues]]\nname = \"plain\"\n",
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(
+            c.fifo_queues(),
+            [("steps".to_owned(), hookd_engine::FifoPolicy::Block)].into()
+        );
+        let e = Config::from_toml("[[queues]]\nname = \"q\"\nfifo = \"fast\"\n").unwrap_err();
+        assert!(e.contains("fast"), "{e}");
+        let twice =
+            Config::from_toml("[[queues]]\nname = \"q\"\n[[queues]]\nname = \"q\"\n").unwrap();
+        let e = twice.validate().unwrap_err().to_string();
+        assert!(e.contains("queues[1].name") && e.contains("twice"), "{e}");
+        let bad = Config::from_toml("[[queues]]\nname = \"a b\"\n").unwrap();
+        let e = bad.validate().unwrap_err().to_string();
+        assert!(e.contains("queues[0].name"), "{e}");
+    }
+
+    #[test]
     fn invalid_values_name_the_key() {
         let mut c = Config::from_toml("max_batch_events = 0").unwrap();
         assert!(
@@ -762,6 +844,13 @@ mod tests {
                     mask: text(),
                     detectors: vec![hookd_core::source::Detector::Email],
                 },
+            })
+            .unwrap(),
+        );
+        config["queues"] = full(
+            serde_json::to_value(QueueSpec {
+                name: "n".into(),
+                fifo: Some(FifoSetting::Park),
             })
             .unwrap(),
         );

@@ -19,6 +19,7 @@ mod disk_full;
 mod egress;
 mod event_types;
 mod examples;
+mod fifo;
 mod findings;
 mod format;
 mod harness;

@@ -93,6 +93,18 @@ pub struct Delivery {
     pub event_id: String,
     /// `webhook-timestamp`: when the engine handed the attempt out.
     pub timestamp_s: u64,
+    /// Its place in a FIFO lane of an ordered endpoint (`None`: unordered).
+    pub lane: Option<InLane>,
+}
+
+/// A delivery's place in its FIFO lane, sent as `webhook-sequence` (its number: gap-free
+/// per ordering key, so a receiver sees a gap or a duplicate) and `hookd-ordering-key`,
+/// with `hookd-out-of-order: true` on a dead letter replayed after its lane moved on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InLane {
+    pub key: String,
+    pub seq: u64,
+    pub out_of_order: bool,
 }
 
 /// How an attempt ended.

@@ -463,6 +463,9 @@ pub struct DestinationSnapshot {
     pub live_bytes: u64,
     /// Where it stands against its watermarks (for the total: the global ones).
     pub backpressure: crate::backpressure::Level,
+    /// FIFO lanes held (holding messages or blocked), and those blocked by a dead letter.
+    pub fifo_lanes: u64,
+    pub blocked_lanes: u64,
 }
 
 /// How deliveries to one push destination are going.

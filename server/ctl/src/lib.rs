@@ -149,6 +149,31 @@ pub struct EnqueueArgs {
     delay_ms: Option<u64>,
     #[arg(long)]
     max_attempts: Option<u32>,
+    /// Its FIFO lane at an ordered endpoint or queue (events of one key go one at a
+    /// time, in order, numbered).
+    #[arg(long)]
+    ordering_key: Option<String>,
+}
+
+/// An endpoint's FIFO lanes, as `--fifo` takes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FifoArg {
+    /// Unordered.
+    Off,
+    /// A dead letter holds its lane until replayed or purged.
+    Block,
+    /// A dead letter is parked; its lane moves on.
+    Park,
+}
+
+impl FifoArg {
+    fn wire(self) -> pb::Fifo {
+        match self {
+            Self::Off => pb::Fifo::Off,
+            Self::Block => pb::Fifo::Block,
+            Self::Park => pb::Fifo::Park,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -265,6 +290,10 @@ pub enum EndpointsCmd {
         oauth2_scopes: Vec<String>,
         #[arg(long, value_name = "AUDIENCE")]
         oauth2_audience: Option<String>,
+        /// FIFO lanes per ordering key: one delivery per lane in flight, each numbered
+        /// (webhook-sequence); `block` or `park` says what a dead letter does to its lane.
+        #[arg(long, value_enum, default_value = "off")]
+        fifo: FifoArg,
     },
     Delete {
         name: String,
@@ -644,6 +673,7 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
                 headers: args.headers.into_iter().collect(),
                 delay_ms: args.delay_ms.unwrap_or(0),
                 max_attempts: args.max_attempts.unwrap_or(0),
+                ordering_key: args.ordering_key.unwrap_or_default(),
                 ..Default::default()
             };
             use pb::destination::Kind;
@@ -998,6 +1028,18 @@ fn print_received(m: &pb::ReceivedMessage) {
     if !m.idempotency_key.is_empty() {
         outln!("key         {}", m.idempotency_key);
     }
+    if m.sequence > 0 {
+        outln!(
+            "lane        {:?} #{}{}",
+            m.ordering_key,
+            m.sequence,
+            if m.out_of_order {
+                " (out of order: a replayed dead letter)"
+            } else {
+                ""
+            }
+        );
+    }
     let mut headers: Vec<_> = m.headers.iter().collect();
     headers.sort();
     for (k, v) in headers {
@@ -1012,6 +1054,13 @@ async fn endpoints(api: &mut Api, json: bool, cmd: EndpointsCmd) -> Result<(), t
         print_endpoints(std::slice::from_ref(e));
         if !e.proxy_url.is_empty() {
             outln!("proxy       {}", e.proxy_url);
+        }
+        match pb::Fifo::try_from(e.fifo) {
+            Ok(pb::Fifo::Block) => outln!("fifo        block (a dead letter holds its lane)"),
+            Ok(pb::Fifo::Park) => {
+                outln!("fifo        park (a dead letter is parked; its lane moves on)")
+            }
+            _ => {}
         }
         if !e.client_certificate_summary.is_empty() {
             outln!("client cert {}", e.client_certificate_summary);
@@ -1082,6 +1131,7 @@ async fn endpoints(api: &mut Api, json: bool, cmd: EndpointsCmd) -> Result<(), t
             oauth2_client_secret,
             oauth2_scopes,
             oauth2_audience,
+            fifo,
         } => {
             let read = |path: Option<std::path::PathBuf>, flag: &str| {
                 path.map_or(Ok(String::new()), |p| {
@@ -1110,6 +1160,7 @@ async fn endpoints(api: &mut Api, json: bool, cmd: EndpointsCmd) -> Result<(), t
                 timeout_ms: timeout_ms.unwrap_or(0),
                 max_in_flight: max_in_flight.unwrap_or(0),
                 rate_limit_per_s: rate_limit_per_s.unwrap_or(0.0),
+                fifo: fifo.wire() as i32,
                 ..Default::default()
             };
             let r = api

@@ -183,6 +183,23 @@ fn build(
         HeaderName::from_static("webhook-timestamp"),
         HeaderValue::from(timestamp),
     );
+    if let Some(lane) = &d.lane {
+        headers.insert(
+            HeaderName::from_static("webhook-sequence"),
+            HeaderValue::from(lane.seq),
+        );
+        // Printable ASCII, checked at the edge; a key that is not is left out, never sent
+        // mangled.
+        if let Ok(v) = HeaderValue::from_str(&lane.key) {
+            headers.insert(HeaderName::from_static("hookd-ordering-key"), v);
+        }
+        if lane.out_of_order {
+            headers.insert(
+                HeaderName::from_static("hookd-out-of-order"),
+                HeaderValue::from_static("true"),
+            );
+        }
+    }
     if let Some(signature) = signature_header(&d.target.secrets, &id, timestamp, &d.payload)
         && let Ok(v) = HeaderValue::from_str(&signature)
     {

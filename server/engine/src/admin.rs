@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 
 use super::enqueue::waiting;
-use super::index::Live;
+use super::index::{LaneTag, Live};
 use super::{Engine, PutOutcome, Refusal, ReplayOutcome, ReplayRequest, Tx};
 use hookd_core::destination::Destination;
 use hookd_core::ids::MessageId;
@@ -143,13 +143,30 @@ impl Engine {
             entry.attempts = 0;
             entry.due_ms = due;
             entry.since_ms = 0;
+            let d = self.dest(&key, now);
+            self.index.one_dead_less(d);
+            // A dead letter of a FIFO lane: the one that blocks its lane goes back to its
+            // head (in order: nothing behind it went meanwhile); any other is delivered
+            // outside its lane, marked out of order.
+            let mut tag = LaneTag::None;
+            if let Some(lane) = entry.lane.as_mut() {
+                lane.blocks = false;
+                match self.unblock(d, id) {
+                    Some(slot) => {
+                        self.rejoin_lane(d, slot, id, due);
+                        tag = LaneTag::In(slot);
+                    }
+                    None => {
+                        lane.detached = true;
+                        tag = LaneTag::Detached;
+                    }
+                }
+            }
             t.put_schedule(id, &entry)?;
             // Not out of the dead-letter index on disk before this round commits.
             self.out.fresh.insert(id);
-            let d = self.dest(&key, now);
-            self.index.one_dead_less(d);
             let bytes = t.record_len(id)?;
-            let live = Live::new(d, waiting(due, now), 0, entry.max_attempts, bytes);
+            let live = Live::new(d, waiting(due, now), 0, entry.max_attempts, bytes).in_lane(tag);
             self.track(id, live, due);
             self.watch(|| crate::events::Event {
                 at_ms: now,
@@ -175,7 +192,12 @@ impl Engine {
 
     /// Deletes the dead letters among `ids` (payload, attempts and dead-letter row); ids
     /// that are not dead letters (any more) are skipped.
-    pub(super) fn purge(&mut self, t: Tx<'_, '_>, ids: Vec<MessageId>) -> Result<u32, StoreError> {
+    pub(super) fn purge(
+        &mut self,
+        t: Tx<'_, '_>,
+        now: u64,
+        ids: Vec<MessageId>,
+    ) -> Result<u32, StoreError> {
         let mut purged = 0u32;
         let mut seen = HashSet::new();
         for id in ids {
@@ -195,6 +217,11 @@ impl Engine {
             t.remove_message(id)?;
             if let Some(d) = self.index.find(&key) {
                 self.index.one_dead_less(d);
+                // Purging the dead letter that blocks its lane skips it: the lane moves on.
+                if let Some(slot) = self.unblock(d, id) {
+                    self.advance_lane(d, slot, now);
+                    tracing::info!(%id, destination = %key, "FIFO lane unblocked: its dead letter was purged (skipped)");
+                }
             }
             purged += 1;
         }

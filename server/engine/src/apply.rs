@@ -77,7 +77,7 @@ impl Engine {
                 settle(done, reply, outcome)?;
             }
             Command::Purge { ids, reply } => {
-                let outcome = self.purge(t, ids).map(Ok);
+                let outcome = self.purge(t, now, ids).map(Ok);
                 settle(done, reply, outcome)?;
             }
             Command::Pause { name, pause, reply } => {

@@ -1,7 +1,7 @@
 //! Enqueue: the idempotency claim, the two rows of a new message, and its place in the
 //! index (ready now, or in the wheel).
 
-use super::index::{Live, LiveState, Timer};
+use super::index::{LaneTag, Live, LiveState, Timer};
 use super::{Engine, Enqueued, NewMessage, Refusal, Subscriber, Tx};
 use crate::wheel::TimerKey;
 use hookd_core::backpressure::{Assessment, Held};
@@ -9,7 +9,7 @@ use hookd_core::destination::Destination;
 use hookd_core::ids::MessageId;
 use hookd_core::retry::RetryPolicy;
 use hookd_storage::store::{
-    EndpointRecord, ScheduleEntry, State, StoreError, idempotency_scope, record_for,
+    EndpointRecord, LaneSlot, ScheduleEntry, State, StoreError, idempotency_scope, record_for,
 };
 
 impl Engine {
@@ -83,6 +83,8 @@ impl Engine {
             policy.max_attempts
         };
         let due = now.saturating_add(m.delay_ms);
+        let dest = self.dest(&m.key, now);
+        let (lane, tag, state) = self.place(t, dest, &m.key, &m.ordering_key, id, due, now)?;
         let entry = ScheduleEntry {
             due_ms: due,
             state: State::Pending,
@@ -90,12 +92,12 @@ impl Engine {
             max_attempts,
             since_ms: 0,
             destination: m.encoded,
+            lane,
         };
         t.insert_message(id, &m.record, &entry)?;
         self.out.fresh.insert(id);
-        let dest = self.dest(&m.key, now);
         let size = u32::try_from(bytes).unwrap_or(u32::MAX);
-        let live = Live::new(dest, waiting(due, now), 0, max_attempts, size);
+        let live = Live::new(dest, state, 0, max_attempts, size).in_lane(tag);
         self.track(id, live, due);
         self.index.dests[dest].activity.enqueued(now);
         self.total.enqueued(now);
@@ -217,6 +219,9 @@ impl Engine {
             } else {
                 policy.max_attempts
             };
+            let dest = self.dest(&s.key, now);
+            let (lane, tag, state) =
+                self.place(t, dest, &s.key, &m.ordering_key, s.id, due, now)?;
             let entry = ScheduleEntry {
                 due_ms: due,
                 state: State::Pending,
@@ -224,6 +229,7 @@ impl Engine {
                 max_attempts,
                 since_ms: 0,
                 destination: s.encoded,
+                lane,
             };
             if i == 0 {
                 t.insert_message(s.id, &record, &entry)?;
@@ -231,8 +237,7 @@ impl Engine {
                 t.insert_copy(s.id, source, &record, &entry)?;
             }
             self.out.fresh.insert(s.id);
-            let dest = self.dest(&s.key, now);
-            let live = Live::new(dest, waiting(due, now), 0, max_attempts, size);
+            let live = Live::new(dest, state, 0, max_attempts, size).in_lane(tag);
             self.track(s.id, live, due);
             self.index.dests[dest].activity.enqueued(now);
             self.total.enqueued(now);
@@ -248,6 +253,27 @@ impl Engine {
             .publish_subscribers
             .observe(ids.len() as f64);
         Ok(Ok(answer(event, false, throttle_ms, ids)))
+    }
+
+    /// Where new message `id` (due at `due`) starts at destination `d` (key `key`): in the
+    /// lane of `ordering_key` if the destination is ordered (its place there, and its
+    /// state: queued behind the lane's head), else ready or scheduled.
+    #[allow(clippy::too_many_arguments)]
+    fn place(
+        &mut self,
+        t: Tx<'_, '_>,
+        d: super::index::DestId,
+        key: &str,
+        ordering_key: &str,
+        id: MessageId,
+        due: u64,
+        now: u64,
+    ) -> Result<(Option<LaneSlot>, LaneTag, LiveState), StoreError> {
+        if self.fifo_of(key).is_none() {
+            return Ok((None, LaneTag::None, waiting(due, now)));
+        }
+        let (lane, tag, state) = self.join_lane(t, d, ordering_key, id, due, now)?;
+        Ok((Some(lane), tag, state))
     }
 
     /// Puts a new live message into the index, with the wheel entry it waits on.
@@ -283,7 +309,7 @@ impl Engine {
         let timer = match state {
             LiveState::Scheduled => Timer::Due(id),
             LiveState::Leased => Timer::Lease(id),
-            LiveState::Ready => return None,
+            LiveState::Ready | LiveState::Queued => return None,
         };
         Some(self.wheel.insert(self.tick(due_ms), timer))
     }

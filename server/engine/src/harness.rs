@@ -73,6 +73,12 @@ pub(crate) fn config() -> EngineConfig {
         rng_seed: Some(1),
         backpressure: Default::default(),
         headroom: std::sync::Arc::new(hookd_storage::disk::Headroom::unlimited()),
+        // FIFO queues for the lane tests; every other queue is unordered.
+        fifo_queues: [
+            ("fifo-block".to_owned(), super::FifoPolicy::Block),
+            ("fifo-park".to_owned(), super::FifoPolicy::Park),
+        ]
+        .into(),
     }
 }
 

@@ -52,6 +52,21 @@ pub(crate) enum LiveState {
     Ready,
     /// Leased; its lease deadline is in the wheel.
     Leased,
+    /// Behind an earlier message of its FIFO lane (see `lanes.rs`): pending, but neither
+    /// ready nor in the wheel until it is the lane's head.
+    Queued,
+}
+
+/// Whether a live message is in a FIFO lane of its destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LaneTag {
+    /// Unordered.
+    None,
+    /// In lane `slot` of its destination's `lanes`.
+    In(u32),
+    /// Replayed after its lane moved on: unordered, but its schedule row keeps its lane
+    /// and number (sent as out of order).
+    Detached,
 }
 
 /// A live message that has never been attempted and is ready: what its destination's
@@ -159,6 +174,7 @@ pub(crate) struct Live {
     /// Its encoded record's size, counted in its destination's `live_bytes` (0 until
     /// known: a message recovered at start is sized by a pass after it).
     pub bytes: u32,
+    pub lane: LaneTag,
 }
 
 impl Live {
@@ -177,7 +193,13 @@ impl Live {
             max_attempts,
             timer: None,
             bytes,
+            lane: LaneTag::None,
         }
+    }
+
+    pub(crate) fn in_lane(mut self, lane: LaneTag) -> Self {
+        self.lane = lane;
+        self
     }
 }
 
@@ -206,6 +228,48 @@ pub(crate) struct Push {
     pub stats: AttemptStats,
 }
 
+/// One FIFO lane of a destination (see `lanes.rs`).
+#[derive(Debug)]
+pub(crate) struct Lane {
+    pub(crate) key: Box<str>,
+    /// Its live messages in their numbers' order, head first, with when each is due.
+    pub(crate) queue: VecDeque<(MessageId, u64)>,
+    /// The last number handed out (`None`: not read from the `lanes` table yet).
+    pub(crate) last_seq: Option<u64>,
+    /// The dead letter holding it (policy `block`).
+    pub(crate) blocked_by: Option<MessageId>,
+}
+
+/// An ordered destination's lanes that hold messages or are blocked.
+#[derive(Debug, Default)]
+pub(crate) struct Lanes {
+    pub(crate) by_key: FxHashMap<Box<str>, u32>,
+    pub(crate) slab: Slab<Lane>,
+    /// Blocking dead letter -> its lane.
+    pub(crate) blocked: FxHashMap<MessageId, u32>,
+}
+
+impl Lanes {
+    pub(crate) fn slot(&mut self, key: &str) -> u32 {
+        if let Some(&slot) = self.by_key.get(key) {
+            return slot;
+        }
+        let slot = self.slab.insert(Lane {
+            key: key.into(),
+            queue: VecDeque::new(),
+            last_seq: None,
+            blocked_by: None,
+        }) as u32;
+        self.by_key.insert(key.into(), slot);
+        slot
+    }
+
+    /// How many lanes are held, and how many of them are blocked.
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        (self.slab.len() as u64, self.blocked.len() as u64)
+    }
+}
+
 /// One destination's share of the index.
 #[derive(Debug)]
 pub(crate) struct Dest {
@@ -224,6 +288,8 @@ pub(crate) struct Dest {
     pub activity: Activity,
     /// Set for endpoints and ad-hoc URL origins: how they are delivered to.
     pub push: Option<Box<Push>>,
+    /// Its FIFO lanes, while it has any (see `lanes.rs`).
+    pub(crate) lanes: Option<Box<Lanes>>,
     /// In `Index::dispatch` already.
     pub(crate) dispatch_queued: bool,
     /// In `Index::review` already.
@@ -244,6 +310,7 @@ impl Dest {
             waiters: VecDeque::new(),
             activity: Activity::per_destination(),
             push: None,
+            lanes: None,
             dispatch_queued: false,
             in_review: false,
             idle_stamp: None,
@@ -296,6 +363,9 @@ impl Dest {
             waiting_receives: self.waiters.len() as u64,
             ..Default::default()
         };
+        if let Some(lanes) = &self.lanes {
+            (out.fifo_lanes, out.blocked_lanes) = lanes.counts();
+        }
         self.activity.fill(now_ms, &mut out);
         out
     }
@@ -316,7 +386,7 @@ impl Counts {
     fn counter(&mut self, state: LiveState, attempts: u32) -> &mut u64 {
         match state {
             LiveState::Scheduled if attempts > 0 => &mut self.awaiting_retry,
-            LiveState::Scheduled | LiveState::Ready => &mut self.pending,
+            LiveState::Scheduled | LiveState::Ready | LiveState::Queued => &mut self.pending,
             LiveState::Leased => &mut self.in_flight,
         }
     }
@@ -420,6 +490,7 @@ impl Index {
         dest.live_bytes += u64::from(live.bytes);
         self.live_bytes += u64::from(live.bytes);
         let fresh = live.state == LiveState::Ready
+            && live.lane == LaneTag::None
             && live.attempts == 0
             && live.timer.is_none()
             && dest.fresh.accepts(id);
@@ -633,7 +704,10 @@ impl Index {
                 continue;
             };
             dest.in_review = false;
-            let idle = !dest.has_live() && dest.waiters.is_empty() && !pinned(&dest.key);
+            let idle = !dest.has_live()
+                && dest.lanes.is_none()
+                && dest.waiters.is_empty()
+                && !pinned(&dest.key);
             match (idle, dest.idle_stamp) {
                 (true, None) => {
                     let stamp = self.next_stamp;

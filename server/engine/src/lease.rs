@@ -5,7 +5,8 @@ use std::collections::HashSet;
 
 use super::answer::{reply_after, settle};
 use super::enqueue::waiting;
-use super::index::{DestId, LiveState, Timer, Waiter};
+use super::index::{DestId, LaneTag, LiveState, Timer, Waiter};
+use super::lanes::FifoPolicy;
 use super::{Engine, Leased, NackOutcome, Refusal, Tx};
 use hookd_core::destination::Destination;
 use hookd_core::ids::{LeaseId, MessageId};
@@ -219,6 +220,11 @@ impl Engine {
             };
             let attempt = live.attempts + 1;
             let max_attempts = live.max_attempts;
+            // An ordered message keeps its place in its lane (in its schedule row).
+            let lane = match live.lane {
+                LaneTag::None => None,
+                _ => t.schedule(id)?.lane,
+            };
             let Some(record) = t.record(id)? else {
                 return Err(StoreError::Corrupt(format!(
                     "message {id} is indexed but not stored"
@@ -241,6 +247,7 @@ impl Engine {
                     max_attempts,
                     since_ms: now,
                     destination: record.destination,
+                    lane: lane.clone(),
                 },
             )?;
             out.push(Leased {
@@ -254,6 +261,9 @@ impl Engine {
                 headers: record.headers,
                 idempotency_key: record.idempotency_key,
                 event_id: record.event_id,
+                ordering_key: lane.as_ref().map(|l| l.key.clone()).unwrap_or_default(),
+                sequence: lane.as_ref().map_or(0, |l| l.seq),
+                out_of_order: lane.is_some_and(|l| l.detached),
                 attempt,
                 max_attempts,
                 enqueued_ms: record.created_ms,
@@ -350,6 +360,9 @@ impl Engine {
         };
         if let Some(timer) = live.timer {
             self.wheel.remove(timer);
+        }
+        if let LaneTag::In(slot) = live.lane {
+            self.leave_lane(live.dest, slot, id, false, now);
         }
         if self.config.completed_retention_ms == 0 {
             t.remove_message(id)?;
@@ -523,8 +536,22 @@ impl Engine {
             entry.state = State::Dead;
             entry.due_ms = 0;
             entry.since_ms = now;
+            // The head of a lane of a `block` destination holds its lane as a dead letter.
+            let blocks = matches!(live.lane, LaneTag::In(_))
+                && self.fifo_of(&key) == Some(FifoPolicy::Block);
+            if let Some(lane) = entry.lane.as_mut() {
+                lane.blocks = blocks;
+            }
             t.bury(id, &key, &entry)?;
             self.index.remove(id);
+            if let LaneTag::In(slot) = live.lane {
+                self.leave_lane(live.dest, slot, id, blocks, now);
+                if blocks {
+                    self.config.metrics.lanes_blocked.inc();
+                } else {
+                    self.config.metrics.lanes_parked.inc();
+                }
+            }
             let dead = self.index.dests[live.dest].counts.dead + 1;
             self.index.set_dead(live.dest, dead);
             self.index.dests[live.dest].activity.failed(now);

@@ -41,6 +41,9 @@ mod harness;
 #[cfg(test)]
 mod heap_tests;
 mod index;
+mod lanes;
+#[cfg(test)]
+mod lanes_tests;
 mod lease;
 #[cfg(test)]
 mod lifecycle_tests;
@@ -53,6 +56,7 @@ pub mod wheel;
 use hookd_storage::pipeline::{applier, syncer};
 
 pub use handle::{EngineHandle, EngineThread, GAUGE_SLICE, STATS_SLICE};
+pub use lanes::FifoPolicy;
 pub use refusal::Refusal;
 
 use std::sync::Arc;
@@ -97,6 +101,9 @@ pub struct NewMessage {
     /// A publish to a topic: the further subscribers, sharing the record. `None`: an
     /// Enqueue to one destination.
     pub fanout: Option<Box<Fanout>>,
+    /// The event's ordering key: its FIFO lane at an ordered destination (empty: the
+    /// destination's one lane); no effect at an unordered one.
+    pub ordering_key: String,
 }
 
 /// What makes a [`NewMessage`] a publish: its event, and the subscribers after the first
@@ -166,6 +173,7 @@ impl NewMessage {
             delay_ms,
             max_attempts,
             fanout: None,
+            ordering_key: String::new(),
         }
     }
 }
@@ -197,6 +205,11 @@ pub struct Leased {
     pub idempotency_key: String,
     /// The publish's event id (empty: the message is its own event).
     pub event_id: String,
+    /// Its FIFO lane at an ordered queue: the ordering key and its number there (0:
+    /// unordered), and whether it is a dead letter replayed after its lane moved on.
+    pub ordering_key: String,
+    pub sequence: u64,
+    pub out_of_order: bool,
     /// This lease's attempt, from 1.
     pub attempt: u32,
     pub max_attempts: u32,
@@ -308,6 +321,8 @@ pub struct EngineConfig {
     pub sealer: Option<Arc<hookd_core::secrets::Sealer>>,
     /// The watermarks new events are held to.
     pub backpressure: hookd_core::backpressure::BackpressureConfig,
+    /// Pull queues with FIFO lanes (`[queues.NAME] fifo`), by name.
+    pub fifo_queues: std::collections::HashMap<String, FifoPolicy>,
     /// Free space on the data directory's file system, against its reserve.
     pub headroom: Arc<hookd_storage::disk::Headroom>,
 }
@@ -772,6 +787,13 @@ impl Engine {
         // Everything as it is read (never collected: see `Store::recover`). Rows of one
         // destination mostly follow each other: its index is looked up once per run.
         let (mut live, mut last) = (0u64, None::<(String, index::DestId)>);
+        // FIFO lanes are rebuilt once everything is read: their messages in their numbers'
+        // order (ids are not), and the dead letters that block them.
+        let mut in_lanes: std::collections::BTreeMap<
+            (index::DestId, String),
+            Vec<lanes::RecoveredInLane>,
+        > = Default::default();
+        let mut blocking = Vec::new();
         let store = engine.store.clone();
         let started = std::time::Instant::now();
         store.recover(|item| {
@@ -799,12 +821,40 @@ impl Engine {
                         }
                     };
                     let max = entry.max_attempts;
+                    live += 1;
+                    let tag = match entry.lane {
+                        Some(lane) if !lane.detached => {
+                            in_lanes.entry((d, lane.key)).or_default().push(
+                                lanes::RecoveredInLane {
+                                    id,
+                                    seq: lane.seq,
+                                    state,
+                                    attempts: entry.attempts,
+                                    max_attempts: max,
+                                    bytes,
+                                    due_ms: entry.due_ms,
+                                },
+                            );
+                            return Ok(());
+                        }
+                        Some(_) => index::LaneTag::Detached,
+                        None => index::LaneTag::None,
+                    };
                     engine.track(
                         id,
-                        index::Live::new(d, state, entry.attempts, max, bytes),
+                        index::Live::new(d, state, entry.attempts, max, bytes).in_lane(tag),
                         entry.due_ms,
                     );
-                    live += 1;
+                }
+                Recovering::Blocking {
+                    id,
+                    destination,
+                    lane,
+                } => {
+                    let Some(destination) = Destination::decode(&destination) else {
+                        return Err(StoreError::Corrupt(format!("destination of {id}")));
+                    };
+                    blocking.push((destination.key(), lane, id));
                 }
                 Recovering::Dead { destination, count } => {
                     let d = engine.dest(&destination, now);
@@ -813,6 +863,14 @@ impl Engine {
             }
             Ok(())
         })?;
+        for (key, lane, id) in blocking {
+            let d = engine.dest(&key, now);
+            engine.recover_blocked(d, &lane, id);
+        }
+        for ((d, lane), mut messages) in in_lanes {
+            messages.sort_unstable_by_key(|m| m.seq);
+            engine.recover_lane(d, &lane, messages);
+        }
         engine.review_destinations();
         tracing::info!(
             live,
@@ -1113,9 +1171,13 @@ impl Engine {
                 "dead letters past dead_letters.retention_secs deleted"
             );
         }
-        for (key, _) in removed {
+        for (key, id) in removed {
             if let Some(d) = self.index.find(&key) {
                 self.index.one_dead_less(d);
+                // An expired dead letter that blocked its lane no longer does.
+                if let Some(slot) = self.unblock(d, id) {
+                    self.advance_lane(d, slot, now);
+                }
             }
         }
         Ok(behind)

@@ -682,7 +682,7 @@ mod counts {
                 live += 1;
                 match l.state {
                     LiveState::Scheduled if l.attempts > 0 => retry += 1,
-                    LiveState::Scheduled | LiveState::Ready => pending += 1,
+                    LiveState::Scheduled | LiveState::Ready | LiveState::Queued => pending += 1,
                     LiveState::Leased => in_flight += 1,
                 }
                 if l.state == LiveState::Ready {

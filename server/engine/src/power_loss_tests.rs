@@ -109,6 +109,7 @@ fn config(seed: u64) -> EngineConfig {
         metrics: Default::default(),
         backpressure: Default::default(),
         headroom: std::sync::Arc::new(hookd_storage::disk::Headroom::unlimited()),
+        fifo_queues: Default::default(),
     }
 }
 

@@ -285,7 +285,18 @@ impl Engine {
                 }
             },
         };
-        let attempt = self.index.live.get(&id).map_or(0, |l| l.attempts) + 1;
+        let (attempt, ordered) = self.index.live.get(&id).map_or((1, false), |l| {
+            (l.attempts + 1, l.lane != super::index::LaneTag::None)
+        });
+        // An ordered message's place in its lane is in its schedule row.
+        let lane = match ordered {
+            true => t.schedule(id)?.lane.map(|l| hookd_core::push::InLane {
+                key: l.key,
+                seq: l.seq,
+                out_of_order: l.detached,
+            }),
+            false => None,
+        };
         // Kept so that a success need not read the record again.
         self.flight.insert(id, Meta::of(&record));
         let deadline = now
@@ -303,6 +314,7 @@ impl Engine {
             event_type: record.event_type,
             event_id: record.event_id,
             timestamp_s: now / 1_000,
+            lane,
         };
         self.out.deliver(id, delivery);
         Ok(())

@@ -89,6 +89,10 @@ pub struct Metrics {
     pub publish_subscribers: Histogram,
     /// Subscriptions held.
     pub subscriptions: IntGauge,
+    /// FIFO lanes' heads that died and held their lane (`block`).
+    pub lanes_blocked: IntCounter,
+    /// FIFO lanes' heads that died and were parked, their lane moving on (`park`).
+    pub lanes_parked: IntCounter,
     /// Ingest connections served on the low-priority runtime (`ingest/demote.rs`).
     pub ingest_demoted_connections: IntCounter,
     /// Demoted ingest connections ended once their client was trusted (`ingest/receive.rs`).
@@ -464,6 +468,14 @@ impl Metrics {
             subscriptions: gauge(
                 "hookd_subscriptions",
                 "Subscriptions held (PutSubscription).",
+            ),
+            lanes_blocked: counter(
+                "hookd_lanes_blocked_total",
+                "Heads of FIFO lanes that became dead letters at a destination whose policy is block: each holds its lane until replayed or purged.",
+            ),
+            lanes_parked: counter(
+                "hookd_lanes_parked_total",
+                "Heads of FIFO lanes that became dead letters at a destination whose policy is park: the lane moved on, leaving a gap in its sequence numbers.",
             ),
             ingest_promoted_connections: counter(
                 "hookd_ingest_promoted_connections_total",

@@ -40,6 +40,9 @@ pub fn leased(m: Leased) -> pb::ReceivedMessage {
         } else {
             m.event_id
         },
+        ordering_key: m.ordering_key,
+        sequence: m.sequence,
+        out_of_order: m.out_of_order,
     }
 }
 
@@ -121,6 +124,7 @@ pub fn endpoint(e: EndpointRecord, clear: &[String], reveal: bool) -> pb::Endpoi
             scopes: o.scopes,
             audience: o.audience,
         }),
+        fifo: i32::try_from(e.fifo).unwrap_or(0),
     }
 }
 
@@ -188,6 +192,8 @@ pub(crate) fn endpoint_from_proto(e: pb::Endpoint) -> EndpointRecord {
             scopes: o.scopes,
             audience: o.audience,
         }),
+        // Checked by `validate::endpoint` (FIFO_OFF, FIFO_BLOCK or FIFO_PARK).
+        fifo: u32::try_from(e.fifo).unwrap_or(0),
         ..Default::default()
     }
 }
@@ -247,6 +253,8 @@ fn destination_stats(d: DestinationSnapshot) -> pb::DestinationStats {
         waiting_receives: d.waiting_receives,
         live_bytes: d.live_bytes,
         backpressure: level(d.backpressure) as i32,
+        fifo_lanes: d.fifo_lanes,
+        blocked_lanes: d.blocked_lanes,
     }
 }
 
@@ -439,6 +447,7 @@ mod tests {
                 scopes: vec!["a".into()],
                 audience: "aud".into(),
             }),
+            fifo: 2,
         };
         // Without reveal, a static header's value is shown as "…" (like the secrets), and
         // so is the proxy's password; the client key and the OAuth2 secret are left out.

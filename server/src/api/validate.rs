@@ -159,6 +159,20 @@ pub fn new_message(
             "event_type: character {c:?} is not allowed (printable ASCII only)"
         )));
     }
+    // Stored in every schedule row of its deliveries, and sent as `hookd-ordering-key`.
+    let max_key = hookd_storage::store::MAX_ORDERING_KEY;
+    if req.ordering_key.len() > max_key {
+        return Err(invalid(format!(
+            "ordering_key: {} bytes is over the limit of {max_key} bytes",
+            req.ordering_key.len()
+        )));
+    }
+    if let Some(c) = req.ordering_key.chars().find(|c| !(' '..='~').contains(c)) {
+        return Err(invalid(format!(
+            "ordering_key: character {c:?} is not allowed (printable ASCII only)"
+        )));
+    }
+    let ordering_key = std::mem::take(&mut req.ordering_key);
     let headers = headers(req.headers)?;
     if req.delay_ms > MAX_DELAY_MS {
         return Err(invalid(format!(
@@ -212,13 +226,14 @@ pub fn new_message(
         let Some(destination) = destination else {
             return Err(ApiError::Internal("an event with no destination".into()));
         };
-        let message = NewMessage::new(
+        let mut message = NewMessage::new(
             MessageId::generate(now_ms),
             destination,
             record,
             req.delay_ms,
             req.max_attempts,
         );
+        message.ordering_key = ordering_key;
         return Ok(Prepared {
             message: Some(message),
             event: None,
@@ -239,6 +254,7 @@ pub fn new_message(
         req.delay_ms,
         req.max_attempts,
     );
+    message.ordering_key = ordering_key;
     message.fanout = Some(Box::new(Fanout {
         event_id: event,
         scope: format!("t{topic}"),
@@ -467,6 +483,12 @@ pub fn endpoint(e: Option<pb::Endpoint>) -> Result<EndpointRecord, ApiError> {
     client_identity(&e.client_certificate_pem, &e.client_key_pem)?;
     if let Some(o) = e.oauth2.as_mut() {
         oauth2(o)?;
+    }
+    if pb::Fifo::try_from(e.fifo).is_err() {
+        return Err(invalid(format!(
+            "endpoint.fifo: {} is not FIFO_OFF (0), FIFO_BLOCK (1) or FIFO_PARK (2)",
+            e.fifo
+        )));
     }
     Ok(super::convert::endpoint_from_proto(e))
 }

@@ -336,6 +336,7 @@ fn engine_config(
         sealer,
         backpressure: config.backpressure.clone(),
         headroom: shared.headroom.clone(),
+        fifo_queues: config.fifo_queues(),
     }
 }
 

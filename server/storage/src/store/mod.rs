@@ -26,6 +26,7 @@
 //! | `endpoints` | name | [`EndpointRecord`] (protobuf) |
 //! | `sources` | name | an ingest source made over gRPC (`hookd_core::source::SourceSpec` as JSON, secrets sealed when `[secrets]` has keys) |
 //! | `subscriptions` | name | a subscription of an endpoint or queue to event types, with its filter (JSON; format 7) |
+//! | `lanes` | encoded destination (u16 length first), ordering key | [`LaneRow`]: a FIFO lane's last sequence number and the dead letter blocking it (format 8) |
 //! | `meta` | `"format_version"` | [`FORMAT_VERSION`] of the layout above (u64) |
 //!
 //! # Format versions
@@ -74,8 +75,8 @@ use redb::{
 };
 
 pub use records::{
-    AttemptRecord, DoneRecord, EndpointRecord, HistoryRecord, MAX_TEXT_BYTES, MessageRecord,
-    OAuth2Record, ScheduleEntry, State, bound_text,
+    AttemptRecord, DoneRecord, EndpointRecord, HistoryRecord, LaneRow, LaneSlot, MAX_ORDERING_KEY,
+    MAX_TEXT_BYTES, MessageRecord, OAuth2Record, ScheduleEntry, State, bound_text, lane_key,
 };
 
 use hookd_core::destination::Destination;
@@ -97,6 +98,8 @@ const ENDPOINTS: TableDefinition<&str, &[u8]> = TableDefinition::new("endpoints"
 const SOURCES: TableDefinition<&str, &[u8]> = TableDefinition::new("sources");
 /// Subscriptions (format 7): name -> its definition (JSON, as `hookd` keeps it).
 const SUBSCRIPTIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("subscriptions");
+/// FIFO lanes (format 8): [`lane_key`] -> [`LaneRow`].
+const LANES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("lanes");
 /// Completed messages' pointers to their records in the log (format 6): id -> [`Pointer`],
 /// swept with `done`. The payload reads back while its segment is kept.
 const RETAINED: TableDefinition<u128, &[u8]> = TableDefinition::new("retained");
@@ -130,7 +133,12 @@ const APPLIED_KEY: &str = "log_applied";
 ///   so opening a format-5 file converts nothing. A format-5 hookd must not open a
 ///   format-6 file (it would read pointers as records, and delete segments that hold
 ///   payloads), and it does not: it refuses a newer version.
-pub const FORMAT_VERSION: u64 = 7;
+/// - 7: a publish's deliveries share one record (copies in the log, shared pointers in
+///   `messages` and `retained`), and the `subscriptions` table.
+/// - 8: FIFO lanes: a schedule (or dead) row may carry its lane (the state byte's high bit
+///   set, then the sequence number, flags and ordering key), and the `lanes` table. A
+///   format-7 hookd must not open it (it would misread those rows), and it does not.
+pub const FORMAT_VERSION: u64 = 8;
 
 /// A storage failure. Never answered as success; mapped to UNAVAILABLE.
 #[derive(Debug, thiserror::Error)]
@@ -457,6 +465,12 @@ pub enum Recovering {
         id: MessageId,
         entry: ScheduleEntry,
         bytes: u32,
+    },
+    /// A dead letter that blocks its FIFO lane: its destination (encoded) and lane.
+    Blocking {
+        id: MessageId,
+        destination: String,
+        lane: String,
     },
     /// How many dead letters a destination (by key) holds.
     Dead {
@@ -805,6 +819,7 @@ impl Store {
             (TableId::Idempotency, IDEMPOTENCY),
             (TableId::Attempts, ATTEMPTS),
             (TableId::Segments, SEGMENTS),
+            (TableId::Lanes, LANES),
         ] {
             for row in txn.open_table(table)?.iter()? {
                 let (k, v) = row?;
@@ -950,8 +965,21 @@ impl Store {
         let dead = txn.open_table(DEAD)?;
         let mut run: Option<(String, u64)> = None;
         for row in dead.iter()? {
-            let (key, _) = row?;
+            let (key, value) = row?;
             let dest = dead_key_destination(key.value())?;
+            // A dead letter that blocks its FIFO lane (format 8): the state byte's high bit
+            // says a lane follows; only those are decoded.
+            let value = seal::open(TableId::Dead, key.value(), value.value())?;
+            if value.get(8).is_some_and(|b| b & 0x80 != 0) {
+                let entry = ScheduleEntry::decode(value)?;
+                if let Some(lane) = entry.lane.filter(|l| l.blocks) {
+                    each(Recovering::Blocking {
+                        id: dead_key_id(key.value())?,
+                        destination: entry.destination,
+                        lane: lane.key,
+                    })?;
+                }
+            }
             match &mut run {
                 Some((last, n)) if *last == dest => *n += 1,
                 _ => {
@@ -1315,6 +1343,7 @@ impl Store {
             (TableId::Dead, DEAD),
             (TableId::Idempotency, IDEMPOTENCY),
             (TableId::Segments, SEGMENTS),
+            (TableId::Lanes, LANES),
         ] {
             for row in txn.open_table(def)?.iter()? {
                 let (k, v) = row?;
@@ -1418,6 +1447,7 @@ impl Store {
             let mut endpoints = txn.open_table(ENDPOINTS)?;
             let mut sources = txn.open_table(SOURCES)?;
             let mut subscriptions = txn.open_table(SUBSCRIPTIONS)?;
+            let mut lanes = txn.open_table(LANES)?;
             for row in &plan.rows {
                 let key = row.key.as_slice();
                 let as_id = || {
@@ -1433,6 +1463,7 @@ impl Store {
                     TableId::Endpoints => drop(endpoints.remove(as_name()?)?),
                     TableId::Sources => drop(sources.remove(as_name()?)?),
                     TableId::Subscriptions => drop(subscriptions.remove(as_name()?)?),
+                    TableId::Lanes => drop(lanes.remove(key)?),
                     _ => {}
                 }
             }
@@ -1511,10 +1542,17 @@ fn check_format(txn: &WriteTransaction) -> Result<(), StoreError> {
             found,
             supported: FORMAT_VERSION,
         }),
+        Some(7) => {
+            // 7 -> 8: the `lanes` table (created by `Apply::open` in the same transaction);
+            // no format-7 row carries a lane, so nothing is converted.
+            meta.insert(FORMAT_KEY, FORMAT_VERSION)?;
+            tracing::info!(from = 7, to = FORMAT_VERSION, "migrated the disk format");
+            Ok(())
+        }
         Some(6) => {
             // 6 -> 7: the `subscriptions` table (created by `Apply::open` in the same
             // transaction), shared pointers in `messages` and `retained` (a fan-out's
-            // deliveries), and copies in log records. Nothing is converted.
+            // deliveries), and copies in log records. Nothing is converted; 7 -> 8 neither.
             meta.insert(FORMAT_KEY, FORMAT_VERSION)?;
             tracing::info!(from = 6, to = FORMAT_VERSION, "migrated the disk format");
             Ok(())

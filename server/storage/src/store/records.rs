@@ -232,6 +232,9 @@ pub struct EndpointRecord {
     /// OAuth2 client credentials (tag 27, as the wire's; 26 is answers-only there).
     #[prost(message, optional, tag = "27")]
     pub oauth2: Option<OAuth2Record>,
+    /// FIFO lanes (format 8): 0 unordered, 1 `block`, 2 `park` (see the engine's `lanes`).
+    #[prost(uint32, tag = "28")]
+    pub fifo: u32,
 }
 
 /// An endpoint's OAuth2 client credentials; the secret sealed like the signing secrets.
@@ -263,18 +266,56 @@ pub struct ScheduleEntry {
     pub since_ms: u64,
     /// `Destination::encode()`.
     pub destination: String,
+    /// Its place in a FIFO lane of an ordered destination (format 8); `None`: unordered.
+    pub lane: Option<LaneSlot>,
 }
+
+/// A delivery's place in a FIFO lane of its destination (format 8): the lane is the
+/// event's ordering key, its number the next of that key's gap-free sequence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaneSlot {
+    /// The event's ordering key (empty: the destination's single lane).
+    pub key: String,
+    /// Its number in the lane, from 1 (`webhook-sequence`).
+    pub seq: u64,
+    /// Replayed from the dead letters after its lane moved on: delivered outside the lane,
+    /// and marked out of order.
+    pub detached: bool,
+    /// A dead letter that holds its lane (the destination's policy is `block`) until it is
+    /// replayed, purged or expires.
+    pub blocks: bool,
+}
+
+/// The longest ordering key (bytes): it is stored in every schedule row of its deliveries.
+pub const MAX_ORDERING_KEY: usize = 256;
+
+/// Set in a schedule row's state byte when a [`LaneSlot`] follows the fixed part.
+const LANE_FLAG: u8 = 0x80;
+const DETACHED: u8 = 1;
+const BLOCKS: u8 = 2;
 
 impl ScheduleEntry {
     const FIXED: usize = 8 + 1 + 4 + 4 + 8;
 
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(Self::FIXED + self.destination.len());
+        let lane_len = self.lane.as_ref().map_or(0, |l| 8 + 1 + 2 + l.key.len());
+        let mut out = Vec::with_capacity(Self::FIXED + lane_len + self.destination.len());
         out.extend_from_slice(&self.due_ms.to_be_bytes());
-        out.push(self.state as u8);
+        let flag = if self.lane.is_some() { LANE_FLAG } else { 0 };
+        out.push(self.state as u8 | flag);
         out.extend_from_slice(&self.attempts.to_be_bytes());
         out.extend_from_slice(&self.max_attempts.to_be_bytes());
         out.extend_from_slice(&self.since_ms.to_be_bytes());
+        if let Some(lane) = &self.lane {
+            out.extend_from_slice(&lane.seq.to_be_bytes());
+            out.push(
+                if lane.detached { DETACHED } else { 0 } | if lane.blocks { BLOCKS } else { 0 },
+            );
+            // Bounded by MAX_ORDERING_KEY at the edge; a longer one is cut, never wrapped.
+            let key = &lane.key.as_bytes()[..lane.key.len().min(u16::MAX as usize)];
+            out.extend_from_slice(&(key.len() as u16).to_be_bytes());
+            out.extend_from_slice(key);
+        }
         out.extend_from_slice(self.destination.as_bytes());
         out
     }
@@ -288,16 +329,74 @@ impl ScheduleEntry {
         let (state, rest) = rest.split_at(1);
         let (attempts, rest) = rest.split_at(4);
         let (max_attempts, rest) = rest.split_at(4);
-        let (since, dest) = rest.split_at(8);
+        let (since, mut rest) = rest.split_at(8);
+        let lane = if state[0] & LANE_FLAG != 0 {
+            if rest.len() < 11 {
+                return Err(corrupt());
+            }
+            let (seq, tail) = rest.split_at(8);
+            let (flags, tail) = tail.split_at(1);
+            let (len, tail) = tail.split_at(2);
+            let len = usize::from(u16::from_be_bytes([len[0], len[1]]));
+            if tail.len() < len {
+                return Err(corrupt());
+            }
+            let (key, tail) = tail.split_at(len);
+            rest = tail;
+            Some(LaneSlot {
+                key: String::from_utf8(key.to_vec()).map_err(|_| corrupt())?,
+                seq: u64::from_be_bytes(seq.try_into().map_err(|_| corrupt())?),
+                detached: flags[0] & DETACHED != 0,
+                blocks: flags[0] & BLOCKS != 0,
+            })
+        } else {
+            None
+        };
         Ok(Self {
             due_ms: u64::from_be_bytes(due.try_into().map_err(|_| corrupt())?),
-            state: State::from_u8(state[0]).ok_or_else(corrupt)?,
+            state: State::from_u8(state[0] & !LANE_FLAG).ok_or_else(corrupt)?,
             attempts: u32::from_be_bytes(attempts.try_into().map_err(|_| corrupt())?),
             max_attempts: u32::from_be_bytes(max_attempts.try_into().map_err(|_| corrupt())?),
             since_ms: u64::from_be_bytes(since.try_into().map_err(|_| corrupt())?),
-            destination: String::from_utf8(dest.to_vec()).map_err(|_| corrupt())?,
+            destination: String::from_utf8(rest.to_vec()).map_err(|_| corrupt())?,
+            lane,
         })
     }
+}
+
+/// A FIFO lane's durable state (the `lanes` table, format 8): the last number handed out,
+/// so the sequence stays gap-free across restarts and across quiet spells (when the lane
+/// holds nothing and the engine has let it go). Whether a lane is blocked is not here: the
+/// dead letter that blocks it says so ([`LaneSlot::blocks`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LaneRow {
+    pub last_seq: u64,
+}
+
+impl LaneRow {
+    pub fn encode(&self) -> [u8; 8] {
+        self.last_seq.to_be_bytes()
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Self, StoreError> {
+        let bytes: [u8; 8] = bytes
+            .try_into()
+            .map_err(|_| StoreError::Corrupt(format!("lane row of {} bytes", bytes.len())))?;
+        Ok(Self {
+            last_seq: u64::from_be_bytes(bytes),
+        })
+    }
+}
+
+/// A lane's key in the `lanes` table: its destination's encoding (length-prefixed) and the
+/// ordering key.
+pub fn lane_key(destination: &str, key: &str) -> Vec<u8> {
+    let dest = &destination.as_bytes()[..destination.len().min(u16::MAX as usize)];
+    let mut out = Vec::with_capacity(2 + dest.len() + key.len());
+    out.extend_from_slice(&(dest.len() as u16).to_be_bytes());
+    out.extend_from_slice(dest);
+    out.extend_from_slice(key.as_bytes());
+    out
 }
 
 #[cfg(test)]
@@ -313,8 +412,26 @@ mod tests {
             max_attempts: 12,
             since_ms: 1_700_000_000_000,
             destination: "qjobs".into(),
+            lane: None,
         };
-        assert_eq!(ScheduleEntry::decode(&e.encode()).ok(), Some(e));
+        assert_eq!(ScheduleEntry::decode(&e.encode()).ok(), Some(e.clone()));
+        let ordered = ScheduleEntry {
+            lane: Some(LaneSlot {
+                key: "ticket-7".into(),
+                seq: 42,
+                detached: true,
+                blocks: false,
+            }),
+            ..e.clone()
+        };
+        let bytes = ordered.encode();
+        assert_eq!(ScheduleEntry::decode(&bytes).ok(), Some(ordered));
+        // Cut inside the lane: refused, never read as a destination.
+        assert!(ScheduleEntry::decode(&bytes[..ScheduleEntry::FIXED + 12]).is_err());
+        let row = LaneRow { last_seq: 9 };
+        assert_eq!(LaneRow::decode(&row.encode()).ok(), Some(row));
+        assert!(LaneRow::decode(&[0; 7]).is_err());
+        assert_ne!(lane_key("qa", "b"), lane_key("q", "ab"));
         assert!(ScheduleEntry::decode(&[1, 2, 3]).is_err());
         let mut bad = vec![0u8; 25];
         bad[8] = 9;

@@ -39,6 +39,8 @@ pub enum TableId {
     Segments = 11,
     /// Subscriptions of endpoints and queues to event types (format 7).
     Subscriptions = 12,
+    /// FIFO lanes' sequence counters and blocks (format 8).
+    Lanes = 13,
 }
 
 impl TableId {
@@ -57,6 +59,7 @@ impl TableId {
             Self::Retained => "retained",
             Self::Segments => "segments",
             Self::Subscriptions => "subscriptions",
+            Self::Lanes => "lanes",
         }
     }
 
@@ -73,6 +76,7 @@ impl TableId {
             8 => Self::Attempts,
             10 => Self::Retained,
             12 => Self::Subscriptions,
+            13 => Self::Lanes,
             _ => return None,
         })
     }

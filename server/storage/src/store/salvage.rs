@@ -12,8 +12,8 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::rowlog::TableId;
 use super::{
-    APPLIED_KEY, ATTEMPTS, DEAD, DONE, DamagedRow, ENDPOINTS, HISTORY, IDEMPOTENCY, MESSAGES, META,
-    RETAINED, SCHEDULE, SEGMENTS, SOURCES, SUBSCRIPTIONS, Store, StoreError, seal,
+    APPLIED_KEY, ATTEMPTS, DEAD, DONE, DamagedRow, ENDPOINTS, HISTORY, IDEMPOTENCY, LANES,
+    MESSAGES, META, RETAINED, SCHEDULE, SEGMENTS, SOURCES, SUBSCRIPTIONS, Store, StoreError, seal,
 };
 use hookd_core::ids::MessageId;
 
@@ -107,6 +107,7 @@ pub fn salvage(dir: &Path, dry_run: bool) -> Result<Salvage, StoreError> {
     );
     take(TableId::Retained, read_rows(&db, RETAINED, u128_key));
     take(TableId::Segments, read_rows(&db, SEGMENTS, bytes_key));
+    take(TableId::Lanes, read_rows(&db, LANES, bytes_key));
     let applied = std::panic::catch_unwind(AssertUnwindSafe(|| -> Result<u64, StoreError> {
         let txn = db.begin_read()?;
         let meta = txn.open_table(META)?;
@@ -179,11 +180,16 @@ pub fn salvage(dir: &Path, dry_run: bool) -> Result<Salvage, StoreError> {
                         table.insert(key, v.as_slice())?;
                     }
                 }
-                TableId::Attempts | TableId::Dead | TableId::Idempotency | TableId::Segments => {
+                TableId::Attempts
+                | TableId::Dead
+                | TableId::Idempotency
+                | TableId::Segments
+                | TableId::Lanes => {
                     let def = match id {
                         TableId::Attempts => ATTEMPTS,
                         TableId::Dead => DEAD,
                         TableId::Segments => SEGMENTS,
+                        TableId::Lanes => LANES,
                         _ => IDEMPOTENCY,
                     };
                     let mut table = txn.open_table(def)?;

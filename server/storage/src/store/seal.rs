@@ -67,7 +67,8 @@ pub(crate) fn message_of(table: TableId, key: &[u8]) -> Option<hookd_core::ids::
         | TableId::Sources
         | TableId::Subscriptions
         | TableId::Idempotency
-        | TableId::Segments => None,
+        | TableId::Segments
+        | TableId::Lanes => None,
     }
 }
 

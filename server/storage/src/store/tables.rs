@@ -18,13 +18,13 @@ use redb::{ReadOnlyTable, ReadTransaction, ReadableTable, Table, WriteTransactio
 use super::heap::{Heap, Pointer, SegmentRow, Stored};
 use super::overlay::{Overlay, Seen};
 use super::records::{
-    AttemptRecord, DoneRecord, EndpointRecord, HistoryRecord, MessageRecord, ScheduleEntry,
+    AttemptRecord, DoneRecord, EndpointRecord, HistoryRecord, LaneRow, MessageRecord, ScheduleEntry,
 };
 use super::rowlog::{Change, RowLog, TableId};
 use super::seal::open;
 use super::{
-    ATTEMPTS, DEAD, DONE, ENDPOINTS, HISTORY, IDEMPOTENCY, MESSAGES, RETAINED, SCHEDULE, SEGMENTS,
-    SOURCES, SUBSCRIPTIONS, StoreError, dead_key, dead_key_id, dead_prefix,
+    ATTEMPTS, DEAD, DONE, ENDPOINTS, HISTORY, IDEMPOTENCY, LANES, MESSAGES, RETAINED, SCHEDULE,
+    SEGMENTS, SOURCES, SUBSCRIPTIONS, StoreError, dead_key, dead_key_id, dead_prefix,
 };
 use crate::wal::Lsn;
 use hookd_core::ids::MessageId;
@@ -93,6 +93,7 @@ pub struct Tables<'a> {
     dead: ReadOnlyTable<&'static [u8], &'static [u8]>,
     idempotency: ReadOnlyTable<&'static [u8], &'static [u8]>,
     retained: ReadOnlyTable<u128, &'static [u8]>,
+    lanes: ReadOnlyTable<&'static [u8], &'static [u8]>,
     overlay: &'a mut Overlay,
     /// Where records that redb only points to are read from.
     heap: Heap,
@@ -160,6 +161,7 @@ impl<'a> Tables<'a> {
             dead: txn.open_table(DEAD)?,
             idempotency: txn.open_table(IDEMPOTENCY)?,
             retained: txn.open_table(RETAINED)?,
+            lanes: txn.open_table(LANES)?,
             overlay,
             heap: heap.clone(),
             log: RowLog::default(),
@@ -726,6 +728,19 @@ impl<'a> Tables<'a> {
     pub fn remove_subscription(&mut self, name: &str) {
         self.remove(TableId::Subscriptions, name.as_bytes());
     }
+
+    /// A FIFO lane's row ([`super::lane_key`]); a lane never used has the default (no
+    /// number handed out, not blocked).
+    pub fn lane(&self, key: &[u8]) -> Result<LaneRow, StoreError> {
+        match get_bytes(self.overlay, TableId::Lanes, &self.lanes, key)? {
+            Some(v) => LaneRow::decode(&v),
+            None => Ok(LaneRow::default()),
+        }
+    }
+
+    pub fn put_lane(&mut self, key: &[u8], row: &LaneRow) {
+        self.put(TableId::Lanes, key, &row.encode());
+    }
 }
 
 /// The write side of the tables: performs log records on redb (the apply stage, and
@@ -741,6 +756,7 @@ pub(crate) struct Apply<'txn> {
     endpoints: Table<'txn, &'static str, &'static [u8]>,
     sources: Table<'txn, &'static str, &'static [u8]>,
     subscriptions: Table<'txn, &'static str, &'static [u8]>,
+    lanes: Table<'txn, &'static [u8], &'static [u8]>,
     retained: Table<'txn, u128, &'static [u8]>,
     segments: Table<'txn, &'static [u8], &'static [u8]>,
     /// Changes to the segments' rows made by the records performed so far, written by
@@ -786,6 +802,7 @@ impl<'txn> Apply<'txn> {
             endpoints: txn.open_table(ENDPOINTS)?,
             sources: txn.open_table(SOURCES)?,
             subscriptions: txn.open_table(SUBSCRIPTIONS)?,
+            lanes: txn.open_table(LANES)?,
             retained: txn.open_table(RETAINED)?,
             segments: txn.open_table(SEGMENTS)?,
             counts: BTreeMap::new(),
@@ -859,6 +876,7 @@ impl<'txn> Apply<'txn> {
                             drop(self.subscriptions.insert(name(key)?, value)?);
                         }
                         TableId::Retained => drop(self.retained.insert(id(key)?, value)?),
+                        TableId::Lanes => drop(self.lanes.insert(key, value)?),
                         TableId::Segments => unreachable_table()?,
                     }
                 }
@@ -874,6 +892,7 @@ impl<'txn> Apply<'txn> {
                     TableId::Sources => drop(self.sources.remove(name(key)?)?),
                     TableId::Subscriptions => drop(self.subscriptions.remove(name(key)?)?),
                     TableId::Retained => drop(self.retained.remove(id(key)?)?),
+                    TableId::Lanes => drop(self.lanes.remove(key)?),
                     TableId::Segments => unreachable_table()?,
                 },
             }
@@ -1036,6 +1055,7 @@ mod tests {
             max_attempts: 3,
             since_ms: 0,
             destination: "qq".into(),
+            lane: None,
         }
     }
 
@@ -1421,6 +1441,7 @@ mod tests {
             max_attempts: 3,
             since_ms: 0,
             destination: d.into(),
+            lane: None,
         };
         // The engine's round: one record, two copies of it.
         let mut overlay = Overlay::default();
@@ -1518,6 +1539,7 @@ mod tests {
             max_attempts: 3,
             since_ms: 0,
             destination: d,
+            lane: None,
         };
         let mut overlay = Overlay::default();
         let bytes = {

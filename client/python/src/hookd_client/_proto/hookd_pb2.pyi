@@ -30,6 +30,12 @@ class MessageState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MESSAGE_STATE_IN_FLIGHT: _ClassVar[MessageState]
     MESSAGE_STATE_DEAD_LETTER: _ClassVar[MessageState]
     MESSAGE_STATE_DELIVERED: _ClassVar[MessageState]
+
+class Fifo(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FIFO_OFF: _ClassVar[Fifo]
+    FIFO_BLOCK: _ClassVar[Fifo]
+    FIFO_PARK: _ClassVar[Fifo]
 BACKPRESSURE_LEVEL_UNSPECIFIED: BackpressureLevel
 BACKPRESSURE_LEVEL_OK: BackpressureLevel
 BACKPRESSURE_LEVEL_SOFT: BackpressureLevel
@@ -44,6 +50,9 @@ MESSAGE_STATE_AWAITING_RETRY: MessageState
 MESSAGE_STATE_IN_FLIGHT: MessageState
 MESSAGE_STATE_DEAD_LETTER: MessageState
 MESSAGE_STATE_DELIVERED: MessageState
+FIFO_OFF: Fifo
+FIFO_BLOCK: Fifo
+FIFO_PARK: Fifo
 
 class Destination(_message.Message):
     __slots__ = ("endpoint", "url", "queue")
@@ -56,7 +65,7 @@ class Destination(_message.Message):
     def __init__(self, endpoint: _Optional[str] = ..., url: _Optional[str] = ..., queue: _Optional[str] = ...) -> None: ...
 
 class EnqueueRequest(_message.Message):
-    __slots__ = ("endpoint", "url", "queue", "topic", "payload", "idempotency_key", "event_type", "headers", "delay_ms", "max_attempts", "retry_base_ms", "retry_cap_ms")
+    __slots__ = ("endpoint", "url", "queue", "topic", "payload", "idempotency_key", "event_type", "headers", "delay_ms", "max_attempts", "retry_base_ms", "retry_cap_ms", "ordering_key")
     class HeadersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -76,6 +85,7 @@ class EnqueueRequest(_message.Message):
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     RETRY_BASE_MS_FIELD_NUMBER: _ClassVar[int]
     RETRY_CAP_MS_FIELD_NUMBER: _ClassVar[int]
+    ORDERING_KEY_FIELD_NUMBER: _ClassVar[int]
     endpoint: str
     url: str
     queue: str
@@ -88,7 +98,8 @@ class EnqueueRequest(_message.Message):
     max_attempts: int
     retry_base_ms: int
     retry_cap_ms: int
-    def __init__(self, endpoint: _Optional[str] = ..., url: _Optional[str] = ..., queue: _Optional[str] = ..., topic: _Optional[str] = ..., payload: _Optional[bytes] = ..., idempotency_key: _Optional[str] = ..., event_type: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., delay_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., retry_base_ms: _Optional[int] = ..., retry_cap_ms: _Optional[int] = ...) -> None: ...
+    ordering_key: str
+    def __init__(self, endpoint: _Optional[str] = ..., url: _Optional[str] = ..., queue: _Optional[str] = ..., topic: _Optional[str] = ..., payload: _Optional[bytes] = ..., idempotency_key: _Optional[str] = ..., event_type: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., delay_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., retry_base_ms: _Optional[int] = ..., retry_cap_ms: _Optional[int] = ..., ordering_key: _Optional[str] = ...) -> None: ...
 
 class EnqueueResponse(_message.Message):
     __slots__ = ("id", "duplicate", "throttle_ms", "subscribers", "delivery_ids")
@@ -149,7 +160,7 @@ class ReceiveRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., max_messages: _Optional[int] = ..., visibility_timeout_ms: _Optional[int] = ..., wait_ms: _Optional[int] = ...) -> None: ...
 
 class ReceivedMessage(_message.Message):
-    __slots__ = ("id", "lease_id", "payload", "event_type", "headers", "idempotency_key", "attempt", "max_attempts", "enqueued_unix_ms", "lease_deadline_unix_ms", "event_id")
+    __slots__ = ("id", "lease_id", "payload", "event_type", "headers", "idempotency_key", "attempt", "max_attempts", "enqueued_unix_ms", "lease_deadline_unix_ms", "event_id", "ordering_key", "sequence", "out_of_order")
     class HeadersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -168,6 +179,9 @@ class ReceivedMessage(_message.Message):
     ENQUEUED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     LEASE_DEADLINE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    ORDERING_KEY_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    OUT_OF_ORDER_FIELD_NUMBER: _ClassVar[int]
     id: str
     lease_id: str
     payload: bytes
@@ -179,7 +193,10 @@ class ReceivedMessage(_message.Message):
     enqueued_unix_ms: int
     lease_deadline_unix_ms: int
     event_id: str
-    def __init__(self, id: _Optional[str] = ..., lease_id: _Optional[str] = ..., payload: _Optional[bytes] = ..., event_type: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., idempotency_key: _Optional[str] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., enqueued_unix_ms: _Optional[int] = ..., lease_deadline_unix_ms: _Optional[int] = ..., event_id: _Optional[str] = ...) -> None: ...
+    ordering_key: str
+    sequence: int
+    out_of_order: bool
+    def __init__(self, id: _Optional[str] = ..., lease_id: _Optional[str] = ..., payload: _Optional[bytes] = ..., event_type: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., idempotency_key: _Optional[str] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., enqueued_unix_ms: _Optional[int] = ..., lease_deadline_unix_ms: _Optional[int] = ..., event_id: _Optional[str] = ..., ordering_key: _Optional[str] = ..., sequence: _Optional[int] = ..., out_of_order: _Optional[bool] = ...) -> None: ...
 
 class ReceiveResponse(_message.Message):
     __slots__ = ("messages",)
@@ -242,7 +259,7 @@ class LatencyStats(_message.Message):
     def __init__(self, count: _Optional[int] = ..., p50_ms: _Optional[float] = ..., p95_ms: _Optional[float] = ..., p99_ms: _Optional[float] = ..., p999_ms: _Optional[float] = ..., max_ms: _Optional[float] = ...) -> None: ...
 
 class DestinationStats(_message.Message):
-    __slots__ = ("destination", "pending", "awaiting_retry", "in_flight", "dead_letter", "delivered_last_hour", "failed_last_hour", "oldest_pending_age_ms", "enqueue_rate_per_s", "completion_rate_per_s", "latency_last_hour", "latency_last_24h", "push", "waiting_receives", "live_bytes", "backpressure")
+    __slots__ = ("destination", "pending", "awaiting_retry", "in_flight", "dead_letter", "delivered_last_hour", "failed_last_hour", "oldest_pending_age_ms", "enqueue_rate_per_s", "completion_rate_per_s", "latency_last_hour", "latency_last_24h", "push", "waiting_receives", "live_bytes", "backpressure", "fifo_lanes", "blocked_lanes")
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
     PENDING_FIELD_NUMBER: _ClassVar[int]
     AWAITING_RETRY_FIELD_NUMBER: _ClassVar[int]
@@ -259,6 +276,8 @@ class DestinationStats(_message.Message):
     WAITING_RECEIVES_FIELD_NUMBER: _ClassVar[int]
     LIVE_BYTES_FIELD_NUMBER: _ClassVar[int]
     BACKPRESSURE_FIELD_NUMBER: _ClassVar[int]
+    FIFO_LANES_FIELD_NUMBER: _ClassVar[int]
+    BLOCKED_LANES_FIELD_NUMBER: _ClassVar[int]
     destination: str
     pending: int
     awaiting_retry: int
@@ -275,7 +294,9 @@ class DestinationStats(_message.Message):
     waiting_receives: int
     live_bytes: int
     backpressure: BackpressureLevel
-    def __init__(self, destination: _Optional[str] = ..., pending: _Optional[int] = ..., awaiting_retry: _Optional[int] = ..., in_flight: _Optional[int] = ..., dead_letter: _Optional[int] = ..., delivered_last_hour: _Optional[int] = ..., failed_last_hour: _Optional[int] = ..., oldest_pending_age_ms: _Optional[int] = ..., enqueue_rate_per_s: _Optional[float] = ..., completion_rate_per_s: _Optional[float] = ..., latency_last_hour: _Optional[_Union[LatencyStats, _Mapping]] = ..., latency_last_24h: _Optional[_Union[LatencyStats, _Mapping]] = ..., push: _Optional[_Union[PushStats, _Mapping]] = ..., waiting_receives: _Optional[int] = ..., live_bytes: _Optional[int] = ..., backpressure: _Optional[_Union[BackpressureLevel, str]] = ...) -> None: ...
+    fifo_lanes: int
+    blocked_lanes: int
+    def __init__(self, destination: _Optional[str] = ..., pending: _Optional[int] = ..., awaiting_retry: _Optional[int] = ..., in_flight: _Optional[int] = ..., dead_letter: _Optional[int] = ..., delivered_last_hour: _Optional[int] = ..., failed_last_hour: _Optional[int] = ..., oldest_pending_age_ms: _Optional[int] = ..., enqueue_rate_per_s: _Optional[float] = ..., completion_rate_per_s: _Optional[float] = ..., latency_last_hour: _Optional[_Union[LatencyStats, _Mapping]] = ..., latency_last_24h: _Optional[_Union[LatencyStats, _Mapping]] = ..., push: _Optional[_Union[PushStats, _Mapping]] = ..., waiting_receives: _Optional[int] = ..., live_bytes: _Optional[int] = ..., backpressure: _Optional[_Union[BackpressureLevel, str]] = ..., fifo_lanes: _Optional[int] = ..., blocked_lanes: _Optional[int] = ...) -> None: ...
 
 class PushStats(_message.Message):
     __slots__ = ("disabled", "disabled_reason", "breaker", "breaker_open_until_unix_ms", "breaker_cooldown_ms", "breaker_openings", "consecutive_failures", "paused_until_unix_ms", "in_flight", "max_in_flight", "rate_limit_per_s", "slow", "attempts_last_hour", "success_rate_last_hour", "attempt_latency_last_hour", "attempt_latency_last_24h")
@@ -465,7 +486,7 @@ class GetMessageResponse(_message.Message):
     def __init__(self, id: _Optional[str] = ..., destination: _Optional[_Union[Destination, _Mapping]] = ..., state: _Optional[_Union[MessageState, str]] = ..., attempts: _Optional[int] = ..., max_attempts: _Optional[int] = ..., enqueued_unix_ms: _Optional[int] = ..., next_attempt_unix_ms: _Optional[int] = ..., history: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., last_error: _Optional[str] = ..., event_type: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., payload_size: _Optional[int] = ..., completed_unix_ms: _Optional[int] = ..., payload: _Optional[bytes] = ..., headers: _Optional[_Mapping[str, str]] = ..., payload_expired: _Optional[bool] = ..., event_id: _Optional[str] = ...) -> None: ...
 
 class Endpoint(_message.Message):
-    __slots__ = ("name", "url", "description", "max_attempts", "retry_base_ms", "retry_cap_ms", "disabled", "created_unix_ms", "updated_unix_ms", "secrets", "connect_timeout_ms", "timeout_ms", "max_in_flight", "rate_limit_per_s", "rate_limit_burst", "disabled_reason", "disabled_unix_ms", "paused", "paused_reason", "paused_unix_ms", "secret_summaries", "headers", "proxy_url", "client_certificate_pem", "client_key_pem", "client_certificate_summary", "oauth2")
+    __slots__ = ("name", "url", "description", "max_attempts", "retry_base_ms", "retry_cap_ms", "disabled", "created_unix_ms", "updated_unix_ms", "secrets", "connect_timeout_ms", "timeout_ms", "max_in_flight", "rate_limit_per_s", "rate_limit_burst", "disabled_reason", "disabled_unix_ms", "paused", "paused_reason", "paused_unix_ms", "secret_summaries", "headers", "proxy_url", "client_certificate_pem", "client_key_pem", "client_certificate_summary", "oauth2", "fifo")
     class HeadersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -500,6 +521,7 @@ class Endpoint(_message.Message):
     CLIENT_KEY_PEM_FIELD_NUMBER: _ClassVar[int]
     CLIENT_CERTIFICATE_SUMMARY_FIELD_NUMBER: _ClassVar[int]
     OAUTH2_FIELD_NUMBER: _ClassVar[int]
+    FIFO_FIELD_NUMBER: _ClassVar[int]
     name: str
     url: str
     description: str
@@ -527,7 +549,8 @@ class Endpoint(_message.Message):
     client_key_pem: str
     client_certificate_summary: str
     oauth2: OAuth2
-    def __init__(self, name: _Optional[str] = ..., url: _Optional[str] = ..., description: _Optional[str] = ..., max_attempts: _Optional[int] = ..., retry_base_ms: _Optional[int] = ..., retry_cap_ms: _Optional[int] = ..., disabled: _Optional[bool] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ..., secrets: _Optional[_Iterable[str]] = ..., connect_timeout_ms: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., rate_limit_per_s: _Optional[float] = ..., rate_limit_burst: _Optional[int] = ..., disabled_reason: _Optional[str] = ..., disabled_unix_ms: _Optional[int] = ..., paused: _Optional[bool] = ..., paused_reason: _Optional[str] = ..., paused_unix_ms: _Optional[int] = ..., secret_summaries: _Optional[_Iterable[_Union[SecretSummary, _Mapping]]] = ..., headers: _Optional[_Mapping[str, str]] = ..., proxy_url: _Optional[str] = ..., client_certificate_pem: _Optional[str] = ..., client_key_pem: _Optional[str] = ..., client_certificate_summary: _Optional[str] = ..., oauth2: _Optional[_Union[OAuth2, _Mapping]] = ...) -> None: ...
+    fifo: Fifo
+    def __init__(self, name: _Optional[str] = ..., url: _Optional[str] = ..., description: _Optional[str] = ..., max_attempts: _Optional[int] = ..., retry_base_ms: _Optional[int] = ..., retry_cap_ms: _Optional[int] = ..., disabled: _Optional[bool] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ..., secrets: _Optional[_Iterable[str]] = ..., connect_timeout_ms: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., rate_limit_per_s: _Optional[float] = ..., rate_limit_burst: _Optional[int] = ..., disabled_reason: _Optional[str] = ..., disabled_unix_ms: _Optional[int] = ..., paused: _Optional[bool] = ..., paused_reason: _Optional[str] = ..., paused_unix_ms: _Optional[int] = ..., secret_summaries: _Optional[_Iterable[_Union[SecretSummary, _Mapping]]] = ..., headers: _Optional[_Mapping[str, str]] = ..., proxy_url: _Optional[str] = ..., client_certificate_pem: _Optional[str] = ..., client_key_pem: _Optional[str] = ..., client_certificate_summary: _Optional[str] = ..., oauth2: _Optional[_Union[OAuth2, _Mapping]] = ..., fifo: _Optional[_Union[Fifo, str]] = ...) -> None: ...
 
 class OAuth2(_message.Message):
     __slots__ = ("token_url", "client_id", "client_secret", "scopes", "audience")
