@@ -10,6 +10,7 @@ mod churn;
 mod console;
 mod echo;
 mod fanout;
+mod fifo;
 mod fsync;
 mod ingest;
 mod load;
@@ -101,6 +102,12 @@ struct Args {
     /// Calls in flight in the fan-out measurement.
     #[arg(long, default_value_t = 4)]
     fanout_concurrency: usize,
+    /// Ordering keys of the FIFO measurement's ordered leg...
+    #[arg(long, default_value_t = 10_000)]
+    fifo_keys: usize,
+    /// ...and the backlog each leg drains to the flaky receiver.
+    #[arg(long, default_value_t = 100_000)]
+    fifo_events: usize,
     /// Keep-alive HTTP/1.1 connections of the ingest measurement.
     #[arg(long, default_value_t = 64)]
     ingest_connections: usize,
@@ -389,6 +396,46 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     if wants("ingest") {
         let r = ingest_run(&args, dir.path(), leg).await?;
         summary.push(("ingest", r.0, r.1));
+    }
+    if wants("fifo") {
+        println!(
+            "\nfifo: a backlog of {} events drained by push to one receiver that answers 500 to every tenth request, unordered vs FIFO lanes over {} ordering keys (retries after 10 to 100 ms, the endpoint's defaults otherwise)",
+            args.fifo_events, args.fifo_keys
+        );
+        probe("before")?;
+        let mut ratios = Vec::new();
+        for round in 1..=usize::from(args.rounds) {
+            println!(" round {round}");
+            let mut rates = Vec::new();
+            for keys in [0, args.fifo_keys] {
+                let sink = fifo::flaky_sink(10).await?;
+                let hookd = Hookd::start(dir.path(), round).await?;
+                let ch = channels(hookd.addr, 1).await?.remove(0);
+                let d = fifo::drain(
+                    &ch,
+                    &sink,
+                    keys,
+                    args.fifo_events,
+                    args.payload,
+                    Duration::from_secs(300),
+                )
+                .await?;
+                drop(ch);
+                hookd.stop().await?;
+                println!(
+                    "  {:<9} {:>10.0} deliveries/s  ({} answered 500 and retried)",
+                    if keys > 0 { "fifo" } else { "unordered" },
+                    d.deliveries_per_s,
+                    d.failed
+                );
+                rates.push(d.deliveries_per_s);
+            }
+            let ratio = rates[1] / rates[0];
+            println!("  ratio fifo/unordered: {ratio:.2}");
+            ratios.push(ratio);
+        }
+        probe("after")?;
+        println!(" median ratio fifo/unordered: {:.2}", median(ratios));
     }
     if wants("push delivery") {
         let sink = push::sink(false).await?;
