@@ -441,3 +441,129 @@ async fn ten_thousand_events_on_a_thousand_keys_arrive_in_order_through_failures
     );
     hookd.child.stop(Duration::from_secs(30)).await.unwrap();
 }
+
+/// An operator's side of a `block` lane, in process: the dead letter that holds its lane
+/// is listed as such (gRPC, the console's page with its Skip button, `/metrics`), the lane
+/// waits, a replay delivers it first and in order, and a purge by id skips it.
+#[tokio::test]
+async fn a_blocked_lane_is_shown_and_replayed_or_skipped_by_an_operator() {
+    use crate::harness::{TestServer, metric, test_config};
+    use hookd_core::clock::{Clock, ManualClock, SystemClock};
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(dir.path());
+    config.queues = vec![hookd::config::QueueSpec {
+        name: "steps".into(),
+        fifo: Some(hookd::config::FifoSetting::Block),
+    }];
+    let server = TestServer::start_with(config, ManualClock::new(SystemClock.now_ms())).await;
+    let mut c = server.client().await;
+    let vis = Duration::from_secs(30);
+    let mut dead = HashMap::new();
+    for key in ["replayed", "skipped"] {
+        for n in 1..=2 {
+            let sent = c
+                .enqueue(
+                    Event::to_queue("steps", format!("{key}/{n}").into_bytes())
+                        .ordering_key(key)
+                        .max_attempts(1),
+                )
+                .await
+                .unwrap();
+            if n == 1 {
+                dead.insert(key, sent.id);
+            }
+        }
+    }
+    // Both heads use their one attempt: each holds its lane.
+    let heads = c.receive("steps", 10, vis, None).await.unwrap();
+    assert_eq!(heads.len(), 2);
+    for m in &heads {
+        assert_eq!(m.sequence, 1);
+        c.nack(&m.lease_id, None, "poison").await.unwrap();
+    }
+    assert!(c.receive("steps", 10, vis, None).await.unwrap().is_empty());
+    let listed = c
+        .raw()
+        .list_dead_letters(pb::ListDeadLettersRequest {
+            destination: None,
+            page_size: 10,
+            page_token: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .dead_letters;
+    assert_eq!(listed.len(), 2);
+    assert!(listed.iter().all(|d| d.blocks_lane && d.sequence == 1));
+    let stats = c.stats().await.unwrap();
+    let steps = stats
+        .destinations
+        .iter()
+        .find(|d| d.destination == "queue:steps")
+        .unwrap();
+    assert_eq!((steps.fifo_lanes, steps.blocked_lanes), (2, 2));
+    let metrics = server.http_get("/metrics").await;
+    assert_eq!(metric(&metrics, "hookd_lanes_blocked_total"), 2);
+    let page = server.http_get("/ui/dead-letters").await;
+    assert!(
+        page.contains("blocks its lane") && page.contains(">Skip</button>"),
+        "{page}"
+    );
+
+    // Replay: delivered first, in order, then the lane goes on.
+    assert_eq!(c.replay([dead["replayed"].clone()]).await.unwrap(), 1);
+    let got = c.receive("steps", 10, vis, None).await.unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        (
+            got[0].ordering_key.as_str(),
+            got[0].sequence,
+            got[0].out_of_order
+        ),
+        ("replayed", 1, false)
+    );
+    c.ack([got[0].lease_id.clone()]).await.unwrap();
+    let got = c.receive("steps", 10, vis, None).await.unwrap();
+    assert_eq!(
+        (got[0].ordering_key.as_str(), got[0].sequence),
+        ("replayed", 2)
+    );
+    c.ack([got[0].lease_id.clone()]).await.unwrap();
+
+    // Skip: purged by id, the lane moves on to #2 (a gap the receiver sees).
+    let purged = c
+        .raw()
+        .purge_dead_letters(pb::PurgeDeadLettersRequest {
+            ids: vec![dead["skipped"].clone()],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((purged.purged, purged.matched), (1, 1));
+    let got = c.receive("steps", 10, vis, None).await.unwrap();
+    assert_eq!(
+        (got[0].ordering_key.as_str(), got[0].sequence),
+        ("skipped", 2)
+    );
+    // Ids and a filter together are refused, naming the field.
+    let both = c
+        .raw()
+        .purge_dead_letters(pb::PurgeDeadLettersRequest {
+            ids: vec![dead["skipped"].clone()],
+            filter: Some(pb::DeadLetterFilter::default()),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert!(both.message().starts_with("ids:"), "{}", both.message());
+    let stats = c.stats().await.unwrap();
+    let steps = stats
+        .destinations
+        .iter()
+        .find(|d| d.destination == "queue:steps")
+        .unwrap();
+    assert_eq!(steps.blocked_lanes, 0);
+    server.stop().await;
+}

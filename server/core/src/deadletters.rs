@@ -34,6 +34,17 @@ pub struct DeadSummary {
     /// The last attempt's HTTP status (0: none, or no response).
     pub last_status: u32,
     pub last_error: String,
+    /// Its place in a FIFO lane, if its destination is ordered.
+    pub lane: Option<DeadLane>,
+}
+
+/// A dead letter's FIFO lane: the ordering key, its number there, and whether it holds
+/// the lane (policy `block`: until replayed or purged).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLane {
+    pub key: String,
+    pub seq: u64,
+    pub blocks: bool,
 }
 
 /// Dead letters in one hour of one destination that make a cluster.
@@ -264,6 +275,7 @@ mod tests {
 
     fn dead(dest: &str, at: u64, status: u32, error: &str) -> DeadSummary {
         DeadSummary {
+            lane: None,
             id: MessageId(u128::from(at)),
             destination: dest.into(),
             dead_ms: at,
@@ -412,6 +424,7 @@ mod tests {
     fn permanent_refusals_in_one_hour_are_not_an_outage_and_ssrf_refusals_are_named() {
         let rows: Vec<_> = (0..12)
             .map(|i| DeadSummary {
+                lane: None,
                 attempts: 1,
                 ..dead("endpoint:a", T0 + i * 60_000, 401, "HTTP 401: bad token")
             })
@@ -421,6 +434,7 @@ mod tests {
         let refused = crate::destination::REFUSED_ADDRESS.to_owned();
         let rows: Vec<_> = (0..12)
             .map(|i| DeadSummary {
+                lane: None,
                 attempts: 1,
                 ..dead("url:http://10.0.0.1", T0 + i * 60_000, 0, &refused)
             })

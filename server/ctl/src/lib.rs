@@ -361,8 +361,12 @@ pub enum DlqCmd {
         #[arg(long, default_value_t = 10_000)]
         limit: u32,
     },
-    /// Delete dead letters.
+    /// Delete dead letters. Purging the one that blocks a FIFO lane (`--id`) skips it: the
+    /// lane moves on.
     Purge {
+        /// These ids (instead of a filter).
+        #[arg(long = "id")]
+        ids: Vec<String>,
         #[command(flatten)]
         filter: FilterArgs,
         /// Required to purge with an empty filter (every dead letter).
@@ -1250,9 +1254,15 @@ async fn dlq(api: &mut Api, json: bool, cmd: DlqCmd, server: &str) -> Result<(),
                     .dead_letters
                     .iter()
                     .map(|d| {
+                        let lane = match (d.sequence, d.blocks_lane) {
+                            (0, _) => "-".to_owned(),
+                            (n, false) => format!("{:?} #{n}", d.ordering_key),
+                            (n, true) => format!("{:?} #{n} (blocks its lane)", d.ordering_key),
+                        };
                         vec![
                             d.id.clone(),
                             destination_text(&d.destination),
+                            lane,
                             d.attempts.to_string(),
                             when(d.dead_lettered_unix_ms),
                             excerpt(&d.last_error, 60),
@@ -1260,7 +1270,14 @@ async fn dlq(api: &mut Api, json: bool, cmd: DlqCmd, server: &str) -> Result<(),
                     })
                     .collect();
                 table(
-                    &["ID", "DESTINATION", "ATTEMPTS", "DEAD SINCE", "LAST ERROR"],
+                    &[
+                        "ID",
+                        "DESTINATION",
+                        "LANE",
+                        "ATTEMPTS",
+                        "DEAD SINCE",
+                        "LAST ERROR",
+                    ],
                     rows,
                 );
                 if !r.next_page_token.is_empty() {
@@ -1330,17 +1347,24 @@ async fn dlq(api: &mut Api, json: bool, cmd: DlqCmd, server: &str) -> Result<(),
             })
         }
         DlqCmd::Purge {
+            ids,
             filter: f,
             all,
             dry_run,
             limit,
         } => {
+            let by_filter = ids.is_empty();
             let r = api
                 .purge_dead_letters(pb::PurgeDeadLettersRequest {
-                    filter: Some(filter(f, now_ms())?),
+                    filter: if by_filter {
+                        Some(filter(f, now_ms())?)
+                    } else {
+                        None
+                    },
                     all,
                     dry_run,
                     limit,
+                    ids,
                 })
                 .await
                 .map_err(fail)?

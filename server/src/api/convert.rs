@@ -365,6 +365,14 @@ pub fn dead_letter(m: StoredMessage) -> pb::DeadLetter {
         dead_lettered_unix_ms: m.entry.since_ms,
         event_type: m.record.event_type,
         payload_size: m.record.payload.len() as u64,
+        ordering_key: m
+            .entry
+            .lane
+            .as_ref()
+            .map(|l| l.key.clone())
+            .unwrap_or_default(),
+        sequence: m.entry.lane.as_ref().map_or(0, |l| l.seq),
+        blocks_lane: m.entry.lane.is_some_and(|l| l.blocks),
     }
 }
 

@@ -932,8 +932,12 @@ impl Hookd for HookdService {
             filter,
             limit,
             dry_run,
+            ids,
         } = validate::purge(request.into_inner())?;
-        let ids = self.matching_dead(filter, limit).await?;
+        let ids = match ids {
+            Some(ids) => ids,
+            None => self.matching_dead(filter, limit).await?,
+        };
         let matched = u32::try_from(ids.len()).unwrap_or(u32::MAX);
         let purged = if dry_run {
             0

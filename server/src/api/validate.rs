@@ -857,9 +857,35 @@ pub struct Purge {
     pub filter: hookd_core::deadletters::Filter,
     pub limit: usize,
     pub dry_run: bool,
+    /// Exactly these dead letters, instead of the filter.
+    pub ids: Option<Vec<MessageId>>,
 }
 
 pub fn purge(req: pb::PurgeDeadLettersRequest) -> Result<Purge, ApiError> {
+    if !req.ids.is_empty() {
+        if req.filter.is_some() {
+            return Err(invalid("ids: give either ids or a filter, not both".into()));
+        }
+        let limit = count_or_default(req.limit, DEFAULT_REPLAY_LIMIT, MAX_REPLAY_LIMIT, "limit")?;
+        if req.ids.len() > limit as usize {
+            return Err(invalid(format!(
+                "ids: {} ids is over the limit of {limit}",
+                req.ids.len()
+            )));
+        }
+        let ids = req
+            .ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| message_id(id, &format!("ids[{i}]")))
+            .collect::<Result<Vec<_>, _>>()?;
+        return Ok(Purge {
+            filter: Default::default(),
+            limit: ids.len(),
+            dry_run: req.dry_run,
+            ids: Some(ids),
+        });
+    }
     let Some(f) = req.filter else {
         return Err(invalid(
             "filter: required (an empty filter with all = true purges every dead letter)".into(),
@@ -881,6 +907,7 @@ pub fn purge(req: pb::PurgeDeadLettersRequest) -> Result<Purge, ApiError> {
         filter,
         limit: limit as usize,
         dry_run: req.dry_run,
+        ids: None,
     })
 }
 

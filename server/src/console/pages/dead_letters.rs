@@ -214,13 +214,19 @@ pub(crate) async fn dead_letters(
                     p { "No dead letter matches" @if next.is_some() { " in this stretch; the next page looks further" } "." }
                 } @else {
                     table.list {
-                        thead { tr { th { "id" } th { "destination" } th { "dead-lettered" } th { "attempts" } th { "status" } th { "last error" } th { "" } } }
+                        thead { tr { th { "id" } th { "destination" } th { "lane" } th { "dead-lettered" } th { "attempts" } th { "status" } th { "last error" } th { "" } } }
                         tbody {
                             @for d in &rows {
                                 @let id = d.id.to_string();
                                 tr {
                                     td.id { a href=(format!("/ui/messages/{}", segment(&id))) { (id) } }
                                     td { (d.destination) }
+                                    td {
+                                        @if let Some(l) = &d.lane {
+                                            (format!("{:?} #{}", l.key, l.seq))
+                                            @if l.blocks { " " span.badge.bad title="It holds its FIFO lane: replay delivers it first, in order; skip purges it and the lane moves on" { "blocks its lane" } }
+                                        } @else { "-" }
+                                    }
                                     td { (view::time(d.dead_ms)) }
                                     td.num { (d.attempts) }
                                     td.num { @if d.last_status == 0 { "-" } @else { (d.last_status) } }
@@ -230,6 +236,13 @@ pub(crate) async fn dead_letters(
                                             (csrf(&s)) (q.filter.form_fields())
                                             input type="hidden" name="id" value=(id);
                                             button type="submit" { "Replay" }
+                                        }
+                                        @if d.lane.as_ref().is_some_and(|l| l.blocks) {
+                                            form.inline method="post" action="/ui/dead-letters/purge" {
+                                                (csrf(&s)) (q.filter.form_fields())
+                                                input type="hidden" name="id" value=(id);
+                                                button type="submit" title="Purge it: its lane moves on to the next event" { "Skip" }
+                                            }
                                         }
                                     }
                                 }
@@ -340,6 +353,27 @@ pub(crate) async fn purge(
     Extension(s): Extension<Session>,
     Form(f): Form<BulkForm>,
 ) -> Page {
+    // The one-click skip of a dead letter that blocks its FIFO lane.
+    if !f.id.is_empty() {
+        let r = c
+            .api
+            .purge_dead_letters(call(
+                &s,
+                pb::PurgeDeadLettersRequest {
+                    ids: vec![f.id.clone()],
+                    ..Default::default()
+                },
+            ))
+            .await?
+            .into_inner();
+        c.forget_analysis();
+        let notice = if r.purged == 1 {
+            format!("Skipped {}: purged, and its lane moved on.", f.id)
+        } else {
+            format!("{} was no longer a dead letter; nothing purged.", f.id)
+        };
+        return Ok(see_other(&with_notice(&dead_list_url(&f.filter), &notice)));
+    }
     let filter = f.filter.to_proto(c.clock.now_ms())?;
     let all = f.filter.is_empty();
     let request = |dry_run| pb::PurgeDeadLettersRequest {
@@ -347,6 +381,7 @@ pub(crate) async fn purge(
         all,
         dry_run,
         limit: crate::api::validate::MAX_REPLAY_LIMIT,
+        ids: Vec::new(),
     };
     if f.confirm != "yes" {
         let r = c

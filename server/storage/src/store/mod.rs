@@ -1247,6 +1247,11 @@ impl Store {
                 attempts: entry.attempts,
                 last_status,
                 last_error: h.last_error,
+                lane: entry.lane.map(|l| hookd_core::deadletters::DeadLane {
+                    key: l.key,
+                    seq: l.seq,
+                    blocks: l.blocks,
+                }),
             };
             if keep(&row) {
                 out.push(row);

@@ -637,7 +637,7 @@ class ListDeadLettersRequest(_message.Message):
     def __init__(self, destination: _Optional[_Union[Destination, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class DeadLetter(_message.Message):
-    __slots__ = ("id", "destination", "attempts", "last_error", "enqueued_unix_ms", "dead_lettered_unix_ms", "event_type", "payload_size")
+    __slots__ = ("id", "destination", "attempts", "last_error", "enqueued_unix_ms", "dead_lettered_unix_ms", "event_type", "payload_size", "ordering_key", "sequence", "blocks_lane")
     ID_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
@@ -646,6 +646,9 @@ class DeadLetter(_message.Message):
     DEAD_LETTERED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    ORDERING_KEY_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    BLOCKS_LANE_FIELD_NUMBER: _ClassVar[int]
     id: str
     destination: Destination
     attempts: int
@@ -654,7 +657,10 @@ class DeadLetter(_message.Message):
     dead_lettered_unix_ms: int
     event_type: str
     payload_size: int
-    def __init__(self, id: _Optional[str] = ..., destination: _Optional[_Union[Destination, _Mapping]] = ..., attempts: _Optional[int] = ..., last_error: _Optional[str] = ..., enqueued_unix_ms: _Optional[int] = ..., dead_lettered_unix_ms: _Optional[int] = ..., event_type: _Optional[str] = ..., payload_size: _Optional[int] = ...) -> None: ...
+    ordering_key: str
+    sequence: int
+    blocks_lane: bool
+    def __init__(self, id: _Optional[str] = ..., destination: _Optional[_Union[Destination, _Mapping]] = ..., attempts: _Optional[int] = ..., last_error: _Optional[str] = ..., enqueued_unix_ms: _Optional[int] = ..., dead_lettered_unix_ms: _Optional[int] = ..., event_type: _Optional[str] = ..., payload_size: _Optional[int] = ..., ordering_key: _Optional[str] = ..., sequence: _Optional[int] = ..., blocks_lane: _Optional[bool] = ...) -> None: ...
 
 class ListDeadLettersResponse(_message.Message):
     __slots__ = ("dead_letters", "next_page_token")
@@ -705,16 +711,18 @@ class DeadLetterFilter(_message.Message):
     def __init__(self, destination: _Optional[_Union[Destination, _Mapping]] = ..., dead_after_unix_ms: _Optional[int] = ..., dead_before_unix_ms: _Optional[int] = ..., http_status: _Optional[int] = ..., error_contains: _Optional[str] = ...) -> None: ...
 
 class PurgeDeadLettersRequest(_message.Message):
-    __slots__ = ("filter", "all", "dry_run", "limit")
+    __slots__ = ("filter", "all", "dry_run", "limit", "ids")
     FILTER_FIELD_NUMBER: _ClassVar[int]
     ALL_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
     filter: DeadLetterFilter
     all: bool
     dry_run: bool
     limit: int
-    def __init__(self, filter: _Optional[_Union[DeadLetterFilter, _Mapping]] = ..., all: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., limit: _Optional[int] = ...) -> None: ...
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, filter: _Optional[_Union[DeadLetterFilter, _Mapping]] = ..., all: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., limit: _Optional[int] = ..., ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PurgeDeadLettersResponse(_message.Message):
     __slots__ = ("purged", "matched")
