@@ -14,6 +14,9 @@
 //!   lost, but the run did not show it delivered). A run passes only with 0.
 //! - **recovered**: the enqueue's outcome was unknown (transport error) and it was
 //!   delivered anyway.
+//! - **order** (`[ordered]` runs): per receiver and ordering key, no event taken after a
+//!   later one of its key (must be 0), and the gaps in each key's numbers no more than the
+//!   dead letters (each parked event leaves one).
 
 use std::collections::BTreeMap;
 
@@ -55,12 +58,21 @@ pub struct Verdict {
     pub unknown: u64,
     /// Up to 10 examples of lost and unexpected events.
     pub examples: Vec<String>,
+    /// `[ordered]` runs: the per-key order check.
+    pub order: Option<crate::tally::OrderSeen>,
 }
 
 impl Verdict {
     /// No loss, nothing unexpected, nothing left undelivered or unknown.
     pub fn passed(&self) -> bool {
-        self.lost == 0 && self.unexpected == 0 && self.undelivered == 0 && self.unknown == 0
+        self.lost == 0
+            && self.unexpected == 0
+            && self.undelivered == 0
+            && self.unknown == 0
+            && self
+                .order
+                .as_ref()
+                .is_none_or(|o| o.out_of_order == 0 && o.gaps <= self.dead_lettered)
     }
 }
 

@@ -82,6 +82,8 @@ pub struct Sender {
     pub agents: Vec<hookd_client::Emitter>,
     /// `[fanout]` scenarios: every event is published to this plan's topic.
     pub fanout: Option<Arc<FanoutPlan>>,
+    /// `[ordered]` scenarios: each event's ordering key is one of this many (0: none).
+    pub ordering_keys: u64,
 }
 
 /// What a `[fanout]` run publishes to, and its subscribers in slot order (whether each is
@@ -142,6 +144,15 @@ async fn send(
 }
 
 impl Sender {
+    /// `[ordered]`: event `seq`'s ordering key, round robin over the run's keys (named by
+    /// the run, so that a hookd reused across runs starts each key's numbers at 1).
+    fn ordering_key(&self, seq: u64) -> String {
+        match self.ordering_keys {
+            0 => String::new(),
+            n => format!("{}-k{}", self.run_id, seq % n),
+        }
+    }
+
     /// Sends call number `index` (its events and their payloads), records the outcome.
     pub async fn call(&self, index: u64, intended: Instant) {
         if let Some(inbound) = &self.inbound {
@@ -173,6 +184,7 @@ impl Sender {
                     payload: encode(seq, intended_ns, self.payload_bytes),
                     idempotency_key: format!("{}-{seq}", self.run_id),
                     event_type: "loadtest".into(),
+                    ordering_key: self.ordering_key(seq),
                     ..Default::default()
                 }
             })
@@ -217,6 +229,7 @@ impl Sender {
                     destination: Some(pb::enqueue_request::Destination::Topic(plan.topic.clone())),
                     payload: encode(seq, intended_ns, self.payload_bytes),
                     idempotency_key: format!("{}-{seq}", self.run_id),
+                    ordering_key: self.ordering_key(seq),
                     ..Default::default()
                 }
             })
@@ -441,6 +454,9 @@ impl Worker {
                     Ok(_) => {
                         self.counters.acked.fetch_add(1, Ordering::Relaxed);
                         let receiver = crate::tally::receiver(None, &self.queue);
+                        if m.sequence > 0 {
+                            self.tally.in_lane(&receiver, &m.ordering_key, m.sequence);
+                        }
                         if self
                             .counters
                             .e2e

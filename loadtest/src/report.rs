@@ -166,6 +166,16 @@ impl Report {
         for (reason, n) in &v.dead_letter_reasons {
             let _ = writeln!(s, "          dead letter: {n} x {reason}");
         }
+        if let Some(o) = &v.order {
+            let _ = writeln!(
+                s,
+                "order     {} lanes (receiver, key)  out of order {}  gaps {} (dead letters {})  repeats {}",
+                o.lanes, o.out_of_order, o.gaps, v.dead_lettered, o.repeats
+            );
+            for e in &o.samples {
+                let _ = writeln!(s, "          {e}");
+            }
+        }
         for e in &v.examples {
             let _ = writeln!(s, "          {e}");
         }

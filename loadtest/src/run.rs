@@ -188,14 +188,41 @@ async fn subscribe(
 
 async fn setup(s: &Scenario, o: &Options) -> anyhow::Result<World> {
     let tally = Arc::new(Tally::new());
+    let id = run_id();
+    // `[ordered]`: FIFO endpoints are put so below; FIFO queues are hookd's config
+    // (`[[queues]]`), so they are known before it starts.
+    let fifo = match s.ordered.as_ref().map(|o| o.policy.as_str()) {
+        Some("block") => pb::Fifo::Block,
+        Some(_) => pb::Fifo::Park,
+        None => pb::Fifo::Off,
+    };
+    let mut config = s.hookd.config.clone();
+    if let Some(ordered) = &s.ordered
+        && !s.queues.is_empty()
+    {
+        anyhow::ensure!(
+            o.target.is_none(),
+            "`[ordered]` with `[[queues]]` needs a hookd this tool starts (its queues' FIFO lanes are config); run without --target"
+        );
+        let queues = s
+            .queues
+            .iter()
+            .map(|q| {
+                let mut t = toml::Table::new();
+                t.insert("name".into(), format!("{id}-{}", q.name).into());
+                t.insert("fifo".into(), ordered.policy.clone().into());
+                toml::Value::Table(t)
+            })
+            .collect();
+        config.insert("queues".into(), toml::Value::Array(queues));
+    }
     let target = match &o.target {
         Some(addr) => Target::remote(addr.clone(), o.target_pid),
-        None if o.slow_sync_ms > 0 => Target::in_process(&s.hookd.config, o.slow_sync_ms).await?,
-        None => Target::spawn(&s.hookd.config, o.hookd_log.as_deref()).await?,
+        None if o.slow_sync_ms > 0 => Target::in_process(&config, o.slow_sync_ms).await?,
+        None => Target::spawn(&config, o.hookd_log.as_deref()).await?,
     };
     let sim = Sim::start(&s.endpoints, tally.clone()).await?;
     let clients = channels(&target.grpc, s.traffic.connections).await?;
-    let id = run_id();
     let mut admin = clients[0].clone();
     let mut endpoints = Vec::new();
     for (gi, g) in s.endpoints.iter().enumerate() {
@@ -215,6 +242,7 @@ async fn setup(s: &Scenario, o: &Options) -> anyhow::Result<World> {
                 max_in_flight: h.max_in_flight,
                 rate_limit_per_s: h.rate_limit_per_s,
                 rate_limit_burst: h.rate_limit_burst,
+                fifo: fifo as i32,
                 ..Default::default()
             };
             admin
@@ -282,6 +310,7 @@ async fn setup(s: &Scenario, o: &Options) -> anyhow::Result<World> {
         inbound,
         agents,
         fanout,
+        ordering_keys: s.ordered.as_ref().map_or(0, |o| o.keys),
     };
     // The disk's speed before any traffic, then a light probe through the run (an fsync
     // every 250 ms), in hookd's data directory, or where --probe-dir says.
@@ -728,7 +757,7 @@ pub async fn run(s: &Scenario, o: &Options) -> anyhow::Result<Report> {
     let queues = world.consumers.counts();
     let snap = tally.snapshot();
     let held = lookups(&world.clients[0], &snap.events).await;
-    let verdict = checker::check(
+    let mut verdict = checker::check(
         &snap.events,
         snap.unexpected,
         &snap.unexpected_samples,
@@ -738,6 +767,9 @@ pub async fn run(s: &Scenario, o: &Options) -> anyhow::Result<Report> {
                 .unwrap_or_else(|| Held::Unknown("lookup failed".into()))
         },
     );
+    if s.ordered.is_some() {
+        verdict.order = Some(tally.order());
+    }
     let endpoints = world.sim.counts();
     // Every acknowledged push event had one first attempt; the rest were retries.
     let acked_push = snap

@@ -49,6 +49,9 @@ pub struct Scenario {
     /// Present: every event is published to one topic, and every endpoint and queue
     /// subscribes to it: each event is delivered once per receiver (weights are unused).
     pub fanout: Option<Fanout>,
+    /// Present: every endpoint and queue has FIFO lanes, and each event an ordering key
+    /// (one of `keys`); the checker then holds each receiver to per-key order.
+    pub ordered: Option<Ordered>,
     /// The file's text, for the line of checks that span several tables.
     #[serde(skip)]
     source: String,
@@ -57,6 +60,12 @@ pub struct Scenario {
 mod defaults {
     pub(super) fn agents() -> usize {
         4
+    }
+    pub(super) fn ordered_keys() -> u64 {
+        1_000
+    }
+    pub(super) fn ordered_policy() -> String {
+        "park".into()
     }
     pub(super) fn agent_capacity() -> usize {
         10_000
@@ -652,6 +661,19 @@ pub struct Fanout {
     pub topic: String,
 }
 
+/// `[ordered]`: FIFO lanes at every endpoint and queue, events spread over `keys` ordering
+/// keys (round robin by the tool's sequence number).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ordered {
+    #[serde(default = "defaults::ordered_keys")]
+    pub keys: u64,
+    /// What a dead letter does to its lane: `park` (the lane moves on; the receiver sees a
+    /// gap, which the checker matches against the dead letters) or `block`.
+    #[serde(default = "defaults::ordered_policy")]
+    pub policy: String,
+}
+
 /// Capacity search: ramp the offered rate (open loop, constant within a step) until the
 /// SLO breaks, then narrow down between the last good and the first bad rate.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
@@ -814,6 +836,20 @@ impl Scenario {
                 Some("`[fanout]` publishes over gRPC: remove `[ingest]`")
             } else if self.agent.is_some() {
                 Some("`[fanout]` needs each publish's delivery ids: remove `[agent]`")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(why.into());
+            }
+        }
+        if let Some(o) = &self.ordered {
+            let why = if self.ingest.is_some() {
+                Some("`[ordered]` sends ordering keys over gRPC: remove `[ingest]`")
+            } else if o.keys == 0 {
+                Some("`[ordered] keys` must be at least 1")
+            } else if !matches!(o.policy.as_str(), "park" | "block") {
+                Some("`[ordered] policy` must be \"park\" or \"block\"")
             } else {
                 None
             };

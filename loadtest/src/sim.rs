@@ -296,6 +296,20 @@ async fn handle(
         let u: f64 = rand::RngExt::random(&mut *rng);
         (u, g.latency.sample(&mut *rng))
     };
+    // `[ordered]`: the delivery's place in its lane, checked when it is taken (2xx).
+    let lane = req
+        .headers()
+        .get("webhook-sequence")
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+        .map(|seq| {
+            let key = req
+                .headers()
+                .get("hookd-ordering-key")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_owned();
+            (key, seq)
+        });
     let body = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => return Err(Drop),
@@ -330,6 +344,9 @@ async fn handle(
             tokio::time::sleep(latency).await;
             c.ok.fetch_add(1, Ordering::Relaxed);
             let receiver = crate::tally::receiver(Some((group, instance)), "");
+            if let Some((key, seq)) = &lane {
+                shared.tally.in_lane(&receiver, key, *seq);
+            }
             if c.e2e.delivered(shared.tally.delivered_at(&body, &receiver)) {
                 c.duplicates.fetch_add(1, Ordering::Relaxed);
             }

@@ -179,6 +179,39 @@ pub struct Tally {
     /// *slot*: the event's payload carries the first slot's sequence number, and a
     /// receiver's key (see [`receiver`]) names its slot. Empty otherwise.
     slots: std::sync::OnceLock<std::collections::HashMap<String, u64>>,
+    /// `[ordered]` scenarios: what each receiver took of each ordering key's lane.
+    lanes: Mutex<Lanes>,
+}
+
+/// The per-key order check: per (receiver, ordering key), the numbers taken so far.
+#[derive(Debug, Default)]
+struct Lanes {
+    seen: std::collections::HashMap<(String, String), LaneSeen>,
+    out_of_order: u64,
+    repeats: u64,
+    samples: Vec<String>,
+}
+
+#[derive(Debug, Default)]
+struct LaneSeen {
+    last: u64,
+    taken: std::collections::HashSet<u64>,
+}
+
+/// What the per-key order check found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct OrderSeen {
+    /// (receiver, key) lanes that took at least one event.
+    pub lanes: u64,
+    /// Deliveries of a number below one already taken, that had not been taken before:
+    /// an event after a later one of its key. Must be 0.
+    pub out_of_order: u64,
+    /// Numbers never taken below the last one taken, over all lanes: the parked dead
+    /// letters (`park`). Must not exceed the dead letters.
+    pub gaps: u64,
+    /// Numbers taken again (at-least-once redeliveries).
+    pub repeats: u64,
+    pub samples: Vec<String>,
 }
 
 /// The key a receiver is known by: an endpoint by its simulated URL's path (`ep/G/I`), a
@@ -214,6 +247,47 @@ impl Tally {
                 timeline: Vec::new(),
             }),
             slots: std::sync::OnceLock::new(),
+            lanes: Mutex::new(Lanes::default()),
+        }
+    }
+
+    /// `[ordered]`: `receiver` took number `seq` of ordering key `key` (an endpoint's 2xx,
+    /// or a consumer's accepted Ack).
+    pub fn in_lane(&self, receiver: &str, key: &str, seq: u64) {
+        let mut g = self.lanes.lock().unwrap_or_else(|p| p.into_inner());
+        let g = &mut *g;
+        let lane = g
+            .seen
+            .entry((receiver.to_owned(), key.to_owned()))
+            .or_default();
+        if !lane.taken.insert(seq) {
+            g.repeats += 1;
+        } else if seq < lane.last {
+            g.out_of_order += 1;
+            if g.samples.len() < 10 {
+                g.samples.push(format!(
+                    "{receiver} took #{seq} of {key:?} after #{}",
+                    lane.last
+                ));
+            }
+        } else {
+            lane.last = seq;
+        }
+    }
+
+    /// What the per-key order check found (see [`OrderSeen`]).
+    pub fn order(&self) -> OrderSeen {
+        let g = self.lanes.lock().unwrap_or_else(|p| p.into_inner());
+        OrderSeen {
+            lanes: g.seen.len() as u64,
+            out_of_order: g.out_of_order,
+            gaps: g
+                .seen
+                .values()
+                .map(|l| l.last.saturating_sub(l.taken.len() as u64))
+                .sum(),
+            repeats: g.repeats,
+            samples: g.samples.clone(),
         }
     }
 
@@ -506,5 +580,25 @@ mod tests {
         assert_eq!(s.unexpected, 3);
         assert_eq!(s.latencies.e2e.len(), 2);
         assert_eq!(s.latencies.enqueue.len(), 1);
+    }
+
+    /// The per-key order check: in order with a redelivery and a gap passes as such; an
+    /// event after a later one of its key is out of order; lanes are per receiver.
+    #[test]
+    fn the_order_check_tells_a_gap_and_a_repeat_from_an_event_out_of_order() {
+        let t = Tally::new();
+        for seq in [1, 2, 2, 4, 5] {
+            t.in_lane("ep/0/0", "k", seq);
+        }
+        t.in_lane("q/steps", "k", 1);
+        let o = t.order();
+        assert_eq!((o.lanes, o.out_of_order, o.gaps, o.repeats), (2, 0, 1, 1));
+        t.in_lane("ep/0/0", "k", 3);
+        let o = t.order();
+        assert_eq!((o.out_of_order, o.gaps), (1, 0));
+        assert_eq!(
+            o.samples,
+            vec!["ep/0/0 took #3 of \"k\" after #5".to_owned()]
+        );
     }
 }

@@ -105,6 +105,7 @@ fn every_shipped_scenario_runs_clean() {
         "many-endpoints",
         "one-endpoint-closed",
         "fanout",
+        "ordered",
     ] {
         let dir = out.path().join(name);
         let (code, text) = run(
