@@ -109,7 +109,8 @@ fn config(seed: u64) -> EngineConfig {
         metrics: Default::default(),
         backpressure: Default::default(),
         headroom: std::sync::Arc::new(hookd_storage::disk::Headroom::unlimited()),
-        fifo_queues: Default::default(),
+        // Events to it carry ordering keys; nothing reads it, so every lane only grows.
+        fifo_queues: [("ordered".to_owned(), super::FifoPolicy::Park)].into(),
     }
 }
 
@@ -376,6 +377,24 @@ async fn workload(
                 let now = SystemClock.now_ms();
                 let mut batch = Vec::with_capacity(size);
                 for i in 0..size {
+                    // One event in six joins a lane of the FIFO queue.
+                    if rng.random_range(0..6) == 0 {
+                        let record = MessageRecord {
+                            payload: format!("{p}/{round}/{i}/ordered").into_bytes(),
+                            created_ms: now,
+                            ..Default::default()
+                        };
+                        let mut m = NewMessage::new(
+                            MessageId::generate(now),
+                            Destination::Queue("ordered".into()),
+                            record,
+                            0,
+                            0,
+                        );
+                        m.ordering_key = format!("k{}", rng.random_range(0..4));
+                        batch.push(m);
+                        continue;
+                    }
                     let destination = if rng.random_bool(0.5) {
                         Destination::Queue("q".into())
                     } else {
@@ -592,6 +611,7 @@ fn check_cut(cut: &Cut, check: &Check<'_>, seed: u64, nested: bool) -> Result<us
     let storage = open(&fs)?;
     check_answered(&storage.store, check.answered)?;
     check_all_or_none(&storage.store, check.fanouts)?;
+    check_lanes(&storage.store)?;
     // The engine starts on what survived (every schedule row decodes, destinations parse).
     let (_, thread) = super::start(storage, config(seed), Arc::new(SystemClock), None)
         .map_err(|e| format!("the engine does not start: {e}"))?;
@@ -632,6 +652,43 @@ fn check_all_or_none(store: &Store, fanouts: &[Vec<MessageId>]) -> Result<(), St
             return Err(format!(
                 "a publish to {} subscribers left {found} of its deliveries ({ids:?})",
                 ids.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The FIFO queue's lanes after a cut: each key's messages (none is ever consumed) are
+/// numbered 1..=n with no gap or repeat (a round's messages and its lanes' rows are in one
+/// log record, so a cut keeps whole rounds), and each lane's row holds n, so the next
+/// number handed out after the restart is n + 1.
+fn check_lanes(store: &Store) -> Result<(), String> {
+    let ordered = Destination::Queue("ordered".into());
+    let mut lanes: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
+    store
+        .recover(|item| {
+            if let Recovering::Message { entry, .. } = item
+                && entry.destination == ordered.encode()
+                && let Some(lane) = entry.lane
+            {
+                lanes.entry(lane.key).or_default().push(lane.seq);
+            }
+            Ok(())
+        })
+        .map_err(|e| e.to_string())?;
+    for (key, mut seqs) in lanes {
+        seqs.sort_unstable();
+        let n = seqs.len() as u64;
+        if seqs != (1..=n).collect::<Vec<_>>() {
+            return Err(format!("lane {key:?} holds numbers {seqs:?}, not 1..={n}"));
+        }
+        let row = store
+            .lane(&ordered.key(), &key)
+            .map_err(|e| e.to_string())?;
+        if row.last_seq != n {
+            return Err(format!(
+                "lane {key:?} holds {n} messages but its row says {} were numbered",
+                row.last_seq
             ));
         }
     }

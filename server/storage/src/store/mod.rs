@@ -995,6 +995,18 @@ impl Store {
         Ok(())
     }
 
+    /// A FIFO lane's row: destination `key` (`queue:NAME`, `endpoint:NAME`) and ordering
+    /// key (the default for a lane never used).
+    pub fn lane(&self, key: &str, ordering_key: &str) -> Result<LaneRow, StoreError> {
+        let txn = self.read()?;
+        let table = txn.open_table(LANES)?;
+        let row_key = lane_key(key, ordering_key);
+        match table.get(row_key.as_slice())? {
+            Some(v) => LaneRow::decode(seal::open(TableId::Lanes, &row_key, v.value())?),
+            None => Ok(LaneRow::default()),
+        }
+    }
+
     /// A completed message's record, while it is kept.
     pub fn done(&self, id: MessageId) -> Result<Option<DoneRecord>, StoreError> {
         let txn = self.read()?;
