@@ -427,6 +427,12 @@ async fn ten_thousand_events_on_a_thousand_keys_arrive_in_order_through_failures
         pulled.nacked,
         pulled.expired
     );
+    // The console's endpoint page names the policy.
+    let page = crate::harness::http_get(hookd.child.http, "/ui/endpoints/ordered").await;
+    assert!(
+        page.contains("block: a dead letter holds its lane"),
+        "{page}"
+    );
     let mut c = Client::connect(hookd.child.grpc.clone()).await.unwrap();
     let stats = c.stats().await.unwrap();
     let total = stats.total.unwrap();

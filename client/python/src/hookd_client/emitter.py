@@ -30,7 +30,7 @@ RETRYABLE_CODES = {c.value[0] for c in RETRYABLE}
 
 
 def queue(name: str, payload: bytes, **fields) -> pb.EnqueueRequest:
-    """An event for a pull queue (fields: event_type, idempotency_key, headers, delay_ms...)."""
+    """An event for a pull queue (fields: event_type, idempotency_key, headers, delay_ms, ordering_key...)."""
     return pb.EnqueueRequest(queue=name, payload=payload, **fields)
 
 

@@ -232,6 +232,11 @@ pub(crate) async fn endpoint(
                     tr { th { "backoff" } td { "base " (ms_or_default(e.retry_base_ms)) ", cap " (ms_or_default(e.retry_cap_ms)) } }
                     tr { th { "timeouts" } td { "connect " (ms_or_default(e.connect_timeout_ms)) ", attempt " (ms_or_default(e.timeout_ms)) } }
                     tr { th { "max in flight" } td { (or_default(e.max_in_flight.into(), "server default")) } }
+                    tr { th { "FIFO lanes" } td { (match e.fifo { 1 => "block: a dead letter holds its lane", 2 => "park: a dead letter is parked, its lane moves on", _ => "off (unordered)" })
+                        @if let Some(s) = stats { @if s.fifo_lanes > 0 {
+                            " · " (s.fifo_lanes) " lanes held"
+                            @if s.blocked_lanes > 0 { ", " span.badge.bad { (s.blocked_lanes) " blocked" } " (replay or skip their dead letters)" }
+                        } } } }
                     tr { th { "signing secrets" } td {
                         @if v.clear_secrets.is_empty() { "none (deliveries are not signed)" }
                         @for (i, sec) in v.summaries().iter().enumerate() {
@@ -368,6 +373,9 @@ pub(crate) struct EndpointForm {
     rate_limit_per_s: String,
     #[serde(default)]
     rate_limit_burst: String,
+    /// FIFO lanes: "off", "block" or "park".
+    #[serde(default)]
+    fifo: String,
     /// "on" when ticked.
     #[serde(default)]
     disabled: String,
@@ -402,6 +410,12 @@ impl EndpointForm {
                 String::new()
             },
             rate_limit_burst: n(e.rate_limit_burst.into()),
+            fifo: match e.fifo {
+                1 => "block",
+                2 => "park",
+                _ => "off",
+            }
+            .into(),
             disabled: if e.disabled {
                 "on".into()
             } else {
@@ -443,6 +457,16 @@ impl EndpointForm {
         } else {
             rate.parse()
                 .map_err(|_| Failure::bad(format!("rate_limit_per_s: {rate:?} is not a number")))?
+        };
+        e.fifo = match self.fifo.as_str() {
+            "block" => 1,
+            "park" => 2,
+            "off" | "" => 0,
+            other => {
+                return Err(Failure::bad(format!(
+                    "fifo: {other:?} is not off, block or park"
+                )));
+            }
         };
         e.disabled = self.disabled == "on";
         if !self.remove_secret.is_empty() {
@@ -489,6 +513,14 @@ pub(super) fn endpoint_form(
             (field("max in flight", "max_in_flight", &f.max_in_flight, "concurrent attempts; empty: default"))
             (field("rate limit (per s)", "rate_limit_per_s", &f.rate_limit_per_s, "empty: none"))
             (field("rate limit burst", "rate_limit_burst", &f.rate_limit_burst, "empty: default"))
+            label { span { "FIFO lanes" }
+                select name="fifo" {
+                    @for (value, text) in [("off", "off: unordered"), ("block", "block: a dead letter holds its lane"), ("park", "park: a dead letter is parked, its lane moves on")] {
+                        option value=(value) selected[f.fifo == value] { (text) }
+                    }
+                }
+                small { "one delivery per ordering key at a time, in order, numbered (webhook-sequence)" }
+            }
             label.check { input type="checkbox" name="disabled" value="on" checked[f.disabled == "on"]; " disabled (untick to send again after a 410 Gone)" }
             fieldset {
                 legend { "Signing secrets (never shown; fingerprints only)" }
