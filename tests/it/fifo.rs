@@ -511,6 +511,23 @@ async fn a_blocked_lane_is_shown_and_replayed_or_skipped_by_an_operator() {
     assert_eq!((steps.fifo_lanes, steps.blocked_lanes), (2, 2));
     let metrics = server.http_get("/metrics").await;
     assert_eq!(metric(&metrics, "hookd_lanes_blocked_total"), 2);
+    let m = c.get_message(dead["replayed"].clone()).await.unwrap();
+    assert_eq!(
+        (
+            m.ordering_key.as_str(),
+            m.sequence,
+            m.blocks_lane,
+            m.out_of_order
+        ),
+        ("replayed", 1, true, false)
+    );
+    let page = server
+        .http_get(&format!("/ui/messages/{}", dead["replayed"]))
+        .await;
+    assert!(
+        page.contains("FIFO lane") && page.contains("blocks its lane"),
+        "{page}"
+    );
     let page = server.http_get("/ui/dead-letters").await;
     assert!(
         page.contains("blocks its lane") && page.contains(">Skip</button>"),

@@ -352,6 +352,10 @@ pub(crate) fn message(m: MessageView) -> pb::GetMessageResponse {
         } else {
             m.event_id
         },
+        ordering_key: m.lane.as_ref().map(|l| l.key.clone()).unwrap_or_default(),
+        sequence: m.lane.as_ref().map_or(0, |l| l.seq),
+        out_of_order: m.lane.as_ref().is_some_and(|l| l.detached),
+        blocks_lane: m.lane.as_ref().is_some_and(|l| l.blocks),
     }
 }
 

@@ -67,6 +67,8 @@ pub(crate) struct MessageView {
     pub(crate) content: Option<Content>,
     /// The publish's event id; empty: the message is its own event.
     pub(crate) event_id: String,
+    /// Its place in a FIFO lane, while it is live or dead.
+    pub(crate) lane: Option<hookd_storage::store::LaneSlot>,
 }
 
 impl MessageView {
@@ -107,6 +109,7 @@ impl MessageView {
             idempotency_key: m.record.idempotency_key,
             payload_size: m.record.payload.len() as u64,
             event_id: m.record.event_id,
+            lane: m.entry.lane,
             content: Some(Content {
                 headers: m.record.headers,
                 payload: m.record.payload,
@@ -132,6 +135,7 @@ impl MessageView {
             idempotency_key: d.idempotency_key,
             payload_size: d.payload_size,
             event_id: d.event_id,
+            lane: None,
             content: kept.map(|r| Content {
                 headers: r.headers,
                 payload: r.payload,

@@ -66,6 +66,11 @@ pub(crate) async fn message(
                 @if !m.event_id.is_empty() {
                     tr { th { "event" } td { code { (m.event_id) } " (published: every subscriber's delivery shares it)" } }
                 }
+                @if let Some(l) = &m.lane {
+                    tr { th { "FIFO lane" } td { code { (format!("{:?}", l.key)) } " #" (l.seq)
+                        @if l.detached { " · out of order (a dead letter replayed after its lane moved on)" }
+                        @if l.blocks { " · " span.badge.bad { "blocks its lane" } " (replay it to deliver it first, or purge it to skip it)" } } }
+                }
                 tr { th { "idempotency key" } td { (m.idempotency_key) } }
                 tr { th { "attempts" } td { (m.attempts) " of " @if m.max_attempts == 0 { "the default" } @else { (m.max_attempts) } } }
                 tr { th { "enqueued" } td { (view::time(m.enqueued_ms)) } }
