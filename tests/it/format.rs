@@ -424,6 +424,35 @@ fn manifest_ids(text: &str) -> HashMap<&str, &str> {
         .collect()
 }
 
+/// The fixture's four messages (a pending, a dead, a retrying and a completed one), each
+/// in its state and with its payload (the completed one's retained in the log).
+async fn fixture_messages(
+    c: &mut hookd_client::Client,
+    ids: &HashMap<&str, &str>,
+) -> Vec<(&'static str, pb::GetMessageResponse)> {
+    let mut out = Vec::new();
+    for (name, expected) in [
+        ("pending", pb::MessageState::Pending),
+        ("dead", pb::MessageState::DeadLetter),
+        ("retry", pb::MessageState::AwaitingRetry),
+        ("done", pb::MessageState::Delivered),
+    ] {
+        let m = c.get_message(ids[name]).await.unwrap();
+        assert_eq!(
+            pb::MessageState::try_from(m.state).ok(),
+            Some(expected),
+            "{name}"
+        );
+        assert_eq!(
+            m.payload,
+            name.as_bytes(),
+            "{name}: its payload, from the log"
+        );
+        out.push((name, m));
+    }
+    out
+}
+
 fn fixture_v6_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/format-v6")
 }
@@ -441,20 +470,7 @@ async fn a_format_v6_data_directory_opens_and_takes_a_fan_out() {
     )
     .await;
     let mut c = server.client().await;
-    let state = |m: &pb::GetMessageResponse| pb::MessageState::try_from(m.state).unwrap();
-    for (name, expected) in [
-        ("pending", pb::MessageState::Pending),
-        ("dead", pb::MessageState::DeadLetter),
-        ("retry", pb::MessageState::AwaitingRetry),
-        ("done", pb::MessageState::Delivered),
-    ] {
-        let m = c.get_message(ids[name]).await.unwrap();
-        assert_eq!(state(&m), expected, "{name}");
-        assert_eq!(
-            m.payload,
-            name.as_bytes(),
-            "{name}: its payload, from the log"
-        );
+    for (name, m) in fixture_messages(&mut c, &ids).await {
         assert!(!m.payload_expired, "{name}");
         // A message of format 6 is its own event.
         assert_eq!(m.event_id, ids[name], "{name}");
@@ -516,17 +532,7 @@ async fn a_format_v7_data_directory_opens_and_takes_fifo_lanes() {
     }];
     let server = TestServer::start_with(config, ManualClock::new(MADE_AT_MS + 60_000)).await;
     let mut c = server.client().await;
-    let state = |m: &pb::GetMessageResponse| pb::MessageState::try_from(m.state).unwrap();
-    for (name, expected) in [
-        ("pending", pb::MessageState::Pending),
-        ("dead", pb::MessageState::DeadLetter),
-        ("retry", pb::MessageState::AwaitingRetry),
-        ("done", pb::MessageState::Delivered),
-    ] {
-        let m = c.get_message(ids[name]).await.unwrap();
-        assert_eq!(state(&m), expected, "{name}");
-        assert_eq!(m.payload, name.as_bytes(), "{name}");
-    }
+    fixture_messages(&mut c, &ids).await;
     let got = c.receive("fixture-q", 10, VIS, None).await.unwrap();
     assert_eq!((got.len(), got[0].sequence), (1, 0), "unordered, as it was");
     // The dead letter of format 7 replays as any other (it has no lane).
