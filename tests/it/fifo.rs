@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use hookd_client::{Client, Event, pb};
+use hookd_core::clock::{Clock, SystemClock};
 use hookd_testkit::ChildHookd;
 
 const KEYS: u64 = 1_000;
@@ -115,12 +116,6 @@ struct Pulled {
     expired: u64,
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 /// Leases from the FIFO queue until told to stop: acks most, nacks one in 8 and lets one
 /// in 13 run out (its lease is then held until its deadline, and a second lease of its
 /// lane before that is a violation). Reconnects across hookd's restarts.
@@ -157,7 +152,7 @@ async fn consume(
                 continue;
             }
         };
-        let now = now_ms();
+        let now = SystemClock.now_ms();
         let mut acks = Vec::new();
         for m in got {
             n += 1;
@@ -454,7 +449,7 @@ async fn ten_thousand_events_on_a_thousand_keys_arrive_in_order_through_failures
 #[tokio::test]
 async fn a_blocked_lane_is_shown_and_replayed_or_skipped_by_an_operator() {
     use crate::harness::{TestServer, metric, test_config};
-    use hookd_core::clock::{Clock, ManualClock, SystemClock};
+    use hookd_core::clock::ManualClock;
 
     let dir = tempfile::tempdir().unwrap();
     let mut config = test_config(dir.path());

@@ -218,8 +218,7 @@ impl Engine {
             if let Some(d) = self.index.find(&key) {
                 self.index.one_dead_less(d);
                 // Purging the dead letter that blocks its lane skips it: the lane moves on.
-                if let Some(slot) = self.unblock(d, id) {
-                    self.advance_lane(d, slot, now);
+                if self.skip_blocker(d, id, now) {
                     tracing::info!(%id, destination = %key, "FIFO lane unblocked: its dead letter was purged (skipped)");
                 }
             }

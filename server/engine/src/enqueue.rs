@@ -9,7 +9,7 @@ use hookd_core::destination::Destination;
 use hookd_core::ids::MessageId;
 use hookd_core::retry::RetryPolicy;
 use hookd_storage::store::{
-    EndpointRecord, LaneSlot, ScheduleEntry, State, StoreError, idempotency_scope, record_for,
+    EndpointRecord, ScheduleEntry, State, StoreError, idempotency_scope, record_for,
 };
 
 impl Engine {
@@ -77,31 +77,18 @@ impl Engine {
                 }));
             }
         }
-        let max_attempts = if m.max_attempts > 0 {
-            m.max_attempts
-        } else {
-            policy.max_attempts
+        let new = New {
+            id,
+            key: &m.key,
+            encoded: m.encoded,
+            ordering_key: &m.ordering_key,
+            max_attempts: max_attempts(m.max_attempts, &policy),
+            due: now.saturating_add(m.delay_ms),
+            size: u32::try_from(bytes).unwrap_or(u32::MAX),
         };
-        let due = now.saturating_add(m.delay_ms);
-        let dest = self.dest(&m.key, now);
-        let (lane, tag, state) = self.place(t, dest, &m.key, &m.ordering_key, id, due, now)?;
-        let entry = ScheduleEntry {
-            due_ms: due,
-            state: State::Pending,
-            attempts: 0,
-            max_attempts,
-            since_ms: 0,
-            destination: m.encoded,
-            lane,
-        };
-        t.insert_message(id, &m.record, &entry)?;
-        self.out.fresh.insert(id);
-        let size = u32::try_from(bytes).unwrap_or(u32::MAX);
-        let live = Live::new(dest, state, 0, max_attempts, size).in_lane(tag);
-        self.track(id, live, due);
-        self.index.dests[dest].activity.enqueued(now);
-        self.total.enqueued(now);
-        self.config.metrics.enqueued.inc();
+        self.store_new(t, now, new, |t, entry| {
+            t.insert_message(id, &m.record, entry)
+        })?;
         if throttle_ms > 0 {
             self.config.metrics.throttled.inc();
         }
@@ -214,34 +201,22 @@ impl Engine {
         let record = record_for(m.record, &deliveries[0].0.encoded, &event.to_string());
         let mut ids = Vec::with_capacity(deliveries.len());
         for (i, (s, policy)) in deliveries.into_iter().enumerate() {
-            let max_attempts = if m.max_attempts > 0 {
-                m.max_attempts
-            } else {
-                policy.max_attempts
+            let new = New {
+                id: s.id,
+                key: &s.key,
+                encoded: s.encoded,
+                ordering_key: &m.ordering_key,
+                max_attempts: max_attempts(m.max_attempts, &policy),
+                due,
+                size,
             };
-            let dest = self.dest(&s.key, now);
-            let (lane, tag, state) =
-                self.place(t, dest, &s.key, &m.ordering_key, s.id, due, now)?;
-            let entry = ScheduleEntry {
-                due_ms: due,
-                state: State::Pending,
-                attempts: 0,
-                max_attempts,
-                since_ms: 0,
-                destination: s.encoded,
-                lane,
-            };
-            if i == 0 {
-                t.insert_message(s.id, &record, &entry)?;
-            } else {
-                t.insert_copy(s.id, source, &record, &entry)?;
-            }
-            self.out.fresh.insert(s.id);
-            let live = Live::new(dest, state, 0, max_attempts, size).in_lane(tag);
-            self.track(s.id, live, due);
-            self.index.dests[dest].activity.enqueued(now);
-            self.total.enqueued(now);
-            self.config.metrics.enqueued.inc();
+            self.store_new(t, now, new, |t, entry| {
+                if i == 0 {
+                    t.insert_message(s.id, &record, entry)
+                } else {
+                    t.insert_copy(s.id, source, &record, entry)
+                }
+            })?;
             ids.push(s.id);
         }
         if throttle_ms > 0 {
@@ -255,25 +230,42 @@ impl Engine {
         Ok(Ok(answer(event, false, throttle_ms, ids)))
     }
 
-    /// Where new message `id` (due at `due`) starts at destination `d` (key `key`): in the
-    /// lane of `ordering_key` if the destination is ordered (its place there, and its
-    /// state: queued behind the lane's head), else ready or scheduled.
-    #[allow(clippy::too_many_arguments)]
-    fn place(
+    /// Stores a new delivery: its schedule row (in the lane of its ordering key if its
+    /// destination is ordered), written with its record by `insert`; then its place in the
+    /// index (ready, scheduled, or queued behind its lane's head) and an enqueue's counts.
+    fn store_new(
         &mut self,
         t: Tx<'_, '_>,
-        d: super::index::DestId,
-        key: &str,
-        ordering_key: &str,
-        id: MessageId,
-        due: u64,
         now: u64,
-    ) -> Result<(Option<LaneSlot>, LaneTag, LiveState), StoreError> {
-        if self.fifo_of(key).is_none() {
-            return Ok((None, LaneTag::None, waiting(due, now)));
-        }
-        let (lane, tag, state) = self.join_lane(t, d, ordering_key, id, due, now)?;
-        Ok((Some(lane), tag, state))
+        new: New<'_>,
+        insert: impl FnOnce(Tx<'_, '_>, &ScheduleEntry) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let d = self.dest(new.key, now);
+        let (lane, tag, state) = match self.fifo_of(new.key) {
+            Some(_) => {
+                let (lane, tag, state) =
+                    self.join_lane(t, d, new.ordering_key, new.id, new.due, now)?;
+                (Some(lane), tag, state)
+            }
+            None => (None, LaneTag::None, waiting(new.due, now)),
+        };
+        let entry = ScheduleEntry {
+            due_ms: new.due,
+            state: State::Pending,
+            attempts: 0,
+            max_attempts: new.max_attempts,
+            since_ms: 0,
+            destination: new.encoded,
+            lane,
+        };
+        insert(t, &entry)?;
+        self.out.fresh.insert(new.id);
+        let live = Live::new(d, state, 0, new.max_attempts, new.size).in_lane(tag);
+        self.track(new.id, live, new.due);
+        self.index.dests[d].activity.enqueued(now);
+        self.total.enqueued(now);
+        self.config.metrics.enqueued.inc();
+        Ok(())
     }
 
     /// Puts a new live message into the index, with the wheel entry it waits on.
@@ -343,6 +335,28 @@ pub(super) fn endpoint_policy(e: &EndpointRecord, default: &RetryPolicy) -> Retr
         } else {
             default.cap_ms
         },
+    }
+}
+
+/// A new delivery, as [`Engine::store_new`] takes it.
+struct New<'a> {
+    id: MessageId,
+    /// `Destination::key()` and `Destination::encode()`.
+    key: &'a str,
+    encoded: String,
+    ordering_key: &'a str,
+    max_attempts: u32,
+    due: u64,
+    /// Its record's size (what the byte watermarks count).
+    size: u32,
+}
+
+/// A message's attempts: its own (`requested`, 0: none) or its destination's policy's.
+fn max_attempts(requested: u32, policy: &RetryPolicy) -> u32 {
+    if requested > 0 {
+        requested
+    } else {
+        policy.max_attempts
     }
 }
 

@@ -150,6 +150,16 @@ impl Engine {
         Some(slot)
     }
 
+    /// Dead letter `id` of `d` is gone (purged or expired): if it blocked its lane, the
+    /// lane moves on (its next message becomes the head). Whether it blocked one.
+    pub(super) fn skip_blocker(&mut self, d: DestId, id: MessageId, now: u64) -> bool {
+        let Some(slot) = self.unblock(d, id) else {
+            return false;
+        };
+        self.advance_lane(d, slot, now);
+        true
+    }
+
     /// Puts replayed message `id` back at the head of lane `slot` of `d`, which it blocked.
     pub(super) fn rejoin_lane(&mut self, d: DestId, slot: u32, id: MessageId, due: u64) {
         if let Some(lane) = self.index.dests[d]
@@ -163,7 +173,7 @@ impl Engine {
 
     /// Lane `slot` of `d` may move: its first message becomes ready (or scheduled) if it is
     /// queued and the lane is not blocked; a lane left empty and unblocked is let go.
-    pub(super) fn advance_lane(&mut self, d: DestId, slot: u32, now: u64) {
+    fn advance_lane(&mut self, d: DestId, slot: u32, now: u64) {
         let Some(lanes) = self.index.dests[d].lanes.as_deref_mut() else {
             return;
         };

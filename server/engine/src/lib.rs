@@ -1175,9 +1175,7 @@ impl Engine {
             if let Some(d) = self.index.find(&key) {
                 self.index.one_dead_less(d);
                 // An expired dead letter that blocked its lane no longer does.
-                if let Some(slot) = self.unblock(d, id) {
-                    self.advance_lane(d, slot, now);
-                }
+                self.skip_blocker(d, id, now);
             }
         }
         Ok(behind)
