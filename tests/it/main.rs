@@ -22,6 +22,7 @@ mod examples;
 mod fifo;
 mod findings;
 mod format;
+mod hardening;
 mod harness;
 mod hostile;
 mod idempotency;

@@ -32,6 +32,10 @@ impl Answer {
             .unwrap_or_else(|e| panic!("not JSON ({e}): {} {}", self.status, self.body))
     }
 
+    pub(crate) fn status(&self) -> u16 {
+        self.status
+    }
+
     fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
@@ -104,6 +108,19 @@ async fn call(
 }
 
 const JSON: (&str, &str) = ("content-type", "application/json");
+
+/// A JSON request with `extra` headers (an `authorization`, say).
+pub(crate) async fn call_with(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    extra: &[(&str, &str)],
+    body: &str,
+) -> Answer {
+    let mut headers = vec![JSON];
+    headers.extend_from_slice(extra);
+    call(addr, method, path, &headers, Some(body)).await
+}
 
 pub(crate) async fn post(addr: SocketAddr, path: &str, body: Value) -> Answer {
     call(addr, "POST", path, &[JSON], Some(&body.to_string())).await

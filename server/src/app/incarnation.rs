@@ -468,6 +468,8 @@ impl Servers {
         let max_message = max_grpc_message(config);
         let rest = crate::rest::Rest::new(
             tower_layer::Layer::layer(&grpc_layer, hookd_service(api.clone(), max_message)),
+            auth.clone(),
+            grpc_layer.budget.clone(),
             !auth.enabled(),
             // Base64 makes a payload 4/3 as long; JSON's quoting and names add the rest.
             max_message.saturating_mul(2),

@@ -2,9 +2,10 @@
 //! budget and the body deadline of the listener), and the axum middleware of the HTTP
 //! listener.
 
-use super::Denied;
 use super::authenticator::Authenticator;
 use super::scopes::{HEALTH_PREFIX, grpc_access, http_access};
+use super::{Denied, Principal};
+use crate::listen::{RequestSlot, Sharer};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -70,66 +71,108 @@ where
     }
 
     fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
-        let access = grpc_access(request.uri().path(), self.auth.reflection);
-        match self
+        let admitted = request
+            .extensions_mut()
+            .remove::<Admitted>()
+            .and_then(|a| a.take());
+        let (caller, slot) = match admitted {
+            // The JSON API checked this call and took its place before it read the body.
+            Some(admitted) => admitted,
+            None => match self.admit(&request) {
+                Ok(admitted) => admitted,
+                Err(status) => return Box::pin(std::future::ready(Ok(status.into_http()))),
+            },
+        };
+        // An accepted call keeps its connection open (see `listen::Activity`).
+        let active = request
+            .extensions()
+            .get::<crate::listen::ConnInfo>()
+            .map(|conn| conn.activity.begin());
+        request.extensions_mut().insert(caller);
+        let timeout = self.body_timeout;
+        let charge = slot.charge();
+        let request = request.map(|body| {
+            tonic::body::Body::new(crate::listen::DeadlineBody::new(body, timeout, charge))
+        });
+        // The clone is not ready; the one that was polled ready serves this call.
+        let clone = self.inner.clone();
+        let mut ready = std::mem::replace(&mut self.inner, clone);
+        let call = ready.call(request);
+        Box::pin(async move {
+            // A streaming answer holds its places until its last message.
+            let answer = call.await;
+            answer.map(|r| {
+                r.map(|body| {
+                    tonic::body::Body::new(crate::listen::HoldBody::new(body, (slot, active)))
+                })
+            })
+        })
+    }
+}
+
+impl<S> GrpcAuth<S> {
+    /// The caller of a request from its headers (and connection), and its place in the
+    /// budget: each connection and each caller holds at most a share.
+    fn admit<B>(&self, request: &http::Request<B>) -> Result<Admission, tonic::Status> {
+        let path = request.uri().path();
+        let access = grpc_access(path, self.auth.reflection);
+        let caller = self
             .auth
             .check_request(access, request.headers(), request.extensions())
-        {
-            Ok(caller) => {
-                use crate::listen::Sharer;
-                // Each connection and each caller holds at most a share of the budget.
-                let mut sharers = Vec::with_capacity(2);
-                // An accepted call keeps its connection open (see `listen::Activity`).
-                let conn = request.extensions().get::<crate::listen::ConnInfo>();
-                let active = conn.map(|conn| conn.activity.begin());
-                if let Some(conn) = conn {
-                    sharers.push(Sharer::Connection(conn.remote));
-                    sharers.push(if Arc::ptr_eq(&caller, &self.auth.anonymous) {
-                        Sharer::Peer(conn.remote.ip())
-                    } else {
-                        Sharer::Caller(Arc::from(caller.name.as_str()))
-                    });
-                }
-                let budget = if request.uri().path().starts_with(HEALTH_PREFIX) {
-                    &self.health
-                } else {
-                    &self.budget
-                };
-                let slot = match budget.try_request(sharers) {
-                    Ok(slot) => slot,
-                    Err(why) => {
-                        let status = tonic::Status::resource_exhausted(why);
-                        return Box::pin(std::future::ready(Ok(status.into_http())));
-                    }
-                };
-                request.extensions_mut().insert(caller);
-                let timeout = self.body_timeout;
-                let charge = slot.charge();
-                let request = request.map(|body| {
-                    tonic::body::Body::new(crate::listen::DeadlineBody::new(body, timeout, charge))
-                });
-                // The clone is not ready; the one that was polled ready serves this call.
-                let clone = self.inner.clone();
-                let mut ready = std::mem::replace(&mut self.inner, clone);
-                let call = ready.call(request);
-                Box::pin(async move {
-                    // A streaming answer holds its places until its last message.
-                    let answer = call.await;
-                    answer.map(|r| {
-                        r.map(|body| {
-                            tonic::body::Body::new(crate::listen::HoldBody::new(
-                                body,
-                                (slot, active),
-                            ))
-                        })
-                    })
-                })
-            }
-            Err(denied) => {
-                let response = denied.to_status().into_http();
-                Box::pin(std::future::ready(Ok(response)))
-            }
-        }
+            .map_err(|denied| denied.to_status())?;
+        let budget = if path.starts_with(HEALTH_PREFIX) {
+            &self.health
+        } else {
+            &self.budget
+        };
+        let conn = request.extensions().get::<crate::listen::ConnInfo>();
+        let slot = budget
+            .try_request(sharers(&self.auth, &caller, conn))
+            .map_err(tonic::Status::resource_exhausted)?;
+        Ok((caller, slot))
+    }
+}
+
+/// Whom a call is charged to besides the whole budget: its connection, and its caller
+/// (an anonymous one by its address).
+pub(crate) fn sharers(
+    auth: &Authenticator,
+    caller: &Arc<Principal>,
+    conn: Option<&crate::listen::ConnInfo>,
+) -> Vec<Sharer> {
+    let Some(conn) = conn else {
+        return Vec::new();
+    };
+    vec![
+        Sharer::Connection(conn.remote),
+        if Arc::ptr_eq(caller, &auth.anonymous) {
+            Sharer::Peer(conn.remote.ip())
+        } else {
+            Sharer::Caller(Arc::from(caller.name.as_str()))
+        },
+    ]
+}
+
+/// A call the JSON API makes in process after it authenticated the caller and took the
+/// call's place in the budget itself, from the headers, before it read a byte of the body:
+/// the layer serves it with that caller and that place (a rate limit is not taken twice).
+/// Only hookd puts it in a request's extensions; nothing from the network can.
+#[derive(Debug, Clone)]
+pub(crate) struct Admitted(Arc<std::sync::Mutex<Option<Admission>>>);
+
+/// A caller and its place in the budget.
+type Admission = (Arc<Principal>, RequestSlot);
+
+impl Admitted {
+    pub(crate) fn new(caller: Arc<Principal>, slot: RequestSlot) -> Self {
+        Self(Arc::new(std::sync::Mutex::new(Some((caller, slot)))))
+    }
+
+    fn take(&self) -> Option<Admission> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
     }
 }
 

@@ -90,6 +90,49 @@ pub(crate) struct Charge {
     pub(super) sharers: Arc<[Sharer]>,
 }
 
+impl Charge {
+    /// A holder of raw bytes charged to this budget (a JSON body and what parsing it
+    /// costs), given back when it is dropped.
+    pub(crate) fn bytes(&self) -> HeldBytes {
+        HeldBytes {
+            charge: self.clone(),
+            counted: 0,
+        }
+    }
+}
+
+/// Bytes a call holds outside gRPC's framing (the JSON API's body as it arrives, and the
+/// memory its parse takes), counted in the [`RequestBudget`] until dropped.
+#[derive(Debug)]
+pub(crate) struct HeldBytes {
+    charge: Charge,
+    counted: u64,
+}
+
+impl HeldBytes {
+    /// Counts `bytes` more, or says which bound they would pass (and counts nothing).
+    pub(crate) fn add(&mut self, bytes: u64) -> Result<(), String> {
+        self.charge.budget.try_bytes(&self.charge.sharers, bytes)?;
+        self.counted += bytes;
+        Ok(())
+    }
+
+    /// What is counted now.
+    pub(crate) fn counted(&self) -> u64 {
+        self.counted
+    }
+}
+
+impl Drop for HeldBytes {
+    fn drop(&mut self) {
+        if self.counted > 0 {
+            self.charge
+                .budget
+                .release(&self.charge.sharers, 0, self.counted);
+        }
+    }
+}
+
 impl RequestBudget {
     /// The budget of API calls (`max_requests_in_flight`, `max_request_bytes_in_flight`).
     pub(crate) fn new(limits: &ConnectionLimits) -> Arc<Self> {

@@ -27,7 +27,7 @@ mod limits;
 mod tls;
 
 pub use accept::accept;
-pub(crate) use budget::{DeadlineBody, HoldBody, RequestBudget, Sharer};
+pub(crate) use budget::{DeadlineBody, HeldBytes, HoldBody, RequestBudget, RequestSlot, Sharer};
 pub use conn::{Activity, Conn, ConnInfo, Kind, Pace, PeerIdentity, Placed, Placement};
 pub(crate) use http1::serve_http;
 pub use limits::ConnectionLimits;

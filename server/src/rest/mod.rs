@@ -29,7 +29,8 @@ use serde_json::{Map, Value};
 use tower_service::Service;
 
 use crate::api::HookdService;
-use crate::auth::GrpcAuth;
+use crate::auth::{Admitted, Authenticator, GrpcAuth};
+use crate::listen::{HeldBytes, RequestBudget};
 use hookd_proto::v1::hookd_server::HookdServer;
 use routes::{Body, Lookup, Route};
 
@@ -45,6 +46,10 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 #[derive(Clone)]
 pub(crate) struct Rest {
     grpc: GrpcStack,
+    /// The gRPC listener's: a JSON call is authenticated from its headers, and takes its
+    /// place in the one request budget, before a byte of its body is read.
+    auth: Arc<Authenticator>,
+    budget: Arc<RequestBudget>,
     /// Each RPC's descriptor, by name.
     methods: Arc<HashMap<String, MethodDescriptor>>,
     /// No `[auth]`: answer only a `Host` that names no domain (DNS rebinding).
@@ -79,6 +84,8 @@ impl Rest {
     /// long it may take to arrive (longer: 408).
     pub(crate) fn new(
         grpc: GrpcStack,
+        auth: Arc<Authenticator>,
+        budget: Arc<RequestBudget>,
         check_host: bool,
         max_body_bytes: usize,
         body_timeout: Duration,
@@ -98,6 +105,8 @@ impl Rest {
             .map_err(|e| format!("the OpenAPI document: {e}"))?;
         Ok(Self {
             grpc,
+            auth,
+            budget,
             methods: Arc::new(methods),
             check_host,
             max_body_bytes,
@@ -180,42 +189,83 @@ async fn handle(State(rest): State<Rest>, request: axum::extract::Request) -> Re
             "Content-Type: a POST or PUT must be application/json",
         );
     }
-    let read = http_body_util::Limited::new(body, rest.max_body_bytes).collect();
-    let Ok(read) = tokio::time::timeout(rest.body_timeout, read).await else {
-        return refuse_as(
-            StatusCode::REQUEST_TIMEOUT,
-            tonic::Code::DeadlineExceeded,
-            format!(
-                "body: not received within {} ms",
-                rest.body_timeout.as_millis()
-            ),
-        );
+    // Who calls, and their place in the request budget, from the headers alone: a caller
+    // without a credential (or the scope) costs hookd no body, no parse.
+    let rpc_path = format!("/{SERVICE}/{}", route.rpc);
+    let access = crate::auth::grpc_access(&rpc_path, rest.auth.reflection());
+    let caller = match rest
+        .auth
+        .check_request(access, &parts.headers, &parts.extensions)
+    {
+        Ok(caller) => caller,
+        Err(denied) => return error_response(&denied.to_status()),
     };
-    let body = match read {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+    let conn = parts.extensions.get::<crate::listen::ConnInfo>();
+    let slot = match rest
+        .budget
+        .try_request(crate::auth::sharers(&rest.auth, &caller, conn))
+    {
+        Ok(slot) => slot,
+        Err(why) => return refuse(tonic::Code::ResourceExhausted, why),
+    };
+    let mut held = slot.charge().bytes();
+    let read = read_body(body, rest.max_body_bytes, &parts.headers, &mut held);
+    let body = match tokio::time::timeout(rest.body_timeout, read).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(refusal)) => return *refusal,
+        Err(_) => {
             return refuse_as(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                tonic::Code::OutOfRange,
-                format!("body: larger than {} bytes", rest.max_body_bytes),
-            );
-        }
-        Err(e) => {
-            return refuse(
-                tonic::Code::InvalidArgument,
-                format!("body: could not be read: {e}"),
+                StatusCode::REQUEST_TIMEOUT,
+                tonic::Code::DeadlineExceeded,
+                format!(
+                    "body: not received within {} ms",
+                    rest.body_timeout.as_millis()
+                ),
             );
         }
     };
     let Some(method) = rest.methods.get(route.rpc) else {
         return refuse(tonic::Code::Internal, format!("no rpc {}", route.rpc));
     };
-    let message = match request_message(route, &method.input(), &body, parts.uri.query(), captures)
-    {
-        Ok(message) => message,
-        Err(why) => return refuse(tonic::Code::InvalidArgument, why),
+    let input = method.input();
+    let inline = body.len() as u64 <= PARSE_INLINE_BYTES;
+    let query = parts.uri.query().map(str::to_owned);
+    // A large body is parsed on the blocking pool, off the threads that answer others.
+    let parse = move || -> Result<(DynamicMessage, HeldBytes), Box<Response>> {
+        let values = json_values(&body).map_err(|why| {
+            Box::new(if why.starts_with(TOO_MANY_VALUES) {
+                refuse_as(StatusCode::PAYLOAD_TOO_LARGE, tonic::Code::OutOfRange, why)
+            } else {
+                refuse(tonic::Code::InvalidArgument, why)
+            })
+        })?;
+        // What the parse holds besides the body, counted before it is built.
+        held.add(values.saturating_mul(JSON_VALUE_BYTES))
+            .map_err(|why| Box::new(refuse(tonic::Code::ResourceExhausted, why)))?;
+        let message = request_message(route, &input, &body, query.as_deref(), captures)
+            .map_err(|why| Box::new(refuse(tonic::Code::InvalidArgument, why)))?;
+        Ok((message, held))
     };
-    let call = grpc_request(route, &message, &parts);
+    let parsed = if !inline {
+        match tokio::task::spawn_blocking(parse).await {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                return refuse(
+                    tonic::Code::Internal,
+                    format!("the body's parse failed: {e}"),
+                );
+            }
+        }
+    } else {
+        parse()
+    };
+    let (message, held) = match parsed {
+        Ok(parsed) => parsed,
+        Err(refusal) => return *refusal,
+    };
+    let mut call = grpc_request(route, &message, &parts);
+    drop(message);
+    call.extensions_mut().insert(Admitted::new(caller, slot));
     let mut grpc = rest.grpc.clone();
     let answer = match std::future::poll_fn(|cx| {
         Service::<http::Request<http_body_util::Full<Bytes>>>::poll_ready(&mut grpc, cx)
@@ -229,10 +279,153 @@ async fn handle(State(rest): State<Rest>, request: axum::extract::Request) -> Re
         Ok(answer) => answer,
         Err(never) => match never {},
     };
+    // The call has its own (protobuf) copy now: the body and its parse are given back.
+    drop(held);
     if route.streaming {
         stream_response(answer, method.output())
     } else {
         unary_response(answer, &method.output()).await
+    }
+}
+
+/// The most JSON values (objects, arrays, strings, numbers, ...) one request's body may
+/// hold: a batch of the most events with every field set is far below it.
+const MAX_JSON_VALUES: u64 = 1_000_000;
+const TOO_MANY_VALUES: &str = "body: more than";
+/// What each JSON value may cost while the request is transcoded (a `serde_json::Value`,
+/// its place in a map, and the reflected message's value), counted in the budget before
+/// the parse: memory grows with the budget, never past it.
+const JSON_VALUE_BYTES: u64 = 192;
+/// Bodies up to this size are parsed where they arrive; larger ones on the blocking pool.
+const PARSE_INLINE_BYTES: u64 = 64 << 10;
+
+/// The request's body, each chunk counted in the budget as it arrives (a declared
+/// `Content-Length` all at once, before a byte is read): 413 past `max`, 429 past the
+/// budget, so a peer holding unfinished bodies holds no more than its share.
+async fn read_body(
+    mut body: axum::body::Body,
+    max: usize,
+    headers: &HeaderMap,
+    held: &mut HeldBytes,
+) -> Result<Bytes, Box<Response>> {
+    let too_large = || {
+        Box::new(refuse_as(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            tonic::Code::OutOfRange,
+            format!("body: larger than {max} bytes"),
+        ))
+    };
+    let over_budget = |why: String| Box::new(refuse(tonic::Code::ResourceExhausted, why));
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(declared) = declared {
+        if declared > max as u64 {
+            return Err(too_large());
+        }
+        held.add(declared).map_err(over_budget)?;
+    }
+    let mut buf = BytesMut::with_capacity(declared.map_or(0, |d| d.min(1 << 20) as usize));
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            Box::new(refuse(
+                tonic::Code::InvalidArgument,
+                format!("body: could not be read: {e}"),
+            ))
+        })?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if buf.len() + data.len() > max {
+            return Err(too_large());
+        }
+        let beyond = (buf.len() + data.len()) as u64;
+        if beyond > held.counted() {
+            held.add(beyond - held.counted()).map_err(over_budget)?;
+        }
+        buf.extend_from_slice(&data);
+    }
+    Ok(buf.freeze())
+}
+
+/// How many JSON values `body` holds, counted by a pass that builds nothing (strings are
+/// scanned, not copied): refused past [`MAX_JSON_VALUES`], or when it is not JSON.
+fn json_values(body: &[u8]) -> Result<u64, String> {
+    use serde::de::Deserializer as _;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(0);
+    }
+    let mut count = 0_u64;
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let counted = (&mut de)
+        .deserialize_any(Count(&mut count))
+        .and_then(|()| de.end());
+    match counted {
+        Ok(()) => Ok(count),
+        Err(_) if count > MAX_JSON_VALUES => Err(format!(
+            "{TOO_MANY_VALUES} {MAX_JSON_VALUES} JSON values (the HTTP API's limit per request)"
+        )),
+        Err(e) => Err(format!("body: not JSON: {e}")),
+    }
+}
+
+/// Counts the values of a JSON document as serde visits them.
+struct Count<'a>(&'a mut u64);
+
+impl Count<'_> {
+    fn bump<E: serde::de::Error>(&mut self) -> Result<(), E> {
+        *self.0 += 1;
+        if *self.0 > MAX_JSON_VALUES {
+            return Err(E::custom("too many values"));
+        }
+        Ok(())
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Count<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Count<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E: serde::de::Error>(mut self, _: bool) -> Result<(), E> {
+        self.bump()
+    }
+    fn visit_i64<E: serde::de::Error>(mut self, _: i64) -> Result<(), E> {
+        self.bump()
+    }
+    fn visit_u64<E: serde::de::Error>(mut self, _: u64) -> Result<(), E> {
+        self.bump()
+    }
+    fn visit_f64<E: serde::de::Error>(mut self, _: f64) -> Result<(), E> {
+        self.bump()
+    }
+    fn visit_str<E: serde::de::Error>(mut self, _: &str) -> Result<(), E> {
+        self.bump()
+    }
+    fn visit_unit<E: serde::de::Error>(mut self) -> Result<(), E> {
+        self.bump()
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+        self.bump()?;
+        while seq.next_element_seed(Count(&mut *self.0))?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+        self.bump()?;
+        while map.next_key::<serde::de::IgnoredAny>()?.is_some() {
+            // The key is a value too (a `String` in the map).
+            self.bump()?;
+            map.next_value_seed(Count(&mut *self.0))?;
+        }
+        Ok(())
     }
 }
 

@@ -71,12 +71,15 @@ pub(crate) async fn login(
 ) -> Response {
     let peer = conn.map(|axum::Extension(c)| c.remote.ip());
     if !c.logins.allowed(peer) {
-        tracing::warn!(?peer, "console login refused: too many failed logins");
+        tracing::warn!(
+            ?peer,
+            "console login refused: too many failed logins from this address"
+        );
         return login_page(
             &c,
             &f.next,
             StatusCode::TOO_MANY_REQUESTS,
-            "Too many failed logins; wait a minute.",
+            "Too many failed logins from this address; wait a minute.",
         );
     }
     // The form's nonce must be hookd's HMAC of the login cookie: a cookie set by another
@@ -100,8 +103,13 @@ pub(crate) async fn login(
     {
         Ok(caller) => caller,
         Err(Denied::PermissionDenied { caller, .. }) => {
-            c.logins.failed(peer);
-            tracing::warn!(caller, "console login refused: no admin scope");
+            let failures = c.logins.failed(peer);
+            tracing::warn!(
+                caller,
+                ?peer,
+                failures,
+                "console login refused: no admin scope"
+            );
             return login_page(
                 &c,
                 &f.next,
@@ -118,8 +126,12 @@ pub(crate) async fn login(
             );
         }
         Err(Denied::Unauthenticated) => {
-            c.logins.failed(peer);
-            tracing::warn!(?peer, "console login refused: unknown token");
+            let failures = c.logins.failed(peer);
+            tracing::warn!(
+                ?peer,
+                failures,
+                "console login refused: unknown token (failures this minute, from every address)"
+            );
             return login_page(
                 &c,
                 &f.next,
