@@ -189,6 +189,9 @@ impl Engine {
                     Some(l) if l.state == LiveState::Queued => l.attempts,
                     _ => return,
                 };
+                // Its first attempt waits until this round (what ended the one before)
+                // is durable.
+                self.out.lane_advanced(next, self.pipeline.rounds);
                 self.transition(next, waiting(due, now), attempts, due);
             }
             None => {

@@ -626,16 +626,39 @@ struct RoundOut {
     now: Vec<Delivery>,
     /// Events for watchers, published once the round is durable.
     watched: Vec<crate::events::Event>,
+    /// FIFO lane heads made by a lane's advance (the one before completed, died or was
+    /// purged), with the round that advanced it. Until that round is durable the head's
+    /// first attempt waits for a sync: a lane never hands out n+1 before n's end is on
+    /// disk, so a failed fsync or a power cut cannot make n go out again after n+1.
+    lane_heads: rustc_hash::FxHashMap<MessageId, u64>,
 }
 
 impl RoundOut {
     /// Queues a push attempt of `id`: at once if its message was durable before this
-    /// round, else after the round's sync.
-    fn deliver(&mut self, id: MessageId, delivery: Delivery) {
-        if self.fresh.contains(&id) {
+    /// round and, if it heads a FIFO lane, the lane's advance is durable (`synced_round`:
+    /// every round up to it is); else after this round's sync (which follows every earlier
+    /// round's).
+    fn deliver(&mut self, id: MessageId, delivery: Delivery, synced_round: u64) {
+        let advanced = self
+            .lane_heads
+            .remove(&id)
+            .is_some_and(|r| r > synced_round);
+        if advanced || self.fresh.contains(&id) {
             self.after_sync.push(delivery);
         } else {
             self.now.push(delivery);
+        }
+    }
+
+    /// `id` became a lane's head in `round`.
+    fn lane_advanced(&mut self, id: MessageId, round: u64) {
+        self.lane_heads.insert(id, round);
+    }
+
+    /// Forgets advances already durable (heads not attempted yet: paused, scheduled).
+    fn forget_synced(&mut self, synced_round: u64) {
+        if !self.lane_heads.is_empty() {
+            self.lane_heads.retain(|_, round| *round > synced_round);
         }
     }
 
@@ -974,6 +997,7 @@ impl Engine {
         self.pipeline.overlay.begin(self.pipeline.rounds);
         let mut done: Vec<Completion> = Vec::new();
         self.out.fresh.clear();
+        self.out.forget_synced(self.pipeline.syncer.synced_round());
         let record = match self.apply_round(&txn, now, commands, &mut done) {
             Ok(record) => record,
             Err((e, rest)) => {

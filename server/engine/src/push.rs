@@ -316,7 +316,8 @@ impl Engine {
             timestamp_s: now / 1_000,
             lane,
         };
-        self.out.deliver(id, delivery);
+        let synced_round = self.pipeline.syncer.synced_round();
+        self.out.deliver(id, delivery, synced_round);
         Ok(())
     }
 

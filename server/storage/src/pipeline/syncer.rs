@@ -66,6 +66,8 @@ struct Shared {
     mark: Arc<Watermark>,
     /// Bytes the log's segments hold.
     log_bytes: AtomicU64,
+    /// Every round up to this one is durable (set after its sync, before its answers).
+    synced_round: AtomicU64,
     /// Syncs, and requests per sync, and their latency (Stats' commit figures).
     commits: Mutex<CommitStats>,
     metrics: Arc<Metrics>,
@@ -99,6 +101,9 @@ impl Writer {
         if result.is_ok() {
             // Before any answer: a reader told of a write finds it.
             self.shared.mark.synced(self.log.end());
+            if let Some(last) = jobs.iter().map(|j| j.round).max() {
+                self.shared.synced_round.fetch_max(last, Ordering::AcqRel);
+            }
         }
         let mut synced = Vec::new();
         for (job, (end, segment)) in jobs
@@ -292,6 +297,11 @@ impl Syncer {
         }
     }
 
+    /// Every round up to this one is durable: its log record synced (0: none yet).
+    pub fn synced_round(&self) -> u64 {
+        self.shared.synced_round.load(Ordering::Acquire)
+    }
+
     /// Every round up to this one is in redb (its overlay entries can go).
     pub fn applied_round(&self) -> u64 {
         self.progress.round.load(Ordering::Acquire)
@@ -335,6 +345,7 @@ impl Syncer {
         let shared = Arc::new(Shared {
             mark,
             log_bytes: AtomicU64::new(log.disk_bytes()),
+            synced_round: AtomicU64::new(0),
             commits: Mutex::default(),
             metrics: stages.metrics.clone(),
         });
