@@ -264,3 +264,101 @@ async fn failed_console_logins_from_other_addresses_never_refuse_the_right_token
     );
     server.stop().await;
 }
+
+/// Live messages over all destinations, from Stats.
+async fn live_messages(c: &mut hookd_client::Client) -> u64 {
+    let t = c.stats().await.unwrap().total.unwrap_or_default();
+    t.pending + t.awaiting_retry + t.in_flight
+}
+
+/// Finding 3: 100 publishes to 10,000 subscribers stored 1,000,000 deliveries and then
+/// answered OUT_OF_RANGE (38 MB of delivery ids over the message limit), so a producer
+/// retried and stored it all again. Here (a message limit of 5 MiB) a batch of 60
+/// publishes to 2,500 subscribers (150,000 deliveries, 5.7 MB of ids) is answered: every
+/// count whole, the ids bounded; a resend with the key is answered with the original's ids;
+/// and a publish that would take hookd past its hard mark is refused whole, not stored.
+#[tokio::test]
+async fn a_stored_fan_out_is_always_answered_and_a_duplicate_gets_its_ids() {
+    use hookd_client::{Event, pb};
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = crate::harness::test_config(dir.path());
+    // max(4 KiB x 16, 4 MiB) + 1 MiB: a 5 MiB message limit.
+    config.max_payload_bytes = 4 << 10;
+    config.backpressure.max_messages = 154_000;
+    config.backpressure.destination_max_bytes = 1 << 30;
+    let server = TestServer::start_with(config, system_clock()).await;
+    let mut c = server.client().await;
+    const SUBSCRIBERS: usize = 2_500;
+    for i in 0..SUBSCRIBERS {
+        c.put_subscription(pb::Subscription {
+            name: format!("s{i:04}"),
+            destination: Some(pb::subscription::Destination::Queue(format!("q{i:04}"))),
+            event_types: vec!["order.*".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    let first = c
+        .enqueue(Event::to_topic("order.created", b"{}".to_vec()).idempotency_key("k-1"))
+        .await
+        .unwrap();
+    assert_eq!(first.subscribers as usize, SUBSCRIBERS);
+    assert_eq!(first.delivery_ids.len(), 1_000, "the first 1,000 ids");
+    let again = c
+        .enqueue(Event::to_topic("order.created", b"{}".to_vec()).idempotency_key("k-1"))
+        .await
+        .unwrap();
+    assert!(again.duplicate);
+    assert_eq!(again.id, first.id);
+    assert_eq!(again.subscribers, first.subscribers, "the original's count");
+    assert_eq!(again.delivery_ids, first.delivery_ids, "the original's ids");
+    assert_eq!(live_messages(&mut c).await, SUBSCRIBERS as u64);
+
+    let batch = (0..60).map(|i| {
+        Event::to_topic("order.created", format!("{i}").into_bytes())
+            .idempotency_key(format!("b-{i}"))
+    });
+    let results = c.enqueue_batch(batch).await.expect("the batch is answered");
+    let mut listed = 0;
+    for r in &results {
+        let Some(pb::enqueue_result::Result::Ok(ok)) = &r.result else {
+            panic!("{:?}", r.result.as_ref().map(|_| "not stored"));
+        };
+        assert_eq!(ok.subscribers as usize, SUBSCRIBERS);
+        listed += ok.delivery_ids.len();
+    }
+    assert_eq!(listed, 10_000, "the batch answer lists 10,000 ids in all");
+    let stored = 61 * SUBSCRIBERS as u64;
+    assert_eq!(live_messages(&mut c).await, stored);
+    // A resend of the whole batch stores nothing more.
+    let batch = (0..60).map(|i| {
+        Event::to_topic("order.created", format!("{i}").into_bytes())
+            .idempotency_key(format!("b-{i}"))
+    });
+    let resent = c.enqueue_batch(batch).await.unwrap();
+    assert!(resent.iter().all(|r| matches!(
+        &r.result,
+        Some(pb::enqueue_result::Result::Ok(ok)) if ok.duplicate
+    )));
+    assert_eq!(live_messages(&mut c).await, stored);
+
+    // 152,500 live: 2,500 more would pass the hard mark of 154,000 before they were all
+    // stored. The whole publish is refused; nothing of it is stored.
+    let over = match c
+        .enqueue(Event::to_topic("order.created", b"over".to_vec()))
+        .await
+    {
+        Ok(stored) => panic!(
+            "stored past the hard mark: {} deliveries",
+            stored.subscribers
+        ),
+        Err(e) => e,
+    };
+    assert!(
+        matches!(&over, hookd_client::Error::Status(s) if s.code() == tonic::Code::ResourceExhausted),
+        "{over}"
+    );
+    assert_eq!(live_messages(&mut c).await, stored);
+    server.stop().await;
+}

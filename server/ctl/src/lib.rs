@@ -700,6 +700,10 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
                     for id in &r.delivery_ids {
                         outln!("  delivery {id}");
                     }
+                    let unlisted = (r.subscribers as usize).saturating_sub(r.delivery_ids.len());
+                    if unlisted > 0 {
+                        outln!("  ... and {unlisted} more (an answer lists the first 1,000)");
+                    }
                 } else {
                     outln!("{}", r.id);
                 }

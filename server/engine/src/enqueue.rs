@@ -9,8 +9,23 @@ use hookd_core::destination::Destination;
 use hookd_core::ids::MessageId;
 use hookd_core::retry::RetryPolicy;
 use hookd_storage::store::{
-    EndpointRecord, ScheduleEntry, State, StoreError, idempotency_scope, record_for,
+    EndpointRecord, MAX_KEPT_DELIVERY_IDS, Original, ScheduleEntry, State, StoreError,
+    idempotency_scope, record_for,
 };
+
+impl Enqueued {
+    /// The answer to a resend of what `original` names: its id, and a publish's
+    /// deliveries as the key's row kept them.
+    fn duplicate(original: Original, throttle_ms: u64) -> Self {
+        Self {
+            id: original.id,
+            duplicate: true,
+            throttle_ms,
+            deliveries: original.delivery_ids,
+            subscribers: original.deliveries,
+        }
+    }
+}
 
 impl Engine {
     pub(super) fn enqueue(
@@ -53,12 +68,7 @@ impl Engine {
             if !m.idempotency_key.is_empty() {
                 let scoped = idempotency_scope(&m.encoded, &m.idempotency_key);
                 if let Some(original) = t.idempotent_original(&scoped, not_before)? {
-                    return Ok(Ok(Enqueued {
-                        id: original,
-                        duplicate: true,
-                        throttle_ms: 0,
-                        deliveries: Vec::new(),
-                    }));
+                    return Ok(Ok(Enqueued::duplicate(original, 0)));
                 }
             }
             if let Some(reason) = refusal.metric_reason() {
@@ -69,12 +79,7 @@ impl Engine {
         if !m.idempotency_key.is_empty() {
             let scoped = idempotency_scope(&m.encoded, &m.idempotency_key);
             if let Some(original) = t.claim_idempotency_key(&scoped, id, now, not_before)? {
-                return Ok(Ok(Enqueued {
-                    id: original,
-                    duplicate: true,
-                    throttle_ms,
-                    deliveries: Vec::new(),
-                }));
+                return Ok(Ok(Enqueued::duplicate(original, throttle_ms)));
             }
         }
         let new = New {
@@ -97,6 +102,7 @@ impl Engine {
             duplicate: false,
             throttle_ms,
             deliveries: Vec::new(),
+            subscribers: 0,
         }))
     }
 
@@ -135,15 +141,11 @@ impl Engine {
         let not_before = now.saturating_sub(self.config.idempotency_retention_ms);
         let scoped = (!m.idempotency_key.is_empty())
             .then(|| idempotency_scope(&fanout.scope, &m.idempotency_key));
-        let answer = |id, duplicate, throttle_ms, deliveries| Enqueued {
-            id,
-            duplicate,
-            throttle_ms,
-            deliveries,
-        };
-        // Admission: every subscriber's destination against its marks, the payload once
-        // against the disk's headroom.
-        let total = self.index.total_held();
+        // Admission: every subscriber's destination against its marks, and hookd's
+        // totals with every delivery before it added (a fan-out of 10,000 adds 10,000
+        // messages: it is refused whole at the hard mark, never stored past it); the
+        // payload once against the disk's headroom.
+        let mut total = self.index.total_held();
         let mut refusal = None;
         let mut throttle_ms = 0;
         for (s, _) in &deliveries {
@@ -151,7 +153,10 @@ impl Engine {
                 .index
                 .find(&s.key)
                 .map_or_else(Held::default, |d| self.index.dests[d].held());
-            match self.config.backpressure.assess(held, total, bytes) {
+            let assessed = self.config.backpressure.assess(held, total, bytes);
+            total.messages += 1;
+            total.bytes += bytes;
+            match assessed {
                 Assessment::Refuse(over) => {
                     refusal = Some(match self.config.headroom.short() {
                         Some(short) => Refusal::DiskFull(short),
@@ -174,7 +179,7 @@ impl Engine {
             if let Some(scoped) = &scoped
                 && let Some(original) = t.idempotent_original(scoped, not_before)?
             {
-                return Ok(Ok(answer(original, true, 0, Vec::new())));
+                return Ok(Ok(Enqueued::duplicate(original, 0)));
             }
             if let Some(reason) = refusal.metric_reason() {
                 self.config.metrics.refused(reason);
@@ -186,20 +191,33 @@ impl Engine {
             if let Some(scoped) = &scoped
                 && let Some(original) = t.idempotent_original(scoped, not_before)?
             {
-                return Ok(Ok(answer(original, true, 0, Vec::new())));
+                return Ok(Ok(Enqueued::duplicate(original, 0)));
             }
-            return Ok(Ok(answer(event, false, 0, Vec::new())));
+            return Ok(Ok(Enqueued {
+                id: event,
+                duplicate: false,
+                throttle_ms: 0,
+                deliveries: Vec::new(),
+                subscribers: 0,
+            }));
         }
-        if let Some(scoped) = &scoped
-            && let Some(original) = t.claim_idempotency_key(scoped, event, now, not_before)?
-        {
-            return Ok(Ok(answer(original, true, throttle_ms, Vec::new())));
+        let subscribers = u32::try_from(deliveries.len()).unwrap_or(u32::MAX);
+        if let Some(scoped) = &scoped {
+            let ids: Vec<MessageId> = deliveries
+                .iter()
+                .take(MAX_KEPT_DELIVERY_IDS)
+                .map(|(s, _)| s.id)
+                .collect();
+            let kept = (subscribers, ids.as_slice());
+            if let Some(original) = t.claim_publish_key(scoped, event, kept, now, not_before)? {
+                return Ok(Ok(Enqueued::duplicate(original, throttle_ms)));
+            }
         }
         let due = now.saturating_add(m.delay_ms);
         let size = u32::try_from(bytes).unwrap_or(u32::MAX);
         let source = deliveries[0].0.id;
         let record = record_for(m.record, &deliveries[0].0.encoded, &event.to_string());
-        let mut ids = Vec::with_capacity(deliveries.len());
+        let mut ids = Vec::with_capacity(deliveries.len().min(MAX_KEPT_DELIVERY_IDS));
         for (i, (s, policy)) in deliveries.into_iter().enumerate() {
             let new = New {
                 id: s.id,
@@ -217,7 +235,9 @@ impl Engine {
                     t.insert_copy(s.id, source, &record, entry)
                 }
             })?;
-            ids.push(s.id);
+            if ids.len() < MAX_KEPT_DELIVERY_IDS {
+                ids.push(s.id);
+            }
         }
         if throttle_ms > 0 {
             self.config.metrics.throttled.inc();
@@ -226,8 +246,14 @@ impl Engine {
         self.config
             .metrics
             .publish_subscribers
-            .observe(ids.len() as f64);
-        Ok(Ok(answer(event, false, throttle_ms, ids)))
+            .observe(f64::from(subscribers));
+        Ok(Ok(Enqueued {
+            id: event,
+            duplicate: false,
+            throttle_ms,
+            deliveries: ids,
+            subscribers,
+        }))
     }
 
     /// Stores a new delivery: its schedule row (in the lane of its ordering key if its

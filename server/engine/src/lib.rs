@@ -188,9 +188,12 @@ pub struct Enqueued {
     pub duplicate: bool,
     /// Above a soft watermark: the pause suggested before the producer's next send.
     pub throttle_ms: u64,
-    /// A publish's deliveries, one per subscriber stored (empty for an Enqueue, and for
-    /// a duplicate).
+    /// A publish's deliveries, one per subscriber stored, in order: the first
+    /// [`MAX_KEPT_DELIVERY_IDS`](hookd_storage::store::MAX_KEPT_DELIVERY_IDS) of them
+    /// (empty for an Enqueue). A duplicate's are the original's, as its key's row kept them.
     pub deliveries: Vec<MessageId>,
+    /// A publish: how many deliveries it stored (the original's, for a duplicate).
+    pub subscribers: u32,
 }
 
 /// A message leased to a consumer by Receive.

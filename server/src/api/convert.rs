@@ -13,13 +13,25 @@ use hookd_storage::store::{AttemptRecord, EndpointRecord, StoredMessage};
 
 use super::view::{MessageView, SecretShown, Shown};
 
-pub fn enqueued(e: Enqueued) -> pb::EnqueueResponse {
+/// The delivery ids one EnqueueBatch answer lists over all its items (each item lists at
+/// most the engine's 1,000): about 400 KB of ids, far under any message limit.
+pub const MAX_BATCH_ANSWER_IDS: usize = 10_000;
+
+/// An enqueue's answer. A publish lists its first delivery ids, at most `ids_left` (taken
+/// from it); `subscribers` is always the whole count, so a client sees that ids were left
+/// out when it is larger than `delivery_ids`' length.
+pub fn enqueued(e: Enqueued, ids_left: &mut usize) -> pb::EnqueueResponse {
+    let listed = e.deliveries.len().min(*ids_left);
+    *ids_left -= listed;
     pb::EnqueueResponse {
         id: e.id.to_string(),
         duplicate: e.duplicate,
         throttle_ms: e.throttle_ms,
-        subscribers: u32::try_from(e.deliveries.len()).unwrap_or(u32::MAX),
-        delivery_ids: e.deliveries.iter().map(ToString::to_string).collect(),
+        subscribers: e.subscribers,
+        delivery_ids: e.deliveries[..listed]
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
     }
 }
 

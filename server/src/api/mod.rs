@@ -384,7 +384,11 @@ impl HookdService {
         let result = results
             .pop()
             .ok_or_else(|| ApiError::Internal("the engine gave no result".into()))?;
-        Ok(convert::enqueued(result.map_err(refused("endpoint"))?))
+        let mut ids_left = usize::MAX;
+        Ok(convert::enqueued(
+            result.map_err(refused("endpoint"))?,
+            &mut ids_left,
+        ))
     }
 
     /// EnqueueBatch, once traced.
@@ -454,12 +458,18 @@ impl HookdService {
                 }
                 .into());
             }
+            // The delivery ids one answer may list in all: the answer stays far under the
+            // message limit whatever the fan-out (the counts are always whole).
+            let mut ids_left = convert::MAX_BATCH_ANSWER_IDS;
             for (slot, result) in slots.into_iter().zip(stored) {
                 results[slot] = Some(match result {
                     Ok(ok) => {
                         throttle_ms = throttle_ms.max(ok.throttle_ms);
                         pb::EnqueueResult {
-                            result: Some(pb::enqueue_result::Result::Ok(convert::enqueued(ok))),
+                            result: Some(pb::enqueue_result::Result::Ok(convert::enqueued(
+                                ok,
+                                &mut ids_left,
+                            ))),
                         }
                     }
                     Err(r) => failed(ApiError::refused(r, "endpoint"), slot),

@@ -22,7 +22,7 @@
 //! | `attempts` | id ‖ sequence | [`AttemptRecord`]: one finished attempt, appended when it ends (the last 32 kept) |
 //! | `done` | id | [`DoneRecord`] of a completed message (metadata and attempts, no payload), kept `completed_retention_secs` |
 //! | `dead` | destination key, 0, id (16 bytes BE) | [`ScheduleEntry`] of a dead letter |
-//! | `idempotency` | encoded destination, 0, client key | id (16) + created ms (8) |
+//! | `idempotency` | encoded destination, 0, client key (a publish: `t`, topic, 0, key) | id (16) + created ms (8); a publish adds its deliveries' count (u32) and the first 1,000 of their ids (16 each), which a format-8 hookd ignores |
 //! | `endpoints` | name | [`EndpointRecord`] (protobuf) |
 //! | `sources` | name | an ingest source made over gRPC (`hookd_core::source::SourceSpec` as JSON, secrets sealed when `[secrets]` has keys) |
 //! | `subscriptions` | name | a subscription of an endpoint or queue to event types, with its filter (JSON; format 7) |
@@ -64,7 +64,7 @@ pub fn record_for(record: Vec<u8>, destination: &str, event_id: &str) -> Vec<u8>
 pub use overlay::Overlay;
 use rowlog::TableId;
 pub(crate) use tables::{Apply, RecordAt};
-pub use tables::{DeadSweep, IdempotencySweep, Tables};
+pub use tables::{DeadSweep, IdempotencySweep, MAX_KEPT_DELIVERY_IDS, Original, Tables};
 
 use std::path::Path;
 use std::sync::Arc;

@@ -595,7 +595,7 @@ impl<'a> Tables<'a> {
         &self,
         scoped_key: &[u8],
         not_before_ms: u64,
-    ) -> Result<Option<MessageId>, StoreError> {
+    ) -> Result<Option<Original>, StoreError> {
         if let Some(old) = get_bytes(
             self.overlay,
             TableId::Idempotency,
@@ -611,7 +611,7 @@ impl<'a> Tables<'a> {
     }
 
     /// Records that `scoped_key` names message `id`, unless it already names a message
-    /// recorded at or after `not_before_ms`: then nothing changes and that earlier id is
+    /// recorded at or after `not_before_ms`: then nothing changes and that earlier one is
     /// returned.
     pub fn claim_idempotency_key(
         &mut self,
@@ -619,13 +619,51 @@ impl<'a> Tables<'a> {
         id: MessageId,
         created_ms: u64,
         not_before_ms: u64,
-    ) -> Result<Option<MessageId>, StoreError> {
+    ) -> Result<Option<Original>, StoreError> {
+        self.claim(scoped_key, id, None, created_ms, not_before_ms)
+    }
+
+    /// [`Tables::claim_idempotency_key`] for a publish: the row also keeps how many
+    /// deliveries it stores and the ids of the first of them (at most
+    /// [`MAX_KEPT_DELIVERY_IDS`]), so a duplicate is answered as the original was.
+    pub fn claim_publish_key(
+        &mut self,
+        scoped_key: &[u8],
+        event: MessageId,
+        deliveries: (u32, &[MessageId]),
+        created_ms: u64,
+        not_before_ms: u64,
+    ) -> Result<Option<Original>, StoreError> {
+        self.claim(
+            scoped_key,
+            event,
+            Some(deliveries),
+            created_ms,
+            not_before_ms,
+        )
+    }
+
+    /// `deliveries`: a publish's count and its first ids.
+    fn claim(
+        &mut self,
+        scoped_key: &[u8],
+        id: MessageId,
+        deliveries: Option<(u32, &[MessageId])>,
+        created_ms: u64,
+        not_before_ms: u64,
+    ) -> Result<Option<Original>, StoreError> {
         if let Some(original) = self.idempotent_original(scoped_key, not_before_ms)? {
             return Ok(Some(original));
         }
-        let mut v = [0u8; 24];
-        v[..16].copy_from_slice(&id.0.to_be_bytes());
-        v[16..].copy_from_slice(&created_ms.to_be_bytes());
+        let mut v = Vec::with_capacity(28);
+        v.extend_from_slice(&id.0.to_be_bytes());
+        v.extend_from_slice(&created_ms.to_be_bytes());
+        if let Some((count, ids)) = deliveries {
+            v.extend_from_slice(&count.to_be_bytes());
+            for d in ids.iter().take(MAX_KEPT_DELIVERY_IDS) {
+                v.extend_from_slice(&d.0.to_be_bytes());
+            }
+        }
         self.put(TableId::Idempotency, scoped_key, &v);
         Ok(None)
     }
@@ -1030,14 +1068,47 @@ fn name(key: &[u8]) -> Result<&str, StoreError> {
         .map_err(|_| StoreError::Corrupt("log record: an endpoint or source name".into()))
 }
 
-fn decode_idempotency(v: &[u8]) -> Result<(MessageId, u64), StoreError> {
+/// What an idempotency key names (see [`Tables::idempotent_original`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Original {
+    /// The message's id; a publish's event id.
+    pub id: MessageId,
+    /// A publish: how many deliveries it stored (0: an enqueue, or a row from before
+    /// they were kept).
+    pub deliveries: u32,
+    /// A publish: the first of its deliveries' ids, in the answer's order.
+    pub delivery_ids: Vec<MessageId>,
+}
+
+/// How many delivery ids an idempotency row of a publish keeps: as many as an answer
+/// lists.
+pub const MAX_KEPT_DELIVERY_IDS: usize = 1_000;
+
+/// An idempotency row: the id (16 bytes) and when it was recorded (8), then for a publish
+/// its deliveries' count (4) and the first ids (16 each). A format-8 hookd reads the first
+/// 24 bytes alone, so the longer rows need no format change.
+fn decode_idempotency(v: &[u8]) -> Result<(Original, u64), StoreError> {
     let corrupt = || StoreError::Corrupt("idempotency record".into());
     let id = <[u8; 16]>::try_from(v.get(..16).ok_or_else(corrupt)?).map_err(|_| corrupt())?;
     let created = <[u8; 8]>::try_from(v.get(16..24).ok_or_else(corrupt)?).map_err(|_| corrupt())?;
-    Ok((
-        MessageId(u128::from_be_bytes(id)),
-        u64::from_be_bytes(created),
-    ))
+    let mut original = Original {
+        id: MessageId(u128::from_be_bytes(id)),
+        deliveries: 0,
+        delivery_ids: Vec::new(),
+    };
+    if let Some(rest) = v.get(24..).filter(|r| !r.is_empty()) {
+        let (count, ids) = rest.split_at_checked(4).ok_or_else(corrupt)?;
+        original.deliveries = u32::from_be_bytes(count.try_into().map_err(|_| corrupt())?);
+        if ids.len() % 16 != 0 {
+            return Err(corrupt());
+        }
+        original.delivery_ids = ids
+            .chunks_exact(16)
+            .map(|c| <[u8; 16]>::try_from(c).map(|b| MessageId(u128::from_be_bytes(b))))
+            .collect::<Result<_, _>>()
+            .map_err(|_| corrupt())?;
+    }
+    Ok((original, u64::from_be_bytes(created)))
 }
 
 #[cfg(test)]
@@ -1277,13 +1348,17 @@ mod tests {
             assert_eq!(t.claim_idempotency_key(b"q\0k", a, 1_000, 0).unwrap(), None);
             // Within the window: the original wins and stays recorded.
             assert_eq!(
-                t.claim_idempotency_key(b"q\0k", b, 2_000, 500).unwrap(),
+                t.claim_idempotency_key(b"q\0k", b, 2_000, 500)
+                    .unwrap()
+                    .map(|o| o.id),
                 Some(a)
             );
         });
         round(&store, &mut overlay, 2, |t| {
             assert_eq!(
-                t.claim_idempotency_key(b"q\0k", b, 2_000, 500).unwrap(),
+                t.claim_idempotency_key(b"q\0k", b, 2_000, 500)
+                    .unwrap()
+                    .map(|o| o.id),
                 Some(a)
             );
             // Past the window (recorded before not_before): the new id takes the key.
@@ -1292,7 +1367,9 @@ mod tests {
                 None
             );
             assert_eq!(
-                t.claim_idempotency_key(b"q\0k", b, 9_500, 5_000).unwrap(),
+                t.claim_idempotency_key(b"q\0k", b, 9_500, 5_000)
+                    .unwrap()
+                    .map(|o| o.id),
                 Some(c)
             );
             t.claim_idempotency_key(b"q\0old", a, 100, 0).unwrap();
@@ -1319,10 +1396,55 @@ mod tests {
                 None
             );
             assert_eq!(
-                t.claim_idempotency_key(b"q\0k", b, 9_500, 5_000).unwrap(),
+                t.claim_idempotency_key(b"q\0k", b, 9_500, 5_000)
+                    .unwrap()
+                    .map(|o| o.id),
                 Some(c)
             );
         });
+    }
+
+    /// A publish's key keeps its deliveries' count and first ids (the answer a duplicate
+    /// gets); an enqueue's row stays 24 bytes, as a format-8 hookd reads every row.
+    #[test]
+    fn a_publish_key_keeps_its_deliveries() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut overlay = Overlay::default();
+        let ids: Vec<MessageId> = (10..2_010).map(MessageId).collect();
+        round(&store, &mut overlay, 1, |t| {
+            let kept = (2_000, ids.as_slice());
+            assert_eq!(
+                t.claim_publish_key(b"tt\0k", MessageId(1), kept, 1_000, 0)
+                    .unwrap(),
+                None
+            );
+            t.claim_idempotency_key(b"q\0k", MessageId(2), 1_000, 0)
+                .unwrap();
+        });
+        round(&store, &mut overlay, 2, |t| {
+            let original = t.idempotent_original(b"tt\0k", 0).unwrap().unwrap();
+            assert_eq!(original.id, MessageId(1));
+            assert_eq!(original.deliveries, 2_000);
+            assert_eq!(original.delivery_ids, ids[..MAX_KEPT_DELIVERY_IDS].to_vec());
+            let plain = t.idempotent_original(b"q\0k", 0).unwrap().unwrap();
+            assert_eq!((plain.id, plain.deliveries), (MessageId(2), 0));
+            assert!(plain.delivery_ids.is_empty());
+        });
+        // What the rows hold: a format-8 reader takes the first 24 bytes of each.
+        let mut v = Vec::new();
+        v.extend_from_slice(&7_u128.to_be_bytes());
+        v.extend_from_slice(&5_u64.to_be_bytes());
+        assert_eq!(decode_idempotency(&v).unwrap().0.id, MessageId(7));
+        v.extend_from_slice(&1_u32.to_be_bytes());
+        v.extend_from_slice(&9_u128.to_be_bytes());
+        let (o, created) = decode_idempotency(&v).unwrap();
+        assert_eq!(
+            (o.deliveries, o.delivery_ids, created),
+            (1, vec![MessageId(9)], 5)
+        );
+        v.pop();
+        assert!(decode_idempotency(&v).is_err(), "a torn id is refused");
     }
 
     /// The coming fan-out stores one record for many deliveries: a record pointed to by
