@@ -19,7 +19,8 @@ use std::sync::{Arc, RwLock};
 use serde::{Deserialize, Serialize};
 
 use hookd_core::destination::Destination;
-use hookd_core::filter::{Filter, event_document};
+use hookd_core::filter::index::FilterIndex;
+use hookd_core::filter::{Filter, Steps, event_document};
 use hookd_core::names::check_name;
 use hookd_core::topics::{Pattern, TopicIndex};
 use hookd_engine::{EngineHandle, Refusal};
@@ -31,6 +32,13 @@ pub(crate) const MAX_SUBSCRIPTIONS: usize = 10_000;
 pub(crate) const MAX_PATTERNS: usize = 64;
 /// Longest description, in bytes.
 pub(crate) const MAX_DESCRIPTION_BYTES: usize = 1_024;
+/// The work routing one publish may do through its topic's filters (see
+/// [`hookd_core::filter::Steps`]): about 10 to 50 ms of one core. A publish that needs more
+/// is refused naming this limit, so no payload makes a publish cost more.
+pub(crate) const MAX_MATCH_STEPS: u64 = 2_000_000;
+/// Payloads larger than this are routed off the runtime's workers (their thread is handed
+/// to the blocking pool while the document is built and matched).
+const ROUTE_INLINE_BYTES: usize = 16 << 10;
 
 /// A subscription as stored (JSON in the `subscriptions` table) and as the API shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -53,7 +61,7 @@ pub struct Subscription {
     pub spec: SubscriptionSpec,
     pub destination: Destination,
     patterns: Vec<Pattern>,
-    filter: Option<Filter>,
+    filter: Option<Arc<Filter>>,
 }
 
 impl Subscription {
@@ -92,9 +100,9 @@ impl Subscription {
             .collect::<Result<Vec<_>, _>>()?;
         let filter = match &spec.filter {
             None => None,
-            Some(value) => {
-                Some(Filter::parse(value, &format!("{field}.filter")).map_err(|e| e.to_string())?)
-            }
+            Some(value) => Some(Arc::new(
+                Filter::parse(value, &format!("{field}.filter")).map_err(|e| e.to_string())?,
+            )),
         };
         if spec.description.len() > MAX_DESCRIPTION_BYTES {
             return Err(format!(
@@ -119,46 +127,56 @@ struct Set {
     /// `by_name`'s values in order; the index's keys are positions here.
     list: Vec<Arc<Subscription>>,
     index: TopicIndex<usize>,
+    /// The list's filters, by position.
+    filters: FilterIndex,
 }
 
 impl Set {
     /// Where an event published to `topic` goes: each destination one of whose
     /// subscriptions takes the topic and matches the event, once, in the order of the
-    /// first such subscription's name.
+    /// first such subscription's name. The filters are matched through the
+    /// [`FilterIndex`] within [`MAX_MATCH_STEPS`]; past it, the refusal's message.
     fn route(
         &self,
         topic: &str,
         payload: &[u8],
         headers: &BTreeMap<String, String>,
-    ) -> Vec<Destination> {
-        let mut document = None;
-        let mut seen = HashSet::new();
-        let mut out = Vec::new();
+        spent: &mut u64,
+    ) -> Result<Vec<Destination>, String> {
         // In the subscriptions' name order (the list's), whatever the index found first:
         // a publish's delivery ids follow it.
         let mut matched = self.index.matching(topic);
         matched.sort_unstable();
+        if matched.iter().any(|i| self.filters.filtered(*i)) {
+            let document = event_document(
+                topic,
+                payload,
+                headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            );
+            let mut steps = Steps::new(MAX_MATCH_STEPS);
+            let filtered = matched
+                .iter()
+                .filter(|i| self.filters.filtered(**i))
+                .count();
+            let selected = self.filters.select(&document, &matched, &mut steps);
+            *spent = MAX_MATCH_STEPS - steps.left();
+            matched = selected.map_err(|_| {
+                    format!(
+                        "payload: matching this event against the {filtered} subscription filters of topic {topic:?} takes more than {MAX_MATCH_STEPS} steps, hookd's limit per publish; send a smaller payload (large arrays are what cost), or simplify the filters (fields equal to values are indexed and cost almost nothing)"
+                    )
+                })?;
+        }
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
         for i in matched {
             let Some(s) = self.list.get(i) else {
                 continue;
             };
-            if let Some(filter) = &s.filter {
-                let doc = document.get_or_insert_with(|| {
-                    event_document(
-                        topic,
-                        payload,
-                        headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-                    )
-                });
-                if !filter.matches(doc) {
-                    continue;
-                }
-            }
             if seen.insert(s.spec.destination.as_str()) {
                 out.push(s.destination.clone());
             }
         }
-        out
+        Ok(out)
     }
 
     fn build(by_name: BTreeMap<String, Arc<Subscription>>) -> Self {
@@ -169,10 +187,12 @@ impl Set {
                 index.insert(p, i);
             }
         }
+        let filters = FilterIndex::build(list.iter().map(|s| s.filter.clone()));
         Self {
             by_name,
             list,
             index,
+            filters,
         }
     }
 }
@@ -254,16 +274,33 @@ impl Subscriptions {
             .collect()
     }
 
-    /// Where an event published to `topic` goes: see [`Set::route`].
+    /// Where an event published to `topic` goes: see [`Set::route`]. A large payload is
+    /// routed with this worker thread handed to the blocking pool, so the runtime's other
+    /// tasks (other callers, health) go on on a new worker meanwhile.
     pub fn route(
         &self,
         topic: &str,
         payload: &[u8],
         headers: &BTreeMap<String, String>,
-    ) -> Vec<Destination> {
-        let to = self.snapshot().route(topic, payload, headers);
-        if to.is_empty() {
-            self.metrics.unrouted.inc();
+    ) -> Result<Vec<Destination>, String> {
+        let set = self.snapshot();
+        let mut spent = 0;
+        let mut route = || set.route(topic, payload, headers, &mut spent);
+        let off_workers = payload.len() > ROUTE_INLINE_BYTES
+            && tokio::runtime::Handle::try_current()
+                .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        let to = if off_workers {
+            tokio::task::block_in_place(route)
+        } else {
+            route()
+        };
+        if spent > 0 {
+            self.metrics.publish_match_steps.observe(spent as f64);
+        }
+        match &to {
+            Ok(to) if to.is_empty() => self.metrics.unrouted.inc(),
+            Err(_) => self.metrics.refused("match_steps"),
+            Ok(_) => {}
         }
         to
     }
@@ -394,7 +431,8 @@ mod tests {
         ]);
         let keys = |topic: &str, payload: &str| -> Vec<String> {
             let mut k: Vec<String> = s
-                .route(topic, payload.as_bytes(), &BTreeMap::new())
+                .route(topic, payload.as_bytes(), &BTreeMap::new(), &mut 0)
+                .unwrap()
                 .iter()
                 .map(Destination::key)
                 .collect();
@@ -421,7 +459,9 @@ mod tests {
                 "ticket.classified",
                 br#"{"priority":"urgent"}"#,
                 &BTreeMap::new(),
+                &mut 0,
             )
+            .unwrap()
             .iter()
             .map(Destination::key)
             .collect();

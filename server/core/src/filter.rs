@@ -103,9 +103,14 @@ impl Filter {
         Filter::parse(&value, field)
     }
 
-    /// Whether the event document matches.
+    /// Whether the event document matches (with no bound on the work).
     pub fn matches(&self, document: &Value) -> bool {
-        matches(Some(document), &self.root)
+        matches(Some(document), &self.root, &mut Steps::new(u64::MAX)).unwrap_or(false)
+    }
+
+    /// Whether the event document matches, spending `steps`; `Err` once they run out.
+    pub fn matches_within(&self, document: &Value, steps: &mut Steps) -> Result<bool, Exhausted> {
+        matches(Some(document), &self.root, steps)
     }
 }
 
@@ -276,69 +281,162 @@ fn operator(
     }
 }
 
+/// The work one evaluation may do: one step for each node of the filter applied to each
+/// value of the document, and for each element compared. Matching a publish against its
+/// topic's filters spends one budget, so no payload can make a publish cost more.
+#[derive(Debug, Clone, Copy)]
+pub struct Steps {
+    left: u64,
+}
+
+/// The budget ran out before the answer was known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exhausted;
+
+impl Steps {
+    pub fn new(limit: u64) -> Self {
+        Self { left: limit }
+    }
+
+    /// Spends `n` steps.
+    pub fn take(&mut self, n: u64) -> Result<(), Exhausted> {
+        match self.left.checked_sub(n) {
+            Some(left) => {
+                self.left = left;
+                Ok(())
+            }
+            None => {
+                self.left = 0;
+                Err(Exhausted)
+            }
+        }
+    }
+
+    pub fn left(&self) -> u64 {
+        self.left
+    }
+}
+
 /// `input` is `None` where the field is absent.
-fn matches(input: Option<&Value>, node: &Node) -> bool {
-    match node {
+fn matches(input: Option<&Value>, node: &Node, steps: &mut Steps) -> Result<bool, Exhausted> {
+    steps.take(1)?;
+    Ok(match node {
         Node::Literal(want) => match input {
-            Some(Value::Array(items)) => items.iter().any(|item| loose_eq(item, want)),
+            Some(Value::Array(items)) => {
+                steps.take(items.len() as u64)?;
+                items.iter().any(|item| loose_eq(item, want))
+            }
             Some(v) => loose_eq(v, want),
             None => false,
         },
         Node::Array(wanted) => match input {
-            Some(Value::Array(items)) => wanted
-                .iter()
-                .all(|w| items.iter().any(|item| matches(Some(item), w))),
+            Some(Value::Array(items)) => {
+                for w in wanted {
+                    if !some_item(items, |item, steps| matches(Some(item), w, steps), steps)? {
+                        return Ok(false);
+                    }
+                }
+                true
+            }
             _ => false,
         },
         Node::Object { fields, ops } => {
             if fields.is_empty() && !ops.is_empty() {
                 // Operators alone apply to the value as it is (an array as a whole).
-                return ops.iter().all(|op| applies(input, op));
+                return all_ops(input, ops, steps);
             }
             match input {
                 Some(Value::Object(map)) => {
-                    fields.iter().all(|(k, n)| matches(map.get(k), n))
-                        && ops.iter().all(|op| applies(input, op))
+                    for (k, n) in fields {
+                        if !matches(map.get(k), n, steps)? {
+                            return Ok(false);
+                        }
+                    }
+                    all_ops(input, ops, steps)?
                 }
-                Some(Value::Array(items)) => items.iter().any(|item| matches(Some(item), node)),
+                Some(Value::Array(items)) => {
+                    some_item(items, |item, steps| matches(Some(item), node, steps), steps)?
+                }
                 _ => false,
             }
         }
-    }
+    })
 }
 
-fn applies(input: Option<&Value>, op: &Op) -> bool {
-    match op {
+/// Whether some item holds `f`.
+fn some_item(
+    items: &[Value],
+    mut f: impl FnMut(&Value, &mut Steps) -> Result<bool, Exhausted>,
+    steps: &mut Steps,
+) -> Result<bool, Exhausted> {
+    for item in items {
+        if f(item, steps)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn all_ops(input: Option<&Value>, ops: &[Op], steps: &mut Steps) -> Result<bool, Exhausted> {
+    for op in ops {
+        if !applies(input, op, steps)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+fn applies(input: Option<&Value>, op: &Op, steps: &mut Steps) -> Result<bool, Exhausted> {
+    steps.take(1)?;
+    Ok(match op {
         Op::Exist(want) => input.is_some() == *want,
-        Op::And(all) => all.iter().all(|n| matches(input, n)),
-        Op::Or(any) => any.iter().any(|n| matches(input, n)),
-        Op::Not(n) => !matches(input, n),
+        Op::And(all) => {
+            for n in all {
+                if !matches(input, n, steps)? {
+                    return Ok(false);
+                }
+            }
+            true
+        }
+        Op::Or(any) => {
+            for n in any {
+                if matches(input, n, steps)? {
+                    return Ok(true);
+                }
+            }
+            false
+        }
+        Op::Not(n) => !matches(input, n, steps)?,
         _ => {
             let Some(v) = input else {
                 // Only $neq holds of an absent field: absent is not equal to anything.
-                return matches!(op, Op::Neq(_));
+                return Ok(matches!(op, Op::Neq(_)));
             };
             match op {
-                Op::Eq(want) => deep_eq(v, want),
-                Op::Neq(want) => !deep_eq(v, want),
+                Op::Eq(want) => deep_eq(v, want, steps)?,
+                Op::Neq(want) => !deep_eq(v, want, steps)?,
                 Op::Order(order, bound) => compare(v, bound).is_some_and(|o| match order {
                     Order::Gt => o.is_gt(),
                     Order::Gte => o.is_ge(),
                     Order::Lt => o.is_lt(),
                     Order::Lte => o.is_le(),
                 }),
-                Op::In(set) => member(v, set) == Some(true),
-                Op::Nin(set) => member(v, set) == Some(false),
-                Op::StartsWith(prefixes) => v
-                    .as_str()
-                    .is_some_and(|s| prefixes.iter().any(|p| s.starts_with(p.as_str()))),
-                Op::EndsWith(suffixes) => v
-                    .as_str()
-                    .is_some_and(|s| suffixes.iter().any(|p| s.ends_with(p.as_str()))),
+                Op::In(set) => member(v, set, steps)? == Some(true),
+                Op::Nin(set) => member(v, set, steps)? == Some(false),
+                Op::StartsWith(prefixes) => {
+                    steps.take(prefixes.len() as u64)?;
+                    v.as_str()
+                        .is_some_and(|s| prefixes.iter().any(|p| s.starts_with(p.as_str())))
+                }
+                Op::EndsWith(suffixes) => {
+                    steps.take(suffixes.len() as u64)?;
+                    v.as_str()
+                        .is_some_and(|s| suffixes.iter().any(|p| s.ends_with(p.as_str())))
+                }
                 Op::Exist(_) | Op::And(_) | Op::Or(_) | Op::Not(_) => false,
             }
         }
-    }
+    })
 }
 
 /// Equality of two primitives: numbers by value, other types only with their own type.
@@ -353,18 +451,34 @@ fn loose_eq(a: &Value, b: &Value) -> bool {
 }
 
 /// Structural equality, numbers by value.
-fn deep_eq(a: &Value, b: &Value) -> bool {
-    match (a, b) {
+fn deep_eq(a: &Value, b: &Value, steps: &mut Steps) -> Result<bool, Exhausted> {
+    steps.take(1)?;
+    Ok(match (a, b) {
         (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| deep_eq(p, q))
+            if x.len() != y.len() {
+                return Ok(false);
+            }
+            for (p, q) in x.iter().zip(y) {
+                if !deep_eq(p, q, steps)? {
+                    return Ok(false);
+                }
+            }
+            true
         }
         (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, p)| y.get(k).is_some_and(|q| deep_eq(p, q)))
+            if x.len() != y.len() {
+                return Ok(false);
+            }
+            for (k, p) in x {
+                match y.get(k) {
+                    Some(q) if deep_eq(p, q, steps)? => {}
+                    _ => return Ok(false),
+                }
+            }
+            true
         }
         _ => loose_eq(a, b),
-    }
+    })
 }
 
 fn compare(v: &Value, bound: &Value) -> Option<std::cmp::Ordering> {
@@ -376,16 +490,26 @@ fn compare(v: &Value, bound: &Value) -> Option<std::cmp::Ordering> {
 }
 
 /// `$in`: `Some(is a member)`, or `None` where the types do not compare.
-fn member(v: &Value, set: &Value) -> Option<bool> {
-    match (v, set) {
+fn member(v: &Value, set: &Value, steps: &mut Steps) -> Result<Option<bool>, Exhausted> {
+    Ok(match (v, set) {
         (Value::Object(_) | Value::Array(_), Value::Array(_)) => None,
-        (v, Value::Array(items)) => Some(items.iter().any(|item| loose_eq(v, item))),
-        (Value::String(s), Value::String(part)) => Some(s.contains(part.as_str())),
+        (v, Value::Array(items)) => {
+            steps.take(items.len() as u64)?;
+            Some(items.iter().any(|item| loose_eq(v, item)))
+        }
+        (Value::String(s), Value::String(part)) => {
+            steps.take(1 + (s.len() / 64) as u64)?;
+            Some(s.contains(part.as_str()))
+        }
         (Value::String(_), _) => None,
-        (Value::Array(items), one) => Some(items.iter().any(|item| loose_eq(item, one))),
+        (Value::Array(items), one) => {
+            steps.take(items.len() as u64)?;
+            Some(items.iter().any(|item| loose_eq(item, one)))
+        }
         _ => None,
-    }
+    })
 }
 
+pub mod index;
 #[cfg(test)]
 mod tests;

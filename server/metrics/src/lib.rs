@@ -73,7 +73,8 @@ pub struct Metrics {
     pub ingest_seconds: Histogram,
     /// Events refused before storage, by reason (`destination_messages`,
     /// `destination_bytes`, `total_messages`, `total_bytes`: a hard watermark;
-    /// `disk_reserve`; `write_queue`: `max_queued_write_bytes`).
+    /// `disk_reserve`; `write_queue`: `max_queued_write_bytes`; `match_steps`: a publish's
+    /// routing through its topic's filters past the work limit).
     pub(crate) enqueue_refused: IntCounterVec,
     /// Events accepted above a soft watermark (their answer carried a throttle hint).
     pub throttled: IntCounter,
@@ -87,6 +88,8 @@ pub struct Metrics {
     pub unrouted: IntCounter,
     /// Deliveries per stored publish.
     pub publish_subscribers: Histogram,
+    /// Work (filter steps) routing one publish through its topic's filters took.
+    pub publish_match_steps: Histogram,
     /// Subscriptions held.
     pub subscriptions: IntGauge,
     /// FIFO lanes' heads that died and held their lane (`block`).
@@ -278,13 +281,14 @@ impl GaugeTally {
     }
 }
 
-const REFUSAL_REASONS: [&str; 6] = [
+const REFUSAL_REASONS: [&str; 7] = [
     "destination_messages",
     "destination_bytes",
     "total_messages",
     "total_bytes",
     "disk_reserve",
     "write_queue",
+    "match_steps",
 ];
 
 /// Alert series written at most (the totals' come first); beyond, the rest are left out.
@@ -432,7 +436,7 @@ impl Metrics {
             enqueue_refused: reg.add(IntCounterVec::new(
                 Opts::new(
                     "hookd_enqueue_refused_total",
-                    "Events refused before storage (RESOURCE_EXHAUSTED or HTTP 429/503), by reason: destination_messages, destination_bytes, total_messages, total_bytes (hard watermarks), disk_reserve, write_queue.",
+                    "Events refused before storage (RESOURCE_EXHAUSTED or HTTP 429/503), by reason: destination_messages, destination_bytes, total_messages, total_bytes (hard watermarks), disk_reserve, write_queue, match_steps (a publish whose routing through its topic's filters would pass the work limit).",
                 ),
                 &["reason"],
             )),
@@ -464,6 +468,14 @@ impl Metrics {
                 "hookd_publish_subscribers",
                 "Deliveries one stored publish made (its subscribed endpoints and queues).",
                 &[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1_000.0, 2_000.0, 5_000.0, 10_000.0],
+            ),
+            publish_match_steps: histogram(
+                "hookd_publish_match_steps",
+                "Steps routing one publish through its topic's subscription filters took (the walk of the event along the indexed paths, lookups and full evaluations); a publish past the limit (2,000,000) is refused.",
+                &[
+                    10.0, 100.0, 1_000.0, 10_000.0, 100_000.0, 500_000.0, 1_000_000.0,
+                    2_000_000.0,
+                ],
             ),
             subscriptions: gauge(
                 "hookd_subscriptions",

@@ -74,7 +74,8 @@ fn invalid(message: String) -> ApiError {
 
 /// Where a publish goes: the destinations whose subscriptions take the topic and match
 /// the event (payload, headers), each once (`Subscriptions::route`).
-pub type Route<'a> = &'a dyn Fn(&str, &[u8], &BTreeMap<String, String>) -> Vec<Destination>;
+pub type Route<'a> =
+    &'a dyn Fn(&str, &[u8], &BTreeMap<String, String>) -> Result<Vec<Destination>, String>;
 
 /// A validated event, ready for the engine.
 #[derive(Debug)]
@@ -208,7 +209,7 @@ pub fn new_message(
         .check(&req.event_type, &req.payload)
         .map_err(|m| invalid(format!("{}: {}", m.field, m.message)))?;
     let subscribers = match (&destination, &topic) {
-        (None, Some(topic)) => route(topic, &req.payload, &headers),
+        (None, Some(topic)) => route(topic, &req.payload, &headers).map_err(invalid)?,
         _ => Vec::new(),
     };
     let record = MessageRecord {
@@ -994,7 +995,7 @@ mod tests {
     }
 
     /// The route of a hookd with no subscriptions.
-    const NOWHERE: Route<'static> = &|_, _, _| Vec::new();
+    const NOWHERE: Route<'static> = &|_, _, _| Ok(Vec::new());
 
     fn req() -> pb::EnqueueRequest {
         pb::EnqueueRequest {
@@ -1028,10 +1029,10 @@ mod tests {
         // Two subscribers: one message, the second a copy, the event's type the topic.
         let two: Route<'_> = &|topic, payload, _| {
             assert_eq!((topic, payload), ("ticket.classified", &br#"{"t":7}"#[..]));
-            vec![
+            Ok(vec![
                 Destination::Queue("a".into()),
                 Destination::Endpoint("b".into()),
-            ]
+            ])
         };
         let p = new_message(
             publish("ticket.classified", "ticket.classified"),

@@ -634,6 +634,7 @@ async fn handle(
             let mut subscribers = ingest
                 .subscriptions
                 .route(&topic, &record.payload, &record.headers)
+                .map_err(invalid)?
                 .into_iter();
             // No subscription takes it: accepted (the provider has nothing to retry), and
             // nothing is stored.
