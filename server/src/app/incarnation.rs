@@ -147,9 +147,10 @@ impl Incarnation {
             let dir = config.data_dir.clone();
             let cache = usize::try_from(config.cache_size_mb << 20).unwrap_or(usize::MAX);
             let segment = config.log_segment_mb << 20;
+            let file = config.data_dir.clone();
             tokio::task::spawn_blocking(move || open_store(&dir, cache, segment))
                 .await
-                .map_err(|e| StoreError::Io(std::io::Error::other(e)))??
+                .map_err(|e| unreadable(&file, e))??
         };
         let store = storage.store.clone();
         shared.headroom.probe(&shared.disk);
@@ -162,11 +163,12 @@ impl Incarnation {
         let clock = plugged.clock.clone();
         let (engine, engine_thread) = {
             let clock = clock.clone();
+            let file = config.data_dir.clone();
             tokio::task::spawn_blocking(move || {
                 hookd_engine::start(storage, engine_config, clock, Some(deliveries_tx))
             })
             .await
-            .map_err(|e| StoreError::Io(std::io::Error::other(e)))??
+            .map_err(|e| unreadable(&file, e))??
         };
         // Every stored secret must open with the configured keys (or deliveries would go
         // out unsigned), and is sealed under the newest key (rotation). Then the ingest
@@ -795,5 +797,26 @@ async fn reseal(
         }
         Ok(Err(why)) => Err(ServeError::Secrets(why)),
         Err(refusal) => Err(ServeError::Secrets(refusal.to_string())),
+    }
+}
+
+/// A start-up step on the blocking pool that did not finish: a panic there is redb (or the
+/// log's reader) stopping on bytes that are not what was written (a zeroed page after a
+/// clean stop, when no integrity check runs). Refused naming the file and `hookd repair`,
+/// and the next open of the file checks its integrity.
+fn unreadable(dir: &std::path::Path, e: tokio::task::JoinError) -> StoreError {
+    if !e.is_panic() {
+        return StoreError::Io(std::io::Error::other(e));
+    }
+    let why = e
+        .into_panic()
+        .downcast::<String>()
+        .map(|s| *s)
+        .or_else(|p| p.downcast::<&'static str>().map(|s| (*s).to_owned()))
+        .unwrap_or_else(|_| "a panic".into());
+    hookd_storage::store::Store::distrust(dir);
+    StoreError::Unreadable {
+        file: dir.join("hookd.redb").display().to_string(),
+        why,
     }
 }

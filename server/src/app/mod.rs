@@ -335,6 +335,8 @@ fn is_damage(e: &ServeError) -> bool {
         ServeError::Store(
             StoreError::Corrupt(_)
             | StoreError::Damaged { .. }
+            | StoreError::DamagedLog { .. }
+            | StoreError::Unreadable { .. }
             | StoreError::NewerFormat { .. }
             | StoreError::Integrity { .. }
             | StoreError::Log(_)

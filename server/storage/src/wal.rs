@@ -374,6 +374,16 @@ pub fn frames(bytes: &[u8]) -> (Vec<&[u8]>, Option<&'static str>) {
     (records, bad)
 }
 
+/// How far a segment's frames are whole: the end of its last valid frame, and why the
+/// bytes after it (if any) are not a frame (a start-up check of the segments live messages
+/// point into).
+pub(crate) fn valid_frames(bytes: &[u8]) -> (u64, Option<&'static str>) {
+    match scan(bytes, 0, u64::MAX, &mut |_, _| Ok::<(), LogError>(())) {
+        Ok(scan) => (scan.valid, scan.bad),
+        Err(_) => (0, Some("unreadable")),
+    }
+}
+
 /// Checks every frame of a segment, handing those at or after `from` to `each`.
 fn scan<E: From<LogError>>(
     bytes: &[u8],

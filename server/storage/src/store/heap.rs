@@ -196,6 +196,11 @@ impl Heap {
         let _ = self.dir.set(dir);
     }
 
+    /// The log's directory, once attached.
+    pub(crate) fn dir(&self) -> Option<&Arc<dyn LogDir>> {
+        self.dir.get()
+    }
+
     /// The record `p` points to; `None` once its segment was deleted (retention let it
     /// go). Its checksum is checked: bytes that differ from what was logged are an error.
     pub fn read(&self, p: &Pointer) -> Result<Option<Vec<u8>>, StoreError> {

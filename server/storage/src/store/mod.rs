@@ -152,6 +152,23 @@ pub enum StoreError {
     Io(#[from] std::io::Error),
     #[error(transparent)]
     Log(#[from] crate::wal::LogError),
+    /// Reading the data file stopped on bytes that are not what redb wrote (a damaged
+    /// page found while opening or recovering, where no integrity check ran first).
+    #[error(
+        "{file} is damaged: reading it stopped with \"{why}\"; stop hookd and run `hookd repair \
+         --dry-run` to see what repairing drops, then `hookd repair`"
+    )]
+    Unreadable { file: String, why: String },
+    /// A log segment that live messages point into is missing, cut short or damaged.
+    #[error(
+        "log segment {segment}, which {live} live message(s) point into, {what}; stop hookd and \
+         run `hookd repair --dry-run` to see what repairing drops, then `hookd repair`"
+    )]
+    DamagedLog {
+        segment: String,
+        live: u64,
+        what: String,
+    },
     /// The file was written by a newer hookd: opening it could misread what it holds.
     #[error(
         "the data file was written by a newer hookd (disk format version {found}); this hookd \
@@ -286,6 +303,10 @@ pub(crate) const MAX_PAGE_BYTES: usize = 4 << 20;
 
 /// A page of dead letters and, if more follow, the key to continue after.
 pub type DeadLetterPage = (Vec<StoredMessage>, Option<Vec<u8>>);
+
+/// Per log segment that live messages point into: how many, and the end of the furthest
+/// record (what start-up checks, [`Store::recover`]).
+type HeapEnds = std::collections::BTreeMap<u64, (u64, u64)>;
 
 /// Sizes per batch the recovery's second reader hands over (see [`Store::recover`]).
 const RECOVER_BATCH: usize = 4_096;
@@ -904,17 +925,25 @@ impl Store {
         // the two are joined on the key.
         let schedule = txn.open_table(SCHEDULE)?;
         let messages = txn.open_table(MESSAGES)?;
-        std::thread::scope(|scope| -> Result<(), StoreError> {
+        let heap_ends = std::thread::scope(|scope| -> Result<HeapEnds, StoreError> {
             let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<(u128, u32)>, StoreError>>(8);
-            scope.spawn(move || {
-                let sizes = || -> Result<(), StoreError> {
+            let reader = scope.spawn(move || {
+                // Per segment live messages point into: how many, and where the last one ends.
+                let mut ends = HeapEnds::new();
+                let mut sizes = || -> Result<(), StoreError> {
                     let mut batch = Vec::with_capacity(RECOVER_BATCH);
                     for row in messages.iter()? {
                         let (key, value) = row?;
                         let id = key.value();
                         let value =
                             seal::open(TableId::Messages, &id.to_be_bytes(), value.value())?;
-                        batch.push((id, heap::Stored::of(value)?.len()));
+                        let stored = heap::Stored::of(value)?;
+                        if let Some(p) = stored.pointer() {
+                            let at = ends.entry(p.segment).or_default();
+                            at.0 += 1;
+                            at.1 = at.1.max(p.offset + u64::from(p.len));
+                        }
+                        batch.push((id, stored.len()));
                         if batch.len() == RECOVER_BATCH {
                             let full =
                                 std::mem::replace(&mut batch, Vec::with_capacity(RECOVER_BATCH));
@@ -929,6 +958,7 @@ impl Store {
                 if let Err(e) = sizes() {
                     let _ = tx.send(Err(e));
                 }
+                ends
             });
             let mut sizes = std::iter::from_fn(|| rx.recv().ok())
                 .flat_map(|batch| {
@@ -960,8 +990,15 @@ impl Store {
                     bytes,
                 })?;
             }
-            Ok(())
+            // The rest of the sizes (messages with no schedule row), so the reader ends.
+            for size in sizes {
+                size?;
+            }
+            reader
+                .join()
+                .map_err(|_| StoreError::Corrupt("the recovery's reader panicked".into()))
         })?;
+        self.check_heap(&heap_ends)?;
         let dead = txn.open_table(DEAD)?;
         let mut run: Option<(String, u64)> = None;
         for row in dead.iter()? {
@@ -993,6 +1030,91 @@ impl Store {
             each(Recovering::Dead { destination, count })?;
         }
         Ok(())
+    }
+
+    /// Start-up's check of what live messages point into (issue #49, 6): each segment
+    /// exists, is long enough for the furthest record in it, and its frames up to there
+    /// pass their checksums. A missing, cut or damaged segment is refused now, naming it
+    /// and `hookd repair`, rather than found when a delivery reads into it (hookd would
+    /// report healthy until then). Reads each such segment once.
+    fn check_heap(&self, ends: &HeapEnds) -> Result<(), StoreError> {
+        let Some(dir) = self.heap.dir() else {
+            return Ok(());
+        };
+        let started = std::time::Instant::now();
+        let mut read = 0_u64;
+        for (segment, (live, end)) in ends {
+            let name = crate::wal::segment_name(*segment);
+            let damaged = |what: String| StoreError::DamagedLog {
+                segment: name.clone(),
+                live: *live,
+                what,
+            };
+            let bytes = match dir.read(&name) {
+                Ok(bytes) => bytes,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(damaged("is missing".into()));
+                }
+                Err(e) => return Err(damaged(format!("cannot be read: {e}"))),
+            };
+            read += bytes.len() as u64;
+            if (bytes.len() as u64) < *end {
+                return Err(damaged(format!(
+                    "is {} bytes, shorter than the {end} its live messages need",
+                    bytes.len()
+                )));
+            }
+            let (valid, bad) = crate::wal::valid_frames(&bytes);
+            if valid < *end {
+                // A frame fails from here on: what matters is whether a live message's
+                // record does (each is checked against its pointer's CRC-32C, as a read
+                // would). Damage only between them is reported and left.
+                let (failed, checked) = self.damaged_pointers(*segment, valid)?;
+                let bad = bad.unwrap_or("no valid frame");
+                if failed > 0 {
+                    return Err(damaged(format!(
+                        "holds {bad} at byte {valid}: {failed} of the {checked} live record(s) after it fail their checksum"
+                    )));
+                }
+                tracing::warn!(
+                    segment = %name,
+                    at = valid,
+                    checked,
+                    "a log segment holds {bad}; every live record in it passes its checksum"
+                );
+            }
+        }
+        if !ends.is_empty() {
+            tracing::info!(
+                segments = ends.len(),
+                bytes = read,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "every log segment live messages point into is whole"
+            );
+        }
+        Ok(())
+    }
+
+    /// The live messages whose record is in `segment` at or after byte `from`: how many
+    /// fail their checksum (or cannot be read), of how many.
+    fn damaged_pointers(&self, segment: u64, from: u64) -> Result<(u64, u64), StoreError> {
+        let txn = self.db.begin_read()?;
+        let messages = txn.open_table(MESSAGES)?;
+        let (mut failed, mut checked) = (0, 0);
+        for row in messages.iter()? {
+            let (key, value) = row?;
+            let value = seal::open(TableId::Messages, &key.value().to_be_bytes(), value.value())?;
+            if let Some(p) = heap::Stored::of(value)?.pointer()
+                && p.segment == segment
+                && p.offset + u64::from(p.len) > from
+            {
+                checked += 1;
+                if !matches!(self.heap.read(&p), Ok(Some(_))) {
+                    failed += 1;
+                }
+            }
+        }
+        Ok((failed, checked))
     }
 
     /// A FIFO lane's row: destination `key` (`queue:NAME`, `endpoint:NAME`) and ordering
