@@ -10,11 +10,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use hookd_core::breaker::{Admit, Breaker, BreakerConfig};
-use hookd_core::filter::{Filter, event_document};
+use hookd_core::filter::index::FilterIndex;
+use hookd_core::filter::{Filter, Steps, event_document};
 use hookd_core::ids::MessageId;
 use hookd_core::limiter::TokenBucket;
 use hookd_core::signing::{Secret, signature_header};
@@ -243,16 +245,47 @@ fn subscriptions(c: &mut Criterion) {
     g.bench_function("topic index: 10,000 subscriptions, one topic", |b| {
         b.iter(|| index.matching(black_box(topic)))
     });
+    let filter_index = FilterIndex::build(filters.iter().map(|f| f.clone().map(Arc::new)));
     g.bench_function(
         "publish: patterns, document, filters (10,000 subscriptions, 512 B)",
         |b| {
             b.iter(|| {
-                let matched = index.matching(black_box(topic));
-                let doc = event_document(topic, black_box(&payload), headers);
-                matched
+                let mut matched: Vec<usize> = index
+                    .matching(black_box(topic))
                     .into_iter()
-                    .filter(|&i| filters[i as usize].as_ref().is_none_or(|f| f.matches(&doc)))
-                    .count()
+                    .map(|i| i as usize)
+                    .collect();
+                matched.sort_unstable();
+                let doc = event_document(None, topic, black_box(&payload), headers);
+                filter_index
+                    .select(&doc, &matched, &mut Steps::new(2_000_000))
+                    .map_or(0, |m| m.len())
+            })
+        },
+    );
+    // Issue #49, 2: 10,000 filters `{"data": {"customer_id": "cus_N"}}` and a 1 MB publish
+    // whose customer_id is an array of 90,001 ids (one of them a subscriber's).
+    let equal = FilterIndex::build((0..10_000).map(|n| {
+        Some(Arc::new(
+            Filter::parse(
+                &serde_json::json!({"data": {"customer_id": format!("cus_{n}")}}),
+                "filter",
+            )
+            .unwrap(),
+        ))
+    }));
+    let mut ids: Vec<String> = (0..90_000).map(|n| format!("x_{n:06}")).collect();
+    ids.push("cus_4242".into());
+    let attack = serde_json::to_vec(&serde_json::json!({ "customer_id": ids })).unwrap();
+    let all: Vec<usize> = (0..10_000).collect();
+    g.bench_function(
+        "publish: 10,000 equality filters, a 1 MB array (document and index)",
+        |b| {
+            b.iter(|| {
+                let doc = event_document(None, "order.created", black_box(&attack), []);
+                equal
+                    .select(&doc, &all, &mut Steps::new(2_000_000))
+                    .map_or(0, |m| m.len())
             })
         },
     );

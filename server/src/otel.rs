@@ -186,14 +186,25 @@ impl Extractor for Extract<'_> {
 }
 
 /// A `traceparent` of the W3C format (`00-<32 hex>-<16 hex>-<2 hex>`), checked before it
-/// is stored with an event: what cannot be one is not copied.
+/// is stored with an event: what cannot be one is not copied. As W3C Trace Context says:
+/// lowercase hex; version `ff` is invalid; version `00` has exactly four fields (a later
+/// version may add more after them); an all-zero trace id or parent id is invalid.
 fn is_traceparent(value: &str) -> bool {
     let parts: Vec<&str> = value.split('-').collect();
-    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let hex = |s: &str, n: usize| {
+        s.len() == n
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    let zero = |s: &str| s.bytes().all(|b| b == b'0');
     parts.len() >= 4
         && hex(parts[0], 2)
+        && parts[0] != "ff"
+        && (parts.len() == 4 || parts[0] != "00")
         && hex(parts[1], 32)
+        && !zero(parts[1])
         && hex(parts[2], 16)
+        && !zero(parts[2])
         && hex(parts[3], 2)
 }
 
@@ -406,6 +417,19 @@ mod tests {
             "00-0af7651916cd43dd8448eb211c80319c-b7ad6b71-01"
         ));
         assert!(!is_traceparent("hello"));
+        // Issue #49, 7: what W3C Trace Context refuses.
+        let id = "0af7651916cd43dd8448eb211c80319c";
+        for bad in [
+            format!("00-{id}-b7ad6b7169203331-01-extra"),
+            format!("ff-{id}-b7ad6b7169203331-01"),
+            format!("00-{}-b7ad6b7169203331-01", "0".repeat(32)),
+            format!("00-{id}-0000000000000000-01"),
+            format!("00-{}-b7ad6b7169203331-01", id.to_uppercase()),
+        ] {
+            assert!(!is_traceparent(&bad), "{bad}");
+        }
+        // A later version may carry more fields after the four.
+        assert!(is_traceparent(&format!("01-{id}-b7ad6b7169203331-01-more")));
         let mut from = http::HeaderMap::new();
         from.insert(TRACEPARENT, "not-a-context".parse().unwrap());
         let mut headers = HashMap::new();

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use hookd_core::destination::Destination;
 use hookd_core::filter::index::FilterIndex;
-use hookd_core::filter::{Filter, Steps, event_document};
+use hookd_core::filter::{EventIdentity, Filter, Steps, event_document};
 use hookd_core::names::check_name;
 use hookd_core::topics::{Pattern, TopicIndex};
 use hookd_engine::{EngineHandle, Refusal};
@@ -141,6 +141,7 @@ impl Set {
         topic: &str,
         payload: &[u8],
         headers: &BTreeMap<String, String>,
+        identity: Option<EventIdentity<'_>>,
         spent: &mut u64,
     ) -> Result<Vec<Destination>, String> {
         // In the subscriptions' name order (the list's), whatever the index found first:
@@ -149,6 +150,7 @@ impl Set {
         matched.sort_unstable();
         if matched.iter().any(|i| self.filters.filtered(*i)) {
             let document = event_document(
+                identity,
                 topic,
                 payload,
                 headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
@@ -282,10 +284,11 @@ impl Subscriptions {
         topic: &str,
         payload: &[u8],
         headers: &BTreeMap<String, String>,
+        identity: Option<EventIdentity<'_>>,
     ) -> Result<Vec<Destination>, String> {
         let set = self.snapshot();
         let mut spent = 0;
-        let mut route = || set.route(topic, payload, headers, &mut spent);
+        let mut route = || set.route(topic, payload, headers, identity, &mut spent);
         let off_workers = payload.len() > ROUTE_INLINE_BYTES
             && tokio::runtime::Handle::try_current()
                 .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
@@ -431,7 +434,7 @@ mod tests {
         ]);
         let keys = |topic: &str, payload: &str| -> Vec<String> {
             let mut k: Vec<String> = s
-                .route(topic, payload.as_bytes(), &BTreeMap::new(), &mut 0)
+                .route(topic, payload.as_bytes(), &BTreeMap::new(), None, &mut 0)
                 .unwrap()
                 .iter()
                 .map(Destination::key)
@@ -459,6 +462,7 @@ mod tests {
                 "ticket.classified",
                 br#"{"priority":"urgent"}"#,
                 &BTreeMap::new(),
+                None,
                 &mut 0,
             )
             .unwrap()

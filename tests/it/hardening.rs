@@ -651,3 +651,18 @@ async fn a_zeroed_page_of_the_data_file_is_refused_naming_the_file_and_hookd_rep
     assert!(why.contains("hookd repair"), "{why}");
     assert!(!why.contains("panicked"), "{why}");
 }
+
+/// Finding 7: Stats said `log_segments = 0` right after a start, until the first reclaim
+/// looked at the log. It says what the log holds from the start.
+#[tokio::test]
+async fn stats_count_the_log_segments_right_after_a_start() {
+    let dir = tempfile::tempdir().unwrap();
+    stopped_with_events(dir.path(), 200).await;
+    let server =
+        TestServer::start_with(crate::harness::test_config(dir.path()), system_clock()).await;
+    let mut c = server.client().await;
+    let storage = c.stats().await.unwrap().storage.unwrap_or_default();
+    assert!(storage.log_segments >= 1, "{storage:?}");
+    assert!(storage.log_bytes > 0, "{storage:?}");
+    server.stop().await;
+}

@@ -114,15 +114,61 @@ impl Filter {
     }
 }
 
+/// The fields of the event document a subscription's filter may name at its top (what
+/// Outpost's event has): any other is refused, since it could never match.
+pub const EVENT_FIELDS: [&str; 5] = ["id", "time", "topic", "data", "metadata"];
+
+impl Filter {
+    /// [`Filter::parse`] for a subscription's filter, matched against an
+    /// [`event_document`]: an object whose fields are the document's (`id`, `time`,
+    /// `topic`, `data`, `metadata`) or operators. A misspelt field (`dta`) is refused,
+    /// naming it, rather than stored as a filter that never matches.
+    pub fn parse_event(value: &Value, field: &str) -> Result<Filter, FilterError> {
+        let Value::Object(map) = value else {
+            return Err(refuse(
+                field,
+                format!(
+                    "a filter is an object of the event's fields ({})",
+                    EVENT_FIELDS.join(", ")
+                ),
+            ));
+        };
+        for key in map.keys() {
+            if !key.starts_with('$') && !EVENT_FIELDS.contains(&key.as_str()) {
+                return Err(refuse(
+                    &format!("{field}.{key}"),
+                    format!(
+                        "the event has no field `{key}` (its fields: {}); a payload's fields are under `data`",
+                        EVENT_FIELDS.join(", ")
+                    ),
+                ));
+            }
+        }
+        Filter::parse(value, field)
+    }
+}
+
+/// An event's identity in its filter document: its id and its time (RFC 3339, UTC, ms).
+#[derive(Debug, Clone, Copy)]
+pub struct EventIdentity<'a> {
+    pub id: &'a str,
+    pub time_ms: u64,
+}
+
 /// The document a filter sees for one event: its topic, its payload as `data` (when the
-/// payload is JSON; absent otherwise, so `{"data": {"$exist": false}}` selects the rest) and
-/// its headers as `metadata`.
+/// payload is JSON; absent otherwise, so `{"data": {"$exist": false}}` selects the rest),
+/// its headers as `metadata`, and (as Outpost's event has them) its `id` and `time`.
 pub fn event_document<'h>(
+    identity: Option<EventIdentity<'_>>,
     topic: &str,
     payload: &[u8],
     headers: impl IntoIterator<Item = (&'h str, &'h str)>,
 ) -> Value {
     let mut doc = Map::new();
+    if let Some(identity) = identity {
+        doc.insert("id".into(), Value::String(identity.id.to_owned()));
+        doc.insert("time".into(), Value::String(rfc3339_ms(identity.time_ms)));
+    }
     doc.insert("topic".into(), Value::String(topic.to_owned()));
     if let Ok(data) = serde_json::from_slice::<Value>(payload) {
         doc.insert("data".into(), data);
@@ -133,6 +179,30 @@ pub fn event_document<'h>(
         .collect();
     doc.insert("metadata".into(), Value::Object(metadata));
     Value::Object(doc)
+}
+
+/// `2026-12-06T15:04:05.123Z` for a Unix time in milliseconds (what `$gte` compares, as
+/// strings, in time order).
+fn rfc3339_ms(ms: u64) -> String {
+    let secs = ms / 1_000;
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rest / 3_600,
+        rest % 3_600 / 60,
+        rest % 60,
+        ms % 1_000
+    )
 }
 
 struct Budget {
@@ -235,9 +305,18 @@ fn operator(
             }
             Value::Object(_) => Err(refuse(
                 path,
-                format!("{key} takes an array of values, or one value"),
+                format!("{key} takes an array of values, or one string"),
             )),
-            v => Ok(v.clone()),
+            // One string: a substring of a string field, or an element of an array field.
+            v @ Value::String(_) => Ok(v.clone()),
+            // One value of another type never matches a field of its own type (issue #49,
+            // 7): say so rather than store a filter that silently matches nothing.
+            v => Err(refuse(
+                path,
+                format!(
+                    "{key} takes an array of values (`[{v}]`) or one string; to match a field equal to {v}, or an array field holding it, write the value itself"
+                ),
+            )),
         }
     };
     let mut filters = || -> Result<Vec<Node>, FilterError> {

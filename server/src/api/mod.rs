@@ -14,6 +14,8 @@ use opentelemetry::KeyValue;
 use tonic::{Request, Response, Status};
 
 use std::collections::BTreeMap;
+
+use hookd_core::filter::EventIdentity;
 use std::sync::Arc;
 
 use crate::error::ApiError;
@@ -364,8 +366,9 @@ impl HookdService {
         req: pb::EnqueueRequest,
         span: Option<&crate::otel::Traced>,
     ) -> Result<pb::EnqueueResponse, Status> {
-        let route =
-            |t: &str, p: &[u8], h: &BTreeMap<String, String>| self.subscriptions.route(t, p, h);
+        let route = |t: &str, p: &[u8], h: &BTreeMap<String, String>, e: EventIdentity<'_>| {
+            self.subscriptions.route(t, p, h, Some(e))
+        };
         let prepared = validate::new_message(req, &self.limits, self.clock.now_ms(), &route)?;
         let Some(message) = prepared.message else {
             return Ok(unrouted(prepared.event));
@@ -415,8 +418,9 @@ impl HookdService {
                 &e.within(&format!("events[{i}].")),
             ))),
         };
-        let route =
-            |t: &str, p: &[u8], h: &BTreeMap<String, String>| self.subscriptions.route(t, p, h);
+        let route = |t: &str, p: &[u8], h: &BTreeMap<String, String>, e: EventIdentity<'_>| {
+            self.subscriptions.route(t, p, h, Some(e))
+        };
         for (i, event) in events.into_iter().enumerate() {
             match validate::new_message(event, &self.limits, now, &route) {
                 Ok(validate::Prepared {

@@ -74,8 +74,14 @@ fn invalid(message: String) -> ApiError {
 
 /// Where a publish goes: the destinations whose subscriptions take the topic and match
 /// the event (payload, headers), each once (`Subscriptions::route`).
-pub type Route<'a> =
-    &'a dyn Fn(&str, &[u8], &BTreeMap<String, String>) -> Result<Vec<Destination>, String>;
+/// Routes a publish: its topic, payload, headers and its event's identity (for the
+/// filters' `id` and `time`) to the destinations that take it.
+pub type Route<'a> = &'a dyn Fn(
+    &str,
+    &[u8],
+    &BTreeMap<String, String>,
+    hookd_core::filter::EventIdentity<'_>,
+) -> Result<Vec<Destination>, String>;
 
 /// A validated event, ready for the engine.
 #[derive(Debug)]
@@ -208,8 +214,17 @@ pub fn new_message(
         .catalog
         .check(&req.event_type, &req.payload)
         .map_err(|m| invalid(format!("{}: {}", m.field, m.message)))?;
+    // A publish's event id, made before it is routed: its filters may name it.
+    let event = MessageId::generate(now_ms);
     let subscribers = match (&destination, &topic) {
-        (None, Some(topic)) => route(topic, &req.payload, &headers).map_err(invalid)?,
+        (None, Some(topic)) => {
+            let id = event.to_string();
+            let identity = hookd_core::filter::EventIdentity {
+                id: &id,
+                time_ms: now_ms,
+            };
+            route(topic, &req.payload, &headers, identity).map_err(invalid)?
+        }
         _ => Vec::new(),
     };
     let record = MessageRecord {
@@ -240,7 +255,6 @@ pub fn new_message(
             event: None,
         });
     };
-    let event = MessageId::generate(now_ms);
     let mut subscribers = subscribers.into_iter();
     let Some(first) = subscribers.next() else {
         return Ok(Prepared {
@@ -995,7 +1009,7 @@ mod tests {
     }
 
     /// The route of a hookd with no subscriptions.
-    const NOWHERE: Route<'static> = &|_, _, _| Ok(Vec::new());
+    const NOWHERE: Route<'static> = &|_, _, _, _| Ok(Vec::new());
 
     fn req() -> pb::EnqueueRequest {
         pb::EnqueueRequest {
@@ -1027,7 +1041,7 @@ mod tests {
         let p = new_message(publish("ticket.classified", ""), &limits(), 0, NOWHERE).unwrap();
         assert!(p.message.is_none() && p.event.is_some());
         // Two subscribers: one message, the second a copy, the event's type the topic.
-        let two: Route<'_> = &|topic, payload, _| {
+        let two: Route<'_> = &|topic, payload, _, _| {
             assert_eq!((topic, payload), ("ticket.classified", &br#"{"t":7}"#[..]));
             Ok(vec![
                 Destination::Queue("a".into()),

@@ -349,4 +349,35 @@ mod tests {
             assert!(RPC_SCOPES.iter().any(|(m, _)| *m == rpc), "{rpc}");
         }
     }
+
+    /// The README's scope table says what `RPC_SCOPES` says (issue #49, 7: it had left
+    /// the subscriptions and event types out).
+    #[test]
+    fn the_readmes_scope_table_is_this_one() {
+        let readme = include_str!("../../../README.md");
+        let row = |scope: &str| -> Vec<String> {
+            let line = readme
+                .lines()
+                .find(|l| l.starts_with(&format!("| `{scope}` |")))
+                .unwrap_or_else(|| panic!("no README row for {scope}"));
+            // "`GetEndpoint` with `reveal_secrets`" in the admin row is a flag's scope.
+            line.replace("`GetEndpoint` with `reveal_secrets`", "")
+                .split('`')
+                .skip(3)
+                .step_by(2)
+                .map(str::to_owned)
+                .collect()
+        };
+        for scope in [Scope::Enqueue, Scope::Consume, Scope::Read, Scope::Admin] {
+            let listed = row(scope.name());
+            for (method, needs) in RPC_SCOPES {
+                assert_eq!(
+                    listed.iter().any(|m| m == method),
+                    *needs == scope,
+                    "README: `{method}` in the `{}` row",
+                    scope.name()
+                );
+            }
+        }
+    }
 }

@@ -631,9 +631,14 @@ async fn handle(
         Ok(destination) => NewMessage::new(MessageId::generate(now_ms), destination, record, 0, 0),
         Err(topic) => {
             let event = MessageId::generate(now_ms);
+            let id = event.to_string();
+            let identity = hookd_core::filter::EventIdentity {
+                id: &id,
+                time_ms: now_ms,
+            };
             let mut subscribers = ingest
                 .subscriptions
-                .route(&topic, &record.payload, &record.headers)
+                .route(&topic, &record.payload, &record.headers, Some(identity))
                 .map_err(invalid)?
                 .into_iter();
             // No subscription takes it: accepted (the provider has nothing to retry), and

@@ -214,6 +214,7 @@ fn existence_and_logic() {
 fn an_outpost_destination_filter_as_its_docs_write_it() {
     let filter = json!({"data": {"amount": {"$gte": 100}, "customer": {"tier": "premium"}}});
     let doc = event_document(
+        None,
         "order.paid",
         br#"{"amount": 250, "customer": {"tier": "premium", "id": "c-9"}}"#,
         [("region", "eu")],
@@ -227,7 +228,7 @@ fn an_outpost_destination_filter_as_its_docs_write_it() {
     check(doc.clone(), json!({"metadata": {"region": "eu"}}), true);
     check(doc, json!({"data": {"amount": {"$lt": 100}}}), false);
     // A payload that is not JSON has no `data`.
-    let raw = event_document("blob", b"\x00\x01 not json", []);
+    let raw = event_document(None, "blob", b"\x00\x01 not json", []);
     check(raw, json!({"data": {"$exist": false}}), true);
 }
 
@@ -236,6 +237,33 @@ fn refused(filter: Value) -> FilterError {
         Ok(_) => panic!("{filter} was accepted"),
         Err(e) => e,
     }
+}
+
+#[test]
+fn the_event_document_has_outposts_id_and_time() {
+    let doc = event_document(
+        Some(EventIdentity {
+            id: "evt_1",
+            time_ms: 1_765_033_445_123,
+        }),
+        "order.created",
+        br#"{"n":1}"#,
+        [("x-tenant", "acme")],
+    );
+    assert_eq!(
+        doc,
+        json!({
+            "id": "evt_1",
+            "time": "2025-12-06T15:04:05.123Z",
+            "topic": "order.created",
+            "data": {"n": 1},
+            "metadata": {"x-tenant": "acme"},
+        })
+    );
+    assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
+    assert_eq!(rfc3339_ms(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    let f = Filter::parse_event(&json!({"time": {"$gte": "2025-12-06"}}), "filter").unwrap();
+    assert!(f.matches(&doc));
 }
 
 #[test]
@@ -268,6 +296,21 @@ fn what_can_never_mean_what_it_says_is_refused_where_it_stands() {
         refused(json!({"a": {"$nin": {"b": 2}}})).path,
         "filter.a.$nin"
     );
+    // Issue #49, 7: one value that is not a string never matches a field of its type.
+    let e = refused(json!({"amount": {"$in": 5}}));
+    assert_eq!(e.path, "filter.amount.$in");
+    assert!(e.reason.contains("`[5]`"), "{e}");
+    // A subscription's filter names the event's fields at its top.
+    let e = Filter::parse_event(&json!({"dta": {"a": 1}}), "filter").unwrap_err();
+    assert_eq!(e.path, "filter.dta");
+    assert!(e.reason.contains("no field `dta`"), "{e}");
+    assert!(Filter::parse_event(&json!([1]), "filter").is_err());
+    for ok in [
+        json!({"id": "x", "time": {"$gte": "2026-01-01T00:00:00Z"}, "topic": "t"}),
+        json!({"data": {"a": 1}, "metadata": {}, "$or": [{"topic": "a"}]}),
+    ] {
+        Filter::parse_event(&ok, "filter").unwrap_or_else(|e| panic!("{ok}: {e}"));
+    }
     assert_eq!(
         refused(json!({"$not": {"$ref": "x"}})).path,
         "filter.$not.$ref"
@@ -429,7 +472,9 @@ fn filter() -> impl Strategy<Value = Value> {
         (
             prop::sample::select(vec!["$in", "$nin"]),
             prop_oneof![
-                primitive(),
+                // One value is a string (a substring, or an element of an array field);
+                // one value of another type is refused (issue #49, 7).
+                prop::sample::select(vec!["", "a", "b", "ab"]).prop_map(|s| json!(s)),
                 prop::collection::vec(primitive(), 0..3).prop_map(Value::Array),
             ]
         )

@@ -350,7 +350,14 @@ impl Syncer {
             metrics: stages.metrics.clone(),
         });
         let (applier, progress) = Applier::new(store, clock.clone(), log.end(), stages);
-        *applier::lock(&progress.segments) = log.segments();
+        let segments = log.segments();
+        // What Stats shows until the first reclaim has looked (it would say 0 segments).
+        {
+            let mut figures = applier::lock(&progress.reclaimed);
+            figures.segments = segments.len() as u64;
+            figures.bytes = segments.iter().map(|(_, bytes)| bytes).sum();
+        }
+        *applier::lock(&progress.segments) = segments;
         (shared, log.end(), applier, progress)
     }
 
