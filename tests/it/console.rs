@@ -440,7 +440,7 @@ async fn console_refuses_posts_without_the_csrf_token_and_escapes_what_it_shows(
         );
         if path != "/ui/endpoints" {
             assert!(
-                page.body.contains("sha256:"),
+                page.body.contains("hmac-sha256:"),
                 "{path} shows the fingerprint"
             );
         }

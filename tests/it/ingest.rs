@@ -845,7 +845,11 @@ async fn sources_are_managed_over_grpc_durably_and_config_ones_are_read_only() {
     let shown = put.source.unwrap();
     assert!(shown.secrets.is_empty(), "secrets are write-only");
     assert_eq!(shown.secret_summaries.len(), 1);
-    assert!(shown.secret_summaries[0].fingerprint.starts_with("sha256:"));
+    assert!(
+        shown.secret_summaries[0]
+            .fingerprint
+            .starts_with("hmac-sha256:")
+    );
     assert_eq!(shown.path, "/in/api-made");
     assert_eq!(shown.tolerance_secs, 300);
     assert_eq!(shown.max_body_bytes, 1 << 20);

@@ -190,10 +190,27 @@ pub fn seal_all(sealer: Option<&Sealer>, endpoint: &str, secrets: &mut [String])
     }
 }
 
+/// The key secrets' fingerprints are made with: this installation's, kept in its data
+/// file (`Store::fingerprint_key`) and set once at start. Without it (tests of this crate)
+/// fingerprints are unkeyed.
+static FINGERPRINT_KEY: std::sync::OnceLock<[u8; 32]> = std::sync::OnceLock::new();
+
+/// Sets the installation's fingerprint key (the first call wins: one data file a process).
+pub fn set_fingerprint_key(key: [u8; 32]) {
+    let _ = FINGERPRINT_KEY.set(key);
+}
+
 /// What GetEndpoint and GetSource show of a secret: its kind's prefix (`whsec_`, never a
 /// character of the secret itself: a provider's secret may be a short phrase) and a
-/// fingerprint.
+/// fingerprint: the first 8 bytes of HMAC-SHA256 under the installation's key (issue #49,
+/// 7: an unsalted SHA-256 prefix let anyone with read scope test guesses of a short secret
+/// offline). Stable for one installation, so two endpoints' secrets can be compared.
 pub fn summary(clear: &str) -> (String, String) {
+    summary_with(FINGERPRINT_KEY.get(), clear)
+}
+
+fn summary_with(key: Option<&[u8; 32]>, clear: &str) -> (String, String) {
+    use hmac::{KeyInit as _, Mac};
     let prefix = if clear.starts_with("whsec_") {
         "whsec_…"
     } else if clear.starts_with("whsk_") {
@@ -203,11 +220,18 @@ pub fn summary(clear: &str) -> (String, String) {
     } else {
         "…"
     };
-    let digest = Sha256::digest(clear.as_bytes());
-    (
-        prefix.to_owned(),
-        format!("sha256:{}", crate::names::hex(&digest[..8])),
-    )
+    let fingerprint = match key.map(|k| <hmac::Hmac<Sha256>>::new_from_slice(k)) {
+        Some(Ok(mut mac)) => {
+            mac.update(clear.as_bytes());
+            let tag = mac.finalize().into_bytes();
+            format!("hmac-sha256:{}", crate::names::hex(&tag[..8]))
+        }
+        _ => {
+            let digest = Sha256::digest(clear.as_bytes());
+            format!("sha256:{}", crate::names::hex(&digest[..8]))
+        }
+    };
+    (prefix.to_owned(), fingerprint)
 }
 
 fn decode_key(text: &str) -> Option<Vec<u8>> {
@@ -224,6 +248,23 @@ fn decode_key(text: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fingerprint_is_keyed_by_the_installation() {
+        let (a, b) = ([1u8; 32], [2u8; 32]);
+        let one = summary_with(Some(&a), "short phrase");
+        assert_eq!(one.0, "…");
+        assert!(one.1.starts_with("hmac-sha256:"), "{one:?}");
+        assert_eq!(one, summary_with(Some(&a), "short phrase"), "stable");
+        assert_ne!(
+            one,
+            summary_with(Some(&b), "short phrase"),
+            "another installation's"
+        );
+        // Without the key, the unsalted digest anyone could recompute.
+        let unkeyed = summary_with(None, "short phrase").1;
+        assert_ne!(one.1["hmac-sha256:".len()..], unkeyed["sha256:".len()..]);
+    }
 
     fn sealer(keys: &[(&str, &str)]) -> Sealer {
         let config = SecretsConfig {

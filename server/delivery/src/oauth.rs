@@ -22,6 +22,39 @@ const MAX_TOKEN_RESPONSE: usize = 64 << 10;
 const DEFAULT_LIFETIME_MS: u64 = 300_000;
 /// Fetched again this long before it expires, at most (half its lifetime if shorter).
 const REFRESH_MARGIN_MS: u64 = 60_000;
+/// A token is kept at least this long, whatever its `expires_in` says (`0` would make
+/// every attempt fetch one); one the endpoint refuses (401) is fetched again anyway.
+const MIN_LIFETIME_MS: u64 = 30_000;
+
+/// How long a token is kept, from its `expires_in` (seconds).
+fn lifetime_ms(expires_in: Option<u64>) -> u64 {
+    expires_in
+        .map_or(DEFAULT_LIFETIME_MS, |s| s.saturating_mul(1_000))
+        .max(MIN_LIFETIME_MS)
+}
+
+/// An attempt's error for a token endpoint's refusal: its status, and the RFC 6749 5.2
+/// `error` code when the body has one that is a code (`invalid_client`). Nothing else of
+/// the body: an endpoint that echoes its request would put the client's credentials (the
+/// Basic header, base64) where read scope, the console and the log show them.
+fn error_text(status: u16, body: &[u8]) -> String {
+    #[derive(serde::Deserialize)]
+    struct Refusal {
+        error: String,
+    }
+    let code = serde_json::from_slice::<Refusal>(body)
+        .ok()
+        .map(|r| r.error)
+        .filter(|e| {
+            (1..=64).contains(&e.len())
+                && e.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        });
+    match code {
+        Some(code) => format!("HTTP {status}: {code}"),
+        None => format!("HTTP {status} (the body is not shown: it may echo the request)"),
+    }
+}
 
 /// A token and when to fetch the next one.
 struct Token {
@@ -146,10 +179,7 @@ impl TokenCache {
             .await
             .map_err(|_| fail(format!("no answer within {} ms", timeout.as_millis())))??;
         if !status.is_success() {
-            // The token endpoint's error (RFC 6749 5.2: {"error": "invalid_client"}) is
-            // its own words, not a credential: the first of it goes in the error.
-            let excerpt: String = String::from_utf8_lossy(&body).chars().take(200).collect();
-            return Err(fail(format!("HTTP {}: {excerpt}", status.as_u16())));
+            return Err(fail(error_text(status.as_u16(), &body)));
         }
         #[derive(serde::Deserialize)]
         struct Answer {
@@ -170,9 +200,7 @@ impl TokenCache {
         let mut header = HeaderValue::from_str(&format!("Bearer {}", answer.access_token))
             .map_err(|_| fail("the access token is not a valid header value".into()))?;
         header.set_sensitive(true);
-        let lifetime = answer
-            .expires_in
-            .map_or(DEFAULT_LIFETIME_MS, |s| s.saturating_mul(1_000));
+        let lifetime = lifetime_ms(answer.expires_in);
         let margin = REFRESH_MARGIN_MS.min(lifetime / 2);
         Ok(Token {
             header,
@@ -181,5 +209,38 @@ impl TokenCache {
                 .now_ms()
                 .saturating_add(lifetime.saturating_sub(margin)),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_shows_its_code_and_never_the_body() {
+        assert_eq!(
+            error_text(
+                401,
+                br#"{"error":"invalid_client","error_description":"x"}"#
+            ),
+            "HTTP 401: invalid_client"
+        );
+        // An endpoint that echoes what it was sent (issue #49, 7).
+        let echo = br#"{"error":"Basic YWdlbnQtNzpzM2NyZXQlMjE=","headers":{"authorization":"Basic YWdlbnQtNzpzM2NyZXQlMjE="}}"#;
+        let text = error_text(400, echo);
+        assert!(!text.contains("YWdlbnQ"), "{text}");
+        assert_eq!(
+            text,
+            "HTTP 400 (the body is not shown: it may echo the request)"
+        );
+        assert!(!error_text(500, b"authorization: Basic c2VjcmV0").contains("c2VjcmV0"));
+    }
+
+    #[test]
+    fn a_token_is_kept_at_least_thirty_seconds() {
+        assert_eq!(lifetime_ms(Some(0)), MIN_LIFETIME_MS);
+        assert_eq!(lifetime_ms(Some(1)), MIN_LIFETIME_MS);
+        assert_eq!(lifetime_ms(Some(3_600)), 3_600_000);
+        assert_eq!(lifetime_ms(None), DEFAULT_LIFETIME_MS);
     }
 }

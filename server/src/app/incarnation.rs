@@ -153,6 +153,7 @@ impl Incarnation {
                 .map_err(|e| unreadable(&file, e))??
         };
         let store = storage.store.clone();
+        hookd_core::secrets::set_fingerprint_key(store.fingerprint_key()?);
         shared.headroom.probe(&shared.disk);
         let events = Events::default();
         let engine_config = engine_config(config, shared, &events, sealer.clone(), plugged);

@@ -107,6 +107,14 @@ const RETAINED: TableDefinition<u128, &[u8]> = TableDefinition::new("retained");
 const SEGMENTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("segments");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const FORMAT_KEY: &str = "format_version";
+/// The rows of `meta` that hold the installation's fingerprint key (see
+/// [`Store::fingerprint_key`]).
+const FINGERPRINT_KEY_ROWS: [&str; 4] = [
+    "fingerprint_key.0",
+    "fingerprint_key.1",
+    "fingerprint_key.2",
+    "fingerprint_key.3",
+];
 /// Beside the file while it is open: found at an open, it says the last one did not end
 /// in [`Store::closed_cleanly`], so the open checks the file's integrity first.
 pub const OPEN_MARKER: &str = "hookd.redb.open";
@@ -654,8 +662,35 @@ impl Store {
         let txn = store.begin_write()?;
         check_format(&txn)?;
         Apply::open(&txn)?;
+        {
+            // The installation's key for secrets' fingerprints, made once (four u64 rows of
+            // `meta`, which a format-8 hookd does not read).
+            let mut meta = txn.open_table(META)?;
+            if meta.get(FINGERPRINT_KEY_ROWS[0])?.is_none() {
+                for row in FINGERPRINT_KEY_ROWS {
+                    meta.insert(row, rand::random::<u64>())?;
+                }
+            }
+        }
         txn.commit()?;
         Ok(store)
+    }
+
+    /// This installation's key for secrets' fingerprints (see
+    /// `hookd_core::secrets::summary`): random, made when the file was first opened by a
+    /// hookd that has it, and kept in the file.
+    pub fn fingerprint_key(&self) -> Result<[u8; 32], StoreError> {
+        let txn = self.db.begin_read()?;
+        let meta = txn.open_table(META)?;
+        let mut key = [0u8; 32];
+        for (i, row) in FINGERPRINT_KEY_ROWS.iter().enumerate() {
+            let part = meta
+                .get(*row)?
+                .ok_or_else(|| StoreError::Corrupt(format!("meta has no {row}")))?
+                .value();
+            key[i * 8..i * 8 + 8].copy_from_slice(&part.to_be_bytes());
+        }
+        Ok(key)
     }
 
     /// The disk format version recorded in the file.
