@@ -666,3 +666,124 @@ async fn stats_count_the_log_segments_right_after_a_start() {
     assert!(storage.log_bytes > 0, "{storage:?}");
     server.stop().await;
 }
+
+/// Finding 1, measured: while four connections post 30 MB bodies without a credential
+/// over and over (each was read, parsed and transcoded before its 401: 5-10 s of CPU and
+/// 1-2 GB each) and a producer posts 2 MB bodies of a million JSON values, an honest
+/// caller's Enqueue keeps its latency. Bounded: 5 s, at most 200 requests an attacker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_api_attacks_leave_an_honest_caller_served() {
+    use hookd_client::Event;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = secured(dir.path(), "");
+    config.connections.request_body_timeout_ms = 10_000;
+    let server = TestServer::start_with(config, system_clock()).await;
+    let http = server.http;
+    let mut honest = crate::security::client(&server, Some(OPS)).await;
+    let mut quiet = Vec::new();
+    for i in 0..200 {
+        let start = Instant::now();
+        honest
+            .enqueue(Event::to_queue("honest", format!("{i}").into_bytes()))
+            .await
+            .unwrap();
+        quiet.push(start.elapsed());
+    }
+    quiet.sort();
+
+    let stop = Instant::now() + Duration::from_secs(5);
+    let mut attackers = Vec::new();
+    for _ in 0..4 {
+        attackers.push(tokio::spawn(async move {
+            let chunk = vec![b' '; 1 << 20];
+            let mut statuses = Vec::new();
+            while statuses.len() < 200 && Instant::now() < stop {
+                let mut tcp = unfinished(http, None, 30_000_000, None).await;
+                // The body follows as fast as loopback takes it, until hookd answers.
+                for _ in 0..30 {
+                    // hookd answers without reading the body: a write that cannot go on
+                    // (the socket's buffers full) ends the sending.
+                    match tokio::time::timeout(Duration::from_millis(200), tcp.write_all(&chunk))
+                        .await
+                    {
+                        Ok(Ok(())) => {}
+                        _ => break,
+                    }
+                    let mut peek = [0u8; 1];
+                    if let Ok(Ok(n)) =
+                        tokio::time::timeout(Duration::from_millis(1), tcp.peek(&mut peek)).await
+                        && n > 0
+                    {
+                        break;
+                    }
+                }
+                statuses.push(answer(&mut tcp).await.0);
+            }
+            statuses
+        }));
+    }
+    // A producer's bodies of a million values each (refused 413 before they are built).
+    let mut many = String::from(r#"{"queue":"q","payload":"aGk=","headers":{"x":["#);
+    for i in 0..1_000_001 {
+        if i > 0 {
+            many.push(',');
+        }
+        many.push('0');
+    }
+    many.push_str("]}}");
+    let producer = tokio::spawn(async move {
+        let agent = format!("Bearer {AGENT}");
+        let mut statuses = Vec::new();
+        while statuses.len() < 50 && Instant::now() < stop {
+            let r = crate::rest::call_with(
+                http,
+                "POST",
+                "/v1/messages",
+                &[("authorization", &agent)],
+                &many,
+            )
+            .await;
+            statuses.push(r.status());
+        }
+        statuses
+    });
+    let mut during = Vec::new();
+    while Instant::now() < stop && during.len() < 100_000 {
+        let start = Instant::now();
+        honest
+            .enqueue(Event::to_queue("honest", b"during".to_vec()))
+            .await
+            .unwrap();
+        during.push(start.elapsed());
+    }
+    let mut unauthenticated = Vec::new();
+    for a in attackers {
+        unauthenticated.extend(a.await.unwrap());
+    }
+    let produced = producer.await.unwrap();
+    during.sort();
+    eprintln!(
+        "hardening json: {} unauthenticated 30 MB posts, {} producer posts of 1,000,001 values; honest Enqueue p50/p99 quiet {:?}/{:?}, during {:?}/{:?} ({} calls)",
+        unauthenticated.len(),
+        produced.len(),
+        pct(&quiet, 0.5),
+        pct(&quiet, 0.99),
+        pct(&during, 0.5),
+        pct(&during, 0.99),
+        during.len(),
+    );
+    assert!(
+        unauthenticated.iter().all(|s| *s == 401),
+        "{unauthenticated:?}"
+    );
+    assert!(
+        produced.iter().all(|s| *s == 413 || *s == 429),
+        "{produced:?}"
+    );
+    assert!(
+        pct(&during, 0.99) < Duration::from_secs(2),
+        "honest p99 {:?}",
+        pct(&during, 0.99)
+    );
+    server.stop().await;
+}

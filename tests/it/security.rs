@@ -46,7 +46,7 @@ pub(crate) fn secured(dir: &std::path::Path, extra: &str) -> Config {
     }
 }
 
-async fn client(server: &TestServer, token: Option<&str>) -> Client {
+pub(crate) async fn client(server: &TestServer, token: Option<&str>) -> Client {
     Client::connect_with(
         server.grpc.clone(),
         Options {
