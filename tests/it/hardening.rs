@@ -787,3 +787,66 @@ async fn json_api_attacks_leave_an_honest_caller_served() {
     );
     server.stop().await;
 }
+
+/// Opens a Server-Sent Events Watch from `source`; the connection and its status line.
+async fn sse_watch(
+    http: std::net::SocketAddr,
+    source: std::net::IpAddr,
+) -> (tokio::io::Lines<tokio::io::BufReader<TcpStream>>, String) {
+    use tokio::io::AsyncBufReadExt;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(std::net::SocketAddr::new(source, 0)).unwrap();
+    let mut tcp = socket.connect(http).await.unwrap();
+    tcp.write_all(b"GET /v1/events HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(tcp).lines();
+    let status = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+        .await
+        .expect("a status line")
+        .unwrap()
+        .unwrap_or_default();
+    (lines, status)
+}
+
+/// Finding 7: without `[auth]` every caller was the one anonymous caller, so all shared one
+/// quota of 16 Watch streams (the comment promised one per address), and an idle stream
+/// never ended. Now the quota is per address, and a stream with no event for
+/// `connections.watch_idle_secs` ends ("idle").
+#[tokio::test]
+async fn watch_streams_are_shared_per_address_and_an_idle_one_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = crate::harness::test_config(dir.path());
+    config.connections.watch_idle_secs = 2;
+    let server = TestServer::start_with(config, system_clock()).await;
+    let crowd = std::net::IpAddr::from([127, 0, 0, 2]);
+    let mut held = Vec::new();
+    for _ in 0..16 {
+        let (lines, status) = sse_watch(server.http, crowd).await;
+        assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+        held.push(lines);
+    }
+    let (_, status) = sse_watch(server.http, crowd).await;
+    assert!(
+        status.starts_with("HTTP/1.1 429"),
+        "the 17th from one address: {status}"
+    );
+    let (mut other, status) = sse_watch(server.http, std::net::IpAddr::from([127, 0, 0, 3])).await;
+    assert!(
+        status.starts_with("HTTP/1.1 200"),
+        "another address has its own share: {status}"
+    );
+    // Nothing happens: the stream ends by itself, saying why.
+    let ended = tokio::time::timeout(Duration::from_secs(20), async {
+        let mut said = String::new();
+        while let Ok(Some(line)) = other.next_line().await {
+            said.push_str(&line);
+            said.push('\n');
+        }
+        said
+    })
+    .await
+    .expect("the idle stream ended");
+    assert!(ended.contains("idle: no event for 2 s"), "{ended}");
+    server.stop().await;
+}

@@ -757,12 +757,22 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
         Ctl::Dlq(cmd) => dlq(&mut api, json, cmd, server).await,
         Ctl::Tail { destination: d } => {
             let destination = d.as_deref().map(destination).transpose()?;
-            let mut stream = api
-                .watch(pb::WatchRequest { destination })
-                .await
-                .map_err(fail)?
-                .into_inner();
-            while let Some(e) = stream.message().await.map_err(fail)? {
+            let watch = pb::WatchRequest { destination };
+            let mut stream = api.watch(watch.clone()).await.map_err(fail)?.into_inner();
+            loop {
+                let e = match stream.message().await {
+                    Ok(Some(e)) => e,
+                    Ok(None) => break,
+                    // An idle stream ends (connections.watch_idle_secs): watch again.
+                    Err(s)
+                        if s.code() == tonic::Code::DeadlineExceeded
+                            && s.message().starts_with("idle") =>
+                    {
+                        stream = api.watch(watch.clone()).await.map_err(fail)?.into_inner();
+                        continue;
+                    }
+                    Err(s) => return Err(fail(s)),
+                };
                 if json {
                     let line = serde_json::to_string(&e).map_err(|e| Failure {
                         message: format!("cannot print JSON: {e}"),

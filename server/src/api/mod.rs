@@ -53,6 +53,8 @@ pub(crate) struct Watchers {
     pub stopping: tokio::sync::watch::Receiver<bool>,
     /// Streams open, in total and per caller.
     pub open: Arc<WatchSlots>,
+    /// How long a stream with nothing to send stays open (`connections.watch_idle_secs`).
+    pub idle: std::time::Duration,
 }
 
 /// Watch streams open over all callers, at most.
@@ -121,9 +123,12 @@ impl Drop for WatchSlot {
     }
 }
 
-/// Who a call is from, for per-caller shares: the credential's name, or the peer's address.
+/// Who a call is from, for per-caller shares: the credential's name, or (without one:
+/// no `[auth]`, where everyone is the anonymous caller) the peer's address.
 fn caller_of<T>(request: &Request<T>) -> String {
-    if let Some(p) = request.extensions().get::<Arc<crate::auth::Principal>>() {
+    if let Some(p) = request.extensions().get::<Arc<crate::auth::Principal>>()
+        && !p.is_anonymous()
+    {
         return format!("principal:{}", p.name);
     }
     match request.extensions().get::<crate::listen::ConnInfo>() {
@@ -1036,12 +1041,22 @@ impl Hookd for HookdService {
         // Forwards until the client goes (send fails), hookd stops, the engine is gone, or
         // the client stops reading (then "lagged", and the stream ends): a watcher never
         // holds more than WATCH_QUEUE events.
+        let idle_for = self.watchers.idle;
         tokio::spawn(async move {
             let _slot = slot;
+            let idle = tokio::time::sleep(idle_for);
+            tokio::pin!(idle);
             loop {
                 let event = tokio::select! {
                     _ = stopping.wait_for(|stop| *stop) => return,
                     () = tx.closed() => return,
+                    () = &mut idle => {
+                        let _ = tx.try_send(Err(Status::deadline_exceeded(format!(
+                            "idle: no event for {} s; watch again",
+                            idle_for.as_secs()
+                        ))));
+                        return;
+                    }
                     e = events.recv() => e,
                 };
                 let out = match event {
@@ -1060,7 +1075,7 @@ impl Hookd for HookdService {
                     Err(RecvError::Closed) => return,
                 };
                 match tx.send_timeout(Ok(out), WATCH_STALL).await {
-                    Ok(()) => {}
+                    Ok(()) => idle.as_mut().reset(tokio::time::Instant::now() + idle_for),
                     Err(tokio::sync::mpsc::error::SendTimeoutError::Timeout(_)) => {
                         if let Some(last) = last {
                             last.send(Err(Status::aborted(format!(

@@ -409,6 +409,7 @@ impl Servers {
                 events: incarnation.events.clone(),
                 stopping: stop_rx.clone(),
                 open: Arc::default(),
+                idle: Duration::from_secs(config.connections.watch_idle_secs),
             },
             sealer,
             sources: incarnation.sources.clone(),

@@ -108,6 +108,7 @@ impl Authenticator {
                     name: t.name.clone(),
                     scopes: scopes(&format!("{key}.scopes"), &t.scopes)?,
                     bucket: rate(&format!("{key}.rate_limit_per_s"), t.rate_limit_per_s)?,
+                    anonymous: false,
                 }),
             ));
         }
@@ -123,6 +124,7 @@ impl Authenticator {
                     name: c.name.clone(),
                     scopes: scopes(&format!("{key}.scopes"), &c.scopes)?,
                     bucket: rate(&format!("{key}.rate_limit_per_s"), c.rate_limit_per_s)?,
+                    anonymous: false,
                 }),
             ));
         }
@@ -134,6 +136,7 @@ impl Authenticator {
                 name: "anonymous".into(),
                 scopes: Scope::Admin.bit(),
                 bucket: None,
+                anonymous: true,
             }),
             clock,
         })

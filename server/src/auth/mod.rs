@@ -74,6 +74,8 @@ pub struct Principal {
     pub name: String,
     scopes: u8,
     bucket: Option<Mutex<TokenBucket>>,
+    /// Everyone, when no credential is configured: shares are then per address.
+    anonymous: bool,
 }
 
 impl Principal {
@@ -84,7 +86,13 @@ impl Principal {
             name: name.into(),
             scopes: 0,
             bucket: None,
+            anonymous: false,
         })
+    }
+
+    /// The caller of a hookd with no credential configured (everyone).
+    pub fn is_anonymous(&self) -> bool {
+        self.anonymous
     }
 
     pub fn may(&self, scope: Scope) -> bool {

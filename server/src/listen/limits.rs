@@ -68,6 +68,10 @@ pub struct ConnectionLimits {
     /// low priority: see ingest/demote.rs), all of them together; 0: unpaced. What the
     /// kernel's network work for an unauthenticated flood can take from everyone else.
     pub suspect_ingest_bytes_per_sec: u64,
+    /// A Watch stream (gRPC, or Server-Sent Events over HTTP) with no event to send for
+    /// this long ends, with DEADLINE_EXCEEDED "idle" (the client watches again): an idle
+    /// stream does not hold its place and its call's share for ever.
+    pub watch_idle_secs: u64,
 }
 
 impl Default for ConnectionLimits {
@@ -92,6 +96,7 @@ impl Default for ConnectionLimits {
             max_ingest_auth_failures: 32,
             ingest_auth_failure_window_secs: 10,
             suspect_ingest_bytes_per_sec: 32 << 20,
+            watch_idle_secs: 600,
         }
     }
 }
@@ -110,6 +115,12 @@ impl ConnectionLimits {
             self.max_connections as u64,
             1,
             1 << 20,
+        )?;
+        within(
+            "connections.watch_idle_secs",
+            self.watch_idle_secs,
+            1,
+            86_400,
         )?;
         within(
             "connections.handshake_timeout_ms",
