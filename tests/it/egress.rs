@@ -180,6 +180,39 @@ async fn a_proxy_tunnels_every_attempt_and_is_the_address_the_guard_checks() {
         refused.seen()
     );
 
+    // Issue #49, 7: an endpoint at hookd's own listener through the proxy (which would
+    // reach it from this host) is refused before the tunnel is asked for, as PutEndpoint
+    // warns; so is `localhost` at that port.
+    let connects = proxy.seen().len();
+    for (name, host) in [("itself", "127.0.0.1"), ("itself-by-name", "localhost")] {
+        c.put_endpoint(pb::Endpoint {
+            proxy_url: format!("http://127.0.0.1:{}", proxy_addr.port()),
+            ..endpoint(
+                name,
+                format!("http://{host}:{}/v1/stats", server.http.port()),
+            )
+        })
+        .await
+        .unwrap();
+        let id = c
+            .enqueue(Event::to_endpoint(name, b"x".to_vec()))
+            .await
+            .unwrap()
+            .id;
+        let m = until_attempted(&mut c, &id).await;
+        assert!(
+            m.last_error.contains("destination refused"),
+            "{name}: {}",
+            m.last_error
+        );
+    }
+    assert_eq!(
+        proxy.seen().len(),
+        connects,
+        "no CONNECT for hookd's own listener: {:?}",
+        proxy.seen()
+    );
+
     // What a proxy URL may be.
     for (bad, says) in [
         ("https://127.0.0.1:3128", "scheme"),

@@ -144,6 +144,11 @@ pub struct GuardedConnector {
 }
 
 impl GuardedConnector {
+    /// The guard it checks every address with.
+    pub(crate) fn guard(&self) -> &Arc<AddressGuard> {
+        &self.guard
+    }
+
     pub fn new(guard: Arc<AddressGuard>, timeout: Duration, slots: Arc<OutboundSlots>) -> Self {
         Self {
             guard,

@@ -73,14 +73,18 @@ pub(crate) fn identity_of(identity: &hookd_core::push::ClientIdentity) -> Option
 #[derive(Clone)]
 pub enum Egress {
     Direct(GuardedConnector),
-    Proxied(Tunnel<GuardedConnector>),
+    /// The tunnel, and the guard that refuses hookd's own listeners by name first.
+    Proxied(
+        Tunnel<GuardedConnector>,
+        std::sync::Arc<super::guard::AddressGuard>,
+    ),
 }
 
 impl std::fmt::Debug for Egress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Self::Direct(_) => "Egress::Direct",
-            Self::Proxied(_) => "Egress::Proxied",
+            Self::Proxied(..) => "Egress::Proxied",
         })
     }
 }
@@ -95,6 +99,7 @@ impl Egress {
         let host = url.host_str()?;
         let port = url.port_or_known_default()?;
         let uri: Uri = format!("http://{host}:{port}").parse().ok()?;
+        let guard = connector.guard().clone();
         let mut tunnel = Tunnel::new(uri, connector);
         if !url.username().is_empty() {
             use base64::Engine as _;
@@ -106,7 +111,7 @@ impl Egress {
             value.set_sensitive(true);
             tunnel = tunnel.with_auth(value);
         }
-        Some(Self::Proxied(tunnel))
+        Some(Self::Proxied(tunnel, guard))
     }
 }
 
@@ -125,7 +130,7 @@ impl tower_service::Service<Uri> for Egress {
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), EgressError>> {
         match self {
             Self::Direct(c) => c.poll_ready(cx).map_err(Into::into),
-            Self::Proxied(t) => t.poll_ready(cx).map_err(Into::into),
+            Self::Proxied(t, _) => t.poll_ready(cx).map_err(Into::into),
         }
     }
 
@@ -135,9 +140,14 @@ impl tower_service::Service<Uri> for Egress {
                 let connecting = c.call(dst);
                 Box::pin(async move { connecting.await.map_err(Into::into) })
             }
-            Self::Proxied(t) => {
+            Self::Proxied(t, guard) => {
                 // The tunnel takes 443 for a URI without a port: name the scheme's own.
                 let dst = with_port(dst);
+                if let (Some(host), Some(port)) = (dst.host(), dst.port_u16())
+                    && let Err(refused) = guard.check_proxied(host, port)
+                {
+                    return Box::pin(async move { Err(Box::new(refused) as EgressError) });
+                }
                 let connecting = t.call(dst);
                 Box::pin(async move { connecting.await.map_err(Into::into) })
             }

@@ -125,6 +125,53 @@ impl AddressGuard {
         self
     }
 
+    /// Whether `addr` is one of hookd's own listeners.
+    fn is_own(&self, addr: SocketAddr) -> bool {
+        let ip = addr.ip();
+        let port = addr.port();
+        // An IPv4 address written as IPv6 is judged as the IPv4 address.
+        let embedded = match ip {
+            IpAddr::V6(v6) => embedded_v4(v6).map(IpAddr::V4),
+            IpAddr::V4(_) => None,
+        };
+        self.own.iter().any(|own| {
+            own.port() == port
+                && [Some(ip), embedded].into_iter().flatten().any(|ip| {
+                    ip == own.ip()
+                        || (own.ip().is_unspecified() && ip.is_loopback())
+                        || (own.ip().is_loopback() && ip.is_loopback())
+                        || ip.is_unspecified()
+                })
+        })
+    }
+
+    /// Through a proxy the proxy resolves and dials the endpoint's host, so hookd judges
+    /// only what it can tell from the name: an IP address, or `localhost`, at the port of
+    /// one of its own listeners is refused before the tunnel is asked for (a proxy on this
+    /// host would otherwise reach them). Other names are the proxy's to resolve.
+    pub fn check_proxied(&self, host: &str, port: u16) -> Result<(), Refused> {
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let lower = host.to_ascii_lowercase();
+        let addrs: Vec<IpAddr> = match host.parse::<IpAddr>() {
+            Ok(ip) => vec![ip],
+            Err(_) if lower == "localhost" || lower.ends_with(".localhost") => vec![
+                IpAddr::from([127, 0, 0, 1]),
+                IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
+            ],
+            Err(_) => return Ok(()),
+        };
+        for ip in addrs {
+            let addr = SocketAddr::new(ip, port);
+            if self.is_own(addr) {
+                return Err(Refused {
+                    addr,
+                    class: OWN_LISTENER,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Ok if `addr` is public or allow-listed, and not hookd itself.
     pub fn check(&self, addr: SocketAddr) -> Result<(), Refused> {
         let ip = addr.ip();
@@ -134,16 +181,7 @@ impl AddressGuard {
             IpAddr::V6(v6) => embedded_v4(v6).map(IpAddr::V4),
             IpAddr::V4(_) => None,
         };
-        let itself = self.own.iter().any(|own| {
-            own.port() == port
-                && [Some(ip), embedded].into_iter().flatten().any(|ip| {
-                    ip == own.ip()
-                        || (own.ip().is_unspecified() && ip.is_loopback())
-                        || (own.ip().is_loopback() && ip.is_loopback())
-                        || ip.is_unspecified()
-                })
-        });
-        if itself {
+        if self.is_own(addr) {
             return Err(Refused {
                 addr,
                 class: OWN_LISTENER,
@@ -341,6 +379,21 @@ mod tests {
         assert!(!ok("[::1]:7700"));
         assert!(!ok("127.0.0.1:7701"));
         assert!(!ok("[::ffff:127.0.0.1]:7700"));
+        // Through a proxy (issue #49, 7): an address or localhost at a listener's port is
+        // refused by name; any other name is the proxy's.
+        let proxied = |h: &str, p: u16| g.check_proxied(h, p).is_ok();
+        assert!(!proxied("127.0.0.1", 7700));
+        assert!(!proxied("[::1]", 7701));
+        assert!(!proxied("localhost", 7700));
+        assert!(!proxied("api.localhost", 7701));
+        assert!(!proxied("[::ffff:127.0.0.1]", 7700));
+        assert_eq!(
+            g.check_proxied("LOCALHOST", 7700).unwrap_err().class,
+            OWN_LISTENER
+        );
+        assert!(proxied("127.0.0.1", 8080));
+        assert!(proxied("hooks.example", 7700));
+        assert!(proxied("10.1.2.3", 7700));
         for bad in [
             "127.0.0.1",
             "127.0.0.1/33",
