@@ -7,8 +7,8 @@
 use std::sync::OnceLock;
 
 use hookd::ingest::redact::{Redactor, parse_pointer};
-use hookd_core::source::{Detector, RedactSpec};
 use hookd::ingest::source::Locator;
+use hookd_core::source::{Detector, RedactSpec};
 use libfuzzer_sys::fuzz_target;
 
 fn redactor() -> &'static Redactor {
@@ -45,7 +45,11 @@ fn schema() -> &'static jsonschema::Validator {
 fuzz_target!(|data: &[u8]| {
     if let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(data) {
         if let Err(e) = schema().validate(&value) {
-            let _ = (e.instance_path().to_string(), e.schema_path().to_string(), e.to_string());
+            let _ = (
+                e.instance_path().to_string(),
+                e.schema_path().to_string(),
+                e.to_string(),
+            );
         }
         let applied = redactor().apply(&mut value);
         let _ = (applied, serde_json::to_vec(&value));

@@ -37,11 +37,14 @@ fuzz_target!(|data: &[u8]| {
     };
     if let Ok(r) = pb::EnqueueRequest::decode(data) {
         // Every topic has two subscribers: a publish goes the whole way.
-        let route = |_: &str, _: &[u8], _: &std::collections::BTreeMap<String, String>| {
-            vec![
+        let route = |_: &str,
+                     _: &[u8],
+                     _: &std::collections::BTreeMap<String, String>,
+                     _: hookd_core::filter::EventIdentity<'_>| {
+            Ok(vec![
                 hookd_core::destination::Destination::Queue("audit".into()),
                 hookd_core::destination::Destination::Endpoint("crm".into()),
-            ]
+            ])
         };
         let _ = validate::new_message(r, &limits, 1_700_000_000_000, &route);
     }

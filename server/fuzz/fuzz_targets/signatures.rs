@@ -2,8 +2,8 @@
 //! and inbound signature verification, from any text.
 #![no_main]
 
-use hookd_delivery::attempt::parse_retry_after;
 use hookd_core::signing::{Secret, signature_header};
+use hookd_delivery::attempt::parse_retry_after;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -32,7 +32,12 @@ fuzz_target!(|data: &[u8]| {
         ] {
             headers.insert(name, value.clone());
         }
-        for scheme in [Scheme::StandardWebhooks, Scheme::Stripe, Scheme::Github, Scheme::Shopify] {
+        for scheme in [
+            Scheme::StandardWebhooks,
+            Scheme::Stripe,
+            Scheme::Github,
+            Scheme::Shopify,
+        ] {
             let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_owned();
             if let Ok(v) = Verifier::new(scheme, &[secret], 300) {
                 let _ = v.verify(&headers, data, 1_700_000_000);
