@@ -38,6 +38,10 @@ impl Precision {
 #[derive(Debug, Clone)]
 pub struct RollingCounter {
     bucket_ms: u64,
+    /// How many buckets the window has.
+    buckets: usize,
+    /// The buckets, allocated at the first count: a destination that never counts (an
+    /// idle one, or one whose dead letters are all it has left) costs no buckets.
     slots: Vec<(u64, u64)>,
 }
 
@@ -45,11 +49,20 @@ impl RollingCounter {
     pub fn new(bucket_ms: u64, buckets: usize) -> Self {
         Self {
             bucket_ms,
-            slots: vec![(u64::MAX, 0); buckets],
+            buckets: buckets.max(1),
+            slots: Vec::new(),
         }
     }
 
+    /// Bytes its buckets take on the heap (0 until it counts).
+    pub fn heap_bytes(&self) -> usize {
+        self.slots.capacity() * std::mem::size_of::<(u64, u64)>()
+    }
+
     pub fn add(&mut self, now_ms: u64, n: u64) {
+        if self.slots.is_empty() {
+            self.slots = vec![(u64::MAX, 0); self.buckets];
+        }
         let bucket = now_ms / self.bucket_ms;
         let len = self.slots.len() as u64;
         let slot = &mut self.slots[(bucket % len) as usize];
@@ -62,7 +75,7 @@ impl RollingCounter {
     /// Sum over the window ending at `now_ms`.
     pub fn sum(&self, now_ms: u64) -> u64 {
         let current = now_ms / self.bucket_ms;
-        let len = self.slots.len() as u64;
+        let len = self.buckets as u64;
         self.slots
             .iter()
             .filter(|(b, _)| *b != u64::MAX && *b <= current && current - *b < len)
@@ -73,9 +86,7 @@ impl RollingCounter {
     /// Sum over the last `window_ms` (whole buckets) ending at `now_ms`.
     pub(crate) fn sum_over(&self, now_ms: u64, window_ms: u64) -> u64 {
         let current = now_ms / self.bucket_ms;
-        let span = window_ms
-            .div_ceil(self.bucket_ms)
-            .min(self.slots.len() as u64);
+        let span = window_ms.div_ceil(self.bucket_ms).min(self.buckets as u64);
         self.slots
             .iter()
             .filter(|(b, _)| *b != u64::MAX && *b <= current && current - *b < span)
@@ -87,15 +98,15 @@ impl RollingCounter {
     /// bucket nothing was counted in).
     pub fn series(&self, now_ms: u64) -> Vec<u64> {
         let current = now_ms / self.bucket_ms;
-        let len = self.slots.len() as u64;
+        let len = self.buckets as u64;
         (0..len)
             .rev()
             .map(|back| {
                 let Some(bucket) = current.checked_sub(back) else {
                     return 0;
                 };
-                match self.slots[(bucket % len) as usize] {
-                    (b, n) if b == bucket => n,
+                match self.slots.get((bucket % len) as usize) {
+                    Some((b, n)) if *b == bucket => *n,
                     _ => 0,
                 }
             })
@@ -104,7 +115,7 @@ impl RollingCounter {
 
     /// Average per second over the window.
     pub(crate) fn rate_per_s(&self, now_ms: u64) -> f64 {
-        let window_s = (self.bucket_ms * self.slots.len() as u64) as f64 / 1000.0;
+        let window_s = (self.bucket_ms * self.buckets as u64) as f64 / 1000.0;
         self.sum(now_ms) as f64 / window_s
     }
 }
@@ -115,6 +126,9 @@ impl RollingCounter {
 pub struct RollingHistogram {
     bucket_ms: u64,
     precision: Precision,
+    /// How many sub-windows the window has.
+    buckets: usize,
+    /// The sub-windows, allocated at the first record (then each histogram at its own).
     slots: Vec<Option<(u64, Histogram<u32>)>>,
 }
 
@@ -127,11 +141,21 @@ impl RollingHistogram {
         Self {
             bucket_ms,
             precision,
-            slots: vec![None; buckets],
+            buckets: buckets.max(1),
+            slots: Vec::new(),
         }
     }
 
+    /// Bytes its sub-windows' table takes on the heap, histograms aside (0 until it
+    /// records).
+    pub fn heap_bytes(&self) -> usize {
+        self.slots.capacity() * std::mem::size_of::<Option<(u64, Histogram<u32>)>>()
+    }
+
     pub fn record(&mut self, now_ms: u64, micros: u64) {
+        if self.slots.is_empty() {
+            self.slots = vec![None; self.buckets];
+        }
         let bucket = now_ms / self.bucket_ms;
         let len = self.slots.len() as u64;
         let slot = &mut self.slots[(bucket % len) as usize];
@@ -150,7 +174,7 @@ impl RollingHistogram {
     /// Percentiles over the window ending at `now_ms`.
     pub fn summary(&self, now_ms: u64) -> LatencySummary {
         let current = now_ms / self.bucket_ms;
-        let len = self.slots.len() as u64;
+        let len = self.buckets as u64;
         let mut merged: Option<Histogram<u32>> = None;
         for (bucket, h) in self.slots.iter().flatten() {
             if *bucket > current || current - *bucket >= len {
@@ -174,14 +198,14 @@ impl RollingHistogram {
     /// latency charts draw.
     pub fn series(&self, now_ms: u64) -> Vec<(u64, LatencySummary)> {
         let current = now_ms / self.bucket_ms;
-        let len = self.slots.len() as u64;
+        let len = self.buckets as u64;
         (0..len)
             .rev()
             .filter_map(|back| current.checked_sub(back))
             .map(|bucket| {
-                let slot = &self.slots[(bucket % len) as usize];
+                let slot = self.slots.get((bucket % len) as usize);
                 let summary = match slot {
-                    Some((b, h)) if *b == bucket => summarize(h),
+                    Some(Some((b, h))) if *b == bucket => summarize(h),
                     _ => LatencySummary::default(),
                 };
                 (bucket * self.bucket_ms, summary)
@@ -305,6 +329,26 @@ impl Activity {
     /// One destination's: coarse histograms (see [`Precision::Coarse`]).
     pub fn per_destination() -> Self {
         Self::new(Precision::Coarse)
+    }
+
+    /// Bytes its counters and histograms' tables take on the heap: 0 for one that has
+    /// counted nothing.
+    pub fn heap_bytes(&self) -> usize {
+        self.latency_1h.heap_bytes()
+            + self.latency_24h.heap_bytes()
+            + [
+                &self.enqueued,
+                &self.completed,
+                &self.delivered,
+                &self.failed,
+                &self.enqueued_10m,
+                &self.latency_sum_ms,
+                &self.attempts_5m,
+                &self.successes_5m,
+            ]
+            .iter()
+            .map(|c| c.heap_bytes())
+            .sum::<usize>()
     }
 
     pub fn enqueued(&mut self, now_ms: u64) {
@@ -579,6 +623,25 @@ mod tests {
         assert_eq!(c.series(240_000), vec![3, 0, 5, 0]);
         // Early in the clock: buckets before 0 count nothing.
         assert_eq!(RollingCounter::new(60_000, 3).series(0), vec![0, 0, 0]);
+    }
+
+    /// Issue #49, 7: a destination that only holds dead letters (an ad-hoc origin the
+    /// guard refused, say: 20,000 of them took 220 MB) keeps its key and counts, and its
+    /// statistics cost nothing until it counts again.
+    #[test]
+    fn an_idle_destinations_statistics_take_no_heap_until_they_count() {
+        let mut a = Activity::per_destination();
+        assert_eq!(a.heap_bytes(), 0);
+        assert_eq!(a.latency_24h.summary(5_000).count, 0);
+        assert_eq!(a.latency_1h.series(10_000_000).len(), 12);
+        assert_eq!(a.enqueued.sum(5_000), 0);
+        assert_eq!(a.delivered.series(5_000), vec![0; 60]);
+        assert!(a.enqueued.rate_per_s(5_000).abs() < 1e-12);
+        a.enqueued(1_000);
+        assert!(a.heap_bytes() > 0);
+        a.delivered(1_000, 2_000);
+        assert_eq!(a.latency_1h.summary(1_500).count, 1);
+        assert_eq!(a.enqueued.sum(1_500), 1);
     }
 
     #[test]

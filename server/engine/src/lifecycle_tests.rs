@@ -851,6 +851,17 @@ mod destinations {
     #[test]
     fn dead_lettered_url_origins_shed_their_pools_and_keep_their_dead_letters() {
         let origins = env_count("HOOKD_CHURN_ORIGINS", 3_000);
+        let rss = || {
+            std::fs::read_to_string("/proc/self/status")
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find_map(|l| l.strip_prefix("VmRSS:"))
+                        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+                })
+                .unwrap_or(0)
+        };
+        let rss_before = rss();
         let mut h = Harness::new();
         let mut targets: Vec<Weak<hookd_core::push::Target>> = Vec::new();
         let mut first = None;
@@ -904,6 +915,28 @@ mod destinations {
                 .dests
                 .iter()
                 .all(|(_, d)| d.push.is_some() || d.counts.dead == 1)
+        );
+        // Issue #49, 7: a shed origin keeps its key and counts, and its statistics take no
+        // heap (they took about 6 KB each: 20,000 refused origins held 220 MB for the 14
+        // days of their dead letters).
+        let shed: Vec<usize> = h
+            .engine
+            .index
+            .dests
+            .iter()
+            .filter(|(_, d)| d.push.is_none())
+            .map(|(_, d)| d.activity.heap_bytes())
+            .collect();
+        assert!(shed.len() >= origins - IDLE_KEPT, "{} shed", shed.len());
+        eprintln!(
+            "{origins} dead-lettered origins, {} shed: RSS grew {} KiB",
+            shed.len(),
+            rss().saturating_sub(rss_before)
+        );
+        assert!(
+            shed.iter().all(|b| *b == 0),
+            "shed origins' statistics hold {} bytes",
+            shed.iter().sum::<usize>()
         );
         // A replay brings the oldest origin's push state back, and delivers.
         let id = first.expect("enqueued");
