@@ -87,7 +87,8 @@ impl Engine {
         let dest = &mut self.index.dests[d];
         let row_key = lane_key(&dest.key, ordering_key);
         let lanes = dest.lanes.get_or_insert_with(Default::default);
-        let slot = lanes.slot(ordering_key);
+        let (slot, made) = lanes.slot(ordering_key);
+        self.index.lanes_held += u64::from(made);
         let lane = &mut lanes.slab[slot as usize];
         let last = match lane.last_seq {
             Some(seq) => seq,
@@ -197,6 +198,7 @@ impl Engine {
             None => {
                 let lane = lanes.slab.remove(slot as usize);
                 lanes.by_key.remove(&lane.key);
+                self.index.lanes_held = self.index.lanes_held.saturating_sub(1);
                 if lanes.slab.is_empty() {
                     self.index.dests[d].lanes = None;
                     self.index.review(d);
@@ -210,7 +212,8 @@ impl Engine {
         let lanes = self.index.dests[d]
             .lanes
             .get_or_insert_with(Default::default);
-        let slot = lanes.slot(key);
+        let (slot, made) = lanes.slot(key);
+        self.index.lanes_held += u64::from(made);
         lanes.slab[slot as usize].blocked_by = Some(id);
         lanes.blocked.insert(id, slot);
     }
@@ -222,7 +225,8 @@ impl Engine {
         let lanes = self.index.dests[d]
             .lanes
             .get_or_insert_with(Default::default);
-        let slot = lanes.slot(key);
+        let (slot, made) = lanes.slot(key);
+        self.index.lanes_held += u64::from(made);
         let lane = &mut lanes.slab[slot as usize];
         let blocked = lane.blocked_by.is_some();
         lane.queue.extend(messages.iter().map(|m| (m.id, m.due_ms)));

@@ -419,3 +419,42 @@ fn ten_thousand_events_on_a_thousand_keys_arrive_in_order_through_failures_and_r
     }
     assert_eq!(h.stats().total.pending, 0);
 }
+
+/// Issue #49, 7: a message with an ordering key of its own costs about 1 KB of memory (its
+/// lane), four times an unordered one, and the total mark of live messages did not count
+/// it (1,000,000 keys: 1 GB at a mark meant for 550 MB). A lane held counts as three
+/// messages more; a lane let go (its messages done) gives them back.
+#[test]
+fn lanes_count_toward_the_total_mark_of_live_messages() {
+    let mut config = super::harness::config();
+    config.backpressure.max_messages = 400;
+    config.backpressure.destination_max_messages = 1_000_000;
+    let mut h = Harness::with(config);
+    let refused_at = |h: &mut Harness, queue: &str, own_key: bool| -> usize {
+        for i in 0..1_000 {
+            let mut m = h.message(Destination::Queue(queue.into()), b"x");
+            if own_key {
+                m.ordering_key = format!("k{i}");
+            }
+            match h.enqueue_message(m) {
+                Ok(_) => {}
+                Err(super::Refusal::OverMark(over)) => {
+                    assert_eq!(over.scope, hookd_core::backpressure::Scope::All);
+                    return i;
+                }
+                Err(other) => panic!("{other:?}"),
+            }
+        }
+        1_000
+    };
+    // Each ordered message in a lane of its own: 4 toward the mark of 400.
+    assert_eq!(refused_at(&mut h, "fifo-park", true), 100);
+    assert_eq!(h.engine.index.lanes_held, 100);
+    // Their lanes let go as they complete: the unordered backlog then takes the rest.
+    let leased = h.receive("fifo-park", 1_000, 30_000);
+    assert_eq!(leased.len(), 100);
+    let leases: Vec<_> = leased.iter().map(|l| l.lease).collect();
+    h.ack(&leases).unwrap();
+    assert_eq!(h.engine.index.lanes_held, 0);
+    assert_eq!(refused_at(&mut h, "plain", false), 400);
+}
