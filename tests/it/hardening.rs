@@ -8,6 +8,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::harness::TestServer;
+use crate::hostile::{enqueue_latencies, pct};
 use crate::security::{AGENT, OPS, READER, secured};
 
 /// Sends a request head announcing `length` bytes of JSON body and none of it; the
@@ -363,11 +364,6 @@ async fn a_stored_fan_out_is_always_answered_and_a_duplicate_gets_its_ids() {
     server.stop().await;
 }
 
-/// Sorted latencies' percentile.
-fn pct(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() as f64 - 1.0) * p) as usize]
-}
-
 /// Finding 2: with 10,000 filters `{"data":{"customer_id":"cus_N"}}`, one 1 MB publish
 /// whose `customer_id` is an array of 90,000 strings cost 9.7 s of CPU (every filter
 /// scanned the array), and two at once stalled every Enqueue for 20-34 s. Filters that test
@@ -422,16 +418,7 @@ async fn subscription_filters_cost_what_can_match_and_a_publish_has_a_work_limit
     assert!(attack.len() > 900_000 && attack.len() < 1 << 20);
 
     let mut honest = server.client().await;
-    let mut quiet = Vec::new();
-    for i in 0..200 {
-        let start = Instant::now();
-        honest
-            .enqueue(Event::to_queue("honest", format!("{i}").into_bytes()))
-            .await
-            .unwrap();
-        quiet.push(start.elapsed());
-    }
-    quiet.sort();
+    let quiet = enqueue_latencies(&mut honest, 200).await;
 
     // Two attackers, each publishing the array over and over: bounded in count and time.
     let stop = Instant::now() + Duration::from_secs(5);
@@ -680,16 +667,7 @@ async fn json_api_attacks_leave_an_honest_caller_served() {
     let server = TestServer::start_with(config, system_clock()).await;
     let http = server.http;
     let mut honest = crate::security::client(&server, Some(OPS)).await;
-    let mut quiet = Vec::new();
-    for i in 0..200 {
-        let start = Instant::now();
-        honest
-            .enqueue(Event::to_queue("honest", format!("{i}").into_bytes()))
-            .await
-            .unwrap();
-        quiet.push(start.elapsed());
-    }
-    quiet.sort();
+    let quiet = enqueue_latencies(&mut honest, 200).await;
 
     let stop = Instant::now() + Duration::from_secs(5);
     let mut attackers = Vec::new();

@@ -24,7 +24,7 @@ fn rss_bytes(pid: u32) -> u64 {
 }
 
 /// Latencies of `n` sequential enqueues (sorted).
-async fn enqueue_latencies(c: &mut Client, n: usize) -> Vec<Duration> {
+pub(crate) async fn enqueue_latencies(c: &mut Client, n: usize) -> Vec<Duration> {
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
         let start = Instant::now();
@@ -37,7 +37,7 @@ async fn enqueue_latencies(c: &mut Client, n: usize) -> Vec<Duration> {
     out
 }
 
-fn pct(sorted: &[Duration], p: f64) -> Duration {
+pub(crate) fn pct(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p) as usize]
 }
 
