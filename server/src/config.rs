@@ -44,6 +44,9 @@ pub struct Config {
     /// How long GetMessage can show a delivered (acked) message's attempts; about 100 to
     /// 200 bytes per message on disk. 0 = forget completed messages at once.
     pub completed_retention_secs: u64,
+    /// How long a FIFO lane no message has joined keeps its number; its next message after
+    /// that is number 1 again (0: kept for ever).
+    pub fifo_lane_retention_secs: u64,
     /// Most requests folded into one engine round (one log record).
     pub max_commit_batch: usize,
     /// A checkpoint (redb made durable up to the write-ahead log's end, and the log before
@@ -298,6 +301,7 @@ impl Default for Config {
             max_idempotency_key_bytes: 256,
             idempotency_retention_secs: 24 * 3600,
             completed_retention_secs: 24 * 3600,
+            fifo_lane_retention_secs: 7 * 24 * 3600,
             max_commit_batch: 8_192,
             checkpoint_interval_ms: 10_000,
             checkpoint_log_mb: 32,

@@ -226,13 +226,14 @@ async fn a_format_v1_database_opens_with_everything_in_it() {
     // attempts appended as rows, the fixture's history rows read as they are; 4: the
     // `sources` table; 5: every row sealed, and every row read above passed its seal; 6:
     // payloads in the log; 7: the `subscriptions` table and shared records; 8: FIFO lanes;
-    // none of 6 to 8 converting anything), whose writes went through the log since.
+    // 9: lanes' rows with their time of use; none of 6 to 9 converting anything), whose
+    // writes went through the log since.
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(
         store.format_version().unwrap(),
         Some(hookd_storage::store::FORMAT_VERSION)
     );
-    assert_eq!(hookd_storage::store::FORMAT_VERSION, 8);
+    assert_eq!(hookd_storage::store::FORMAT_VERSION, 9);
     assert_eq!(
         store.damaged_rows().unwrap(),
         Vec::new(),
@@ -398,8 +399,8 @@ async fn a_format_v5_data_directory_opens_its_inline_records_read_and_new_ones_l
     server.stop().await;
 
     let store = Store::open(dir.path()).unwrap();
-    assert_eq!(store.format_version().unwrap(), Some(8));
-    assert_eq!(hookd_storage::store::FORMAT_VERSION, 8);
+    assert_eq!(store.format_version().unwrap(), Some(9));
+    assert_eq!(hookd_storage::store::FORMAT_VERSION, 9);
     assert_eq!(store.damaged_rows().unwrap(), Vec::new());
 }
 
@@ -504,7 +505,7 @@ async fn a_format_v6_data_directory_opens_and_takes_a_fan_out() {
 
     // With its log: the live deliveries' shared pointers resolve and pass their checksums.
     let storage = hookd_storage::store::Storage::open_dir(dir.path(), 1 << 20, 16 << 20).unwrap();
-    assert_eq!(storage.store.format_version().unwrap(), Some(8));
+    assert_eq!(storage.store.format_version().unwrap(), Some(9));
     assert_eq!(storage.store.damaged_rows().unwrap(), Vec::new());
 }
 
@@ -562,6 +563,106 @@ async fn a_format_v7_data_directory_opens_and_takes_fifo_lanes() {
 
     // With its log (the messages' pointers resolve there): every row passes its checksum.
     let storage = hookd_storage::store::Storage::open_dir(dir.path(), 1 << 20, 16 << 20).unwrap();
-    assert_eq!(storage.store.format_version().unwrap(), Some(8));
+    assert_eq!(storage.store.format_version().unwrap(), Some(9));
     assert_eq!(storage.store.damaged_rows().unwrap(), Vec::new());
+}
+
+/// Writes `tests/fixtures/format-v8/`: the last format before lanes' rows kept their time
+/// of use (9). Made once, by a8b1ee3 (in a worktree, with this function added, as it stands
+/// here): a pending message, and a FIFO queue `fixture-ordered` (block) whose lane `k` has
+/// numbered 3 events, the first acked.
+/// `HOOKD_WRITE_FIXTURE=1 cargo test -p hookd-tests --test it -- --ignored make_format_v8_fixture`
+#[tokio::test]
+#[ignore = "writes the committed fixture; run by hand only"]
+async fn make_format_v8_fixture() {
+    assert_eq!(std::env::var("HOOKD_WRITE_FIXTURE").as_deref(), Ok("1"));
+    assert_eq!(hookd_storage::store::FORMAT_VERSION, 8);
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(MADE_AT_MS);
+    let mut config = test_config(dir.path());
+    config.queues = vec![hookd::config::QueueSpec {
+        name: "fixture-ordered".into(),
+        fifo: Some(hookd::config::FifoSetting::Block),
+    }];
+    let server = TestServer::start_with(config, clock).await;
+    let mut c = server.client().await;
+    let mut manifest = Vec::new();
+    let pending = c
+        .enqueue(
+            Event::to_queue("fixture-q", b"pending".to_vec())
+                .idempotency_key("fixture-key-a")
+                .event_type("fixture.pending")
+                .header("x-fixture", "a"),
+        )
+        .await
+        .unwrap();
+    manifest.push(format!("pending {}", pending.id));
+    for n in 1..=3 {
+        let sent = c
+            .enqueue(
+                Event::to_queue("fixture-ordered", format!("o{n}").into_bytes()).ordering_key("k"),
+            )
+            .await
+            .unwrap();
+        manifest.push(format!("ordered{n} {}", sent.id));
+    }
+    let first = c.receive("fixture-ordered", 10, VIS, None).await.unwrap();
+    assert_eq!(first.len(), 1);
+    c.ack([first[0].lease_id.clone()]).await.unwrap();
+    server.stop().await;
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/format-v8");
+    std::fs::create_dir_all(&out).unwrap();
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == "hookd.redb" || name.starts_with("wal-") {
+            std::fs::copy(entry.path(), out.join(&name)).unwrap();
+        }
+    }
+    manifest.push(String::new());
+    std::fs::write(out.join("manifest.txt"), manifest.join("\n")).unwrap();
+}
+
+/// Format 8 opens in 9 unchanged: its lane's 8-byte row reads as it is (the lane goes on
+/// numbering: 2, 3, then 4 for a new event), is written again with its time of use, and
+/// every row passes its checksum; the pending message is there.
+#[tokio::test]
+async fn a_format_v8_data_directory_opens_and_its_lanes_go_on_numbering() {
+    let (dir, text) =
+        copy_fixture(&Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/format-v8"));
+    let ids = manifest_ids(&text);
+    let mut config = test_config(dir.path());
+    config.queues = vec![hookd::config::QueueSpec {
+        name: "fixture-ordered".into(),
+        fifo: Some(hookd::config::FifoSetting::Block),
+    }];
+    let server = TestServer::start_with(config, ManualClock::new(MADE_AT_MS + 60_000)).await;
+    let mut c = server.client().await;
+    let got = c.get_message(ids["pending"]).await.unwrap();
+    assert_eq!(got.payload, b"pending");
+    c.enqueue(Event::to_queue("fixture-ordered", b"o4".to_vec()).ordering_key("k"))
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let got = c.receive("fixture-ordered", 10, VIS, None).await.unwrap();
+        assert_eq!(got.len(), 1, "one of the lane at a time");
+        seen.push((got[0].sequence, got[0].payload.clone()));
+        c.ack([got[0].lease_id.clone()]).await.unwrap();
+    }
+    assert_eq!(
+        seen,
+        vec![
+            (2, b"o2".to_vec()),
+            (3, b"o3".to_vec()),
+            (4, b"o4".to_vec())
+        ]
+    );
+    server.stop().await;
+    let storage = hookd_storage::store::Storage::open_dir(dir.path(), 1 << 20, 16 << 20).unwrap();
+    assert_eq!(storage.store.format_version().unwrap(), Some(9));
+    assert_eq!(storage.store.damaged_rows().unwrap(), Vec::new());
+    let row = storage.store.lane("queue:fixture-ordered", "k").unwrap();
+    assert_eq!(row.last_seq, 4);
+    assert!(row.used_ms.is_some(), "written again with its time of use");
 }

@@ -96,7 +96,13 @@ impl Engine {
         };
         let seq = last + 1;
         lane.last_seq = Some(seq);
-        t.put_lane(&row_key, &LaneRow { last_seq: seq });
+        t.put_lane(
+            &row_key,
+            &LaneRow {
+                last_seq: seq,
+                used_ms: Some(now),
+            },
+        );
         lane.queue.push_back((id, due));
         let head = lane.queue.len() == 1 && lane.blocked_by.is_none();
         let state = if head {

@@ -458,3 +458,47 @@ fn lanes_count_toward_the_total_mark_of_live_messages() {
     assert_eq!(h.engine.index.lanes_held, 0);
     assert_eq!(refused_at(&mut h, "plain", false), 400);
 }
+
+/// Issue #49, 7: every ordering key used to keep its `lanes` row for ever (a million
+/// one-off keys: a million rows). A lane no message has joined for
+/// `fifo_lane_retention_ms`, holding nothing and not blocked, now forgets its number: its
+/// next message is number 1 again. A lane still holding messages keeps its row however
+/// old, and one used within the retention keeps numbering.
+#[test]
+fn an_idle_lanes_row_expires_and_its_key_starts_again_at_one() {
+    const HOUR: u64 = 3_600_000;
+    let mut config = super::harness::config();
+    config.fifo_lane_retention_ms = HOUR;
+    let mut h = Harness::with(config);
+    let take = |h: &mut Harness| -> Vec<(String, u64, String)> {
+        let got = h.receive("fifo-park", 10, 30_000);
+        let leases: Vec<_> = got.iter().map(|l| l.lease).collect();
+        h.ack(&leases).unwrap();
+        summary(&got)
+    };
+    enqueue_keyed(&mut h, "fifo-park", "a", "a1");
+    enqueue_keyed(&mut h, "fifo-park", "b", "b1");
+    assert_eq!(take(&mut h), vec![s("a", 1, "a1"), s("b", 1, "b1")]);
+    // Within the hour: "a" goes on numbering.
+    h.advance(HOUR / 2);
+    enqueue_keyed(&mut h, "fifo-park", "a", "a2");
+    assert_eq!(take(&mut h), vec![s("a", 2, "a2")]);
+    // "c" holds a message that nobody takes for two hours: its row stays.
+    enqueue_keyed(&mut h, "fifo-park", "c", "c1");
+    for _ in 0..4 {
+        h.advance(HOUR / 2);
+    }
+    // Idle over an hour: "a" and "b" start again at 1; "c" goes on.
+    enqueue_keyed(&mut h, "fifo-park", "a", "a-again");
+    enqueue_keyed(&mut h, "fifo-park", "b", "b-again");
+    assert_eq!(
+        take(&mut h),
+        vec![s("a", 1, "a-again"), s("b", 1, "b-again"), s("c", 1, "c1")]
+    );
+    enqueue_keyed(&mut h, "fifo-park", "c", "c2");
+    assert_eq!(take(&mut h), vec![s("c", 2, "c2")]);
+    // Across a restart too (the removals are in the log).
+    let mut h = h.restarted();
+    enqueue_keyed(&mut h, "fifo-park", "c", "c3");
+    assert_eq!(take(&mut h), vec![s("c", 3, "c3")]);
+}

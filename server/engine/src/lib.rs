@@ -306,6 +306,9 @@ pub struct EngineConfig {
     pub completed_retention_ms: u64,
     /// How long a dead letter is kept (0: until replayed or purged).
     pub dead_letter_retention_ms: u64,
+    /// How long a FIFO lane no message has joined keeps its number (its `lanes` row); its
+    /// next message after that is number 1 again (0: kept for ever).
+    pub fifo_lane_retention_ms: u64,
     /// Where `Watch` events are published.
     pub events: crate::events::Events,
     pub alerts: hookd_core::alerts::AlertConfig,
@@ -599,6 +602,8 @@ struct Housekeeping {
     next_sweep_ms: u64,
     /// The idempotency sweep's pass (see [`Engine::sweep_idempotency`]).
     idempotency: SweepPass,
+    /// The lanes sweep's pass (see [`Engine::sweep_lanes`]).
+    lanes: SweepPass,
     /// The dead-letter retention sweep's pass (see [`Engine::sweep_dead`]).
     dead: SweepPass,
     /// The alert states of the totals and of every destination that is not ok.
@@ -791,6 +796,7 @@ impl Engine {
             housekeeping: Housekeeping {
                 next_sweep_ms: now,
                 idempotency: SweepPass::new(now),
+                lanes: SweepPass::new(now),
                 dead: SweepPass::new(now),
                 alerts: Default::default(),
                 next_alert_ms: now,
@@ -1166,6 +1172,36 @@ impl Engine {
         )
     }
 
+    /// The lanes sweep (`fifo_lane_retention_secs`, issue #49, 7), within the step's budget:
+    /// a `lanes` row no message has joined for the retention, of a lane not held (no live
+    /// message, not blocked), is removed, so a million one-off ordering keys do not keep a
+    /// million rows; true if it stopped at the budget with its pass unfinished.
+    fn sweep_lanes(
+        &mut self,
+        tables: &mut hookd_storage::store::Tables<'_>,
+        now: u64,
+        spent: &impl Fn() -> bool,
+    ) -> Result<bool, StoreError> {
+        let retention = self.config.fifo_lane_retention_ms;
+        let index = &self.index;
+        let held = |key: &[u8]| {
+            hookd_storage::store::lane_key_parts(key).is_some_and(|(dest, ordering)| {
+                index.find(dest).is_some_and(|d| {
+                    index.dests[d]
+                        .lanes
+                        .as_ref()
+                        .is_some_and(|l| l.by_key.contains_key(ordering))
+                })
+            })
+        };
+        self.housekeeping
+            .lanes
+            .run(now, retention, retention / 10, spent, |cursor, before| {
+                let step = tables.sweep_lanes(cursor, before, now, SWEEP_CHUNK, &held)?;
+                Ok((step.read, step.oldest_kept_ms, step.cursor))
+            })
+    }
+
     /// The dead-letter retention sweep (`dead_letters.retention_secs`), within the step's
     /// budget: true if it stopped at the budget with its pass unfinished.
     ///
@@ -1219,6 +1255,9 @@ impl Engine {
         let spent = || step.elapsed() >= SWEEP_BUDGET;
         let mut behind = false;
         behind |= self.sweep_idempotency(tables, now, &spent)?;
+        if self.config.fifo_lane_retention_ms > 0 {
+            behind |= self.sweep_lanes(tables, now, &spent)?;
+        }
         if self.config.dead_letter_retention_ms > 0 {
             behind |= self.sweep_dead(tables, now, &spent)?;
         }

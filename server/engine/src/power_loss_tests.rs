@@ -93,6 +93,7 @@ fn config(seed: u64) -> EngineConfig {
         max_queued_write_bytes: 64 << 20,
         idempotency_retention_ms: 24 * 3_600_000,
         completed_retention_ms: 24 * 3_600_000,
+        fifo_lane_retention_ms: 7 * 24 * 3_600_000,
         dead_letter_retention_ms: 14 * 24 * 3_600_000,
         events: Default::default(),
         alerts: Default::default(),

@@ -324,6 +324,7 @@ fn engine_config(
         max_queued_write_bytes: config.max_queued_write_bytes,
         idempotency_retention_ms: config.idempotency_retention_secs.saturating_mul(1000),
         completed_retention_ms: config.completed_retention_secs.saturating_mul(1000),
+        fifo_lane_retention_ms: config.fifo_lane_retention_secs.saturating_mul(1000),
         dead_letter_retention_ms: config.dead_letters.retention_secs.saturating_mul(1000),
         max_commit_batch: config.max_commit_batch,
         checkpoint_interval_ms: config.checkpoint_interval_ms,

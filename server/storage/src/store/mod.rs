@@ -26,7 +26,7 @@
 //! | `endpoints` | name | [`EndpointRecord`] (protobuf) |
 //! | `sources` | name | an ingest source made over gRPC (`hookd_core::source::SourceSpec` as JSON, secrets sealed when `[secrets]` has keys) |
 //! | `subscriptions` | name | a subscription of an endpoint or queue to event types, with its filter (JSON; format 7) |
-//! | `lanes` | encoded destination (u16 length first), ordering key | [`LaneRow`]: a FIFO lane's last sequence number and the dead letter blocking it (format 8) |
+//! | `lanes` | encoded destination (u16 length first), ordering key | [`LaneRow`]: a FIFO lane's last sequence number (format 8) and when a message last joined it (format 9; the lanes sweep removes rows idle past `fifo_lane_retention_secs`) |
 //! | `meta` | `"format_version"` | [`FORMAT_VERSION`] of the layout above (u64) |
 //!
 //! # Format versions
@@ -77,6 +77,7 @@ use redb::{
 pub use records::{
     AttemptRecord, DoneRecord, EndpointRecord, HistoryRecord, LaneRow, LaneSlot, MAX_ORDERING_KEY,
     MAX_TEXT_BYTES, MessageRecord, OAuth2Record, ScheduleEntry, State, bound_text, lane_key,
+    lane_key_parts,
 };
 
 use hookd_core::destination::Destination;
@@ -146,7 +147,12 @@ const APPLIED_KEY: &str = "log_applied";
 /// - 8: FIFO lanes: a schedule (or dead) row may carry its lane (the state byte's high bit
 ///   set, then the sequence number, flags and ordering key), and the `lanes` table. A
 ///   format-7 hookd must not open it (it would misread those rows), and it does not.
-pub const FORMAT_VERSION: u64 = 8;
+/// - 9: a `lanes` row also holds when a message last joined the lane (16 bytes), so idle
+///   lanes' rows expire (issue #49, 7). Rows of format 8 (8 bytes) read as they are and get
+///   their time at the sweep's first look, so opening a format-8 file converts nothing. A
+///   format-8 hookd must not open a format-9 file (it would refuse the longer rows as
+///   corrupt), and it does not: it refuses a newer version.
+pub const FORMAT_VERSION: u64 = 9;
 
 /// A storage failure. Never answered as success; mapped to UNAVAILABLE.
 #[derive(Debug, thiserror::Error)]
@@ -1716,9 +1722,16 @@ fn check_format(txn: &WriteTransaction) -> Result<(), StoreError> {
             found,
             supported: FORMAT_VERSION,
         }),
+        Some(8) => {
+            // 8 -> 9: `lanes` rows of 8 bytes read as they are (no time of use yet); the
+            // lanes sweep gives each its time at its first look.
+            meta.insert(FORMAT_KEY, FORMAT_VERSION)?;
+            tracing::info!(from = 8, to = FORMAT_VERSION, "migrated the disk format");
+            Ok(())
+        }
         Some(7) => {
             // 7 -> 8: the `lanes` table (created by `Apply::open` in the same transaction);
-            // no format-7 row carries a lane, so nothing is converted.
+            // no format-7 row carries a lane, so nothing is converted; 8 -> 9 neither.
             meta.insert(FORMAT_KEY, FORMAT_VERSION)?;
             tracing::info!(from = 7, to = FORMAT_VERSION, "migrated the disk format");
             Ok(())

@@ -366,26 +366,57 @@ impl ScheduleEntry {
 
 /// A FIFO lane's durable state (the `lanes` table, format 8): the last number handed out,
 /// so the sequence stays gap-free across restarts and across quiet spells (when the lane
-/// holds nothing and the engine has let it go). Whether a lane is blocked is not here: the
-/// dead letter that blocks it says so ([`LaneSlot::blocks`]).
+/// holds nothing and the engine has let it go), and (format 9) when a message last joined
+/// it, so a lane idle past `fifo_lane_retention_secs` is forgotten (its next message is
+/// number 1 again). Whether a lane is blocked is not here: the dead letter that blocks it
+/// says so ([`LaneSlot::blocks`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LaneRow {
     pub last_seq: u64,
+    /// When a message last joined the lane (unix ms); `None` in a row format 8 wrote.
+    pub used_ms: Option<u64>,
 }
 
 impl LaneRow {
-    pub fn encode(&self) -> [u8; 8] {
-        self.last_seq.to_be_bytes()
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(16);
+        out.extend_from_slice(&self.last_seq.to_be_bytes());
+        if let Some(used) = self.used_ms {
+            out.extend_from_slice(&used.to_be_bytes());
+        }
+        out
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, StoreError> {
-        let bytes: [u8; 8] = bytes
-            .try_into()
-            .map_err(|_| StoreError::Corrupt(format!("lane row of {} bytes", bytes.len())))?;
-        Ok(Self {
-            last_seq: u64::from_be_bytes(bytes),
-        })
+        let corrupt = || StoreError::Corrupt(format!("lane row of {} bytes", bytes.len()));
+        let word = |at: usize| -> Result<u64, StoreError> {
+            let b: [u8; 8] = bytes
+                .get(at..at + 8)
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(corrupt)?;
+            Ok(u64::from_be_bytes(b))
+        };
+        match bytes.len() {
+            8 => Ok(Self {
+                last_seq: word(0)?,
+                used_ms: None,
+            }),
+            16 => Ok(Self {
+                last_seq: word(0)?,
+                used_ms: Some(word(8)?),
+            }),
+            _ => Err(corrupt()),
+        }
     }
+}
+
+/// The destination (its encoding) and the ordering key of a `lanes` table key
+/// ([`lane_key`]'s inverse).
+pub fn lane_key_parts(key: &[u8]) -> Option<(&str, &str)> {
+    let len = u16::from_be_bytes(key.get(..2)?.try_into().ok()?) as usize;
+    let dest = std::str::from_utf8(key.get(2..2 + len)?).ok()?;
+    let ordering = std::str::from_utf8(key.get(2 + len..)?).ok()?;
+    Some((dest, ordering))
 }
 
 /// A lane's key in the `lanes` table: its destination's encoding (length-prefixed) and the
@@ -428,10 +459,26 @@ mod tests {
         assert_eq!(ScheduleEntry::decode(&bytes).ok(), Some(ordered));
         // Cut inside the lane: refused, never read as a destination.
         assert!(ScheduleEntry::decode(&bytes[..ScheduleEntry::FIXED + 12]).is_err());
-        let row = LaneRow { last_seq: 9 };
+        let row = LaneRow {
+            last_seq: 9,
+            used_ms: Some(1_700_000_000_000),
+        };
+        assert_eq!(row.encode().len(), 16);
         assert_eq!(LaneRow::decode(&row.encode()).ok(), Some(row));
+        // A row of format 8: the number alone.
+        let old = LaneRow {
+            last_seq: 9,
+            used_ms: None,
+        };
+        assert_eq!(LaneRow::decode(&9u64.to_be_bytes()).ok(), Some(old));
         assert!(LaneRow::decode(&[0; 7]).is_err());
+        assert!(LaneRow::decode(&[0; 12]).is_err());
         assert_ne!(lane_key("qa", "b"), lane_key("q", "ab"));
+        assert_eq!(
+            lane_key_parts(&lane_key("queue:q", "k-1")),
+            Some(("queue:q", "k-1"))
+        );
+        assert_eq!(lane_key_parts(&[0, 9, b'q']), None);
         assert!(ScheduleEntry::decode(&[1, 2, 3]).is_err());
         let mut bad = vec![0u8; 25];
         bad[8] = 9;

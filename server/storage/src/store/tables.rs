@@ -779,6 +779,49 @@ impl<'a> Tables<'a> {
     pub fn put_lane(&mut self, key: &[u8], row: &LaneRow) {
         self.put(TableId::Lanes, key, &row.encode());
     }
+
+    /// One step of the lanes sweep: looks at up to `scan` rows after `cursor`; a row whose
+    /// lane `held` says is in use (it holds messages or is blocked) stays; one with no time
+    /// of use (format 8) gets `now_ms`; one last used before `before_ms` is removed (its
+    /// key's next message is number 1 again).
+    pub fn sweep_lanes(
+        &mut self,
+        cursor: Option<&[u8]>,
+        before_ms: u64,
+        now_ms: u64,
+        scan: usize,
+        held: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<IdempotencySweep, StoreError> {
+        let (rows, last) = rows_after(self.overlay, TableId::Lanes, &self.lanes, cursor, scan)?;
+        let mut step = IdempotencySweep {
+            read: rows.len(),
+            removed: 0,
+            oldest_kept_ms: None,
+            cursor: last,
+        };
+        for (key, value) in &rows {
+            let mut row = LaneRow::decode(value)?;
+            let kept_at = if held(key) {
+                now_ms
+            } else {
+                match row.used_ms {
+                    None => {
+                        row.used_ms = Some(now_ms);
+                        self.put_lane(key, &row);
+                        now_ms
+                    }
+                    Some(used) if used < before_ms => {
+                        self.remove(TableId::Lanes, key);
+                        step.removed += 1;
+                        continue;
+                    }
+                    Some(used) => used,
+                }
+            };
+            step.oldest_kept_ms = Some(step.oldest_kept_ms.map_or(kept_at, |o| o.min(kept_at)));
+        }
+        Ok(step)
+    }
 }
 
 /// The write side of the tables: performs log records on redb (the apply stage, and
