@@ -65,8 +65,24 @@ pub struct Subscription {
 }
 
 impl Subscription {
-    /// Checks `spec`; errors name the field under `field` (`subscription`).
+    /// Checks `spec`, a new one (PutSubscription): its filter names the event's fields at
+    /// its top and passes every check ([`Filter::parse_event`]); errors name the field
+    /// under `field` (`subscription`).
     pub fn compile(spec: SubscriptionSpec, field: &str) -> Result<Self, String> {
+        Self::compile_with(spec, field, Filter::parse_event)
+    }
+
+    /// Checks `spec` as stored: its filter is read as the hookd that stored it accepted it
+    /// ([`Filter::parse_stored`]), so a check added since never stops a start.
+    pub fn compile_stored(spec: SubscriptionSpec, field: &str) -> Result<Self, String> {
+        Self::compile_with(spec, field, Filter::parse_stored)
+    }
+
+    fn compile_with(
+        spec: SubscriptionSpec,
+        field: &str,
+        parse: impl Fn(&serde_json::Value, &str) -> Result<Filter, hookd_core::filter::FilterError>,
+    ) -> Result<Self, String> {
         check_name(&spec.name, &format!("{field}.name"))?;
         let destination = match Destination::from_key(&spec.destination) {
             Some(d @ (Destination::Endpoint(_) | Destination::Queue(_))) => d,
@@ -101,7 +117,7 @@ impl Subscription {
         let filter = match &spec.filter {
             None => None,
             Some(value) => Some(Arc::new(
-                Filter::parse(value, &format!("{field}.filter")).map_err(|e| e.to_string())?,
+                parse(value, &format!("{field}.filter")).map_err(|e| e.to_string())?,
             )),
         };
         if spec.description.len() > MAX_DESCRIPTION_BYTES {
@@ -233,7 +249,7 @@ impl Subscriptions {
             let key = format!("stored subscription {name:?}");
             let spec: SubscriptionSpec = serde_json::from_slice(&bytes)
                 .map_err(|e| (key.clone(), format!("unreadable: {e}")))?;
-            let compiled = Subscription::compile(spec, "subscription").map_err(|e| {
+            let compiled = Subscription::compile_stored(spec, "subscription").map_err(|e| {
                 (
                     key.clone(),
                     format!("{e} (delete it, or restore the limit)"),
@@ -415,6 +431,28 @@ mod tests {
             e.starts_with("subscription.filter.data.$or[1].b.$gte"),
             "{e}"
         );
+        // Issue #49, 7: a misspelt field of the event, and `$in` of one number, never
+        // match: a new subscription with either is refused naming it...
+        for (filter, at) in [
+            (
+                serde_json::json!({"dta": {"a": 1}}),
+                "subscription.filter.dta:",
+            ),
+            (
+                serde_json::json!({"data": {"n": {"$in": 5}}}),
+                "subscription.filter.data.n.$in:",
+            ),
+        ] {
+            let mut bad = spec("a", "queue:q", &["*"]);
+            bad.filter = Some(filter.clone());
+            let e = err(bad.clone());
+            assert!(e.starts_with(at), "{e}");
+            // ...but one an older hookd stored still loads (a start never stops for it).
+            assert!(
+                Subscription::compile_stored(bad, "subscription").is_ok(),
+                "{filter}"
+            );
+        }
     }
 
     #[test]

@@ -89,7 +89,18 @@ pub struct FilterError {
 impl Filter {
     /// Checks `value` as the filter of the field `field` (the name errors start with).
     pub fn parse(value: &Value, field: &str) -> Result<Filter, FilterError> {
-        let mut budget = Budget { nodes: 0 };
+        Self::parse_with(value, field, true)
+    }
+
+    /// [`Filter::parse`] for a filter an older hookd stored: what it accepted then is
+    /// accepted (`$in`/`$nin` given one value that is not a string, which never matches a
+    /// field of its type), so a new check refuses new filters without stopping a start.
+    pub fn parse_stored(value: &Value, field: &str) -> Result<Filter, FilterError> {
+        Self::parse_with(value, field, false)
+    }
+
+    fn parse_with(value: &Value, field: &str, strict: bool) -> Result<Filter, FilterError> {
+        let mut budget = Budget { nodes: 0, strict };
         let root = compile(value, field, 0, &mut budget)?;
         Ok(Filter { root })
     }
@@ -207,6 +218,9 @@ fn rfc3339_ms(ms: u64) -> String {
 
 struct Budget {
     nodes: usize,
+    /// The checks added since filters were first stored apply (see
+    /// [`Filter::parse_stored`]).
+    strict: bool,
 }
 
 fn refuse(path: &str, reason: impl Into<String>) -> FilterError {
@@ -266,6 +280,7 @@ fn operator(
     budget: &mut Budget,
 ) -> Result<Op, FilterError> {
     budget.nodes += 1;
+    let strict = budget.strict;
     let order = |o: Order| match value {
         Value::Number(_) | Value::String(_) => Ok(Op::Order(o, value.clone())),
         _ => Err(refuse(
@@ -309,6 +324,7 @@ fn operator(
             )),
             // One string: a substring of a string field, or an element of an array field.
             v @ Value::String(_) => Ok(v.clone()),
+            v if !strict => Ok(v.clone()),
             // One value of another type never matches a field of its own type (issue #49,
             // 7): say so rather than store a filter that silently matches nothing.
             v => Err(refuse(
