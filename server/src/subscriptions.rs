@@ -164,7 +164,11 @@ impl Set {
         // a publish's delivery ids follow it.
         let mut matched = self.index.matching(topic);
         matched.sort_unstable();
-        if matched.iter().any(|i| self.filters.filtered(*i)) {
+        let filtered = matched
+            .iter()
+            .filter(|i| self.filters.filtered(**i))
+            .count();
+        if filtered > 0 {
             let document = event_document(
                 identity,
                 topic,
@@ -172,17 +176,17 @@ impl Set {
                 headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
             );
             let mut steps = Steps::new(MAX_MATCH_STEPS);
-            let filtered = matched
-                .iter()
-                .filter(|i| self.filters.filtered(**i))
-                .count();
             let selected = self.filters.select(&document, &matched, &mut steps);
             *spent = MAX_MATCH_STEPS - steps.left();
             matched = selected.map_err(|_| {
-                    format!(
-                        "payload: matching this event against the {filtered} subscription filters of topic {topic:?} takes more than {MAX_MATCH_STEPS} steps, hookd's limit per publish; send a smaller payload (large arrays are what cost), or simplify the filters (fields equal to values are indexed and cost almost nothing)"
-                    )
-                })?;
+                format!(
+                    "payload: matching this event against the {filtered} subscription filters \
+                     of topic {topic:?} takes more than {MAX_MATCH_STEPS} steps, hookd's limit \
+                     per publish; send a smaller payload (large arrays are what cost), or \
+                     simplify the filters (fields equal to values are indexed and cost almost \
+                     nothing)"
+                )
+            })?;
         }
         let mut seen = HashSet::new();
         let mut out = Vec::new();

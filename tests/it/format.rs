@@ -330,10 +330,15 @@ async fn write_fixture(version: u64) {
         manifest.push(format!("{name} {} {}", sent.id, m.lease_id));
     }
     server.stop().await;
+    save_fixture(dir.path(), version, manifest);
+}
 
+/// Copies the data directory `dir` (hookd.redb and the log's segments) to
+/// `tests/fixtures/format-v{version}/`, with `manifest` as its manifest.txt.
+fn save_fixture(dir: &Path, version: u64, mut manifest: Vec<String>) {
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/format-v{version}"));
     std::fs::create_dir_all(&out).unwrap();
-    for entry in std::fs::read_dir(dir.path()).unwrap() {
+    for entry in std::fs::read_dir(dir).unwrap() {
         let entry = entry.unwrap();
         let name = entry.file_name().to_string_lossy().into_owned();
         if name == "hookd.redb" || name.starts_with("wal-") {
@@ -568,8 +573,8 @@ async fn a_format_v7_data_directory_opens_and_takes_fifo_lanes() {
 }
 
 /// Writes `tests/fixtures/format-v8/`: the last format before lanes' rows kept their time
-/// of use (9). Made once, by a8b1ee3 (in a worktree, with this function added, as it stands
-/// here): a pending message, and a FIFO queue `fixture-ordered` (block) whose lane `k` has
+/// of use (9). Made once, by a8b1ee3 (in a worktree, with this function added; its copy-out
+/// was `save_fixture`'s, written out): a pending message, and a FIFO queue `fixture-ordered` (block) whose lane `k` has
 /// numbered 3 events, the first acked.
 /// `HOOKD_WRITE_FIXTURE=1 cargo test -p hookd-tests --test it -- --ignored make_format_v8_fixture`
 #[tokio::test]
@@ -610,17 +615,7 @@ async fn make_format_v8_fixture() {
     assert_eq!(first.len(), 1);
     c.ack([first[0].lease_id.clone()]).await.unwrap();
     server.stop().await;
-    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/format-v8");
-    std::fs::create_dir_all(&out).unwrap();
-    for entry in std::fs::read_dir(dir.path()).unwrap() {
-        let entry = entry.unwrap();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name == "hookd.redb" || name.starts_with("wal-") {
-            std::fs::copy(entry.path(), out.join(&name)).unwrap();
-        }
-    }
-    manifest.push(String::new());
-    std::fs::write(out.join("manifest.txt"), manifest.join("\n")).unwrap();
+    save_fixture(dir.path(), 8, manifest);
 }
 
 /// Format 8 opens in 9 unchanged: its lane's 8-byte row reads as it is (the lane goes on

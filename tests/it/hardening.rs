@@ -35,6 +35,19 @@ async fn unfinished(
     tcp
 }
 
+/// `POST /v1/messages` with `body`, as the caller of `token`.
+async fn post_message(http: std::net::SocketAddr, token: &str, body: &str) -> crate::rest::Answer {
+    let bearer = format!("Bearer {token}");
+    crate::rest::call_with(
+        http,
+        "POST",
+        "/v1/messages",
+        &[("authorization", &bearer)],
+        body,
+    )
+    .await
+}
+
 /// The status of the answer on `tcp` and its body's first bytes, within 10 s.
 async fn answer(tcp: &mut TcpStream) -> (u16, String) {
     let mut raw = Vec::new();
@@ -125,28 +138,12 @@ async fn the_json_api_authenticates_and_budgets_before_it_reads_a_body() {
         tokio::task::yield_now().await;
     }
     // Another caller is served meanwhile, and the producer is once its body is gone.
-    let ops = format!("Bearer {OPS}");
-    let served = crate::rest::call_with(
-        http,
-        "POST",
-        "/v1/messages",
-        &[("authorization", &ops)],
-        r#"{"queue":"q","payload":"aGk="}"#,
-    )
-    .await;
+    let served = post_message(http, OPS, r#"{"queue":"q","payload":"aGk="}"#).await;
     assert_eq!(served.status(), 200, "{served:?}");
     drop(held);
-    let agent = format!("Bearer {AGENT}");
     let started = Instant::now();
     loop {
-        let again = crate::rest::call_with(
-            http,
-            "POST",
-            "/v1/messages",
-            &[("authorization", &agent)],
-            r#"{"queue":"q","payload":"aGk="}"#,
-        )
-        .await;
+        let again = post_message(http, AGENT, r#"{"queue":"q","payload":"aGk="}"#).await;
         if again.status() == 200 {
             break;
         }
@@ -169,14 +166,7 @@ async fn the_json_api_authenticates_and_budgets_before_it_reads_a_body() {
         many.push('0');
     }
     many.push_str("]}}");
-    let refused = crate::rest::call_with(
-        http,
-        "POST",
-        "/v1/messages",
-        &[("authorization", &ops)],
-        &many,
-    )
-    .await;
+    let refused = post_message(http, OPS, &many).await;
     let message = refused.error(413, "OUT_OF_RANGE");
     assert!(message.contains("1000000 JSON values"), "{message}");
     server.stop().await;
@@ -710,17 +700,9 @@ async fn json_api_attacks_leave_an_honest_caller_served() {
     }
     many.push_str("]}}");
     let producer = tokio::spawn(async move {
-        let agent = format!("Bearer {AGENT}");
         let mut statuses = Vec::new();
         while statuses.len() < 50 && Instant::now() < stop {
-            let r = crate::rest::call_with(
-                http,
-                "POST",
-                "/v1/messages",
-                &[("authorization", &agent)],
-                &many,
-            )
-            .await;
+            let r = post_message(http, AGENT, &many).await;
             statuses.push(r.status());
         }
         statuses

@@ -680,6 +680,15 @@ impl Index {
     }
 
     /// What every destination holds together, as the watermarks measure it.
+    /// Lane `key` of destination `d`, made if it is new (and then counted in
+    /// `lanes_held`): the destination's lanes, and the lane's slot.
+    pub(crate) fn lane_of(&mut self, d: DestId, key: &str) -> (&mut Lanes, u32) {
+        let lanes = self.dests[d].lanes.get_or_insert_with(Default::default);
+        let (slot, made) = lanes.slot(key);
+        self.lanes_held += u64::from(made);
+        (lanes, slot)
+    }
+
     /// What hookd holds, as the total marks count it: every live message, and each FIFO
     /// lane held in memory as [`LANE_MESSAGES`] more (a message with an ordering key of its
     /// own costs about 1 KB of memory, four times an unordered one: issue #49, 7).

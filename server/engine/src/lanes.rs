@@ -84,11 +84,8 @@ impl Engine {
         due: u64,
         now: u64,
     ) -> Result<(LaneSlot, LaneTag, LiveState), StoreError> {
-        let dest = &mut self.index.dests[d];
-        let row_key = lane_key(&dest.key, ordering_key);
-        let lanes = dest.lanes.get_or_insert_with(Default::default);
-        let (slot, made) = lanes.slot(ordering_key);
-        self.index.lanes_held += u64::from(made);
+        let row_key = lane_key(&self.index.dests[d].key, ordering_key);
+        let (lanes, slot) = self.index.lane_of(d, ordering_key);
         let lane = &mut lanes.slab[slot as usize];
         let last = match lane.last_seq {
             Some(seq) => seq,
@@ -215,11 +212,7 @@ impl Engine {
 
     /// Recovery: lane `key` of `d` is blocked by dead letter `id`.
     pub(super) fn recover_blocked(&mut self, d: DestId, key: &str, id: MessageId) {
-        let lanes = self.index.dests[d]
-            .lanes
-            .get_or_insert_with(Default::default);
-        let (slot, made) = lanes.slot(key);
-        self.index.lanes_held += u64::from(made);
+        let (lanes, slot) = self.index.lane_of(d, key);
         lanes.slab[slot as usize].blocked_by = Some(id);
         lanes.blocked.insert(id, slot);
     }
@@ -228,11 +221,7 @@ impl Engine {
     /// keeps the state it was read back in unless the lane is blocked; the others queue
     /// behind it.
     pub(super) fn recover_lane(&mut self, d: DestId, key: &str, messages: Vec<RecoveredInLane>) {
-        let lanes = self.index.dests[d]
-            .lanes
-            .get_or_insert_with(Default::default);
-        let (slot, made) = lanes.slot(key);
-        self.index.lanes_held += u64::from(made);
+        let (lanes, slot) = self.index.lane_of(d, key);
         let lane = &mut lanes.slab[slot as usize];
         let blocked = lane.blocked_by.is_some();
         lane.queue.extend(messages.iter().map(|m| (m.id, m.due_ms)));

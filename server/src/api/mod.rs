@@ -14,8 +14,6 @@ use opentelemetry::KeyValue;
 use tonic::{Request, Response, Status};
 
 use std::collections::BTreeMap;
-
-use hookd_core::filter::EventIdentity;
 use std::sync::Arc;
 
 use crate::error::ApiError;
@@ -371,7 +369,10 @@ impl HookdService {
         req: pb::EnqueueRequest,
         span: Option<&crate::otel::Traced>,
     ) -> Result<pb::EnqueueResponse, Status> {
-        let route = |t: &str, p: &[u8], h: &BTreeMap<String, String>, e: EventIdentity<'_>| {
+        let route = |t: &str,
+                     p: &[u8],
+                     h: &BTreeMap<String, String>,
+                     e: hookd_core::filter::EventIdentity<'_>| {
             self.subscriptions.route(t, p, h, Some(e))
         };
         let prepared = validate::new_message(req, &self.limits, self.clock.now_ms(), &route)?;
@@ -423,7 +424,10 @@ impl HookdService {
                 &e.within(&format!("events[{i}].")),
             ))),
         };
-        let route = |t: &str, p: &[u8], h: &BTreeMap<String, String>, e: EventIdentity<'_>| {
+        let route = |t: &str,
+                     p: &[u8],
+                     h: &BTreeMap<String, String>,
+                     e: hookd_core::filter::EventIdentity<'_>| {
             self.subscriptions.route(t, p, h, Some(e))
         };
         for (i, event) in events.into_iter().enumerate() {

@@ -73,9 +73,8 @@ fn invalid(message: String) -> ApiError {
 }
 
 /// Where a publish goes: the destinations whose subscriptions take the topic and match
-/// the event (payload, headers), each once (`Subscriptions::route`).
-/// Routes a publish: its topic, payload, headers and its event's identity (for the
-/// filters' `id` and `time`) to the destinations that take it.
+/// the event (payload, headers, and its identity for the filters' `id` and `time`), each
+/// once (`Subscriptions::route`); `Err`: the refusal's message.
 pub type Route<'a> = &'a dyn Fn(
     &str,
     &[u8],

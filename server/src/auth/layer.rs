@@ -5,7 +5,7 @@
 use super::authenticator::Authenticator;
 use super::scopes::{HEALTH_PREFIX, grpc_access, http_access};
 use super::{Denied, Principal};
-use crate::listen::{RequestSlot, Sharer};
+use crate::listen::{RequestBudget, RequestSlot, Sharer};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -111,46 +111,52 @@ where
 }
 
 impl<S> GrpcAuth<S> {
-    /// The caller of a request from its headers (and connection), and its place in the
-    /// budget: each connection and each caller holds at most a share.
+    /// [`admit`] for a gRPC request (health calls in their own budget).
     fn admit<B>(&self, request: &http::Request<B>) -> Result<Admission, tonic::Status> {
         let path = request.uri().path();
-        let access = grpc_access(path, self.auth.reflection);
-        let caller = self
-            .auth
-            .check_request(access, request.headers(), request.extensions())
-            .map_err(|denied| denied.to_status())?;
         let budget = if path.starts_with(HEALTH_PREFIX) {
             &self.health
         } else {
             &self.budget
         };
-        let conn = request.extensions().get::<crate::listen::ConnInfo>();
-        let slot = budget
-            .try_request(sharers(&self.auth, &caller, conn))
-            .map_err(tonic::Status::resource_exhausted)?;
-        Ok((caller, slot))
+        admit(
+            &self.auth,
+            budget,
+            path,
+            request.headers(),
+            request.extensions(),
+        )
     }
 }
 
-/// Whom a call is charged to besides the whole budget: its connection, and its caller
-/// (an anonymous one by its address).
-pub(crate) fn sharers(
+/// The caller of a call to gRPC `path` from its headers (and connection), and its place
+/// in `budget`: each connection and each caller (an anonymous one by its address) holds
+/// at most a share. What the gRPC layer does for every call, and the JSON API before it
+/// reads a body.
+pub(crate) fn admit(
     auth: &Authenticator,
-    caller: &Arc<Principal>,
-    conn: Option<&crate::listen::ConnInfo>,
-) -> Vec<Sharer> {
-    let Some(conn) = conn else {
-        return Vec::new();
-    };
-    vec![
-        Sharer::Connection(conn.remote),
-        if Arc::ptr_eq(caller, &auth.anonymous) {
+    budget: &Arc<RequestBudget>,
+    path: &str,
+    headers: &http::HeaderMap,
+    extensions: &http::Extensions,
+) -> Result<Admission, tonic::Status> {
+    let access = grpc_access(path, auth.reflection);
+    let caller = auth
+        .check_request(access, headers, extensions)
+        .map_err(|denied| denied.to_status())?;
+    let mut sharers = Vec::with_capacity(2);
+    if let Some(conn) = extensions.get::<crate::listen::ConnInfo>() {
+        sharers.push(Sharer::Connection(conn.remote));
+        sharers.push(if caller.is_anonymous() {
             Sharer::Peer(conn.remote.ip())
         } else {
             Sharer::Caller(Arc::from(caller.name.as_str()))
-        },
-    ]
+        });
+    }
+    let slot = budget
+        .try_request(sharers)
+        .map_err(tonic::Status::resource_exhausted)?;
+    Ok((caller, slot))
 }
 
 /// A call the JSON API makes in process after it authenticated the caller and took the
@@ -161,7 +167,7 @@ pub(crate) fn sharers(
 pub(crate) struct Admitted(Arc<std::sync::Mutex<Option<Admission>>>);
 
 /// A caller and its place in the budget.
-type Admission = (Arc<Principal>, RequestSlot);
+pub(crate) type Admission = (Arc<Principal>, RequestSlot);
 
 impl Admitted {
     pub(crate) fn new(caller: Arc<Principal>, slot: RequestSlot) -> Self {

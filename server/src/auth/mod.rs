@@ -26,8 +26,7 @@ mod tokens;
 
 pub use authenticator::Authenticator;
 pub use config::{AuthConfig, ClientConfig, Reflection, TokenConfig};
-pub(crate) use layer::{Admitted, GrpcAuth, GrpcAuthLayer, http_middleware, sharers};
-pub(crate) use scopes::grpc_access;
+pub(crate) use layer::{Admitted, GrpcAuth, GrpcAuthLayer, admit, http_middleware};
 pub(crate) use tokens::{new_token, random_token};
 pub use tokens::{strip_bearer, token_hash};
 

@@ -192,21 +192,15 @@ async fn handle(State(rest): State<Rest>, request: axum::extract::Request) -> Re
     // Who calls, and their place in the request budget, from the headers alone: a caller
     // without a credential (or the scope) costs hookd no body, no parse.
     let rpc_path = format!("/{SERVICE}/{}", route.rpc);
-    let access = crate::auth::grpc_access(&rpc_path, rest.auth.reflection());
-    let caller = match rest
-        .auth
-        .check_request(access, &parts.headers, &parts.extensions)
-    {
-        Ok(caller) => caller,
-        Err(denied) => return error_response(&denied.to_status()),
-    };
-    let conn = parts.extensions.get::<crate::listen::ConnInfo>();
-    let slot = match rest
-        .budget
-        .try_request(crate::auth::sharers(&rest.auth, &caller, conn))
-    {
-        Ok(slot) => slot,
-        Err(why) => return refuse(tonic::Code::ResourceExhausted, why),
+    let (caller, slot) = match crate::auth::admit(
+        &rest.auth,
+        &rest.budget,
+        &rpc_path,
+        &parts.headers,
+        &parts.extensions,
+    ) {
+        Ok(admitted) => admitted,
+        Err(status) => return error_response(&status),
     };
     let mut held = slot.charge().bytes();
     let read = read_body(body, rest.max_body_bytes, &parts.headers, &mut held);
@@ -232,13 +226,7 @@ async fn handle(State(rest): State<Rest>, request: axum::extract::Request) -> Re
     let query = parts.uri.query().map(str::to_owned);
     // A large body is parsed on the blocking pool, off the threads that answer others.
     let parse = move || -> Result<(DynamicMessage, HeldBytes), Box<Response>> {
-        let values = json_values(&body).map_err(|why| {
-            Box::new(if why.starts_with(TOO_MANY_VALUES) {
-                refuse_as(StatusCode::PAYLOAD_TOO_LARGE, tonic::Code::OutOfRange, why)
-            } else {
-                refuse(tonic::Code::InvalidArgument, why)
-            })
-        })?;
+        let values = json_values(&body)?;
         // What the parse holds besides the body, counted before it is built.
         held.add(values.saturating_mul(JSON_VALUE_BYTES))
             .map_err(|why| Box::new(refuse(tonic::Code::ResourceExhausted, why)))?;
@@ -291,7 +279,6 @@ async fn handle(State(rest): State<Rest>, request: axum::extract::Request) -> Re
 /// The most JSON values (objects, arrays, strings, numbers, ...) one request's body may
 /// hold: a batch of the most events with every field set is far below it.
 const MAX_JSON_VALUES: u64 = 1_000_000;
-const TOO_MANY_VALUES: &str = "body: more than";
 /// What each JSON value may cost while the request is transcoded (a `serde_json::Value`,
 /// its place in a map, and the reflected message's value), counted in the budget before
 /// the parse: memory grows with the budget, never past it.
@@ -350,8 +337,8 @@ async fn read_body(
 }
 
 /// How many JSON values `body` holds, counted by a pass that builds nothing (strings are
-/// scanned, not copied): refused past [`MAX_JSON_VALUES`], or when it is not JSON.
-fn json_values(body: &[u8]) -> Result<u64, String> {
+/// scanned, not copied): refused past [`MAX_JSON_VALUES`] (413), or when it is not JSON.
+fn json_values(body: &[u8]) -> Result<u64, Box<Response>> {
     use serde::de::Deserializer as _;
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(0);
@@ -363,10 +350,17 @@ fn json_values(body: &[u8]) -> Result<u64, String> {
         .and_then(|()| de.end());
     match counted {
         Ok(()) => Ok(count),
-        Err(_) if count > MAX_JSON_VALUES => Err(format!(
-            "{TOO_MANY_VALUES} {MAX_JSON_VALUES} JSON values (the HTTP API's limit per request)"
-        )),
-        Err(e) => Err(format!("body: not JSON: {e}")),
+        Err(_) if count > MAX_JSON_VALUES => Err(Box::new(refuse_as(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            tonic::Code::OutOfRange,
+            format!(
+                "body: more than {MAX_JSON_VALUES} JSON values (the HTTP API's limit per request)"
+            ),
+        ))),
+        Err(e) => Err(Box::new(refuse(
+            tonic::Code::InvalidArgument,
+            format!("body: not JSON: {e}"),
+        ))),
     }
 }
 

@@ -64,7 +64,7 @@ pub fn record_for(record: Vec<u8>, destination: &str, event_id: &str) -> Vec<u8>
 pub use overlay::Overlay;
 use rowlog::TableId;
 pub(crate) use tables::{Apply, RecordAt};
-pub use tables::{DeadSweep, IdempotencySweep, MAX_KEPT_DELIVERY_IDS, Original, Tables};
+pub use tables::{DeadSweep, MAX_KEPT_DELIVERY_IDS, Original, RowSweep, Tables};
 
 use std::path::Path;
 use std::sync::Arc;
@@ -1110,7 +1110,7 @@ impl Store {
                 // A frame fails from here on: what matters is whether a live message's
                 // record does (each is checked against its pointer's CRC-32C, as a read
                 // would). Damage only between them is reported and left.
-                let (failed, checked) = self.damaged_pointers(*segment, valid)?;
+                let (failed, checked) = self.damaged_pointers(*segment, &bytes, valid)?;
                 let bad = bad.unwrap_or("no valid frame");
                 if failed > 0 {
                     return Err(damaged(format!(
@@ -1136,9 +1136,14 @@ impl Store {
         Ok(())
     }
 
-    /// The live messages whose record is in `segment` at or after byte `from`: how many
-    /// fail their checksum (or cannot be read), of how many.
-    fn damaged_pointers(&self, segment: u64, from: u64) -> Result<(u64, u64), StoreError> {
+    /// The live messages whose record is in `segment` (its `bytes`, read already) at or
+    /// after byte `from`: how many fail their checksum (or lie past its end), of how many.
+    fn damaged_pointers(
+        &self,
+        segment: u64,
+        bytes: &[u8],
+        from: u64,
+    ) -> Result<(u64, u64), StoreError> {
         let txn = self.db.begin_read()?;
         let messages = txn.open_table(MESSAGES)?;
         let (mut failed, mut checked) = (0, 0);
@@ -1150,7 +1155,10 @@ impl Store {
                 && p.offset + u64::from(p.len) > from
             {
                 checked += 1;
-                if !matches!(self.heap.read(&p), Ok(Some(_))) {
+                let record = usize::try_from(p.offset)
+                    .ok()
+                    .and_then(|at| bytes.get(at..at.checked_add(p.len as usize)?));
+                if record.is_none_or(|r| crc32c::crc32c(r) != p.crc) {
                     failed += 1;
                 }
             }

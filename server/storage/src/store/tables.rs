@@ -57,14 +57,14 @@ fn rows_after(
 /// Rows (key, value) of a scan, and where the next one continues.
 type Scanned = (Vec<(Vec<u8>, Vec<u8>)>, Option<Vec<u8>>);
 
-/// What one step of the idempotency sweep did.
+/// What one step of a sweep by age (the idempotency keys', the lanes') did.
 #[derive(Debug)]
-pub struct IdempotencySweep {
-    /// Keys it looked at.
+pub struct RowSweep {
+    /// Rows it looked at.
     pub read: usize,
-    /// Keys past their retention it removed.
+    /// Rows past their retention it removed.
     pub removed: usize,
-    /// When the oldest key it kept was recorded (none kept: `None`).
+    /// The time of the oldest row it kept (none kept: `None`).
     pub oldest_kept_ms: Option<u64>,
     /// Where the pass continues (`None`: it is complete).
     pub cursor: Option<Vec<u8>>,
@@ -677,7 +677,7 @@ impl<'a> Tables<'a> {
         cursor: Option<&[u8]>,
         before_ms: u64,
         scan: usize,
-    ) -> Result<IdempotencySweep, StoreError> {
+    ) -> Result<RowSweep, StoreError> {
         let (rows, last) = rows_after(
             self.overlay,
             TableId::Idempotency,
@@ -685,7 +685,7 @@ impl<'a> Tables<'a> {
             cursor,
             scan,
         )?;
-        let mut step = IdempotencySweep {
+        let mut step = RowSweep {
             read: rows.len(),
             removed: 0,
             oldest_kept_ms: None,
@@ -791,9 +791,9 @@ impl<'a> Tables<'a> {
         now_ms: u64,
         scan: usize,
         held: &dyn Fn(&[u8]) -> bool,
-    ) -> Result<IdempotencySweep, StoreError> {
+    ) -> Result<RowSweep, StoreError> {
         let (rows, last) = rows_after(self.overlay, TableId::Lanes, &self.lanes, cursor, scan)?;
-        let mut step = IdempotencySweep {
+        let mut step = RowSweep {
             read: rows.len(),
             removed: 0,
             oldest_kept_ms: None,
