@@ -20,7 +20,7 @@
 mod emitter;
 pub mod route;
 
-pub use emitter::{Counters, EmitError, Emitter, EmitterConfig, Transport, Unflushed};
+pub use emitter::{Counters, EmitError, Emitter, EmitterConfig, Transport};
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -197,12 +197,10 @@ impl Sender {
             let agent = &self.agents[index as usize % self.agents.len()];
             let mut out = Vec::with_capacity(n);
             for event in events {
-                out.push(
-                    match agent.emit(hookd_client::Event::from_request(event)).await {
-                        Ok(()) => Ok(String::new()),
-                        Err(_) => Err(Enqueue::Rejected),
-                    },
-                );
+                out.push(match agent.emit(hookd_client::Event::from_request(event)) {
+                    Ok(()) => Ok(String::new()),
+                    Err(_) => Err(Enqueue::Rejected),
+                });
             }
             out
         } else {

@@ -87,8 +87,9 @@ pub struct AgentFigures {
     pub taken: u64,
     /// Acknowledged by hookd.
     pub sent: u64,
-    /// `emit` calls that paused first (buffer above throttle_at, or hookd's hint).
-    pub throttled: u64,
+    /// Events taken while the Emitter said `slow_down` (buffer above `slow_down_at`, or
+    /// hookd's hint); emit never waits.
+    pub pressured: u64,
     /// `emit` calls refused: the buffer was full.
     pub refused: u64,
     /// Calls the Emitters retried (hookd unavailable or at a watermark).
@@ -288,11 +289,11 @@ impl Report {
         if let Some(a) = &self.agents {
             let _ = writeln!(
                 s,
-                "agents    {} Emitters: taken {}  sent {}  throttled {}  refused (buffer full) {}  retries {}  duplicates {}  failed {}  left {}",
+                "agents    {} Emitters: taken {}  sent {}  under slow_down {}  refused (buffer full) {}  retries {}  duplicates {}  failed {}  left {}",
                 a.agents,
                 a.taken,
                 a.sent,
-                a.throttled,
+                a.pressured,
                 a.refused,
                 a.retries,
                 a.duplicates,

@@ -292,8 +292,7 @@ async fn setup(s: &Scenario, o: &Options) -> anyhow::Result<World> {
                 hookd_client::Client::from_channel(channel),
                 hookd_client::EmitterConfig {
                     capacity: a.capacity,
-                    throttle_at: a.throttle_at,
-                    throttle_pause: Duration::from_millis(a.throttle_pause_ms),
+                    slow_down_at: a.slow_down_at,
                     ..hookd_client::EmitterConfig::default()
                 },
             ));
@@ -653,8 +652,8 @@ fn describe(s: &Scenario, duration: Duration) -> String {
         )
     } else if let Some(a) = &s.agent {
         format!(
-            "{} agents' Emitters (buffer {}, throttle above {} with {} ms pauses)",
-            a.agents, a.capacity, a.throttle_at, a.throttle_pause_ms
+            "{} agents' Emitters (buffer {}, slow_down from {})",
+            a.agents, a.capacity, a.slow_down_at
         )
     } else if s.traffic.batch == 1 {
         "unary Enqueue".to_owned()
@@ -801,14 +800,15 @@ pub async fn run(s: &Scenario, o: &Options) -> anyhow::Result<Report> {
         for e in &world.sender.agents {
             let c = e.counters();
             a.sent += c.sent;
-            a.throttled += c.throttled;
+            a.pressured += c.pressured;
             a.refused += c.refused;
             a.retries += c.retries;
             a.duplicates += c.duplicates;
             a.failed += c.failed;
             a.left += c.buffered;
+            a.taken += c.emitted;
         }
-        a.taken = a.sent + a.failed + a.left;
+
         a
     });
     let mut slo_broken = Vec::new();
@@ -837,10 +837,10 @@ pub async fn run(s: &Scenario, o: &Options) -> anyhow::Result<Report> {
         }
         if slo.backpressure_engaged {
             let refused: u64 = hookd.refused.values().sum();
-            let throttled = agents.as_ref().map_or(0, |a| a.throttled);
-            if refused == 0 || throttled == 0 || hookd.throttle_hints == 0 {
+            let pressured = agents.as_ref().map_or(0, |a| a.pressured);
+            if refused == 0 || pressured == 0 || hookd.throttle_hints == 0 {
                 slo_broken.push(format!(
-                    "backpressure did not engage: hookd refused {refused}, hinted {}, agents throttled {throttled}",
+                    "backpressure did not engage: hookd refused {refused}, hinted {}, agents' emits under slow_down {pressured}",
                     hookd.throttle_hints
                 ));
             }

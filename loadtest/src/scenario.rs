@@ -70,11 +70,8 @@ mod defaults {
     pub(super) fn agent_capacity() -> usize {
         10_000
     }
-    pub(super) fn agent_throttle_at() -> usize {
+    pub(super) fn agent_slow_down_at() -> usize {
         8_000
-    }
-    pub(super) fn agent_throttle_pause_ms() -> u64 {
-        100
     }
     use std::time::Duration;
     pub(super) fn duration() -> Duration {
@@ -620,8 +617,9 @@ pub struct Slo {
     /// hookd's peak resident memory (when the tool can see its process).
     #[serde(default)]
     pub max_rss_mb: Option<f64>,
-    /// hookd must have refused events at a hard watermark and the agents must have
-    /// throttled (an overload scenario proves its backpressure engaged).
+    /// hookd must have refused events at a hard watermark and hinted producers to slow
+    /// down, and the agents' Emitters must have reported it (`slow_down`): an overload
+    /// scenario proves its backpressure engaged.
     #[serde(default)]
     pub backpressure_engaged: bool,
 }
@@ -646,10 +644,9 @@ pub struct Agent {
     pub agents: usize,
     #[serde(default = "defaults::agent_capacity")]
     pub capacity: usize,
-    #[serde(default = "defaults::agent_throttle_at")]
-    pub throttle_at: usize,
-    #[serde(default = "defaults::agent_throttle_pause_ms")]
-    pub throttle_pause_ms: u64,
+    /// From this many held, the Emitter's `slow_down()` is true (emit never waits).
+    #[serde(default = "defaults::agent_slow_down_at")]
+    pub slow_down_at: usize,
 }
 
 /// `[fanout]`: publish every event to a topic all receivers subscribe to.

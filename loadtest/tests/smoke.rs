@@ -386,7 +386,7 @@ payload_bytes = 256
 [agent]
 agents = 2
 capacity = 1000
-throttle_at = 800
+slow_down_at = 800
 
 [slo]
 enqueue_p99_ms = 100000
@@ -420,7 +420,7 @@ destination_max_messages = 500
         a["refused"].as_u64().unwrap() > 0,
         "no Emitter buffer filled: {text}"
     );
-    assert!(a["throttled"].as_u64().unwrap() > 0, "{text}");
+    assert!(a["pressured"].as_u64().unwrap() > 0, "{text}");
     assert!(
         h["refused"]["destination_messages"].as_u64().unwrap() > 0,
         "{text}"

@@ -50,7 +50,7 @@ async fn the_agent_emits_and_the_pull_worker_acknowledges() {
     let env = [("HOOKD_ADDR", server.grpc.as_str())];
     let out = run("agent", &["queue:jobs", "250"], &env).await;
     assert!(
-        out.contains("sent 250 (throttled 0, refused 0, failed 0)"),
+        out.contains("emitted 250 sent 250 refused 0 failed 0 unacknowledged 0"),
         "{out}"
     );
     let out = run("pull_worker", &["jobs", "250"], &env).await;
@@ -59,6 +59,19 @@ async fn the_agent_emits_and_the_pull_worker_acknowledges() {
     let total = c.stats().await.unwrap().total.unwrap();
     assert_eq!((total.pending, total.in_flight), (0, 0));
     server.stop().await;
+}
+
+/// With hookd down the agent still finishes, on time, and says what it holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_with_hookd_down_exits_with_its_counters() {
+    let port = hookd_testkit::free_port().unwrap();
+    let addr = format!("http://127.0.0.1:{port}");
+    let env = [("HOOKD_ADDR", addr.as_str())];
+    let out = run("agent", &["queue:jobs", "40", "0.5"], &env).await;
+    assert!(
+        out.contains("emitted 40 sent 0 refused 0 failed 0 unacknowledged 40"),
+        "{out}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -288,6 +288,16 @@ pub(crate) async fn run_program(
     args: Vec<String>,
     env: Vec<(String, String)>,
 ) {
+    run_program_output(program, what, args, env).await;
+}
+
+/// [`run_program`], returning its stdout.
+pub(crate) async fn run_program_output(
+    program: String,
+    what: &str,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+) -> String {
     let script = what.to_owned();
     let output = tokio::task::spawn_blocking(move || {
         std::process::Command::new(program)
@@ -305,6 +315,7 @@ pub(crate) async fn run_program(
         "{script} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
     eprintln!("{stdout}");
+    stdout.into_owned()
 }
 
 /// The raw HTTP response (status line, headers, body) of `GET path` at `addr` (an HTTP

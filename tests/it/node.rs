@@ -54,15 +54,39 @@ async fn node_client_package() {
     );
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::with_small_marks(dir.path()).await;
+    let link_dir = tempfile::tempdir().unwrap();
+    let (link_server, link) = crate::flaky::link_to_hookd(link_dir.path()).await;
     let root = format!("{}/..", env!("CARGO_MANIFEST_DIR"));
     let addr = server.grpc.trim_start_matches("http://").to_owned();
+    let mut env = link.env(&link_server);
+    env.push(("HOOKD_ADDR".into(), addr.clone()));
     crate::harness::run_program(
         node.clone(),
         "client/node tests",
         vec!["--test".into(), format!("{tests}/")],
-        vec![("HOOKD_ADDR".into(), addr.clone())],
+        env,
     )
     .await;
+    drop(link);
+    link_server.stop().await;
+    // With hookd down the example still ends on time with its counters.
+    let down = format!("127.0.0.1:{}", hookd_testkit::free_port().unwrap());
+    let out = crate::harness::run_program_output(
+        node.clone(),
+        "examples/node/agent.ts, hookd down",
+        vec![
+            format!("{root}/examples/node/dist/agent.js"),
+            "node-example".into(),
+            "40".into(),
+            "0.5".into(),
+        ],
+        vec![("HOOKD_ADDR".into(), down)],
+    )
+    .await;
+    assert!(
+        out.contains("emitted 40 sent 0 refused 0 failed 0 unacknowledged 40"),
+        "{out}"
+    );
     crate::harness::run_program(
         node,
         "examples/node/agent.ts",

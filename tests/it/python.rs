@@ -19,7 +19,9 @@ async fn run_python(script: &str) {
 }
 
 /// The Python package (`client/python`, installed into HOOKD_PYTHON by `.ci/run`): its
-/// pytest suite, against a hookd whose destinations hold at most 64 KiB of live messages.
+/// pytest suite, against a hookd whose destinations hold at most 64 KiB of live messages
+/// (HOOKD_ADDR), and a hookd with the default marks behind a link the tests turn slow,
+/// down and up (HOOKD_LINK_*: the Emitter's never-wait test).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Python with client/python installed (pip install ./client/python[test]); .ci/run runs it"]
 async fn python_client_package() {
@@ -27,8 +29,12 @@ async fn python_client_package() {
         .expect("HOOKD_PYTHON must name a Python with client/python installed (.ci/run sets it)");
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::with_small_marks(dir.path()).await;
+    let link_dir = tempfile::tempdir().unwrap();
+    let (link_server, link) = crate::flaky::link_to_hookd(link_dir.path()).await;
     let tests = format!("{}/../client/python/tests", env!("CARGO_MANIFEST_DIR"));
     let addr = server.grpc.trim_start_matches("http://").to_owned();
+    let mut env = link.env(&link_server);
+    env.push(("HOOKD_ADDR".into(), addr.clone()));
     crate::harness::run_program(
         python,
         "client/python tests",
@@ -36,13 +42,16 @@ async fn python_client_package() {
             "-m".into(),
             "pytest".into(),
             "-q".into(),
+            "-rP".into(),
             "-p".into(),
             "no:cacheprovider".into(),
             tests,
         ],
-        vec![("HOOKD_ADDR".into(), addr.clone())],
+        env,
     )
     .await;
+    drop(link);
+    link_server.stop().await;
     // The README's example agent, as pasted.
     let root = format!("{}/..", env!("CARGO_MANIFEST_DIR"));
     crate::harness::run_program(
@@ -56,6 +65,24 @@ async fn python_client_package() {
         vec![("HOOKD_ADDR".into(), addr)],
     )
     .await;
+    // With hookd down the example still ends on time with its counters.
+    let down = format!("127.0.0.1:{}", hookd_testkit::free_port().unwrap());
+    let out = crate::harness::run_program_output(
+        std::env::var("HOOKD_PYTHON").unwrap_or_default(),
+        "examples/python/agent.py, hookd down",
+        vec![
+            format!("{root}/examples/python/agent.py"),
+            "py-example".into(),
+            "40".into(),
+            "0.5".into(),
+        ],
+        vec![("HOOKD_ADDR".into(), down)],
+    )
+    .await;
+    assert!(
+        out.contains("emitted 40 sent 0 refused 0 failed 0 unacknowledged 40"),
+        "{out}"
+    );
     let mut client = server.client().await;
     let got = client
         .receive("py-example", 100, std::time::Duration::from_secs(30), None)

@@ -1,9 +1,11 @@
 // hookd's Node client: the gRPC API (@grpc/grpc-js over proto/hookd.proto) and an Emitter
-// with the Rust client's semantics: a bounded buffer (10,000 events; above 8,000 `emit`
-// waits 100 ms first; a full buffer throws BufferFull), background batching into
-// EnqueueBatch, an idempotency key per event kept across retries, retries of UNAVAILABLE /
-// RESOURCE_EXHAUSTED / DEADLINE_EXCEEDED that honour the server's google.rpc.RetryInfo,
-// hookd's throttle hints, counters, and flush / close with a deadline.
+// with the Rust client's semantics: `emit` never waits (a bounded buffer of 10,000 events;
+// full, it throws BufferFull at once; from 8,000, or on hookd's throttle hint, `slowDown()`
+// is true), background batching into EnqueueBatch, an idempotency key per event kept
+// across retries, retries of UNAVAILABLE / RESOURCE_EXHAUSTED / DEADLINE_EXCEEDED that
+// honour the server's google.rpc.RetryInfo, counters that add up (emitted = sent + failed +
+// abandoned + buffered), and flush / close with a deadline that return the events still
+// unacknowledged.
 
 import { randomUUID } from "node:crypto";
 import { fileURLToPath } from "node:url";
@@ -105,16 +107,19 @@ export class Closed extends EmitError {
     super("the emitter is closed");
   }
 }
+/** flush / close with `strict` ran out of time: `events` were still unacknowledged. */
 export class Unflushed extends Error {
-  constructor(readonly left: number) {
-    super(`${left} events were not yet acknowledged by hookd when the deadline passed`);
+  readonly left: number;
+  constructor(readonly events: EnqueueRequest[]) {
+    super(`${events.length} events were not yet acknowledged by hookd when the deadline passed`);
+    this.left = events.length;
   }
 }
 
 export interface EmitterConfig {
   capacity: number;
-  throttleAt: number;
-  throttlePauseMs: number;
+  /** From this many held, slowDown() is true (emit never waits). */
+  slowDownAt: number;
   maxBatch: number;
   retryBaseMs: number;
   retryCapMs: number;
@@ -123,26 +128,36 @@ export interface EmitterConfig {
 
 export const defaultConfig: EmitterConfig = {
   capacity: 10_000,
-  throttleAt: 8_000,
-  throttlePauseMs: 100,
+  slowDownAt: 8_000,
   maxBatch: 500,
   retryBaseMs: 50,
   retryCapMs: 5_000,
   callTimeoutMs: 10_000,
 };
 
+/** A snapshot: emitted = sent + failed + abandoned + buffered. */
 export interface Counters {
+  /** Events emit() took. */
+  emitted: number;
+  /** Held now: buffered or being sent. */
   buffered: number;
+  /** Acknowledged by hookd (stored, or a duplicate of a stored event). */
   sent: number;
   duplicates: number;
-  throttled: number;
+  /** Taken while slowDown() was true. */
+  pressured: number;
+  /** emit() calls refused: the buffer was full (not in `emitted`). */
   refused: number;
   retries: number;
+  /** Refused by hookd for good (dropped; see lastError). */
   failed: number;
+  /** Given back unacknowledged by close() at its deadline. */
+  abandoned: number;
 }
 
-/** Sends one batch: resolves with EnqueueBatchResponse, rejects with a grpc ServiceError. */
-export type Send = (batch: { events: EnqueueRequest[] }, timeoutMs: number) => Promise<any>;
+/** Sends one batch: resolves with EnqueueBatchResponse, rejects with a grpc ServiceError.
+ * `signal` aborts the call when close() gives the events back. */
+export type Send = (batch: { events: EnqueueRequest[] }, timeoutMs: number, signal: AbortSignal) => Promise<any>;
 
 const RETRYABLE = new Set([
   grpc.status.UNAVAILABLE,
@@ -161,19 +176,24 @@ export interface EmitterOptions {
   sleep?: (ms: number) => Promise<void>;
 }
 
-const realSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+export interface FlushOptions {
+  /** Reject with Unflushed (carrying the events) instead of resolving with them. */
+  strict?: boolean;
+}
 
-/** Buffers events and sends them to hookd in the background. */
+/** Buffers events and sends them to hookd in the background; emit() never waits. */
 export class Emitter {
   readonly config: EmitterConfig;
   private queue: EnqueueRequest[] = [];
-  private sending = 0;
+  /** Taken by the sender, not yet acknowledged, in order (the front is sent first). */
+  private inflight: EnqueueRequest[] = [];
   private closed = false;
-  /** close() ran out of time: the sender stops at its next step, leaving the rest unsent. */
+  /** close() gave the held events back: the sender stops and ignores a late answer. */
   private abandoned = false;
+  private readonly stop = new AbortController();
   private hintedUntil = 0;
   private failures = 0;
-  private counts = { sent: 0, duplicates: 0, throttled: 0, refused: 0, retries: 0, failed: 0 };
+  private counts = { emitted: 0, sent: 0, duplicates: 0, pressured: 0, refused: 0, retries: 0, failed: 0, abandoned: 0 };
   private wake: (() => void) | undefined;
   private waiters: Array<() => void> = [];
   private readonly send: Send;
@@ -184,53 +204,83 @@ export class Emitter {
 
   constructor(address = "127.0.0.1:7700", options: EmitterOptions = {}) {
     this.config = { ...defaultConfig, ...options.config };
-    this.sleep = options.sleep ?? realSleep;
+    this.sleep = options.sleep ?? ((ms) => this.pause(ms));
     if (options.send) {
       this.send = options.send;
     } else {
       const client = hookdClient(address);
       this.client = client;
-      this.send = (batch, timeoutMs) =>
-        new Promise((resolve, reject) =>
-          client.EnqueueBatch(batch, { deadline: Date.now() + timeoutMs }, (err: grpc.ServiceError | null, res: any) =>
+      this.send = (batch, timeoutMs, signal) =>
+        new Promise((resolve, reject) => {
+          const call = client.EnqueueBatch(batch, { deadline: Date.now() + timeoutMs }, (err: grpc.ServiceError | null, res: any) =>
             err ? reject(err) : resolve(res),
-          ),
-        );
+          );
+          signal.addEventListener("abort", () => call.cancel(), { once: true });
+        });
     }
     this.loop = this.run();
   }
 
-  private held(): number {
-    return this.queue.length + this.sending;
+  /** Waits `ms`, or less when close() gives the events back. */
+  private pause(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.stop.signal.addEventListener(
+        "abort",
+        () => {
+          clearTimeout(timer);
+          resolve();
+        },
+        { once: true },
+      );
+    });
   }
 
-  /** Takes an event: resolves at once, or after one throttle pause; throws BufferFull when
-   * the buffer is full and Closed after close(). */
-  async emit(event: EnqueueRequest): Promise<void> {
+  private held(): number {
+    return this.queue.length + this.inflight.length;
+  }
+
+  /** True while the buffer is at or above slowDownAt or hookd asked producers to slow
+   * down: an agent that can produce less should. emit() takes events regardless. */
+  slowDown(): boolean {
+    return this.held() >= this.config.slowDownAt || this.hintedUntil > Date.now();
+  }
+
+  /** Takes an event, or throws BufferFull (buffer full) or Closed (after close()) at once.
+   * Never waits for hookd (it returns nothing to await). */
+  emit(event: EnqueueRequest): void {
     if (this.closed) throw new Closed();
-    if (this.held() >= this.config.throttleAt || this.hintedUntil > Date.now()) {
-      this.counts.throttled += 1;
-      await this.sleep(this.config.throttlePauseMs);
-    }
     if (this.held() >= this.config.capacity) {
       this.counts.refused += 1;
       throw new BufferFull(this.config.capacity);
     }
+    if (this.slowDown()) this.counts.pressured += 1;
     const payload = typeof event.payload === "string" ? Buffer.from(event.payload) : event.payload;
     this.queue.push({ ...event, payload, idempotency_key: event.idempotency_key || randomUUID() });
+    this.counts.emitted += 1;
     this.wake?.();
   }
 
   counters(): Counters {
-    return { buffered: this.held(), ...this.counts };
+    return { ...this.counts, buffered: this.held() };
   }
 
-  /** Resolves once every event taken so far is acknowledged; rejects with Unflushed at the deadline. */
-  async flush(timeoutMs: number): Promise<void> {
+  private heldEvents(): EnqueueRequest[] {
+    return [...this.inflight, ...this.queue].map((e) => ({ ...e }));
+  }
+
+  /** Resolves once every event taken so far is acknowledged (or refused for good), or at
+   * the deadline, with copies of the events still unacknowledged (empty when none; they
+   * stay buffered). With `strict`, rejects with Unflushed instead. */
+  async flush(timeoutMs: number, options: FlushOptions = {}): Promise<EnqueueRequest[]> {
     const deadline = Date.now() + timeoutMs;
-    while (this.held() > 0) {
+    while (this.held() > 0 && !this.abandoned) {
       const left = deadline - Date.now();
-      if (left <= 0) throw new Unflushed(this.held());
+      if (left <= 0) {
+        const events = this.heldEvents();
+        if (options.strict) throw new Unflushed(events);
+        return events;
+      }
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, left);
         this.waiters.push(() => {
@@ -239,22 +289,31 @@ export class Emitter {
         });
       });
     }
+    return [];
   }
 
-  /** Refuses new events, sends what is buffered (until the deadline), stops the sender. */
-  async close(timeoutMs: number): Promise<void> {
+  /** Refuses new events, sends what is held until the deadline, and stops the sender.
+   * Resolves with the events still unacknowledged then (empty when none): they leave the
+   * emitter (counted in `abandoned`); their idempotency keys make sending them again later
+   * safe. With `strict`, rejects with Unflushed instead. */
+  async close(timeoutMs: number, options: FlushOptions = {}): Promise<EnqueueRequest[]> {
     this.closed = true;
     this.wake?.();
-    try {
-      await this.flush(timeoutMs);
-    } catch (err) {
+    let left = await this.flush(timeoutMs);
+    if (left.length > 0) {
+      left = [...this.inflight, ...this.queue];
+      this.inflight = [];
+      this.queue = [];
       this.abandoned = true;
-      throw err;
-    } finally {
-      this.wake?.();
-      if (this.held() === 0) await this.loop;
-      this.client?.close();
+      this.counts.abandoned += left.length;
+      this.stop.abort();
     }
+    this.wake?.();
+    // Abandoned, the sender stops at its next step (a call in flight is cancelled).
+    if (!this.abandoned) await this.loop;
+    this.client?.close();
+    if (options.strict && left.length > 0) throw new Unflushed(left);
+    return left;
   }
 
   private settled(): void {
@@ -270,75 +329,75 @@ export class Emitter {
   }
 
   private async run(): Promise<void> {
+    let alone = false;
     for (;;) {
-      if (this.queue.length === 0) {
+      if (this.abandoned) return;
+      if (this.inflight.length === 0) {
+        alone = false;
+        this.inflight = this.queue.splice(0, Math.max(1, this.config.maxBatch));
+      }
+      if (this.inflight.length === 0) {
         this.settled();
         if (this.closed) return;
         await new Promise<void>((resolve) => (this.wake = resolve));
         this.wake = undefined;
         continue;
       }
-      let pending = this.queue.splice(0, Math.max(1, this.config.maxBatch));
-      this.sending = pending.length;
-      let alone = false;
-      while (pending.length > 0) {
-        if (this.abandoned) return;
-        const take = alone ? 1 : pending.length;
-        let delay: number | undefined;
-        let pause = 0;
-        try {
-          const response = await this.send({ events: pending.slice(0, take) }, this.config.callTimeoutMs);
-          const again: EnqueueRequest[] = [];
-          let ok = 0;
-          pending.slice(0, take).forEach((event, i) => {
-            const r = response.results?.[i];
-            if (r?.ok) {
-              ok += 1;
-              this.counts.sent += 1;
-              if (r.ok.duplicate) this.counts.duplicates += 1;
-            } else if (r?.error && RETRYABLE.has(r.error.code)) {
-              const ms = Number(r.error.retry_after_ms ?? 0);
-              if (ms > 0) delay = Math.max(delay ?? 0, ms);
-              this.lastError = r.error.message;
-              again.push(event);
-            } else if (r?.error) {
-              this.counts.failed += 1;
-              this.lastError = r.error.message;
-            } else {
-              again.push(event); // no answer for it: its key makes a resend safe
-            }
-          });
-          pending = [...again, ...pending.slice(take)];
-          this.sending = pending.length;
-          this.settled();
-          pause = Number(response.throttle_ms ?? 0);
-          if (pause > 0) this.hintedUntil = Math.max(this.hintedUntil, Date.now() + pause);
-          if (pending.length === 0 || (delay === undefined && ok > 0)) {
-            this.failures = 0;
-            delay = undefined;
-          } else if (delay === undefined) {
-            delay = this.backoff();
-          }
-        } catch (e) {
-          const err = e as grpc.ServiceError;
-          this.lastError = `${err.code}: ${err.details ?? err.message}`;
-          if (RETRYABLE.has(err.code)) {
-            delay = retryInfoMs(err) ?? this.backoff();
-          } else if (take > 1) {
-            alone = true;
-          } else {
-            pending = pending.slice(1);
+      const take = alone ? 1 : this.inflight.length;
+      const batch = this.inflight.slice(0, take);
+      let delay: number | undefined;
+      let pause = 0;
+      let retry = false;
+      try {
+        const response = await this.send({ events: batch }, this.config.callTimeoutMs, this.stop.signal);
+        if (this.abandoned) return; // given back: not ours to count
+        const again: EnqueueRequest[] = [];
+        let ok = 0;
+        batch.forEach((event, i) => {
+          const r = response.results?.[i];
+          if (r?.ok) {
+            ok += 1;
+            this.counts.sent += 1;
+            if (r.ok.duplicate) this.counts.duplicates += 1;
+          } else if (r?.error && RETRYABLE.has(r.error.code)) {
+            const ms = Number(r.error.retry_after_ms ?? 0);
+            if (ms > 0) delay = Math.max(delay ?? 0, ms);
+            this.lastError = r.error.message;
+            again.push(event);
+          } else if (r?.error) {
             this.counts.failed += 1;
-            this.sending = pending.length;
-            this.settled();
+            this.lastError = r.error.message;
+          } else {
+            again.push(event); // no answer for it: its key makes a resend safe
           }
-        }
-        if (pause > 0) await this.sleep(pause);
-        if (delay !== undefined && pending.length > 0) {
-          this.counts.retries += 1;
-          await this.sleep(delay);
+        });
+        this.inflight = [...again, ...this.inflight.slice(take)];
+        pause = Number(response.throttle_ms ?? 0);
+        if (pause > 0) this.hintedUntil = Math.max(this.hintedUntil, Date.now() + pause);
+        retry = this.inflight.length > 0 && (delay !== undefined || ok === 0);
+      } catch (e) {
+        if (this.abandoned) return;
+        const err = e as grpc.ServiceError;
+        this.lastError = `${err.code}: ${err.details ?? err.message}`;
+        if (RETRYABLE.has(err.code)) {
+          delay = retryInfoMs(err);
+          retry = true;
+        } else if (take > 1) {
+          alone = true;
+        } else {
+          this.inflight = this.inflight.slice(1);
+          this.counts.failed += 1;
         }
       }
+      this.settled();
+      let wait = pause;
+      if (retry) {
+        this.counts.retries += 1;
+        wait += delay ?? this.backoff();
+      } else {
+        this.failures = 0;
+      }
+      if (wait > 0) await this.sleep(wait);
     }
   }
 }

@@ -2,7 +2,7 @@
 // hookd (HOOKD_ADDR, started by the cargo test that runs this suite; required).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Emitter, BufferFull, Closed, queue, topic, hookdClient, retryInfoMs } from "../dist/index.js";
+import { Emitter, BufferFull, Closed, Unflushed, queue, topic, hookdClient, retryInfoMs } from "../dist/index.js";
 
 function fakeHookd(script = []) {
   const fake = { stored: new Set(), calls: [], hold: null };
@@ -22,39 +22,69 @@ function fakeHookd(script = []) {
   return fake;
 }
 
-test("above throttleAt emit pauses once, a full buffer refuses", async () => {
+test("a full buffer refuses at once, and slowDown says so first", async () => {
   const fake = fakeHookd();
   let release;
   fake.hold = new Promise((r) => (release = r));
   const pauses = [];
-  const e = new Emitter("unused", { config: { capacity: 10, throttleAt: 8 }, send: fake.send, sleep: async (ms) => pauses.push(ms) });
+  const e = new Emitter("unused", { config: { capacity: 10, slowDownAt: 8 }, send: fake.send, sleep: async (ms) => pauses.push(ms) });
   let taken = 0;
   let refused = 0;
+  const slow = [];
   for (let i = 0; i < 12; i++) {
+    slow.push(e.slowDown());
     try {
-      await e.emit(queue("q", `e${i}`));
+      e.emit(queue("q", `e${i}`));
       taken++;
     } catch (err) {
       assert.ok(err instanceof BufferFull);
       refused++;
     }
   }
-  // The first batch (one event) is in flight, held: 10 held in all.
   assert.deepEqual([taken, refused], [10, 2]);
-  assert.deepEqual(pauses, [100, 100, 100, 100]);
-  assert.equal(e.counters().throttled, 4);
+  assert.deepEqual(pauses, []);
+  assert.deepEqual([slow.filter(Boolean).length, slow[7], slow[8]], [4, false, true]);
+  const c = e.counters();
+  assert.deepEqual([c.emitted, c.buffered, c.pressured, c.refused], [10, 10, 2, 2]);
   release();
   fake.hold = null;
-  await e.close(5000);
+  assert.deepEqual(await e.close(5000), []);
   assert.equal(e.counters().sent, 10);
-  await assert.rejects(e.emit(queue("q", "late")), Closed);
+  assert.throws(() => e.emit(queue("q", "late")), Closed);
+});
+
+test("close at its deadline gives back the unacknowledged events, and a late answer is not counted", async () => {
+  const fake = fakeHookd();
+  let release;
+  fake.hold = new Promise((r) => (release = r));
+  const e = new Emitter("unused", { send: fake.send });
+  for (let i = 0; i < 3; i++) e.emit(queue("q", `e${i}`, { idempotency_key: `k${i}` }));
+  const left = await e.close(100);
+  assert.deepEqual(left.map((ev) => ev.idempotency_key), ["k0", "k1", "k2"]);
+  release();
+  await new Promise((r) => setTimeout(r, 10));
+  const c = e.counters();
+  assert.deepEqual([c.emitted, c.sent, c.abandoned, c.buffered], [3, 0, 3, 0]);
+});
+
+test("a strict flush rejects with the events", async () => {
+  const fake = fakeHookd();
+  let release;
+  fake.hold = new Promise((r) => (release = r));
+  const e = new Emitter("unused", { send: fake.send });
+  e.emit(queue("q", "x", { idempotency_key: "only" }));
+  await assert.rejects(e.flush(50, { strict: true }), (err) => err instanceof Unflushed && err.events[0].idempotency_key === "only");
+  release();
+  fake.hold = null;
+  assert.deepEqual(await e.flush(5000), []);
+  await e.close(1000);
 });
 
 test("a refused item waits the server's retry delay and keeps its key", async () => {
   const fake = fakeHookd(["busy", "accept"]);
   const sleeps = [];
   const e = new Emitter("unused", { send: fake.send, sleep: async (ms) => sleeps.push(ms) });
-  for (let i = 0; i < 3; i++) await e.emit(queue("q", `e${i}`));
+  for (let i = 0; i < 3; i++) e.emit(queue("q", `e${i}`));
   await e.close(5000);
   assert.deepEqual(sleeps, [1500]);
   assert.deepEqual(fake.calls[0], fake.calls[1]);
@@ -63,16 +93,17 @@ test("a refused item waits the server's retry delay and keeps its key", async ()
   assert.deepEqual([c.sent, c.retries, c.failed], [3, 1, 0]);
 });
 
-test("a throttle hint pauses the next emit", async () => {
+test("a throttle hint asks for slowDown and pauses the sender", async () => {
   const fake = fakeHookd(["throttle"]);
   const sleeps = [];
   const e = new Emitter("unused", { send: fake.send, sleep: async (ms) => sleeps.push(ms) });
-  await e.emit(queue("q", "a"));
+  e.emit(queue("q", "a"));
   await e.flush(5000);
-  await e.emit(queue("q", "b"));
+  assert.ok(e.slowDown());
+  e.emit(queue("q", "b"));
   await e.close(5000);
-  assert.ok(sleeps.includes(400) && sleeps.includes(100), String(sleeps));
-  assert.equal(e.counters().throttled, 1);
+  assert.deepEqual(sleeps, [400]);
+  assert.equal(e.counters().pressured, 1);
 });
 
 const addr = () => {
@@ -93,7 +124,7 @@ async function drain(client, name) {
 
 test("against hookd: every emitted event is stored once, with its event type", async () => {
   const e = new Emitter(addr());
-  for (let i = 0; i < 500; i++) await e.emit(queue("node-agent", `ev-${i}`, { event_type: "agent.step" }));
+  for (let i = 0; i < 500; i++) e.emit(queue("node-agent", `ev-${i}`, { event_type: "agent.step" }));
   await e.close(30000);
   const c = e.counters();
   assert.deepEqual([c.sent, c.failed, c.buffered], [500, 0, 0]);
@@ -112,7 +143,7 @@ test("against hookd: a published event reaches each subscribed queue once, with 
     });
   }
   const e = new Emitter(addr());
-  await e.emit(topic("node.published", "fan me out"));
+  e.emit(topic("node.published", "fan me out"));
   await e.close(30000);
   const a = await drain(client, "node-sub-a");
   const b = await drain(client, "node-sub-b");
@@ -136,7 +167,7 @@ test("against hookd: at the hard mark RetryInfo is read and the emitter waits fo
   assert.equal(retryInfoMs(refusal), 1000);
   const slept = [];
   const e = new Emitter(addr(), { sleep: async (ms) => { slept.push(ms); await new Promise((r) => setTimeout(r, 20)); } });
-  for (let i = 0; i < 10; i++) await e.emit(queue("node-full", big, { idempotency_key: `late-${i}` }));
+  for (let i = 0; i < 10; i++) e.emit(queue("node-full", big, { idempotency_key: `late-${i}` }));
   for (let i = 0; i < 500 && !slept.includes(1000); i++) await new Promise((r) => setTimeout(r, 10));
   assert.ok(slept.includes(1000), `no RetryInfo wait: ${slept}`);
   assert.equal(e.counters().sent, 0);

@@ -13,6 +13,7 @@ from hookd_client import (
     BufferFull,
     Closed,
     Emitter,
+    Unflushed,
     EmitterConfig,
     pb,
     pb_grpc,
@@ -49,28 +50,79 @@ class FakeHookd:
         return pb.EnqueueBatchResponse(results=results, throttle_ms=400 if step == "throttle" else 0)
 
 
-def test_above_throttle_at_emit_pauses_once_and_a_full_buffer_refuses():
+def test_a_full_buffer_refuses_at_once_and_slow_down_says_so_first():
     fake = FakeHookd()
     fake.gate.clear()  # hookd does not answer: the buffer only fills
     pauses = []
-    e = Emitter(config=EmitterConfig(capacity=10, throttle_at=8), send=fake.send, sleep=pauses.append)
+    e = Emitter(config=EmitterConfig(capacity=10, slow_down_at=8), send=fake.send, sleep=pauses.append)
     taken = 0
     refused = 0
+    slow = []
     for i in range(12):
+        slow.append(e.slow_down())
         try:
             e.emit(queue("q", str(i).encode()))
             taken += 1
         except BufferFull:
             refused += 1
     assert (taken, refused) == (10, 2)
-    assert pauses == [0.1] * 4
+    assert pauses == []  # emit never waits
+    assert slow.count(True) == 4 and not slow[7] and slow[8]
     c = e.counters()
-    assert (c.buffered, c.throttled, c.refused) == (10, 4, 2)
+    assert (c.emitted, c.buffered, c.pressured, c.refused) == (10, 10, 2, 2)
     fake.gate.set()
-    e.close(timeout=5)
-    assert e.counters().sent == 10
+    assert e.close(timeout=5) == []
+    c = e.counters()
+    assert (c.sent, c.emitted) == (10, 10)
     with pytest.raises(Closed):
         e.emit(queue("q", b"late"))
+
+
+def test_close_at_its_deadline_returns_the_unacknowledged_events_and_stops():
+    fake = FakeHookd()
+    fake.gate.clear()  # the call hangs
+    e = Emitter(send=fake.send)
+    for i in range(3):
+        e.emit(queue("q", str(i).encode(), idempotency_key=f"k{i}"))
+    left = e.close(timeout=0.2)
+    assert [ev.idempotency_key for ev in left] == ["k0", "k1", "k2"]
+    fake.gate.set()  # the answer comes late: given back means not acknowledged
+    e._thread.join(5)
+    assert not e._thread.is_alive()
+    c = e.counters()
+    assert (c.emitted, c.sent, c.abandoned, c.buffered) == (3, 0, 3, 0), c
+
+
+def test_strict_flush_raises_with_the_events():
+    fake = FakeHookd()
+    fake.gate.clear()
+    e = Emitter(send=fake.send)
+    e.emit(queue("q", b"x", idempotency_key="only"))
+    with pytest.raises(Unflushed) as err:
+        e.flush(timeout=0.1, strict=True)
+    assert [ev.idempotency_key for ev in err.value.events] == ["only"]
+    fake.gate.set()
+    assert e.flush(timeout=5) == []
+
+
+def test_async_emit_is_a_plain_call_and_close_returns_what_is_left():
+    async def main():
+        never = asyncio.Event()
+
+        async def send(batch, timeout):
+            await never.wait()
+
+        e = AsyncEmitter(send=send, config=EmitterConfig(capacity=2))
+        e.emit(queue("q", b"a"))
+        e.emit(queue("q", b"b"))
+        with pytest.raises(BufferFull):
+            e.emit(queue("q", b"c"))
+        left = await e.close(timeout=0.1)
+        return len(left), e.counters()
+
+    n, c = asyncio.run(main())
+    assert n == 2
+    assert (c.emitted, c.refused, c.abandoned, c.sent) == (2, 1, 2, 0), c
 
 
 def test_a_refused_item_waits_the_servers_retry_delay_and_keeps_its_key():
@@ -88,16 +140,17 @@ def test_a_refused_item_waits_the_servers_retry_delay_and_keeps_its_key():
     e.close(timeout=1)
 
 
-def test_a_throttle_hint_pauses_the_next_emit():
+def test_a_throttle_hint_asks_for_slow_down_and_pauses_the_sender():
     fake = FakeHookd(script=["throttle"])
     sleeps = []
     e = Emitter(send=fake.send, sleep=sleeps.append)
     e.emit(queue("q", b"a"))
     e.flush(timeout=5)
-    e.emit(queue("q", b"b"))  # hookd asked for 400 ms: this one pauses first
+    assert e.slow_down()  # hookd asked for 400 ms
+    e.emit(queue("q", b"b"))  # taken at once all the same
     e.close(timeout=5)
-    assert 0.1 in sleeps and 0.4 in sleeps
-    assert e.counters().throttled == 1
+    assert sleeps == [0.4]
+    assert e.counters().pressured == 1
 
 
 def addr():
@@ -132,7 +185,7 @@ def test_async_emitter_against_hookd():
     async def main():
         e = AsyncEmitter(addr())
         for i in range(300):
-            await e.emit(queue("py-async", f"ev-{i}".encode()))
+            e.emit(queue("py-async", f"ev-{i}".encode()))
         await e.close(timeout=30)
         return e.counters()
 

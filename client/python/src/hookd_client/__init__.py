@@ -4,14 +4,16 @@
 
     emitter = Emitter("127.0.0.1:7700")
     emitter.emit(queue("jobs", b'{"step": 1}', event_type="agent.step_finished"))
-    emitter.close(timeout=10)
+    left = emitter.close(timeout=10)  # the events hookd had not acknowledged by then
 
 `Emitter` (threads) and `AsyncEmitter` (asyncio) share the semantics of the Rust client's
-Emitter: a bounded buffer (10,000 events; above 8,000 `emit` pauses 100 ms first; a full
-buffer raises `BufferFull`), background batching into EnqueueBatch, an idempotency key per
-event kept across retries, retries of UNAVAILABLE / RESOURCE_EXHAUSTED / DEADLINE_EXCEEDED
-that honour the server's `google.rpc.RetryInfo`, hookd's throttle hints, counters, and
-`flush` / `close` with a deadline.
+Emitter: `emit` never waits (a bounded buffer of 10,000 events; full, it raises `BufferFull`
+at once; from 8,000, or on hookd's throttle hint, `slow_down()` is true), background
+batching into EnqueueBatch, an idempotency key per event kept across retries, retries of
+UNAVAILABLE / RESOURCE_EXHAUSTED / DEADLINE_EXCEEDED that honour the server's
+`google.rpc.RetryInfo`, counters that add up (emitted = sent + failed + abandoned +
+buffered), and `flush` / `close` with a deadline that return the events still
+unacknowledged (`strict=True` raises `Unflushed` with them instead).
 """
 
 from ._proto import hookd_pb2 as pb

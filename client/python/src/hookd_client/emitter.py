@@ -50,7 +50,7 @@ def topic(name: str, payload: bytes, **fields) -> pb.EnqueueRequest:
 
 
 class EmitError(Exception):
-    """emit() did not take the event."""
+    """emit() did not take the event (it was not buffered and will not be sent)."""
 
 
 class BufferFull(EmitError):
@@ -65,18 +65,20 @@ class Closed(EmitError):
 
 
 class Unflushed(Exception):
-    """flush() or close() ran out of time with events still unacknowledged."""
+    """flush(strict=True) or close(strict=True) ran out of time: `events` were still
+    unacknowledged (without strict, they are returned instead)."""
 
-    def __init__(self, left: int):
-        super().__init__(f"{left} events were not yet acknowledged by hookd when the deadline passed")
-        self.left = left
+    def __init__(self, events: List[pb.EnqueueRequest]):
+        super().__init__(f"{len(events)} events were not yet acknowledged by hookd when the deadline passed")
+        self.events = events
+        self.left = len(events)
 
 
 @dataclasses.dataclass
 class EmitterConfig:
     capacity: int = 10_000
-    throttle_at: int = 8_000
-    throttle_pause_s: float = 0.1
+    # From this many held, slow_down() is true (emit never waits).
+    slow_down_at: int = 8_000
     max_batch: int = 500
     retry_base_s: float = 0.05
     retry_cap_s: float = 5.0
@@ -85,13 +87,17 @@ class EmitterConfig:
 
 @dataclasses.dataclass
 class Counters:
+    """A consistent snapshot. emitted = sent + failed + abandoned + buffered."""
+
+    emitted: int = 0
     buffered: int = 0
     sent: int = 0
     duplicates: int = 0
-    throttled: int = 0
+    pressured: int = 0
     refused: int = 0
     retries: int = 0
     failed: int = 0
+    abandoned: int = 0
 
 
 def retry_info(error: grpc.RpcError) -> Optional[float]:
@@ -110,96 +116,140 @@ def retry_info(error: grpc.RpcError) -> Optional[float]:
     return None
 
 
+def _copy(event: pb.EnqueueRequest) -> pb.EnqueueRequest:
+    c = pb.EnqueueRequest()
+    c.CopyFrom(event)
+    return c
+
+
 class _Core:
-    """State shared by both emitters: the buffer, the counters, and what an answer means."""
+    """State shared by both emitters: the buffer, the counters, and what an answer means.
+    The callers hold their lock around every method that changes it; the sender works out
+    what an answer means (`outcome`) outside the lock, so emit never waits on that."""
 
     def __init__(self, config: EmitterConfig, now: Callable[[], float]):
         self.config = config
         self.now = now
         self.queue: Deque[pb.EnqueueRequest] = collections.deque()
-        self.sending = 0
+        # Taken by the sender, not yet acknowledged, in order (the front is sent first).
+        self.inflight: List[pb.EnqueueRequest] = []
         self.closed = False
-        # close() ran out of time: the sender stops at its next step, leaving the rest unsent.
+        # close() gave the held events back: the sender stops and ignores a late answer.
         self.abandoned = False
+        self.alone = False
         self.hinted_until = 0.0
         self.counters = Counters()
         self.last_error: Optional[str] = None
         self.failures = 0
 
     def held(self) -> int:
-        return len(self.queue) + self.sending
+        return len(self.queue) + len(self.inflight)
 
-    def must_pause(self) -> bool:
-        return self.held() >= self.config.throttle_at or self.hinted_until > self.now()
+    def slow_down(self) -> bool:
+        return self.held() >= self.config.slow_down_at or self.hinted_until > self.now()
 
     def admit(self, event: pb.EnqueueRequest) -> None:
-        """Buffers `event` (with a key kept across retries) or raises."""
+        """Buffers `event` (with a key kept across retries) or raises, at once."""
+        if self.closed:
+            raise Closed()
         if self.held() >= self.config.capacity:
             self.counters.refused += 1
             raise BufferFull(self.config.capacity)
+        if self.slow_down():
+            self.counters.pressured += 1
         if not event.idempotency_key:
             event.idempotency_key = str(uuid.uuid4())
+        self.counters.emitted += 1
         self.queue.append(event)
 
-    def take(self) -> List[pb.EnqueueRequest]:
-        n = min(len(self.queue), max(1, self.config.max_batch))
-        batch = [self.queue.popleft() for _ in range(n)]
-        self.sending = n
-        return batch
+    def next_batch(self) -> Optional[pb.EnqueueBatchRequest]:
+        """The front of what is in flight (refilled from the queue when empty), or None."""
+        if self.abandoned:
+            return None
+        if not self.inflight:
+            self.alone = False
+            n = min(len(self.queue), max(1, self.config.max_batch))
+            self.inflight = [self.queue.popleft() for _ in range(n)]
+        if not self.inflight:
+            return None
+        take = 1 if self.alone else len(self.inflight)
+        return pb.EnqueueBatchRequest(events=self.inflight[:take])
 
     def backoff(self) -> float:
         ceiling = min(self.config.retry_cap_s, self.config.retry_base_s * (2 ** min(self.failures, 20)))
         self.failures += 1
         return random.uniform(0, ceiling)
 
-    def answered(self, pending: List[pb.EnqueueRequest], take: int, response) -> tuple:
-        """Applies an EnqueueBatch answer for pending[:take]; returns (left, delay, pause)."""
-        again: List[pb.EnqueueRequest] = []
+    @staticmethod
+    def outcome(take: int, response) -> tuple:
+        """What an EnqueueBatch answer means for the first `take` events, worked out without
+        the lock: (kinds, counts, delay, last_error), kind per event: ok, dup, again, failed."""
+        kinds = []
         delay: Optional[float] = None
-        ok = 0
+        last_error = None
         results = list(response.results)
-        for i, event in enumerate(pending[:take]):
+        for i in range(take):
             result = results[i] if i < len(results) else None
             kind = result.WhichOneof("result") if result is not None else None
             if kind == "ok":
-                ok += 1
-                self.counters.sent += 1
-                self.counters.duplicates += int(result.ok.duplicate)
+                kinds.append("dup" if result.ok.duplicate else "ok")
             elif kind == "error" and result.error.code in RETRYABLE_CODES:
                 if result.error.retry_after_ms:
                     d = result.error.retry_after_ms / 1000
                     delay = d if delay is None else max(delay, d)
-                self.last_error = result.error.message
-                again.append(event)
+                last_error = result.error.message
+                kinds.append("again")
             elif kind == "error":
-                self.counters.failed += 1
-                self.last_error = result.error.message
+                last_error = result.error.message
+                kinds.append("failed")
             else:
-                again.append(event)  # no answer for it: its key makes a resend safe
-        left = again + pending[take:]
-        self.sending = len(left)
+                kinds.append("again")  # no answer for it: its key makes a resend safe
+        return kinds, delay, last_error
+
+    def answered(self, take: int, response, worked) -> tuple:
+        """Applies an answer (its `outcome`); returns (pause, delay or None: no retry)."""
+        kinds, delay, last_error = worked
+        sent = self.inflight[:take]
+        again = [e for e, k in zip(sent, kinds) if k == "again"]
+        ok = sum(1 for k in kinds if k in ("ok", "dup"))
+        self.counters.sent += ok
+        self.counters.duplicates += kinds.count("dup")
+        self.counters.failed += kinds.count("failed")
+        if last_error is not None:
+            self.last_error = last_error
+        self.inflight = again + self.inflight[take:]
         pause = response.throttle_ms / 1000 if response.throttle_ms else 0.0
         if pause:
             self.hinted_until = max(self.hinted_until, self.now() + pause)
-        if not left or (delay is None and ok > 0):
+        if not self.inflight or (delay is None and ok > 0):
             self.failures = 0
-            delay = None
-        elif delay is None:
-            delay = self.backoff()
-        return left, delay, pause
+            return pause, None
+        return pause, (self.backoff() if delay is None else delay)
 
-    def call_failed(self, pending: List[pb.EnqueueRequest], take: int, error: grpc.RpcError) -> tuple:
-        """Applies a failed call for pending[:take]; returns (left, delay, alone): retry all
-        after `delay`, or (a final refusal) resend one per call, or drop a lone event."""
-        self.last_error = f"{error.code().name}: {error.details()}"
-        if error.code() in RETRYABLE:
-            delay = retry_info(error)
-            return pending, (self.backoff() if delay is None else delay), False
+    def call_failed(self, take: int, code, details: str, delay: Optional[float]) -> Optional[float]:
+        """Applies a failed call; returns the delay before a retry, or None (go on at once:
+        a final refusal makes events go one per call, and drops a lone one)."""
+        self.last_error = f"{code.name}: {details}"
+        if code in RETRYABLE:
+            return self.backoff() if delay is None else delay
         if take > 1:
-            return pending, None, True
-        self.counters.failed += 1
-        self.sending = len(pending) - 1
-        return pending[1:], None, True
+            self.alone = True
+        else:
+            self.counters.failed += 1
+            self.inflight = self.inflight[1:]
+        return None
+
+    def held_events(self) -> List[pb.EnqueueRequest]:
+        return [_copy(e) for e in self.inflight] + [_copy(e) for e in self.queue]
+
+    def give_back(self) -> List[pb.EnqueueRequest]:
+        """close() at its deadline: everything held leaves the emitter."""
+        left = list(self.inflight) + list(self.queue)
+        self.inflight = []
+        self.queue.clear()
+        self.abandoned = True
+        self.counters.abandoned += len(left)
+        return left
 
     def snapshot(self) -> Counters:
         c = dataclasses.replace(self.counters)
@@ -208,7 +258,7 @@ class _Core:
 
 
 class Emitter:
-    """Buffers events and sends them to hookd from a background thread."""
+    """Buffers events and sends them to hookd from a background thread. emit() never waits."""
 
     def __init__(
         self,
@@ -217,34 +267,43 @@ class Emitter:
         *,
         channel: Optional[grpc.Channel] = None,
         send: Optional[Callable[[pb.EnqueueBatchRequest, float], pb.EnqueueBatchResponse]] = None,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Optional[Callable[[float], None]] = None,
         now: Callable[[], float] = time.monotonic,
     ):
         self._core = _Core(config or EmitterConfig(), now)
-        self._sleep = sleep
         self._lock = threading.Condition()
+        # Wakes the sender out of a pause when close() gives the events back.
+        self._stop = threading.Event()
+        self._sleep = sleep or self._stop.wait
+        self._call = None
         if send is None:
             self._channel = channel or grpc.insecure_channel(target)
             stub = pb_grpc.HookdStub(self._channel)
-            send = lambda batch, timeout: stub.EnqueueBatch(batch, timeout=timeout)  # noqa: E731
+
+            def send(batch, timeout):
+                call = stub.EnqueueBatch.future(batch, timeout=timeout)
+                self._call = call
+                try:
+                    return call.result()
+                finally:
+                    self._call = None
+
         self._send = send
         self._thread = threading.Thread(target=self._run, name="hookd-emitter", daemon=True)
         self._thread.start()
 
     def emit(self, event: pb.EnqueueRequest) -> None:
-        """Takes an event. Returns at once, or after one throttle pause; raises BufferFull
-        when the buffer is full and Closed after close()."""
-        with self._lock:
-            if self._core.closed:
-                raise Closed()
-            pause = self._core.must_pause()
-            if pause:
-                self._core.counters.throttled += 1
-        if pause:
-            self._sleep(self._core.config.throttle_pause_s)
+        """Takes an event, or raises BufferFull (buffer full) or Closed (after close()) at
+        once. Never waits for hookd."""
         with self._lock:
             self._core.admit(event)
             self._lock.notify_all()
+
+    def slow_down(self) -> bool:
+        """True while the buffer is at or above slow_down_at or hookd asked producers to
+        slow down: an agent that can produce less should. emit() takes events regardless."""
+        with self._lock:
+            return self._core.slow_down()
 
     def counters(self) -> Counters:
         with self._lock:
@@ -254,69 +313,90 @@ class Emitter:
     def last_error(self) -> Optional[str]:
         return self._core.last_error
 
-    def flush(self, timeout: float) -> None:
-        """Waits until every event taken so far is acknowledged; raises Unflushed at the deadline."""
+    def flush(self, timeout: float, *, strict: bool = False) -> List[pb.EnqueueRequest]:
+        """Waits until every event taken so far is acknowledged (or refused for good), or
+        the deadline; returns copies of the events still unacknowledged (empty when none),
+        which stay buffered. With strict=True, raises Unflushed instead of returning them."""
         deadline = time.monotonic() + timeout
         with self._lock:
-            while self._core.held():
+            while self._core.held() and not self._core.abandoned:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise Unflushed(self._core.held())
+                    events = self._core.held_events()
+                    if strict:
+                        raise Unflushed(events)
+                    return events
                 self._lock.wait(left)
+        return []
 
-    def close(self, timeout: float) -> None:
-        """Refuses new events, sends what is buffered (until the deadline), stops the thread."""
+    def close(self, timeout: float, *, strict: bool = False) -> List[pb.EnqueueRequest]:
+        """Refuses new events, sends what is held until the deadline, and stops the thread.
+        Returns the events still unacknowledged then (empty when none): they leave the
+        emitter (counted in `abandoned`); their idempotency keys make sending them again
+        later safe. With strict=True, raises Unflushed instead of returning them."""
         with self._lock:
             self._core.closed = True
             self._lock.notify_all()
-        try:
-            self.flush(timeout)
-        except Unflushed:
-            self._core.abandoned = True
-            raise
-        finally:
-            with self._lock:
-                self._lock.notify_all()
+        if not self.flush(timeout):
+            return []
+        with self._lock:
+            left = self._core.give_back()
+            self._lock.notify_all()
+        self._stop.set()
+        call = self._call
+        if call is not None:
+            call.cancel()
+        if strict and left:
+            raise Unflushed(left)
+        return left
 
     def _run(self) -> None:
         core = self._core
         while True:
             with self._lock:
-                while not core.queue:
+                while True:
+                    if core.abandoned:
+                        return
+                    request = core.next_batch()
+                    if request is not None:
+                        break
                     self._lock.notify_all()
                     if core.closed:
                         return
                     self._lock.wait()
-                pending = core.take()
-            alone = False
-            while pending:
-                if core.abandoned:
-                    return
-                take = 1 if alone else len(pending)
-                request = pb.EnqueueBatchRequest(events=pending[:take])
-                delay: Optional[float] = None
-                pause = 0.0
-                try:
-                    response = self._send(request, core.config.call_timeout_s)
-                except grpc.RpcError as e:
-                    with self._lock:
-                        pending, delay, alone = core.call_failed(pending, take, e)
-                        self._lock.notify_all()
-                else:
-                    with self._lock:
-                        pending, delay, pause = core.answered(pending, take, response)
-                        self._lock.notify_all()
-                if pause:
-                    self._sleep(pause)
-                if delay is not None and pending:
-                    with self._lock:
-                        core.counters.retries += 1
-                    self._sleep(delay)
+            take = len(request.events)
+            pause = 0.0
+            delay: Optional[float] = None
+            try:
+                response = self._send(request, core.config.call_timeout_s)
+            except grpc.RpcError as e:
+                code, details = e.code(), e.details()
+                hint = retry_info(e) if code in RETRYABLE else None
+                with self._lock:
+                    if core.abandoned:
+                        return
+                    delay = core.call_failed(take, code, details, hint)
+                    self._lock.notify_all()
+            except grpc.FutureCancelledError:
+                return
+            else:
+                worked = core.outcome(take, response)
+                with self._lock:
+                    if core.abandoned:
+                        return
+                    pause, delay = core.answered(take, response, worked)
+                    self._lock.notify_all()
+            if delay is not None:
+                with self._lock:
+                    core.counters.retries += 1
+            wait = pause + (delay or 0.0)
+            if wait:
+                self._sleep(wait)
 
 
 class AsyncEmitter:
-    """The asyncio Emitter: `await emit(...)`, a background task sends. Create it inside a
-    running event loop."""
+    """The asyncio Emitter: `emit(...)` takes an event at once (it is a plain method: no
+    await needed); a background task sends. Create it inside a running event loop."""
 
     def __init__(
         self,
@@ -330,7 +410,8 @@ class AsyncEmitter:
     ):
         self._core = _Core(config or EmitterConfig(), now)
         self._sleep = sleep
-        self._changed = asyncio.Condition()
+        self._wake = asyncio.Event()
+        self._changed = asyncio.Event()
         if send is None:
             self._channel = channel or grpc.aio.insecure_channel(target)
             stub = pb_grpc.HookdStub(self._channel)
@@ -341,15 +422,13 @@ class AsyncEmitter:
         self._send = send
         self._task = asyncio.get_running_loop().create_task(self._run())
 
-    async def emit(self, event: pb.EnqueueRequest) -> None:
-        if self._core.closed:
-            raise Closed()
-        if self._core.must_pause():
-            self._core.counters.throttled += 1
-            await self._sleep(self._core.config.throttle_pause_s)
+    def emit(self, event: pb.EnqueueRequest) -> None:
+        """Takes an event, or raises BufferFull or Closed at once."""
         self._core.admit(event)
-        async with self._changed:
-            self._changed.notify_all()
+        self._wake.set()
+
+    def slow_down(self) -> bool:
+        return self._core.slow_down()
 
     def counters(self) -> Counters:
         return self._core.snapshot()
@@ -358,60 +437,63 @@ class AsyncEmitter:
     def last_error(self) -> Optional[str]:
         return self._core.last_error
 
-    async def flush(self, timeout: float) -> None:
-        async def drained():
-            async with self._changed:
-                await self._changed.wait_for(lambda: self._core.held() == 0)
-
-        try:
-            await asyncio.wait_for(drained(), timeout)
-        except asyncio.TimeoutError:
-            raise Unflushed(self._core.held()) from None
-
-    async def close(self, timeout: float) -> None:
-        self._core.closed = True
-        async with self._changed:
-            self._changed.notify_all()
-        try:
-            await self.flush(timeout)
-        except Unflushed:
-            self._core.abandoned = True
-            raise
-        finally:
-            self._task.cancel()
+    async def flush(self, timeout: float, *, strict: bool = False) -> List[pb.EnqueueRequest]:
+        """As Emitter.flush."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._core.held() and not self._core.abandoned:
+            left = deadline - loop.time()
+            if left <= 0:
+                events = self._core.held_events()
+                if strict:
+                    raise Unflushed(events)
+                return events
+            self._changed.clear()
             try:
-                await self._task
-            except asyncio.CancelledError:
+                await asyncio.wait_for(self._changed.wait(), left)
+            except asyncio.TimeoutError:
                 pass
+        return []
 
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
+    async def close(self, timeout: float, *, strict: bool = False) -> List[pb.EnqueueRequest]:
+        """As Emitter.close."""
+        self._core.closed = True
+        self._wake.set()
+        left = await self.flush(timeout)
+        if left:
+            left = self._core.give_back()
+        self._task.cancel()
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            pass
+        if strict and left:
+            raise Unflushed(left)
+        return left
 
     async def _run(self) -> None:
         core = self._core
         while True:
-            async with self._changed:
-                await self._changed.wait_for(lambda: core.queue or core.closed)
-                if not core.queue:
+            request = core.next_batch()
+            if request is None:
+                self._changed.set()
+                if core.closed or core.abandoned:
                     return
-                pending = core.take()
-            alone = False
-            while pending:
-                take = 1 if alone else len(pending)
-                request = pb.EnqueueBatchRequest(events=pending[:take])
-                delay: Optional[float] = None
-                pause = 0.0
-                try:
-                    response = await self._send(request, core.config.call_timeout_s)
-                except grpc.RpcError as e:
-                    pending, delay, alone = core.call_failed(pending, take, e)
-                    await self._notify()
-                else:
-                    pending, delay, pause = core.answered(pending, take, response)
-                    await self._notify()
-                if pause:
-                    await self._sleep(pause)
-                if delay is not None and pending:
-                    core.counters.retries += 1
-                    await self._sleep(delay)
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            take = len(request.events)
+            pause = 0.0
+            try:
+                response = await self._send(request, core.config.call_timeout_s)
+            except grpc.RpcError as e:
+                code = e.code()
+                delay = core.call_failed(take, code, e.details(), retry_info(e) if code in RETRYABLE else None)
+            else:
+                pause, delay = core.answered(take, response, core.outcome(take, response))
+            self._changed.set()
+            if delay is not None:
+                core.counters.retries += 1
+            wait = pause + (delay or 0.0)
+            if wait:
+                await self._sleep(wait)
