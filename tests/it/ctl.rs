@@ -118,6 +118,13 @@ async fn an_operator_runs_the_dead_letter_workflow_from_the_shell() {
     let m = hookd(s, &["message", &a_id], None).await;
     assert_eq!(m.code, 0, "{}", m.stderr);
     assert!(m.stdout.contains("dead_letter"), "{}", m.stdout);
+    // The payload, shown as JSON.
+    assert!(
+        m.stdout
+            .contains("payload      7 bytes\n  {\n    \"n\": 1\n  }\n"),
+        "{}",
+        m.stdout
+    );
     assert!(
         m.stdout.contains("http_error") && m.stdout.contains("503"),
         "{}",

@@ -286,7 +286,8 @@ async fn readme_snippets_run_as_pasted() {
         "nothing to repair",
         // The HTTP/JSON section: the endpoint put, the push delivered, the ack, the error.
         "\"created\":true",
-        "b'{\"invoice\":7}'",
+        // `data`, delivered as the text sent.
+        "b'{\"invoice\": 7}'",
         "{\"acked\":1}",
         "\"message\":\"queue: must not be empty\"",
     ] {

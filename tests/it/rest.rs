@@ -240,6 +240,76 @@ async fn json_writes_are_the_grpc_writes_durable_delivered_and_seen_by_grpc() {
     server.stop().await;
 }
 
+/// A JSON payload goes as `data`, without base64: the receiver gets the text as sent
+/// (a 30-digit number, an escape, `1.10` and the spacing untouched), and GetMessage and
+/// Receive show it back as JSON beside the exact payload.
+#[tokio::test]
+async fn json_payloads_go_as_data_and_reach_the_receiver_as_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let http = server.http;
+    let sink = Sink::start(Reply::Status(204)).await;
+    let put = put(
+        http,
+        "/v1/endpoints/orders",
+        json!({"url": sink.url("/hook")}),
+    )
+    .await;
+    assert_eq!(put.status, 200, "{}", put.body);
+
+    let data = r#"{"id": 123456789012345678901234567890, "note": "caf\u00e9", "x": 1.10}"#;
+    let body =
+        format!(r#"{{"endpoint": "orders", "eventType": "order.created", "data": {data} }}"#);
+    let sent = call_with(http, "POST", "/v1/messages", &[], &body).await;
+    assert_eq!(sent.status, 200, "{}", sent.body);
+    let id = sent.json()["id"].as_str().unwrap().to_owned();
+    let got = sink.wait_for(1).await;
+    assert_eq!(std::str::from_utf8(&got[0].body).unwrap(), data);
+    assert_eq!(got[0].headers["content-type"], "application/json");
+
+    let shown = get(http, &format!("/v1/messages/{id}")).await.json();
+    assert_eq!(shown["data"]["note"], "caf\u{e9}", "{shown}");
+    assert_eq!(shown["payload"], b64(data.as_bytes()));
+
+    // A batch: each event may take data; a queue's consumer sees it as JSON too.
+    let batch = call_with(
+        http,
+        "POST",
+        "/v1/messages/batch",
+        &[],
+        r#"{"events": [{"queue": "jobs", "data": [1, {"k": true}]}, {"queue": "jobs", "payload": "aGk="}]}"#,
+    )
+    .await;
+    assert_eq!(batch.status, 200, "{}", batch.body);
+    let received = post(http, "/v1/queues/jobs/receive", json!({"maxMessages": 10})).await;
+    let messages = received.json()["messages"].as_array().unwrap().clone();
+    assert_eq!(messages.len(), 2, "{}", received.body);
+    assert_eq!(messages[0]["data"], json!([1, {"k": true}]));
+    assert!(messages[1].get("data").is_none(), "hi is not JSON");
+
+    // Both forms at once is refused, naming the fields; nothing is stored.
+    let both = call_with(
+        http,
+        "POST",
+        "/v1/messages/batch",
+        &[],
+        r#"{"events": [{"queue": "jobs", "data": 1}, {"queue": "jobs", "payload": "aGk=", "data": {}}]}"#,
+    )
+    .await;
+    let message = both.error(400, "INVALID_ARGUMENT");
+    assert!(
+        message.starts_with("events[1].data: ") && message.contains("not both"),
+        "{message}"
+    );
+    let stats = server.client().await.stats().await.unwrap();
+    assert_eq!(
+        stats.total.unwrap().pending,
+        0,
+        "the refused batch stored something"
+    );
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn json_errors_are_the_grpc_statuses_and_name_the_field() {
     let dir = tempfile::tempdir().unwrap();

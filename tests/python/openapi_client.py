@@ -40,11 +40,10 @@ generated = subprocess.run(
         "generate",
         "--path",
         str(work / "openapi.json"),
-        "--output-path",
-        str(work / "hookd_rest"),
         "--meta",
         "none",
     ],
+    cwd=work,
     env=env,
     capture_output=True,
     text=True,
@@ -53,13 +52,18 @@ print(generated.stdout, generated.stderr)
 assert generated.returncode == 0, "openapi-python-client failed"
 assert "Warning" not in generated.stdout + generated.stderr, "the generator warned"
 sys.path.insert(0, str(work))
+# Generated with the generator's defaults, the package is named from the document's title,
+# and must not take the import name of hookd's own Python client (hookd_client).
+packages = sorted(p.name for p in work.iterdir() if p.is_dir())
+assert packages == ["hookd_http_api_client"], packages
+PACKAGE = packages[0]
 
-client_mod = importlib.import_module("hookd_rest.client")
-m = importlib.import_module("hookd_rest.models")
+client_mod = importlib.import_module(f"{PACKAGE}.client")
+m = importlib.import_module(f"{PACKAGE}.models")
 
 
 def api(group, op):
-    return importlib.import_module(f"hookd_rest.api.{group}.{op}")
+    return importlib.import_module(f"{PACKAGE}.api.{group}.{op}")
 
 
 client = client_mod.Client(base_url=base_url, raise_on_unexpected_status=True)
@@ -124,6 +128,19 @@ received = ok(
 assert len(received.messages) == 2, received
 first, second = received.messages
 assert first.id == enq.id and base64.b64decode(first.payload) == b"hello"
+
+# A JSON payload goes as `data`, no base64: stored as the text sent, shown back as JSON.
+order = {"order": 12345678901234567890, "items": [{"sku": "a-1", "qty": 2}], "note": "caf\u00e9"}
+as_json = ok(
+    api("messages", "enqueue").sync_detailed(
+        client=client,
+        body=m.EnqueueRequest(queue="py-json", data=order),
+    ),
+    m.EnqueueResponse,
+)
+shown = ok(api("messages", "get_message").sync_detailed(as_json.id, client=client), m.GetMessageResponse)
+assert shown.data == order, shown.data
+assert json.loads(base64.b64decode(shown.payload)) == order
 acked = ok(
     api("queues", "ack").sync_detailed(
         client=client, body=m.AckRequest(lease_ids=[first.lease_id])

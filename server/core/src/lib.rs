@@ -31,6 +31,7 @@ pub mod ids;
 pub mod limiter;
 pub mod names;
 pub mod outcome;
+pub mod payload;
 pub mod push;
 pub mod ratelog;
 pub mod retry;

@@ -1626,6 +1626,20 @@ fn print_message(m: &pb::GetMessageResponse) {
         outln!("event type   {}", m.event_type);
     }
     outln!("payload      {} bytes", m.payload_size);
+    // The payload itself: as JSON when it is JSON (the JSON API's rule), else as text when
+    // it is UTF-8; a binary one is only sized.
+    if let Some(v) = hookd_core::payload::as_json(&m.payload, &m.headers) {
+        let text = serde_json::to_string_pretty(&v).unwrap_or_default();
+        for line in text.lines() {
+            outln!("  {line}");
+        }
+    } else if let Ok(text) = std::str::from_utf8(&m.payload)
+        && !text.is_empty()
+    {
+        outln!("  {}", excerpt(text, 400));
+    } else if m.payload_expired {
+        outln!("  (expired: the log no longer holds it)");
+    }
     if !m.last_error.is_empty() {
         outln!("last error   {}", excerpt(&m.last_error, 120));
     }

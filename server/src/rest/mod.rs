@@ -8,6 +8,7 @@
 //! HTTP answer. So the two APIs cannot drift: same checks, same errors, same durability
 //! (an answer is sent only after the write is on disk).
 
+pub(crate) mod json_data;
 pub(crate) mod openapi;
 pub(crate) mod routes;
 
@@ -440,6 +441,7 @@ fn request_message(
     query: Option<&str>,
     captures: routes::Captures,
 ) -> Result<DynamicMessage, String> {
+    let body_bytes = body;
     let body: Option<Value> = if body.iter().all(u8::is_ascii_whitespace) {
         None
     } else {
@@ -454,7 +456,13 @@ fn request_message(
                 route.method, route.template
             ));
         }
-        (Body::Whole, Some(Value::Object(fields))) => json = fields,
+        (Body::Whole, Some(Value::Object(fields))) => {
+            json = fields;
+            // An event's JSON payload may come as `data`, not base64.
+            if json_data::takes_events(input.full_name()) {
+                json_data::inline(input.full_name(), body_bytes, &mut json)?;
+            }
+        }
         (Body::Field(field), Some(value @ Value::Object(_))) => {
             let name = input
                 .get_field_by_name(field)
@@ -687,14 +695,21 @@ fn take_message(buf: &mut BytesMut) -> Result<Option<Bytes>, String> {
 fn to_json(output: &MessageDescriptor, message: Bytes) -> Result<Vec<u8>, String> {
     let message = DynamicMessage::decode(output.clone(), message)
         .map_err(|e| format!("the answer could not be decoded: {e}"))?;
+    let options = prost_reflect::SerializeOptions::new().skip_default_fields(false);
+    let written = |e: serde_json::Error| format!("the answer could not be written as JSON: {e}");
+    if json_data::shows_data(output.full_name()) {
+        // Messages whose payload is JSON also show it as `data`.
+        let mut value = message
+            .serialize_with_options(serde_json::value::Serializer, &options)
+            .map_err(written)?;
+        json_data::decorate(output.full_name(), &mut value);
+        return serde_json::to_vec(&value).map_err(written);
+    }
     let mut out = Vec::with_capacity(256);
     let mut serializer = serde_json::Serializer::new(&mut out);
     message
-        .serialize_with_options(
-            &mut serializer,
-            &prost_reflect::SerializeOptions::new().skip_default_fields(false),
-        )
-        .map_err(|e| format!("the answer could not be written as JSON: {e}"))?;
+        .serialize_with_options(&mut serializer, &options)
+        .map_err(written)?;
     Ok(out)
 }
 

@@ -117,6 +117,7 @@ pub(crate) fn document(pool: &DescriptorPool, routes: &[Route]) -> Result<Value,
     }
     schemas.fill(&comments);
     let mut components = schemas.done();
+    super::json_data::document(&mut components);
     components.insert(
         "ErrorBody".into(),
         json!({
@@ -142,10 +143,12 @@ pub(crate) fn document(pool: &DescriptorPool, routes: &[Route]) -> Result<Value,
     Ok(json!({
         "openapi": "3.1.0",
         "info": {
-            "title": "hookd",
+            // Generators name their package after the title: "hookd HTTP API" gives
+            // `hookd_http_api_client`, not the name of hookd's own Python client.
+            "title": "hookd HTTP API",
             "version": env!("CARGO_PKG_VERSION"),
             "summary": "A webhook delivery queue: durable enqueue, push delivery with retries, pull queues, dead letters, ingest sources.",
-            "description": "The HTTP/JSON form of the gRPC API `hookd.v1.Hookd` (proto/hookd/v1/hookd.proto), served on hookd's HTTP listener. Each route calls the RPC it names, with the same validation, scopes and errors; JSON follows proto3's JSON mapping (lowerCamelCase names, 64-bit integers as strings, bytes as base64; the .proto's names are accepted too). Requests other than GET must send Content-Type: application/json. With [auth], send Authorization: Bearer <token>.",
+            "description": "The HTTP/JSON form of the gRPC API `hookd.v1.Hookd` (proto/hookd/v1/hookd.proto), served on hookd's HTTP listener. Each route calls the RPC it names, with the same validation, scopes and errors; JSON follows proto3's JSON mapping (lowerCamelCase names, 64-bit integers as strings, bytes as base64; the .proto's names are accepted too). An event whose payload is JSON may give it as `data` (any JSON value, stored as the text sent) instead of base64 `payload`; messages whose payload is JSON show it back as `data`. Requests other than GET must send Content-Type: application/json. With [auth], send Authorization: Bearer <token>.",
             "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"},
         },
         "servers": [{"url": "http://127.0.0.1:7701", "description": "hookd's default HTTP listener"}],
