@@ -64,6 +64,12 @@ enum Command {
     /// it. hookd must be stopped (the data file is locked while it runs). Exit code 0 when
     /// the log opens afterwards (or already did), 2 when it cannot be repaired here.
     Repair(RepairArgs),
+    /// Serve the Model Context Protocol on standard input and output, as a client of the
+    /// hookd at --server (with --token): an agent's MCP client starts it as a command.
+    /// Its tools publish and enqueue events, read messages, list, analyse and replay dead
+    /// letters, and list endpoints, subscriptions, event types and stats, each allowed what
+    /// its gRPC call is. Nothing but MCP is written to standard output.
+    Mcp,
     #[command(flatten)]
     Ctl(hookd_ctl::Ctl),
 }
@@ -234,6 +240,7 @@ where
     match cli.command {
         Command::Serve(args) => serve(args),
         Command::Token(cmd) => token(cmd),
+        Command::Mcp => mcp(&cli.connection),
         Command::Health {
             service,
             timeout_ms,
@@ -528,6 +535,25 @@ fn repair_records(store: &hookd_storage::store::Store, dry_run: bool) -> Result<
     }
     outln!("repaired: every record left passes its checksum");
     Ok(true)
+}
+
+/// `hookd mcp`: MCP over stdio until the client closes standard input.
+fn mcp(connection: &hookd_ctl::Connection) -> ExitCode {
+    let runtime = match hookd_ctl::build_runtime(tokio::runtime::Builder::new_current_thread()) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let served = runtime.block_on(async {
+        let api = hookd_ctl::lazy_api(connection)?;
+        crate::mcp::serve_stdio(api).await
+    });
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(why) => {
+            eprintln!("hookd mcp: {why}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn serve(args: ServeArgs) -> ExitCode {

@@ -37,6 +37,7 @@ pub mod error;
 pub mod http;
 pub mod ingest;
 pub mod listen;
+pub(crate) mod mcp;
 pub mod memory;
 pub(crate) mod otel;
 pub(crate) mod rest;

@@ -21,8 +21,11 @@ const SECTIONS: [&str; 7] = [
     "### A damaged log",
 ];
 
+/// The README's section on MCP: its configuration block starts the servers of mcp.rs.
+pub(crate) const MCP_SECTION: &str = "## MCP: hookd as an agent's tool";
+
 /// The README's blocks that are not run here, and what checks each instead.
-const ELSEWHERE: [(&str, &str, &str); 7] = [
+const ELSEWHERE: [(&str, &str, &str); 8] = [
     (
         "## Receiving webhooks (`POST /in/{source}` on `ingest_addr`)",
         "toml",
@@ -57,6 +60,11 @@ const ELSEWHERE: [(&str, &str, &str); 7] = [
         "### Traces (OpenTelemetry)",
         "text",
         "a picture of spans, not a command",
+    ),
+    (
+        MCP_SECTION,
+        "json",
+        "the MCP configuration mcp.rs starts both servers from (with --ignored python)",
     ),
 ];
 
@@ -108,15 +116,15 @@ fn shell_line(line: &str) -> String {
 
 /// A fenced block: its language and its text.
 #[derive(Debug)]
-struct Block {
-    lang: String,
-    text: String,
+pub(crate) struct Block {
+    pub(crate) lang: String,
+    pub(crate) text: String,
 }
 
 /// The fenced blocks of the README section under `heading`, up to the next heading of any
 /// level (a subsection is a section of its own here; `#` lines inside a block are not
 /// headings).
-fn blocks(readme: &str, heading: &str) -> Vec<Block> {
+pub(crate) fn blocks(readme: &str, heading: &str) -> Vec<Block> {
     all_blocks(readme)
         .into_iter()
         .filter(|(h, _)| h == heading)

@@ -463,7 +463,7 @@ impl Failure {
     }
 }
 
-type Api = hookd_client::Api;
+pub type Api = hookd_client::Api;
 
 /// Builds a tokio runtime from `builder` (I/O and time enabled), or says why not on stderr
 /// and gives the exit code: the command line's one way to start a runtime (`hookd serve`
@@ -519,10 +519,36 @@ async fn connect(conn: &Connection) -> Result<Api, Failure> {
         .max_encoding_message_size(64 << 20))
 }
 
+/// A client of `--server` that connects when it first calls and reconnects by itself
+/// (`hookd mcp`: it starts, and answers, while hookd is down); the error names the flag.
+pub fn lazy_api(conn: &Connection) -> Result<Api, String> {
+    let (endpoint, credentials) = endpoint(conn).map_err(|f| f.message)?;
+    Ok(
+        HookdClient::with_interceptor(endpoint.connect_lazy(), credentials)
+            .max_decoding_message_size(64 << 20)
+            .max_encoding_message_size(64 << 20),
+    )
+}
+
 /// A channel to `--server` (TLS and mTLS as the flags say) and the token to send.
 async fn channel(
     conn: &Connection,
 ) -> Result<(tonic::transport::Channel, hookd_client::Credentials), Failure> {
+    let (endpoint, credentials) = endpoint(conn)?;
+    let channel = endpoint.connect().await.map_err(|e| Failure {
+        message: format!(
+            "cannot reach hookd at {}: {e} (is it running? set --server or HOOKD_SERVER)",
+            conn.server
+        ),
+        code: 3,
+    })?;
+    Ok((channel, credentials))
+}
+
+/// `--server`'s endpoint (TLS and mTLS as the flags say) and the token to send.
+fn endpoint(
+    conn: &Connection,
+) -> Result<(tonic::transport::Endpoint, hookd_client::Credentials), Failure> {
     let credentials = match &conn.token {
         Some(t) => hookd_client::Credentials::bearer(t)
             .map_err(|_| Failure::usage("--token: not a valid header value".into()))?,
@@ -550,14 +576,7 @@ async fn channel(
     };
     let endpoint = hookd_client::secure_endpoint(conn.server.clone(), &options)
         .map_err(|e| Failure::usage(format!("--server {}: {e}", conn.server)))?;
-    let channel = endpoint.connect().await.map_err(|e| Failure {
-        message: format!(
-            "cannot reach hookd at {}: {e} (is it running? set --server or HOOKD_SERVER)",
-            conn.server
-        ),
-        code: 3,
-    })?;
-    Ok((channel, credentials))
+    Ok((endpoint, credentials))
 }
 
 /// `hookd health`: asks the gRPC health service on a channel of its own.

@@ -471,8 +471,17 @@ impl Servers {
             health: crate::listen::RequestBudget::health(limits),
         };
         let max_message = max_grpc_message(config);
+        let in_process =
+            tower_layer::Layer::layer(&grpc_layer, hookd_service(api.clone(), max_message));
+        // MCP over streamable HTTP: each tool is a call through that same stack.
+        let mcp = crate::mcp::router(
+            in_process.clone(),
+            !auth.enabled(),
+            max_message.saturating_mul(2),
+        )
+        .map_err(ServeError::Rest)?;
         let rest = crate::rest::Rest::new(
-            tower_layer::Layer::layer(&grpc_layer, hookd_service(api.clone(), max_message)),
+            in_process,
             auth.clone(),
             grpc_layer.budget.clone(),
             !auth.enabled(),
@@ -498,6 +507,7 @@ impl Servers {
         )
         .merge(crate::console::router(console))
         .merge(crate::rest::router(rest))
+        .merge(mcp)
         .layer(axum::middleware::from_fn_with_state(
             auth.clone(),
             crate::auth::http_middleware,
