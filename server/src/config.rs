@@ -247,6 +247,9 @@ pub struct DeliveryConfig {
     /// Outbound connections open at once over every destination (0: half of the
     /// open-file limit). Beyond it a push waits, uncounted, instead of failing.
     pub max_connections: usize,
+    /// A `v1a` key taken off an endpoint stays in its JWKS (`/jwks/{endpoint}`) this long,
+    /// so that deliveries it signed (retried, or queued at the receiver) still verify.
+    pub retired_signing_key_secs: u64,
     pub breaker: BreakerConfig,
 }
 
@@ -265,6 +268,7 @@ impl Default for DeliveryConfig {
             shutdown_grace_ms: 10_000,
             ca_file: None,
             max_connections: 0,
+            retired_signing_key_secs: 7 * 24 * 3600,
             breaker: push.breaker,
         }
     }

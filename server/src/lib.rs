@@ -36,6 +36,7 @@ pub mod console;
 pub mod error;
 pub mod http;
 pub mod ingest;
+pub(crate) mod jwks;
 pub mod listen;
 pub(crate) mod mcp;
 pub mod memory;

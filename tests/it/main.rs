@@ -30,6 +30,7 @@ mod hostile;
 mod idempotency;
 mod ingest;
 mod install;
+mod jwks;
 mod mcp;
 mod metrics;
 mod node;

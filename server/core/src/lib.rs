@@ -28,6 +28,7 @@ pub mod deadletters;
 pub mod destination;
 pub mod filter;
 pub mod ids;
+pub mod jwks;
 pub mod limiter;
 pub mod names;
 pub mod outcome;

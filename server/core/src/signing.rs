@@ -88,6 +88,14 @@ impl Secret {
         }
     }
 
+    /// The raw ed25519 public key of a `whsk_` secret (its JWK's `x`); `None` for HMAC.
+    pub fn public_key_bytes(&self) -> Option<[u8; 32]> {
+        match &self.0 {
+            Key::Hmac(_) => None,
+            Key::Ed25519(k) => Some(k.verifying_key().to_bytes()),
+        }
+    }
+
     /// A `whsec_` (HMAC, `v1`) or `whsk_` (ed25519, `v1a`) secret.
     pub fn parse(s: &str) -> Result<Self, SecretError> {
         if let Some(encoded) = s.strip_prefix(SIGNING_KEY_PREFIX) {
@@ -205,6 +213,17 @@ pub fn signature_header(
         out.push_str(&entry);
     }
     Some(out)
+}
+
+/// The `hookd-key-id` header value: the key id (JWKS `kid`) of each `v1a` entry of
+/// [`signature_header`], in its order; `None` when no secret is ed25519.
+pub fn key_id_header(secrets: &[Secret]) -> Option<String> {
+    let ids: Vec<String> = secrets
+        .iter()
+        .filter_map(Secret::public_key_bytes)
+        .map(|k| crate::jwks::key_id(&k))
+        .collect();
+    (!ids.is_empty()).then(|| ids.join(" "))
 }
 
 /// What a `v1a` signature signs: `id.timestamp.body`, in one buffer (ed25519 signs a

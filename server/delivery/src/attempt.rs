@@ -204,6 +204,12 @@ fn build(
         && let Ok(v) = HeaderValue::from_str(&signature)
     {
         headers.insert(HeaderName::from_static("webhook-signature"), v);
+        // Which keys of the endpoint's JWKS (`/jwks/{endpoint}`) the v1a entries used.
+        if let Some(ids) = hookd_core::signing::key_id_header(&d.target.secrets)
+            && let Ok(v) = HeaderValue::from_str(&ids)
+        {
+            headers.insert(HeaderName::from_static(hookd_core::jwks::KEY_ID_HEADER), v);
+        }
     }
     builder
         .body(Full::new(d.payload.clone()))

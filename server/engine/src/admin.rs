@@ -10,8 +10,45 @@ use hookd_core::ids::MessageId;
 use hookd_core::outcome::AttemptOutcome;
 use hookd_core::stats::{DestinationSnapshot, StatsSnapshot, StorageSnapshot};
 use hookd_metrics::DestinationGauges;
-use hookd_storage::store::EndpointRecord;
 use hookd_storage::store::{AttemptRecord, State, StoreError};
+use hookd_storage::store::{EndpointRecord, SigningKeyRecord};
+
+/// Retired keys an endpoint keeps at most (the oldest go first); the JWKS serves those
+/// retired within `[delivery] retired_signing_key_secs`.
+pub(crate) const MAX_RETIRED_KEYS: usize = 16;
+
+/// An endpoint's keys after a PutEndpoint: `current` (the put's, in use) keep the time
+/// they were first seen; a key of `before` the put no longer has is retired now (or stays
+/// retired since it was).
+fn signing_keys(
+    before: &[SigningKeyRecord],
+    current: Vec<SigningKeyRecord>,
+    now: u64,
+) -> Vec<SigningKeyRecord> {
+    let mut keys: Vec<SigningKeyRecord> = current
+        .into_iter()
+        .map(|mut k| {
+            k.since_ms = before
+                .iter()
+                .find(|b| b.public_key == k.public_key)
+                .map_or(now, |b| b.since_ms);
+            k.retired_ms = 0;
+            k
+        })
+        .collect();
+    let mut retired: Vec<SigningKeyRecord> = before
+        .iter()
+        .filter(|b| !keys.iter().any(|k| k.public_key == b.public_key))
+        .map(|b| SigningKeyRecord {
+            retired_ms: if b.retired_ms == 0 { now } else { b.retired_ms },
+            ..b.clone()
+        })
+        .collect();
+    retired.sort_by_key(|k| std::cmp::Reverse(k.retired_ms));
+    retired.truncate(MAX_RETIRED_KEYS);
+    keys.extend(retired);
+    keys
+}
 
 impl Engine {
     /// PutEndpoint: creates or replaces an endpoint. Putting one (re-)enables it; an
@@ -38,6 +75,11 @@ impl Engine {
             endpoint.paused_reason.clone_from(&e.paused_reason);
             endpoint.paused_ms = e.paused_ms;
         }
+        endpoint.signing_keys = signing_keys(
+            existing.map_or(&[][..], |e| &e.signing_keys),
+            std::mem::take(&mut endpoint.signing_keys),
+            now,
+        );
         t.put_endpoint(&endpoint)?;
         self.endpoints
             .insert(endpoint.name.clone(), endpoint.clone());
@@ -565,5 +607,42 @@ impl Engine {
         storage.disk_available_bytes = self.config.headroom.available();
         storage.disk_reserve_bytes = self.config.headroom.reserve();
         storage
+    }
+}
+
+#[cfg(test)]
+mod signing_key_tests {
+    use super::*;
+
+    fn key(b: u8, since: u64, retired: u64) -> SigningKeyRecord {
+        SigningKeyRecord {
+            public_key: vec![b; 32],
+            since_ms: since,
+            retired_ms: retired,
+        }
+    }
+
+    #[test]
+    fn a_key_taken_off_is_retired_once_and_a_kept_one_keeps_its_age() {
+        // a and b in use; the put keeps b and adds c: a is retired now, b keeps its time.
+        let after = signing_keys(
+            &[key(1, 10, 0), key(2, 20, 0)],
+            vec![key(2, 0, 0), key(3, 0, 0)],
+            100,
+        );
+        assert_eq!(after, vec![key(2, 20, 0), key(3, 100, 0), key(1, 10, 100)]);
+        // A later put leaves a retired at 100; putting a back makes it current again.
+        let later = signing_keys(&after, vec![key(3, 0, 0)], 200);
+        assert_eq!(
+            later,
+            vec![key(3, 100, 0), key(2, 20, 200), key(1, 10, 100)]
+        );
+        let back = signing_keys(&later, vec![key(1, 0, 0)], 300);
+        assert_eq!(back[0], key(1, 10, 0));
+        // At most MAX_RETIRED_KEYS retired, the newest kept.
+        let many: Vec<_> = (0..40u8).map(|b| key(b, 1, u64::from(b) + 1)).collect();
+        let capped = signing_keys(&many, Vec::new(), 500);
+        assert_eq!(capped.len(), MAX_RETIRED_KEYS);
+        assert_eq!(capped[0].retired_ms, 40);
     }
 }

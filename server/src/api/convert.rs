@@ -472,6 +472,8 @@ mod tests {
                 audience: "aud".into(),
             }),
             fifo: 2,
+            // hookd's own (the API derives the current ones from the secrets).
+            signing_keys: Vec::new(),
         };
         // Without reveal, a static header's value is shown as "…" (like the secrets), and
         // so is the proxy's password; the client key and the OAuth2 secret are left out.

@@ -616,6 +616,20 @@ impl Hookd for HookdService {
         let caller = caller_name(&request);
         let mut endpoint = validate::endpoint(request.into_inner().endpoint)?;
         let warnings = self.url_warnings(&endpoint.url);
+        // The public halves of its v1a keys, for its JWKS (the engine keeps retired ones).
+        endpoint.signing_keys = endpoint
+            .secrets
+            .iter()
+            .filter_map(|s| {
+                hookd_core::signing::Secret::parse(s)
+                    .ok()?
+                    .public_key_bytes()
+            })
+            .map(|k| hookd_storage::store::SigningKeyRecord {
+                public_key: k.to_vec(),
+                ..Default::default()
+            })
+            .collect();
         hookd_core::secrets::seal_all(
             self.sealer.as_deref(),
             &endpoint.name,

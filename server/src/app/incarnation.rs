@@ -471,6 +471,7 @@ impl Servers {
             health: crate::listen::RequestBudget::health(limits),
         };
         let max_message = max_grpc_message(config);
+        let jwks = crate::jwks::router(api.clone(), config.delivery.retired_signing_key_secs);
         let in_process =
             tower_layer::Layer::layer(&grpc_layer, hookd_service(api.clone(), max_message));
         // MCP over streamable HTTP: each tool is a call through that same stack.
@@ -506,6 +507,7 @@ impl Servers {
             !auth.enabled(),
         )
         .merge(crate::console::router(console))
+        .merge(jwks)
         .merge(crate::rest::router(rest))
         .merge(mcp)
         .layer(axum::middleware::from_fn_with_state(

@@ -36,6 +36,8 @@ pub(crate) fn http_access(path: &str) -> Access {
         // The JSON API's calls are checked as the gRPC calls they become (each RPC's
         // scope, `rest`); its document is public, like gRPC reflection's default.
         p if p.starts_with("/v1/") => Access::Open,
+        // Public keys (JWKS) for receivers, who hold no hookd token.
+        p if p.starts_with("/jwks/") => Access::Open,
         _ => Access::Authenticated,
     }
 }

@@ -76,8 +76,8 @@ use redb::{
 
 pub use records::{
     AttemptRecord, DoneRecord, EndpointRecord, HistoryRecord, LaneRow, LaneSlot, MAX_ORDERING_KEY,
-    MAX_TEXT_BYTES, MessageRecord, OAuth2Record, ScheduleEntry, State, bound_text, lane_key,
-    lane_key_parts,
+    MAX_TEXT_BYTES, MessageRecord, OAuth2Record, ScheduleEntry, SigningKeyRecord, State,
+    bound_text, lane_key, lane_key_parts,
 };
 
 use hookd_core::destination::Destination;

@@ -235,6 +235,25 @@ pub struct EndpointRecord {
     /// FIFO lanes (format 8): 0 unordered, 1 `block`, 2 `park` (see the engine's `lanes`).
     #[prost(uint32, tag = "28")]
     pub fifo: u32,
+    /// The public halves of the endpoint's `v1a` keys, current and retired (its JWKS):
+    /// a key taken off the endpoint stays, retired, so that what it signed still
+    /// verifies. A new field, not a format change: a hookd that predates it ignores it.
+    #[prost(message, repeated, tag = "29")]
+    pub signing_keys: Vec<SigningKeyRecord>,
+}
+
+/// An ed25519 public key an endpoint signs (or signed) with.
+#[derive(Clone, PartialEq, Eq, prost::Message)]
+pub struct SigningKeyRecord {
+    /// 32 bytes.
+    #[prost(bytes = "vec", tag = "1")]
+    pub public_key: Vec<u8>,
+    /// When the endpoint first had it.
+    #[prost(uint64, tag = "2")]
+    pub since_ms: u64,
+    /// When a PutEndpoint took it off (0: in use).
+    #[prost(uint64, tag = "3")]
+    pub retired_ms: u64,
 }
 
 /// An endpoint's OAuth2 client credentials; the secret sealed like the signing secrets.
