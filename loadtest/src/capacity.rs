@@ -25,15 +25,161 @@ pub struct Step {
     pub delivered_per_s: f64,
     pub enqueue_p99_ms: f64,
     pub e2e_p99_ms: f64,
+    /// What the box spent on the step's traffic (its open loop, not the drain after).
+    pub resources: StepResources,
+}
+
+/// hookd's and the load generator's CPU and memory over one step, and the box's.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct StepResources {
+    /// hookd's CPU in cores (1.0 = one core busy), when the tool can see its process.
+    pub hookd_cores: Option<f64>,
+    pub hookd_rss_mb: Option<f64>,
+    /// This tool (the load generator and the simulated receivers) on the same box.
+    pub tool_cores: Option<f64>,
+    pub tool_rss_mb: Option<f64>,
+    /// The whole machine's CPU busy, 0 to 100 (100 = every core).
+    pub box_busy_pct: Option<f64>,
+    /// The machine's available memory at the step's end (MemAvailable).
+    pub box_mem_available_mb: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Outcome {
     /// The highest rate that held the SLO; `None` if even the start rate broke it.
     pub sustainable_rate: Option<f64>,
+    /// The step that held at that rate: its own p99s and resources (not the search's).
+    pub sustained: Option<Step>,
+    /// What limited the search and how to size another box (set once the run's host
+    /// figures are in).
+    pub sizing: Option<Sizing>,
     /// The lowest rate that broke it; `None` if `max_rate` held.
     pub broke_at: Option<f64>,
     pub steps: Vec<Step>,
+}
+
+/// How to size the next box from a search: what the sustained step used, what was left,
+/// what limited the search, and the estimate for another machine with its assumption.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Sizing {
+    /// The sustainable rate (events/s offered and held).
+    pub rate: f64,
+    pub cores: usize,
+    pub mem_total_mb: Option<f64>,
+    /// At the sustained step (see [`StepResources`]).
+    pub used: StepResources,
+    /// Cores the box had idle at the sustained step.
+    pub cpu_left_cores: Option<f64>,
+    /// Memory available at the sustained step.
+    pub mem_left_mb: Option<f64>,
+    /// The disk: fsync p99 during the search against p50 before it.
+    pub disk: String,
+    /// `cpu`, `load generator`, `disk`, `hookd`, or `none` (the maximum rate held).
+    pub limited_by: String,
+    pub why: String,
+    /// Per 1,000 events/s, and what another machine should sustain, with the assumption.
+    pub scale: String,
+}
+
+/// [`Sizing`] from a finished search and the run's host figures (cores, memory, the disk).
+pub fn sizing(o: &Outcome, host: &crate::host::HostFigures) -> Option<Sizing> {
+    let step = o.sustained.as_ref()?;
+    let rate = step.rate;
+    let cores = host.cores.max(1);
+    let used = step.resources;
+    let per_k = |v: Option<f64>| v.map(|v| v / rate * 1_000.0);
+    let disk_slow = match (host.fsync_p99_ms, host.fsync_before) {
+        (Some(during), Some(before)) => during > (4.0 * before.p50_ms).max(10.0),
+        (Some(during), None) => during > 50.0,
+        _ => false,
+    } || host.iowait_avg_pct.is_some_and(|w| w > 25.0);
+    let disk = format!(
+        "fsync p99 {} ms during the search, p50 {} ms ({} fsyncs/s) before it",
+        host.fsync_p99_ms
+            .map_or("n/a".into(), |v| format!("{v:.1}")),
+        host.fsync_before
+            .map_or("n/a".into(), |b| format!("{:.2}", b.p50_ms)),
+        host.fsync_before
+            .map_or("n/a".into(), |b| format!("{:.0}", b.per_s)),
+    );
+    // What broke first above the sustained rate: its step's resources say why.
+    let broke = o
+        .broke_at
+        .and_then(|r| o.steps.iter().find(|s| !s.passed && s.rate == r));
+    let (limited_by, why) = match broke {
+        None => (
+            "none".to_owned(),
+            "the search's max_rate held: raise it to find the limit".to_owned(),
+        ),
+        Some(b) => {
+            let r = b.resources;
+            let f = |v: Option<f64>| v.map_or("n/a".into(), |v| format!("{v:.2}"));
+            if r.box_busy_pct.is_some_and(|p| p >= 90.0) {
+                let generator = r.tool_cores.unwrap_or(0.0) >= r.hookd_cores.unwrap_or(0.0);
+                (
+                    if generator { "load generator" } else { "cpu" }.to_owned(),
+                    format!(
+                        "at {:.0}/s the box was {:.0} % busy (hookd {} cores, the load generator {} of {cores}): {}",
+                        b.rate,
+                        r.box_busy_pct.unwrap_or(0.0),
+                        f(r.hookd_cores),
+                        f(r.tool_cores),
+                        b.detail
+                    ),
+                )
+            } else if disk_slow {
+                (
+                    "disk".to_owned(),
+                    format!("at {:.0}/s: {}; {disk}", b.rate, b.detail),
+                )
+            } else {
+                (
+                    "hookd".to_owned(),
+                    format!(
+                        "at {:.0}/s the box had CPU to spare ({:.0} % busy) and the disk kept up: hookd's own pace (its engine thread, endpoints' in-flight and rate limits) broke the SLO: {}",
+                        b.rate,
+                        r.box_busy_pct.unwrap_or(0.0),
+                        b.detail
+                    ),
+                )
+            }
+        }
+    };
+    let cpu_left_cores = used
+        .box_busy_pct
+        .map(|p| cores as f64 * (1.0 - p / 100.0).max(0.0));
+    let hookd_per_k = per_k(used.hookd_cores);
+    let estimate = match limited_by.as_str() {
+        "cpu" | "load generator" => hookd_per_k.map_or(String::new(), |c| {
+            format!(
+                " On this box with the load generator elsewhere, CPU would allow about {:.0} events/s (90 % of {cores} cores at {c:.3} cores per 1,000/s); on a box of N cores, about N x {:.0} events/s, until hookd's own pace (its one engine thread) or the disk limits it first.",
+                cores as f64 * 0.9 / c * 1_000.0,
+                0.9 / c * 1_000.0
+            )
+        }),
+        "disk" => " A disk with more fsyncs per second raises it; more cores do not (group commit already carries many events per fsync).".to_owned(),
+        "hookd" => " More cores or memory on this box do not raise it: more hookd instances do (a shared tier, docs/deploy.md).".to_owned(),
+        _ => String::new(),
+    };
+    let f = |v: Option<f64>, unit: &str| v.map_or("n/a".into(), |v| format!("{v:.2} {unit}"));
+    let scale = format!(
+        "Per 1,000 events/s at {rate:.0}/s hookd used {} and its RSS was {}; the load generator {}. Assumption: hookd's CPU grows in proportion to the rate, its memory with the backlog (so the RSS is a floor, not per event), the disk keeps its fsync rate, and the load generator runs elsewhere.{estimate}",
+        f(hookd_per_k, "cores"),
+        f(used.hookd_rss_mb, "MB"),
+        f(per_k(used.tool_cores), "cores per 1,000/s"),
+    );
+    Some(Sizing {
+        rate,
+        cores,
+        mem_total_mb: crate::host::meminfo_mb("MemTotal"),
+        used,
+        cpu_left_cores,
+        mem_left_mb: used.box_mem_available_mb,
+        disk,
+        limited_by,
+        why,
+        scale,
+    })
 }
 
 /// Runs the search; `step(rate)` offers `rate` for one step and judges it.
@@ -70,8 +216,17 @@ where
         good = Some(lo);
         bad = Some(hi);
     }
+    let sustained = good.and_then(|rate| {
+        steps
+            .iter()
+            .rev()
+            .find(|s| s.passed && s.rate == rate)
+            .cloned()
+    });
     Ok(Outcome {
         sustainable_rate: good,
+        sustained,
+        sizing: None,
         broke_at: bad,
         steps,
     })
@@ -130,6 +285,7 @@ mod tests {
                     delivered_per_s: rate,
                     enqueue_p99_ms: 0.0,
                     e2e_p99_ms: 0.0,
+                    resources: StepResources::default(),
                 })
             }
         })
@@ -149,6 +305,9 @@ mod tests {
         // bisections narrow that to 1/16 of the gap, each break confirmed too.
         assert!(found <= 12_000.0 && found > 12_000.0 * 0.97, "{found}");
         assert!(o.broke_at.unwrap() > 12_000.0);
+        // The figure comes with the step that held at it.
+        let sustained = o.sustained.as_ref().unwrap();
+        assert!(sustained.passed && sustained.rate == found, "{sustained:?}");
         let breaks = o.steps.iter().filter(|s| !s.passed).count();
         assert_eq!(o.steps.len(), 9 + 1 + 4 + breaks / 2 - 1, "{:?}", o.steps);
         assert!(o.steps.windows(2).take(8).all(|w| w[1].rate > w[0].rate));

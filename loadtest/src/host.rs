@@ -52,6 +52,20 @@ fn cpu_times() -> Option<CpuTimes> {
     })
 }
 
+/// A `/proc/meminfo` figure in MB (`MemTotal`, `MemAvailable`).
+pub fn meminfo_mb(key: &str) -> Option<f64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info
+        .lines()
+        .find(|l| l.starts_with(key) && l[key.len()..].starts_with(':'))?;
+    let kb: f64 = line[key.len() + 1..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kb * 1024.0 / 1e6)
+}
+
 fn load1() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg")
         .ok()?

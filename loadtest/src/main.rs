@@ -200,7 +200,9 @@ fn start_hookd_log(out: &std::path::Path, in_process: bool) -> std::io::Result<P
 }
 
 /// Runs `s` `times` times (reports in `out`, or `out/run-N` when repeated); the worst
-/// outcome of the runs.
+/// outcome of the runs. Repeated, `out` holds one summary on top (`summary.json`,
+/// `summary.txt`: each run's figure, the median and the spread), and no earlier run's
+/// report is left beside it.
 async fn repeated(
     s: &Scenario,
     o: &Options,
@@ -209,6 +211,14 @@ async fn repeated(
 ) -> anyhow::Result<Outcome> {
     let mut worst = Outcome::Passed;
     let mut figures = Vec::new();
+    if times > 1 {
+        for stale in hookd_loadtest::report::Report::FILES {
+            let path = out.join(stale);
+            if path.exists() {
+                std::fs::remove_file(&path)?;
+            }
+        }
+    }
     for i in 1..=times {
         let report = run(s, o).await?;
         print!("{}", report.table());
@@ -236,33 +246,24 @@ async fn repeated(
         } else {
             Outcome::Passed
         });
-        figures.push(match &report.capacity {
-            Some(c) => c.sustainable_rate.unwrap_or(0.0),
-            None => report.delivered_per_s,
-        });
+        figures.push(report.summary_line());
     }
     if times > 1 {
-        let (lo, hi) = figures
-            .iter()
-            .fold((f64::MAX, 0.0f64), |(lo, hi), f| (lo.min(*f), hi.max(*f)));
-        let mid = (lo + hi) / 2.0;
         let what = if s.capacity.is_some() {
-            "highest sustainable rate"
+            "highest sustainable rate (events/s)"
         } else {
             "delivered/s"
         };
+        let summary = hookd_loadtest::report::Summary::of(&s.name, what, figures);
+        print!("\n{}", summary.table());
+        let files = summary.write(out)?;
         println!(
-            "\n{times} runs, {what}: {}; spread ±{:.1} % around {mid:.0}",
-            figures
+            "summary: {}",
+            files
                 .iter()
-                .map(|f| format!("{f:.0}"))
+                .map(|f| f.display().to_string())
                 .collect::<Vec<_>>()
-                .join(", "),
-            if mid > 0.0 {
-                (hi - lo) / 2.0 / mid * 100.0
-            } else {
-                0.0
-            }
+                .join(", ")
         );
     }
     Ok(worst)

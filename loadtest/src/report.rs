@@ -341,9 +341,43 @@ impl Report {
                     st.detail
                 );
             }
+            let f = |v: Option<f64>| v.map_or("n/a".to_owned(), |v| format!("{v:.2}"));
+            for st in &c.steps {
+                let r = st.resources;
+                let _ = writeln!(
+                    s,
+                    "  {:>10.0}/s  hookd {} cores {} MB  load generator {} cores {} MB  box {} % busy",
+                    st.rate,
+                    f(r.hookd_cores),
+                    f(r.hookd_rss_mb),
+                    f(r.tool_cores),
+                    f(r.tool_rss_mb),
+                    f(r.box_busy_pct)
+                );
+            }
             match c.sustainable_rate {
                 Some(r) => {
                     let _ = writeln!(s, "highest sustainable rate: {r:.0} events/s");
+                    if let Some(st) = &c.sustained {
+                        let _ = writeln!(
+                            s,
+                            "  at it: enqueue p99 {:.2} ms  e2e p99 {:.2} ms  acked {:.0}/s  delivered {:.0}/s (that step's own figures)",
+                            st.enqueue_p99_ms, st.e2e_p99_ms, st.acked_per_s, st.delivered_per_s
+                        );
+                    }
+                    if let Some(z) = &c.sizing {
+                        let _ = writeln!(s, "limited by: {} ({})", z.limited_by, z.why);
+                        let _ = writeln!(
+                            s,
+                            "left at it: {} of {} cores idle, {} of {} MB memory available; disk: {}",
+                            f(z.cpu_left_cores),
+                            z.cores,
+                            f(z.mem_left_mb),
+                            f(z.mem_total_mb),
+                            z.disk
+                        );
+                        let _ = writeln!(s, "sizing: {}", z.scale);
+                    }
                 }
                 None => {
                     let _ = writeln!(
@@ -355,6 +389,40 @@ impl Report {
         }
         s
     }
+
+    /// This run's line in a `--repeat` summary: its figure (a search's sustainable rate,
+    /// or delivered/s) with that figure's own p99s and what limited it.
+    pub fn summary_line(&self) -> RunFigure {
+        match &self.capacity {
+            Some(c) => RunFigure {
+                figure: c.sustainable_rate.unwrap_or(0.0),
+                enqueue_p99_ms: c.sustained.as_ref().map_or(0.0, |s| s.enqueue_p99_ms),
+                e2e_p99_ms: c.sustained.as_ref().map_or(0.0, |s| s.e2e_p99_ms),
+                limit: c
+                    .sizing
+                    .as_ref()
+                    .map_or_else(|| self.host.limit.clone(), |z| z.limited_by.clone()),
+                passed: self.verdict.passed(),
+            },
+            None => RunFigure {
+                figure: self.delivered_per_s,
+                enqueue_p99_ms: self.enqueue_latency_ms.p99,
+                e2e_p99_ms: self.end_to_end_ms.p99,
+                limit: self.host.limit.clone(),
+                passed: self.passed,
+            },
+        }
+    }
+
+    /// The files [`Self::write`] writes in a directory (a `--repeat` clears them from the
+    /// top of its output, so no earlier run's report is left there).
+    pub const FILES: [&str; 5] = [
+        "report.json",
+        "latency-percentiles.svg",
+        "throughput.svg",
+        "latency-over-time.svg",
+        "resources.svg",
+    ];
 
     /// Writes `report.json` and the SVG plots into `dir`.
     pub fn write(&self, dir: &Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
@@ -778,5 +846,125 @@ mod tests {
         let runs = segments(&[(1.0, 2.0), (2.0, 3.0), (3.0, nan), (4.0, nan), (5.0, 1.0)]);
         assert_eq!(runs, vec![vec![(1.0, 2.0), (2.0, 3.0)], vec![(5.0, 1.0)]]);
         assert!(segments(&[(1.0, nan)]).is_empty());
+    }
+}
+
+/// One run of a `--repeat`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RunFigure {
+    pub figure: f64,
+    pub enqueue_p99_ms: f64,
+    pub e2e_p99_ms: f64,
+    pub limit: String,
+    pub passed: bool,
+}
+
+/// `--repeat N`: every run's figure, their median and spread (`summary.json` and
+/// `summary.txt` at the top of the output; each run's report in `run-N/`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Summary {
+    pub scenario: String,
+    /// What `figure` is: "highest sustainable rate (events/s)" or "delivered/s".
+    pub what: String,
+    pub runs: Vec<RunFigure>,
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    /// Half the range, as a percentage of the median.
+    pub spread_pct: f64,
+}
+
+impl Summary {
+    pub fn of(scenario: &str, what: &str, runs: Vec<RunFigure>) -> Self {
+        let mut figures: Vec<f64> = runs.iter().map(|r| r.figure).collect();
+        figures.sort_by(f64::total_cmp);
+        let n = figures.len();
+        let median = match n {
+            0 => 0.0,
+            _ if n % 2 == 1 => figures[n / 2],
+            _ => (figures[n / 2 - 1] + figures[n / 2]) / 2.0,
+        };
+        let (min, max) = (
+            figures.first().copied().unwrap_or(0.0),
+            figures.last().copied().unwrap_or(0.0),
+        );
+        let spread_pct = if median > 0.0 {
+            (max - min) / 2.0 / median * 100.0
+        } else {
+            0.0
+        };
+        Self {
+            scenario: scenario.to_owned(),
+            what: what.to_owned(),
+            runs,
+            median,
+            min,
+            max,
+            spread_pct,
+        }
+    }
+
+    pub fn table(&self) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let _ = writeln!(s, "scenario  {} ({} runs)", self.scenario, self.runs.len());
+        for (i, r) in self.runs.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "run {:<3}   {}: {:.0}  enqueue p99 {:.2} ms  e2e p99 {:.2} ms  {}  limit: {}",
+                i + 1,
+                self.what,
+                r.figure,
+                r.enqueue_p99_ms,
+                r.e2e_p99_ms,
+                if r.passed { "PASS" } else { "FAIL" },
+                r.limit
+            );
+        }
+        let _ = writeln!(
+            s,
+            "summary   {}: median {:.0}, min {:.0}, max {:.0}, spread ±{:.1} % (each run's report in run-N/)",
+            self.what, self.median, self.min, self.max, self.spread_pct
+        );
+        s
+    }
+
+    /// Writes `summary.json` and `summary.txt` into `dir`.
+    pub fn write(&self, dir: &Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
+        std::fs::create_dir_all(dir)?;
+        let json = dir.join("summary.json");
+        std::fs::write(&json, serde_json::to_vec_pretty(self)?)?;
+        let txt = dir.join("summary.txt");
+        std::fs::write(&txt, self.table())?;
+        Ok(vec![json, txt])
+    }
+}
+
+#[cfg(test)]
+mod summary_tests {
+    use super::*;
+
+    fn run(figure: f64) -> RunFigure {
+        RunFigure {
+            figure,
+            enqueue_p99_ms: 1.0,
+            e2e_p99_ms: 2.0,
+            limit: "hookd".into(),
+            passed: true,
+        }
+    }
+
+    #[test]
+    fn the_summary_is_the_median_and_the_spread_around_it() {
+        let s = Summary::of(
+            "cap",
+            "delivered/s",
+            vec![run(100.0), run(130.0), run(110.0)],
+        );
+        assert_eq!((s.median, s.min, s.max), (110.0, 100.0, 130.0));
+        assert!((s.spread_pct - 15.0 / 110.0 * 100.0).abs() < 1e-9);
+        let even = Summary::of("cap", "x", vec![run(1.0), run(3.0)]);
+        assert_eq!(even.median, 2.0);
+        assert!(s.table().contains("median 110, min 100, max 130"));
     }
 }

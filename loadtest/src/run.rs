@@ -778,6 +778,10 @@ pub async fn run(s: &Scenario, o: &Options) -> anyhow::Result<Report> {
         .count() as u64;
     let mut hookd = hookd_figures(&world.clients[0], &snap.timeline, acked_push).await;
     let host = host_figures(&world, &snap.timeline, hookd.cpu_avg_pct);
+    let capacity = capacity.map(|mut c| {
+        c.sizing = capacity::sizing(&c, &host);
+        c
+    });
     if let Some((live, level)) = peak {
         hookd.peak_live_messages = Some(live);
         hookd.peak_level = Some(
@@ -943,11 +947,25 @@ async fn search(
     capacity::search(&c, |rate| async move {
         let phase = tally.phase();
         let started = Instant::now();
+        // What hookd, this tool and the box spend on this step's traffic.
+        let mut hookd_meter = Meter::new(world.target.pid);
+        let mut tool_meter = Meter::new(Some(std::process::id()));
+        let mut box_meter = HostMeter::new();
         world
             .sender
             .open(&Shape::Constant(rate), c.step, max_outstanding)
             .await;
         let secs = started.elapsed().as_secs_f64();
+        let (hookd_pct, hookd_rss_mb) = hookd_meter.read();
+        let (tool_pct, tool_rss_mb) = tool_meter.read();
+        let resources = capacity::StepResources {
+            hookd_cores: hookd_pct.map(|p| p / 100.0),
+            hookd_rss_mb,
+            tool_cores: tool_pct.map(|p| p / 100.0),
+            tool_rss_mb,
+            box_busy_pct: box_meter.read().busy_pct,
+            box_mem_available_mb: crate::host::meminfo_mb("MemAvailable"),
+        };
         // Deliveries get the end-to-end limit (at least a second) to arrive.
         let grace = Duration::from_secs_f64((slo.end_to_end_p99_ms / 1e3).max(1.0));
         let deadline = Instant::now() + grace;
@@ -992,6 +1010,7 @@ async fn search(
             delivered_per_s: delivered as f64 / secs,
             enqueue_p99_ms,
             e2e_p99_ms,
+            resources,
         };
         if progress {
             eprintln!(

@@ -269,6 +269,99 @@ name = "ok"
     }
 }
 
+/// The shipped fan-out and FIFO capacity scenarios, shrunk (two one-second steps): each
+/// step reports hookd's and the load generator's CPU and memory, the figure comes with
+/// its own step's p99s, and the report says what limited it and what was left. Then
+/// `--repeat 2`: one summary on top (median, spread), each run in run-N/, and an earlier
+/// run's report no longer on top.
+#[test]
+fn capacity_searches_on_fanout_and_fifo_mixes_size_the_box_and_repeat_into_one_summary() {
+    let out = tempfile::tempdir().unwrap();
+    for name in ["capacity-fanout", "capacity-ordered"] {
+        let shipped = std::fs::read_to_string(scenarios().join(format!("{name}.toml"))).unwrap();
+        let [start, max] = if name == "capacity-fanout" {
+            ["10", "20"]
+        } else {
+            ["50", "100"]
+        };
+        let small = shipped
+            .replace("start_rate = 100\n", &format!("start_rate = {start}\n"))
+            .replace("start_rate = 1000\n", &format!("start_rate = {start}\n"))
+            .replace("max_rate = 50000\n", &format!("max_rate = {max}\n"))
+            .replace("max_rate = 200000\n", &format!("max_rate = {max}\n"))
+            .replace("growth = 1.5\n", "growth = 2\n")
+            .replace("step = \"5s\"\n", "step = \"1s\"\n")
+            .replace("refine = 4\n", "refine = 0\n")
+            .replace("enqueue_p99_ms = 50\n", "enqueue_p99_ms = 5000\n")
+            .replace("end_to_end_p99_ms = 500\n", "end_to_end_p99_ms = 10000\n");
+        assert_ne!(small, shipped);
+        let scenario = out.path().join(format!("{name}.toml"));
+        std::fs::write(&scenario, small).unwrap();
+        let dir = out.path().join(name);
+        // An earlier run's report on top of the output.
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("report.json"), "{}").unwrap();
+        let (code, text) = run(&scenario, &dir, &["--repeat", "2"]);
+        assert_eq!(code, Some(0), "{name}:\n{text}");
+        assert!(
+            !dir.join("report.json").exists(),
+            "{name}: a stale report on top"
+        );
+        let summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+        assert_eq!(summary["runs"].as_array().unwrap().len(), 2, "{summary}");
+        assert_eq!(
+            summary["median"].as_f64().unwrap(),
+            max.parse::<f64>().unwrap(),
+            "{summary}"
+        );
+        assert!(summary["spread_pct"].as_f64().is_some(), "{summary}");
+        assert!(
+            text.contains("summary   highest sustainable rate (events/s): median"),
+            "{text}"
+        );
+        for run_dir in ["run-1", "run-2"] {
+            let r = report(&dir.join(run_dir));
+            let c = &r["capacity"];
+            let v = &r["verdict"];
+            assert_eq!(
+                (v["lost"].as_u64(), v["unexpected"].as_u64()),
+                (Some(0), Some(0)),
+                "{name}: {text}"
+            );
+            for step in c["steps"].as_array().unwrap() {
+                let res = &step["resources"];
+                for key in [
+                    "hookd_cores",
+                    "hookd_rss_mb",
+                    "tool_cores",
+                    "tool_rss_mb",
+                    "box_busy_pct",
+                ] {
+                    assert!(
+                        res[key].as_f64().is_some(),
+                        "{name}: step {step} has no {key}"
+                    );
+                }
+            }
+            let sustained = &c["sustained"];
+            assert_eq!(sustained["rate"], c["sustainable_rate"], "{name}: {c}");
+            let z = &c["sizing"];
+            assert_eq!(z["limited_by"], "none", "{name}: max_rate held: {z}");
+            assert!(z["cpu_left_cores"].as_f64().is_some(), "{name}: {z}");
+            assert!(
+                z["scale"].as_str().unwrap().contains("Assumption:"),
+                "{name}: {z}"
+            );
+        }
+        assert!(text.contains("limited by: none"), "{name}: {text}");
+        assert!(
+            text.contains("sizing: Per 1,000 events/s"),
+            "{name}: {text}"
+        );
+    }
+}
+
 #[test]
 fn a_bad_scenario_is_refused_with_key_and_line() {
     let out = tempfile::tempdir().unwrap();
