@@ -25,6 +25,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .codec_path("crate::codec::HookdCodec")
         .build_client(true)
         .build_server(true)
-        .compile_fds(fds)?;
+        // Each message names itself (`prost::Name`): the CLI's --json writes it in the
+        // JSON API's form (proto3's JSON mapping) through its descriptor.
+        .compile_fds_with_config(fds, {
+            let mut config = tonic_prost_build::Config::new();
+            config.enable_type_names();
+            config
+        })?;
     Ok(())
 }

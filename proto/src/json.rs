@@ -90,3 +90,31 @@ mod tests {
         assert!(json_to_struct(&serde_json::json!([1])).is_none());
     }
 }
+
+/// A message as the HTTP/JSON API writes it: proto3's JSON mapping (lowerCamelCase names,
+/// 64-bit integers as strings, enums by name, bytes as base64, defaults written out), from
+/// the compiled descriptors. What the CLI's `--json` prints, so scripts read one shape.
+pub fn message_json<M: prost::Message + prost::Name>(message: &M) -> Result<Json, String> {
+    use std::sync::OnceLock;
+    static POOL: OnceLock<Result<prost_reflect::DescriptorPool, String>> = OnceLock::new();
+    let pool = POOL
+        .get_or_init(|| {
+            prost_reflect::DescriptorPool::decode(crate::FILE_DESCRIPTOR_SET)
+                .map_err(|e| format!("hookd's descriptors: {e}"))
+        })
+        .as_ref()
+        .map_err(Clone::clone)?;
+    let name = M::full_name();
+    let descriptor = pool
+        .get_message_by_name(&name)
+        .ok_or_else(|| format!("no descriptor for {name}"))?;
+    let dynamic = prost_reflect::DynamicMessage::decode(descriptor, message.encode_to_vec().as_slice())
+        .map_err(|e| format!("{name}: {e}"))?;
+    dynamic
+        .serialize_with_options(
+            serde_json::value::Serializer,
+            &prost_reflect::SerializeOptions::new().skip_default_fields(false),
+        )
+        .map_err(|e| format!("{name}: {e}"))
+}
+

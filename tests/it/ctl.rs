@@ -8,14 +8,14 @@ use crate::harness::{TestServer, eventually};
 use crate::sink::{Reply, Sink};
 use hookd_core::clock::{Clock, ManualClock, SystemClock};
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Run {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 /// Runs `hookd ARGS` against `server` (its address from HOOKD_SERVER), `stdin` piped in.
-async fn hookd(server: &str, args: &[&str], stdin: Option<&[u8]>) -> Run {
+pub(crate) async fn hookd(server: &str, args: &[&str], stdin: Option<&[u8]>) -> Run {
     let (server, args, stdin) = (
         server.to_owned(),
         args.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>(),
@@ -131,15 +131,16 @@ async fn an_operator_runs_the_dead_letter_workflow_from_the_shell() {
         m.stdout
     );
     let m = json(&hookd(s, &["message", &b_id, "--json"], None).await);
-    assert_eq!(m["payload_size"], 7);
-    assert_eq!(m["history"][0]["http_status"], 503);
+    // The JSON API's field names and forms: 64-bit integers as strings.
+    assert_eq!(m["payloadSize"], "7", "{m}");
+    assert_eq!(m["history"][0]["httpStatus"], 503, "{m}");
 
     let analysis = json(&hookd(s, &["--json", "dlq", "analyze"], None).await);
     assert_eq!(
         analysis["destinations"][0]["destination"],
         "endpoint:orders"
     );
-    assert_eq!(analysis["destinations"][0]["count"], 2);
+    assert_eq!(analysis["destinations"][0]["count"], "2", "{analysis}");
     let human = hookd(s, &["dlq", "analyze"], None).await;
     assert!(
         human.stdout.contains("commonest status: 503 (2x)"),
@@ -201,7 +202,7 @@ async fn an_operator_runs_the_dead_letter_workflow_from_the_shell() {
     assert_eq!(resumed["endpoint"]["paused"], false);
 
     let stats = json(&hookd(s, &["stats", "--json"], None).await);
-    assert!(stats["storage"]["live_messages"].is_u64(), "{stats}");
+    assert!(stats["storage"]["liveMessages"].is_string(), "{stats}");
     let table = hookd(s, &["stats"], None).await;
     assert!(table.stdout.contains("endpoint:orders"), "{}", table.stdout);
     // Two latencies, each labelled, with units: end to end (enqueue to completion) and
@@ -354,7 +355,7 @@ async fn tail_follows_live_events() {
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
         .find(|v| v["kind"] == "dead_lettered")
         .unwrap();
-    assert_eq!(dead["http_status"], 400);
+    assert_eq!(dead["httpStatus"], 400, "{dead}");
     assert_eq!(dead["destination"], "endpoint:e");
     assert_eq!(dead["detail"], "HTTP 400");
 

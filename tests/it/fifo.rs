@@ -506,6 +506,15 @@ async fn a_blocked_lane_is_shown_and_replayed_or_skipped_by_an_operator() {
         (d.fifo_lanes, d.blocked_lanes)
     };
     assert_eq!(steps(c.stats().await.unwrap()), (2, 2));
+    // `hookd stats` shows them, and says what to do.
+    let table = crate::ctl::hookd(&server.grpc, &["stats"], None).await;
+    assert!(table.stdout.contains("LANES"), "{}", table.stdout);
+    assert!(table.stdout.contains("2, 2 BLOCKED"), "{}", table.stdout);
+    assert!(
+        table.stdout.contains("2 FIFO lane(s) blocked by a dead letter"),
+        "{}",
+        table.stdout
+    );
     let metrics = server.http_get("/metrics").await;
     assert_eq!(metric(&metrics, "hookd_lanes_blocked_total"), 2);
     let m = c.get_message(dead["replayed"].clone()).await.unwrap();

@@ -634,17 +634,41 @@ async fn health(conn: &Connection, service: String, timeout: Duration) -> Result
     }
 }
 
-/// Prints `value` as JSON, or runs `human` to print it for people.
-fn show<T: serde::Serialize>(json: bool, value: &T, human: impl FnOnce(&T)) -> Result<(), Failure> {
+/// Prints an answer as the HTTP/JSON API writes it (proto3's JSON mapping: the same field
+/// names, 64-bit integers as strings, enums by name), or runs `human` to print it for people.
+fn show<M: prost::Message + prost::Name>(
+    json: bool,
+    message: &M,
+    human: impl FnOnce(&M),
+) -> Result<(), Failure> {
     if json {
-        let text = serde_json::to_string_pretty(value).map_err(|e| Failure {
+        let value = hookd_proto::json::message_json(message).map_err(|e| Failure {
             message: format!("cannot print JSON: {e}"),
             code: 1,
         })?;
-        outln!("{text}");
+        print_json(&value)
     } else {
-        human(value);
+        human(message);
+        Ok(())
     }
+}
+
+/// [`show`] for a value of the CLI's own (not an API answer).
+fn show_value(json: bool, value: &serde_json::Value, human: impl FnOnce()) -> Result<(), Failure> {
+    if json {
+        print_json(value)
+    } else {
+        human();
+        Ok(())
+    }
+}
+
+fn print_json(value: &serde_json::Value) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| Failure {
+        message: format!("cannot print JSON: {e}"),
+        code: 1,
+    })?;
+    outln!("{text}");
     Ok(())
 }
 
@@ -793,7 +817,8 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
                     Err(s) => return Err(fail(s)),
                 };
                 if json {
-                    let line = serde_json::to_string(&e).map_err(|e| Failure {
+                    // One event per line, as `GET /v1/events` sends each.
+                    let line = hookd_proto::json::message_json(&e).map_err(|e| Failure {
                         message: format!("cannot print JSON: {e}"),
                         code: 1,
                     })?;
@@ -880,7 +905,7 @@ async fn sources(api: &mut Api, json: bool, cmd: SourcesCmd, server: &str) -> Re
             api.delete_source(pb::DeleteSourceRequest { name: name.clone() })
                 .await
                 .map_err(fail)?;
-            show(json, &serde_json::json!({ "deleted": name }), |_| {
+            show_value(json, &serde_json::json!({ "deleted": name }), || {
                 outln!("deleted source {name}");
             })
         }
@@ -964,7 +989,7 @@ async fn subscriptions(
             api.delete_subscription(pb::DeleteSubscriptionRequest { name: name.clone() })
                 .await
                 .map_err(fail)?;
-            show(json, &serde_json::json!({ "deleted": name }), |_| {
+            show_value(json, &serde_json::json!({ "deleted": name }), || {
                 outln!("deleted subscription {name}");
             })
         }
@@ -1563,6 +1588,12 @@ fn print_stats(s: &pb::StatsResponse) {
                 Ok(pb::BackpressureLevel::Hard) => "HARD".into(),
                 _ => "ok".into(),
             },
+            // FIFO lanes holding messages, and those a dead letter blocks.
+            match (d.fifo_lanes, d.blocked_lanes) {
+                (0, _) => "-".into(),
+                (n, 0) => n.to_string(),
+                (n, b) => format!("{n}, {b} BLOCKED"),
+            },
         ]
     };
     let mut rows: Vec<Vec<String>> = s.total.iter().map(row).collect();
@@ -1581,9 +1612,17 @@ fn print_stats(s: &pb::StatsResponse) {
             "ATTEMPT P95/1H",
             "BREAKER",
             "LEVEL",
+            "LANES",
         ],
         rows,
     );
+    let blocked: u64 = s.destinations.iter().map(|d| d.blocked_lanes).sum();
+    if blocked > 0 {
+        outln!();
+        outln!(
+            "{blocked} FIFO lane(s) blocked by a dead letter: `hookd dlq list` shows them (LANE); replay (`hookd dlq replay --id ID`) or skip (`hookd dlq purge --id ID`) to move each lane on"
+        );
+    }
 }
 
 fn print_endpoints(endpoints: &[pb::Endpoint]) {
