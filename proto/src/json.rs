@@ -108,8 +108,9 @@ pub fn message_json<M: prost::Message + prost::Name>(message: &M) -> Result<Json
     let descriptor = pool
         .get_message_by_name(&name)
         .ok_or_else(|| format!("no descriptor for {name}"))?;
-    let dynamic = prost_reflect::DynamicMessage::decode(descriptor, message.encode_to_vec().as_slice())
-        .map_err(|e| format!("{name}: {e}"))?;
+    let dynamic =
+        prost_reflect::DynamicMessage::decode(descriptor, message.encode_to_vec().as_slice())
+            .map_err(|e| format!("{name}: {e}"))?;
     dynamic
         .serialize_with_options(
             serde_json::value::Serializer,
@@ -117,4 +118,3 @@ pub fn message_json<M: prost::Message + prost::Name>(message: &M) -> Result<Json
         )
         .map_err(|e| format!("{name}: {e}"))
 }
-

@@ -360,6 +360,19 @@ async fn console_refuses_posts_without_the_csrf_token_and_escapes_what_it_shows(
         "{alerts}"
     );
     assert!(alerts.contains("new in 15 min"), "{alerts}");
+    // Each alert says what it measures over which window; the success card says its own.
+    assert!(alerts.contains("<th>measures (window)</th>"), "{alerts}");
+    assert!(
+        alerts.contains("<td>push attempts that succeeded, last 5 min</td>"),
+        "{alerts}"
+    );
+    assert!(
+        overview
+            .body
+            .contains("Success, last hour: push attempts that succeeded in the last hour"),
+        "{}",
+        overview.body
+    );
 
     // A purge without the token, with another session's token, with an empty one: refused,
     // and nothing changed.
@@ -396,6 +409,29 @@ async fn console_refuses_posts_without_the_csrf_token_and_escapes_what_it_shows(
     assert!(
         list.body
             .contains("&lt;script&gt;window.__pwned=2&lt;/script&gt;")
+    );
+    // The analysis speaks of the list's set: the same filter, any time.
+    assert!(
+        list.body.contains(
+            "Of the 2 dead letters this filter matches (any time): the same set as the list below"
+        ),
+        "{}",
+        list.body
+    );
+    assert!(
+        list.body.contains("endpoint:orders</a> · 2 dead letters"),
+        "{}",
+        list.body
+    );
+    let none = http
+        .get("/ui/dead-letters?destination=orders&status=404", &cookie)
+        .await;
+    assert!(
+        none.body
+            .contains("Of the 0 dead letters this filter matches")
+            && none.body.contains("No dead letter matches."),
+        "{}",
+        none.body
     );
     // The header's search: a message id leads to its page, anything else is a 400 that
     // names the field (and shows what was typed as text).

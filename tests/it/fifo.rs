@@ -511,7 +511,9 @@ async fn a_blocked_lane_is_shown_and_replayed_or_skipped_by_an_operator() {
     assert!(table.stdout.contains("LANES"), "{}", table.stdout);
     assert!(table.stdout.contains("2, 2 BLOCKED"), "{}", table.stdout);
     assert!(
-        table.stdout.contains("2 FIFO lane(s) blocked by a dead letter"),
+        table
+            .stdout
+            .contains("2 FIFO lane(s) blocked by a dead letter"),
         "{}",
         table.stdout
     );

@@ -320,6 +320,12 @@ async fn breaker_opens_probes_once_doubles_and_closes() {
         "nothing dropped while open"
     );
 
+    // A message due but held by the open breaker says so on its console page, instead of
+    // a next attempt in the past.
+    let page = server.http_get(&format!("/ui/messages/{}", ids[4])).await;
+    assert!(page.contains("held: the endpoint"), "{page}");
+    assert!(page.contains("breaker is open until"), "{page}");
+
     // Cooldown not over: nothing goes.
     server.advance(9_999).await;
     sink.stays_at(&mut c, 3).await;
@@ -1157,4 +1163,68 @@ async fn revealed(c: &mut Client, name: &str) -> pb::Endpoint {
         .into_inner()
         .endpoint
         .unwrap()
+}
+
+/// A replayed dead letter shows its new attempts: GetMessage counts attempts and the last
+/// error from the replay (the history keeps the old ones, numbered from 1 again after it),
+/// and the console marks the replay instead of "1 of 2" beside the old error.
+#[tokio::test]
+async fn a_replayed_message_shows_its_new_attempts_not_the_old_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let sink = Sink::start(Reply::Status(503)).await;
+    let mut c = server.client().await;
+    c.put_endpoint(pb::Endpoint {
+        max_attempts: 2,
+        ..endpoint("e", sink.url("/"))
+    })
+    .await
+    .unwrap();
+    let id = c.enqueue(Event::to_endpoint("e", "x")).await.unwrap().id;
+    sink.wait_for(1).await;
+    server.advance(60_000).await;
+    let dead = eventually(
+        "the dead letter",
+        async || c.get_message(&id).await.unwrap(),
+        |m| m.state == pb::MessageState::DeadLetter as i32,
+    )
+    .await;
+    assert_eq!((dead.attempts, dead.replays), (2, 0));
+    assert!(dead.last_error.contains("503"), "{dead:?}");
+
+    sink.set_default(Reply::Status(204));
+    assert_eq!(c.replay([id.clone()]).await.unwrap(), 1);
+    let done = eventually(
+        "delivered after the replay",
+        async || c.get_message(&id).await.unwrap(),
+        |m| m.state == pb::MessageState::Delivered as i32,
+    )
+    .await;
+    assert_eq!(
+        (done.attempts, done.replays, done.attempts_before_replay),
+        (1, 1, 2),
+        "{done:?}"
+    );
+    assert_eq!(
+        done.last_error, "",
+        "the old error is the dead letter's, not this one's"
+    );
+    let numbers: Vec<(u32, &str)> = done
+        .history
+        .iter()
+        .map(|a| (a.number, a.outcome.as_str()))
+        .collect();
+    assert_eq!(numbers[2], (0, "replayed"), "{numbers:?}");
+    assert_eq!(numbers[3].0, 1, "{numbers:?}");
+    let page = server.http_get(&format!("/ui/messages/{id}")).await;
+    assert!(
+        page.contains("since its replay (2 attempts before)"),
+        "{page}"
+    );
+    assert!(
+        page.contains("replayed from the dead letters: the attempts below are new"),
+        "{page}"
+    );
+    assert!(page.contains("none since the replay"), "{page}");
+    server.stop().await;
 }

@@ -249,6 +249,25 @@ impl Kind {
         }
     }
 
+    /// What the alert measures and over which window (the module's table), for people.
+    pub fn measures(self) -> &'static str {
+        match self {
+            Kind::SuccessRate => "push attempts that succeeded, last 5 min",
+            Kind::QueueDepth => "live messages (pending, retrying, in flight), now",
+            Kind::DeadLetters => "messages in the dead-letter queue, now",
+            Kind::DeliveryLatency => "average enqueue-to-completion time, last 5 min",
+            Kind::ConsumerRate => "completions / enqueues, last 10 min",
+            Kind::DeadLetterGrowth => "new dead letters, last 15 min",
+            Kind::OldestPending => "age of the oldest live message, now",
+            Kind::AttemptP95 => "an endpoint's attempt latency p95, last hour",
+        }
+    }
+
+    /// The kind named `name` (`success_rate`, ...).
+    pub fn named(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
     /// The value's unit, for messages.
     fn unit(self) -> &'static str {
         match self {

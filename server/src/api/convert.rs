@@ -338,6 +338,7 @@ pub(crate) fn message(m: MessageView) -> pb::GetMessageResponse {
         Shown::DeadLetter => pb::MessageState::DeadLetter,
         Shown::Delivered => pb::MessageState::Delivered,
     };
+    let (replays, before) = m.replays();
     let (payload, headers, payload_expired) = match m.content {
         Some(c) => (c.payload, c.headers.into_iter().collect(), false),
         None => (Vec::new(), Default::default(), true),
@@ -368,6 +369,8 @@ pub(crate) fn message(m: MessageView) -> pb::GetMessageResponse {
         sequence: m.lane.as_ref().map_or(0, |l| l.seq),
         out_of_order: m.lane.as_ref().is_some_and(|l| l.detached),
         blocks_lane: m.lane.as_ref().is_some_and(|l| l.blocks),
+        replays,
+        attempts_before_replay: before,
     }
 }
 

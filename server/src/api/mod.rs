@@ -299,6 +299,29 @@ impl HookdService {
         })
     }
 
+    /// The analysis of exactly the dead letters `filter` matches (destination, status,
+    /// error and dead-letter time, any time when unbounded): the console's, so its analysis
+    /// and its list beside it speak of the same set.
+    pub(crate) async fn analyze_dead_letters_matching(
+        &self,
+        filter: hookd_core::deadletters::Filter,
+    ) -> Result<view::DeadAnalysis, Status> {
+        let to = self.clock.now_ms() + 1;
+        let from = filter.dead_after_ms;
+        let destination = filter.destination.clone();
+        let (mut rows, truncated) = self
+            .read(move |s| Ok(s.dead_summaries(destination.as_ref(), validate::MAX_DEAD_SCAN)?))
+            .await?;
+        rows.retain(|d| filter.matches(d));
+        Ok(view::DeadAnalysis {
+            from_ms: from,
+            to_ms: to,
+            destinations: hookd_core::deadletters::analyze(&rows, from, to),
+            scanned: rows.len() as u64,
+            truncated,
+        })
+    }
+
     /// Runs a read on the blocking pool: redb reads touch the disk (the console's own reads
     /// too).
     pub(crate) async fn read<T: Send + 'static>(

@@ -71,7 +71,41 @@ pub(crate) struct MessageView {
     pub(crate) lane: Option<hookd_storage::store::LaneSlot>,
 }
 
+/// A replay's mark in a message's history (an `AttemptRecord` with outcome `replayed`).
+pub(crate) fn is_replay(a: &AttemptRecord) -> bool {
+    a.outcome == AttemptOutcome::Replayed.as_str()
+}
+
+/// Where the attempts since the last replay start in `history` (after its `replayed`
+/// mark), how many replays it shows, and how many attempts came before the last one.
+pub(crate) fn replay_rounds(history: &[AttemptRecord]) -> (usize, u32, u32) {
+    let Some(last) = history.iter().rposition(is_replay) else {
+        return (0, 0, 0);
+    };
+    let replays = history.iter().filter(|a| is_replay(a)).count() as u32;
+    let before = history[..last].iter().filter(|a| !is_replay(a)).count() as u32;
+    (last + 1, replays, before)
+}
+
+/// The last error to show: after a replay, only an error of an attempt since it (the old
+/// one belongs to the dead letter that was replayed).
+fn current_error(history: &[AttemptRecord], last_error: String) -> String {
+    let (start, replays, _) = replay_rounds(history);
+    if replays > 0 && history[start..].iter().all(|a| a.error.is_empty()) {
+        String::new()
+    } else {
+        last_error
+    }
+}
+
 impl MessageView {
+    /// Times it was replayed (as its history shows), and the attempts before the last
+    /// replay.
+    pub(crate) fn replays(&self) -> (u32, u32) {
+        let (_, replays, before) = replay_rounds(&self.history);
+        (replays, before)
+    }
+
     /// A live or dead message, at `now`.
     pub(crate) fn live(m: StoredMessage, now: u64) -> Self {
         let state = match m.entry.state {
@@ -103,8 +137,8 @@ impl MessageView {
             enqueued_ms: m.record.created_ms,
             next_attempt_ms: m.entry.due_ms,
             completed_ms: 0,
+            last_error: current_error(&history, m.history.last_error),
             history,
-            last_error: m.history.last_error,
             event_type: m.record.event_type,
             idempotency_key: m.record.idempotency_key,
             payload_size: m.record.payload.len() as u64,
@@ -129,8 +163,8 @@ impl MessageView {
             enqueued_ms: d.created_ms,
             next_attempt_ms: 0,
             completed_ms: d.completed_ms,
+            last_error: current_error(&history.attempts, history.last_error),
             history: history.attempts,
-            last_error: history.last_error,
             event_type: d.event_type,
             idempotency_key: d.idempotency_key,
             payload_size: d.payload_size,
@@ -201,4 +235,43 @@ pub(crate) struct DeadAnalysis {
     pub(crate) scanned: u64,
     /// More were there than one analysis reads.
     pub(crate) truncated: bool,
+}
+
+#[cfg(test)]
+mod replay_tests {
+    use super::*;
+
+    fn attempt(number: u32, error: &str) -> AttemptRecord {
+        AttemptRecord {
+            number,
+            error: error.into(),
+            outcome: if number == 0 {
+                "replayed"
+            } else {
+                "http_error"
+            }
+            .into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_replay_starts_a_new_round_and_the_old_error_is_not_the_last() {
+        let never = [attempt(1, "503"), attempt(2, "503")];
+        assert_eq!(replay_rounds(&never), (0, 0, 0));
+        assert_eq!(current_error(&never, "503".into()), "503");
+        let replayed = [
+            attempt(1, "503"),
+            attempt(2, "503"),
+            attempt(0, ""),
+            attempt(1, ""),
+        ];
+        assert_eq!(replay_rounds(&replayed), (3, 1, 2));
+        assert_eq!(current_error(&replayed, "503".into()), "");
+        let just_replayed = [attempt(1, "503"), attempt(0, "")];
+        assert_eq!(current_error(&just_replayed, "503".into()), "");
+        let failed_again = [attempt(1, "503"), attempt(0, ""), attempt(1, "timeout")];
+        assert_eq!(replay_rounds(&failed_again), (2, 1, 1));
+        assert_eq!(current_error(&failed_again, "timeout".into()), "timeout");
+    }
 }

@@ -128,7 +128,7 @@ pub(crate) async fn dead_letters(
     let now = c.clock.now_ms();
     let proto = q.filter.to_proto(now)?;
     let filter = crate::api::validate::dead_letter_filter(proto, "filter")?;
-    let destination = filter.destination.clone();
+    let for_analysis = filter.clone();
     let after = if q.after.is_empty() {
         None
     } else {
@@ -149,7 +149,7 @@ pub(crate) async fn dead_letters(
     // The analysis reads every dead letter's summary (up to 100,000): on the first page
     // only, and reused for a few seconds.
     let analysis = if q.after.is_empty() {
-        Some(analysis(&c, destination).await?)
+        Some(analysis(&c, for_analysis).await?)
     } else {
         None
     };
@@ -184,12 +184,14 @@ pub(crate) async fn dead_letters(
             @if let Some(analysis) = &analysis {
             section {
                 h2 { "Analysis" }
-                p.hint { "Over the last 7 days: " (analysis.scanned) " dead letters looked at"
-                    @if analysis.truncated { " (the first 100,000; the rest were not)" } "."
+                p.hint { "Of the " (analysis.scanned) " dead letters this filter matches ("
+                    (WINDOWS.iter().find(|(k, _, _)| *k == q.filter.since.trim()).map_or("any time", |w| w.1))
+                    "): the same set as the list below"
+                    @if analysis.truncated { " (of the first 100,000 dead letters read; the rest were not)" } "."
                     @if analysis.destinations.len() > MAX_ANALYSES_SHOWN {
                         " The " (MAX_ANALYSES_SHOWN) " destinations with the most are shown, of " (analysis.destinations.len()) "."
                     } }
-                @if analysis.destinations.is_empty() { p { "No dead letters in the window." } }
+                @if analysis.destinations.is_empty() { p { "No dead letter matches." } }
                 @for a in analysis.destinations.iter().take(MAX_ANALYSES_SHOWN) {
                     article.analysis {
                         h3 { a href=(dead_list_url(&DeadFilter { destination: a.destination.clone(), ..Default::default() })) { (a.destination) }
@@ -458,9 +460,9 @@ pub(super) fn confirm_page(
 /// cache while fresh; most dead letters first.
 pub(super) async fn analysis(
     c: &Console,
-    destination: Option<hookd_core::destination::Destination>,
+    filter: hookd_core::deadletters::Filter,
 ) -> Result<Arc<DeadAnalysis>, Failure> {
-    let key = format!("{destination:?}");
+    let key = format!("{filter:?}");
     let now = c.clock.now_ms();
     if let Some((k, at, a)) = c
         .analysis
@@ -472,10 +474,7 @@ pub(super) async fn analysis(
     {
         return Ok(a.clone());
     }
-    let mut a = c
-        .api
-        .analyze_dead_letters_in(destination, crate::api::DEFAULT_ANALYSIS_WINDOW_MS)
-        .await?;
+    let mut a = c.api.analyze_dead_letters_matching(filter).await?;
     a.destinations.sort_by_key(|d| std::cmp::Reverse(d.count));
     let a = Arc::new(a);
     *c.analysis.lock().unwrap_or_else(|p| p.into_inner()) = Some((key, now, a.clone()));

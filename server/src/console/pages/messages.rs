@@ -43,6 +43,20 @@ pub(crate) async fn message(
         .as_ref()
         .map_or_else(String::new, |d| d.describe());
     let dead = m.state == crate::api::view::Shown::DeadLetter;
+    let (replays, before) = m.replays();
+    let now = c.clock.now_ms();
+    let due = matches!(
+        m.state,
+        crate::api::view::Shown::Pending | crate::api::view::Shown::AwaitingRetry
+    ) && m.next_attempt_ms > 0
+        && m.next_attempt_ms <= now;
+    // Due but not sent: what holds it (its endpoint's breaker, a Retry-After, a pause).
+    let held = match (&m.destination, due) {
+        (Some(hookd_core::destination::Destination::Endpoint(name)), true) => {
+            held_by(&c, name, now).await?
+        }
+        _ => None,
+    };
     html_page(page(
         &format!("Message {id}"),
         Nav::DeadLetters,
@@ -72,11 +86,15 @@ pub(crate) async fn message(
                         @if l.blocks { " · " span.badge.bad { "blocks its lane" } " (replay it to deliver it first, or purge it to skip it)" } } }
                 }
                 tr { th { "idempotency key" } td { (m.idempotency_key) } }
-                tr { th { "attempts" } td { (m.attempts) " of " @if m.max_attempts == 0 { "the default" } @else { (m.max_attempts) } } }
+                tr { th { "attempts" } td { (m.attempts) " of " @if m.max_attempts == 0 { "the default" } @else { (m.max_attempts) }
+                    @if replays > 0 { " since its " @if replays > 1 { "last replay (replayed " (replays) " times; " } @else { "replay (" } (before) " attempts before)" } } }
                 tr { th { "enqueued" } td { (view::time(m.enqueued_ms)) } }
-                @if m.next_attempt_ms > 0 { tr { th { "next attempt" } td { (view::time(m.next_attempt_ms)) } } }
+                @if m.next_attempt_ms > 0 { tr { th { "next attempt" } td {
+                    @if let Some(why) = &held { "held: " (why) " (due since " (view::time(m.next_attempt_ms)) ")" }
+                    @else if due { "now (due since " (view::time(m.next_attempt_ms)) ", waiting for a delivery slot)" }
+                    @else { (view::time(m.next_attempt_ms)) } } } }
                 @if m.completed_ms > 0 { tr { th { "completed" } td { (view::time(m.completed_ms)) } } }
-                tr { th { "last error" } td.error { (m.last_error) } }
+                tr { th { "last error" } td.error { @if m.last_error.is_empty() && replays > 0 { "none since the replay" } @else { (m.last_error) } } }
                 tr { th { "payload size" } td { (view::bytes(m.payload_size)) } }
             }
             h2 { "Attempts" }
@@ -85,6 +103,9 @@ pub(crate) async fn message(
                     thead { tr { th { "#" } th { "started" } th { "outcome" } th { "status" } th { "latency" } th { "error" } } }
                     tbody {
                         @for a in &m.history {
+                            @if crate::api::view::is_replay(a) {
+                                tr.replayed { td { "" } td { (view::time(a.started_ms)) } td colspan="4" { "replayed from the dead letters: the attempts below are new" } }
+                            } @else {
                             tr {
                                 td.num { (a.number) }
                                 td { (view::time(a.started_ms)) }
@@ -92,6 +113,7 @@ pub(crate) async fn message(
                                 td.num { @if a.http_status == 0 { "-" } @else { (a.http_status) } }
                                 td.num { (view::millis(a.latency_us as f64 / 1_000.0)) }
                                 td.error { (view::excerpt(&a.error, 400)) }
+                            }
                             }
                         }
                     }
@@ -145,4 +167,54 @@ pub(super) fn hex_dump(bytes: &[u8]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// Why a message due at endpoint `name` is not being sent, if its endpoint holds it: an
+/// operator's pause, a disabled endpoint, an open breaker, or a Retry-After.
+async fn held_by(c: &Console, name: &str, now: u64) -> Result<Option<String>, Failure> {
+    if let Some(e) = c.api.endpoint_view(name).await? {
+        if e.record.paused {
+            return Ok(Some(format!(
+                "the endpoint is paused{}",
+                if e.record.paused_reason.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", e.record.paused_reason)
+                }
+            )));
+        }
+    }
+    let detail = c
+        .engine
+        .detail(vec![super::endpoints::endpoint_key(name)], false)
+        .await?;
+    let Some(push) = detail
+        .into_iter()
+        .flatten()
+        .next()
+        .and_then(|d| d.stats.push)
+    else {
+        return Ok(None);
+    };
+    if let Some(why) = push.disabled {
+        return Ok(Some(format!("the endpoint is disabled ({why})")));
+    }
+    Ok(match push.breaker {
+        hookd_core::breaker::BreakerState::Open { until_ms } => Some(format!(
+            "the endpoint's breaker is open until {} ({} consecutive failures)",
+            view::time(until_ms),
+            push.consecutive_failures
+        )),
+        hookd_core::breaker::BreakerState::HalfOpen { .. } => {
+            Some("the endpoint's breaker is half-open: one probe at a time".to_owned())
+        }
+        hookd_core::breaker::BreakerState::Closed => {
+            push.paused_until_ms.filter(|t| *t > now).map(|t| {
+                format!(
+                    "the endpoint asked to wait (Retry-After) until {}",
+                    view::time(t)
+                )
+            })
+        }
+    })
 }

@@ -54,6 +54,8 @@ pub(crate) async fn overview(
                 (figure("oldest pending", view::duration(total.oldest_pending_age_ms)))
                 (figure("backpressure", total.backpressure.as_str()))
             }
+            p.hint { "Success, last hour: push attempts that succeeded in the last hour; its colour uses the "
+                code { "success_rate" } " alert's thresholds, which that alert applies to the last 5 minutes (see Alerts)." }
             section {
                 h2 { "Delivery" }
                 table {
@@ -80,12 +82,13 @@ pub(crate) async fn overview(
                     p { "No alert is raised." }
                 } @else {
                     table.alerts {
-                        thead { tr { th { "alert" } th { "destination" } th { "level" } th { "since" }
+                        thead { tr { th { "alert" } th { "measures (window)" } th { "destination" } th { "level" } th { "since" }
                                      th { "value" } th { "warning at" } th { "critical at" } } }
                         tbody {
                             @for a in &alerts {
                                 tr class=(format!("level-{}", a.level)) {
                                     td { (a.alert) }
+                                    td { (hookd_core::alerts::Kind::named(a.alert).map_or("", |k| k.measures())) }
                                     td { @if a.destination.is_empty() { "all" } @else { (a.destination) } }
                                     td { span.badge { (a.level) } }
                                     td { (view::time(a.since_ms)) }

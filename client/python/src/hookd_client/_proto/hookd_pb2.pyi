@@ -441,7 +441,7 @@ class Attempt(_message.Message):
     def __init__(self, number: _Optional[int] = ..., started_unix_ms: _Optional[int] = ..., ended_unix_ms: _Optional[int] = ..., outcome: _Optional[str] = ..., error: _Optional[str] = ..., http_status: _Optional[int] = ..., latency_us: _Optional[int] = ...) -> None: ...
 
 class GetMessageResponse(_message.Message):
-    __slots__ = ("id", "destination", "state", "attempts", "max_attempts", "enqueued_unix_ms", "next_attempt_unix_ms", "history", "last_error", "event_type", "idempotency_key", "payload_size", "completed_unix_ms", "payload", "headers", "payload_expired", "event_id", "ordering_key", "sequence", "out_of_order", "blocks_lane")
+    __slots__ = ("id", "destination", "state", "attempts", "max_attempts", "enqueued_unix_ms", "next_attempt_unix_ms", "history", "last_error", "event_type", "idempotency_key", "payload_size", "completed_unix_ms", "payload", "headers", "payload_expired", "event_id", "ordering_key", "sequence", "out_of_order", "blocks_lane", "replays", "attempts_before_replay")
     class HeadersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -470,6 +470,8 @@ class GetMessageResponse(_message.Message):
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     OUT_OF_ORDER_FIELD_NUMBER: _ClassVar[int]
     BLOCKS_LANE_FIELD_NUMBER: _ClassVar[int]
+    REPLAYS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_BEFORE_REPLAY_FIELD_NUMBER: _ClassVar[int]
     id: str
     destination: Destination
     state: MessageState
@@ -491,7 +493,9 @@ class GetMessageResponse(_message.Message):
     sequence: int
     out_of_order: bool
     blocks_lane: bool
-    def __init__(self, id: _Optional[str] = ..., destination: _Optional[_Union[Destination, _Mapping]] = ..., state: _Optional[_Union[MessageState, str]] = ..., attempts: _Optional[int] = ..., max_attempts: _Optional[int] = ..., enqueued_unix_ms: _Optional[int] = ..., next_attempt_unix_ms: _Optional[int] = ..., history: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., last_error: _Optional[str] = ..., event_type: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., payload_size: _Optional[int] = ..., completed_unix_ms: _Optional[int] = ..., payload: _Optional[bytes] = ..., headers: _Optional[_Mapping[str, str]] = ..., payload_expired: _Optional[bool] = ..., event_id: _Optional[str] = ..., ordering_key: _Optional[str] = ..., sequence: _Optional[int] = ..., out_of_order: _Optional[bool] = ..., blocks_lane: _Optional[bool] = ...) -> None: ...
+    replays: int
+    attempts_before_replay: int
+    def __init__(self, id: _Optional[str] = ..., destination: _Optional[_Union[Destination, _Mapping]] = ..., state: _Optional[_Union[MessageState, str]] = ..., attempts: _Optional[int] = ..., max_attempts: _Optional[int] = ..., enqueued_unix_ms: _Optional[int] = ..., next_attempt_unix_ms: _Optional[int] = ..., history: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., last_error: _Optional[str] = ..., event_type: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., payload_size: _Optional[int] = ..., completed_unix_ms: _Optional[int] = ..., payload: _Optional[bytes] = ..., headers: _Optional[_Mapping[str, str]] = ..., payload_expired: _Optional[bool] = ..., event_id: _Optional[str] = ..., ordering_key: _Optional[str] = ..., sequence: _Optional[int] = ..., out_of_order: _Optional[bool] = ..., blocks_lane: _Optional[bool] = ..., replays: _Optional[int] = ..., attempts_before_replay: _Optional[int] = ...) -> None: ...
 
 class Endpoint(_message.Message):
     __slots__ = ("name", "url", "description", "max_attempts", "retry_base_ms", "retry_cap_ms", "disabled", "created_unix_ms", "updated_unix_ms", "secrets", "connect_timeout_ms", "timeout_ms", "max_in_flight", "rate_limit_per_s", "rate_limit_burst", "disabled_reason", "disabled_unix_ms", "paused", "paused_reason", "paused_unix_ms", "secret_summaries", "headers", "proxy_url", "client_certificate_pem", "client_key_pem", "client_certificate_summary", "oauth2", "fifo")
