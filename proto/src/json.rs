@@ -74,23 +74,6 @@ pub fn serialize_struct<S: serde::Serializer>(
     s.as_ref().map(struct_to_json).serialize(serializer)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_filter_round_trips_through_struct() {
-        let filter = serde_json::json!({
-            "data": {"priority": {"$in": ["high", "urgent"]}, "score": {"$gte": 0.5}, "n": 100},
-            "$or": [{"topic": "ticket.classified"}, {"metadata": {"x-tenant": {"$exist": true}}}],
-            "none": null
-        });
-        let s = json_to_struct(&filter).unwrap();
-        assert_eq!(struct_to_json(&s), filter);
-        assert!(json_to_struct(&serde_json::json!([1])).is_none());
-    }
-}
-
 /// A message as the HTTP/JSON API writes it: proto3's JSON mapping (lowerCamelCase names,
 /// 64-bit integers as strings, enums by name, bytes as base64, defaults written out), from
 /// the compiled descriptors. What the CLI's `--json` prints, so scripts read one shape.
@@ -117,4 +100,21 @@ pub fn message_json<M: prost::Message + prost::Name>(message: &M) -> Result<Json
             &prost_reflect::SerializeOptions::new().skip_default_fields(false),
         )
         .map_err(|e| format!("{name}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_filter_round_trips_through_struct() {
+        let filter = serde_json::json!({
+            "data": {"priority": {"$in": ["high", "urgent"]}, "score": {"$gte": 0.5}, "n": 100},
+            "$or": [{"topic": "ticket.classified"}, {"metadata": {"x-tenant": {"$exist": true}}}],
+            "none": null
+        });
+        let s = json_to_struct(&filter).unwrap();
+        assert_eq!(struct_to_json(&s), filter);
+        assert!(json_to_struct(&serde_json::json!([1])).is_none());
+    }
 }

@@ -172,17 +172,17 @@ pub(super) fn hex_dump(bytes: &[u8]) -> String {
 /// Why a message due at endpoint `name` is not being sent, if its endpoint holds it: an
 /// operator's pause, a disabled endpoint, an open breaker, or a Retry-After.
 async fn held_by(c: &Console, name: &str, now: u64) -> Result<Option<String>, Failure> {
-    if let Some(e) = c.api.endpoint_view(name).await? {
-        if e.record.paused {
-            return Ok(Some(format!(
-                "the endpoint is paused{}",
-                if e.record.paused_reason.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", e.record.paused_reason)
-                }
-            )));
-        }
+    if let Some(e) = c.api.endpoint_view(name).await?
+        && e.record.paused
+    {
+        return Ok(Some(format!(
+            "the endpoint is paused{}",
+            if e.record.paused_reason.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", e.record.paused_reason)
+            }
+        )));
     }
     let detail = c
         .engine
