@@ -90,10 +90,22 @@ impl TestServer {
 
     /// For the client packages' suites: destinations hold at most 64 KiB of live messages
     /// (events up to 16 KiB), so a test reaches a hard watermark with a few calls.
+    /// The hookd the client test suites need, as `client/test-hookd.toml` says (its small
+    /// marks; the rest is the tests' config).
     pub(crate) async fn with_small_marks(dir: &Path) -> Self {
+        let wanted = Config::from_toml(include_str!("../../client/test-hookd.toml"))
+            .expect("client/test-hookd.toml parses as hookd's config");
         let mut config = test_config(dir);
-        config.max_payload_bytes = 16 << 10;
-        config.backpressure.destination_max_bytes = 64 << 10;
+        config.max_payload_bytes = wanted.max_payload_bytes;
+        config.backpressure.destination_max_bytes = wanted.backpressure.destination_max_bytes;
+        assert_eq!(
+            (
+                config.max_payload_bytes,
+                config.backpressure.destination_max_bytes
+            ),
+            (16 << 10, 64 << 10),
+            "the client tests count on these marks"
+        );
         Self::start_with(config, ManualClock::new(SystemClock.now_ms())).await
     }
 

@@ -11,12 +11,13 @@ use std::time::Duration;
 
 /// The README's sections run here, in this order. Every other block is checked another
 /// way ([`ELSEWHERE`]).
-const SECTIONS: [&str; 7] = [
+const SECTIONS: [&str; 8] = [
     "# hookd",
     "## Install and run",
     "## Quickstart from the shell",
     "### Receive a signed webhook and pull it",
     "### The same over HTTP/JSON",
+    "### Topics, subscriptions and FIFO lanes",
     "### Dead letters: analyze, fix, replay",
     "### A damaged log",
 ];
@@ -213,8 +214,9 @@ fn script(readme: &str) -> String {
 }
 
 /// The blocks of [`SECTIONS`]: the two commands, the install, the quickstart's 2, the
-/// ingest section's 4, the HTTP/JSON one, the dead-letter transcript, the repair.
-const RUN_BLOCKS: usize = 11;
+/// ingest section's 4, the HTTP/JSON one, topics and lanes, the dead-letter transcript,
+/// the repair.
+const RUN_BLOCKS: usize = 12;
 
 #[tokio::test]
 #[ignore = "needs root (unshare), python3 with tests/python/requirements.txt (HOOKD_PYTHON), curl and openssl; .ci/run runs it"]
@@ -298,9 +300,25 @@ async fn readme_snippets_run_as_pasted() {
         "b'{\"invoice\": 7}'",
         "{\"acked\":1}",
         "\"message\":\"queue: must not be empty\"",
+        // Topics and lanes: the fan-out counts, the filtered delivery, the queue's two
+        // tickets, the steps in order, the stats' lanes column.
+        "(event; 2 subscriber(s))",
+        "(event; 1 subscriber(s))",
+        "b'{\"priority\": \"urgent\", \"ticket\": 7}'",
+        "{\"priority\": \"low\", \"ticket\": 8}",
+        "LANES",
     ] {
         assert!(text.contains(shown), "no {shown:?} in:\n{text}");
     }
+    // The FIFO endpoint's steps reached the receiver in order.
+    let at = |step: u32| {
+        text.find(&format!("b'{{\"step\": {step}}}'"))
+            .unwrap_or_else(|| panic!("step {step} never reached the receiver:\n{text}"))
+    };
+    assert!(
+        at(1) < at(2) && at(2) < at(3),
+        "the steps out of order:\n{text}"
+    );
     let last = text
         .lines()
         .rev()

@@ -1,5 +1,7 @@
 // The Node Emitter: its buffer rules on a fake hookd with recorded pauses, then against a real
-// hookd (HOOKD_ADDR, started by the cargo test that runs this suite; required).
+// hookd at HOOKD_ADDR (required) configured as client/test-hookd.toml says (small marks: the
+// hard-mark test needs them). The cargo test node_client_package starts that hookd; by hand:
+// `hookd serve --config client/test-hookd.toml`.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Emitter, BufferFull, Closed, Unflushed, queue, topic, hookdClient, retryInfoMs } from "../dist/index.js";
@@ -107,7 +109,7 @@ test("a throttle hint asks for slowDown and pauses the sender", async () => {
 });
 
 const addr = () => {
-  assert.ok(process.env.HOOKD_ADDR, "HOOKD_ADDR must name a running hookd (the cargo test node_client_package sets it)");
+  assert.ok(process.env.HOOKD_ADDR, "HOOKD_ADDR must name a running hookd configured as client/test-hookd.toml (the cargo test node_client_package starts one)");
   return process.env.HOOKD_ADDR;
 };
 const call = (client, method, request) =>

@@ -1,5 +1,7 @@
 """The Python Emitter: its buffer rules on a fake hookd with an injected sleep, then against a
-real hookd (HOOKD_ADDR, started by the cargo test that runs this file; required)."""
+real hookd at HOOKD_ADDR (required) configured as client/test-hookd.toml says (small marks:
+the hard-mark test needs them). The cargo test python_client_package starts that hookd;
+by hand: `hookd serve --config client/test-hookd.toml`."""
 
 import asyncio
 import os
@@ -155,7 +157,7 @@ def test_a_throttle_hint_asks_for_slow_down_and_pauses_the_sender():
 
 def addr():
     a = os.environ.get("HOOKD_ADDR")
-    assert a, "HOOKD_ADDR must name a running hookd (the cargo test python_client_package sets it)"
+    assert a, "HOOKD_ADDR must name a running hookd configured as client/test-hookd.toml (the cargo test python_client_package starts one)"
     return a
 
 
