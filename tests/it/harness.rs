@@ -303,6 +303,19 @@ pub(crate) async fn run_program(
     run_program_output(program, what, args, env).await;
 }
 
+/// An example agent (`program script`) run with hookd down: it must still end, within its
+/// 0.5 s wait, with its counters (the 40 events it took, none sent, all given back).
+pub(crate) async fn example_agent_with_hookd_down(program: String, script: String) {
+    let down = format!("127.0.0.1:{}", hookd_testkit::free_port().unwrap());
+    let what = format!("{script}, hookd down");
+    let args = vec![script, "down-example".into(), "40".into(), "0.5".into()];
+    let out = run_program_output(program, &what, args, vec![("HOOKD_ADDR".into(), down)]).await;
+    assert!(
+        out.contains("emitted 40 sent 0 refused 0 failed 0 unacknowledged 40"),
+        "{out}"
+    );
+}
+
 /// [`run_program`], returning its stdout.
 pub(crate) async fn run_program_output(
     program: String,

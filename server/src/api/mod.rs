@@ -278,33 +278,36 @@ impl HookdService {
         .await
     }
 
-    /// The dead letters of `destination` (or all) dead-lettered within the last `window_ms`,
-    /// analysed.
+    /// The analysis over `window_ms` (AnalyzeDeadLetters): `scanned` counts every dead
+    /// letter read.
     pub(crate) async fn analyze_dead_letters_in(
         &self,
         destination: Option<hookd_core::destination::Destination>,
         window_ms: u64,
     ) -> Result<view::DeadAnalysis, Status> {
-        let to = self.clock.now_ms() + 1;
-        let from = to.saturating_sub(window_ms);
-        let (rows, truncated) = self
-            .read(move |s| Ok(s.dead_summaries(destination.as_ref(), validate::MAX_DEAD_SCAN)?))
-            .await?;
-        Ok(view::DeadAnalysis {
-            from_ms: from,
-            to_ms: to,
-            destinations: hookd_core::deadletters::analyze(&rows, from, to),
-            scanned: rows.len() as u64,
-            truncated,
-        })
+        let from = (self.clock.now_ms() + 1).saturating_sub(window_ms);
+        let filter = hookd_core::deadletters::Filter {
+            destination,
+            dead_after_ms: from,
+            ..Default::default()
+        };
+        self.dead_analysis(filter, false).await
     }
 
     /// The analysis of exactly the dead letters `filter` matches (destination, status,
-    /// error and dead-letter time, any time when unbounded): the console's, so its analysis
-    /// and its list beside it speak of the same set.
+    /// error and dead-letter time, any time when unbounded), `scanned` counting those: the
+    /// console's, so its analysis and its list beside it speak of the same set.
     pub(crate) async fn analyze_dead_letters_matching(
         &self,
         filter: hookd_core::deadletters::Filter,
+    ) -> Result<view::DeadAnalysis, Status> {
+        self.dead_analysis(filter, true).await
+    }
+
+    async fn dead_analysis(
+        &self,
+        filter: hookd_core::deadletters::Filter,
+        count_matched: bool,
     ) -> Result<view::DeadAnalysis, Status> {
         let to = self.clock.now_ms() + 1;
         let from = filter.dead_after_ms;
@@ -312,12 +315,17 @@ impl HookdService {
         let (mut rows, truncated) = self
             .read(move |s| Ok(s.dead_summaries(destination.as_ref(), validate::MAX_DEAD_SCAN)?))
             .await?;
+        let read = rows.len() as u64;
         rows.retain(|d| filter.matches(d));
         Ok(view::DeadAnalysis {
             from_ms: from,
             to_ms: to,
             destinations: hookd_core::deadletters::analyze(&rows, from, to),
-            scanned: rows.len() as u64,
+            scanned: if count_matched {
+                rows.len() as u64
+            } else {
+                read
+            },
             truncated,
         })
     }
