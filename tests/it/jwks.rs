@@ -98,6 +98,19 @@ async fn a_receiver_verifies_with_the_jwks_through_a_rotation() {
     let before = body_json(&raw);
     assert_eq!(before["keys"].as_array().unwrap().len(), 1, "{before}");
     let first_kid = before["keys"][0]["kid"].as_str().unwrap().to_owned();
+    // The console and `hookd endpoints get` say where the set is.
+    let page = server.http_get("/ui/endpoints/signed").await;
+    assert!(
+        page.contains(r#"<a href="/jwks/signed"><code>/jwks/signed</code></a>"#),
+        "{page}"
+    );
+    let get = crate::ctl::hookd(&server.grpc, &["endpoints", "get", "signed"], None).await;
+    assert!(
+        get.stdout
+            .contains("jwks        /jwks/signed on hookd's HTTP listener"),
+        "{}",
+        get.stdout
+    );
 
     let body = br#"{"n":1}"#;
     let sent = c

@@ -33,12 +33,22 @@ export interface EnqueueRequest {
   max_attempts?: number;
 }
 
-export const queue = (name: string, payload: EnqueueRequest["payload"], fields: Partial<EnqueueRequest> = {}): EnqueueRequest =>
-  ({ ...fields, queue: name, payload });
-export const endpoint = (name: string, payload: EnqueueRequest["payload"], fields: Partial<EnqueueRequest> = {}): EnqueueRequest =>
-  ({ ...fields, endpoint: name, payload });
-export const topic = (name: string, payload: EnqueueRequest["payload"], fields: Partial<EnqueueRequest> = {}): EnqueueRequest =>
-  ({ ...fields, topic: name, payload });
+/** A payload: bytes, text, or a JSON value (an object, an array, a number...), sent as its
+ * compact JSON (which push delivery sends as application/json). */
+export type Payload = Buffer | Uint8Array | string | number | boolean | null | object;
+
+/** The payload as stored. */
+export function payloadBytes(payload: Payload): Buffer | Uint8Array | string {
+  if (typeof payload === "string" || payload instanceof Uint8Array) return payload;
+  return Buffer.from(JSON.stringify(payload));
+}
+
+export const queue = (name: string, payload: Payload, fields: Partial<EnqueueRequest> = {}): EnqueueRequest =>
+  ({ ...fields, queue: name, payload: payloadBytes(payload) });
+export const endpoint = (name: string, payload: Payload, fields: Partial<EnqueueRequest> = {}): EnqueueRequest =>
+  ({ ...fields, endpoint: name, payload: payloadBytes(payload) });
+export const topic = (name: string, payload: Payload, fields: Partial<EnqueueRequest> = {}): EnqueueRequest =>
+  ({ ...fields, topic: name, payload: payloadBytes(payload) });
 
 /** The generated client constructor (keepCase field names, 64-bit numbers as strings). */
 export function hookdClient(address: string, credentials = grpc.credentials.createInsecure()): grpc.Client & Record<string, any> {

@@ -108,6 +108,12 @@ test("a throttle hint asks for slowDown and pauses the sender", async () => {
   assert.equal(e.counters().pressured, 1);
 });
 
+test("a JSON value is sent as its compact JSON", () => {
+  assert.equal(queue("q", { step: 1, note: "café" }).payload.toString(), '{"step":1,"note":"café"}');
+  assert.equal(topic("t", [1, 2]).payload.toString(), "[1,2]");
+  assert.equal(queue("q", "text").payload, "text");
+});
+
 const addr = () => {
   assert.ok(process.env.HOOKD_ADDR, "HOOKD_ADDR must name a running hookd configured as client/test-hookd.toml (the cargo test node_client_package starts one)");
   return process.env.HOOKD_ADDR;

@@ -250,3 +250,12 @@ def test_hookd_at_its_hard_mark_sends_retry_info_and_the_emitter_waits_for_room(
 def test_topic_builds_a_publish():
     r = topic("ticket.classified", b"{}", idempotency_key="k")
     assert (r.WhichOneof("destination"), r.topic, r.idempotency_key) == ("topic", "ticket.classified", "k")
+
+
+def test_a_json_value_is_sent_as_its_compact_json():
+    r = queue("q", {"step": 1, "note": "café"}, event_type="agent.step")
+    assert r.payload == '{"step":1,"note":"café"}'.encode()
+    assert topic("t", [1, 2]).payload == b"[1,2]"
+    assert queue("q", "text").payload == b"text"
+    assert queue("q", b"\x00raw").payload == b"\x00raw"
+

@@ -1117,6 +1117,12 @@ async fn endpoints(api: &mut Api, json: bool, cmd: EndpointsCmd) -> Result<(), t
         if !e.proxy_url.is_empty() {
             outln!("proxy       {}", e.proxy_url);
         }
+        if e.secret_summaries.iter().any(|s| !s.public_key.is_empty()) {
+            outln!(
+                "jwks        /jwks/{} on hookd's HTTP listener (the v1a public keys; deliveries name theirs in hookd-key-id)",
+                e.name
+            );
+        }
         match pb::Fifo::try_from(e.fifo) {
             Ok(pb::Fifo::Block) => outln!("fifo        block (a dead letter holds its lane)"),
             Ok(pb::Fifo::Park) => {

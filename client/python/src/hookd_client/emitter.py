@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import json
 import random
 import threading
 import time
 import uuid
-from typing import Callable, Deque, List, Optional
+from typing import Callable, Deque, List, Optional, Union
 
 import grpc
 from google.rpc import error_details_pb2
@@ -29,24 +30,38 @@ RETRYABLE = {
 RETRYABLE_CODES = {c.value[0] for c in RETRYABLE}
 
 
-def queue(name: str, payload: bytes, **fields) -> pb.EnqueueRequest:
-    """An event for a pull queue (fields: event_type, idempotency_key, headers, delay_ms, ordering_key...)."""
-    return pb.EnqueueRequest(queue=name, payload=payload, **fields)
+Payload = Union[bytes, str, dict, list, int, float, bool, None]
 
 
-def endpoint(name: str, payload: bytes, **fields) -> pb.EnqueueRequest:
+def _bytes(payload: Payload) -> bytes:
+    """The payload as stored: bytes as they are, text as UTF-8, anything else (a dict, a
+    list, a number...) as its compact JSON, which push delivery sends as application/json."""
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        return bytes(payload)
+    if isinstance(payload, str):
+        return payload.encode()
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def queue(name: str, payload: Payload, **fields) -> pb.EnqueueRequest:
+    """An event for a pull queue (fields: event_type, idempotency_key, headers, delay_ms,
+    ordering_key...). The payload: bytes, text, or a JSON value (a dict, a list...)."""
+    return pb.EnqueueRequest(queue=name, payload=_bytes(payload), **fields)
+
+
+def endpoint(name: str, payload: Payload, **fields) -> pb.EnqueueRequest:
     """An event for a registered endpoint."""
-    return pb.EnqueueRequest(endpoint=name, payload=payload, **fields)
+    return pb.EnqueueRequest(endpoint=name, payload=_bytes(payload), **fields)
 
 
-def url(address: str, payload: bytes, **fields) -> pb.EnqueueRequest:
+def url(address: str, payload: Payload, **fields) -> pb.EnqueueRequest:
     """An event for an ad-hoc URL."""
-    return pb.EnqueueRequest(url=address, payload=payload, **fields)
+    return pb.EnqueueRequest(url=address, payload=_bytes(payload), **fields)
 
 
-def topic(name: str, payload: bytes, **fields) -> pb.EnqueueRequest:
+def topic(name: str, payload: Payload, **fields) -> pb.EnqueueRequest:
     """An event published to a topic (its event type): one delivery per subscription that takes it."""
-    return pb.EnqueueRequest(topic=name, payload=payload, **fields)
+    return pb.EnqueueRequest(topic=name, payload=_bytes(payload), **fields)
 
 
 class EmitError(Exception):

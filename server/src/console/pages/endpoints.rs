@@ -246,6 +246,11 @@ pub(crate) async fn endpoint(
                                 " (ed25519, v1a; the receiver verifies with " code { (sec.public_key) } ")"
                             }
                         }
+                        @if v.summaries().iter().any(|sec| !sec.public_key.is_empty()) {
+                            br; "Receivers can fetch the v1a public keys as a JWKS: "
+                            a href=(format!("/jwks/{}", segment(&e.name))) { code { "/jwks/" (e.name) } }
+                            " (each delivery names its key in " code { "hookd-key-id" } ")"
+                        }
                     } }
                     tr { th { "static headers" } td {
                         @if e.headers.is_empty() { "none" }
