@@ -661,3 +661,201 @@ async fn a_format_v8_data_directory_opens_and_its_lanes_go_on_numbering() {
     assert_eq!(row.last_seq, 4);
     assert!(row.used_ms.is_some(), "written again with its time of use");
 }
+
+/// The queue config both the format-9 fixture's maker and its readers use.
+fn v9_config(dir: &Path) -> hookd::Config {
+    let mut config = test_config(dir);
+    config.queues = vec![hookd::config::QueueSpec {
+        name: "fixture-ordered".into(),
+        fifo: Some(hookd::config::FifoSetting::Block),
+    }];
+    config
+}
+
+/// Writes `tests/fixtures/format-v9/`: the format before tenants (issue #51 moves today's
+/// objects and messages into a `default` tenant, and tests that from here). Made by
+/// 093bc6f's code (issue #50's last commit) with every kind of object it stores: an endpoint
+/// (paused, so nothing is sent, with an HMAC secret and a rotated v1a key: one current, one
+/// retired), a subscription with a filter and the delivery of a publish it took, and
+/// messages in each state: pending (idempotency key, event type, header), awaiting retry,
+/// dead, completed, one pending for the endpoint, and a FIFO lane (`block`) of 3 events,
+/// the first acked.
+/// `HOOKD_WRITE_FIXTURE=1 cargo test -p hookd-tests --test it -- --ignored make_format_v9_fixture`
+#[tokio::test]
+#[ignore = "writes the committed fixture; run by hand only"]
+async fn make_format_v9_fixture() {
+    assert_eq!(std::env::var("HOOKD_WRITE_FIXTURE").as_deref(), Ok("1"));
+    assert_eq!(hookd_storage::store::FORMAT_VERSION, 9);
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start_with(v9_config(dir.path()), ManualClock::new(MADE_AT_MS)).await;
+    let mut c = server.client().await;
+    let mut manifest = Vec::new();
+    let whsk = |seed: u8| {
+        use base64::Engine as _;
+        format!(
+            "whsk_{}",
+            base64::engine::general_purpose::STANDARD.encode([seed; 32])
+        )
+    };
+    let hmac = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_owned();
+    let endpoint = |secrets: Vec<String>| pb::Endpoint {
+        name: "fixture-ep".into(),
+        url: "http://127.0.0.1:9/fixture".into(),
+        secrets,
+        max_attempts: 4,
+        ..Default::default()
+    };
+    c.put_endpoint(endpoint(vec![hmac.clone(), whsk(1)]))
+        .await
+        .unwrap();
+    c.put_endpoint(endpoint(vec![hmac, whsk(2)])).await.unwrap();
+    c.raw()
+        .pause_endpoint(pb::PauseEndpointRequest {
+            name: "fixture-ep".into(),
+            reason: "fixture".into(),
+        })
+        .await
+        .unwrap();
+    let to_endpoint = c
+        .enqueue(Event::to_endpoint("fixture-ep", b"held".to_vec()))
+        .await
+        .unwrap();
+    manifest.push(format!("endpoint {}", to_endpoint.id));
+    c.put_subscription(pb::Subscription {
+        name: "fixture-sub".into(),
+        event_types: vec!["fixture.*".into()],
+        destination: Some(pb::subscription::Destination::Queue("fixture-sub-q".into())),
+        filter: hookd_proto::json::json_to_struct(&serde_json::json!({"data": {"n": {"$gte": 1}}})),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let published = c
+        .enqueue(Event::to_topic("fixture.published", br#"{"n":2}"#.to_vec()))
+        .await
+        .unwrap();
+    assert_eq!(published.subscribers, 1);
+    manifest.push(format!("published {}", published.delivery_ids[0]));
+    // Queue messages in each state (as the format-1 fixture has them).
+    for (name, max_attempts) in [("pending", 0), ("retry", 0), ("dead", 1), ("done", 0)] {
+        let mut event = Event::to_queue("fixture-q", name.as_bytes().to_vec())
+            .idempotency_key(format!("fixture-key-{name}"))
+            .event_type("fixture.state")
+            .header("x-fixture", name);
+        if max_attempts > 0 {
+            event = event.max_attempts(max_attempts);
+        }
+        let sent = c.enqueue(event).await.unwrap();
+        manifest.push(format!("{name} {}", sent.id));
+    }
+    let leased = c.receive("fixture-q", 10, VIS, None).await.unwrap();
+    assert_eq!(leased.len(), 4);
+    for m in &leased {
+        match m.payload.as_slice() {
+            b"pending" => {
+                c.nack(&m.lease_id, Some(Duration::ZERO), "fixture: again")
+                    .await
+                    .unwrap();
+            }
+            b"retry" => {
+                c.nack(&m.lease_id, Some(VIS), "fixture: later")
+                    .await
+                    .unwrap();
+            }
+            b"dead" => {
+                c.nack(&m.lease_id, None, "fixture: poison").await.unwrap();
+            }
+            _ => {
+                c.ack([m.lease_id.clone()]).await.unwrap();
+            }
+        }
+    }
+    for n in 1..=3 {
+        let sent = c
+            .enqueue(
+                Event::to_queue("fixture-ordered", format!("o{n}").into_bytes()).ordering_key("k"),
+            )
+            .await
+            .unwrap();
+        manifest.push(format!("ordered{n} {}", sent.id));
+    }
+    let first = c.receive("fixture-ordered", 10, VIS, None).await.unwrap();
+    assert_eq!(first.len(), 1);
+    c.ack([first[0].lease_id.clone()]).await.unwrap();
+    server.stop().await;
+    save_fixture(dir.path(), 9, manifest);
+}
+
+/// The format-9 fixture (the tenants bump's starting point) opens in this build with every
+/// object and message as it was made: what issue #51's migration must carry into the
+/// `default` tenant.
+#[tokio::test]
+async fn the_format_v9_fixture_holds_every_kind_of_object() {
+    let (dir, text) =
+        copy_fixture(&Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/format-v9"));
+    let ids = manifest_ids(&text);
+    let server =
+        TestServer::start_with(v9_config(dir.path()), ManualClock::new(MADE_AT_MS + 60_000)).await;
+    let mut c = server.client().await;
+    let state = |m: &pb::GetMessageResponse| pb::MessageState::try_from(m.state).unwrap();
+    // The endpoint: paused, its secrets, its current and retired v1a keys (its JWKS).
+    let e = c
+        .raw()
+        .get_endpoint(pb::GetEndpointRequest {
+            name: "fixture-ep".into(),
+            reveal_secrets: false,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .endpoint
+        .unwrap();
+    assert!(e.paused && e.secret_summaries.len() == 2, "{e:?}");
+    let jwks = server.http_get("/jwks/fixture-ep").await;
+    assert_eq!(jwks.matches("\"kid\"").count(), 2, "{jwks}");
+    assert!(jwks.contains("hookd_retired_unix_ms"), "{jwks}");
+    let held = c.get_message(ids["endpoint"]).await.unwrap();
+    assert_eq!(
+        (state(&held), held.payload.as_slice()),
+        (pb::MessageState::Pending, &b"held"[..])
+    );
+    // The subscription with its filter, and the delivery its publish made.
+    let subs = c
+        .raw()
+        .list_subscriptions(pb::ListSubscriptionsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .subscriptions;
+    assert_eq!(subs.len(), 1);
+    assert!(subs[0].filter.is_some());
+    let delivery = c.get_message(ids["published"]).await.unwrap();
+    assert_eq!(delivery.payload, br#"{"n":2}"#);
+    // The queue's messages, each in its state.
+    for (name, want) in [
+        ("pending", pb::MessageState::Pending),
+        ("retry", pb::MessageState::AwaitingRetry),
+        ("dead", pb::MessageState::DeadLetter),
+        ("done", pb::MessageState::Delivered),
+    ] {
+        let m = c.get_message(ids[name]).await.unwrap();
+        assert_eq!(state(&m), want, "{name}");
+        assert_eq!(m.idempotency_key, format!("fixture-key-{name}"));
+    }
+    // Its idempotency keys still dedupe.
+    let again = c
+        .enqueue(
+            Event::to_queue("fixture-q", b"pending".to_vec())
+                .idempotency_key("fixture-key-pending"),
+        )
+        .await
+        .unwrap();
+    assert!(again.duplicate && again.id == ids["pending"], "{again:?}");
+    // The lane goes on numbering.
+    let got = c.receive("fixture-ordered", 10, VIS, None).await.unwrap();
+    assert_eq!((got.len(), got[0].sequence), (1, 2));
+    server.stop().await;
+    let storage = hookd_storage::store::Storage::open_dir(dir.path(), 1 << 20, 16 << 20).unwrap();
+    assert_eq!(storage.store.format_version().unwrap(), Some(9));
+    assert_eq!(storage.store.damaged_rows().unwrap(), Vec::new());
+}
