@@ -44,6 +44,7 @@
 
 pub mod faults;
 pub mod heap;
+pub mod keys;
 pub mod overlay;
 pub mod power_loss;
 pub mod records;
@@ -74,10 +75,14 @@ use redb::{
     Database, Durability, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction,
 };
 
+pub(crate) use keys::{
+    attempt_key, attempt_range, dead_key, dead_key_destination, dead_key_id, dead_prefix,
+};
+pub use keys::{idempotency_scope, lane_key, lane_key_parts};
 pub use records::{
     AttemptRecord, DoneRecord, EndpointRecord, HistoryRecord, LaneRow, LaneSlot, MAX_ORDERING_KEY,
     MAX_TEXT_BYTES, MessageRecord, OAuth2Record, ScheduleEntry, SigningKeyRecord, State,
-    bound_text, lane_key, lane_key_parts,
+    bound_text,
 };
 
 use hookd_core::destination::Destination;
@@ -1927,59 +1932,6 @@ fn history_of(
         )?)?);
     }
     Ok(HistoryRecord::assemble(legacy, rows))
-}
-
-/// The first and last possible keys of a message's `attempts` rows (inclusive).
-pub(crate) fn attempt_range(id: MessageId) -> (Vec<u8>, Vec<u8>) {
-    (attempt_key(id, 0), attempt_key(id, u32::MAX))
-}
-
-/// The key of a message's `seq`-th attempt row.
-pub(crate) fn attempt_key(id: MessageId, seq: u32) -> Vec<u8> {
-    let mut key = id.0.to_be_bytes().to_vec();
-    key.extend_from_slice(&seq.to_be_bytes());
-    key
-}
-
-/// Scopes a client's idempotency key to its exact destination (`Destination::encode()`:
-/// two ad-hoc URLs of one origin are different destinations here).
-pub fn idempotency_scope(destination: &str, key: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(destination.len() + 1 + key.len());
-    out.extend_from_slice(destination.as_bytes());
-    out.push(0);
-    out.extend_from_slice(key.as_bytes());
-    out
-}
-
-fn dead_prefix(dest_key: &str) -> Vec<u8> {
-    let mut out = dest_key.as_bytes().to_vec();
-    out.push(0);
-    out
-}
-
-fn dead_key(dest_key: &str, id: MessageId) -> Vec<u8> {
-    let mut out = dead_prefix(dest_key);
-    out.extend_from_slice(&id.0.to_be_bytes());
-    out
-}
-
-fn dead_key_id(key: &[u8]) -> Result<MessageId, StoreError> {
-    let tail = key
-        .len()
-        .checked_sub(16)
-        .and_then(|at| key.get(at..))
-        .and_then(|t| <[u8; 16]>::try_from(t).ok())
-        .ok_or_else(|| StoreError::Corrupt("dead-letter key".into()))?;
-    Ok(MessageId(u128::from_be_bytes(tail)))
-}
-
-fn dead_key_destination(key: &[u8]) -> Result<String, StoreError> {
-    let dest = key
-        .len()
-        .checked_sub(17)
-        .and_then(|at| key.get(..at))
-        .ok_or_else(|| StoreError::Corrupt("dead-letter key".into()))?;
-    String::from_utf8(dest.to_vec()).map_err(|_| StoreError::Corrupt("dead-letter key".into()))
 }
 
 #[cfg(test)]

@@ -429,26 +429,6 @@ impl LaneRow {
     }
 }
 
-/// The destination (its encoding) and the ordering key of a `lanes` table key
-/// ([`lane_key`]'s inverse).
-pub fn lane_key_parts(key: &[u8]) -> Option<(&str, &str)> {
-    let len = u16::from_be_bytes(key.get(..2)?.try_into().ok()?) as usize;
-    let dest = std::str::from_utf8(key.get(2..2 + len)?).ok()?;
-    let ordering = std::str::from_utf8(key.get(2 + len..)?).ok()?;
-    Some((dest, ordering))
-}
-
-/// A lane's key in the `lanes` table: its destination's encoding (length-prefixed) and the
-/// ordering key.
-pub fn lane_key(destination: &str, key: &str) -> Vec<u8> {
-    let dest = &destination.as_bytes()[..destination.len().min(u16::MAX as usize)];
-    let mut out = Vec::with_capacity(2 + dest.len() + key.len());
-    out.extend_from_slice(&(dest.len() as u16).to_be_bytes());
-    out.extend_from_slice(dest);
-    out.extend_from_slice(key.as_bytes());
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -492,12 +472,6 @@ mod tests {
         assert_eq!(LaneRow::decode(&9u64.to_be_bytes()).ok(), Some(old));
         assert!(LaneRow::decode(&[0; 7]).is_err());
         assert!(LaneRow::decode(&[0; 12]).is_err());
-        assert_ne!(lane_key("qa", "b"), lane_key("q", "ab"));
-        assert_eq!(
-            lane_key_parts(&lane_key("queue:q", "k-1")),
-            Some(("queue:q", "k-1"))
-        );
-        assert_eq!(lane_key_parts(&[0, 9, b'q']), None);
         assert!(ScheduleEntry::decode(&[1, 2, 3]).is_err());
         let mut bad = vec![0u8; 25];
         bad[8] = 9;
