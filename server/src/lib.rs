@@ -41,6 +41,7 @@ pub mod listen;
 pub(crate) mod mcp;
 pub mod memory;
 pub(crate) mod otel;
+pub mod prepare;
 pub(crate) mod rest;
 pub mod subscriptions;
 pub mod watchdog;

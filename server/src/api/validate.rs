@@ -8,7 +8,6 @@ use hookd_proto::v1::{self as pb, destination::Kind, enqueue_request};
 use crate::error::ApiError;
 use hookd_core::destination::Destination;
 use hookd_core::ids::{LeaseId, MessageId};
-use hookd_engine::{Fanout, NewMessage, Subscriber};
 use hookd_storage::store::{EndpointRecord, MessageRecord};
 
 /// Limits from the configuration that requests are checked against.
@@ -72,25 +71,8 @@ fn invalid(message: String) -> ApiError {
     ApiError::InvalidArgument(message)
 }
 
-/// Where a publish goes: the destinations whose subscriptions take the topic and match
-/// the event (payload, headers, and its identity for the filters' `id` and `time`), each
-/// once (`Subscriptions::route`); `Err`: the refusal's message.
-pub type Route<'a> = &'a dyn Fn(
-    &str,
-    &[u8],
-    &BTreeMap<String, String>,
-    hookd_core::filter::EventIdentity<'_>,
-) -> Result<Vec<Destination>, String>;
-
-/// A validated event, ready for the engine.
-#[derive(Debug)]
-pub struct Prepared {
-    /// What the engine stores; `None`: a publish that no subscription takes (nothing is
-    /// stored, and the answer says 0 subscribers).
-    pub message: Option<NewMessage>,
-    /// A publish's event id.
-    pub event: Option<MessageId>,
-}
+use crate::prepare::{Delivery, Target, prepare};
+pub use crate::prepare::{Prepared, Route};
 
 /// Validates one event and prepares it for the engine: id, destination key and the encoded
 /// record are made here, on the request's own task, so the serial engine only inserts. A
@@ -213,19 +195,6 @@ pub fn new_message(
         .catalog
         .check(&req.event_type, &req.payload)
         .map_err(|m| invalid(format!("{}: {}", m.field, m.message)))?;
-    // A publish's event id, made before it is routed: its filters may name it.
-    let event = MessageId::generate(now_ms);
-    let subscribers = match (&destination, &topic) {
-        (None, Some(topic)) => {
-            let id = event.to_string();
-            let identity = hookd_core::filter::EventIdentity {
-                id: &id,
-                time_ms: now_ms,
-            };
-            route(topic, &req.payload, &headers, identity).map_err(invalid)?
-        }
-        _ => Vec::new(),
-    };
     let record = MessageRecord {
         destination: String::new(),
         event_type: req.event_type,
@@ -237,49 +206,17 @@ pub fn new_message(
         retry_cap_ms: req.retry_cap_ms,
         event_id: String::new(),
     };
-    let Some(topic) = topic else {
-        let Some(destination) = destination else {
-            return Err(ApiError::Internal("an event with no destination".into()));
-        };
-        let mut message = NewMessage::new(
-            MessageId::generate(now_ms),
-            destination,
-            record,
-            req.delay_ms,
-            req.max_attempts,
-        );
-        message.ordering_key = ordering_key;
-        return Ok(Prepared {
-            message: Some(message),
-            event: None,
-        });
+    let target = match (destination, topic) {
+        (_, Some(topic)) => Target::Publish(topic),
+        (Some(destination), None) => Target::To(destination),
+        (None, None) => return Err(ApiError::Internal("an event with no destination".into())),
     };
-    let mut subscribers = subscribers.into_iter();
-    let Some(first) = subscribers.next() else {
-        return Ok(Prepared {
-            message: None,
-            event: Some(event),
-        });
+    let delivery = Delivery {
+        delay_ms: req.delay_ms,
+        max_attempts: req.max_attempts,
+        ordering_key,
     };
-    let mut message = NewMessage::new(
-        MessageId::generate(now_ms),
-        first,
-        record,
-        req.delay_ms,
-        req.max_attempts,
-    );
-    message.ordering_key = ordering_key;
-    message.fanout = Some(Box::new(Fanout {
-        event_id: event,
-        scope: format!("t{topic}"),
-        also: subscribers
-            .map(|d| Subscriber::new(MessageId::generate(now_ms), d))
-            .collect(),
-    }));
-    Ok(Prepared {
-        message: Some(message),
-        event: Some(event),
-    })
+    prepare(target, record, now_ms, delivery, route).map_err(invalid)
 }
 
 /// A topic is an event type that patterns can name.

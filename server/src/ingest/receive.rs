@@ -32,7 +32,7 @@ use super::source::{Locator, Route, Source};
 use hookd_core::clock::Clock;
 use hookd_core::ids::MessageId;
 use hookd_core::source::SchemeName;
-use hookd_engine::{EngineHandle, Fanout, NewMessage, Refusal, Subscriber};
+use hookd_engine::{EngineHandle, Refusal};
 use hookd_metrics::Metrics;
 use hookd_storage::store::MessageRecord;
 
@@ -627,35 +627,25 @@ async fn handle(
         retry_cap_ms: 0,
         event_id: String::new(),
     };
-    let mut message = match target {
-        Ok(destination) => NewMessage::new(MessageId::generate(now_ms), destination, record, 0, 0),
-        Err(topic) => {
-            let event = MessageId::generate(now_ms);
-            let id = event.to_string();
-            let identity = hookd_core::filter::EventIdentity {
-                id: &id,
-                time_ms: now_ms,
-            };
-            let mut subscribers = ingest
-                .subscriptions
-                .route(&topic, &record.payload, &record.headers, Some(identity))
-                .map_err(invalid)?
-                .into_iter();
-            // No subscription takes it: accepted (the provider has nothing to retry), and
-            // nothing is stored.
-            let Some(first) = subscribers.next() else {
-                return Ok((event, false));
-            };
-            let mut m = NewMessage::new(MessageId::generate(now_ms), first, record, 0, 0);
-            m.fanout = Some(Box::new(Fanout {
-                event_id: event,
-                scope: format!("t{topic}"),
-                also: subscribers
-                    .map(|d| Subscriber::new(MessageId::generate(now_ms), d))
-                    .collect(),
-            }));
-            m
-        }
+    let target = match target {
+        Ok(destination) => crate::prepare::Target::To(destination),
+        Err(topic) => crate::prepare::Target::Publish(topic),
+    };
+    let subscriptions = &ingest.subscriptions;
+    let route: crate::prepare::Route<'_> = &|topic, payload, headers, identity| {
+        subscriptions.route(topic, payload, headers, Some(identity))
+    };
+    let prepared = crate::prepare::prepare(target, record, now_ms, Default::default(), route)
+        .map_err(invalid)?;
+    // No subscription takes it: accepted (the provider has nothing to retry), and nothing
+    // is stored.
+    let Some(mut message) = prepared.message else {
+        return Ok((
+            prepared
+                .event
+                .unwrap_or_else(|| MessageId::generate(now_ms)),
+            false,
+        ));
     };
     // Ingest's own idempotency namespace: the stored key (`<source>:<delivery id>`, what a
     // consumer sees) is unchanged, but its dedup scope starts with a byte no Enqueue key
