@@ -21,12 +21,11 @@ use std::convert::Infallible;
 
 use axum::Router;
 use axum::response::IntoResponse;
-use bytes::Bytes;
+use hookd_core::destination::Destination;
 use hookd_proto::v1 as pb;
 use hookd_proto::v1::hookd_client::HookdClient;
 use http::HeaderValue;
 use prost::Message;
-use prost_reflect::DescriptorPool;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
@@ -90,7 +89,6 @@ impl Service<http::Request<tonic::body::Body>> for InProcess {
 #[derive(Clone)]
 pub(crate) struct HookdMcp {
     backend: Backend,
-    pool: DescriptorPool,
     tool_router: ToolRouter<Self>,
 }
 
@@ -104,33 +102,27 @@ macro_rules! rpc {
     };
 }
 
-/// A destination as the CLI writes it: `queue:NAME`, `endpoint:NAME` or `url:URL`.
-fn destination(text: &str, field: &str) -> Result<pb::enqueue_request::Destination, String> {
-    use pb::enqueue_request::Destination as D;
-    match text.split_once(':') {
-        Some(("queue", name)) => Ok(D::Queue(name.to_owned())),
-        Some(("endpoint", name)) => Ok(D::Endpoint(name.to_owned())),
-        Some(("url", url)) => Ok(D::Url(url.to_owned())),
-        _ => Err(format!(
-            "{field}: `{text}` is not queue:NAME, endpoint:NAME or url:URL"
-        )),
-    }
+/// A destination as the CLI and Stats write it: `queue:NAME`, `endpoint:NAME` or `url:URL`.
+fn destination(text: &str) -> Result<Destination, String> {
+    Destination::from_key(text)
+        .ok_or_else(|| format!("destination: `{text}` is not queue:NAME, endpoint:NAME or url:URL"))
 }
 
-/// A filter's destination (`queue:NAME`, `endpoint:NAME`, `url:URL`).
-fn filter_destination(text: Option<&str>) -> Result<Option<pb::Destination>, String> {
-    use pb::destination::Kind;
+/// An event's destination on the wire.
+fn enqueue_destination(text: &str) -> Result<pb::enqueue_request::Destination, String> {
     use pb::enqueue_request::Destination as D;
-    let Some(text) = text.filter(|t| !t.is_empty()) else {
-        return Ok(None);
-    };
-    let kind = match destination(text, "destination")? {
-        D::Queue(n) => Kind::Queue(n),
-        D::Endpoint(n) => Kind::Endpoint(n),
-        D::Url(u) => Kind::Url(u),
-        D::Topic(_) => return Err("destination: a topic is not a destination".into()),
-    };
-    Ok(Some(pb::Destination { kind: Some(kind) }))
+    Ok(match destination(text)? {
+        Destination::Queue(n) => D::Queue(n),
+        Destination::Endpoint(n) => D::Endpoint(n),
+        Destination::Url(u) => D::Url(u),
+    })
+}
+
+/// A filter's destination, if one is given.
+fn filter_destination(text: Option<&str>) -> Result<Option<pb::Destination>, String> {
+    text.filter(|t| !t.is_empty())
+        .map(|t| destination(t).map(|d| hookd_ctl::wire::destination(&d)))
+        .transpose()
 }
 
 /// An event's content and options, shared by `enqueue_event` and `publish_event`.
@@ -265,15 +257,18 @@ fn refused(message: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message.into())])
 }
 
+/// A tool's arguments refused, as the gRPC API would name it.
+fn invalid_argument(why: String) -> CallToolResult {
+    refused(format!("INVALID_ARGUMENT: {why}"))
+}
+
 #[tool_router]
 impl HookdMcp {
-    pub(crate) fn new(backend: Backend) -> Result<Self, String> {
-        let pool = crate::rest::descriptors().map_err(|e| format!("the API's descriptors: {e}"))?;
-        Ok(Self {
+    pub(crate) fn new(backend: Backend) -> Self {
+        Self {
             backend,
-            pool,
             tool_router: Self::tool_router(),
-        })
+        }
     }
 
     fn client(&self, ctx: &RequestContext<RoleServer>) -> Client {
@@ -294,11 +289,11 @@ impl HookdMcp {
         }
     }
 
-    /// The RPC's answer as the JSON API writes it, or its refusal as a tool error.
-    fn answer<M: Message>(
+    /// The RPC's answer as the JSON API writes it (`data` beside a JSON payload), or its
+    /// refusal as a tool error.
+    fn answer<M: Message + prost::Name>(
         &self,
         answer: Result<tonic::Response<M>, tonic::Status>,
-        output: &str,
     ) -> Result<CallToolResult, ErrorData> {
         let message = match answer {
             Ok(m) => m.into_inner(),
@@ -310,14 +305,12 @@ impl HookdMcp {
                 )));
             }
         };
-        let descriptor = self.pool.get_message_by_name(output).ok_or_else(|| {
-            ErrorData::internal_error(format!("no descriptor for {output}"), None)
-        })?;
-        let json = crate::rest::to_json(&descriptor, Bytes::from(message.encode_to_vec()))
+        let mut json = hookd_proto::json::message_json(&message)
             .map_err(|e| ErrorData::internal_error(e, None))?;
-        let text =
-            String::from_utf8(json).map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-        Ok(CallToolResult::success(vec![ContentBlock::text(text)]))
+        crate::rest::json_data::decorate(&M::full_name(), &mut json);
+        Ok(CallToolResult::success(vec![ContentBlock::text(
+            json.to_string(),
+        )]))
     }
 
     #[tool(
@@ -328,14 +321,13 @@ impl HookdMcp {
         Parameters(args): Parameters<EnqueueArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let request = match destination(&args.destination, "destination")
-            .and_then(|d| args.event.request(d))
-        {
-            Ok(r) => r,
-            Err(why) => return Ok(refused(format!("INVALID_ARGUMENT: {why}"))),
-        };
+        let request =
+            match enqueue_destination(&args.destination).and_then(|d| args.event.request(d)) {
+                Ok(r) => r,
+                Err(why) => return Ok(invalid_argument(why)),
+            };
         let answer = rpc!(self, ctx, enqueue, request);
-        self.answer(answer, "hookd.v1.EnqueueResponse")
+        self.answer(answer)
     }
 
     #[tool(
@@ -349,10 +341,10 @@ impl HookdMcp {
         let topic = pb::enqueue_request::Destination::Topic(args.topic);
         let request = match args.event.request(topic) {
             Ok(r) => r,
-            Err(why) => return Ok(refused(format!("INVALID_ARGUMENT: {why}"))),
+            Err(why) => return Ok(invalid_argument(why)),
         };
         let answer = rpc!(self, ctx, enqueue, request);
-        self.answer(answer, "hookd.v1.EnqueueResponse")
+        self.answer(answer)
     }
 
     #[tool(
@@ -369,7 +361,7 @@ impl HookdMcp {
             get_message,
             pb::GetMessageRequest { id: args.id }
         );
-        self.answer(answer, "hookd.v1.GetMessageResponse")
+        self.answer(answer)
     }
 
     #[tool(
@@ -382,7 +374,7 @@ impl HookdMcp {
     ) -> Result<CallToolResult, ErrorData> {
         let destination = match filter_destination(args.destination.as_deref()) {
             Ok(d) => d,
-            Err(why) => return Ok(refused(format!("INVALID_ARGUMENT: {why}"))),
+            Err(why) => return Ok(invalid_argument(why)),
         };
         let request = pb::ListDeadLettersRequest {
             destination,
@@ -390,7 +382,7 @@ impl HookdMcp {
             page_token: args.page_token.unwrap_or_default(),
         };
         let answer = rpc!(self, ctx, list_dead_letters, request);
-        self.answer(answer, "hookd.v1.ListDeadLettersResponse")
+        self.answer(answer)
     }
 
     #[tool(
@@ -403,14 +395,14 @@ impl HookdMcp {
     ) -> Result<CallToolResult, ErrorData> {
         let destination = match filter_destination(args.destination.as_deref()) {
             Ok(d) => d,
-            Err(why) => return Ok(refused(format!("INVALID_ARGUMENT: {why}"))),
+            Err(why) => return Ok(invalid_argument(why)),
         };
         let request = pb::AnalyzeDeadLettersRequest {
             destination,
             window_secs: args.window_secs.unwrap_or(0),
         };
         let answer = rpc!(self, ctx, analyze_dead_letters, request);
-        self.answer(answer, "hookd.v1.AnalyzeDeadLettersResponse")
+        self.answer(answer)
     }
 
     #[tool(
@@ -423,7 +415,7 @@ impl HookdMcp {
     ) -> Result<CallToolResult, ErrorData> {
         let destination = match filter_destination(args.destination.as_deref()) {
             Ok(d) => d,
-            Err(why) => return Ok(refused(format!("INVALID_ARGUMENT: {why}"))),
+            Err(why) => return Ok(invalid_argument(why)),
         };
         if args.ids.is_empty() && destination.is_none() {
             return Ok(refused(
@@ -438,7 +430,7 @@ impl HookdMcp {
             ..Default::default()
         };
         let answer = rpc!(self, ctx, replay_dead_letters, request);
-        self.answer(answer, "hookd.v1.ReplayDeadLettersResponse")
+        self.answer(answer)
     }
 
     #[tool(
@@ -449,7 +441,7 @@ impl HookdMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let answer = rpc!(self, ctx, list_endpoints, pb::ListEndpointsRequest {});
-        self.answer(answer, "hookd.v1.ListEndpointsResponse")
+        self.answer(answer)
     }
 
     #[tool(
@@ -465,7 +457,7 @@ impl HookdMcp {
             list_subscriptions,
             pb::ListSubscriptionsRequest {}
         );
-        self.answer(answer, "hookd.v1.ListSubscriptionsResponse")
+        self.answer(answer)
     }
 
     #[tool(
@@ -476,7 +468,7 @@ impl HookdMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let answer = rpc!(self, ctx, list_event_types, pb::ListEventTypesRequest {});
-        self.answer(answer, "hookd.v1.ListEventTypesResponse")
+        self.answer(answer)
     }
 
     #[tool(
@@ -492,7 +484,7 @@ impl HookdMcp {
             page_token: args.page_token.unwrap_or_default(),
         };
         let answer = rpc!(self, ctx, stats, request);
-        self.answer(answer, "hookd.v1.StatsResponse")
+        self.answer(answer)
     }
 }
 
@@ -512,18 +504,12 @@ impl ServerHandler for HookdMcp {
 /// `/mcp` on the HTTP listener: MCP over streamable HTTP, stateless (no session to keep
 /// per client, so any hookd of a tier can answer any request). `max_body_bytes` bounds a
 /// request's body; `check_host` (no `[auth]`) answers only a `Host` naming no domain.
-pub(crate) fn router(
-    stack: GrpcStack,
-    check_host: bool,
-    max_body_bytes: usize,
-) -> Result<Router, String> {
+pub(crate) fn router(stack: GrpcStack, check_host: bool, max_body_bytes: usize) -> Router {
     use rmcp::transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService, session::never::NeverSessionManager,
     };
-    // Built once here so a broken descriptor set stops the start, not a request.
-    HookdMcp::new(Backend::Local(stack.clone()))?;
     let service = StreamableHttpService::new(
-        move || HookdMcp::new(Backend::Local(stack.clone())).map_err(std::io::Error::other),
+        move || Ok(HookdMcp::new(Backend::Local(stack.clone()))),
         std::sync::Arc::new(NeverSessionManager::default()),
         StreamableHttpServerConfig::default()
             .with_legacy_session_mode(false)
@@ -549,14 +535,14 @@ pub(crate) fn router(
             }
         }
     };
-    Ok(Router::new().route("/mcp", axum::routing::any(handle)))
+    Router::new().route("/mcp", axum::routing::any(handle))
 }
 
 /// `hookd mcp`: MCP over standard input and output, as a client of the hookd at `api`.
 /// Ends when the MCP client closes standard input.
 pub(crate) async fn serve_stdio(api: hookd_ctl::Api) -> Result<(), String> {
     use rmcp::ServiceExt;
-    let server = HookdMcp::new(Backend::Remote(api))?;
+    let server = HookdMcp::new(Backend::Remote(api));
     let running = server
         .serve(rmcp::transport::stdio_pipes())
         .await

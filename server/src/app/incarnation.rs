@@ -479,8 +479,7 @@ impl Servers {
             in_process.clone(),
             !auth.enabled(),
             max_message.saturating_mul(2),
-        )
-        .map_err(ServeError::Rest)?;
+        );
         let rest = crate::rest::Rest::new(
             in_process,
             auth.clone(),

@@ -100,7 +100,7 @@ pub(super) fn shows_data(output: &str) -> bool {
 
 /// Adds `data` beside `payload` to the answer's messages whose content type is JSON and
 /// whose payload parses.
-pub(super) fn decorate(output: &str, json: &mut Value) {
+pub(crate) fn decorate(output: &str, json: &mut Value) {
     match (output, json) {
         (GET_MESSAGE | RECEIVED, Value::Object(m)) => add_data(m),
         (RECEIVE, Value::Object(m)) => {

@@ -692,7 +692,7 @@ fn take_message(buf: &mut BytesMut) -> Result<Option<Bytes>, String> {
 
 /// `message` as JSON: proto3's mapping, with fields at their default values included (so
 /// a client sees `"duplicate": false` rather than nothing).
-pub(crate) fn to_json(output: &MessageDescriptor, message: Bytes) -> Result<Vec<u8>, String> {
+fn to_json(output: &MessageDescriptor, message: Bytes) -> Result<Vec<u8>, String> {
     let message = DynamicMessage::decode(output.clone(), message)
         .map_err(|e| format!("the answer could not be decoded: {e}"))?;
     let options = prost_reflect::SerializeOptions::new().skip_default_fields(false);
