@@ -88,11 +88,7 @@ pub fn sizing(o: &Outcome, host: &crate::host::HostFigures) -> Option<Sizing> {
     let cores = host.cores.max(1);
     let used = step.resources;
     let per_k = |v: Option<f64>| v.map(|v| v / rate * 1_000.0);
-    let disk_slow = match (host.fsync_p99_ms, host.fsync_before) {
-        (Some(during), Some(before)) => during > (4.0 * before.p50_ms).max(10.0),
-        (Some(during), None) => during > 50.0,
-        _ => false,
-    } || host.iowait_avg_pct.is_some_and(|w| w > 25.0);
+    let disk_slow = host.disk_slow();
     let disk = format!(
         "fsync p99 {} ms during the search, p50 {} ms ({} fsyncs/s) before it",
         host.fsync_p99_ms

@@ -276,17 +276,24 @@ pub struct HostFigures {
 }
 
 impl HostFigures {
+    /// Whether the disk, not hookd, set the pace: fsyncs during the run well above the
+    /// disk's before it, or much time waiting for I/O.
+    pub fn disk_slow(&self) -> bool {
+        let fsync_slow = match (self.fsync_p99_ms, self.fsync_before) {
+            (Some(during), Some(before)) => during > (4.0 * before.p50_ms).max(10.0),
+            (Some(during), None) => during > 50.0,
+            _ => false,
+        };
+        fsync_slow || self.iowait_avg_pct.is_some_and(|w| w > 25.0)
+    }
+
     /// Says which of the box's CPU, the load generator, the disk or hookd itself was the
     /// limit, from the run's figures.
     pub fn judge(&mut self, hookd_cpu_avg: Option<f64>) {
         let cores = self.cores.max(1) as f64;
         let fmt = |v: Option<f64>| v.map_or("n/a".to_owned(), |v| format!("{v:.0} %"));
         let tool_share = self.tool_cpu_avg_pct.map(|t| t / (cores * 100.0));
-        let disk_slow = match (self.fsync_p99_ms, self.fsync_before) {
-            (Some(during), Some(before)) => during > (4.0 * before.p50_ms).max(10.0),
-            (Some(during), None) => during > 50.0,
-            _ => false,
-        } || self.iowait_avg_pct.is_some_and(|w| w > 25.0);
+        let disk_slow = self.disk_slow();
         let busy = self.busy_max_pct.is_some_and(|b| b >= 90.0);
         self.limit = if self.slow_sync_ms > 0 {
             let ms = self.slow_sync_ms;

@@ -43,15 +43,7 @@ async fn jwks(State(keys): State<Arc<Keys>>, Path(name): Path<String>) -> Respon
         Err(status) => return crate::rest::error_response(&status),
     };
     let now = keys.api.clock.now_ms();
-    let current: Vec<[u8; 32]> = view
-        .clear_secrets
-        .iter()
-        .filter_map(|s| {
-            hookd_core::signing::Secret::parse(s)
-                .ok()?
-                .public_key_bytes()
-        })
-        .collect();
+    let current = hookd_core::signing::public_keys(&view.clear_secrets);
     let mut set: Vec<serde_json::Value> = current
         .iter()
         .map(|k| hookd_core::jwks::jwk(k, None))

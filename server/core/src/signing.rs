@@ -215,6 +215,15 @@ pub fn signature_header(
     Some(out)
 }
 
+/// The ed25519 public keys of the `whsk_` secrets among `secrets` (written as given, in
+/// clear), in order: an endpoint's current `v1a` keys. Secrets that do not parse have none.
+pub fn public_keys(secrets: &[String]) -> Vec<[u8; 32]> {
+    secrets
+        .iter()
+        .filter_map(|s| Secret::parse(s).ok()?.public_key_bytes())
+        .collect()
+}
+
 /// The `hookd-key-id` header value: the key id (JWKS `kid`) of each `v1a` entry of
 /// [`signature_header`], in its order; `None` when no secret is ed25519.
 pub fn key_id_header(secrets: &[Secret]) -> Option<String> {

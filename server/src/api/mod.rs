@@ -648,14 +648,8 @@ impl Hookd for HookdService {
         let mut endpoint = validate::endpoint(request.into_inner().endpoint)?;
         let warnings = self.url_warnings(&endpoint.url);
         // The public halves of its v1a keys, for its JWKS (the engine keeps retired ones).
-        endpoint.signing_keys = endpoint
-            .secrets
-            .iter()
-            .filter_map(|s| {
-                hookd_core::signing::Secret::parse(s)
-                    .ok()?
-                    .public_key_bytes()
-            })
+        endpoint.signing_keys = hookd_core::signing::public_keys(&endpoint.secrets)
+            .into_iter()
             .map(|k| hookd_storage::store::SigningKeyRecord {
                 public_key: k.to_vec(),
                 ..Default::default()
