@@ -333,6 +333,33 @@ async fn write_fixture(version: u64) {
     save_fixture(dir.path(), version, manifest);
 }
 
+/// The config of the fixtures with a FIFO queue: `fixture-ordered`, policy block.
+fn ordered_config(dir: &Path) -> hookd::Config {
+    let mut config = test_config(dir);
+    config.queues = vec![hookd::config::QueueSpec {
+        name: "fixture-ordered".into(),
+        fifo: Some(hookd::config::FifoSetting::Block),
+    }];
+    config
+}
+
+/// A fixture's FIFO lane: `fixture-ordered`'s key `k` numbers 3 events (`ordered1..3` in
+/// the manifest), the first acked.
+async fn fill_lane(c: &mut hookd_client::Client, manifest: &mut Vec<String>) {
+    for n in 1..=3 {
+        let sent = c
+            .enqueue(
+                Event::to_queue("fixture-ordered", format!("o{n}").into_bytes()).ordering_key("k"),
+            )
+            .await
+            .unwrap();
+        manifest.push(format!("ordered{n} {}", sent.id));
+    }
+    let first = c.receive("fixture-ordered", 10, VIS, None).await.unwrap();
+    assert_eq!(first.len(), 1);
+    c.ack([first[0].lease_id.clone()]).await.unwrap();
+}
+
 /// Copies the data directory `dir` (hookd.redb and the log's segments) to
 /// `tests/fixtures/format-v{version}/`, with `manifest` as its manifest.txt.
 fn save_fixture(dir: &Path, version: u64, mut manifest: Vec<String>) {
@@ -531,11 +558,7 @@ async fn a_format_v7_data_directory_opens_and_takes_fifo_lanes() {
     let (dir, text) =
         copy_fixture(&Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/format-v7"));
     let ids = manifest_ids(&text);
-    let mut config = test_config(dir.path());
-    config.queues = vec![hookd::config::QueueSpec {
-        name: "fixture-ordered".into(),
-        fifo: Some(hookd::config::FifoSetting::Block),
-    }];
+    let config = ordered_config(dir.path());
     let server = TestServer::start_with(config, ManualClock::new(MADE_AT_MS + 60_000)).await;
     let mut c = server.client().await;
     fixture_messages(&mut c, &ids).await;
@@ -584,11 +607,7 @@ async fn make_format_v8_fixture() {
     assert_eq!(hookd_storage::store::FORMAT_VERSION, 8);
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(MADE_AT_MS);
-    let mut config = test_config(dir.path());
-    config.queues = vec![hookd::config::QueueSpec {
-        name: "fixture-ordered".into(),
-        fifo: Some(hookd::config::FifoSetting::Block),
-    }];
+    let config = ordered_config(dir.path());
     let server = TestServer::start_with(config, clock).await;
     let mut c = server.client().await;
     let mut manifest = Vec::new();
@@ -602,18 +621,7 @@ async fn make_format_v8_fixture() {
         .await
         .unwrap();
     manifest.push(format!("pending {}", pending.id));
-    for n in 1..=3 {
-        let sent = c
-            .enqueue(
-                Event::to_queue("fixture-ordered", format!("o{n}").into_bytes()).ordering_key("k"),
-            )
-            .await
-            .unwrap();
-        manifest.push(format!("ordered{n} {}", sent.id));
-    }
-    let first = c.receive("fixture-ordered", 10, VIS, None).await.unwrap();
-    assert_eq!(first.len(), 1);
-    c.ack([first[0].lease_id.clone()]).await.unwrap();
+    fill_lane(&mut c, &mut manifest).await;
     server.stop().await;
     save_fixture(dir.path(), 8, manifest);
 }
@@ -626,11 +634,7 @@ async fn a_format_v8_data_directory_opens_and_its_lanes_go_on_numbering() {
     let (dir, text) =
         copy_fixture(&Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/format-v8"));
     let ids = manifest_ids(&text);
-    let mut config = test_config(dir.path());
-    config.queues = vec![hookd::config::QueueSpec {
-        name: "fixture-ordered".into(),
-        fifo: Some(hookd::config::FifoSetting::Block),
-    }];
+    let config = ordered_config(dir.path());
     let server = TestServer::start_with(config, ManualClock::new(MADE_AT_MS + 60_000)).await;
     let mut c = server.client().await;
     let got = c.get_message(ids["pending"]).await.unwrap();
@@ -662,16 +666,6 @@ async fn a_format_v8_data_directory_opens_and_its_lanes_go_on_numbering() {
     assert!(row.used_ms.is_some(), "written again with its time of use");
 }
 
-/// The queue config both the format-9 fixture's maker and its readers use.
-fn v9_config(dir: &Path) -> hookd::Config {
-    let mut config = test_config(dir);
-    config.queues = vec![hookd::config::QueueSpec {
-        name: "fixture-ordered".into(),
-        fifo: Some(hookd::config::FifoSetting::Block),
-    }];
-    config
-}
-
 /// Writes `tests/fixtures/format-v9/`: the format before tenants (issue #51 moves today's
 /// objects and messages into a `default` tenant, and tests that from here). Made by
 /// 093bc6f's code (issue #50's last commit) with every kind of object it stores: an endpoint
@@ -687,7 +681,8 @@ async fn make_format_v9_fixture() {
     assert_eq!(std::env::var("HOOKD_WRITE_FIXTURE").as_deref(), Ok("1"));
     assert_eq!(hookd_storage::store::FORMAT_VERSION, 9);
     let dir = tempfile::tempdir().unwrap();
-    let server = TestServer::start_with(v9_config(dir.path()), ManualClock::new(MADE_AT_MS)).await;
+    let server =
+        TestServer::start_with(ordered_config(dir.path()), ManualClock::new(MADE_AT_MS)).await;
     let mut c = server.client().await;
     let mut manifest = Vec::new();
     let whsk = |seed: u8| {
@@ -770,18 +765,7 @@ async fn make_format_v9_fixture() {
             }
         }
     }
-    for n in 1..=3 {
-        let sent = c
-            .enqueue(
-                Event::to_queue("fixture-ordered", format!("o{n}").into_bytes()).ordering_key("k"),
-            )
-            .await
-            .unwrap();
-        manifest.push(format!("ordered{n} {}", sent.id));
-    }
-    let first = c.receive("fixture-ordered", 10, VIS, None).await.unwrap();
-    assert_eq!(first.len(), 1);
-    c.ack([first[0].lease_id.clone()]).await.unwrap();
+    fill_lane(&mut c, &mut manifest).await;
     server.stop().await;
     save_fixture(dir.path(), 9, manifest);
 }
@@ -794,8 +778,11 @@ async fn the_format_v9_fixture_holds_every_kind_of_object() {
     let (dir, text) =
         copy_fixture(&Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/format-v9"));
     let ids = manifest_ids(&text);
-    let server =
-        TestServer::start_with(v9_config(dir.path()), ManualClock::new(MADE_AT_MS + 60_000)).await;
+    let server = TestServer::start_with(
+        ordered_config(dir.path()),
+        ManualClock::new(MADE_AT_MS + 60_000),
+    )
+    .await;
     let mut c = server.client().await;
     let state = |m: &pb::GetMessageResponse| pb::MessageState::try_from(m.state).unwrap();
     // The endpoint: paused, its secrets, its current and retired v1a keys (its JWKS).
