@@ -138,39 +138,23 @@ fn add_data(message: &mut Map<String, Value>) {
 /// The OpenAPI document's word for `data`: on EnqueueRequest (in), and on
 /// GetMessageResponse and ReceivedMessage (out).
 pub(super) fn document(components: &mut Map<String, Value>) {
-    let schema = |name: &str, components: &mut Map<String, Value>| -> Option<Map<String, Value>> {
-        match components.get_mut(name) {
-            Some(Value::Object(s)) => match s.get_mut("properties") {
-                Some(Value::Object(p)) => Some(std::mem::take(p)),
-                _ => None,
-            },
-            _ => None,
-        }
-    };
-    let put = |name: &str, components: &mut Map<String, Value>, properties: Map<String, Value>| {
-        if let Some(Value::Object(s)) = components.get_mut(name) {
-            s.insert("properties".into(), Value::Object(properties));
-        }
-    };
-    if let Some(mut p) = schema("EnqueueRequest", components) {
-        p.insert(
-            "data".into(),
-            serde_json::json!({
-                "description": "The payload as a JSON value, instead of `payload` (give one, not both): stored as its text exactly as sent (the bytes a receiver gets and signatures cover). Push delivery sends it with content-type application/json unless `headers` says otherwise."
-            }),
-        );
-        put("EnqueueRequest", components, p);
-    }
-    for name in ["GetMessageResponse", "ReceivedMessage"] {
-        if let Some(mut p) = schema(name, components) {
-            p.insert(
-                "data".into(),
-                serde_json::json!({
-                    "readOnly": true,
-                    "description": "The payload as JSON, when the message's content type is JSON (its content-type header, or none) and the payload parses; `payload` holds the exact bytes."
-                }),
-            );
-            put(name, components, p);
+    let input = serde_json::json!({
+        "description": "The payload as a JSON value, instead of `payload` (give one, not both): stored as its text exactly as sent (the bytes a receiver gets and signatures cover). Push delivery sends it with content-type application/json unless `headers` says otherwise."
+    });
+    let output = serde_json::json!({
+        "readOnly": true,
+        "description": "The payload as JSON, when the message's content type is JSON (its content-type header, or none) and the payload parses; `payload` holds the exact bytes."
+    });
+    for (schema, data) in [
+        ("EnqueueRequest", input),
+        ("GetMessageResponse", output.clone()),
+        ("ReceivedMessage", output),
+    ] {
+        if let Some(Value::Object(properties)) = components
+            .get_mut(schema)
+            .and_then(|s| s.get_mut("properties"))
+        {
+            properties.insert("data".into(), data);
         }
     }
 }
