@@ -233,7 +233,7 @@ async fn a_format_v1_database_opens_with_everything_in_it() {
         store.format_version().unwrap(),
         Some(hookd_storage::store::FORMAT_VERSION)
     );
-    assert_eq!(hookd_storage::store::FORMAT_VERSION, 9);
+    assert_eq!(hookd_storage::store::FORMAT_VERSION, 10);
     assert_eq!(
         store.damaged_rows().unwrap(),
         Vec::new(),
@@ -431,8 +431,8 @@ async fn a_format_v5_data_directory_opens_its_inline_records_read_and_new_ones_l
     server.stop().await;
 
     let store = Store::open(dir.path()).unwrap();
-    assert_eq!(store.format_version().unwrap(), Some(9));
-    assert_eq!(hookd_storage::store::FORMAT_VERSION, 9);
+    assert_eq!(store.format_version().unwrap(), Some(10));
+    assert_eq!(hookd_storage::store::FORMAT_VERSION, 10);
     assert_eq!(store.damaged_rows().unwrap(), Vec::new());
 }
 
@@ -537,7 +537,7 @@ async fn a_format_v6_data_directory_opens_and_takes_a_fan_out() {
 
     // With its log: the live deliveries' shared pointers resolve and pass their checksums.
     let storage = hookd_storage::store::Storage::open_dir(dir.path(), 1 << 20, 16 << 20).unwrap();
-    assert_eq!(storage.store.format_version().unwrap(), Some(9));
+    assert_eq!(storage.store.format_version().unwrap(), Some(10));
     assert_eq!(storage.store.damaged_rows().unwrap(), Vec::new());
 }
 
@@ -591,7 +591,7 @@ async fn a_format_v7_data_directory_opens_and_takes_fifo_lanes() {
 
     // With its log (the messages' pointers resolve there): every row passes its checksum.
     let storage = hookd_storage::store::Storage::open_dir(dir.path(), 1 << 20, 16 << 20).unwrap();
-    assert_eq!(storage.store.format_version().unwrap(), Some(9));
+    assert_eq!(storage.store.format_version().unwrap(), Some(10));
     assert_eq!(storage.store.damaged_rows().unwrap(), Vec::new());
 }
 
@@ -659,7 +659,7 @@ async fn a_format_v8_data_directory_opens_and_its_lanes_go_on_numbering() {
     );
     server.stop().await;
     let storage = hookd_storage::store::Storage::open_dir(dir.path(), 1 << 20, 16 << 20).unwrap();
-    assert_eq!(storage.store.format_version().unwrap(), Some(9));
+    assert_eq!(storage.store.format_version().unwrap(), Some(10));
     assert_eq!(storage.store.damaged_rows().unwrap(), Vec::new());
     let row = storage.store.lane("queue:fixture-ordered", "k").unwrap();
     assert_eq!(row.last_seq, 4);
@@ -770,11 +770,12 @@ async fn make_format_v9_fixture() {
     save_fixture(dir.path(), 9, manifest);
 }
 
-/// The format-9 fixture (the tenants bump's starting point) opens in this build with every
-/// object and message as it was made: what issue #51's migration must carry into the
-/// `default` tenant.
+/// The format-9 fixture (the format before tenants) opens in this build with every object
+/// and message as it was made, moved into the `default` tenant: its endpoint, subscription
+/// and the tenant itself are catalog objects of tenant 0, and every call that names no
+/// tenant finds them.
 #[tokio::test]
-async fn the_format_v9_fixture_holds_every_kind_of_object() {
+async fn a_format_v9_data_directory_moves_into_the_default_tenant() {
     let (dir, text) =
         copy_fixture(&Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/format-v9"));
     let ids = manifest_ids(&text);
@@ -843,6 +844,18 @@ async fn the_format_v9_fixture_holds_every_kind_of_object() {
     assert_eq!((got.len(), got[0].sequence), (1, 2));
     server.stop().await;
     let storage = hookd_storage::store::Storage::open_dir(dir.path(), 1 << 20, 16 << 20).unwrap();
-    assert_eq!(storage.store.format_version().unwrap(), Some(9));
+    assert_eq!(storage.store.format_version().unwrap(), Some(10));
     assert_eq!(storage.store.damaged_rows().unwrap(), Vec::new());
+    use hookd_core::scope::{Kind, ObjectRef, TenantId};
+    let names = |kind| -> Vec<String> {
+        let objects = storage.store.objects(TenantId::DEFAULT, kind).unwrap();
+        objects.into_iter().map(|(name, _)| name).collect()
+    };
+    assert_eq!(names(Kind::Endpoint), ["fixture-ep"]);
+    assert_eq!(names(Kind::Subscription), ["fixture-sub"]);
+    let tenant = storage.store.object(&ObjectRef::tenant(TenantId::DEFAULT));
+    assert!(
+        tenant.unwrap().is_some(),
+        "tenant default is an object of its own"
+    );
 }

@@ -17,6 +17,7 @@
 //!   outcome); [`outcome`]: how an attempt ended; [`signing`]: Standard Webhooks signatures.
 //! - [`source`]: an ingest source's definition (config, gRPC, disk).
 //! - [`ratelog`]: a budget of log lines per call site.
+//! - [`scope`]: tenants, the kinds of stored object, and the reference each is known by.
 
 #![forbid(unsafe_code)]
 
@@ -36,6 +37,7 @@ pub mod payload;
 pub mod push;
 pub mod ratelog;
 pub mod retry;
+pub mod scope;
 pub mod secrets;
 pub mod signing;
 pub mod source;

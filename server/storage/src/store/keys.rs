@@ -1,11 +1,50 @@
-//! Every key layout of the store's tables that is more than one id, in one place: a
-//! message's attempt rows, idempotency keys (scoped to their destination), dead letters
-//! (grouped by destination) and FIFO lanes. Issue #51's catalog puts the tenant first in
-//! each; the layouts change here and nowhere else.
+//! Every key layout of the store's tables that is more than one id, in one place: the
+//! catalog's objects (tenant first), a message's attempt rows, idempotency keys (scoped to
+//! their destination), dead letters (grouped by destination) and FIFO lanes. The layouts
+//! change here and nowhere else.
 
 use hookd_core::ids::MessageId;
+use hookd_core::scope::{Kind, ObjectRef, TenantId};
 
 use super::StoreError;
+
+/// An object's key in the `catalog` table: its tenant's number (4 bytes, big-endian), its
+/// kind (1 byte), then its name. A tenant's objects are one range ([`catalog_range`]), and
+/// its objects of one kind a range inside it.
+pub fn catalog_key(object: &ObjectRef) -> Vec<u8> {
+    let mut out = Vec::with_capacity(5 + object.name.len());
+    out.extend_from_slice(&object.tenant.0.to_be_bytes());
+    out.push(object.kind as u8);
+    out.extend_from_slice(object.name.as_bytes());
+    out
+}
+
+/// [`catalog_key`]'s inverse; `None` for bytes it never made.
+pub fn catalog_key_parts(key: &[u8]) -> Option<ObjectRef> {
+    let tenant = TenantId(u32::from_be_bytes(key.get(..4)?.try_into().ok()?));
+    let kind = Kind::from_u8(*key.get(4)?)?;
+    let name = std::str::from_utf8(key.get(5..)?).ok()?;
+    Some(ObjectRef::new(tenant, kind, name))
+}
+
+/// The first and the past-the-end key of a tenant's objects, or of its objects of one kind.
+pub fn catalog_range(tenant: TenantId, kind: Option<Kind>) -> (Vec<u8>, Vec<u8>) {
+    let mut first = tenant.0.to_be_bytes().to_vec();
+    let mut end = first.clone();
+    match kind {
+        Some(kind) => {
+            first.push(kind as u8);
+            end.push(kind as u8 + 1);
+        }
+        None => {
+            end = (u64::from(tenant.0) + 1).to_be_bytes()[4..].to_vec();
+            if tenant.0 == u32::MAX {
+                end = vec![0xff; 5];
+            }
+        }
+    }
+    (first, end)
+}
 
 /// The first and last possible keys of a message's `attempts` rows (inclusive).
 pub(crate) fn attempt_range(id: MessageId) -> (Vec<u8>, Vec<u8>) {
@@ -83,6 +122,37 @@ pub fn lane_key(destination: &str, key: &str) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tenants_objects_are_one_range_and_keys_round_trip() {
+        let a = ObjectRef::new(TenantId(7), Kind::Endpoint, "billing");
+        assert_eq!(catalog_key_parts(&catalog_key(&a)), Some(a.clone()));
+        let tenant = ObjectRef::tenant(TenantId(7));
+        assert_eq!(
+            catalog_key_parts(&catalog_key(&tenant)),
+            Some(tenant.clone())
+        );
+        let inside = |key: &[u8], (first, end): (Vec<u8>, Vec<u8>)| {
+            first.as_slice() <= key && key < end.as_slice()
+        };
+        for kind in Kind::ALL {
+            for name in ["", "a", "\u{10ffff}zz"] {
+                let key = catalog_key(&ObjectRef::new(TenantId(7), kind, name));
+                assert!(inside(&key, catalog_range(TenantId(7), None)));
+                assert!(inside(&key, catalog_range(TenantId(7), Some(kind))));
+                for other in Kind::ALL.into_iter().filter(|k| *k != kind) {
+                    assert!(!inside(&key, catalog_range(TenantId(7), Some(other))));
+                }
+                for tenant in [TenantId(6), TenantId(8), TenantId(7 << 8)] {
+                    assert!(!inside(&key, catalog_range(tenant, None)));
+                }
+            }
+        }
+        let last = catalog_key(&ObjectRef::new(TenantId(u32::MAX), Kind::Token, "z"));
+        assert!(inside(&last, catalog_range(TenantId(u32::MAX), None)));
+        assert_eq!(catalog_key_parts(&[0, 0, 0, 1]), None);
+        assert_eq!(catalog_key_parts(&[0, 0, 0, 1, 99]), None);
+    }
 
     #[test]
     fn keys_round_trip_and_do_not_collide() {

@@ -23,9 +23,7 @@
 //! | `done` | id | [`DoneRecord`] of a completed message (metadata and attempts, no payload), kept `completed_retention_secs` |
 //! | `dead` | destination key, 0, id (16 bytes BE) | [`ScheduleEntry`] of a dead letter |
 //! | `idempotency` | encoded destination, 0, client key (a publish: `t`, topic, 0, key) | id (16) + created ms (8); a publish adds its deliveries' count (u32) and the first 1,000 of their ids (16 each), which a format-8 hookd ignores |
-//! | `endpoints` | name | [`EndpointRecord`] (protobuf) |
-//! | `sources` | name | an ingest source made over gRPC (`hookd_core::source::SourceSpec` as JSON, secrets sealed when `[secrets]` has keys) |
-//! | `subscriptions` | name | a subscription of an endpoint or queue to event types, with its filter (JSON; format 7) |
+//! | `catalog` | tenant (u32 BE), kind (u8), name ([`keys::catalog_key`]) | every object of every tenant (format 10): a tenant's [`TenantRecord`], an [`EndpointRecord`] (protobuf), an ingest source made over the API (`hookd_core::source::SourceSpec` as JSON, secrets sealed when `[secrets]` has keys), a subscription (JSON) |
 //! | `lanes` | encoded destination (u16 length first), ordering key | [`LaneRow`]: a FIFO lane's last sequence number (format 8) and when a message last joined it (format 9; the lanes sweep removes rows idle past `fifo_lane_retention_secs`) |
 //! | `meta` | `"format_version"` | [`FORMAT_VERSION`] of the layout above (u64) |
 //!
@@ -78,15 +76,18 @@ use redb::{
 pub(crate) use keys::{
     attempt_key, attempt_range, dead_key, dead_key_destination, dead_key_id, dead_prefix,
 };
-pub use keys::{idempotency_scope, lane_key, lane_key_parts};
+pub use keys::{
+    catalog_key, catalog_key_parts, catalog_range, idempotency_scope, lane_key, lane_key_parts,
+};
 pub use records::{
     AttemptRecord, DoneRecord, EndpointRecord, HistoryRecord, LaneRow, LaneSlot, MAX_ORDERING_KEY,
     MAX_TEXT_BYTES, MessageRecord, OAuth2Record, ScheduleEntry, SigningKeyRecord, State,
-    bound_text,
+    TenantRecord, bound_text,
 };
 
 use hookd_core::destination::Destination;
 use hookd_core::ids::MessageId;
+use hookd_core::scope::{DEFAULT_TENANT, Kind, ObjectRef, TenantId};
 
 const MESSAGES: TableDefinition<u128, &[u8]> = TableDefinition::new("messages");
 const SCHEDULE: TableDefinition<u128, &[u8]> = TableDefinition::new("schedule");
@@ -99,11 +100,29 @@ const ATTEMPTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("attempts")
 const DONE: TableDefinition<u128, &[u8]> = TableDefinition::new("done");
 const DEAD: TableDefinition<&[u8], &[u8]> = TableDefinition::new("dead");
 const IDEMPOTENCY: TableDefinition<&[u8], &[u8]> = TableDefinition::new("idempotency");
-const ENDPOINTS: TableDefinition<&str, &[u8]> = TableDefinition::new("endpoints");
-/// Ingest sources made over gRPC (format 4): name -> the source's JSON definition.
-const SOURCES: TableDefinition<&str, &[u8]> = TableDefinition::new("sources");
-/// Subscriptions (format 7): name -> its definition (JSON, as `hookd` keeps it).
-const SUBSCRIPTIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("subscriptions");
+/// Every object of every tenant (format 10): [`keys::catalog_key`] -> its record.
+const CATALOG: TableDefinition<&[u8], &[u8]> = TableDefinition::new("catalog");
+/// Formats 1 to 9 kept endpoints (name -> [`EndpointRecord`]), ingest sources made over
+/// gRPC (format 4; name -> JSON) and subscriptions (format 7; name -> JSON) in tables of
+/// their own: read only to move them into [`CATALOG`] (and by a salvage of such a file).
+type NameTable = TableDefinition<'static, &'static str, &'static [u8]>;
+const LEGACY_OBJECTS: [(TableId, Kind, NameTable); 3] = [
+    (
+        TableId::Endpoints,
+        Kind::Endpoint,
+        TableDefinition::new("endpoints"),
+    ),
+    (
+        TableId::Sources,
+        Kind::Source,
+        TableDefinition::new("sources"),
+    ),
+    (
+        TableId::Subscriptions,
+        Kind::Subscription,
+        TableDefinition::new("subscriptions"),
+    ),
+];
 /// FIFO lanes (format 8): [`lane_key`] -> [`LaneRow`].
 const LANES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("lanes");
 /// Completed messages' pointers to their records in the log (format 6): id -> [`Pointer`],
@@ -157,7 +176,15 @@ const APPLIED_KEY: &str = "log_applied";
 ///   their time at the sweep's first look, so opening a format-8 file converts nothing. A
 ///   format-8 hookd must not open a format-9 file (it would refuse the longer rows as
 ///   corrupt), and it does not: it refuses a newer version.
-pub const FORMAT_VERSION: u64 = 9;
+/// - 10: tenants (issue #51). One `catalog` table holds every object, keyed tenant first
+///   ([`keys::catalog_key`]); the `endpoints`, `sources` and `subscriptions` tables are
+///   moved into it as the objects of tenant 0, `default` (made with its [`TenantRecord`]),
+///   in the transaction that records the new version, and dropped. A log written before
+///   the upgrade is replayed into the catalog the same way (see `TableId::Endpoints`). A
+///   format-9 hookd must not open a format-10 file (it would find no endpoints), and it
+///   does not: it refuses a newer version, naming it. Going back means restoring a copy of
+///   the data directory taken before the upgrade (README, "Upgrading").
+pub const FORMAT_VERSION: u64 = 10;
 
 /// A storage failure. Never answered as success; mapped to UNAVAILABLE.
 #[derive(Debug, thiserror::Error)]
@@ -672,6 +699,7 @@ impl Store {
         };
         let txn = store.begin_write()?;
         check_format(&txn)?;
+        into_catalog(&txn)?;
         Apply::open(&txn)?;
         {
             // The installation's key for secrets' fingerprints, made once (four u64 rows of
@@ -887,23 +915,12 @@ impl Store {
             (TableId::Attempts, ATTEMPTS),
             (TableId::Segments, SEGMENTS),
             (TableId::Lanes, LANES),
+            (TableId::Catalog, CATALOG),
         ] {
             for row in txn.open_table(table)?.iter()? {
                 let (k, v) = row?;
                 let value = seal::open(id, k.value(), v.value())?.to_vec();
                 out.push((id.name(), k.value().to_vec(), value));
-            }
-        }
-        for (id, table) in [
-            (TableId::Endpoints, ENDPOINTS),
-            (TableId::Sources, SOURCES),
-            (TableId::Subscriptions, SUBSCRIPTIONS),
-        ] {
-            for row in txn.open_table(table)?.iter()? {
-                let (k, v) = row?;
-                let key = k.value().as_bytes().to_vec();
-                let value = seal::open(id, &key, v.value())?.to_vec();
-                out.push((id.name(), key, value));
             }
         }
         Ok(out)
@@ -956,12 +973,9 @@ impl Store {
         mut each: impl FnMut(Recovering) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         let txn = self.db.begin_read()?;
-        let endpoints = txn.open_table(ENDPOINTS)?;
-        for row in endpoints.iter()? {
-            let (name, value) = row?;
-            let value = seal::open(TableId::Endpoints, name.value().as_bytes(), value.value())?;
+        for (_, value) in objects_in(&txn, TenantId::DEFAULT, Kind::Endpoint)? {
             each(Recovering::Endpoint(Box::new(EndpointRecord::decode(
-                value,
+                value.as_slice(),
             )?)))?;
         }
         // Every live message has a `messages` row with the same key: its record's size is
@@ -1254,55 +1268,49 @@ impl Store {
         }
     }
 
-    pub fn endpoint(&self, name: &str) -> Result<Option<EndpointRecord>, StoreError> {
+    /// One object's stored record, if the catalog holds it.
+    pub fn object(&self, object: &ObjectRef) -> Result<Option<Vec<u8>>, StoreError> {
         let txn = self.read()?;
-        let table = txn.open_table(ENDPOINTS)?;
-        match table.get(name)? {
-            Some(v) => Ok(Some(EndpointRecord::decode(seal::open(
-                TableId::Endpoints,
-                name.as_bytes(),
-                v.value(),
-            )?)?)),
-            None => Ok(None),
-        }
+        let key = catalog_key(object);
+        let table = txn.open_table(CATALOG)?;
+        let value = table.get(key.as_slice())?;
+        value
+            .map(|v| Ok(seal::open(TableId::Catalog, &key, v.value())?.to_vec()))
+            .transpose()
+    }
+
+    /// A tenant's objects of one kind, in name order: (name, stored record).
+    pub fn objects(
+        &self,
+        tenant: TenantId,
+        kind: Kind,
+    ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        objects_in(&self.read()?, tenant, kind)
+    }
+
+    pub fn endpoint(&self, name: &str) -> Result<Option<EndpointRecord>, StoreError> {
+        let object = ObjectRef::new(TenantId::DEFAULT, Kind::Endpoint, name);
+        Ok(match self.object(&object)? {
+            Some(value) => Some(EndpointRecord::decode(value.as_slice())?),
+            None => None,
+        })
     }
 
     /// Every ingest source made over gRPC: (name, its JSON definition).
     pub fn sources(&self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        self.definitions(TableId::Sources, SOURCES)
+        self.objects(TenantId::DEFAULT, Kind::Source)
     }
 
     /// Every subscription: (name, its definition).
     pub fn subscriptions(&self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        self.definitions(TableId::Subscriptions, SUBSCRIPTIONS)
-    }
-
-    fn definitions(
-        &self,
-        id: TableId,
-        def: TableDefinition<&str, &[u8]>,
-    ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        let txn = self.read()?;
-        let table = txn.open_table(def)?;
-        let mut out = Vec::new();
-        for row in table.iter()? {
-            let (k, v) = row?;
-            let value = seal::open(id, k.value().as_bytes(), v.value())?;
-            out.push((k.value().to_owned(), value.to_vec()));
-        }
-        Ok(out)
+        self.objects(TenantId::DEFAULT, Kind::Subscription)
     }
 
     pub fn endpoints(&self) -> Result<Vec<EndpointRecord>, StoreError> {
-        let txn = self.read()?;
-        let table = txn.open_table(ENDPOINTS)?;
-        let mut out = Vec::new();
-        for row in table.iter()? {
-            let (k, v) = row?;
-            let value = seal::open(TableId::Endpoints, k.value().as_bytes(), v.value())?;
-            out.push(EndpointRecord::decode(value)?);
-        }
-        Ok(out)
+        self.objects(TenantId::DEFAULT, Kind::Endpoint)?
+            .into_iter()
+            .map(|(_, value)| Ok(EndpointRecord::decode(value.as_slice())?))
+            .collect()
     }
 
     /// A page of dead letters in (destination, id) order, optionally of one destination.
@@ -1537,20 +1545,11 @@ impl Store {
             (TableId::Idempotency, IDEMPOTENCY),
             (TableId::Segments, SEGMENTS),
             (TableId::Lanes, LANES),
+            (TableId::Catalog, CATALOG),
         ] {
             for row in txn.open_table(def)?.iter()? {
                 let (k, v) = row?;
                 check(id, k.value(), v.value());
-            }
-        }
-        for (id, def) in [
-            (TableId::Endpoints, ENDPOINTS),
-            (TableId::Sources, SOURCES),
-            (TableId::Subscriptions, SUBSCRIPTIONS),
-        ] {
-            for row in txn.open_table(def)?.iter()? {
-                let (k, v) = row?;
-                check(id, k.value().as_bytes(), v.value());
             }
         }
         Ok(out)
@@ -1637,9 +1636,7 @@ impl Store {
             }
             let mut done = txn.open_table(DONE)?;
             let mut idempotency = txn.open_table(IDEMPOTENCY)?;
-            let mut endpoints = txn.open_table(ENDPOINTS)?;
-            let mut sources = txn.open_table(SOURCES)?;
-            let mut subscriptions = txn.open_table(SUBSCRIPTIONS)?;
+            let mut catalog = txn.open_table(CATALOG)?;
             let mut lanes = txn.open_table(LANES)?;
             for row in &plan.rows {
                 let key = row.key.as_slice();
@@ -1648,14 +1645,10 @@ impl Store {
                         .map(u128::from_be_bytes)
                         .map_err(|_| StoreError::Corrupt(format!("key of {row}")))
                 };
-                let as_name =
-                    || std::str::from_utf8(key).map_err(|_| StoreError::Corrupt(format!("{row}")));
                 match row.table {
                     TableId::Done => drop(done.remove(as_id()?)?),
                     TableId::Idempotency => drop(idempotency.remove(key)?),
-                    TableId::Endpoints => drop(endpoints.remove(as_name()?)?),
-                    TableId::Sources => drop(sources.remove(as_name()?)?),
-                    TableId::Subscriptions => drop(subscriptions.remove(as_name()?)?),
+                    TableId::Catalog => drop(catalog.remove(key)?),
                     TableId::Lanes => drop(lanes.remove(key)?),
                     _ => {}
                 }
@@ -1735,9 +1728,15 @@ fn check_format(txn: &WriteTransaction) -> Result<(), StoreError> {
             found,
             supported: FORMAT_VERSION,
         }),
+        Some(9) => {
+            // 9 -> 10: `into_catalog`, in the same transaction, moves the objects.
+            meta.insert(FORMAT_KEY, FORMAT_VERSION)?;
+            tracing::info!(from = 9, to = FORMAT_VERSION, "migrated the disk format");
+            Ok(())
+        }
         Some(8) => {
             // 8 -> 9: `lanes` rows of 8 bytes read as they are (no time of use yet); the
-            // lanes sweep gives each its time at its first look.
+            // lanes sweep gives each its time at its first look. 9 -> 10: see above.
             meta.insert(FORMAT_KEY, FORMAT_VERSION)?;
             tracing::info!(from = 8, to = FORMAT_VERSION, "migrated the disk format");
             Ok(())
@@ -1879,9 +1878,9 @@ fn seal_every_row(txn: &WriteTransaction) -> Result<u64, StoreError> {
             after = chunk.last().map(|(k, _)| k.clone());
         }
     }
-    for (id, def) in [(TableId::Endpoints, ENDPOINTS), (TableId::Sources, SOURCES)] {
+    for (id, _, def) in &LEGACY_OBJECTS[..2] {
         // (`subscriptions` came with format 7: its rows were sealed from the start.)
-        let mut table = txn.open_table(def)?;
+        let (id, mut table) = (*id, txn.open_table(*def)?);
         let all = table
             .iter()?
             .map(|row| {
@@ -1897,6 +1896,78 @@ fn seal_every_row(txn: &WriteTransaction) -> Result<u64, StoreError> {
         rows += all.len() as u64;
     }
     Ok(rows)
+}
+
+/// A tenant's objects of one kind, in name order: (name, stored record).
+fn objects_in(
+    txn: &redb::ReadTransaction,
+    tenant: TenantId,
+    kind: Kind,
+) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+    let (first, end) = catalog_range(tenant, Some(kind));
+    let table = txn.open_table(CATALOG)?;
+    let mut out = Vec::new();
+    for row in table.range::<&[u8]>(first.as_slice()..end.as_slice())? {
+        let (k, v) = row?;
+        let key = k.value();
+        let object = catalog_key_parts(key)
+            .ok_or_else(|| StoreError::Corrupt(format!("a catalog key {key:02x?}")))?;
+        out.push((
+            object.name,
+            seal::open(TableId::Catalog, key, v.value())?.to_vec(),
+        ));
+    }
+    Ok(out)
+}
+
+/// Moves what a file of format 9 or older holds in `endpoints`, `sources` and
+/// `subscriptions` into the catalog, as tenant `default`'s objects, and drops the three
+/// tables; makes tenant `default` if the file has none (a new file, or one just moved).
+/// All in `txn`, which also records the format: a crash part way leaves the file as it was.
+fn into_catalog(txn: &WriteTransaction) -> Result<(), StoreError> {
+    let mut catalog = txn.open_table(CATALOG)?;
+    let tables: std::collections::HashSet<String> = txn
+        .list_tables()?
+        .map(|t| redb::TableHandle::name(&t).to_owned())
+        .collect();
+    let mut moved = 0u64;
+    for (id, kind, def) in LEGACY_OBJECTS {
+        if !tables.contains(id.name()) {
+            continue;
+        }
+        {
+            let table = txn.open_table(def)?;
+            for row in table.iter()? {
+                let (k, v) = row?;
+                let name = k.value();
+                let value = seal::open(id, name.as_bytes(), v.value())?;
+                let key = catalog_key(&ObjectRef::new(TenantId::DEFAULT, kind, name));
+                catalog.insert(
+                    key.as_slice(),
+                    seal::seal(TableId::Catalog, &key, value).as_slice(),
+                )?;
+                moved += 1;
+            }
+        }
+        txn.delete_table(def)?;
+    }
+    let default = catalog_key(&ObjectRef::tenant(TenantId::DEFAULT));
+    if catalog.get(default.as_slice())?.is_none() {
+        let record = TenantRecord {
+            name: DEFAULT_TENANT.to_owned(),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let sealed = seal::seal(TableId::Catalog, &default, &record);
+        catalog.insert(default.as_slice(), sealed.as_slice())?;
+    }
+    if moved > 0 {
+        tracing::info!(
+            objects = moved,
+            "moved the objects into the catalog as tenant default's"
+        );
+    }
+    Ok(())
 }
 
 /// The destination key of an encoded destination.
@@ -2099,6 +2170,83 @@ mod tests {
         .unwrap();
         assert_eq!(h.attempts.len(), 1);
         assert_eq!(h.last_error, "HTTP 503");
+    }
+
+    /// Format 9 kept endpoints, sources and subscriptions by name in tables of their own;
+    /// format 10 moves them into the catalog as tenant `default`'s objects (made with it),
+    /// and a log written before the upgrade replays into the catalog the same way.
+    #[test]
+    fn a_format_9_files_objects_and_its_log_move_into_the_default_tenant() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let txn = store.db.begin_write().unwrap();
+        {
+            txn.open_table(META).unwrap().insert(FORMAT_KEY, 9).unwrap();
+            txn.delete_table(CATALOG).unwrap();
+            for (id, _, def) in LEGACY_OBJECTS {
+                let mut table = txn.open_table(def).unwrap();
+                for name in ["a", "b"] {
+                    let value = format!("{}:{name}", id.name());
+                    let sealed = seal::seal(id, name.as_bytes(), value.as_bytes());
+                    table.insert(name, sealed.as_slice()).unwrap();
+                }
+            }
+        }
+        txn.commit().unwrap();
+        drop(store);
+
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.format_version().unwrap(), Some(FORMAT_VERSION));
+        let names: Vec<String> = store
+            .db
+            .begin_read()
+            .unwrap()
+            .list_tables()
+            .unwrap()
+            .map(|t| redb::TableHandle::name(&t).to_owned())
+            .collect();
+        for gone in ["endpoints", "sources", "subscriptions"] {
+            assert!(
+                !names.iter().any(|n| n == gone),
+                "{gone} dropped: {names:?}"
+            );
+        }
+        let objects = |kind| store.objects(TenantId::DEFAULT, kind).unwrap();
+        let expect = |table: &str, names: &[&str]| -> Vec<(String, Vec<u8>)> {
+            names
+                .iter()
+                .map(|n| (n.to_string(), format!("{table}:{n}").into_bytes()))
+                .collect()
+        };
+        assert_eq!(objects(Kind::Endpoint), expect("endpoints", &["a", "b"]));
+        assert_eq!(objects(Kind::Source), expect("sources", &["a", "b"]));
+        assert_eq!(
+            objects(Kind::Subscription),
+            expect("subscriptions", &["a", "b"])
+        );
+        let tenant = store.object(&ObjectRef::tenant(TenantId::DEFAULT)).unwrap();
+        let tenant = TenantRecord::decode(tenant.expect("made").as_slice()).unwrap();
+        assert_eq!(tenant.name, DEFAULT_TENANT);
+
+        // What a format-9 hookd logged and had not applied when it stopped.
+        let mut log = rowlog::RowLog::default();
+        log.put(TableId::Endpoints, b"c", b"endpoints:c");
+        log.remove(TableId::Subscriptions, b"a");
+        log.put(TableId::Sources, b"a", b"sources:a2");
+        store.replay_records([log.into_bytes().as_slice()]).unwrap();
+        assert_eq!(
+            objects(Kind::Endpoint),
+            expect("endpoints", &["a", "b", "c"])
+        );
+        assert_eq!(objects(Kind::Subscription), expect("subscriptions", &["b"]));
+        assert_eq!(objects(Kind::Source)[0].1, b"sources:a2");
+        assert!(store.damaged_rows().unwrap().is_empty());
+
+        // A name that is not UTF-8 in such a record is refused as corrupt, not guessed.
+        let mut log = rowlog::RowLog::default();
+        log.put(TableId::Endpoints, &[0xff, 0xfe], b"x");
+        let err = store.replay_records([log.into_bytes().as_slice()]);
+        assert!(matches!(err, Err(StoreError::Corrupt(_))), "{err:?}");
     }
 
     #[test]

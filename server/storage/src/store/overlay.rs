@@ -24,7 +24,7 @@ struct Entry {
 }
 
 /// One map per table id (ids start at 1; index 0 is unused).
-const TABLES: usize = TableId::Lanes as usize + 1;
+const TABLES: usize = TableId::Catalog as usize + 1;
 
 /// A row as bytes: key and value.
 pub(crate) type Row = (Vec<u8>, Vec<u8>);

@@ -242,6 +242,18 @@ pub struct EndpointRecord {
     pub signing_keys: Vec<SigningKeyRecord>,
 }
 
+/// A tenant, as stored: its own catalog object (`ObjectRef::tenant`, format 10). Its
+/// number is in the key; its name, which clients know it by, is here.
+#[derive(Clone, PartialEq, Eq, prost::Message)]
+pub struct TenantRecord {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(uint64, tag = "2")]
+    pub created_ms: u64,
+    #[prost(uint64, tag = "3")]
+    pub updated_ms: u64,
+}
+
 /// An ed25519 public key an endpoint signs (or signed) with.
 #[derive(Clone, PartialEq, Eq, prost::Message)]
 pub struct SigningKeyRecord {

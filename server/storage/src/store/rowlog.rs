@@ -28,6 +28,10 @@ pub enum TableId {
     Done = 4,
     Dead = 5,
     Idempotency = 6,
+    /// Endpoints, sources and subscriptions by name (formats 1 to 9): format 10 keeps
+    /// them in [`TableId::Catalog`], and writes no change naming these three. A log written
+    /// before the upgrade may still hold such changes; they are performed into the catalog
+    /// as the `default` tenant's.
     Endpoints = 7,
     Attempts = 8,
     Sources = 9,
@@ -41,6 +45,8 @@ pub enum TableId {
     Subscriptions = 12,
     /// FIFO lanes' sequence counters and blocks (format 8).
     Lanes = 13,
+    /// Every object of every tenant (format 10): `keys::catalog_key` -> its record.
+    Catalog = 14,
 }
 
 impl TableId {
@@ -60,6 +66,7 @@ impl TableId {
             Self::Segments => "segments",
             Self::Subscriptions => "subscriptions",
             Self::Lanes => "lanes",
+            Self::Catalog => "catalog",
         }
     }
 
@@ -77,6 +84,7 @@ impl TableId {
             10 => Self::Retained,
             12 => Self::Subscriptions,
             13 => Self::Lanes,
+            14 => Self::Catalog,
             _ => return None,
         })
     }

@@ -12,10 +12,12 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::rowlog::TableId;
 use super::{
-    APPLIED_KEY, ATTEMPTS, DEAD, DONE, DamagedRow, ENDPOINTS, HISTORY, IDEMPOTENCY, LANES,
-    MESSAGES, META, RETAINED, SCHEDULE, SEGMENTS, SOURCES, SUBSCRIPTIONS, Store, StoreError, seal,
+    APPLIED_KEY, ATTEMPTS, CATALOG, DEAD, DONE, DamagedRow, HISTORY, IDEMPOTENCY, LANES,
+    LEGACY_OBJECTS, MESSAGES, META, RETAINED, SCHEDULE, SEGMENTS, Store, StoreError, catalog_key,
+    seal,
 };
 use hookd_core::ids::MessageId;
+use hookd_core::scope::{ObjectRef, TenantId};
 
 /// The name the damaged file is kept under once a salvage replaces it.
 pub(crate) const DAMAGED_NAME: &str = "hookd.redb.damaged";
@@ -99,12 +101,27 @@ pub fn salvage(dir: &Path, dry_run: bool) -> Result<Salvage, StoreError> {
     take(TableId::Attempts, read_rows(&db, ATTEMPTS, bytes_key));
     take(TableId::Dead, read_rows(&db, DEAD, bytes_key));
     take(TableId::Idempotency, read_rows(&db, IDEMPOTENCY, bytes_key));
-    take(TableId::Endpoints, read_rows(&db, ENDPOINTS, name_key));
-    take(TableId::Sources, read_rows(&db, SOURCES, name_key));
-    take(
-        TableId::Subscriptions,
-        read_rows(&db, SUBSCRIPTIONS, name_key),
-    );
+    take(TableId::Catalog, read_rows(&db, CATALOG, bytes_key));
+    // A file of format 9 or older holds its objects by name in tables of their own: each
+    // row that passes its seal is copied as tenant `default`'s object in the catalog.
+    for (id, kind, def) in LEGACY_OBJECTS {
+        let (rows, stopped) = read_rows(&db, def, name_key);
+        let mut objects = Vec::new();
+        for (name, stored) in rows {
+            match (seal::open(id, &name, &stored), String::from_utf8(name)) {
+                (Ok(value), Ok(name)) => {
+                    let key = catalog_key(&ObjectRef::new(TenantId::DEFAULT, kind, name));
+                    let sealed = seal::seal(TableId::Catalog, &key, value);
+                    objects.push((key, sealed));
+                }
+                (_, name) => out.damaged.push(DamagedRow {
+                    table: id,
+                    key: name.map_or_else(|e| e.into_bytes(), String::into_bytes),
+                }),
+            }
+        }
+        take(TableId::Catalog, (objects, stopped));
+    }
     take(TableId::Retained, read_rows(&db, RETAINED, u128_key));
     take(TableId::Segments, read_rows(&db, SEGMENTS, bytes_key));
     take(TableId::Lanes, read_rows(&db, LANES, bytes_key));
@@ -184,12 +201,14 @@ pub fn salvage(dir: &Path, dry_run: bool) -> Result<Salvage, StoreError> {
                 | TableId::Dead
                 | TableId::Idempotency
                 | TableId::Segments
-                | TableId::Lanes => {
+                | TableId::Lanes
+                | TableId::Catalog => {
                     let def = match id {
                         TableId::Attempts => ATTEMPTS,
                         TableId::Dead => DEAD,
                         TableId::Segments => SEGMENTS,
                         TableId::Lanes => LANES,
+                        TableId::Catalog => CATALOG,
                         _ => IDEMPOTENCY,
                     };
                     let mut table = txn.open_table(def)?;
@@ -197,19 +216,8 @@ pub fn salvage(dir: &Path, dry_run: bool) -> Result<Salvage, StoreError> {
                         table.insert(k.as_slice(), v.as_slice())?;
                     }
                 }
-                TableId::Endpoints | TableId::Sources | TableId::Subscriptions => {
-                    let def = match id {
-                        TableId::Endpoints => ENDPOINTS,
-                        TableId::Sources => SOURCES,
-                        _ => SUBSCRIPTIONS,
-                    };
-                    let mut table = txn.open_table(def)?;
-                    for (k, v) in keep {
-                        let name = std::str::from_utf8(k)
-                            .map_err(|_| StoreError::Corrupt("a name key".into()))?;
-                        table.insert(name, v.as_slice())?;
-                    }
-                }
+                // Read into the catalog above: never in `tables`.
+                TableId::Endpoints | TableId::Sources | TableId::Subscriptions => {}
             }
         }
         txn.open_table(META)?.insert(APPLIED_KEY, applied)?;

@@ -66,6 +66,7 @@ pub(crate) fn message_of(table: TableId, key: &[u8]) -> Option<hookd_core::ids::
         TableId::Endpoints
         | TableId::Sources
         | TableId::Subscriptions
+        | TableId::Catalog
         | TableId::Idempotency
         | TableId::Segments
         | TableId::Lanes => None,
@@ -78,6 +79,7 @@ pub(crate) fn describe_key(table: TableId, key: &[u8]) -> String {
         TableId::Endpoints | TableId::Sources | TableId::Subscriptions => {
             std::str::from_utf8(key).ok().map(str::to_owned)
         }
+        TableId::Catalog => super::catalog_key_parts(key).map(|object| object.to_string()),
         TableId::Attempts => message_of(table, key).map(|m| format!("{m} (an attempt)")),
         _ => message_of(table, key).map(|m| m.to_string()),
     };

@@ -23,11 +23,12 @@ use super::records::{
 use super::rowlog::{Change, RowLog, TableId};
 use super::seal::open;
 use super::{
-    ATTEMPTS, DEAD, DONE, ENDPOINTS, HISTORY, IDEMPOTENCY, LANES, MESSAGES, RETAINED, SCHEDULE,
-    SEGMENTS, SOURCES, SUBSCRIPTIONS, StoreError, dead_key, dead_key_id, dead_prefix,
+    ATTEMPTS, CATALOG, DEAD, DONE, HISTORY, IDEMPOTENCY, LANES, MESSAGES, RETAINED, SCHEDULE,
+    SEGMENTS, StoreError, catalog_key, dead_key, dead_key_id, dead_prefix,
 };
 use crate::wal::Lsn;
 use hookd_core::ids::MessageId;
+use hookd_core::scope::{Kind, ObjectRef, TenantId};
 
 /// Up to `scan` rows of a byte-keyed table (the overlay in front) after `cursor`, and the
 /// cursor to continue from (`None`: the table's end was reached).
@@ -735,36 +736,43 @@ impl<'a> Tables<'a> {
         Ok(step)
     }
 
+    /// Stores `object`'s record in the catalog (replacing what it held).
+    pub fn put_object(&mut self, object: &ObjectRef, record: &[u8]) {
+        self.put(TableId::Catalog, &catalog_key(object), record);
+    }
+
+    pub fn remove_object(&mut self, object: &ObjectRef) {
+        self.remove(TableId::Catalog, &catalog_key(object));
+    }
+
     pub fn put_endpoint(&mut self, endpoint: &EndpointRecord) -> Result<(), StoreError> {
-        self.put(
-            TableId::Endpoints,
-            endpoint.name.as_bytes(),
-            &endpoint.encode_to_vec(),
-        );
+        let object = ObjectRef::new(TenantId::DEFAULT, Kind::Endpoint, &endpoint.name);
+        self.put_object(&object, &endpoint.encode_to_vec());
         Ok(())
     }
 
     pub fn remove_endpoint(&mut self, name: &str) -> Result<(), StoreError> {
-        self.remove(TableId::Endpoints, name.as_bytes());
+        self.remove_object(&ObjectRef::new(TenantId::DEFAULT, Kind::Endpoint, name));
         Ok(())
     }
 
     /// An ingest source's definition (its JSON, secrets sealed), under its name.
     pub fn put_source(&mut self, name: &str, spec: &[u8]) {
-        self.put(TableId::Sources, name.as_bytes(), spec);
+        self.put_object(&ObjectRef::new(TenantId::DEFAULT, Kind::Source, name), spec);
     }
 
     pub fn remove_source(&mut self, name: &str) {
-        self.remove(TableId::Sources, name.as_bytes());
+        self.remove_object(&ObjectRef::new(TenantId::DEFAULT, Kind::Source, name));
     }
 
     /// A subscription's definition, under its name.
     pub fn put_subscription(&mut self, name: &str, spec: &[u8]) {
-        self.put(TableId::Subscriptions, name.as_bytes(), spec);
+        let object = ObjectRef::new(TenantId::DEFAULT, Kind::Subscription, name);
+        self.put_object(&object, spec);
     }
 
     pub fn remove_subscription(&mut self, name: &str) {
-        self.remove(TableId::Subscriptions, name.as_bytes());
+        self.remove_object(&ObjectRef::new(TenantId::DEFAULT, Kind::Subscription, name));
     }
 
     /// A FIFO lane's row ([`super::lane_key`]); a lane never used has the default (no
@@ -834,9 +842,7 @@ pub(crate) struct Apply<'txn> {
     done: Table<'txn, u128, &'static [u8]>,
     dead: Table<'txn, &'static [u8], &'static [u8]>,
     idempotency: Table<'txn, &'static [u8], &'static [u8]>,
-    endpoints: Table<'txn, &'static str, &'static [u8]>,
-    sources: Table<'txn, &'static str, &'static [u8]>,
-    subscriptions: Table<'txn, &'static str, &'static [u8]>,
+    catalog: Table<'txn, &'static [u8], &'static [u8]>,
     lanes: Table<'txn, &'static [u8], &'static [u8]>,
     retained: Table<'txn, u128, &'static [u8]>,
     segments: Table<'txn, &'static [u8], &'static [u8]>,
@@ -880,9 +886,7 @@ impl<'txn> Apply<'txn> {
             done: txn.open_table(DONE)?,
             dead: txn.open_table(DEAD)?,
             idempotency: txn.open_table(IDEMPOTENCY)?,
-            endpoints: txn.open_table(ENDPOINTS)?,
-            sources: txn.open_table(SOURCES)?,
-            subscriptions: txn.open_table(SUBSCRIPTIONS)?,
+            catalog: txn.open_table(CATALOG)?,
             lanes: txn.open_table(LANES)?,
             retained: txn.open_table(RETAINED)?,
             segments: txn.open_table(SEGMENTS)?,
@@ -899,7 +903,23 @@ impl<'txn> Apply<'txn> {
         record: &[u8],
         at: Option<RecordAt>,
     ) -> Result<usize, StoreError> {
-        let changes = super::rowlog::decode(record)?;
+        let decoded = super::rowlog::decode(record)?;
+        // A change a hookd of format 9 or older logged to `endpoints`, `sources` or
+        // `subscriptions` (a log from before the upgrade) is the change of tenant
+        // `default`'s object in the catalog, sealed and written below like any other.
+        let moved = decoded
+            .iter()
+            .map(into_catalog_key)
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let changes: Vec<Change<'_>> = decoded
+            .iter()
+            .zip(&moved)
+            .map(|(change, moved)| match (*change, moved) {
+                (Change::Put(_, _, value), Some(key)) => Change::Put(TableId::Catalog, key, value),
+                (Change::Remove(..), Some(key)) => Change::Remove(TableId::Catalog, key),
+                (change, None) => change,
+            })
+            .collect();
         let id = |key: &[u8]| -> Result<u128, StoreError> {
             <[u8; 16]>::try_from(key)
                 .map(u128::from_be_bytes)
@@ -951,10 +971,9 @@ impl<'txn> Apply<'txn> {
                         TableId::Done => drop(self.done.insert(id(key)?, value)?),
                         TableId::Dead => drop(self.dead.insert(key, value)?),
                         TableId::Idempotency => drop(self.idempotency.insert(key, value)?),
-                        TableId::Endpoints => drop(self.endpoints.insert(name(key)?, value)?),
-                        TableId::Sources => drop(self.sources.insert(name(key)?, value)?),
-                        TableId::Subscriptions => {
-                            drop(self.subscriptions.insert(name(key)?, value)?);
+                        TableId::Catalog => drop(self.catalog.insert(key, value)?),
+                        TableId::Endpoints | TableId::Sources | TableId::Subscriptions => {
+                            unreachable_table()?;
                         }
                         TableId::Retained => drop(self.retained.insert(id(key)?, value)?),
                         TableId::Lanes => drop(self.lanes.insert(key, value)?),
@@ -969,9 +988,10 @@ impl<'txn> Apply<'txn> {
                     TableId::Done => drop(self.done.remove(id(key)?)?),
                     TableId::Dead => drop(self.dead.remove(key)?),
                     TableId::Idempotency => drop(self.idempotency.remove(key)?),
-                    TableId::Endpoints => drop(self.endpoints.remove(name(key)?)?),
-                    TableId::Sources => drop(self.sources.remove(name(key)?)?),
-                    TableId::Subscriptions => drop(self.subscriptions.remove(name(key)?)?),
+                    TableId::Catalog => drop(self.catalog.remove(key)?),
+                    TableId::Endpoints | TableId::Sources | TableId::Subscriptions => {
+                        unreachable_table()?;
+                    }
                     TableId::Retained => drop(self.retained.remove(id(key)?)?),
                     TableId::Lanes => drop(self.lanes.remove(key)?),
                     TableId::Segments => unreachable_table()?,
@@ -1104,6 +1124,20 @@ fn attempt_seq(key: &[u8]) -> Result<u32, StoreError> {
         .and_then(|b| <[u8; 4]>::try_from(b).ok())
         .map(u32::from_be_bytes)
         .ok_or_else(|| StoreError::Corrupt("an attempts key".into()))
+}
+
+/// The catalog key of the object a change of format 9 or older names in `endpoints`,
+/// `sources` or `subscriptions` (see `TableId::Endpoints`); `None` for other changes.
+fn into_catalog_key(change: &Change<'_>) -> Result<Option<Vec<u8>>, StoreError> {
+    let (Change::Put(table, key, _) | Change::Remove(table, key)) = *change;
+    let kind = match table {
+        TableId::Endpoints => Kind::Endpoint,
+        TableId::Sources => Kind::Source,
+        TableId::Subscriptions => Kind::Subscription,
+        _ => return Ok(None),
+    };
+    let object = ObjectRef::new(TenantId::DEFAULT, kind, name(key)?);
+    Ok(Some(catalog_key(&object)))
 }
 
 fn name(key: &[u8]) -> Result<&str, StoreError> {
