@@ -8,6 +8,7 @@
 //! Public keys are no secret and a receiver has no hookd token: the route needs no
 //! credential (like any JWKS). An endpoint without `v1a` keys, or none of that name, is 404.
 
+use hookd_core::scope::TenantId;
 use std::sync::Arc;
 
 use axum::Router;
@@ -37,7 +38,8 @@ async fn jwks(State(keys): State<Arc<Keys>>, Path(name): Path<String>) -> Respon
     if crate::api::validate::validate_name(&name, "endpoint").is_err() {
         return not_found(format!("no endpoint named {name:?}"));
     }
-    let view = match keys.api.endpoint_view(&name).await {
+    // `/jwks/{name}` serves tenant `default`'s endpoints.
+    let view = match keys.api.endpoint_view(TenantId::DEFAULT, &name).await {
         Ok(Some(view)) => view,
         Ok(None) => return not_found(format!("no endpoint named {name:?}")),
         Err(status) => return crate::rest::error_response(&status),

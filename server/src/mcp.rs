@@ -21,7 +21,8 @@ use std::convert::Infallible;
 
 use axum::Router;
 use axum::response::IntoResponse;
-use hookd_core::destination::Destination;
+use hookd_core::destination::{Destination, To};
+use hookd_core::scope::TenantId;
 use hookd_proto::v1 as pb;
 use hookd_proto::v1::hookd_client::HookdClient;
 use http::HeaderValue;
@@ -104,17 +105,18 @@ macro_rules! rpc {
 
 /// A destination as the CLI and Stats write it: `queue:NAME`, `endpoint:NAME` or `url:URL`.
 fn destination(text: &str) -> Result<Destination, String> {
-    Destination::from_key(text)
+    // The tenant is the call's (the wire names none).
+    Destination::from_local_key(TenantId::DEFAULT, text)
         .ok_or_else(|| format!("destination: `{text}` is not queue:NAME, endpoint:NAME or url:URL"))
 }
 
 /// An event's destination on the wire.
 fn enqueue_destination(text: &str) -> Result<pb::enqueue_request::Destination, String> {
     use pb::enqueue_request::Destination as D;
-    Ok(match destination(text)? {
-        Destination::Queue(n) => D::Queue(n),
-        Destination::Endpoint(n) => D::Endpoint(n),
-        Destination::Url(u) => D::Url(u),
+    Ok(match destination(text)?.to {
+        To::Queue(n) => D::Queue(n),
+        To::Endpoint(n) => D::Endpoint(n),
+        To::Url(u) => D::Url(u),
     })
 }
 

@@ -8,12 +8,15 @@ use std::collections::BTreeMap;
 
 use hookd_core::destination::Destination;
 use hookd_core::ids::MessageId;
+use hookd_core::scope::TenantId;
 use hookd_engine::{Fanout, NewMessage, Subscriber};
 use hookd_storage::store::MessageRecord;
 
-/// How a publish finds its subscribers: the topic, the payload and headers its filters
-/// read, and the event's identity (`id`, `time`) they may name.
+/// How a publish finds its subscribers: the tenant's subscriptions to the topic, by the
+/// payload and headers their filters read, and the event's identity (`id`, `time`) they
+/// may name.
 pub type Route<'a> = &'a dyn Fn(
+    TenantId,
     &str,
     &[u8],
     &BTreeMap<String, String>,
@@ -24,8 +27,11 @@ pub type Route<'a> = &'a dyn Fn(
 #[derive(Debug, Clone)]
 pub enum Target {
     To(Destination),
-    /// A topic: every subscription that takes it.
-    Publish(String),
+    /// A topic of a tenant's: every subscription of the tenant's that takes it.
+    Publish {
+        tenant: TenantId,
+        topic: String,
+    },
 }
 
 /// What the engine stores for one event.
@@ -63,7 +69,7 @@ pub fn prepare(
         max_attempts,
         ordering_key,
     } = delivery;
-    let topic = match target {
+    let (tenant, topic) = match target {
         Target::To(destination) => {
             let mut message = NewMessage::new(
                 MessageId::generate(now_ms),
@@ -78,7 +84,7 @@ pub fn prepare(
                 event: None,
             });
         }
-        Target::Publish(topic) => topic,
+        Target::Publish { tenant, topic } => (tenant, topic),
     };
     let event = MessageId::generate(now_ms);
     let id = event.to_string();
@@ -86,7 +92,8 @@ pub fn prepare(
         id: &id,
         time_ms: now_ms,
     };
-    let mut subscribers = route(&topic, &record.payload, &record.headers, identity)?.into_iter();
+    let subscribers = route(tenant, &topic, &record.payload, &record.headers, identity)?;
+    let mut subscribers = subscribers.into_iter();
     let Some(first) = subscribers.next() else {
         return Ok(Prepared {
             message: None,
@@ -103,7 +110,7 @@ pub fn prepare(
     message.ordering_key = ordering_key;
     message.fanout = Some(Box::new(Fanout {
         event_id: event,
-        scope: format!("t{topic}"),
+        scope: hookd_core::destination::topic_scope(tenant, &topic),
         also: subscribers
             .map(|d| Subscriber::new(MessageId::generate(now_ms), d))
             .collect(),

@@ -18,10 +18,11 @@ use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 
-use hookd_core::destination::Destination;
+use hookd_core::destination::{Destination, To};
 use hookd_core::filter::index::FilterIndex;
 use hookd_core::filter::{EventIdentity, Filter, Steps, event_document};
 use hookd_core::names::check_name;
+use hookd_core::scope::{Kind, ObjectRef, TenantId};
 use hookd_core::topics::{Pattern, TopicIndex};
 use hookd_engine::{EngineHandle, Refusal};
 
@@ -39,6 +40,11 @@ pub(crate) const MAX_MATCH_STEPS: u64 = 2_000_000;
 /// Payloads larger than this are routed off the runtime's workers (their thread is handed
 /// to the blocking pool while the document is built and matched).
 const ROUTE_INLINE_BYTES: usize = 16 << 10;
+
+/// Subscription `name`'s object in the catalog.
+fn object(name: &str) -> ObjectRef {
+    ObjectRef::new(TenantId::DEFAULT, Kind::Subscription, name)
+}
 
 /// A subscription as stored (JSON in the `subscriptions` table) and as the API shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -84,18 +90,19 @@ impl Subscription {
         parse: impl Fn(&serde_json::Value, &str) -> Result<Filter, hookd_core::filter::FilterError>,
     ) -> Result<Self, String> {
         check_name(&spec.name, &format!("{field}.name"))?;
-        let destination = match Destination::from_key(&spec.destination) {
-            Some(d @ (Destination::Endpoint(_) | Destination::Queue(_))) => d,
+        // The spec names its destination without a tenant: the subscription's own.
+        let destination = match Destination::from_local_key(TenantId::DEFAULT, &spec.destination) {
+            Some(d) if !matches!(d.to, To::Url(_)) => d,
             _ => {
                 return Err(format!(
                     "{field}.destination: one of endpoint or queue is required"
                 ));
             }
         };
-        match &destination {
-            Destination::Endpoint(name) => check_name(name, &format!("{field}.endpoint"))?,
-            Destination::Queue(name) => check_name(name, &format!("{field}.queue"))?,
-            Destination::Url(_) => {}
+        match &destination.to {
+            To::Endpoint(name) => check_name(name, &format!("{field}.endpoint"))?,
+            To::Queue(name) => check_name(name, &format!("{field}.queue"))?,
+            To::Url(_) => {}
         }
         if spec.event_types.is_empty() {
             return Err(format!(
@@ -299,8 +306,10 @@ impl Subscriptions {
     /// Where an event published to `topic` goes: see [`Set::route`]. A large payload is
     /// routed with this worker thread handed to the blocking pool, so the runtime's other
     /// tasks (other callers, health) go on on a new worker meanwhile.
+    /// The destinations of `tenant`'s subscriptions that take an event of `topic`.
     pub fn route(
         &self,
+        tenant: TenantId,
         topic: &str,
         payload: &[u8],
         headers: &BTreeMap<String, String>,
@@ -320,6 +329,10 @@ impl Subscriptions {
         if spent > 0 {
             self.metrics.publish_match_steps.observe(spent as f64);
         }
+        let to = to.map(|mut to| {
+            to.retain(|d| d.tenant == tenant);
+            to
+        });
         match &to {
             Ok(to) if to.is_empty() => self.metrics.unrouted.inc(),
             Err(_) => self.metrics.refused("match_steps"),
@@ -349,9 +362,7 @@ impl Subscriptions {
         let bytes = serde_json::to_vec(&compiled.spec)
             .map_err(|e| SubscriptionError::Invalid(format!("subscription: {e}")))?;
         let name = compiled.spec.name.clone();
-        self.engine
-            .put_subscription(name.clone(), Some(bytes))
-            .await?;
+        self.engine.put_object(object(&name), Some(bytes)).await?;
         let compiled = Arc::new(compiled);
         self.replace(|by_name| {
             by_name.insert(name, compiled.clone());
@@ -367,7 +378,7 @@ impl Subscriptions {
                 "name: no subscription named {name:?}"
             )));
         }
-        self.engine.put_subscription(name.to_owned(), None).await?;
+        self.engine.put_object(object(name), None).await?;
         self.replace(|by_name| {
             by_name.remove(name);
         });

@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::destination::Destination;
 use crate::ids::MessageId;
+use crate::scope::TenantId;
 
 /// One dead letter as the dead-letter tools see it (no payload).
 #[derive(Debug, Clone, PartialEq)]
@@ -60,6 +61,8 @@ const DAY_MS: u64 = 24 * HOUR_MS;
 /// Which dead letters; every part set must hold.
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
+    /// Only this tenant's dead letters (the caller's).
+    pub tenant: TenantId,
     pub destination: Option<Destination>,
     /// Dead-lettered at or after...
     pub dead_after_ms: u64,
@@ -73,7 +76,8 @@ pub struct Filter {
 
 impl Filter {
     pub fn matches(&self, d: &DeadSummary) -> bool {
-        d.dead_ms >= self.dead_after_ms
+        Destination::tenant_of_key(&d.destination) == Some(self.tenant)
+            && d.dead_ms >= self.dead_after_ms
             && (self.dead_before_ms == 0 || d.dead_ms < self.dead_before_ms)
             && (self.http_status == 0 || d.last_status == self.http_status)
             && (self.error_contains.is_empty()

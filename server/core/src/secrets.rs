@@ -155,6 +155,17 @@ impl Sealer {
 }
 
 /// The secret in clear: a value stored in clear is returned as it is.
+/// The associated data an endpoint's secrets are sealed with: its name for tenant
+/// `default` (as before tenants), else the tenant's number and the name (`5/billing`), so a
+/// sealed secret copied to another tenant's endpoint of the same name does not open.
+pub fn endpoint_aad(tenant: crate::scope::TenantId, name: &str) -> std::borrow::Cow<'_, str> {
+    if tenant.is_default() {
+        std::borrow::Cow::Borrowed(name)
+    } else {
+        std::borrow::Cow::Owned(format!("{tenant}/{name}"))
+    }
+}
+
 pub fn open(sealer: Option<&Sealer>, endpoint: &str, stored: &str) -> Result<String, OpenError> {
     let Some(rest) = stored.strip_prefix(SEALED) else {
         return Ok(stored.to_owned());

@@ -406,10 +406,12 @@ fn parse_age(s: &str) -> Result<u64, String> {
 /// Parses `queue:NAME`, `endpoint:NAME`, `url:URL` or a bare http(s) URL.
 fn destination(s: &str) -> Result<pb::Destination, Failure> {
     use hookd_core::destination::Destination;
-    let dest = Destination::from_key(s)
+    use hookd_core::scope::TenantId;
+    // The tenant is the call's, not the text's: the wire form names none.
+    let dest = Destination::from_local_key(TenantId::DEFAULT, s)
         .or_else(|| {
             (s.starts_with("http://") || s.starts_with("https://"))
-                .then(|| Destination::Url(s.to_owned()))
+                .then(|| Destination::url(TenantId::DEFAULT, s))
         })
         .ok_or_else(|| {
             Failure::usage(format!(

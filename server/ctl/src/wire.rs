@@ -1,15 +1,16 @@
 //! hookd's values in their wire form: what the client commands send, and what the API
 //! answers with (`hookd::api` uses these too, so each mapping is written once).
 
-use hookd_core::destination::Destination;
+use hookd_core::destination::{Destination, To};
 use hookd_core::source::{Algorithm, Encoding, SourceSpec};
 use hookd_proto::v1::{self as pb, destination::Kind};
 
+/// As its tenant reads it: the wire names no tenant (the caller's is the call's).
 pub fn destination(d: &Destination) -> pb::Destination {
-    let kind = match d {
-        Destination::Endpoint(n) => Kind::Endpoint(n.clone()),
-        Destination::Url(u) => Kind::Url(u.clone()),
-        Destination::Queue(n) => Kind::Queue(n.clone()),
+    let kind = match &d.to {
+        To::Endpoint(n) => Kind::Endpoint(n.clone()),
+        To::Url(u) => Kind::Url(u.clone()),
+        To::Queue(n) => Kind::Queue(n.clone()),
     };
     pb::Destination { kind: Some(kind) }
 }

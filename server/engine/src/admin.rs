@@ -8,6 +8,7 @@ use super::{Engine, PutOutcome, Refusal, ReplayOutcome, ReplayRequest, Tx};
 use hookd_core::destination::Destination;
 use hookd_core::ids::MessageId;
 use hookd_core::outcome::AttemptOutcome;
+use hookd_core::scope::TenantId;
 use hookd_core::stats::{DestinationSnapshot, StatsSnapshot, StorageSnapshot};
 use hookd_metrics::DestinationGauges;
 use hookd_storage::store::{AttemptRecord, State, StoreError};
@@ -50,6 +51,11 @@ fn signing_keys(
     keys
 }
 
+/// Whether a message stored for `encoded` (`Destination::encode()`) is `tenant`'s.
+fn belongs_to(encoded: &str, tenant: TenantId) -> bool {
+    Destination::tenant_of_key(encoded) == Some(tenant)
+}
+
 impl Engine {
     /// PutEndpoint: creates or replaces an endpoint. Putting one (re-)enables it; an
     /// operator's pause stays.
@@ -57,9 +63,10 @@ impl Engine {
         &mut self,
         t: Tx<'_, '_>,
         now: u64,
+        tenant: TenantId,
         mut endpoint: EndpointRecord,
     ) -> Result<PutOutcome, StoreError> {
-        let existing = self.endpoints.get(&endpoint.name);
+        let existing = self.endpoints.get(tenant, &endpoint.name);
         let created = existing.is_none();
         let replaced_signing_url = existing
             .filter(|e| e.url != endpoint.url && !e.secrets.is_empty())
@@ -80,10 +87,9 @@ impl Engine {
             std::mem::take(&mut endpoint.signing_keys),
             now,
         );
-        t.put_endpoint(&endpoint)?;
-        self.endpoints
-            .insert(endpoint.name.clone(), endpoint.clone());
-        let key = Destination::Endpoint(endpoint.name.clone()).key();
+        t.put_endpoint(tenant, &endpoint)?;
+        self.endpoints.insert(tenant, endpoint.clone());
+        let key = Destination::endpoint(tenant, &endpoint.name).key();
         if let Some(d) = self.index.find(&key) {
             self.refresh_push(d, now);
             // Configured now: an idle destination of this name must be kept.
@@ -104,6 +110,7 @@ impl Engine {
         request: ReplayRequest,
     ) -> Result<Result<ReplayOutcome, Refusal>, StoreError> {
         let ReplayRequest {
+            tenant,
             ids,
             destination,
             limit,
@@ -113,10 +120,12 @@ impl Engine {
         // (id, destination key)
         let mut targets: Vec<(MessageId, String)> = Vec::new();
         if let Some(destination) = destination {
-            if let Destination::Endpoint(name) = &destination
-                && !self.endpoints.contains_key(name)
+            if let Some(name) = destination.endpoint_name()
+                && !self.endpoints.contains(destination.tenant, name)
             {
-                return Ok(Err(Refusal::EndpointGone { name: name.clone() }));
+                return Ok(Err(Refusal::EndpointGone {
+                    name: name.to_owned(),
+                }));
             }
             let key = destination.key();
             for id in t.dead_of(&key, limit)? {
@@ -128,7 +137,8 @@ impl Engine {
             if !seen.insert(id) {
                 continue;
             }
-            let Some(record) = t.record(id)? else {
+            let record = t.record(id)?.filter(|r| belongs_to(&r.destination, tenant));
+            let Some(record) = record else {
                 if !strict {
                     continue;
                 }
@@ -147,12 +157,12 @@ impl Engine {
             let Some(destination) = Destination::decode(&record.destination) else {
                 return Err(StoreError::Corrupt(format!("destination of {id}")));
             };
-            if let Destination::Endpoint(name) = &destination
-                && !self.endpoints.contains_key(name)
+            if let Some(name) = destination.endpoint_name()
+                && !self.endpoints.contains(destination.tenant, name)
             {
                 return Ok(Err(Refusal::MessageEndpointGone {
                     id,
-                    name: name.clone(),
+                    name: name.to_owned(),
                 }
                 .at(i)));
             }
@@ -238,6 +248,7 @@ impl Engine {
         &mut self,
         t: Tx<'_, '_>,
         now: u64,
+        tenant: TenantId,
         ids: Vec<MessageId>,
     ) -> Result<u32, StoreError> {
         let mut purged = 0u32;
@@ -252,6 +263,9 @@ impl Engine {
             let Some(destination) = Destination::decode(&record.destination) else {
                 return Err(StoreError::Corrupt(format!("destination of {id}")));
             };
+            if destination.tenant != tenant {
+                continue;
+            }
             let key = destination.key();
             if t.unbury(id, &key)?.is_none() {
                 continue;
@@ -282,11 +296,9 @@ impl Engine {
         now: u64,
         reseal: &super::Resealer,
     ) -> Result<Result<u32, String>, StoreError> {
-        let mut names: Vec<String> = self.endpoints.keys().cloned().collect();
-        names.sort();
         let mut changed = 0;
-        for name in names {
-            let Some(endpoint) = self.endpoints.get_mut(&name) else {
+        for (tenant, name) in self.endpoints.names() {
+            let Some(endpoint) = self.endpoints.get_mut(tenant, &name) else {
                 continue;
             };
             // The signing secrets, then the client key and the OAuth2 secret when set:
@@ -303,7 +315,8 @@ impl Engine {
             if let Some(o) = endpoint.oauth2.as_ref().filter(|_| oauth) {
                 sealed.push(o.client_secret.clone());
             }
-            match (reseal.0)(&name, &sealed) {
+            let aad = hookd_core::secrets::endpoint_aad(tenant, &name);
+            match (reseal.0)(&aad, &sealed) {
                 Err(why) => return Ok(Err(format!("endpoint {name:?}: {why}"))),
                 Ok(None) => {}
                 Ok(Some(mut secrets)) => {
@@ -316,9 +329,9 @@ impl Engine {
                         endpoint.client_key_pem = secret;
                     }
                     endpoint.secrets = secrets;
-                    t.put_endpoint(endpoint)?;
+                    t.put_endpoint(tenant, endpoint)?;
                     changed += 1;
-                    let key = Destination::Endpoint(name.clone()).key();
+                    let key = Destination::endpoint(tenant, name).key();
                     if let Some(d) = self.index.find(&key) {
                         self.refresh_push(d, now);
                     }
@@ -332,10 +345,11 @@ impl Engine {
         &mut self,
         t: Tx<'_, '_>,
         now: u64,
+        tenant: TenantId,
         name: &str,
         pause: Option<String>,
     ) -> Result<Result<EndpointRecord, Refusal>, StoreError> {
-        let Some(endpoint) = self.endpoints.get_mut(name) else {
+        let Some(endpoint) = self.endpoints.get_mut(tenant, name) else {
             return Ok(Err(Refusal::UnknownEndpoint {
                 name: name.to_owned(),
             }));
@@ -356,9 +370,9 @@ impl Engine {
                 endpoint.paused_ms = 0;
             }
         }
-        t.put_endpoint(endpoint)?;
+        t.put_endpoint(tenant, endpoint)?;
         let record = endpoint.clone();
-        let key = Destination::Endpoint(name.to_owned()).key();
+        let key = Destination::endpoint(tenant, name).key();
         if let Some(d) = self.index.find(&key) {
             self.refresh_push(d, now);
         }
@@ -382,14 +396,15 @@ impl Engine {
     pub(super) fn delete_endpoint(
         &mut self,
         t: Tx<'_, '_>,
+        tenant: TenantId,
         name: &str,
     ) -> Result<Result<(), Refusal>, StoreError> {
-        if !self.endpoints.contains_key(name) {
+        if !self.endpoints.contains(tenant, name) {
             return Ok(Err(Refusal::NoEndpoint {
                 name: name.to_owned(),
             }));
         }
-        let key = Destination::Endpoint(name.to_owned()).key();
+        let key = Destination::endpoint(tenant, name).key();
         if let Some(d) = self.index.find(&key) {
             let live = self.index.live_count(d);
             if live > 0 {
@@ -399,8 +414,8 @@ impl Engine {
                 }));
             }
         }
-        t.remove_endpoint(name)?;
-        self.endpoints.remove(name);
+        t.remove_endpoint(tenant, name)?;
+        self.endpoints.remove(tenant, name);
         // No longer configured: its destination may be idle now.
         if let Some(d) = self.index.find(&key) {
             self.index.review(d);

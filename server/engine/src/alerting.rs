@@ -7,6 +7,7 @@ use super::{Engine, NewMessage, Tx};
 use hookd_core::alerts::{Change, Figures, TOTAL, notification};
 use hookd_core::destination::Destination;
 use hookd_core::ids::MessageId;
+use hookd_core::scope::TenantId;
 use hookd_core::stats::AlertSnapshot;
 use hookd_storage::store::{MessageRecord, StoreError};
 
@@ -91,7 +92,8 @@ impl Engine {
             detail: summary.clone(),
         });
         for n in self.config.alerts.notify.clone() {
-            let target = Destination::Endpoint(n.endpoint.clone());
+            // The operator's endpoints: tenant `default`'s.
+            let target = Destination::endpoint(TenantId::DEFAULT, n.endpoint.clone());
             // An alert endpoint's own trouble is logged, not sent to itself (no loop).
             if change.destination == target.key() {
                 continue;

@@ -59,70 +59,80 @@ impl Engine {
                 wait_ms,
                 reply,
             } => self.receive(t, now, queue, max, visibility_ms, wait_ms, reply, done)?,
-            Command::Ack { leases, reply } => {
-                let outcome = self.ack(t, now, &leases);
+            Command::Ack {
+                tenant,
+                leases,
+                reply,
+            } => {
+                let outcome = self.ack(t, now, tenant, &leases);
                 settle(done, reply, outcome)?;
             }
             Command::Nack {
+                tenant,
                 lease,
                 delay_ms,
                 reason,
                 reply,
             } => {
-                let outcome = self.nack(t, now, &lease, delay_ms, reason);
+                let outcome = self.nack(t, now, tenant, &lease, delay_ms, reason);
                 settle(done, reply, outcome)?;
             }
             Command::Replay { request, reply } => {
                 let outcome = self.replay(t, now, request);
                 settle(done, reply, outcome)?;
             }
-            Command::Purge { ids, reply } => {
-                let outcome = self.purge(t, now, ids).map(Ok);
+            Command::Purge { tenant, ids, reply } => {
+                let outcome = self.purge(t, now, tenant, ids).map(Ok);
                 settle(done, reply, outcome)?;
             }
-            Command::Pause { name, pause, reply } => {
-                let outcome = self.pause(t, now, &name, pause);
+            Command::Pause {
+                tenant,
+                name,
+                pause,
+                reply,
+            } => {
+                let outcome = self.pause(t, now, tenant, &name, pause);
                 settle(done, reply, outcome)?;
             }
             // New definitions wait for disk space like new events (removals go through).
             Command::PutEndpoint { reply, .. } if self.config.headroom.short().is_some() => {
                 let _ = reply.send(Err(self.disk_full()));
             }
-            Command::PutSource {
-                spec: Some(_),
-                reply,
-                ..
-            }
-            | Command::PutSubscription {
-                spec: Some(_),
+            Command::PutObject {
+                record: Some(_),
                 reply,
                 ..
             } if self.config.headroom.short().is_some() => {
                 let _ = reply.send(Err(self.disk_full()));
             }
-            Command::PutEndpoint { endpoint, reply } => {
-                let outcome = self.put_endpoint(t, now, *endpoint).map(Ok);
+            Command::PutEndpoint {
+                tenant,
+                endpoint,
+                reply,
+            } => {
+                let outcome = self.put_endpoint(t, now, tenant, *endpoint).map(Ok);
                 settle(done, reply, outcome)?;
             }
             Command::Reseal { reseal, reply } => {
                 let outcome = self.reseal(t, now, &reseal);
                 settle(done, reply, outcome.map(Ok))?;
             }
-            Command::DeleteEndpoint { name, reply } => {
-                let outcome = self.delete_endpoint(t, &name);
+            Command::DeleteEndpoint {
+                tenant,
+                name,
+                reply,
+            } => {
+                let outcome = self.delete_endpoint(t, tenant, &name);
                 settle(done, reply, outcome)?;
             }
-            Command::PutSource { name, spec, reply } => {
-                match spec {
-                    Some(spec) => t.put_source(&name, &spec),
-                    None => t.remove_source(&name),
-                }
-                reply_after(done, reply, Ok(()));
-            }
-            Command::PutSubscription { name, spec, reply } => {
-                match spec {
-                    Some(spec) => t.put_subscription(&name, &spec),
-                    None => t.remove_subscription(&name),
+            Command::PutObject {
+                object,
+                record,
+                reply,
+            } => {
+                match record {
+                    Some(record) => t.put_object(&object, &record),
+                    None => t.remove_object(&object),
                 }
                 reply_after(done, reply, Ok(()));
             }

@@ -34,14 +34,16 @@ impl Engine {
         now: u64,
         m: NewMessage,
     ) -> Result<Result<Enqueued, Refusal>, StoreError> {
-        let policy = match &m.destination {
-            Destination::Endpoint(name) => match self.endpoints.get(name) {
+        let policy = match m.destination.endpoint_name() {
+            Some(name) => match self.endpoints.get(m.destination.tenant, name) {
                 Some(e) => endpoint_policy(e, &self.config.retry),
                 None => {
-                    return Ok(Err(Refusal::UnknownEndpoint { name: name.clone() }));
+                    return Ok(Err(Refusal::UnknownEndpoint {
+                        name: name.to_owned(),
+                    }));
                 }
             },
-            _ => self.config.retry,
+            None => self.config.retry,
         };
         let id = m.id;
         let bytes = m.record.len() as u64;
@@ -127,12 +129,12 @@ impl Engine {
         };
         let mut deliveries = Vec::with_capacity(fanout.also.len() + 1);
         for s in std::iter::once(first).chain(fanout.also) {
-            let policy = match &s.destination {
-                Destination::Endpoint(name) => match self.endpoints.get(name) {
+            let policy = match s.destination.endpoint_name() {
+                Some(name) => match self.endpoints.get(s.destination.tenant, name) {
                     Some(e) => endpoint_policy(e, &self.config.retry),
                     None => continue,
                 },
-                _ => self.config.retry,
+                None => self.config.retry,
             };
             deliveries.push((s, policy));
         }
@@ -333,14 +335,13 @@ impl Engine {
     }
 
     pub(super) fn policy_of(&self, encoded_destination: &str) -> RetryPolicy {
-        match Destination::decode(encoded_destination) {
-            Some(Destination::Endpoint(name)) => {
-                self.endpoints.get(&name).map_or(self.config.retry, |e| {
-                    endpoint_policy(e, &self.config.retry)
-                })
-            }
-            _ => self.config.retry,
-        }
+        let destination = Destination::decode(encoded_destination);
+        let endpoint = destination
+            .as_ref()
+            .and_then(|d| self.endpoints.get(d.tenant, d.endpoint_name()?));
+        endpoint.map_or(self.config.retry, |e| {
+            endpoint_policy(e, &self.config.retry)
+        })
     }
 }
 

@@ -7,6 +7,7 @@ use super::{Fanout, NewMessage, Subscriber};
 use hookd_core::destination::Destination;
 use hookd_core::ids::MessageId;
 use hookd_core::push::Verdict;
+use hookd_core::scope::TenantId;
 use hookd_storage::store::State;
 
 fn publish(h: &Harness, key: &str, subscribers: &[Destination]) -> NewMessage {
@@ -31,11 +32,11 @@ fn a_publish_stores_one_delivery_per_subscriber_sharing_its_event() {
     h.endpoint("billing", 8);
     h.endpoint("crm", 8);
     let subscribers = [
-        Destination::Endpoint("billing".into()),
-        Destination::Queue("audit".into()),
-        Destination::Endpoint("crm".into()),
+        Destination::endpoint(TenantId::DEFAULT, "billing"),
+        Destination::queue(TenantId::DEFAULT, "audit"),
+        Destination::endpoint(TenantId::DEFAULT, "crm"),
         // Deleted since it subscribed: left out, not an error.
-        Destination::Endpoint("gone".into()),
+        Destination::endpoint(TenantId::DEFAULT, "gone"),
     ];
     let m = publish(&h, "evt-1", &subscribers);
     let event = m.fanout.as_ref().map(|f| f.event_id).unwrap();
@@ -98,14 +99,22 @@ fn a_publish_stores_one_delivery_per_subscriber_sharing_its_event() {
 fn no_live_subscriber_stores_nothing_and_claims_no_key() {
     let mut h = Harness::new();
     let answer = h
-        .enqueue_message(publish(&h, "k", &[Destination::Endpoint("gone".into())]))
+        .enqueue_message(publish(
+            &h,
+            "k",
+            &[Destination::endpoint(TenantId::DEFAULT, "gone")],
+        ))
         .expect("answered");
     assert!(answer.deliveries.is_empty() && !answer.duplicate);
     assert_eq!(h.stats().total.pending, 0);
     // The key was not taken: once a subscriber exists, the same key stores.
     h.endpoint("gone", 1);
     let answer = h
-        .enqueue_message(publish(&h, "k", &[Destination::Endpoint("gone".into())]))
+        .enqueue_message(publish(
+            &h,
+            "k",
+            &[Destination::endpoint(TenantId::DEFAULT, "gone")],
+        ))
         .expect("answered");
     assert_eq!(answer.deliveries.len(), 1);
 }

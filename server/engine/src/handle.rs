@@ -12,7 +12,9 @@ use std::thread::JoinHandle;
 use tokio::sync::{oneshot, watch};
 
 use super::{Command, Enqueued, Leased, NackOutcome, NewMessage, PutOutcome, Refusal};
+use hookd_core::destination::Destination;
 use hookd_core::ids::{LeaseId, MessageId};
+use hookd_core::scope::{ObjectRef, TenantId};
 use hookd_core::stats::StatsSnapshot;
 use hookd_storage::store::EndpointRecord;
 
@@ -122,9 +124,10 @@ impl EngineHandle {
         .await
     }
 
+    /// Leases messages of `queue` (a queue's destination: its tenant and name).
     pub async fn receive(
         &self,
-        queue: String,
+        queue: Destination,
         max: usize,
         visibility_ms: u64,
         wait_ms: u64,
@@ -139,17 +142,24 @@ impl EngineHandle {
         .await?
     }
 
-    pub async fn ack(&self, leases: Vec<LeaseId>) -> Result<u32, Refusal> {
-        self.call(|reply| Command::Ack { leases, reply }).await?
+    pub async fn ack(&self, tenant: TenantId, leases: Vec<LeaseId>) -> Result<u32, Refusal> {
+        self.call(|reply| Command::Ack {
+            tenant,
+            leases,
+            reply,
+        })
+        .await?
     }
 
     pub async fn nack(
         &self,
+        tenant: TenantId,
         lease: LeaseId,
         delay_ms: u64,
         reason: String,
     ) -> Result<NackOutcome, Refusal> {
         self.call(|reply| Command::Nack {
+            tenant,
             lease,
             delay_ms,
             reason,
@@ -166,19 +176,26 @@ impl EngineHandle {
             .await?
     }
 
-    /// Deletes the dead letters among `ids`; how many.
-    pub async fn purge(&self, ids: Vec<MessageId>) -> Result<u32, Refusal> {
-        self.call(|reply| Command::Purge { ids, reply }).await?
+    /// Deletes the dead letters of `tenant`'s among `ids`; how many.
+    pub async fn purge(&self, tenant: TenantId, ids: Vec<MessageId>) -> Result<u32, Refusal> {
+        self.call(|reply| Command::Purge { tenant, ids, reply })
+            .await?
     }
 
     /// Pauses (`Some(reason)`) or resumes (`None`) an endpoint; its record after.
     pub async fn pause_endpoint(
         &self,
+        tenant: TenantId,
         name: String,
         pause: Option<String>,
     ) -> Result<EndpointRecord, Refusal> {
-        self.call(|reply| Command::Pause { name, pause, reply })
-            .await?
+        self.call(|reply| Command::Pause {
+            tenant,
+            name,
+            pause,
+            reply,
+        })
+        .await?
     }
 
     /// See [`Command::Reseal`].
@@ -186,33 +203,42 @@ impl EngineHandle {
         self.call(|reply| Command::Reseal { reseal, reply }).await?
     }
 
-    pub async fn put_endpoint(&self, endpoint: EndpointRecord) -> Result<PutOutcome, Refusal> {
+    pub async fn put_endpoint(
+        &self,
+        tenant: TenantId,
+        endpoint: EndpointRecord,
+    ) -> Result<PutOutcome, Refusal> {
         self.call(|reply| Command::PutEndpoint {
+            tenant,
             endpoint: Box::new(endpoint),
             reply,
         })
         .await?
     }
 
-    /// Makes an ingest source's definition durable (`Some`), or its removal (`None`).
-    pub async fn put_source(&self, name: String, spec: Option<Vec<u8>>) -> Result<(), Refusal> {
-        self.call(|reply| Command::PutSource { name, spec, reply })
-            .await?
-    }
-
-    /// Makes a subscription's definition durable (`Some`), or its removal (`None`).
-    pub async fn put_subscription(
+    /// Makes a catalog object's record durable (`Some`), or its removal (`None`): an
+    /// ingest source's definition, a subscription's. Whoever holds the object decides and
+    /// serialises these; the engine only makes them durable.
+    pub async fn put_object(
         &self,
-        name: String,
-        spec: Option<Vec<u8>>,
+        object: ObjectRef,
+        record: Option<Vec<u8>>,
     ) -> Result<(), Refusal> {
-        self.call(|reply| Command::PutSubscription { name, spec, reply })
-            .await?
+        self.call(|reply| Command::PutObject {
+            object,
+            record,
+            reply,
+        })
+        .await?
     }
 
-    pub async fn delete_endpoint(&self, name: String) -> Result<(), Refusal> {
-        self.call(|reply| Command::DeleteEndpoint { name, reply })
-            .await?
+    pub async fn delete_endpoint(&self, tenant: TenantId, name: String) -> Result<(), Refusal> {
+        self.call(|reply| Command::DeleteEndpoint {
+            tenant,
+            name,
+            reply,
+        })
+        .await?
     }
 
     /// The totals and the destinations after key `after` (all from the first with `None`),

@@ -19,6 +19,7 @@ use hookd_core::destination::Destination;
 use hookd_core::ids::{LeaseId, MessageId};
 use hookd_core::push::{AttemptReport, Delivery, Verdict};
 use hookd_core::retry::RetryPolicy;
+use hookd_core::scope::TenantId;
 use hookd_core::stats::{DestinationSnapshot, StatsSnapshot};
 use hookd_storage::store::faults::Faults;
 use hookd_storage::store::{
@@ -205,18 +206,18 @@ impl Harness {
 
     /// Enqueues to a pull queue; panics if refused.
     pub(crate) fn enqueue(&mut self, queue: &str, payload: &[u8]) -> MessageId {
-        let m = self.message(Destination::Queue(queue.into()), payload);
+        let m = self.message(Destination::queue(TenantId::DEFAULT, queue), payload);
         self.enqueue_message(m).expect("enqueued").id
     }
 
     pub(crate) fn enqueue_to_endpoint(&mut self, name: &str, payload: &[u8]) -> MessageId {
-        let m = self.message(Destination::Endpoint(name.into()), payload);
+        let m = self.message(Destination::endpoint(TenantId::DEFAULT, name), payload);
         self.enqueue_message(m).expect("enqueued").id
     }
 
     pub(crate) fn receive(&mut self, queue: &str, max: usize, visibility_ms: u64) -> Vec<Leased> {
         self.call(|reply| Command::Receive {
-            queue: queue.into(),
+            queue: Destination::queue(TenantId::DEFAULT, queue),
             max,
             visibility_ms,
             wait_ms: 0,
@@ -233,7 +234,7 @@ impl Harness {
     ) -> oneshot::Receiver<Result<Vec<Leased>, Refusal>> {
         let (reply, rx) = oneshot::channel();
         self.engine.round(vec![Command::Receive {
-            queue: queue.into(),
+            queue: Destination::queue(TenantId::DEFAULT, queue),
             max: 10,
             visibility_ms: 30_000,
             wait_ms,
@@ -244,6 +245,7 @@ impl Harness {
 
     pub(crate) fn ack(&mut self, leases: &[LeaseId]) -> Result<u32, Refusal> {
         self.call(|reply| Command::Ack {
+            tenant: TenantId::DEFAULT,
             leases: leases.to_vec(),
             reply,
         })
@@ -251,6 +253,7 @@ impl Harness {
 
     pub(crate) fn nack(&mut self, lease: LeaseId, delay_ms: u64) -> Result<NackOutcome, Refusal> {
         self.call(|reply| Command::Nack {
+            tenant: TenantId::DEFAULT,
             lease,
             delay_ms,
             reason: String::new(),
@@ -274,6 +277,7 @@ impl Harness {
         per_s: f64,
     ) -> Result<super::ReplayOutcome, Refusal> {
         let request = super::ReplayRequest {
+            tenant: TenantId::DEFAULT,
             ids,
             destination,
             limit: 1_000,
@@ -285,8 +289,12 @@ impl Harness {
 
     /// Deletes the dead letters among `ids`; how many.
     pub(crate) fn purge(&mut self, ids: Vec<MessageId>) -> u32 {
-        self.call(|reply| Command::Purge { ids, reply })
-            .expect("purge")
+        self.call(|reply| Command::Purge {
+            tenant: TenantId::DEFAULT,
+            ids,
+            reply,
+        })
+        .expect("purge")
     }
 
     /// Pauses (`Some(reason)`) or resumes an endpoint.
@@ -296,6 +304,7 @@ impl Harness {
         pause: Option<&str>,
     ) -> Result<EndpointRecord, Refusal> {
         self.call(|reply| Command::Pause {
+            tenant: TenantId::DEFAULT,
             name: name.into(),
             pause: pause.map(str::to_owned),
             reply,
@@ -304,6 +313,7 @@ impl Harness {
 
     pub(crate) fn put_endpoint(&mut self, endpoint: EndpointRecord) -> PutOutcome {
         self.call(|reply| Command::PutEndpoint {
+            tenant: TenantId::DEFAULT,
             endpoint: Box::new(endpoint),
             reply,
         })

@@ -5,6 +5,7 @@
 
 use hookd_core::destination::Destination;
 use hookd_core::ids::MessageId;
+use hookd_core::scope::TenantId;
 use hookd_storage::pipeline::Retention;
 use hookd_storage::store::Kept;
 
@@ -100,7 +101,10 @@ fn a_segment_pinned_by_a_few_live_messages_is_compacted_and_their_bytes_stay_the
     });
     let slow: Vec<u8> = (0..=255u8).collect();
     let pinned = h.enqueue("slow", &slow);
-    let other = h.message(Destination::Queue("slow".into()), b"another live one");
+    let other = h.message(
+        Destination::queue(TenantId::DEFAULT, "slow"),
+        b"another live one",
+    );
     let other = h.enqueue_message(other).unwrap().id;
     churn(&mut h, 60, 200);
     let before = segments(&h);

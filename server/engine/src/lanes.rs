@@ -62,12 +62,13 @@ impl FifoPolicy {
 impl Engine {
     /// The FIFO policy of the destination with this key (`None`: unordered).
     pub(super) fn fifo_of(&self, key: &str) -> Option<FifoPolicy> {
-        if let Some(name) = Destination::endpoint_of_key(key) {
+        if let Some((tenant, name)) = Destination::endpoint_of_key(key) {
             return self
                 .endpoints
-                .get(name)
+                .get(tenant, name)
                 .and_then(|e| FifoPolicy::from_code(e.fifo));
         }
+        // The config file's queues are tenant `default`'s (keys without a tenant).
         let queue = key.strip_prefix("queue:")?;
         self.config.fifo_queues.get(queue).copied()
     }

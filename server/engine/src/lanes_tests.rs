@@ -12,10 +12,14 @@ use super::harness::Harness;
 use hookd_core::destination::Destination;
 use hookd_core::ids::MessageId;
 use hookd_core::push::Verdict;
+use hookd_core::scope::TenantId;
 use hookd_storage::store::{EndpointRecord, State};
 
 fn enqueue_keyed(h: &mut Harness, queue: &str, key: &str, payload: &str) -> MessageId {
-    let mut m = h.message(Destination::Queue(queue.into()), payload.as_bytes());
+    let mut m = h.message(
+        Destination::queue(TenantId::DEFAULT, queue),
+        payload.as_bytes(),
+    );
     m.ordering_key = key.into();
     h.enqueue_message(m).expect("enqueued").id
 }
@@ -244,7 +248,7 @@ fn an_expired_blocking_dead_letter_releases_its_lane() {
     let mut config = super::harness::config();
     config.dead_letter_retention_ms = 60_000;
     let mut h = Harness::with(config);
-    let mut m = h.message(Destination::Queue("fifo-block".into()), b"k1");
+    let mut m = h.message(Destination::queue(TenantId::DEFAULT, "fifo-block"), b"k1");
     m.ordering_key = "k".into();
     m.max_attempts = 1;
     h.enqueue_message(m).unwrap();
@@ -275,7 +279,7 @@ fn a_fifo_endpoint_sends_one_attempt_per_lane_with_its_number() {
     for i in 1..=3 {
         for key in ["x", "y"] {
             let mut m = h.message(
-                Destination::Endpoint("ordered".into()),
+                Destination::endpoint(TenantId::DEFAULT, "ordered"),
                 format!("{key}{i}").as_bytes(),
             );
             m.ordering_key = key.into();
@@ -359,7 +363,7 @@ fn ten_thousand_events_on_a_thousand_keys_arrive_in_order_through_failures_and_r
             let n = sent_per_key.entry(key.clone()).or_default();
             *n += 1;
             let mut m = h.message(
-                Destination::Queue("fifo-park".into()),
+                Destination::queue(TenantId::DEFAULT, "fifo-park"),
                 format!("{key}/{n}").as_bytes(),
             );
             m.ordering_key = key;
@@ -432,7 +436,7 @@ fn lanes_count_toward_the_total_mark_of_live_messages() {
     let mut h = Harness::with(config);
     let refused_at = |h: &mut Harness, queue: &str, own_key: bool| -> usize {
         for i in 0..1_000 {
-            let mut m = h.message(Destination::Queue(queue.into()), b"x");
+            let mut m = h.message(Destination::queue(TenantId::DEFAULT, queue), b"x");
             if own_key {
                 m.ordering_key = format!("k{i}");
             }

@@ -11,6 +11,7 @@ use super::{Engine, Leased, NackOutcome, Refusal, Tx};
 use hookd_core::destination::Destination;
 use hookd_core::ids::{LeaseId, MessageId};
 use hookd_core::outcome::AttemptOutcome;
+use hookd_core::scope::TenantId;
 use hookd_storage::store::{
     AttemptRecord, DoneRecord, MessageRecord, ScheduleEntry, State, StoreError,
 };
@@ -115,14 +116,14 @@ impl Engine {
         &mut self,
         t: Tx<'_, '_>,
         now: u64,
-        queue: String,
+        queue: Destination,
         max: usize,
         visibility_ms: u64,
         wait_ms: u64,
         reply: super::index::ReceiveReply,
         done: &mut Vec<super::Completion>,
     ) -> Result<(), StoreError> {
-        let key = Destination::Queue(queue).key();
+        let key = queue.key();
         let will_wait = wait_ms > 0 && !self.draining;
         // Polling a queue nobody has used creates nothing: a client cannot grow the
         // index by guessing names (a long poll does create it, for as long as it waits).
@@ -163,11 +164,12 @@ impl Engine {
         &mut self,
         t: Tx<'_, '_>,
         now: u64,
+        tenant: TenantId,
         lease: &LeaseId,
         delay_ms: u64,
         reason: String,
     ) -> Result<Result<NackOutcome, Refusal>, StoreError> {
-        match self.check_lease(lease) {
+        match self.check_lease(tenant, lease) {
             Err(e) => Ok(Err(e)),
             Ok(()) => {
                 let reason = if reason.is_empty() {
@@ -274,10 +276,16 @@ impl Engine {
     }
 
     /// Is `lease` the current lease of a live message?
-    pub(super) fn check_lease(&self, lease: &LeaseId) -> Result<(), Refusal> {
+    /// Whether `lease` is the current lease of a live message of `tenant`'s (another
+    /// tenant's message is answered as one not in flight: nothing says it exists).
+    pub(super) fn check_lease(&self, tenant: TenantId, lease: &LeaseId) -> Result<(), Refusal> {
         let id = lease.message;
+        let owner = |live: &super::index::Live| {
+            Destination::tenant_of_key(&self.index.dests[live.dest].key)
+        };
         match self.index.live.get(&id) {
             None => Err(Refusal::NotInFlight { id }),
+            Some(live) if owner(live) != Some(tenant) => Err(Refusal::NotInFlight { id }),
             Some(live) if self.index.dests[live.dest].push.is_some() => {
                 Err(Refusal::NotPull { id })
             }
@@ -301,6 +309,7 @@ impl Engine {
         &mut self,
         t: Tx<'_, '_>,
         now: u64,
+        tenant: TenantId,
         leases: &[LeaseId],
     ) -> Result<Result<u32, Refusal>, StoreError> {
         let mut seen = HashSet::new();
@@ -310,13 +319,15 @@ impl Engine {
                 continue;
             }
             if self.index.live.contains_key(&lease.message) {
-                if let Err(e) = self.check_lease(lease) {
+                if let Err(e) = self.check_lease(tenant, lease) {
                     return Ok(Err(e.at(i)));
                 }
                 to_complete.push(lease.message);
                 continue;
             }
-            match t.done(lease.message)? {
+            let done = t.done(lease.message)?;
+            let done = done.filter(|d| Destination::tenant_of_key(&d.destination) == Some(tenant));
+            match done {
                 Some(done) if done.acked_at(lease.attempt) => {}
                 Some(done) => {
                     return Ok(Err(Refusal::CompletedLater {
@@ -326,7 +337,7 @@ impl Engine {
                     .at(i)));
                 }
                 None => {
-                    if let Err(e) = self.check_lease(lease) {
+                    if let Err(e) = self.check_lease(tenant, lease) {
                         return Ok(Err(e.at(i)));
                     }
                 }

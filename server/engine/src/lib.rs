@@ -30,6 +30,7 @@ mod admin;
 mod alerting;
 mod answer;
 mod apply;
+mod endpoints;
 mod enqueue;
 pub mod events;
 #[cfg(test)]
@@ -51,6 +52,8 @@ mod lifecycle_tests;
 mod power_loss_tests;
 mod push;
 mod refusal;
+#[cfg(test)]
+mod tenants_tests;
 pub mod wheel;
 
 use hookd_storage::pipeline::{applier, syncer};
@@ -74,6 +77,7 @@ use hookd_core::destination::Destination;
 use hookd_core::ids::{LeaseId, MessageId};
 use hookd_core::push::Delivery;
 use hookd_core::retry::RetryPolicy;
+use hookd_core::scope::{ObjectRef, TenantId};
 use hookd_storage::store::{
     EndpointRecord, Recovering, Replayed, State, Storage, Store, StoreError,
 };
@@ -241,6 +245,8 @@ pub struct PutOutcome {
 /// Which dead letters to replay, and how fast.
 #[derive(Debug, Clone, Default)]
 pub struct ReplayRequest {
+    /// The caller's tenant: an id of another tenant's message is one it does not hold.
+    pub tenant: TenantId,
     pub ids: Vec<MessageId>,
     /// Every dead letter of this destination (up to `limit`), besides `ids`.
     pub destination: Option<Destination>,
@@ -345,17 +351,21 @@ pub(crate) enum Command {
         reply: oneshot::Sender<Vec<Result<Enqueued, Refusal>>>,
     },
     Receive {
-        queue: String,
+        queue: Destination,
         max: usize,
         visibility_ms: u64,
         wait_ms: u64,
         reply: index::ReceiveReply,
     },
+    /// Acknowledges leases of the caller's tenant's messages (another tenant's lease is
+    /// one not in flight).
     Ack {
+        tenant: TenantId,
         leases: Vec<LeaseId>,
         reply: Reply<u32>,
     },
     Nack {
+        tenant: TenantId,
         lease: LeaseId,
         delay_ms: u64,
         reason: String,
@@ -365,37 +375,36 @@ pub(crate) enum Command {
         request: ReplayRequest,
         reply: Reply<ReplayOutcome>,
     },
-    /// Deletes these dead letters (ids no longer dead are skipped); how many.
+    /// Deletes these dead letters of `tenant`'s (ids no longer dead, or not its own, are
+    /// skipped); how many.
     Purge {
+        tenant: TenantId,
         ids: Vec<MessageId>,
         reply: Reply<u32>,
     },
     /// Pauses (`Some(reason)`) or resumes (`None`) an endpoint.
     Pause {
+        tenant: TenantId,
         name: String,
         pause: Option<String>,
         reply: Reply<EndpointRecord>,
     },
     PutEndpoint {
+        tenant: TenantId,
         endpoint: Box<EndpointRecord>,
         reply: Reply<PutOutcome>,
     },
     DeleteEndpoint {
+        tenant: TenantId,
         name: String,
         reply: Reply<()>,
     },
-    /// Stores (`Some`: its JSON definition) or removes (`None`) an ingest source. The
-    /// ingest registry decides and serialises these; the engine only makes them durable.
-    PutSource {
-        name: String,
-        spec: Option<Vec<u8>>,
-        reply: Reply<()>,
-    },
-    /// Stores (`Some`) or removes (`None`) a subscription; as for sources, `hookd`'s
-    /// registry decides and serialises these.
-    PutSubscription {
-        name: String,
-        spec: Option<Vec<u8>>,
+    /// Stores (`Some`) or removes (`None`) an object's record in the catalog (an ingest
+    /// source's definition, a subscription's). Whoever holds the objects decides and
+    /// serialises these; the engine only makes them durable.
+    PutObject {
+        object: ObjectRef,
+        record: Option<Vec<u8>>,
         reply: Reply<()>,
     },
     /// Rewrites endpoints' stored secrets: `reseal` gets an endpoint's name and secrets and
@@ -429,9 +438,7 @@ pub(crate) enum Command {
     },
     /// Answered once the round it arrives in is done, its log sync included: proof for the
     /// service manager's watchdog that the engine thread still completes rounds.
-    Ping {
-        reply: Reply<()>,
-    },
+    Ping { reply: Reply<()> },
     /// A push attempt ended (from the dispatcher).
     Attempted(hookd_core::push::AttemptReport),
     /// Wake up and look at the clock (an injected clock moved).
@@ -469,7 +476,7 @@ pub(crate) struct Engine {
     started_ms: u64,
     wheel: Wheel<Timer>,
     index: Index,
-    endpoints: std::collections::HashMap<String, EndpointRecord>,
+    endpoints: endpoints::Endpoints,
     total: hookd_core::stats::Activity,
     rng: StdRng,
     next_waiter: u64,
@@ -830,8 +837,8 @@ impl Engine {
         let started = std::time::Instant::now();
         store.recover(|item| {
             match item {
-                Recovering::Endpoint(endpoint) => {
-                    engine.endpoints.insert(endpoint.name.clone(), *endpoint);
+                Recovering::Endpoint(tenant, endpoint) => {
+                    engine.endpoints.insert(tenant, *endpoint);
                 }
                 Recovering::Message { id, entry, bytes } => {
                     let state = match entry.state {
@@ -1336,7 +1343,7 @@ impl Engine {
     fn review_destinations(&mut self) {
         let endpoints = &self.endpoints;
         let reviewed = self.index.reviewed(|key| {
-            Destination::endpoint_of_key(key).is_some_and(|name| endpoints.contains_key(name))
+            Destination::endpoint_of_key(key).is_some_and(|(t, name)| endpoints.contains(t, name))
         });
         // Idle but holding dead letters (an ad-hoc URL origin that failed, say): its dead
         // letters stay, for their retention, with its key and counts; its statistics, its
@@ -1477,7 +1484,7 @@ fn answer_failed(command: Command, err: Refusal) {
         Command::DeleteEndpoint { reply, .. } => {
             let _ = reply.send(Err(err));
         }
-        Command::PutSource { reply, .. } | Command::PutSubscription { reply, .. } => {
+        Command::PutObject { reply, .. } => {
             let _ = reply.send(Err(err));
         }
         Command::Reseal { reply, .. } => {

@@ -7,6 +7,7 @@ use super::{Command, NewMessage, Refusal};
 use hookd_core::breaker::BreakerState;
 use hookd_core::destination::Destination;
 use hookd_core::push::{RetryAfter, Verdict};
+use hookd_core::scope::TenantId;
 use hookd_storage::store::{EndpointRecord, MessageRecord, State};
 
 fn failed(status: u16) -> Verdict {
@@ -58,7 +59,7 @@ fn enqueue_stores_a_pending_message_that_a_receive_leases() {
 #[test]
 fn a_delayed_message_becomes_ready_at_its_time_and_not_before() {
     let mut h = Harness::new();
-    let mut m = h.message(Destination::Queue("q".into()), b"later");
+    let mut m = h.message(Destination::queue(TenantId::DEFAULT, "q"), b"later");
     m.delay_ms = 500;
     let id = h.enqueue_message(m).expect("enqueued").id;
     assert_eq!(h.stored(id).map(|m| m.entry.due_ms), Some(START_MS + 500));
@@ -172,7 +173,7 @@ fn an_expired_lease_is_retried_and_its_ack_refused() {
 #[test]
 fn a_lease_expiring_on_the_last_attempt_dead_letters() {
     let mut h = Harness::new();
-    let mut m = h.message(Destination::Queue("q".into()), b"x");
+    let mut m = h.message(Destination::queue(TenantId::DEFAULT, "q"), b"x");
     m.max_attempts = 1;
     let id = h.enqueue_message(m).expect("enqueued").id;
     h.receive("q", 1, 1_000);
@@ -184,7 +185,7 @@ fn a_lease_expiring_on_the_last_attempt_dead_letters() {
 #[test]
 fn replay_makes_dead_letters_pending_with_fresh_attempts() {
     let mut h = Harness::new();
-    let mut m = h.message(Destination::Queue("q".into()), b"x");
+    let mut m = h.message(Destination::queue(TenantId::DEFAULT, "q"), b"x");
     m.max_attempts = 1;
     let id = h.enqueue_message(m).expect("enqueued").id;
     let lease = h.receive("q", 1, 1_000)[0].lease;
@@ -219,7 +220,7 @@ fn replay_by_destination_takes_every_dead_letter_of_it() {
     let mut h = Harness::new();
     let ids: Vec<_> = (0..3)
         .map(|i| {
-            let mut m = h.message(Destination::Queue("q".into()), &[i]);
+            let mut m = h.message(Destination::queue(TenantId::DEFAULT, "q"), &[i]);
             m.max_attempts = 1;
             h.enqueue_message(m).expect("enqueued").id
         })
@@ -229,12 +230,15 @@ fn replay_by_destination_takes_every_dead_letter_of_it() {
     }
     assert_eq!(h.dest("queue:q").dead_letter, 3);
     assert_eq!(
-        h.replay(Vec::new(), Some(Destination::Queue("q".into()))),
+        h.replay(Vec::new(), Some(Destination::queue(TenantId::DEFAULT, "q"))),
         Ok(3)
     );
     assert!(ids.iter().all(|id| h.state(*id) == Some(State::Pending)));
     assert_eq!(
-        h.replay(Vec::new(), Some(Destination::Endpoint("gone".into()))),
+        h.replay(
+            Vec::new(),
+            Some(Destination::endpoint(TenantId::DEFAULT, "gone"))
+        ),
         Err(Refusal::EndpointGone {
             name: "gone".into()
         })
@@ -254,7 +258,7 @@ fn idempotency_key_within_its_window_returns_the_original() {
         };
         NewMessage::new(
             hookd_core::ids::MessageId::generate(now),
-            Destination::Queue("q".into()),
+            Destination::queue(TenantId::DEFAULT, "q"),
             record,
             0,
             0,
@@ -270,7 +274,7 @@ fn idempotency_key_within_its_window_returns_the_original() {
     let mut elsewhere = keyed(&h, b"3");
     elsewhere = NewMessage::new(
         elsewhere.id,
-        Destination::Queue("other".into()),
+        Destination::queue(TenantId::DEFAULT, "other"),
         MessageRecord {
             idempotency_key: "k".into(),
             ..Default::default()
@@ -289,7 +293,7 @@ fn idempotency_key_within_its_window_returns_the_original() {
 #[test]
 fn enqueue_to_an_unknown_endpoint_is_refused_and_stores_nothing() {
     let mut h = Harness::new();
-    let m = h.message(Destination::Endpoint("ghost".into()), b"x");
+    let m = h.message(Destination::endpoint(TenantId::DEFAULT, "ghost"), b"x");
     let id = m.id;
     assert_eq!(
         h.enqueue_message(m),
@@ -428,7 +432,12 @@ fn gone_disables_the_endpoint_until_it_is_put_again() {
         },
     );
     assert_eq!(h.state(a), Some(State::Dead));
-    let stored = h.engine.store.endpoint("e").expect("read").expect("kept");
+    let stored = h
+        .engine
+        .store
+        .endpoint(TenantId::DEFAULT, "e")
+        .expect("read")
+        .expect("kept");
     assert!(stored.disabled && stored.disabled_reason.contains("410"));
     assert_eq!((stored.disabled_ms), h.now());
     let waiting = h.enqueue_to_endpoint("e", b"b");
@@ -546,7 +555,7 @@ fn a_failed_commit_answers_unavailable_and_sends_nothing() {
     h.endpoint("e", 4);
     let mut health = h.engine.health.serving.subscribe();
     h.faults.fail_syncs(true);
-    let m = h.message(Destination::Endpoint("e".into()), b"x");
+    let m = h.message(Destination::endpoint(TenantId::DEFAULT, "e"), b"x");
     let id = m.id;
     assert!(matches!(h.enqueue_message(m), Err(Refusal::Unavailable(_))));
     assert!(
@@ -556,7 +565,7 @@ fn a_failed_commit_answers_unavailable_and_sends_nothing() {
     assert!(!*health.borrow_and_update(), "health is pushed at once");
     // Even with the disk back, this process writes no more (redb needs a reopen).
     h.faults.fail_syncs(false);
-    let again = h.message(Destination::Queue("q".into()), b"y");
+    let again = h.message(Destination::queue(TenantId::DEFAULT, "q"), b"y");
     assert!(matches!(
         h.enqueue_message(again),
         Err(Refusal::Unavailable(_))
@@ -717,7 +726,7 @@ mod counts {
                 match op {
                     Op::Enqueue { queue, delay_ms } => {
                         let mut m = h.message(
-                            hookd_core::destination::Destination::Queue(format!("q{queue}")),
+                            hookd_core::destination::Destination::queue(hookd_core::scope::TenantId::DEFAULT, format!("q{queue}")),
                             b"x",
                         );
                         m.delay_ms = delay_ms;
@@ -784,7 +793,10 @@ mod destinations {
                 let (reply, rx) = tokio::sync::oneshot::channel();
                 replies.push(rx);
                 commands.push(Command::Receive {
-                    queue: format!("made-up-{chunk}-{i}"),
+                    queue: Destination::queue(
+                        hookd_core::scope::TenantId::DEFAULT,
+                        format!("made-up-{chunk}-{i}"),
+                    ),
                     max: 1,
                     visibility_ms: 1_000,
                     wait_ms: 1,
@@ -817,7 +829,10 @@ mod destinations {
             let messages = (0..1_000.min(origins - chunk * 1_000))
                 .map(|i| {
                     h.message(
-                        Destination::Url(format!("https://o{chunk}-{i}.example/hook")),
+                        Destination::url(
+                            hookd_core::scope::TenantId::DEFAULT,
+                            format!("https://o{chunk}-{i}.example/hook"),
+                        ),
                         b"x",
                     )
                 })
@@ -869,7 +884,10 @@ mod destinations {
             let messages = (0..1_000.min(origins - chunk * 1_000))
                 .map(|i| {
                     let mut m = h.message(
-                        Destination::Url(format!("https://d{chunk}-{i}.example/hook")),
+                        Destination::url(
+                            hookd_core::scope::TenantId::DEFAULT,
+                            format!("https://d{chunk}-{i}.example/hook"),
+                        ),
                         b"x",
                     );
                     m.max_attempts = 1;
@@ -1011,11 +1029,15 @@ mod destinations {
             h.report(&sent[0], OK);
         }
         h.call(|reply| Command::DeleteEndpoint {
+            tenant: hookd_core::scope::TenantId::DEFAULT,
             name: "deleted".into(),
             reply,
         })
         .expect("deleted");
-        let mut m = h.message(Destination::Queue("dead".into()), b"x");
+        let mut m = h.message(
+            Destination::queue(hookd_core::scope::TenantId::DEFAULT, "dead"),
+            b"x",
+        );
         m.max_attempts = 1;
         h.enqueue_message(m).expect("enqueued");
         let lease = h.receive("dead", 1, 1_000)[0].lease;
@@ -1031,7 +1053,10 @@ mod destinations {
                 let (reply, rx) = tokio::sync::oneshot::channel();
                 receives.push(rx);
                 Command::Receive {
-                    queue: format!("idle-{i}"),
+                    queue: Destination::queue(
+                        hookd_core::scope::TenantId::DEFAULT,
+                        format!("idle-{i}"),
+                    ),
                     max: 1,
                     visibility_ms: 1_000,
                     wait_ms: 0,
@@ -1114,7 +1139,7 @@ fn dead_letters(h: &mut Harness, n: u8) -> Vec<hookd_core::ids::MessageId> {
 fn bury(h: &mut Harness, queue: &str, n: u8) -> Vec<hookd_core::ids::MessageId> {
     let ids: Vec<_> = (0..n)
         .map(|i| {
-            let mut m = h.message(Destination::Queue(queue.into()), &[i]);
+            let mut m = h.message(Destination::queue(TenantId::DEFAULT, queue), &[i]);
             m.max_attempts = 1;
             h.enqueue_message(m).expect("enqueued").id
         })
@@ -1198,7 +1223,12 @@ fn a_paused_endpoint_holds_its_messages_through_a_put_until_resumed() {
     // Editing the endpoint keeps the pause.
     h.endpoint("e", 8);
     assert!(h.sent().is_empty());
-    let stored = h.engine.store.endpoint("e").expect("read").expect("kept");
+    let stored = h
+        .engine
+        .store
+        .endpoint(TenantId::DEFAULT, "e")
+        .expect("read")
+        .expect("kept");
     assert!(stored.paused, "durable, and kept by PutEndpoint");
     let resumed = h.pause("e", None).expect("resumed");
     assert!(!resumed.paused && resumed.paused_reason.is_empty());
@@ -1211,7 +1241,7 @@ fn dead_letters_are_deleted_after_their_retention() {
     let mut h = Harness::new();
     let old = dead_letters(&mut h, 2);
     h.advance(24 * 3_600_000);
-    let mut m = h.message(Destination::Queue("q".into()), b"young");
+    let mut m = h.message(Destination::queue(TenantId::DEFAULT, "q"), b"young");
     m.max_attempts = 1;
     let young = h.enqueue_message(m).expect("enqueued").id;
     let lease = h.receive("q", 1, 30_000)[0].lease;
@@ -1365,14 +1395,14 @@ fn alerts_follow_the_figures_and_are_delivered_to_the_notify_endpoint() {
     );
 
     // Dead letters: one is over 0 (warning)... two is over 1 (critical).
-    let mut m = h.message(Destination::Queue("d".into()), b"x");
+    let mut m = h.message(Destination::queue(TenantId::DEFAULT, "d"), b"x");
     m.max_attempts = 1;
     h.enqueue_message(m).expect("enqueued");
     let lease = h.receive("d", 1, 30_000)[0].lease;
     h.nack(lease, 0).expect("nacked");
     h.advance(1_000);
     assert_eq!(level(&mut h, "dead_letters", "queue:d"), "warning");
-    let mut m = h.message(Destination::Queue("d".into()), b"y");
+    let mut m = h.message(Destination::queue(TenantId::DEFAULT, "d"), b"y");
     m.max_attempts = 1;
     h.enqueue_message(m).expect("enqueued");
     let lease = h.receive("d", 1, 30_000)[0].lease;
@@ -1558,7 +1588,7 @@ fn watermarks_throttle_between_the_marks_and_refuse_at_the_hard_mark_until_messa
     let mut h = marked();
     let mut throttles = Vec::new();
     for _ in 0..10 {
-        let m = h.message(Destination::Queue("q".into()), b"x");
+        let m = h.message(Destination::queue(TenantId::DEFAULT, "q"), b"x");
         throttles.push(
             h.enqueue_message(m)
                 .expect("below the hard mark")
@@ -1567,13 +1597,16 @@ fn watermarks_throttle_between_the_marks_and_refuse_at_the_hard_mark_until_messa
     }
     // 1..=7 held after the enqueue: no hint; 8 (the soft mark) 100 ms, rising to 1 s at 10.
     assert_eq!(throttles, [0, 0, 0, 0, 0, 0, 0, 100, 550, 1_000]);
-    let size = h.message(Destination::Queue("q".into()), b"x").record.len() as u64;
+    let size = h
+        .message(Destination::queue(TenantId::DEFAULT, "q"), b"x")
+        .record
+        .len() as u64;
     let d = h.dest("queue:q");
     assert_eq!(d.backpressure, hookd_core::backpressure::Level::Hard);
     assert_eq!(d.live_bytes, 10 * size);
 
     // The 11th is refused and stores nothing.
-    let m = h.message(Destination::Queue("q".into()), b"x");
+    let m = h.message(Destination::queue(TenantId::DEFAULT, "q"), b"x");
     let refused = m.id;
     let Err(Refusal::OverMark(over)) = h.enqueue_message(m) else {
         panic!("not refused at the hard mark");
@@ -1587,7 +1620,7 @@ fn watermarks_throttle_between_the_marks_and_refuse_at_the_hard_mark_until_messa
     for _ in 0..5 {
         h.enqueue("other", b"y");
     }
-    let m = h.message(Destination::Queue("third".into()), b"z");
+    let m = h.message(Destination::queue(TenantId::DEFAULT, "third"), b"z");
     assert!(matches!(
         h.enqueue_message(m),
         Err(Refusal::OverMark(hookd_core::backpressure::OverMark {
@@ -1601,7 +1634,7 @@ fn watermarks_throttle_between_the_marks_and_refuse_at_the_hard_mark_until_messa
         .expect("acked");
     let d = h.dest("queue:q");
     assert_eq!((d.pending + d.in_flight, d.live_bytes), (7, 7 * size));
-    let m = h.message(Destination::Queue("q".into()), b"x");
+    let m = h.message(Destination::queue(TenantId::DEFAULT, "q"), b"x");
     assert!(h.enqueue_message(m).is_ok());
 }
 
@@ -1617,7 +1650,7 @@ fn at_the_hard_mark_a_resend_of_a_stored_event_is_still_its_duplicate() {
             ..Default::default()
         };
         let id = hookd_core::ids::MessageId::generate(now);
-        NewMessage::new(id, Destination::Queue("q".into()), record, 0, 0)
+        NewMessage::new(id, Destination::queue(TenantId::DEFAULT, "q"), record, 0, 0)
     };
     let first = h.enqueue_message(keyed(&h, "k0")).expect("stored").id;
     for i in 1..10 {
@@ -1650,7 +1683,7 @@ fn inside_the_disk_reserve_new_events_and_endpoints_are_refused_but_acks_and_del
     h.endpoint("e", 4);
     assert_eq!(headroom.record(space(99 << 20)), Some(true));
 
-    let m = h.message(Destination::Queue("q".into()), b"new");
+    let m = h.message(Destination::queue(TenantId::DEFAULT, "q"), b"new");
     let refused = m.id;
     let Err(r @ Refusal::DiskFull { .. }) = h.enqueue_message(m) else {
         panic!("not refused inside the reserve");
@@ -1659,6 +1692,7 @@ fn inside_the_disk_reserve_new_events_and_endpoints_are_refused_but_acks_and_del
     assert_eq!(r.retry_after_ms(), Some(5_000));
     assert!(h.stored(refused).is_none());
     let put = h.call(|reply| Command::PutEndpoint {
+        tenant: hookd_core::scope::TenantId::DEFAULT,
         endpoint: Box::new(EndpointRecord {
             name: "new".into(),
             url: "http://127.0.0.1:9/".into(),
@@ -1672,6 +1706,7 @@ fn inside_the_disk_reserve_new_events_and_endpoints_are_refused_but_acks_and_del
     assert_eq!(leased[0].id, id);
     assert_eq!(h.ack(&[leased[0].lease]), Ok(1));
     let deleted = h.call(|reply| Command::DeleteEndpoint {
+        tenant: hookd_core::scope::TenantId::DEFAULT,
         name: "e".into(),
         reply,
     });
@@ -1699,7 +1734,7 @@ fn a_burst_between_two_probes_cannot_eat_the_reserve() {
     let payload = vec![7u8; 1 << 20];
     let mut stored = 0u64;
     let refusal = loop {
-        let m = h.message(Destination::Queue("q".into()), &payload);
+        let m = h.message(Destination::queue(TenantId::DEFAULT, "q"), &payload);
         match h.enqueue_message(m) {
             Ok(_) => stored += 1,
             Err(r) => break r,
@@ -1735,7 +1770,7 @@ fn a_file_size_limit_refusal_names_the_limit() {
         total: 1 << 40,
         fsize_limit: Some(40 << 20),
     });
-    let m = h.message(Destination::Queue("q".into()), b"x");
+    let m = h.message(Destination::queue(TenantId::DEFAULT, "q"), b"x");
     let r = h.enqueue_message(m).unwrap_err().to_string();
     assert!(
         r.contains("file-size limit") && r.contains(&(40u64 << 20).to_string()),
@@ -1754,7 +1789,7 @@ fn idempotency_keys_past_their_retention_are_all_forgotten_step_by_step() {
         claim_keys(&mut h, chunk);
     }
     let resend = |h: &mut Harness, key: &str| {
-        let mut m = h.message(Destination::Queue("k".into()), b"again");
+        let mut m = h.message(Destination::queue(TenantId::DEFAULT, "k"), b"again");
         m.idempotency_key = key.to_owned();
         h.enqueue_message(m).expect("enqueued").duplicate
     };
@@ -1789,7 +1824,7 @@ fn claim_keys(h: &mut Harness, keys: &[String]) {
     let messages = keys
         .iter()
         .map(|k| {
-            let mut m = h.message(Destination::Queue("k".into()), b"x");
+            let mut m = h.message(Destination::queue(TenantId::DEFAULT, "k"), b"x");
             m.idempotency_key = k.clone();
             m
         })

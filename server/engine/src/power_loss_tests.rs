@@ -38,6 +38,7 @@ use hookd_core::destination::Destination;
 use hookd_core::ids::{LeaseId, MessageId};
 use hookd_core::push::{AttemptReport, Verdict};
 use hookd_core::retry::RetryPolicy;
+use hookd_core::scope::TenantId;
 use hookd_storage::store::power_loss::{Image, PowerLossFs};
 use hookd_storage::store::{
     EndpointRecord, HistoryRecord, MessageRecord, Recovering, Storage, Store,
@@ -319,12 +320,15 @@ async fn workload(
     seed: u64,
 ) -> Result<[usize; 4], String> {
     engine
-        .put_endpoint(EndpointRecord {
-            name: "ep".into(),
-            url: "http://127.0.0.1:9/never-dialled".into(),
-            max_in_flight: 8,
-            ..Default::default()
-        })
+        .put_endpoint(
+            TenantId::DEFAULT,
+            EndpointRecord {
+                name: "ep".into(),
+                url: "http://127.0.0.1:9/never-dialled".into(),
+                max_in_flight: 8,
+                ..Default::default()
+            },
+        )
         .await
         .map_err(|e| e.to_string())?;
     let deadline = Instant::now() + RUN_LIMIT;
@@ -387,7 +391,7 @@ async fn workload(
                         };
                         let mut m = NewMessage::new(
                             MessageId::generate(now),
-                            Destination::Queue("ordered".into()),
+                            Destination::queue(TenantId::DEFAULT, "ordered"),
                             record,
                             0,
                             0,
@@ -397,9 +401,9 @@ async fn workload(
                         continue;
                     }
                     let destination = if rng.random_bool(0.5) {
-                        Destination::Queue("q".into())
+                        Destination::queue(TenantId::DEFAULT, "q")
                     } else {
-                        Destination::Endpoint("ep".into())
+                        Destination::endpoint(TenantId::DEFAULT, "ep")
                     };
                     // Of varied sizes, so records straddle pages and fill segments.
                     let mut payload = format!("{p}/{round}/{i}/").into_bytes();
@@ -432,7 +436,7 @@ async fn workload(
                     };
                     let mut m = NewMessage::new(
                         MessageId::generate(now),
-                        Destination::Queue("q".into()),
+                        Destination::queue(TenantId::DEFAULT, "q"),
                         record,
                         0,
                         0,
@@ -440,11 +444,11 @@ async fn workload(
                     let also = vec![
                         super::Subscriber::new(
                             MessageId::generate(now),
-                            Destination::Endpoint("ep".into()),
+                            Destination::endpoint(TenantId::DEFAULT, "ep"),
                         ),
                         super::Subscriber::new(
                             MessageId::generate(now),
-                            Destination::Queue("unread".into()),
+                            Destination::queue(TenantId::DEFAULT, "unread"),
                         ),
                     ];
                     let mut ids = vec![m.id];
@@ -494,7 +498,7 @@ async fn workload(
             let (mut acked, mut nacked, mut idle) = (0, 0, 0);
             while Instant::now() < deadline {
                 let got = engine
-                    .receive("q".into(), 8, 60_000, 20)
+                    .receive(Destination::queue(TenantId::DEFAULT, "q"), 8, 60_000, 20)
                     .await
                     .map_err(|e| e.to_string())?;
                 if got.is_empty() {
@@ -512,7 +516,7 @@ async fn workload(
                     let lease = m.lease;
                     if rng.random_bool(0.3) {
                         engine
-                            .nack(lease, 0, "power-loss test".into())
+                            .nack(TenantId::DEFAULT, lease, 0, "power-loss test".into())
                             .await
                             .map_err(|e| e.to_string())?;
                         lock(&log).push(Answered::Nacked(lease));
@@ -523,7 +527,7 @@ async fn workload(
                 }
                 if !to_ack.is_empty() {
                     engine
-                        .ack(to_ack.clone())
+                        .ack(TenantId::DEFAULT, to_ack.clone())
                         .await
                         .map_err(|e| e.to_string())?;
                     let mut log = lock(&log);
@@ -664,7 +668,7 @@ fn check_all_or_none(store: &Store, fanouts: &[Vec<MessageId>]) -> Result<(), St
 /// log record, so a cut keeps whole rounds), and each lane's row holds n, so the next
 /// number handed out after the restart is n + 1.
 fn check_lanes(store: &Store) -> Result<(), String> {
-    let ordered = Destination::Queue("ordered".into());
+    let ordered = Destination::queue(TenantId::DEFAULT, "ordered");
     let mut lanes: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
     store
         .recover(|item| {
@@ -783,7 +787,7 @@ fn events_acknowledged_after_a_failed_fsync_survive_eviction_and_power_loss() {
         let now = SystemClock.now_ms();
         NewMessage::new(
             MessageId::generate(now),
-            Destination::Queue("q".into()),
+            Destination::queue(TenantId::DEFAULT, "q"),
             MessageRecord {
                 payload: key.clone().into_bytes(),
                 idempotency_key: key,
@@ -925,20 +929,23 @@ fn a_fifo_lane_advances_only_past_a_durable_completion() {
         let fs = PowerLossFs::with_file(DB);
         let (engine, thread, mut rx) = start(open_with(&fs, 1 << 20).unwrap());
         runtime
-            .block_on(engine.put_endpoint(EndpointRecord {
-                name: "ordered".into(),
-                url: "http://127.0.0.1:9/never-dialled".into(),
-                max_in_flight: 8,
-                fifo: super::FifoPolicy::Park.code(),
-                ..Default::default()
-            }))
+            .block_on(engine.put_endpoint(
+                TenantId::DEFAULT,
+                EndpointRecord {
+                    name: "ordered".into(),
+                    url: "http://127.0.0.1:9/never-dialled".into(),
+                    max_in_flight: 8,
+                    fifo: super::FifoPolicy::Park.code(),
+                    ..Default::default()
+                },
+            ))
             .unwrap();
         let batch: Vec<NewMessage> = (0..N)
             .map(|i| {
                 let now = SystemClock.now_ms();
                 let mut m = NewMessage::new(
                     MessageId::generate(now),
-                    Destination::Endpoint("ordered".into()),
+                    Destination::endpoint(TenantId::DEFAULT, "ordered"),
                     MessageRecord {
                         payload: format!("{i}").into_bytes(),
                         created_ms: now,
@@ -970,7 +977,7 @@ fn a_fifo_lane_advances_only_past_a_durable_completion() {
                     // round let out has been sent.
                     let probe = NewMessage::new(
                         MessageId::generate(SystemClock.now_ms()),
-                        Destination::Queue("probe".into()),
+                        Destination::queue(TenantId::DEFAULT, "probe"),
                         MessageRecord::default(),
                         0,
                         0,

@@ -111,10 +111,10 @@ impl Engine {
     fn settings_of(&self, key: &str) -> Option<Settings> {
         let c = &self.config.push;
         let or = |v: u64, default: u64| if v > 0 { v } else { default };
-        if let Some(name) = Destination::endpoint_of_key(key) {
+        if let Some((tenant, name)) = Destination::endpoint_of_key(key) {
             // An endpoint deleted while messages still named it cannot be delivered to;
             // those wait until it is put again.
-            let e = self.endpoints.get(name)?;
+            let e = self.endpoints.get(tenant, name)?;
             return Some(Settings {
                 url: Some(e.url.clone()),
                 // Validated by PutEndpoint, and checked to open at start (secrets.rs); a
@@ -276,8 +276,8 @@ impl Engine {
         };
         let url = match endpoint_url {
             Some(url) => url,
-            None => match Destination::decode(&record.destination) {
-                Some(Destination::Url(url)) => url,
+            None => match Destination::decode(&record.destination).map(|d| d.to) {
+                Some(hookd_core::destination::To::Url(url)) => url,
                 _ => {
                     return Err(StoreError::Corrupt(format!(
                         "message {id} in a URL destination has no URL"
@@ -487,10 +487,10 @@ impl Engine {
         reason: String,
     ) -> Result<(), StoreError> {
         let key = self.index.dests[d].key.clone();
-        let Some(name) = Destination::endpoint_of_key(&key) else {
+        let Some((tenant, name)) = Destination::endpoint_of_key(&key) else {
             return Ok(());
         };
-        let Some(endpoint) = self.endpoints.get_mut(name) else {
+        let Some(endpoint) = self.endpoints.get_mut(tenant, name) else {
             return Ok(());
         };
         endpoint.disabled = true;
@@ -500,7 +500,7 @@ impl Engine {
             hookd_storage::store::MAX_TEXT_BYTES,
         );
         endpoint.disabled_ms = now;
-        t.put_endpoint(endpoint)?;
+        t.put_endpoint(tenant, endpoint)?;
         tracing::warn!(endpoint = name, %reason, "endpoint disabled");
         self.watch(|| crate::events::Event {
             at_ms: now,

@@ -8,6 +8,9 @@ use libfuzzer_sys::fuzz_target;
 use prost::Message;
 use std::sync::{Arc, OnceLock};
 
+/// Every call acts on one tenant here; which one does not change what is valid.
+const T: hookd_core::scope::TenantId = hookd_core::scope::TenantId(3);
+
 /// A catalog with one type ("t") whose payloads must satisfy a schema, so an input with
 /// that event type runs the schema check on whatever payload it carries.
 fn catalog() -> Arc<hookd::catalog::Catalog> {
@@ -37,25 +40,26 @@ fuzz_target!(|data: &[u8]| {
     };
     if let Ok(r) = pb::EnqueueRequest::decode(data) {
         // Every topic has two subscribers: a publish goes the whole way.
-        let route = |_: &str,
+        let route = |_: hookd_core::scope::TenantId,
+                     _: &str,
                      _: &[u8],
                      _: &std::collections::BTreeMap<String, String>,
                      _: hookd_core::filter::EventIdentity<'_>| {
             Ok(vec![
-                hookd_core::destination::Destination::Queue("audit".into()),
-                hookd_core::destination::Destination::Endpoint("crm".into()),
+                hookd_core::destination::Destination::queue(T, "audit"),
+                hookd_core::destination::Destination::endpoint(T, "crm"),
             ])
         };
-        let _ = validate::new_message(r, &limits, 1_700_000_000_000, &route);
+        let _ = validate::new_message(T, r, &limits, 1_700_000_000_000, &route);
     }
     if let Ok(r) = pb::PutEndpointRequest::decode(data) {
         let _ = validate::endpoint(r.endpoint);
     }
     if let Ok(r) = pb::ListDeadLettersRequest::decode(data) {
-        let _ = validate::dead_letter_page(r);
+        let _ = validate::dead_letter_page(T, r);
     }
     if let Ok(r) = pb::ReplayDeadLettersRequest::decode(data) {
-        let _ = validate::replay(r);
+        let _ = validate::replay(T, r);
     }
     if let Ok(r) = pb::AckRequest::decode(data) {
         let _ = validate::ack(r);

@@ -18,7 +18,9 @@ use std::sync::Arc;
 
 use crate::error::ApiError;
 use hookd_core::clock::Clock;
+use hookd_core::destination::Destination;
 use hookd_core::ids::MessageId;
+use hookd_core::scope::TenantId;
 use hookd_engine::{EngineHandle, Refusal, ReplayRequest};
 use hookd_storage::store::{EndpointRecord, Store};
 use validate::Limits;
@@ -190,9 +192,10 @@ impl HookdService {
 
     /// A stored endpoint with its secrets opened with the configured keys (one that does
     /// not open is `<why>`).
-    fn view(&self, mut e: EndpointRecord) -> view::EndpointView {
+    fn view(&self, tenant: TenantId, mut e: EndpointRecord) -> view::EndpointView {
+        let aad = hookd_core::secrets::endpoint_aad(tenant, &e.name).into_owned();
         let open = |s: &str| {
-            hookd_core::secrets::open(self.sealer.as_deref(), &e.name, s)
+            hookd_core::secrets::open(self.sealer.as_deref(), &aad, s)
                 .unwrap_or_else(|err| format!("<{err}>"))
         };
         let clear_secrets = std::mem::take(&mut e.secrets)
@@ -216,25 +219,32 @@ impl HookdService {
     }
 
     /// An endpoint as an answer shows it: secrets summarised, never in clear.
-    fn shown(&self, e: EndpointRecord) -> pb::Endpoint {
-        let v = self.view(e);
+    fn shown(&self, tenant: TenantId, e: EndpointRecord) -> pb::Endpoint {
+        let v = self.view(tenant, e);
         convert::endpoint(v.record, &v.clear_secrets, false)
     }
 
-    /// Every endpoint, in name order (ListEndpoints, the console).
-    pub(crate) async fn endpoint_views(&self) -> Result<Vec<view::EndpointView>, Status> {
-        let endpoints = self.read(|s| Ok(s.endpoints()?)).await?;
-        Ok(endpoints.into_iter().map(|e| self.view(e)).collect())
+    /// A tenant's endpoints, in name order (ListEndpoints, the console).
+    pub(crate) async fn endpoint_views(
+        &self,
+        tenant: TenantId,
+    ) -> Result<Vec<view::EndpointView>, Status> {
+        let endpoints = self.read(move |s| Ok(s.endpoints(tenant)?)).await?;
+        Ok(endpoints
+            .into_iter()
+            .map(|e| self.view(tenant, e))
+            .collect())
     }
 
-    /// One endpoint (GetEndpoint, the console).
+    /// One endpoint of a tenant's (GetEndpoint, the console).
     pub(crate) async fn endpoint_view(
         &self,
+        tenant: TenantId,
         name: &str,
     ) -> Result<Option<view::EndpointView>, Status> {
         let name = name.to_owned();
-        let found = self.read(move |s| Ok(s.endpoint(&name)?)).await?;
-        Ok(found.map(|e| self.view(e)))
+        let found = self.read(move |s| Ok(s.endpoint(tenant, &name)?)).await?;
+        Ok(found.map(|e| self.view(tenant, e)))
     }
 
     /// The ingest sources, as the console lists them.
@@ -253,14 +263,16 @@ impl HookdService {
     }
 
     /// A message, live, dead or completed (within `completed_retention_secs`).
+    /// Message `id`, if it is `tenant`'s: another tenant's is one this tenant cannot see.
     pub(crate) async fn find_message(
         &self,
+        tenant: TenantId,
         id: MessageId,
     ) -> Result<Option<view::MessageView>, Status> {
         let now = self.clock.now_ms();
         // Live or dead first, then completed: a message moves to `done` in one commit, so
         // reading in this order cannot miss it.
-        self.read(move |s| {
+        let found = self.read(move |s| {
             Ok(match s.message(id)? {
                 Some(m) => Some(view::MessageView::live(m, now)),
                 None => match s.done(id)? {
@@ -274,19 +286,26 @@ impl HookdService {
                     None => None,
                 },
             })
-        })
-        .await
+        });
+        let owner = |m: &view::MessageView| {
+            m.destination
+                .as_ref()
+                .map_or(TenantId::DEFAULT, |d| d.tenant)
+        };
+        Ok(found.await?.filter(|m| owner(m) == tenant))
     }
 
     /// The analysis over `window_ms` (AnalyzeDeadLetters): `scanned` counts every dead
     /// letter read.
     pub(crate) async fn analyze_dead_letters_in(
         &self,
+        tenant: TenantId,
         destination: Option<hookd_core::destination::Destination>,
         window_ms: u64,
     ) -> Result<view::DeadAnalysis, Status> {
         let from = (self.clock.now_ms() + 1).saturating_sub(window_ms);
         let filter = hookd_core::deadletters::Filter {
+            tenant,
             destination,
             dead_after_ms: from,
             ..Default::default()
@@ -311,9 +330,10 @@ impl HookdService {
     ) -> Result<view::DeadAnalysis, Status> {
         let to = self.clock.now_ms() + 1;
         let from = filter.dead_after_ms;
-        let destination = filter.destination.clone();
+        let (tenant, destination) = (filter.tenant, filter.destination.clone());
+        let max = validate::MAX_DEAD_SCAN;
         let (mut rows, truncated) = self
-            .read(move |s| Ok(s.dead_summaries(destination.as_ref(), validate::MAX_DEAD_SCAN)?))
+            .read(move |s| Ok(s.dead_summaries(tenant, destination.as_ref(), max)?))
             .await?;
         let read = rows.len() as u64;
         rows.retain(|d| filter.matches(d));
@@ -342,6 +362,15 @@ impl HookdService {
             .map_err(|e| ApiError::Unavailable(format!("read task failed: {e}")))?
             .map_err(Status::from)
     }
+}
+
+/// The tenant a call acts on: a tenant's token's own; an operator's is `default`.
+pub(crate) fn tenant_of<T>(request: &Request<T>) -> TenantId {
+    request
+        .extensions()
+        .get::<Arc<crate::auth::Principal>>()
+        .and_then(|p| p.tenant)
+        .unwrap_or(TenantId::DEFAULT)
 }
 
 /// The authenticated caller's name (`anonymous` without authentication).
@@ -397,16 +426,19 @@ impl HookdService {
     /// Enqueue, once traced.
     async fn enqueue_one(
         &self,
+        tenant: TenantId,
         req: pb::EnqueueRequest,
         span: Option<&crate::otel::Traced>,
     ) -> Result<pb::EnqueueResponse, Status> {
-        let route = |t: &str,
+        let route = |tenant: TenantId,
+                     t: &str,
                      p: &[u8],
                      h: &BTreeMap<String, String>,
                      e: hookd_core::filter::EventIdentity<'_>| {
-            self.subscriptions.route(t, p, h, Some(e))
+            self.subscriptions.route(tenant, t, p, h, Some(e))
         };
-        let prepared = validate::new_message(req, &self.limits, self.clock.now_ms(), &route)?;
+        let now = self.clock.now_ms();
+        let prepared = validate::new_message(tenant, req, &self.limits, now, &route)?;
         let Some(message) = prepared.message else {
             return Ok(unrouted(prepared.event));
         };
@@ -434,6 +466,7 @@ impl HookdService {
     /// EnqueueBatch, once traced.
     async fn enqueue_many(
         &self,
+        tenant: TenantId,
         events: Vec<pb::EnqueueRequest>,
         span: Option<&crate::otel::Traced>,
     ) -> Result<pb::EnqueueBatchResponse, Status> {
@@ -455,14 +488,15 @@ impl HookdService {
                 &e.within(&format!("events[{i}].")),
             ))),
         };
-        let route = |t: &str,
+        let route = |tenant: TenantId,
+                     t: &str,
                      p: &[u8],
                      h: &BTreeMap<String, String>,
                      e: hookd_core::filter::EventIdentity<'_>| {
-            self.subscriptions.route(t, p, h, Some(e))
+            self.subscriptions.route(tenant, t, p, h, Some(e))
         };
         for (i, event) in events.into_iter().enumerate() {
-            match validate::new_message(event, &self.limits, now, &route) {
+            match validate::new_message(tenant, event, &self.limits, now, &route) {
                 Ok(validate::Prepared {
                     message: Some(m), ..
                 }) => {
@@ -533,12 +567,13 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::EnqueueRequest>,
     ) -> Result<Response<pb::EnqueueResponse>, Status> {
+        let tenant = tenant_of(&request);
         let (metadata, _, mut req) = request.into_parts();
         let span = self
             .tracing
             .server_span("hookd.enqueue", &metadata, rpc_attributes("Enqueue"));
         crate::otel::stamp(&mut req.headers, &metadata, span.as_ref());
-        let answer = self.enqueue_one(req, span.as_ref()).await;
+        let answer = self.enqueue_one(tenant, req, span.as_ref()).await;
         if let Some(span) = span {
             match &answer {
                 Ok(r) => {
@@ -556,6 +591,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::EnqueueBatchRequest>,
     ) -> Result<Response<pb::EnqueueBatchResponse>, Status> {
+        let tenant = tenant_of(&request);
         let (metadata, _, req) = request.into_parts();
         let mut attributes = rpc_attributes("EnqueueBatch");
         attributes.push(KeyValue::new(
@@ -569,7 +605,7 @@ impl Hookd for HookdService {
         for event in &mut events {
             crate::otel::stamp(&mut event.headers, &metadata, span.as_ref());
         }
-        let answer = self.enqueue_many(events, span.as_ref()).await;
+        let answer = self.enqueue_many(tenant, events, span.as_ref()).await;
         if let Some(span) = span {
             span.end(answer.as_ref().err().map(Status::message));
         }
@@ -580,11 +616,13 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::ReceiveRequest>,
     ) -> Result<Response<pb::ReceiveResponse>, Status> {
+        let tenant = tenant_of(&request);
         let req = request.into_inner();
         let (max, visibility, wait) = validate::receive(&req)?;
+        let queue = hookd_core::destination::Destination::queue(tenant, req.queue);
         let messages = self
             .engine
-            .receive(req.queue, max, visibility, wait)
+            .receive(queue, max, visibility, wait)
             .await
             .map_err(refused("queue"))?;
         Ok(Response::new(pb::ReceiveResponse {
@@ -596,10 +634,11 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::AckRequest>,
     ) -> Result<Response<pb::AckResponse>, Status> {
+        let tenant = tenant_of(&request);
         let leases = validate::ack(request.into_inner())?;
         let acked = self
             .engine
-            .ack(leases)
+            .ack(tenant, leases)
             .await
             .map_err(refused("lease_ids"))?;
         Ok(Response::new(pb::AckResponse { acked }))
@@ -609,10 +648,11 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::NackRequest>,
     ) -> Result<Response<pb::NackResponse>, Status> {
+        let tenant = tenant_of(&request);
         let (lease, delay_ms, reason) = validate::nack(request.into_inner())?;
         let outcome = self
             .engine
-            .nack(lease, delay_ms, reason)
+            .nack(tenant, lease, delay_ms, reason)
             .await
             .map_err(refused("lease_id"))?;
         Ok(Response::new(convert::nacked(outcome)))
@@ -631,8 +671,9 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::GetMessageRequest>,
     ) -> Result<Response<pb::GetMessageResponse>, Status> {
+        let tenant = tenant_of(&request);
         let id = validate::message_id(&request.into_inner().id, "id")?;
-        let found = self.find_message(id).await?.ok_or_else(|| {
+        let found = self.find_message(tenant, id).await?.ok_or_else(|| {
             ApiError::NotFound(format!(
                 "id: no message {id} (or it completed longer ago than completed_retention_secs)"
             ))
@@ -645,7 +686,9 @@ impl Hookd for HookdService {
         request: Request<pb::PutEndpointRequest>,
     ) -> Result<Response<pb::PutEndpointResponse>, Status> {
         let caller = caller_name(&request);
+        let tenant = tenant_of(&request);
         let mut endpoint = validate::endpoint(request.into_inner().endpoint)?;
+        let aad = hookd_core::secrets::endpoint_aad(tenant, &endpoint.name).into_owned();
         let warnings = self.url_warnings(&endpoint.url);
         // The public halves of its v1a keys, for its JWKS (the engine keeps retired ones).
         endpoint.signing_keys = hookd_core::signing::public_keys(&endpoint.secrets)
@@ -655,22 +698,18 @@ impl Hookd for HookdService {
                 ..Default::default()
             })
             .collect();
-        hookd_core::secrets::seal_all(
-            self.sealer.as_deref(),
-            &endpoint.name,
-            &mut endpoint.secrets,
-        );
+        hookd_core::secrets::seal_all(self.sealer.as_deref(), &aad, &mut endpoint.secrets);
         if let Some(sealer) = self.sealer.as_deref() {
             if !endpoint.client_key_pem.is_empty() {
-                endpoint.client_key_pem = sealer.seal(&endpoint.name, &endpoint.client_key_pem);
+                endpoint.client_key_pem = sealer.seal(&aad, &endpoint.client_key_pem);
             }
             if let Some(o) = endpoint.oauth2.as_mut() {
-                o.client_secret = sealer.seal(&endpoint.name, &o.client_secret);
+                o.client_secret = sealer.seal(&aad, &o.client_secret);
             }
         }
         let put = self
             .engine
-            .put_endpoint(endpoint)
+            .put_endpoint(tenant, endpoint)
             .await
             .map_err(refused("endpoint"))?;
         // Re-pointing an endpoint that signs is worth a line in the log: its receivers
@@ -688,7 +727,7 @@ impl Hookd for HookdService {
             tracing::warn!(endpoint = %put.endpoint.name, caller, "{warning}");
         }
         Ok(Response::new(pb::PutEndpointResponse {
-            endpoint: Some(self.shown(put.endpoint)),
+            endpoint: Some(self.shown(tenant, put.endpoint)),
             created: put.created,
             warnings,
         }))
@@ -704,10 +743,11 @@ impl Hookd for HookdService {
                 "reveal_secrets: showing secrets needs the admin scope",
             ));
         }
+        let tenant = tenant_of(&request);
         let name = request.into_inner().name;
         validate::validate_name(&name, "name")?;
         let v = self
-            .endpoint_view(&name)
+            .endpoint_view(tenant, &name)
             .await?
             .ok_or_else(|| ApiError::NotFound(format!("name: no endpoint named {name:?}")))?;
         Ok(Response::new(pb::GetEndpointResponse {
@@ -717,9 +757,9 @@ impl Hookd for HookdService {
 
     async fn list_endpoints(
         &self,
-        _request: Request<pb::ListEndpointsRequest>,
+        request: Request<pb::ListEndpointsRequest>,
     ) -> Result<Response<pb::ListEndpointsResponse>, Status> {
-        let endpoints = self.endpoint_views().await?;
+        let endpoints = self.endpoint_views(tenant_of(&request)).await?;
         Ok(Response::new(pb::ListEndpointsResponse {
             endpoints: endpoints
                 .into_iter()
@@ -732,12 +772,12 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::DeleteEndpointRequest>,
     ) -> Result<Response<pb::DeleteEndpointResponse>, Status> {
+        let tenant = tenant_of(&request);
         let name = request.into_inner().name;
         validate::validate_name(&name, "name")?;
         // A subscription would go on routing events to it, each left out in silence.
-        let subscribed = self
-            .subscriptions
-            .of_destination(&hookd_core::destination::Destination::Endpoint(name.clone()).key());
+        let endpoint = hookd_core::destination::Destination::endpoint(tenant, &name);
+        let subscribed = self.subscriptions.of_destination(&endpoint.key());
         if !subscribed.is_empty() {
             return Err(ApiError::FailedPrecondition(format!(
                 "name: endpoint {name:?} has subscriptions ({}); delete them first",
@@ -746,7 +786,7 @@ impl Hookd for HookdService {
             .into());
         }
         self.engine
-            .delete_endpoint(name)
+            .delete_endpoint(tenant, name)
             .await
             .map_err(refused("name"))?;
         Ok(Response::new(pb::DeleteEndpointResponse {}))
@@ -756,14 +796,16 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::PutSubscriptionRequest>,
     ) -> Result<Response<pb::PutSubscriptionResponse>, Status> {
+        let tenant = tenant_of(&request);
         let spec = subscriptions::spec(request.into_inner().subscription)?;
-        if let Some(hookd_core::destination::Destination::Endpoint(endpoint)) =
-            hookd_core::destination::Destination::from_key(&spec.destination)
-        {
+        let destination =
+            hookd_core::destination::Destination::from_local_key(tenant, &spec.destination);
+        if let Some(endpoint) = destination.as_ref().and_then(|d| d.endpoint_name()) {
+            let endpoint = endpoint.to_owned();
             validate::validate_name(&endpoint, "subscription.endpoint")?;
             let store = self.store.clone();
             let name = endpoint.clone();
-            let exists = tokio::task::spawn_blocking(move || store.endpoint(&name))
+            let exists = tokio::task::spawn_blocking(move || store.endpoint(tenant, &name))
                 .await
                 .map_err(|e| ApiError::Internal(e.to_string()))?
                 .map_err(ApiError::from)?
@@ -901,13 +943,16 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::ListDeadLettersRequest>,
     ) -> Result<Response<pb::ListDeadLettersResponse>, Status> {
+        let tenant = tenant_of(&request);
         let validate::DeadLetterPage {
             destination,
             limit,
             after,
-        } = validate::dead_letter_page(request.into_inner())?;
+        } = validate::dead_letter_page(tenant, request.into_inner())?;
         let (page, next) = self
-            .read(move |s| Ok(s.dead_letters(destination.as_ref(), after.as_deref(), limit)?))
+            .read(move |s| {
+                Ok(s.dead_letters(tenant, destination.as_ref(), after.as_deref(), limit)?)
+            })
             .await?;
         Ok(Response::new(pb::ListDeadLettersResponse {
             dead_letters: page.into_iter().map(convert::dead_letter).collect(),
@@ -919,6 +964,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::ReplayDeadLettersRequest>,
     ) -> Result<Response<pb::ReplayDeadLettersResponse>, Status> {
+        let tenant = tenant_of(&request);
         let validate::Replay {
             mut ids,
             destination,
@@ -926,7 +972,7 @@ impl Hookd for HookdService {
             limit,
             dry_run,
             per_s,
-        } = validate::replay(request.into_inner())?;
+        } = validate::replay(tenant, request.into_inner())?;
         // A refusal about the destination names its endpoint; one about an id, the id's
         // place in `ids`.
         let field = if destination.is_some() {
@@ -945,6 +991,7 @@ impl Hookd for HookdService {
             let matched = match destination {
                 Some(d) => {
                     let only = hookd_core::deadletters::Filter {
+                        tenant,
                         destination: Some(d),
                         ..Default::default()
                     };
@@ -967,6 +1014,7 @@ impl Hookd for HookdService {
         let done = self
             .engine
             .replay(ReplayRequest {
+                tenant,
                 ids,
                 destination: destination.clone(),
                 limit,
@@ -990,12 +1038,13 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::PurgeDeadLettersRequest>,
     ) -> Result<Response<pb::PurgeDeadLettersResponse>, Status> {
+        let tenant = tenant_of(&request);
         let validate::Purge {
             filter,
             limit,
             dry_run,
             ids,
-        } = validate::purge(request.into_inner())?;
+        } = validate::purge(tenant, request.into_inner())?;
         let ids = match ids {
             Some(ids) => ids,
             None => self.matching_dead(filter, limit).await?,
@@ -1004,7 +1053,7 @@ impl Hookd for HookdService {
         let purged = if dry_run {
             0
         } else {
-            self.engine.purge(ids).await.map_err(refused(""))?
+            self.engine.purge(tenant, ids).await.map_err(refused(""))?
         };
         Ok(Response::new(pb::PurgeDeadLettersResponse {
             purged,
@@ -1016,8 +1065,9 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::AnalyzeDeadLettersRequest>,
     ) -> Result<Response<pb::AnalyzeDeadLettersResponse>, Status> {
+        let tenant = tenant_of(&request);
         let req = request.into_inner();
-        let destination = validate::destination_filter(req.destination)?;
+        let destination = validate::destination_filter(tenant, req.destination)?;
         let window_ms = match req.window_secs {
             0 => DEFAULT_ANALYSIS_WINDOW_MS,
             s if s > 366 * 24 * 3600 => {
@@ -1028,7 +1078,9 @@ impl Hookd for HookdService {
             }
             s => s * 1_000,
         };
-        let a = self.analyze_dead_letters_in(destination, window_ms).await?;
+        let a = self
+            .analyze_dead_letters_in(tenant, destination, window_ms)
+            .await?;
         Ok(Response::new(pb::AnalyzeDeadLettersResponse {
             window_start_unix_ms: a.from_ms,
             window_end_unix_ms: a.to_ms,
@@ -1042,6 +1094,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::PauseEndpointRequest>,
     ) -> Result<Response<pb::PauseEndpointResponse>, Status> {
+        let tenant = tenant_of(&request);
         let req = request.into_inner();
         validate::validate_name(&req.name, "name")?;
         if req.reason.len() > 1_024 {
@@ -1058,11 +1111,11 @@ impl Hookd for HookdService {
         };
         let endpoint = self
             .engine
-            .pause_endpoint(req.name, Some(reason))
+            .pause_endpoint(tenant, req.name, Some(reason))
             .await
             .map_err(refused("name"))?;
         Ok(Response::new(pb::PauseEndpointResponse {
-            endpoint: Some(self.shown(endpoint)),
+            endpoint: Some(self.shown(tenant, endpoint)),
         }))
     }
 
@@ -1074,7 +1127,9 @@ impl Hookd for HookdService {
     ) -> Result<Response<Self::WatchStream>, Status> {
         use tokio::sync::broadcast::error::RecvError;
         let slot = self.watchers.open.take(caller_of(&request))?;
-        let only = validate::destination_filter(request.into_inner().destination)?.map(|d| d.key());
+        let tenant = tenant_of(&request);
+        let only = validate::destination_filter(tenant, request.into_inner().destination)?
+            .map(|d| d.key());
         let mut events = self.watchers.events.subscribe();
         let mut stopping = self.watchers.stopping.clone();
         let clock = self.clock.clone();
@@ -1103,10 +1158,14 @@ impl Hookd for HookdService {
                     e = events.recv() => e,
                 };
                 let out = match event {
-                    Ok(e) => {
-                        if only.as_ref().is_some_and(|k| *k != e.destination) {
+                    Ok(mut e) => {
+                        // Only the caller's tenant's events, keyed as it reads them.
+                        if only.as_ref().is_some_and(|k| *k != e.destination)
+                            || Destination::tenant_of_key(&e.destination) != Some(tenant)
+                        {
                             continue;
                         }
+                        e.destination = Destination::local_part(&e.destination).to_owned();
                         watch_event(e)
                     }
                     Err(RecvError::Lagged(n)) => pb::WatchEvent {
@@ -1141,15 +1200,16 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::ResumeEndpointRequest>,
     ) -> Result<Response<pb::ResumeEndpointResponse>, Status> {
+        let tenant = tenant_of(&request);
         let req = request.into_inner();
         validate::validate_name(&req.name, "name")?;
         let endpoint = self
             .engine
-            .pause_endpoint(req.name, None)
+            .pause_endpoint(tenant, req.name, None)
             .await
             .map_err(refused("name"))?;
         Ok(Response::new(pb::ResumeEndpointResponse {
-            endpoint: Some(self.shown(endpoint)),
+            endpoint: Some(self.shown(tenant, endpoint)),
         }))
     }
 }
@@ -1177,8 +1237,11 @@ impl HookdService {
         limit: usize,
     ) -> Result<Vec<hookd_core::ids::MessageId>, Status> {
         self.read(move |s| {
-            let (rows, _) =
-                s.dead_summaries(filter.destination.as_ref(), validate::MAX_DEAD_SCAN)?;
+            let (rows, _) = s.dead_summaries(
+                filter.tenant,
+                filter.destination.as_ref(),
+                validate::MAX_DEAD_SCAN,
+            )?;
             Ok(rows
                 .into_iter()
                 .filter(|d| filter.matches(d))

@@ -1,7 +1,8 @@
 //! Subscriptions on the wire: `hookd.v1.Subscription` to and from the registry's
 //! [`SubscriptionSpec`] (the filter travels as a `google.protobuf.Struct`).
 
-use hookd_core::destination::Destination;
+use hookd_core::destination::{Destination, To};
+use hookd_core::scope::TenantId;
 use hookd_proto::v1::{self as pb, subscription::Destination as Target};
 
 use crate::error::ApiError;
@@ -12,8 +13,8 @@ use crate::subscriptions::{Subscription, SubscriptionError, SubscriptionSpec};
 pub(crate) fn spec(s: Option<pb::Subscription>) -> Result<SubscriptionSpec, ApiError> {
     let s = s.ok_or_else(|| ApiError::InvalidArgument("subscription: is required".into()))?;
     let destination = match s.destination {
-        Some(Target::Endpoint(name)) => Destination::Endpoint(name).key(),
-        Some(Target::Queue(name)) => Destination::Queue(name).key(),
+        Some(Target::Endpoint(name)) => Destination::endpoint(TenantId::DEFAULT, name).local_key(),
+        Some(Target::Queue(name)) => Destination::queue(TenantId::DEFAULT, name).local_key(),
         None => {
             return Err(ApiError::InvalidArgument(
                 "subscription.destination: one of endpoint or queue is required".into(),
@@ -33,10 +34,10 @@ pub(crate) fn spec(s: Option<pb::Subscription>) -> Result<SubscriptionSpec, ApiE
 
 /// A subscription as answers show it.
 pub(crate) fn shown(s: &Subscription) -> pb::Subscription {
-    let destination = match &s.destination {
-        Destination::Endpoint(name) => Some(Target::Endpoint(name.clone())),
-        Destination::Queue(name) => Some(Target::Queue(name.clone())),
-        Destination::Url(_) => None,
+    let destination = match &s.destination.to {
+        To::Endpoint(name) => Some(Target::Endpoint(name.clone())),
+        To::Queue(name) => Some(Target::Queue(name.clone())),
+        To::Url(_) => None,
     };
     pb::Subscription {
         name: s.spec.name.clone(),

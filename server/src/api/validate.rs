@@ -8,6 +8,7 @@ use hookd_proto::v1::{self as pb, destination::Kind, enqueue_request};
 use crate::error::ApiError;
 use hookd_core::destination::Destination;
 use hookd_core::ids::{LeaseId, MessageId};
+use hookd_core::scope::TenantId;
 use hookd_storage::store::{EndpointRecord, MessageRecord};
 
 /// Limits from the configuration that requests are checked against.
@@ -78,6 +79,7 @@ pub use crate::prepare::{Prepared, Route};
 /// record are made here, on the request's own task, so the serial engine only inserts. A
 /// publish (`topic`) is routed here too, through `route`.
 pub fn new_message(
+    tenant: TenantId,
     mut req: pb::EnqueueRequest,
     limits: &Limits,
     now_ms: u64,
@@ -102,12 +104,14 @@ pub fn new_message(
             req.event_type.clone_from(topic);
             None
         }
-        None => Some(destination(kind, "destination", "").map_err(|e| match e {
-            ApiError::InvalidArgument(m) if m.starts_with("destination: one of") => {
-                invalid("destination: one of endpoint, url, queue or topic is required".into())
-            }
-            e => e,
-        })?),
+        None => Some(
+            destination(tenant, kind, "destination", "").map_err(|e| match e {
+                ApiError::InvalidArgument(m) if m.starts_with("destination: one of") => {
+                    invalid("destination: one of endpoint, url, queue or topic is required".into())
+                }
+                e => e,
+            })?,
+        ),
     };
     if req.payload.len() > limits.max_payload_bytes {
         return Err(invalid(format!(
@@ -207,7 +211,7 @@ pub fn new_message(
         event_id: String::new(),
     };
     let target = match (destination, topic) {
-        (_, Some(topic)) => Target::Publish(topic),
+        (_, Some(topic)) => Target::Publish { tenant, topic },
         (Some(destination), None) => Target::To(destination),
         (None, None) => return Err(ApiError::Internal("an event with no destination".into())),
     };
@@ -641,23 +645,28 @@ pub fn validate_url(raw: &str, field: &str) -> Result<String, ApiError> {
 /// Validates a destination given by a client. `field` names the message that holds it
 /// (e.g. `destination`) in errors; `prefix` is put before the oneof's field names (e.g.
 /// `destination.`, or nothing when the oneof is inline).
-pub fn destination(kind: Option<Kind>, field: &str, prefix: &str) -> Result<Destination, ApiError> {
+pub fn destination(
+    tenant: TenantId,
+    kind: Option<Kind>,
+    field: &str,
+    prefix: &str,
+) -> Result<Destination, ApiError> {
     match kind {
         None => Err(invalid(format!(
             "{field}: one of endpoint, url or queue is required"
         ))),
         Some(Kind::Endpoint(name)) => {
             validate_name(&name, &format!("{prefix}endpoint"))?;
-            Ok(Destination::Endpoint(name))
+            Ok(Destination::endpoint(tenant, name))
         }
         Some(Kind::Queue(name)) => {
             validate_name(&name, &format!("{prefix}queue"))?;
-            Ok(Destination::Queue(name))
+            Ok(Destination::queue(tenant, name))
         }
-        Some(Kind::Url(url)) => Ok(Destination::Url(validate_url(
-            &url,
-            &format!("{prefix}url"),
-        )?)),
+        Some(Kind::Url(url)) => Ok(Destination::url(
+            tenant,
+            validate_url(&url, &format!("{prefix}url"))?,
+        )),
     }
 }
 
@@ -719,12 +728,14 @@ pub struct Replay {
 pub(crate) const MAX_DEAD_SCAN: usize = 100_000;
 
 pub fn dead_letter_filter(
+    tenant: TenantId,
     f: pb::DeadLetterFilter,
     field: &str,
 ) -> Result<hookd_core::deadletters::Filter, ApiError> {
     let destination = match f.destination {
         None => None,
         Some(d) => Some(destination(
+            tenant,
             d.kind,
             &format!("{field}.destination"),
             &format!("{field}.destination."),
@@ -749,6 +760,7 @@ pub fn dead_letter_filter(
         )));
     }
     Ok(hookd_core::deadletters::Filter {
+        tenant,
         destination,
         dead_after_ms: f.dead_after_unix_ms,
         dead_before_ms: f.dead_before_unix_ms,
@@ -767,11 +779,11 @@ fn pace(per_s: f64) -> Result<f64, ApiError> {
     }
 }
 
-pub fn replay(req: pb::ReplayDeadLettersRequest) -> Result<Replay, ApiError> {
-    let destination = destination_filter(req.destination)?;
+pub fn replay(tenant: TenantId, req: pb::ReplayDeadLettersRequest) -> Result<Replay, ApiError> {
+    let destination = destination_filter(tenant, req.destination)?;
     let filter = req
         .filter
-        .map(|f| dead_letter_filter(f, "filter"))
+        .map(|f| dead_letter_filter(tenant, f, "filter"))
         .transpose()?;
     let given = usize::from(!req.ids.is_empty())
         + usize::from(destination.is_some())
@@ -812,7 +824,7 @@ pub struct Purge {
     pub ids: Option<Vec<MessageId>>,
 }
 
-pub fn purge(req: pb::PurgeDeadLettersRequest) -> Result<Purge, ApiError> {
+pub fn purge(tenant: TenantId, req: pb::PurgeDeadLettersRequest) -> Result<Purge, ApiError> {
     if !req.ids.is_empty() {
         if req.filter.is_some() {
             return Err(invalid("ids: give either ids or a filter, not both".into()));
@@ -831,7 +843,10 @@ pub fn purge(req: pb::PurgeDeadLettersRequest) -> Result<Purge, ApiError> {
             .map(|(i, id)| message_id(id, &format!("ids[{i}]")))
             .collect::<Result<Vec<_>, _>>()?;
         return Ok(Purge {
-            filter: Default::default(),
+            filter: hookd_core::deadletters::Filter {
+                tenant,
+                ..Default::default()
+            },
             limit: ids.len(),
             dry_run: req.dry_run,
             ids: Some(ids),
@@ -842,7 +857,7 @@ pub fn purge(req: pb::PurgeDeadLettersRequest) -> Result<Purge, ApiError> {
             "filter: required (an empty filter with all = true purges every dead letter)".into(),
         ));
     };
-    let filter = dead_letter_filter(f, "filter")?;
+    let filter = dead_letter_filter(tenant, f, "filter")?;
     let everything = filter.destination.is_none()
         && filter.dead_after_ms == 0
         && filter.dead_before_ms == 0
@@ -871,8 +886,11 @@ pub struct DeadLetterPage {
     pub after: Option<Vec<u8>>,
 }
 
-pub fn dead_letter_page(req: pb::ListDeadLettersRequest) -> Result<DeadLetterPage, ApiError> {
-    let destination = destination_filter(req.destination)?;
+pub fn dead_letter_page(
+    tenant: TenantId,
+    req: pb::ListDeadLettersRequest,
+) -> Result<DeadLetterPage, ApiError> {
+    let destination = destination_filter(tenant, req.destination)?;
     let limit = count_or_default(req.page_size, DEFAULT_PAGE, MAX_PAGE, "page_size")? as usize;
     let after = if req.page_token.is_empty() {
         None
@@ -917,11 +935,12 @@ const MAX_SECRETS: usize = 8;
 
 /// An optional destination filter (`destination` field of list/replay requests).
 pub(crate) fn destination_filter(
+    tenant: TenantId,
     d: Option<pb::Destination>,
 ) -> Result<Option<Destination>, ApiError> {
     match d {
         None => Ok(None),
-        Some(d) => destination(d.kind, "destination", "destination.").map(Some),
+        Some(d) => destination(tenant, d.kind, "destination", "destination.").map(Some),
     }
 }
 
@@ -945,7 +964,7 @@ mod tests {
     }
 
     /// The route of a hookd with no subscriptions.
-    const NOWHERE: Route<'static> = &|_, _, _, _| Ok(Vec::new());
+    const NOWHERE: Route<'static> = &|_, _, _, _, _| Ok(Vec::new());
 
     fn req() -> pb::EnqueueRequest {
         pb::EnqueueRequest {
@@ -955,7 +974,7 @@ mod tests {
     }
 
     fn err(r: pb::EnqueueRequest) -> String {
-        new_message(r, &limits(), 0, NOWHERE)
+        new_message(TenantId::DEFAULT, r, &limits(), 0, NOWHERE)
             .map(|_| ())
             .unwrap_err()
             .to_string()
@@ -974,17 +993,25 @@ mod tests {
         assert!(err(publish("a b", "")).starts_with("topic: character ' '"));
         assert!(err(publish("ticket.classified", "other")).starts_with("event_type:"));
         // Nobody subscribed: nothing for the engine, an event id for the answer.
-        let p = new_message(publish("ticket.classified", ""), &limits(), 0, NOWHERE).unwrap();
+        let p = new_message(
+            TenantId::DEFAULT,
+            publish("ticket.classified", ""),
+            &limits(),
+            0,
+            NOWHERE,
+        )
+        .unwrap();
         assert!(p.message.is_none() && p.event.is_some());
         // Two subscribers: one message, the second a copy, the event's type the topic.
-        let two: Route<'_> = &|topic, payload, _, _| {
+        let two: Route<'_> = &|_, topic, payload, _, _| {
             assert_eq!((topic, payload), ("ticket.classified", &br#"{"t":7}"#[..]));
             Ok(vec![
-                Destination::Queue("a".into()),
-                Destination::Endpoint("b".into()),
+                Destination::queue(TenantId::DEFAULT, "a"),
+                Destination::endpoint(TenantId::DEFAULT, "b"),
             ])
         };
         let p = new_message(
+            TenantId::DEFAULT,
             publish("ticket.classified", "ticket.classified"),
             &limits(),
             0,
@@ -1004,7 +1031,7 @@ mod tests {
 
     #[test]
     fn each_bad_field_is_named() {
-        assert!(new_message(req(), &limits(), 0, NOWHERE).is_ok());
+        assert!(new_message(TenantId::DEFAULT, req(), &limits(), 0, NOWHERE).is_ok());
         assert!(err(pb::EnqueueRequest::default()).starts_with("destination:"));
         assert!(
             err(pb::EnqueueRequest {
@@ -1056,7 +1083,7 @@ mod tests {
     #[test]
     fn rejects_bad_input_naming_the_field() {
         let err = |k| {
-            destination(k, "destination", "destination.")
+            destination(TenantId::DEFAULT, k, "destination", "destination.")
                 .map(|_| ())
                 .unwrap_err()
                 .to_string()
@@ -1133,7 +1160,7 @@ mod tests {
                 idempotency_key: key.into(),
                 ..base()
             };
-            let e = new_message(r, &limits, 0, NOWHERE)
+            let e = new_message(TenantId::DEFAULT, r, &limits, 0, NOWHERE)
                 .map(|_| ())
                 .unwrap_err()
                 .to_string();
@@ -1151,7 +1178,7 @@ mod tests {
         ] {
             let mut r = base();
             r.headers.insert(name.into(), "v".into());
-            let e = new_message(r, &limits, 0, NOWHERE)
+            let e = new_message(TenantId::DEFAULT, r, &limits, 0, NOWHERE)
                 .map(|_| ())
                 .unwrap_err()
                 .to_string();

@@ -106,6 +106,7 @@ impl Authenticator {
                 hash,
                 Arc::new(Principal {
                     name: t.name.clone(),
+                    tenant: None,
                     scopes: scopes(&format!("{key}.scopes"), &t.scopes)?,
                     bucket: rate(&format!("{key}.rate_limit_per_s"), t.rate_limit_per_s)?,
                     anonymous: false,
@@ -122,6 +123,7 @@ impl Authenticator {
                 c.name.to_ascii_lowercase(),
                 Arc::new(Principal {
                     name: c.name.clone(),
+                    tenant: None,
                     scopes: scopes(&format!("{key}.scopes"), &c.scopes)?,
                     bucket: rate(&format!("{key}.rate_limit_per_s"), c.rate_limit_per_s)?,
                     anonymous: false,
@@ -134,6 +136,7 @@ impl Authenticator {
             reflection: config.reflection,
             anonymous: Arc::new(Principal {
                 name: "anonymous".into(),
+                tenant: None,
                 scopes: Scope::Admin.bit(),
                 bucket: None,
                 anonymous: true,

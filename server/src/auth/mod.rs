@@ -36,6 +36,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use hookd_core::limiter::TokenBucket;
+use hookd_core::scope::TenantId;
 
 /// What a caller may do. `admin` includes the other three.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
@@ -71,6 +72,9 @@ impl Scope {
 #[derive(Debug)]
 pub struct Principal {
     pub name: String,
+    /// A tenant's token acts on its tenant only; `None`: an operator (the config file's
+    /// tokens and clients), who acts on tenant `default` unless a call names another.
+    pub tenant: Option<TenantId>,
     scopes: u8,
     bucket: Option<Mutex<TokenBucket>>,
     /// Everyone, when no credential is configured: shares are then per address.
@@ -83,6 +87,7 @@ impl Principal {
     pub fn named(name: &str) -> std::sync::Arc<Self> {
         std::sync::Arc::new(Self {
             name: name.into(),
+            tenant: None,
             scopes: 0,
             bucket: None,
             anonymous: false,

@@ -629,11 +629,15 @@ async fn handle(
     };
     let target = match target {
         Ok(destination) => crate::prepare::Target::To(destination),
-        Err(topic) => crate::prepare::Target::Publish(topic),
+        // A source publishes to its own tenant's topics: `default`'s, as every source is.
+        Err(topic) => crate::prepare::Target::Publish {
+            tenant: hookd_core::scope::TenantId::DEFAULT,
+            topic,
+        },
     };
     let subscriptions = &ingest.subscriptions;
-    let route: crate::prepare::Route<'_> = &|topic, payload, headers, identity| {
-        subscriptions.route(topic, payload, headers, Some(identity))
+    let route: crate::prepare::Route<'_> = &|tenant, topic, payload, headers, identity| {
+        subscriptions.route(tenant, topic, payload, headers, Some(identity))
     };
     let prepared = crate::prepare::prepare(target, record, now_ms, Default::default(), route)
         .map_err(invalid)?;

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use super::source::{Limits, Source};
+use hookd_core::scope::{Kind, ObjectRef, TenantId};
 use hookd_core::secrets::Sealer;
 use hookd_core::source::SourceSpec;
 use hookd_engine::{EngineHandle, Refusal};
@@ -34,6 +35,11 @@ pub struct Sources {
     engine: EngineHandle,
     sealer: Option<Arc<Sealer>>,
     limits: Limits,
+}
+
+/// Source `name`'s object in the catalog.
+fn object(name: &str) -> ObjectRef {
+    ObjectRef::new(TenantId::DEFAULT, Kind::Source, name)
 }
 
 /// The associated data of a source's sealed secrets (endpoint names cannot hold `:`).
@@ -176,7 +182,7 @@ impl Sources {
             Some(_) => false,
             None => true,
         };
-        self.engine.put_source(name.clone(), Some(bytes)).await?;
+        self.engine.put_object(object(&name), Some(bytes)).await?;
         let source = Arc::new(source);
         self.map
             .write()
@@ -194,7 +200,7 @@ impl Sources {
             Some(s) if s.from_config => return Err(SourceError::FromConfig(name.to_owned())),
             Some(_) => {}
         }
-        self.engine.put_source(name.to_owned(), None).await?;
+        self.engine.put_object(object(name), None).await?;
         self.map
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -227,7 +233,7 @@ impl Sources {
             }
             let bytes = serde_json::to_vec(&spec)
                 .map_err(|e| SourceError::Invalid(format!("source: {e}")))?;
-            self.engine.put_source(name.clone(), Some(bytes)).await?;
+            self.engine.put_object(object(name), Some(bytes)).await?;
             n += 1;
         }
         Ok(n)

@@ -6,6 +6,7 @@ use http::HeaderName;
 use super::redact::Redactor;
 use super::verify::{Scheme, Verifier};
 use hookd_core::destination::Destination;
+use hookd_core::scope::TenantId;
 use hookd_core::source::{SchemeName, SourceSpec};
 
 /// Longest JSON Schema text a source may carry.
@@ -102,8 +103,16 @@ impl Route {
     /// As the console and logs show it: the destination's key, or `topic:TEMPLATE`.
     pub fn describe(&self) -> String {
         match self {
-            Self::To(d) => d.key(),
+            Self::To(d) => d.local_key(),
             Self::Publish(t) => format!("topic:{t}"),
+        }
+    }
+
+    /// The endpoint's name, if the events go to one.
+    pub fn endpoint(&self) -> Option<&str> {
+        match self {
+            Self::To(d) => d.endpoint_name(),
+            Self::Publish(_) => None,
         }
     }
 
@@ -263,11 +272,11 @@ impl Source {
         let route = match (&spec.queue, &spec.endpoint, &spec.topic) {
             (Some(q), None, None) => {
                 hookd_core::names::check_name(q, "queue")?;
-                Route::To(Destination::Queue(q.clone()))
+                Route::To(Destination::queue(TenantId::DEFAULT, q))
             }
             (None, Some(e), None) => {
                 hookd_core::names::check_name(e, "endpoint")?;
-                Route::To(Destination::Endpoint(e.clone()))
+                Route::To(Destination::endpoint(TenantId::DEFAULT, e))
             }
             (None, None, Some(t)) => {
                 // A template is a topic once its placeholder is filled.

@@ -48,7 +48,8 @@ impl DeadFilter {
         if d.is_empty() {
             return None;
         }
-        let dest = Destination::from_key(d).unwrap_or_else(|| Destination::Endpoint(d.to_owned()));
+        let dest = Destination::from_local_key(super::TENANT, d)
+            .unwrap_or_else(|| Destination::endpoint(super::TENANT, d));
         Some(hookd_ctl::wire::destination(&dest))
     }
 
@@ -127,7 +128,7 @@ pub(crate) async fn dead_letters(
 ) -> Page {
     let now = c.clock.now_ms();
     let proto = q.filter.to_proto(now)?;
-    let filter = crate::api::validate::dead_letter_filter(proto, "filter")?;
+    let filter = crate::api::validate::dead_letter_filter(super::TENANT, proto, "filter")?;
     let for_analysis = filter.clone();
     let after = if q.after.is_empty() {
         None
@@ -138,6 +139,7 @@ pub(crate) async fn dead_letters(
         .api
         .read(move |store| {
             Ok(store.dead_page(
+                filter.tenant,
                 filter.destination.as_ref(),
                 after.as_deref(),
                 PAGE,

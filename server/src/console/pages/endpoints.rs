@@ -17,7 +17,7 @@ pub(crate) struct ListQuery {
 }
 
 pub(super) fn endpoint_key(name: &str) -> String {
-    hookd_core::destination::Destination::Endpoint(name.to_owned()).key()
+    hookd_core::destination::Destination::endpoint(super::TENANT, name).key()
 }
 
 pub(super) fn state_cell(e: &EndpointRecord) -> Markup {
@@ -52,7 +52,7 @@ pub(crate) async fn endpoints(
     Extension(s): Extension<Session>,
     Query(q): Query<ListQuery>,
 ) -> Page {
-    let all = c.api.endpoint_views().await?;
+    let all = c.api.endpoint_views(super::TENANT).await?;
     let matching: Vec<&EndpointRecord> = all
         .iter()
         .map(|v| &v.record)
@@ -134,12 +134,15 @@ pub(super) fn pause_or_resume(s: &Session, e: &EndpointRecord, back: &str) -> Ma
 /// valid is 400, an unknown one 404).
 pub(super) async fn found_endpoint(c: &Console, name: &str) -> Result<EndpointView, Failure> {
     crate::api::validate::validate_name(name, "name")?;
-    c.api.endpoint_view(name).await?.ok_or_else(|| {
-        Failure::new(
-            StatusCode::NOT_FOUND,
-            format!("name: no endpoint named {name:?}"),
-        )
-    })
+    c.api
+        .endpoint_view(super::TENANT, name)
+        .await?
+        .ok_or_else(|| {
+            Failure::new(
+                StatusCode::NOT_FOUND,
+                format!("name: no endpoint named {name:?}"),
+            )
+        })
 }
 
 pub(crate) async fn endpoint(

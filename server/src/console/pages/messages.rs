@@ -30,14 +30,18 @@ pub(crate) async fn message(
 ) -> Page {
     let parsed: hookd_core::ids::MessageId =
         id.parse().map_err(|e| Failure::bad(format!("id: {e}")))?;
-    let m = c.api.find_message(parsed).await?.ok_or_else(|| {
-        Failure::new(
-            StatusCode::NOT_FOUND,
-            format!(
-                "id: no message {id} (or it completed longer ago than completed_retention_secs)"
-            ),
-        )
-    })?;
+    let m = c
+        .api
+        .find_message(super::TENANT, parsed)
+        .await?
+        .ok_or_else(|| {
+            Failure::new(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "id: no message {id} (or it completed longer ago than completed_retention_secs)"
+                ),
+            )
+        })?;
     let destination = m
         .destination
         .as_ref()
@@ -51,10 +55,8 @@ pub(crate) async fn message(
     ) && m.next_attempt_ms > 0
         && m.next_attempt_ms <= now;
     // Due but not sent: what holds it (its endpoint's breaker, a Retry-After, a pause).
-    let held = match (&m.destination, due) {
-        (Some(hookd_core::destination::Destination::Endpoint(name)), true) => {
-            held_by(&c, name, now).await?
-        }
+    let held = match (m.destination.as_ref().and_then(|d| d.endpoint_name()), due) {
+        (Some(name), true) => held_by(&c, name, now).await?,
         _ => None,
     };
     html_page(page(
@@ -172,7 +174,7 @@ pub(super) fn hex_dump(bytes: &[u8]) -> String {
 /// Why a message due at endpoint `name` is not being sent, if its endpoint holds it: an
 /// operator's pause, a disabled endpoint, an open breaker, or a Retry-After.
 async fn held_by(c: &Console, name: &str, now: u64) -> Result<Option<String>, Failure> {
-    if let Some(e) = c.api.endpoint_view(name).await?
+    if let Some(e) = c.api.endpoint_view(super::TENANT, name).await?
         && e.record.paused
     {
         return Ok(Some(format!(

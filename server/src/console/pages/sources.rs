@@ -27,9 +27,9 @@ pub(crate) async fn sources(
                                 td { (spec.name) }
                                 td { code { "/in/" (spec.name) } }
                                 td { (spec.scheme.as_str()) }
-                                td { @match &src.route {
-                                    crate::ingest::source::Route::To(hookd_core::destination::Destination::Endpoint(e)) => { a href=(format!("/ui/endpoints/{}", segment(e))) { "endpoint:" (e) } }
-                                    other => { (other.describe()) }
+                                td { @match src.route.endpoint() {
+                                    Some(e) => { a href=(format!("/ui/endpoints/{}", segment(e))) { "endpoint:" (e) } }
+                                    None => { (src.route.describe()) }
                                 } }
                                 td {
                                     @for (i, (_, fingerprint)) in src.secret_summaries.iter().enumerate() {

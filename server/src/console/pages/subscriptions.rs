@@ -98,9 +98,9 @@ fn subscriptions_page(s: &Session, notice: &str, form: &SubscriptionForm, c: &Co
                             @let spec = &sub.spec;
                             tr {
                                 td { (spec.name) }
-                                td { @match &sub.destination {
-                                    hookd_core::destination::Destination::Endpoint(e) => { a href=(format!("/ui/endpoints/{}", segment(e))) { "endpoint:" (e) } }
-                                    other => { (other.key()) }
+                                td { @match sub.destination.endpoint_name() {
+                                    Some(e) => { a href=(format!("/ui/endpoints/{}", segment(e))) { "endpoint:" (e) } }
+                                    None => { (sub.destination.local_key()) }
                                 } }
                                 td { @for (i, t) in spec.event_types.iter().enumerate() { @if i > 0 { " " } code { (t) } } }
                                 td { @match &spec.filter {

@@ -3,6 +3,7 @@
 //! their destination), dead letters (grouped by destination) and FIFO lanes. The layouts
 //! change here and nowhere else.
 
+use hookd_core::destination::Destination;
 use hookd_core::ids::MessageId;
 use hookd_core::scope::{Kind, ObjectRef, TenantId};
 
@@ -66,6 +67,27 @@ pub fn idempotency_scope(destination: &str, key: &str) -> Vec<u8> {
     out.push(0);
     out.extend_from_slice(key.as_bytes());
     out
+}
+
+/// Where a tenant's dead letters (or one destination's) lie in the `dead` table: the first
+/// key, and the prefix every one of them has. A tenant's destination keys start with its
+/// number and `/` (`Destination::key`), so its rows are one prefix; tenant `default`'s
+/// keys start with a letter, so its rows are every key from `:` (after the digits) on.
+pub(crate) fn dead_bounds(
+    tenant: TenantId,
+    destination: Option<&Destination>,
+) -> (Vec<u8>, Vec<u8>) {
+    match destination {
+        Some(d) => {
+            let prefix = dead_prefix(&d.key());
+            (prefix.clone(), prefix)
+        }
+        None if tenant.is_default() => (b":".to_vec(), Vec::new()),
+        None => {
+            let prefix = format!("{tenant}/").into_bytes();
+            (prefix.clone(), prefix)
+        }
+    }
 }
 
 pub(crate) fn dead_prefix(dest_key: &str) -> Vec<u8> {
@@ -152,6 +174,34 @@ mod tests {
         assert!(inside(&last, catalog_range(TenantId(u32::MAX), None)));
         assert_eq!(catalog_key_parts(&[0, 0, 0, 1]), None);
         assert_eq!(catalog_key_parts(&[0, 0, 0, 1, 99]), None);
+    }
+
+    /// A tenant's dead letters are found by its bounds, and no other tenant's are.
+    #[test]
+    fn dead_bounds_hold_a_tenants_rows_and_no_others() {
+        let id = MessageId(7);
+        let rows: Vec<(TenantId, Vec<u8>)> = [TenantId::DEFAULT, TenantId(1), TenantId(12)]
+            .into_iter()
+            .flat_map(|t| {
+                [
+                    Destination::endpoint(t, "a"),
+                    Destination::queue(t, "1"),
+                    Destination::url(t, "https://x.example"),
+                ]
+                .map(|d| (t, dead_key(&d.key(), id)))
+            })
+            .collect();
+        for tenant in [TenantId::DEFAULT, TenantId(1), TenantId(12), TenantId(2)] {
+            let (start, prefix) = dead_bounds(tenant, None);
+            for (owner, key) in &rows {
+                let inside = key.as_slice() >= start.as_slice() && key.starts_with(&prefix);
+                assert_eq!(inside, *owner == tenant, "{tenant} {key:?}");
+            }
+        }
+        let d = Destination::endpoint(TenantId(1), "a");
+        let (start, prefix) = dead_bounds(TenantId(1), Some(&d));
+        assert_eq!(start, dead_prefix("1/endpoint:a"));
+        assert_eq!(prefix, start);
     }
 
     #[test]

@@ -526,7 +526,7 @@ impl Watermark {
 /// [`Store::recover`]).
 #[derive(Debug)]
 pub enum Recovering {
-    Endpoint(Box<EndpointRecord>),
+    Endpoint(TenantId, Box<EndpointRecord>),
     /// A message's schedule row (live, or dead), and its record's size.
     Message {
         id: MessageId,
@@ -973,10 +973,9 @@ impl Store {
         mut each: impl FnMut(Recovering) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         let txn = self.db.begin_read()?;
-        for (_, value) in objects_in(&txn, TenantId::DEFAULT, Kind::Endpoint)? {
-            each(Recovering::Endpoint(Box::new(EndpointRecord::decode(
-                value.as_slice(),
-            )?)))?;
+        for (object, value) in every_object_of(&txn, Kind::Endpoint)? {
+            let endpoint = EndpointRecord::decode(value.as_slice())?;
+            each(Recovering::Endpoint(object.tenant, Box::new(endpoint)))?;
         }
         // Every live message has a `messages` row with the same key: its record's size is
         // its pointer's length (nothing is read from the log). The `messages` table is
@@ -1288,8 +1287,12 @@ impl Store {
         objects_in(&self.read()?, tenant, kind)
     }
 
-    pub fn endpoint(&self, name: &str) -> Result<Option<EndpointRecord>, StoreError> {
-        let object = ObjectRef::new(TenantId::DEFAULT, Kind::Endpoint, name);
+    pub fn endpoint(
+        &self,
+        tenant: TenantId,
+        name: &str,
+    ) -> Result<Option<EndpointRecord>, StoreError> {
+        let object = ObjectRef::new(tenant, Kind::Endpoint, name);
         Ok(match self.object(&object)? {
             Some(value) => Some(EndpointRecord::decode(value.as_slice())?),
             None => None,
@@ -1306,8 +1309,9 @@ impl Store {
         self.objects(TenantId::DEFAULT, Kind::Subscription)
     }
 
-    pub fn endpoints(&self) -> Result<Vec<EndpointRecord>, StoreError> {
-        self.objects(TenantId::DEFAULT, Kind::Endpoint)?
+    /// A tenant's endpoints, in name order.
+    pub fn endpoints(&self, tenant: TenantId) -> Result<Vec<EndpointRecord>, StoreError> {
+        self.objects(tenant, Kind::Endpoint)?
             .into_iter()
             .map(|(_, value)| Ok(EndpointRecord::decode(value.as_slice())?))
             .collect()
@@ -1317,6 +1321,7 @@ impl Store {
     /// `after` is the last key of the previous page.
     pub fn dead_letters(
         &self,
+        tenant: TenantId,
         destination: Option<&Destination>,
         after: Option<&[u8]>,
         limit: usize,
@@ -1326,25 +1331,15 @@ impl Store {
         let messages = txn.open_table(MESSAGES)?;
         let history = txn.open_table(HISTORY)?;
         let attempts = txn.open_table(ATTEMPTS)?;
-        let prefix = destination.map(|d| dead_prefix(&d.key()));
-        let start: Vec<u8> = match (after, &prefix) {
-            (Some(after), _) => {
-                let mut k = after.to_vec();
-                k.push(0); // the smallest key strictly after `after`
-                k
-            }
-            (None, Some(p)) => p.clone(),
-            (None, None) => Vec::new(),
-        };
+        let (first, prefix) = keys::dead_bounds(tenant, destination);
+        let start = resume_after(first, after);
         let mut page = Vec::new();
         let mut page_bytes = 0usize;
         let mut last_key = None;
         for row in dead.range(start.as_slice()..)? {
             let (key, entry) = row?;
             let key = key.value();
-            if let Some(p) = &prefix
-                && !key.starts_with(p)
-            {
+            if !key.starts_with(&prefix) {
                 break;
             }
             if page.len() == limit || (!page.is_empty() && page_bytes >= MAX_PAGE_BYTES) {
@@ -1381,10 +1376,12 @@ impl Store {
     /// whether more exist. Reads the dead-letter index and attempts, never payloads.
     pub fn dead_summaries(
         &self,
+        tenant: TenantId,
         destination: Option<&Destination>,
         max: usize,
     ) -> Result<(Vec<DeadSummary>, bool), StoreError> {
-        let (rows, next) = self.dead_page(destination, None, max, usize::MAX, &|_| true)?;
+        let all = &|_: &DeadSummary| true;
+        let (rows, next) = self.dead_page(tenant, destination, None, max, usize::MAX, all)?;
         Ok((rows, next.is_some()))
     }
 
@@ -1395,6 +1392,7 @@ impl Store {
     /// dead-letter index and attempts, never payloads.
     pub fn dead_page(
         &self,
+        tenant: TenantId,
         destination: Option<&Destination>,
         after: Option<&[u8]>,
         limit: usize,
@@ -1405,17 +1403,8 @@ impl Store {
         let dead = txn.open_table(DEAD)?;
         let history = txn.open_table(HISTORY)?;
         let attempts = txn.open_table(ATTEMPTS)?;
-        let prefix = destination
-            .map(|d| dead_prefix(&d.key()))
-            .unwrap_or_default();
-        let start = match after {
-            Some(after) => {
-                let mut k = after.to_vec();
-                k.push(0); // the smallest key strictly after `after`
-                k
-            }
-            None => prefix.clone(),
-        };
+        let (first, prefix) = keys::dead_bounds(tenant, destination);
+        let start = resume_after(first, after);
         let mut out = Vec::new();
         let mut last: Option<Vec<u8>> = None;
         for (scanned, row) in dead.range(start.as_slice()..)?.enumerate() {
@@ -1898,6 +1887,19 @@ fn seal_every_row(txn: &WriteTransaction) -> Result<u64, StoreError> {
     Ok(rows)
 }
 
+/// Where a page of dead letters starts: at `first`, or just after `after` (the previous
+/// page's last key) if that is further on.
+fn resume_after(first: Vec<u8>, after: Option<&[u8]>) -> Vec<u8> {
+    match after {
+        Some(after) => {
+            let mut next = after.to_vec();
+            next.push(0); // the smallest key strictly after `after`
+            next.max(first)
+        }
+        None => first,
+    }
+}
+
 /// A tenant's objects of one kind, in name order: (name, stored record).
 fn objects_in(
     txn: &redb::ReadTransaction,
@@ -1916,6 +1918,27 @@ fn objects_in(
             object.name,
             seal::open(TableId::Catalog, key, v.value())?.to_vec(),
         ));
+    }
+    Ok(out)
+}
+
+/// Every tenant's objects of one kind, in (tenant, name) order. Reads the whole catalog
+/// (what a start does once).
+fn every_object_of(
+    txn: &redb::ReadTransaction,
+    kind: Kind,
+) -> Result<Vec<(ObjectRef, Vec<u8>)>, StoreError> {
+    let table = txn.open_table(CATALOG)?;
+    let mut out = Vec::new();
+    for row in table.iter()? {
+        let (k, v) = row?;
+        let key = k.value();
+        let object = catalog_key_parts(key)
+            .ok_or_else(|| StoreError::Corrupt(format!("a catalog key {key:02x?}")))?;
+        if object.kind == kind {
+            let value = seal::open(TableId::Catalog, key, v.value())?.to_vec();
+            out.push((object, value));
+        }
     }
     Ok(out)
 }

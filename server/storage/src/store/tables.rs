@@ -745,14 +745,18 @@ impl<'a> Tables<'a> {
         self.remove(TableId::Catalog, &catalog_key(object));
     }
 
-    pub fn put_endpoint(&mut self, endpoint: &EndpointRecord) -> Result<(), StoreError> {
-        let object = ObjectRef::new(TenantId::DEFAULT, Kind::Endpoint, &endpoint.name);
+    pub fn put_endpoint(
+        &mut self,
+        tenant: TenantId,
+        endpoint: &EndpointRecord,
+    ) -> Result<(), StoreError> {
+        let object = ObjectRef::new(tenant, Kind::Endpoint, &endpoint.name);
         self.put_object(&object, &endpoint.encode_to_vec());
         Ok(())
     }
 
-    pub fn remove_endpoint(&mut self, name: &str) -> Result<(), StoreError> {
-        self.remove_object(&ObjectRef::new(TenantId::DEFAULT, Kind::Endpoint, name));
+    pub fn remove_endpoint(&mut self, tenant: TenantId, name: &str) -> Result<(), StoreError> {
+        self.remove_object(&ObjectRef::new(tenant, Kind::Endpoint, name));
         Ok(())
     }
 
@@ -1236,10 +1240,13 @@ mod tests {
             t.insert_message(MessageId(1), b"", &e).unwrap();
             t.insert_message(MessageId(2), b"", &e).unwrap();
             t.bury(MessageId(2), "queue:q", &e).unwrap();
-            t.put_endpoint(&EndpointRecord {
-                name: "e".into(),
-                ..Default::default()
-            })
+            t.put_endpoint(
+                TenantId::DEFAULT,
+                &EndpointRecord {
+                    name: "e".into(),
+                    ..Default::default()
+                },
+            )
             .unwrap();
         });
         let (wrote, record) = round(&store, &mut overlay, 2, |t| {
@@ -1299,11 +1306,14 @@ mod tests {
             ),
             (
                 "put_endpoint",
-                Box::new(|t| t.put_endpoint(&EndpointRecord::default()).unwrap()),
+                Box::new(|t| {
+                    t.put_endpoint(TenantId::DEFAULT, &EndpointRecord::default())
+                        .unwrap()
+                }),
             ),
             (
                 "remove_endpoint",
-                Box::new(|t| t.remove_endpoint("e").unwrap()),
+                Box::new(|t| t.remove_endpoint(TenantId::DEFAULT, "e").unwrap()),
             ),
             ("put_source", Box::new(|t| t.put_source("s", b"{}"))),
             ("remove_source", Box::new(|t| t.remove_source("s"))),

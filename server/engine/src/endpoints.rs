@@ -1,0 +1,60 @@
+//! The engine's endpoints, by tenant: each tenant's names are its own, and a lookup never
+//! crosses into another tenant's (issue #51). Two maps deep so that a lookup by a borrowed
+//! name allocates nothing: the push path asks once per attempt.
+
+use std::collections::HashMap;
+
+use hookd_core::scope::TenantId;
+use hookd_storage::store::EndpointRecord;
+
+#[derive(Debug, Default)]
+pub(crate) struct Endpoints {
+    by_tenant: HashMap<TenantId, HashMap<String, EndpointRecord>>,
+    len: usize,
+}
+
+impl Endpoints {
+    pub(crate) fn get(&self, tenant: TenantId, name: &str) -> Option<&EndpointRecord> {
+        self.by_tenant.get(&tenant)?.get(name)
+    }
+
+    pub(crate) fn get_mut(&mut self, tenant: TenantId, name: &str) -> Option<&mut EndpointRecord> {
+        self.by_tenant.get_mut(&tenant)?.get_mut(name)
+    }
+
+    pub(crate) fn contains(&self, tenant: TenantId, name: &str) -> bool {
+        self.get(tenant, name).is_some()
+    }
+
+    pub(crate) fn insert(&mut self, tenant: TenantId, endpoint: EndpointRecord) {
+        let names = self.by_tenant.entry(tenant).or_default();
+        if names.insert(endpoint.name.clone(), endpoint).is_none() {
+            self.len += 1;
+        }
+    }
+
+    pub(crate) fn remove(&mut self, tenant: TenantId, name: &str) -> Option<EndpointRecord> {
+        let names = self.by_tenant.get_mut(&tenant)?;
+        let removed = names.remove(name)?;
+        self.len -= 1;
+        if names.is_empty() {
+            self.by_tenant.remove(&tenant);
+        }
+        Some(removed)
+    }
+
+    /// Every tenant's endpoint names, in (tenant, name) order.
+    pub(crate) fn names(&self) -> Vec<(TenantId, String)> {
+        let mut out: Vec<(TenantId, String)> = self
+            .by_tenant
+            .iter()
+            .flat_map(|(t, names)| names.keys().map(|n| (*t, n.clone())))
+            .collect();
+        out.sort();
+        out
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
