@@ -16,6 +16,8 @@ pub enum ApiError {
     NotFound(String),
     #[error("{0}")]
     FailedPrecondition(String),
+    #[error("{0}")]
+    AlreadyExists(String),
     /// Over a limit that clears by itself; the client may retry after `retry_after_ms`
     /// (sent as `google.rpc.RetryInfo` in the status details).
     #[error("{message}")]
@@ -37,6 +39,7 @@ impl ApiError {
             Self::InvalidArgument(_) => Code::InvalidArgument,
             Self::NotFound(_) => Code::NotFound,
             Self::FailedPrecondition(_) => Code::FailedPrecondition,
+            Self::AlreadyExists(_) => Code::AlreadyExists,
             Self::ResourceExhausted { .. } => Code::ResourceExhausted,
             Self::Unavailable(_) => Code::Unavailable,
             Self::Internal(_) => Code::Internal,
@@ -50,6 +53,7 @@ impl ApiError {
             Self::InvalidArgument(m) => Self::InvalidArgument(wrap(m)),
             Self::NotFound(m) => Self::NotFound(wrap(m)),
             Self::FailedPrecondition(m) => Self::FailedPrecondition(wrap(m)),
+            Self::AlreadyExists(m) => Self::AlreadyExists(wrap(m)),
             Self::ResourceExhausted {
                 message,
                 retry_after_ms,
@@ -81,13 +85,21 @@ impl ApiError {
             r @ (Refusal::UnknownEndpoint { .. }
             | Refusal::NoEndpoint { .. }
             | Refusal::NoMessage { .. }
+            | Refusal::NoTenant { .. }
             | Refusal::NotInFlight { .. }) => Self::NotFound(about(&r)),
+            r @ Refusal::TenantExists { .. } => Self::AlreadyExists(about(&r)),
+            r @ Refusal::TooManyTenants { .. } => Self::ResourceExhausted {
+                retry_after_ms: None,
+                message: about(&r),
+            },
             r @ (Refusal::EndpointBusy { .. }
             | Refusal::EndpointGone { .. }
             | Refusal::NotDeadLetter { .. }
             | Refusal::MessageEndpointGone { .. }
             | Refusal::NotPull { .. }
             | Refusal::LeaseExpired { .. }
+            | Refusal::DefaultTenant
+            | Refusal::TenantBusy { .. }
             | Refusal::CompletedLater { .. }) => Self::FailedPrecondition(about(&r)),
         }
     }

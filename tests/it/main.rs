@@ -51,3 +51,4 @@ mod sink;
 mod storage_failure;
 mod stored_damage;
 mod subscriptions;
+mod tenants;

@@ -125,6 +125,17 @@ impl Engine {
                 let outcome = self.delete_endpoint(t, tenant, &name);
                 settle(done, reply, outcome)?;
             }
+            Command::PutTenant { reply, .. } if self.config.headroom.short().is_some() => {
+                let _ = reply.send(Err(self.disk_full()));
+            }
+            Command::PutTenant {
+                record,
+                create,
+                reply,
+            } => self.put_tenant(t, now, *record, create, done, reply)?,
+            Command::DeleteTenant { name, force, reply } => {
+                self.delete_tenant(t, now, &name, force, done, reply)?;
+            }
             Command::PutObject {
                 object,
                 record,

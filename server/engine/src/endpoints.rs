@@ -43,6 +43,14 @@ impl Endpoints {
         Some(removed)
     }
 
+    /// A tenant's endpoint names.
+    pub(crate) fn names_of(&self, tenant: TenantId) -> Vec<String> {
+        self.by_tenant
+            .get(&tenant)
+            .map(|names| names.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// Every tenant's endpoint names, in (tenant, name) order.
     pub(crate) fn names(&self) -> Vec<(TenantId, String)> {
         let mut out: Vec<(TenantId, String)> = self

@@ -31,6 +31,8 @@ pub const STATS_SLICE: usize = 500;
 #[derive(Debug, Clone)]
 pub struct EngineHandle {
     pub(super) tx: mpsc::Sender<Command>,
+    /// The tenants as the last committed round left them.
+    pub(super) directory: super::SharedDirectory,
     /// True while the engine can write; see [`EngineHandle::health`].
     pub(super) health: watch::Receiver<bool>,
     /// Why the engine stopped writing, once it has.
@@ -230,6 +232,38 @@ impl EngineHandle {
             reply,
         })
         .await?
+    }
+
+    /// The live tenants, as of the last committed change (a snapshot: cheap to hold).
+    pub fn tenants(&self) -> Arc<super::Directory> {
+        match self.directory.read() {
+            Ok(d) => d.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// CreateTenant (`create`) or UpdateTenant; durable when answered.
+    pub async fn put_tenant(
+        &self,
+        record: hookd_storage::store::TenantRecord,
+        create: bool,
+    ) -> Result<super::Tenant, Refusal> {
+        self.call(|reply| Command::PutTenant {
+            record: Box::new(record),
+            create,
+            reply,
+        })
+        .await?
+    }
+
+    /// DeleteTenant; durable when answered.
+    pub async fn delete_tenant(
+        &self,
+        name: String,
+        force: bool,
+    ) -> Result<super::TenantDeleted, Refusal> {
+        self.call(|reply| Command::DeleteTenant { name, force, reply })
+            .await?
     }
 
     pub async fn delete_endpoint(&self, tenant: TenantId, name: String) -> Result<(), Refusal> {

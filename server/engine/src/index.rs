@@ -614,6 +614,11 @@ impl Index {
         Some(live)
     }
 
+    /// A destination's dead letters are gone (its tenant was deleted).
+    pub(crate) fn forget_dead(&mut self, d: DestId) {
+        self.set_dead(d, 0);
+    }
+
     /// Sets a destination's dead-letter count.
     pub(crate) fn set_dead(&mut self, d: DestId, dead: u64) {
         let dest = &mut self.dests[d];

@@ -52,6 +52,7 @@ mod lifecycle_tests;
 mod power_loss_tests;
 mod push;
 mod refusal;
+mod tenants;
 #[cfg(test)]
 mod tenants_tests;
 pub mod wheel;
@@ -61,6 +62,7 @@ use hookd_storage::pipeline::{applier, syncer};
 pub use handle::{EngineHandle, EngineThread, GAUGE_SLICE, STATS_SLICE};
 pub use lanes::FifoPolicy;
 pub use refusal::Refusal;
+pub use tenants::{Directory, MAX_TENANTS, SharedDirectory, Tenant, TenantDeleted};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -79,7 +81,7 @@ use hookd_core::push::Delivery;
 use hookd_core::retry::RetryPolicy;
 use hookd_core::scope::{ObjectRef, TenantId};
 use hookd_storage::store::{
-    EndpointRecord, Recovering, Replayed, State, Storage, Store, StoreError,
+    EndpointRecord, Recovering, Replayed, State, Storage, Store, StoreError, TenantRecord,
 };
 use index::{Index, LiveState, Timer};
 
@@ -399,6 +401,18 @@ pub(crate) enum Command {
         name: String,
         reply: Reply<()>,
     },
+    /// CreateTenant (`create`) or UpdateTenant: the record's name says which tenant.
+    PutTenant {
+        record: Box<TenantRecord>,
+        create: bool,
+        reply: Reply<Tenant>,
+    },
+    /// DeleteTenant: see `Engine::delete_tenant`.
+    DeleteTenant {
+        name: String,
+        force: bool,
+        reply: Reply<TenantDeleted>,
+    },
     /// Stores (`Some`) or removes (`None`) an object's record in the catalog (an ingest
     /// source's definition, a subscription's). Whoever holds the objects decides and
     /// serialises these; the engine only makes them durable.
@@ -477,6 +491,7 @@ pub(crate) struct Engine {
     wheel: Wheel<Timer>,
     index: Index,
     endpoints: endpoints::Endpoints,
+    tenants: tenants::Tenants,
     total: hookd_core::stats::Activity,
     rng: StdRng,
     next_waiter: u64,
@@ -745,6 +760,7 @@ pub fn start(
     let engine = Engine::recover(store, syncer, replayed, config, clock, deliveries)?;
     let (tx, rx) = mpsc::channel();
     let handle = EngineHandle {
+        directory: engine.tenants.shared(),
         tx,
         health: engine.health.serving.subscribe(),
         failure: engine.health.failure.clone(),
@@ -791,6 +807,7 @@ impl Engine {
             wheel: Wheel::new(),
             index: Index::default(),
             endpoints: Default::default(),
+            tenants: Default::default(),
             total: Default::default(),
             rng,
             next_waiter: 0,
@@ -837,6 +854,9 @@ impl Engine {
         let started = std::time::Instant::now();
         store.recover(|item| {
             match item {
+                Recovering::Tenant(id, record) => {
+                    engine.tenants.recovered(id, *record);
+                }
                 Recovering::Endpoint(tenant, endpoint) => {
                     engine.endpoints.insert(tenant, *endpoint);
                 }
@@ -911,6 +931,7 @@ impl Engine {
             engine.recover_lane(d, &lane, messages);
         }
         engine.review_destinations();
+        engine.tenants.publish();
         tracing::info!(
             live,
             endpoints = engine.endpoints.len(),
@@ -1485,6 +1506,12 @@ fn answer_failed(command: Command, err: Refusal) {
             let _ = reply.send(Err(err));
         }
         Command::PutObject { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::PutTenant { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::DeleteTenant { reply, .. } => {
             let _ = reply.send(Err(err));
         }
         Command::Reseal { reply, .. } => {

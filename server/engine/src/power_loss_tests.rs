@@ -1025,3 +1025,113 @@ fn a_fifo_lane_advances_only_past_a_durable_completion() {
         }
     }
 }
+
+/// Issue #51, 2: deleting a tenant is one round (one log record), so whatever happens to
+/// its sync leaves all of the tenant or none of it: its record live with its endpoint and
+/// every message, or its tombstone with none of them. Three ends: the sync fails and the
+/// power goes (the disk never had the record: all there); the sync fails and the kernel
+/// drops its cache while the pages are still readable (either, but whole); the sync
+/// succeeds and the power goes (all gone).
+#[test]
+fn a_tenant_deleted_across_a_failed_sync_or_a_power_cut_is_all_there_or_all_gone() {
+    use hookd_core::scope::ObjectRef;
+    use hookd_storage::store::TenantRecord;
+    use prost::Message as _;
+    let mut cfg = config(7);
+    cfg.checkpoint_interval_ms = 3_600_000;
+    cfg.checkpoint_log_bytes = 1 << 40;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for (fail, eviction, label) in [
+        (true, false, "failed sync, power cut"),
+        (true, true, "failed sync, cache dropped"),
+        (false, false, "synced, power cut"),
+    ] {
+        let fs = PowerLossFs::with_file(DB);
+        let start = |storage| super::start(storage, cfg.clone(), Arc::new(SystemClock), None);
+        let (engine, thread) = start(open_with(&fs, 1 << 20).unwrap()).unwrap();
+        let acme = runtime
+            .block_on(engine.put_tenant(
+                TenantRecord {
+                    name: "acme".into(),
+                    ..Default::default()
+                },
+                true,
+            ))
+            .unwrap();
+        runtime
+            .block_on(engine.put_endpoint(
+                acme.id,
+                EndpointRecord {
+                    name: "e".into(),
+                    url: "http://127.0.0.1:9/never-dialled".into(),
+                    ..Default::default()
+                },
+            ))
+            .unwrap();
+        let messages: Vec<NewMessage> = (0..20u8)
+            .map(|i| {
+                let now = SystemClock.now_ms();
+                NewMessage::new(
+                    MessageId::generate(now),
+                    Destination::queue(acme.id, "q"),
+                    MessageRecord {
+                        payload: vec![i],
+                        created_ms: now,
+                        ..Default::default()
+                    },
+                    0,
+                    0,
+                )
+            })
+            .collect();
+        let ids: Vec<MessageId> = runtime
+            .block_on(engine.enqueue(messages))
+            .unwrap()
+            .into_iter()
+            .map(|r| r.unwrap().id)
+            .collect();
+        fs.fail_syncs(fail);
+        let deleted = runtime.block_on(engine.delete_tenant("acme".into(), true));
+        assert_eq!(deleted.is_err(), fail, "{label}: {deleted:?}");
+        let image = if eviction {
+            fs.evict();
+            fs.snapshot()
+        } else {
+            fs.crash_image()
+        };
+        drop(engine);
+        thread.shutdown();
+
+        let fs = PowerLossFs::with_image(image);
+        let storage = open_with(&fs, 1 << 20).unwrap_or_else(|e| panic!("{label}: {e}"));
+        let present = ids
+            .iter()
+            .filter(|id| storage.store.message(**id).unwrap().is_some())
+            .count();
+        let endpoint = storage.store.endpoint(acme.id, "e").unwrap().is_some();
+        let record = storage.store.object(&ObjectRef::tenant(acme.id)).unwrap();
+        let live = TenantRecord::decode(record.expect("a record or a tombstone").as_slice())
+            .unwrap()
+            .deleted_ms
+            == 0;
+        let whole =
+            (present == ids.len() && endpoint && live) || (present == 0 && !endpoint && !live);
+        assert!(
+            whole,
+            "{label}: {present} of {} messages, endpoint {endpoint}, tenant live {live}",
+            ids.len()
+        );
+        match (fail, eviction) {
+            (true, false) => assert!(live, "{label}: the disk never had the deletion"),
+            (false, _) => assert!(!live, "{label}: the deletion was answered"),
+            _ => {}
+        }
+        let (engine, thread) = start(storage).unwrap();
+        assert_eq!(engine.tenants().named("acme").is_some(), live, "{label}");
+        drop(engine);
+        thread.shutdown();
+    }
+}

@@ -43,6 +43,18 @@ pub enum Refusal {
     LeaseExpired { lease: LeaseId, current: u32 },
     #[error("lease {lease} has expired; the message was since completed at attempt {completed}")]
     CompletedLater { lease: LeaseId, completed: u32 },
+    #[error("no tenant named {name:?}")]
+    NoTenant { name: String },
+    #[error("a tenant named {name:?} exists")]
+    TenantExists { name: String },
+    #[error("hookd holds {max} tenants, its limit; delete one first")]
+    TooManyTenants { max: usize },
+    #[error("tenant \"default\" cannot be deleted: calls that name no tenant act on it")]
+    DefaultTenant,
+    #[error(
+        "tenant {name:?} still has {live} live messages; delete it once they are delivered, or with force to drop them"
+    )]
+    TenantBusy { name: String, live: u64 },
     /// Too many accepted writes wait for the disk: the client should back off.
     #[error(
         "hookd is at capacity: {queued} bytes of accepted writes are waiting for the disk (limit {limit}); retry with backoff"

@@ -175,3 +175,133 @@ fn two_tenants_with_the_same_names_never_meet() {
     // And B's queue message (acknowledged) is not A's to receive; A's is still leased.
     assert!(receive(&mut h, B, "q").is_empty());
 }
+
+fn create(h: &mut Harness, name: &str) -> Result<super::Tenant, Refusal> {
+    h.call(|reply| Command::PutTenant {
+        record: Box::new(hookd_storage::store::TenantRecord {
+            name: name.into(),
+            ..Default::default()
+        }),
+        create: true,
+        reply,
+    })
+}
+
+fn delete(h: &mut Harness, name: &str, force: bool) -> Result<super::TenantDeleted, Refusal> {
+    h.call(|reply| Command::DeleteTenant {
+        name: name.into(),
+        force,
+        reply,
+    })
+}
+
+/// Tenants are made, changed and deleted through the engine; a number is never given
+/// twice; deleting one with live messages needs force, and takes its endpoints and its
+/// live and dead messages with it.
+#[test]
+fn tenants_are_made_changed_and_deleted_and_a_number_is_never_given_twice() {
+    let mut h = Harness::new();
+    let acme = create(&mut h, "acme").expect("made");
+    assert_eq!(acme.id, TenantId(1));
+    assert!(matches!(
+        create(&mut h, "acme"),
+        Err(Refusal::TenantExists { .. })
+    ));
+    let updated = h
+        .call(|reply| Command::PutTenant {
+            record: Box::new(hookd_storage::store::TenantRecord {
+                name: "acme".into(),
+                display_name: "Acme Corp".into(),
+                ..Default::default()
+            }),
+            create: false,
+            reply,
+        })
+        .expect("updated");
+    assert_eq!(
+        (updated.id, updated.record.display_name.as_str()),
+        (acme.id, "Acme Corp")
+    );
+    assert_eq!(updated.record.created_ms, acme.record.created_ms);
+    let missing = h.call(|reply| Command::PutTenant {
+        record: Box::new(hookd_storage::store::TenantRecord {
+            name: "nobody".into(),
+            ..Default::default()
+        }),
+        create: false,
+        reply,
+    });
+    assert!(matches!(missing, Err(Refusal::NoTenant { .. })));
+    let directory = h.engine.tenants.shared();
+    let snapshot = directory.read().expect("readable").clone();
+    assert_eq!(
+        snapshot.named("acme").map(|t| t.id),
+        Some(acme.id),
+        "published after the commit"
+    );
+    assert!(snapshot.named("default").is_some());
+
+    // Its objects and messages.
+    let put = h.call(|reply| Command::PutEndpoint {
+        tenant: acme.id,
+        endpoint: Box::new(EndpointRecord {
+            name: "e".into(),
+            url: "https://acme.example/hook".into(),
+            ..Default::default()
+        }),
+        reply,
+    });
+    assert!(put.is_ok());
+    let live: Vec<MessageId> = (0..5)
+        .map(|i| enqueue(&mut h, Destination::queue(acme.id, "q"), &[i], ""))
+        .collect();
+    let mut dead = h.message(Destination::queue(acme.id, "d"), b"poison");
+    dead.max_attempts = 1;
+    let dead = h.enqueue_message(dead).expect("enqueued").id;
+    let leased = receive(&mut h, acme.id, "d");
+    let nacked = h.call(|reply| Command::Nack {
+        tenant: acme.id,
+        lease: leased[0].lease,
+        delay_ms: 0,
+        reason: String::new(),
+        reply,
+    });
+    assert!(nacked.is_ok());
+    let kept = enqueue(&mut h, Destination::queue(A, "q"), b"default's", "");
+
+    assert!(matches!(
+        delete(&mut h, "acme", false),
+        Err(Refusal::TenantBusy { live: 5, .. })
+    ));
+    assert!(matches!(
+        delete(&mut h, "default", true),
+        Err(Refusal::DefaultTenant)
+    ));
+    let removed = delete(&mut h, "acme", true).expect("deleted");
+    assert_eq!((removed.messages, removed.objects), (6, 1));
+    for id in live.iter().chain([&dead]) {
+        assert!(h.stored(*id).is_none(), "{id} removed");
+    }
+    assert!(h.stored(kept).is_some(), "another tenant's message stays");
+    assert!(h.engine.endpoints.get(acme.id, "e").is_none());
+    let snapshot = directory.read().expect("readable").clone();
+    assert!(snapshot.named("acme").is_none());
+    assert!(matches!(
+        delete(&mut h, "acme", true),
+        Err(Refusal::NoTenant { .. })
+    ));
+
+    // The name is free again, under a new number, with nothing of the old one's; so after
+    // a restart, where the tombstone keeps the number taken.
+    let again = create(&mut h, "acme").expect("made again");
+    assert_eq!(again.id, TenantId(2));
+    assert!(receive(&mut h, again.id, "q").is_empty());
+    let mut h = h.restarted();
+    let snapshot = h.engine.tenants.shared().read().expect("readable").clone();
+    assert_eq!(snapshot.named("acme").map(|t| t.id), Some(TenantId(2)));
+    assert_eq!(snapshot.len(), 2, "default and the new acme");
+    assert_eq!(create(&mut h, "beta").expect("made").id, TenantId(3));
+    let store = &h.engine.store;
+    let objects = store.objects(acme.id, hookd_core::scope::Kind::Endpoint);
+    assert!(objects.expect("read").is_empty());
+}

@@ -6,6 +6,7 @@
 pub mod convert;
 pub mod sources;
 pub(crate) mod subscriptions;
+pub mod tenants;
 pub mod validate;
 pub(crate) mod view;
 
@@ -364,15 +365,6 @@ impl HookdService {
     }
 }
 
-/// The tenant a call acts on: a tenant's token's own; an operator's is `default`.
-pub(crate) fn tenant_of<T>(request: &Request<T>) -> TenantId {
-    request
-        .extensions()
-        .get::<Arc<crate::auth::Principal>>()
-        .and_then(|p| p.tenant)
-        .unwrap_or(TenantId::DEFAULT)
-}
-
 /// The authenticated caller's name (`anonymous` without authentication).
 fn caller_name<T>(request: &Request<T>) -> String {
     request
@@ -567,7 +559,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::EnqueueRequest>,
     ) -> Result<Response<pb::EnqueueResponse>, Status> {
-        let tenant = tenant_of(&request);
+        let tenant = self.tenant_of(&request)?;
         let (metadata, _, mut req) = request.into_parts();
         let span = self
             .tracing
@@ -591,7 +583,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::EnqueueBatchRequest>,
     ) -> Result<Response<pb::EnqueueBatchResponse>, Status> {
-        let tenant = tenant_of(&request);
+        let tenant = self.tenant_of(&request)?;
         let (metadata, _, req) = request.into_parts();
         let mut attributes = rpc_attributes("EnqueueBatch");
         attributes.push(KeyValue::new(
@@ -616,7 +608,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::ReceiveRequest>,
     ) -> Result<Response<pb::ReceiveResponse>, Status> {
-        let tenant = tenant_of(&request);
+        let tenant = self.tenant_of(&request)?;
         let req = request.into_inner();
         let (max, visibility, wait) = validate::receive(&req)?;
         let queue = hookd_core::destination::Destination::queue(tenant, req.queue);
@@ -634,7 +626,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::AckRequest>,
     ) -> Result<Response<pb::AckResponse>, Status> {
-        let tenant = tenant_of(&request);
+        let tenant = self.tenant_of(&request)?;
         let leases = validate::ack(request.into_inner())?;
         let acked = self
             .engine
@@ -648,7 +640,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::NackRequest>,
     ) -> Result<Response<pb::NackResponse>, Status> {
-        let tenant = tenant_of(&request);
+        let tenant = self.tenant_of(&request)?;
         let (lease, delay_ms, reason) = validate::nack(request.into_inner())?;
         let outcome = self
             .engine
@@ -671,7 +663,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::GetMessageRequest>,
     ) -> Result<Response<pb::GetMessageResponse>, Status> {
-        let tenant = tenant_of(&request);
+        let tenant = self.tenant_of(&request)?;
         let id = validate::message_id(&request.into_inner().id, "id")?;
         let found = self.find_message(tenant, id).await?.ok_or_else(|| {
             ApiError::NotFound(format!(
@@ -686,7 +678,7 @@ impl Hookd for HookdService {
         request: Request<pb::PutEndpointRequest>,
     ) -> Result<Response<pb::PutEndpointResponse>, Status> {
         let caller = caller_name(&request);
-        let tenant = tenant_of(&request);
+        let tenant = self.tenant_of(&request)?;
         let mut endpoint = validate::endpoint(request.into_inner().endpoint)?;
         let aad = hookd_core::secrets::endpoint_aad(tenant, &endpoint.name).into_owned();
         let warnings = self.url_warnings(&endpoint.url);
@@ -743,7 +735,7 @@ impl Hookd for HookdService {
                 "reveal_secrets: showing secrets needs the admin scope",
             ));
         }
-        let tenant = tenant_of(&request);
+        let tenant = self.tenant_of(&request)?;
         let name = request.into_inner().name;
         validate::validate_name(&name, "name")?;
         let v = self
@@ -759,7 +751,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::ListEndpointsRequest>,
     ) -> Result<Response<pb::ListEndpointsResponse>, Status> {
-        let endpoints = self.endpoint_views(tenant_of(&request)).await?;
+        let endpoints = self.endpoint_views(self.tenant_of(&request)?).await?;
         Ok(Response::new(pb::ListEndpointsResponse {
             endpoints: endpoints
                 .into_iter()
@@ -772,7 +764,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::DeleteEndpointRequest>,
     ) -> Result<Response<pb::DeleteEndpointResponse>, Status> {
-        let tenant = tenant_of(&request);
+        let tenant = self.tenant_of(&request)?;
         let name = request.into_inner().name;
         validate::validate_name(&name, "name")?;
         // A subscription would go on routing events to it, each left out in silence.
@@ -796,7 +788,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::PutSubscriptionRequest>,
     ) -> Result<Response<pb::PutSubscriptionResponse>, Status> {
-        let tenant = tenant_of(&request);
+        let tenant = self.tenant_of(&request)?;
         let spec = subscriptions::spec(request.into_inner().subscription)?;
         let destination =
             hookd_core::destination::Destination::from_local_key(tenant, &spec.destination);
@@ -855,6 +847,41 @@ impl Hookd for HookdService {
                 .map(|s| subscriptions::shown(s))
                 .collect(),
         }))
+    }
+
+    async fn create_tenant(
+        &self,
+        request: Request<pb::CreateTenantRequest>,
+    ) -> Result<Response<pb::CreateTenantResponse>, Status> {
+        self.create_tenant_in(request).await.map(Response::new)
+    }
+
+    async fn get_tenant(
+        &self,
+        request: Request<pb::GetTenantRequest>,
+    ) -> Result<Response<pb::GetTenantResponse>, Status> {
+        self.get_tenant_in(request).map(Response::new)
+    }
+
+    async fn list_tenants(
+        &self,
+        request: Request<pb::ListTenantsRequest>,
+    ) -> Result<Response<pb::ListTenantsResponse>, Status> {
+        self.list_tenants_in(request).map(Response::new)
+    }
+
+    async fn update_tenant(
+        &self,
+        request: Request<pb::UpdateTenantRequest>,
+    ) -> Result<Response<pb::UpdateTenantResponse>, Status> {
+        self.update_tenant_in(request).await.map(Response::new)
+    }
+
+    async fn delete_tenant(
+        &self,
+        request: Request<pb::DeleteTenantRequest>,
+    ) -> Result<Response<pb::DeleteTenantResponse>, Status> {
+        self.delete_tenant_in(request).await.map(Response::new)
     }
 
     async fn delete_subscription(
@@ -943,7 +970,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::ListDeadLettersRequest>,
     ) -> Result<Response<pb::ListDeadLettersResponse>, Status> {
-        let tenant = tenant_of(&request);
+        let tenant = self.tenant_of(&request)?;
         let validate::DeadLetterPage {
             destination,
             limit,
@@ -964,7 +991,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::ReplayDeadLettersRequest>,
     ) -> Result<Response<pb::ReplayDeadLettersResponse>, Status> {
-        let tenant = tenant_of(&request);
+        let tenant = self.tenant_of(&request)?;
         let validate::Replay {
             mut ids,
             destination,
@@ -1038,7 +1065,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::PurgeDeadLettersRequest>,
     ) -> Result<Response<pb::PurgeDeadLettersResponse>, Status> {
-        let tenant = tenant_of(&request);
+        let tenant = self.tenant_of(&request)?;
         let validate::Purge {
             filter,
             limit,
@@ -1065,7 +1092,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::AnalyzeDeadLettersRequest>,
     ) -> Result<Response<pb::AnalyzeDeadLettersResponse>, Status> {
-        let tenant = tenant_of(&request);
+        let tenant = self.tenant_of(&request)?;
         let req = request.into_inner();
         let destination = validate::destination_filter(tenant, req.destination)?;
         let window_ms = match req.window_secs {
@@ -1094,7 +1121,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::PauseEndpointRequest>,
     ) -> Result<Response<pb::PauseEndpointResponse>, Status> {
-        let tenant = tenant_of(&request);
+        let tenant = self.tenant_of(&request)?;
         let req = request.into_inner();
         validate::validate_name(&req.name, "name")?;
         if req.reason.len() > 1_024 {
@@ -1127,7 +1154,7 @@ impl Hookd for HookdService {
     ) -> Result<Response<Self::WatchStream>, Status> {
         use tokio::sync::broadcast::error::RecvError;
         let slot = self.watchers.open.take(caller_of(&request))?;
-        let tenant = tenant_of(&request);
+        let tenant = self.tenant_of(&request)?;
         let only = validate::destination_filter(tenant, request.into_inner().destination)?
             .map(|d| d.key());
         let mut events = self.watchers.events.subscribe();
@@ -1200,7 +1227,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::ResumeEndpointRequest>,
     ) -> Result<Response<pb::ResumeEndpointResponse>, Status> {
-        let tenant = tenant_of(&request);
+        let tenant = self.tenant_of(&request)?;
         let req = request.into_inner();
         validate::validate_name(&req.name, "name")?;
         let endpoint = self

@@ -62,6 +62,12 @@ pub(crate) const RPC_SCOPES: &[(&str, Scope)] = &[
     ("ListSubscriptions", Scope::Read),
     ("PutSubscription", Scope::Admin),
     ("DeleteSubscription", Scope::Admin),
+    // And an operator's token (see `api::operator_only`).
+    ("CreateTenant", Scope::Admin),
+    ("GetTenant", Scope::Admin),
+    ("ListTenants", Scope::Admin),
+    ("UpdateTenant", Scope::Admin),
+    ("DeleteTenant", Scope::Admin),
     ("PutEndpoint", Scope::Admin),
     ("DeleteEndpoint", Scope::Admin),
     ("ReplayDeadLetters", Scope::Admin),

@@ -661,6 +661,7 @@ fn grpc_request(
     // The caller's credential and trace context (W3C), as a gRPC client sends them.
     for name in [
         header::AUTHORIZATION,
+        http::HeaderName::from_static(crate::api::tenants::TENANT_HEADER),
         http::HeaderName::from_static(crate::otel::TRACEPARENT),
         http::HeaderName::from_static(crate::otel::TRACESTATE),
     ] {

@@ -526,6 +526,8 @@ impl Watermark {
 /// [`Store::recover`]).
 #[derive(Debug)]
 pub enum Recovering {
+    /// A tenant's record (live, or a deleted one's tombstone); before its objects.
+    Tenant(TenantId, Box<TenantRecord>),
     Endpoint(TenantId, Box<EndpointRecord>),
     /// A message's schedule row (live, or dead), and its record's size.
     Message {
@@ -973,9 +975,25 @@ impl Store {
         mut each: impl FnMut(Recovering) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         let txn = self.db.begin_read()?;
-        for (object, value) in every_object_of(&txn, Kind::Endpoint)? {
-            let endpoint = EndpointRecord::decode(value.as_slice())?;
-            each(Recovering::Endpoint(object.tenant, Box::new(endpoint)))?;
+        // The catalog is keyed tenant first, kind second: a tenant's record comes before
+        // its endpoints.
+        for row in txn.open_table(CATALOG)?.iter()? {
+            let (k, v) = row?;
+            let key = k.value();
+            let object = catalog_key_parts(key)
+                .ok_or_else(|| StoreError::Corrupt(format!("a catalog key {key:02x?}")))?;
+            let value = seal::open(TableId::Catalog, key, v.value())?;
+            match object.kind {
+                Kind::Tenant => each(Recovering::Tenant(
+                    object.tenant,
+                    Box::new(TenantRecord::decode(value)?),
+                ))?,
+                Kind::Endpoint => each(Recovering::Endpoint(
+                    object.tenant,
+                    Box::new(EndpointRecord::decode(value)?),
+                ))?,
+                _ => {}
+            }
         }
         // Every live message has a `messages` row with the same key: its record's size is
         // its pointer's length (nothing is read from the log). The `messages` table is
@@ -1918,27 +1936,6 @@ fn objects_in(
             object.name,
             seal::open(TableId::Catalog, key, v.value())?.to_vec(),
         ));
-    }
-    Ok(out)
-}
-
-/// Every tenant's objects of one kind, in (tenant, name) order. Reads the whole catalog
-/// (what a start does once).
-fn every_object_of(
-    txn: &redb::ReadTransaction,
-    kind: Kind,
-) -> Result<Vec<(ObjectRef, Vec<u8>)>, StoreError> {
-    let table = txn.open_table(CATALOG)?;
-    let mut out = Vec::new();
-    for row in table.iter()? {
-        let (k, v) = row?;
-        let key = k.value();
-        let object = catalog_key_parts(key)
-            .ok_or_else(|| StoreError::Corrupt(format!("a catalog key {key:02x?}")))?;
-        if object.kind == kind {
-            let value = seal::open(TableId::Catalog, key, v.value())?.to_vec();
-            out.push((object, value));
-        }
     }
     Ok(out)
 }

@@ -246,12 +246,23 @@ pub struct EndpointRecord {
 /// number is in the key; its name, which clients know it by, is here.
 #[derive(Clone, PartialEq, Eq, prost::Message)]
 pub struct TenantRecord {
+    /// What clients call it (unique among live tenants; a SaaS uses its customer's id).
     #[prost(string, tag = "1")]
     pub name: String,
     #[prost(uint64, tag = "2")]
     pub created_ms: u64,
     #[prost(uint64, tag = "3")]
     pub updated_ms: u64,
+    /// As people read it (the console, the portal).
+    #[prost(string, tag = "4")]
+    pub display_name: String,
+    /// The SaaS's own labels (its plan, its region...).
+    #[prost(btree_map = "string, string", tag = "5")]
+    pub metadata: std::collections::BTreeMap<String, String>,
+    /// When it was deleted (0: live). A deleted tenant's record stays, so its number is
+    /// never given again.
+    #[prost(uint64, tag = "6")]
+    pub deleted_ms: u64,
 }
 
 /// An ed25519 public key an endpoint signs (or signed) with.

@@ -95,6 +95,7 @@ pub struct Tables<'a> {
     idempotency: ReadOnlyTable<&'static [u8], &'static [u8]>,
     retained: ReadOnlyTable<u128, &'static [u8]>,
     lanes: ReadOnlyTable<&'static [u8], &'static [u8]>,
+    catalog: ReadOnlyTable<&'static [u8], &'static [u8]>,
     overlay: &'a mut Overlay,
     /// Where records that redb only points to are read from.
     heap: Heap,
@@ -163,6 +164,7 @@ impl<'a> Tables<'a> {
             idempotency: txn.open_table(IDEMPOTENCY)?,
             retained: txn.open_table(RETAINED)?,
             lanes: txn.open_table(LANES)?,
+            catalog: txn.open_table(CATALOG)?,
             overlay,
             heap: heap.clone(),
             log: RowLog::default(),
@@ -743,6 +745,29 @@ impl<'a> Tables<'a> {
 
     pub fn remove_object(&mut self, object: &ObjectRef) {
         self.remove(TableId::Catalog, &catalog_key(object));
+    }
+
+    /// Every object of a tenant's, as this round sees the catalog (its own changes too).
+    pub fn objects_of(&self, tenant: TenantId) -> Result<Vec<ObjectRef>, StoreError> {
+        let (first, end) = super::catalog_range(tenant, None);
+        let range = (
+            Bound::Included(first.as_slice()),
+            Bound::Excluded(end.as_slice()),
+        );
+        let base = self.catalog.range::<&[u8]>(range)?.map(|row| {
+            let (k, v) = row.map_err(StoreError::from)?;
+            let value = open(TableId::Catalog, k.value(), v.value())?.to_vec();
+            Ok::<_, StoreError>((k.value().to_vec(), value))
+        });
+        let rows = self
+            .overlay
+            .merge(TableId::Catalog, range, base, usize::MAX)?;
+        rows.iter()
+            .map(|(key, _)| {
+                super::catalog_key_parts(key)
+                    .ok_or_else(|| StoreError::Corrupt(format!("a catalog key {key:02x?}")))
+            })
+            .collect()
     }
 
     pub fn put_endpoint(

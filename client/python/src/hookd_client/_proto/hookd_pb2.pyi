@@ -1055,3 +1055,92 @@ class DeleteSubscriptionRequest(_message.Message):
 class DeleteSubscriptionResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class Tenant(_message.Message):
+    __slots__ = ("name", "display_name", "metadata", "created_unix_ms", "updated_unix_ms")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    CREATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    display_name: str
+    metadata: _containers.ScalarMap[str, str]
+    created_unix_ms: int
+    updated_unix_ms: int
+    def __init__(self, name: _Optional[str] = ..., display_name: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ...) -> None: ...
+
+class CreateTenantRequest(_message.Message):
+    __slots__ = ("tenant",)
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    tenant: Tenant
+    def __init__(self, tenant: _Optional[_Union[Tenant, _Mapping]] = ...) -> None: ...
+
+class CreateTenantResponse(_message.Message):
+    __slots__ = ("tenant",)
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    tenant: Tenant
+    def __init__(self, tenant: _Optional[_Union[Tenant, _Mapping]] = ...) -> None: ...
+
+class GetTenantRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class GetTenantResponse(_message.Message):
+    __slots__ = ("tenant",)
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    tenant: Tenant
+    def __init__(self, tenant: _Optional[_Union[Tenant, _Mapping]] = ...) -> None: ...
+
+class ListTenantsRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListTenantsResponse(_message.Message):
+    __slots__ = ("tenants", "next_page_token")
+    TENANTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    tenants: _containers.RepeatedCompositeFieldContainer[Tenant]
+    next_page_token: str
+    def __init__(self, tenants: _Optional[_Iterable[_Union[Tenant, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class UpdateTenantRequest(_message.Message):
+    __slots__ = ("tenant",)
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    tenant: Tenant
+    def __init__(self, tenant: _Optional[_Union[Tenant, _Mapping]] = ...) -> None: ...
+
+class UpdateTenantResponse(_message.Message):
+    __slots__ = ("tenant",)
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    tenant: Tenant
+    def __init__(self, tenant: _Optional[_Union[Tenant, _Mapping]] = ...) -> None: ...
+
+class DeleteTenantRequest(_message.Message):
+    __slots__ = ("name", "force")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    force: bool
+    def __init__(self, name: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...
+
+class DeleteTenantResponse(_message.Message):
+    __slots__ = ("removed_messages", "removed_objects")
+    REMOVED_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_OBJECTS_FIELD_NUMBER: _ClassVar[int]
+    removed_messages: int
+    removed_objects: int
+    def __init__(self, removed_messages: _Optional[int] = ..., removed_objects: _Optional[int] = ...) -> None: ...

@@ -169,6 +169,31 @@ class HookdStub:
                 request_serializer=hookd_dot_v1_dot_hookd__pb2.DeleteSubscriptionRequest.SerializeToString,
                 response_deserializer=hookd_dot_v1_dot_hookd__pb2.DeleteSubscriptionResponse.FromString,
                 _registered_method=True)
+        self.CreateTenant = channel.unary_unary(
+                '/hookd.v1.Hookd/CreateTenant',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.CreateTenantRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.CreateTenantResponse.FromString,
+                _registered_method=True)
+        self.GetTenant = channel.unary_unary(
+                '/hookd.v1.Hookd/GetTenant',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.GetTenantRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.GetTenantResponse.FromString,
+                _registered_method=True)
+        self.ListTenants = channel.unary_unary(
+                '/hookd.v1.Hookd/ListTenants',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.ListTenantsRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.ListTenantsResponse.FromString,
+                _registered_method=True)
+        self.UpdateTenant = channel.unary_unary(
+                '/hookd.v1.Hookd/UpdateTenant',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.UpdateTenantRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.UpdateTenantResponse.FromString,
+                _registered_method=True)
+        self.DeleteTenant = channel.unary_unary(
+                '/hookd.v1.Hookd/DeleteTenant',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.DeleteTenantRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.DeleteTenantResponse.FromString,
+                _registered_method=True)
 
 
 class HookdServicer:
@@ -374,6 +399,44 @@ class HookdServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateTenant(self, request, context):
+        """Tenants: each customer's endpoints, subscriptions, sources, messages, dead letters and
+        figures kept apart. Every other call acts on one tenant: a tenant's token on its own;
+        an operator's token (the config file's) on the one named by the `x-hookd-tenant`
+        header, or on `default` without it. These five are the operator's only
+        (PERMISSION_DENIED for a tenant's token). Durable when answered.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTenant(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTenants(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateTenant(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteTenant(self, request, context):
+        """Refused (FAILED_PRECONDITION) while the tenant has live messages, unless `force`:
+        then its objects and its live and dead messages go with it, all in one commit.
+        `default` cannot be deleted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HookdServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -511,6 +574,31 @@ def add_HookdServicer_to_server(servicer, server):
                     servicer.DeleteSubscription,
                     request_deserializer=hookd_dot_v1_dot_hookd__pb2.DeleteSubscriptionRequest.FromString,
                     response_serializer=hookd_dot_v1_dot_hookd__pb2.DeleteSubscriptionResponse.SerializeToString,
+            ),
+            'CreateTenant': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateTenant,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.CreateTenantRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.CreateTenantResponse.SerializeToString,
+            ),
+            'GetTenant': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTenant,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.GetTenantRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.GetTenantResponse.SerializeToString,
+            ),
+            'ListTenants': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTenants,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.ListTenantsRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.ListTenantsResponse.SerializeToString,
+            ),
+            'UpdateTenant': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateTenant,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.UpdateTenantRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.UpdateTenantResponse.SerializeToString,
+            ),
+            'DeleteTenant': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteTenant,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.DeleteTenantRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.DeleteTenantResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1242,6 +1330,141 @@ class Hookd:
             '/hookd.v1.Hookd/DeleteSubscription',
             hookd_dot_v1_dot_hookd__pb2.DeleteSubscriptionRequest.SerializeToString,
             hookd_dot_v1_dot_hookd__pb2.DeleteSubscriptionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateTenant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/CreateTenant',
+            hookd_dot_v1_dot_hookd__pb2.CreateTenantRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.CreateTenantResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTenant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/GetTenant',
+            hookd_dot_v1_dot_hookd__pb2.GetTenantRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.GetTenantResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTenants(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/ListTenants',
+            hookd_dot_v1_dot_hookd__pb2.ListTenantsRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.ListTenantsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateTenant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/UpdateTenant',
+            hookd_dot_v1_dot_hookd__pb2.UpdateTenantRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.UpdateTenantResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteTenant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/DeleteTenant',
+            hookd_dot_v1_dot_hookd__pb2.DeleteTenantRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.DeleteTenantResponse.FromString,
             options,
             channel_credentials,
             insecure,

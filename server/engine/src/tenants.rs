@@ -1,0 +1,338 @@
+//! Tenants (issue #51): the engine owns them, like every catalog object, and publishes an
+//! immutable [`Directory`] of them (name to number) that the edges read on every call.
+//!
+//! A tenant is made with the next number, never one used before: a deleted tenant keeps
+//! its record as a tombstone (`deleted_ms`), so its number stays taken and nothing it left
+//! behind (a completed message kept for retention, a lane row) can be read as a new
+//! tenant's. Deleting a tenant removes its objects and its live and dead messages in one
+//! round: one log record, so a power cut leaves all of it or none.
+//!
+//! The directory is replaced after the round's commit (never before: an edge must not act
+//! on a tenant the disk does not hold), by a completion of that round.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use hookd_core::destination::Destination;
+use hookd_core::ids::MessageId;
+use hookd_core::scope::{DEFAULT_TENANT, Kind, ObjectRef, TenantId};
+use hookd_storage::store::{StoreError, TenantRecord};
+
+use super::answer::reply_after;
+use super::{Completion, Engine, Refusal, Tx};
+
+/// Most tenants one hookd holds (what was measured: see `docs/performance.md`).
+pub const MAX_TENANTS: usize = 100_000;
+
+/// One tenant as the edges see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tenant {
+    pub id: TenantId,
+    pub record: TenantRecord,
+}
+
+/// Every live tenant, by name and by number: what the edges resolve a call's tenant with.
+#[derive(Debug, Default)]
+pub struct Directory {
+    by_name: HashMap<String, TenantId>,
+    by_id: HashMap<TenantId, Tenant>,
+}
+
+impl Directory {
+    pub fn named(&self, name: &str) -> Option<&Tenant> {
+        self.by_id.get(self.by_name.get(name)?)
+    }
+
+    pub fn get(&self, id: TenantId) -> Option<&Tenant> {
+        self.by_id.get(&id)
+    }
+
+    /// Every tenant, in name order.
+    pub fn list(&self) -> Vec<&Tenant> {
+        let mut out: Vec<&Tenant> = self.by_id.values().collect();
+        out.sort_by(|a, b| a.record.name.cmp(&b.record.name));
+        out
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+}
+
+/// Where the current [`Directory`] is published: the engine writes, the edges read.
+pub type SharedDirectory = Arc<RwLock<Arc<Directory>>>;
+
+/// The engine's tenants: every record (tombstones too) and the next number to give.
+#[derive(Debug)]
+pub(crate) struct Tenants {
+    records: HashMap<TenantId, TenantRecord>,
+    next: u32,
+    shared: SharedDirectory,
+}
+
+impl Default for Tenants {
+    fn default() -> Self {
+        let mut tenants = Self {
+            records: HashMap::new(),
+            next: 1,
+            shared: SharedDirectory::default(),
+        };
+        // A store always holds `default`; this stands in until recovery reads it.
+        tenants.records.insert(
+            TenantId::DEFAULT,
+            TenantRecord {
+                name: DEFAULT_TENANT.into(),
+                ..Default::default()
+            },
+        );
+        tenants
+    }
+}
+
+impl Tenants {
+    /// A record read at start (live or a tombstone).
+    pub(crate) fn recovered(&mut self, id: TenantId, record: TenantRecord) {
+        self.next = self.next.max(id.0.saturating_add(1));
+        self.records.insert(id, record);
+    }
+
+    pub(crate) fn shared(&self) -> SharedDirectory {
+        self.shared.clone()
+    }
+
+    /// The directory of the live tenants as the records now say.
+    fn directory(&self) -> Directory {
+        let mut d = Directory::default();
+        for (id, record) in &self.records {
+            if record.deleted_ms == 0 {
+                d.by_name.insert(record.name.clone(), *id);
+                d.by_id.insert(
+                    *id,
+                    Tenant {
+                        id: *id,
+                        record: record.clone(),
+                    },
+                );
+            }
+        }
+        d
+    }
+
+    /// Publishes the records as they are now (at start).
+    pub(crate) fn publish(&self) {
+        let directory = Arc::new(self.directory());
+        if let Ok(mut shared) = self.shared.write() {
+            *shared = directory;
+        }
+    }
+
+    /// Publishes the records as they are now once the round's commit holds them.
+    fn publish_after(&self, done: &mut Vec<Completion>) {
+        let directory = Arc::new(self.directory());
+        let shared = self.shared.clone();
+        done.push(Box::new(move |failure| {
+            if failure.is_none()
+                && let Ok(mut shared) = shared.write()
+            {
+                *shared = directory;
+            }
+        }));
+    }
+
+    fn live_named(&self, name: &str) -> Option<TenantId> {
+        self.records
+            .iter()
+            .find(|(_, r)| r.deleted_ms == 0 && r.name == name)
+            .map(|(id, _)| *id)
+    }
+
+    fn live_count(&self) -> usize {
+        self.records.values().filter(|r| r.deleted_ms == 0).count()
+    }
+}
+
+/// What a DeleteTenant removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TenantDeleted {
+    pub messages: u64,
+    pub objects: u64,
+}
+
+impl Engine {
+    /// Removes a live message whole (its tenant was deleted): its rows, its timer, its
+    /// place in the index and in its lane. An attempt in flight for it finds nothing when
+    /// it reports.
+    fn forget_live(&mut self, t: Tx<'_, '_>, now: u64, id: MessageId) -> Result<(), StoreError> {
+        let Some(live) = self.index.remove(id) else {
+            return Ok(());
+        };
+        if let Some(timer) = live.timer {
+            self.wheel.remove(timer);
+        }
+        if let super::index::LaneTag::In(slot) = live.lane {
+            self.leave_lane(live.dest, slot, id, false, now);
+        }
+        self.flight.remove(&id);
+        t.remove_message(id)
+    }
+
+    /// CreateTenant (`create`: refused if the name is taken) or UpdateTenant (refused if
+    /// there is no such tenant): the tenant's record after, and its number.
+    pub(super) fn put_tenant(
+        &mut self,
+        t: Tx<'_, '_>,
+        now: u64,
+        mut record: TenantRecord,
+        create: bool,
+        done: &mut Vec<Completion>,
+        reply: tokio::sync::oneshot::Sender<Result<Tenant, Refusal>>,
+    ) -> Result<(), StoreError> {
+        let existing = self.tenants.live_named(&record.name);
+        let id = match (existing, create) {
+            (Some(_), true) => {
+                let name = record.name;
+                reply_after(done, reply, Err(Refusal::TenantExists { name }));
+                return Ok(());
+            }
+            (None, false) => {
+                let name = record.name;
+                reply_after(done, reply, Err(Refusal::NoTenant { name }));
+                return Ok(());
+            }
+            (None, true) if self.tenants.live_count() >= MAX_TENANTS => {
+                reply_after(
+                    done,
+                    reply,
+                    Err(Refusal::TooManyTenants { max: MAX_TENANTS }),
+                );
+                return Ok(());
+            }
+            (None, true) => {
+                let id = TenantId(self.tenants.next);
+                self.tenants.next = self.tenants.next.saturating_add(1);
+                record.created_ms = now;
+                id
+            }
+            (Some(id), false) => {
+                let old = &self.tenants.records[&id];
+                record.created_ms = old.created_ms;
+                id
+            }
+        };
+        record.updated_ms = now;
+        record.deleted_ms = 0;
+        t.put_object(
+            &ObjectRef::tenant(id),
+            &prost::Message::encode_to_vec(&record),
+        );
+        self.tenants.records.insert(id, record.clone());
+        self.tenants.publish_after(done);
+        reply_after(done, reply, Ok(Tenant { id, record }));
+        Ok(())
+    }
+
+    /// DeleteTenant: refused while the tenant has live messages unless `force`; otherwise
+    /// its objects and its live and dead messages go, in this round, and its record stays
+    /// as a tombstone. `default` cannot be deleted.
+    pub(super) fn delete_tenant(
+        &mut self,
+        t: Tx<'_, '_>,
+        now: u64,
+        name: &str,
+        force: bool,
+        done: &mut Vec<Completion>,
+        reply: tokio::sync::oneshot::Sender<Result<TenantDeleted, Refusal>>,
+    ) -> Result<(), StoreError> {
+        let Some(id) = self.tenants.live_named(name) else {
+            let name = name.to_owned();
+            reply_after(done, reply, Err(Refusal::NoTenant { name }));
+            return Ok(());
+        };
+        if id.is_default() {
+            reply_after(done, reply, Err(Refusal::DefaultTenant));
+            return Ok(());
+        }
+        // The tenant's destinations (its keys start with its number).
+        let dests: Vec<super::index::DestId> = self
+            .index
+            .dests
+            .iter()
+            .filter(|(_, d)| Destination::tenant_of_key(&d.key) == Some(id))
+            .map(|(d, _)| d)
+            .collect();
+        let live: u64 = dests.iter().map(|d| self.index.live_count(*d)).sum();
+        if live > 0 && !force {
+            let name = name.to_owned();
+            reply_after(done, reply, Err(Refusal::TenantBusy { name, live }));
+            return Ok(());
+        }
+        let mut removed = TenantDeleted::default();
+        // Live messages: their rows, their timers and their places in the index. The fresh
+        // ones (never attempted, not looked up by id) are taken out of their queues first.
+        for d in &dests {
+            while self.index.pop_ready(*d).is_some() {}
+        }
+        let ids: Vec<MessageId> = self
+            .index
+            .live
+            .iter()
+            .filter(|(_, l)| dests.contains(&l.dest))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            self.forget_live(t, now, id)?;
+            removed.messages += 1;
+        }
+        // Dead letters.
+        for d in &dests {
+            let key = self.index.dests[*d].key.clone();
+            loop {
+                let batch = t.dead_of(&key, 1_000)?;
+                if batch.is_empty() {
+                    break;
+                }
+                for id in batch {
+                    if t.unbury(id, &key)?.is_some() {
+                        t.remove_message(id)?;
+                        removed.messages += 1;
+                    }
+                }
+            }
+            self.index.forget_dead(*d);
+        }
+        // Objects: endpoints (held by the engine too), and every other kind.
+        for name in self.endpoints.names_of(id) {
+            self.endpoints.remove(id, &name);
+        }
+        for object in t.objects_of(id)? {
+            if object.kind != Kind::Tenant {
+                t.remove_object(&object);
+                removed.objects += 1;
+            }
+        }
+        for d in dests {
+            self.index.review(d);
+        }
+        let Some(record) = self.tenants.records.get_mut(&id) else {
+            return Err(StoreError::Corrupt(format!("tenant #{id} vanished")));
+        };
+        record.deleted_ms = now.max(1);
+        record.updated_ms = now;
+        let tombstone = prost::Message::encode_to_vec(&*record);
+        t.put_object(&ObjectRef::tenant(id), &tombstone);
+        tracing::info!(
+            tenant = name,
+            id = id.0,
+            messages = removed.messages,
+            objects = removed.objects,
+            "tenant deleted"
+        );
+        self.tenants.publish_after(done);
+        reply_after(done, reply, Ok(removed));
+        Ok(())
+    }
+}

@@ -1,0 +1,324 @@
+//! Tenants against a real hookd (issue #51): an operator makes, reads, lists, changes and
+//! deletes them over gRPC and HTTP/JSON; names the tenant a call acts on with
+//! `x-hookd-tenant` (without it, `default`); and one tenant's objects and messages are
+//! never another's.
+
+use hookd_client::pb;
+use serde_json::json;
+
+use crate::harness::TestServer;
+use crate::rest::call_with;
+
+const HEADER: &str = "x-hookd-tenant";
+
+/// `message` as a call that acts on `tenant`.
+fn on<T>(tenant: &str, message: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request
+        .metadata_mut()
+        .insert(HEADER, tenant.parse().expect("a header value"));
+    request
+}
+
+fn tenant(name: &str) -> pb::Tenant {
+    pb::Tenant {
+        name: name.into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn an_operator_manages_tenants_and_each_tenants_objects_are_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let mut c = server.client().await;
+
+    // Made over gRPC and over JSON; a name taken is ALREADY_EXISTS (409).
+    let made = c
+        .raw()
+        .create_tenant(pb::CreateTenantRequest {
+            tenant: Some(pb::Tenant {
+                name: "acme".into(),
+                display_name: "Acme Corp".into(),
+                metadata: [("plan".to_owned(), "pro".to_owned())].into(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .tenant
+        .unwrap();
+    assert!(made.created_unix_ms > 0 && made.display_name == "Acme Corp");
+    let posted = call_with(
+        server.http,
+        "POST",
+        "/v1/tenants",
+        &[],
+        r#"{"name":"beta"}"#,
+    )
+    .await;
+    assert_eq!(posted.status(), 200, "{posted:?}");
+    assert_eq!(posted.json()["tenant"]["name"], "beta");
+    let again = c
+        .raw()
+        .create_tenant(pb::CreateTenantRequest {
+            tenant: Some(tenant("acme")),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(again.code(), tonic::Code::AlreadyExists, "{again:?}");
+    let again = call_with(
+        server.http,
+        "POST",
+        "/v1/tenants",
+        &[],
+        r#"{"name":"beta"}"#,
+    )
+    .await;
+    assert!(again.error(409, "ALREADY_EXISTS").contains("beta"));
+    let bad = c
+        .raw()
+        .create_tenant(pb::CreateTenantRequest {
+            tenant: Some(tenant("no spaces")),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), tonic::Code::InvalidArgument);
+    assert!(bad.message().starts_with("tenant.name:"), "{bad:?}");
+
+    // Read, listed a page at a time, changed.
+    let listed = c
+        .raw()
+        .list_tenants(pb::ListTenantsRequest {
+            page_size: 2,
+            page_token: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let names: Vec<&str> = listed.tenants.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["acme", "beta"]);
+    let rest = c
+        .raw()
+        .list_tenants(pb::ListTenantsRequest {
+            page_size: 2,
+            page_token: listed.next_page_token,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let names: Vec<&str> = rest.tenants.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(
+        (names, rest.next_page_token.as_str()),
+        (vec!["default"], "")
+    );
+    let changed = call_with(
+        server.http,
+        "PUT",
+        "/v1/tenants/acme",
+        &[],
+        &json!({"displayName": "ACME", "metadata": {"plan": "enterprise"}}).to_string(),
+    )
+    .await;
+    assert_eq!(changed.status(), 200, "{changed:?}");
+    let got = c
+        .raw()
+        .get_tenant(pb::GetTenantRequest {
+            name: "acme".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .tenant
+        .unwrap();
+    assert_eq!(got.display_name, "ACME");
+    assert_eq!(got.metadata["plan"], "enterprise");
+    assert_eq!(got.created_unix_ms, made.created_unix_ms);
+
+    // Each tenant's endpoint `orders`, and a message to it; `default` has none.
+    for name in ["acme", "beta"] {
+        c.raw()
+            .put_endpoint(on(
+                name,
+                pb::PutEndpointRequest {
+                    endpoint: Some(pb::Endpoint {
+                        name: "orders".into(),
+                        url: format!("http://127.0.0.1:9/{name}"),
+                        ..Default::default()
+                    }),
+                },
+            ))
+            .await
+            .unwrap();
+    }
+    let listed = |c: &mut hookd_client::Client, name: &'static str| {
+        let request = match name {
+            "" => tonic::Request::new(pb::ListEndpointsRequest {}),
+            name => on(name, pb::ListEndpointsRequest {}),
+        };
+        let api = c.raw().clone();
+        async move {
+            let mut api = api;
+            let endpoints = api.list_endpoints(request).await.unwrap().into_inner();
+            endpoints
+                .endpoints
+                .into_iter()
+                .map(|e| e.url)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(listed(&mut c, "acme").await, ["http://127.0.0.1:9/acme"]);
+    assert_eq!(listed(&mut c, "beta").await, ["http://127.0.0.1:9/beta"]);
+    assert!(listed(&mut c, "").await.is_empty(), "default has none");
+    let sent = c
+        .raw()
+        .enqueue(on(
+            "acme",
+            pb::EnqueueRequest {
+                destination: Some(pb::enqueue_request::Destination::Queue("jobs".into())),
+                payload: b"acme's".to_vec(),
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    // Another tenant, and the operator without a header, do not find it.
+    for request in [
+        on(
+            "beta",
+            pb::GetMessageRequest {
+                id: sent.id.clone(),
+            },
+        ),
+        tonic::Request::new(pb::GetMessageRequest {
+            id: sent.id.clone(),
+        }),
+    ] {
+        let e = c.raw().get_message(request).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::NotFound, "{e:?}");
+    }
+    let found = c
+        .raw()
+        .get_message(on(
+            "acme",
+            pb::GetMessageRequest {
+                id: sent.id.clone(),
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(found.payload, b"acme's");
+    let leased = c
+        .raw()
+        .receive(on(
+            "beta",
+            pb::ReceiveRequest {
+                queue: "jobs".into(),
+                max_messages: 10,
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        leased.messages.is_empty(),
+        "beta's queue of that name is its own"
+    );
+    // A tenant that does not exist: NOT_FOUND, over gRPC and JSON.
+    let e = c
+        .raw()
+        .list_endpoints(on("nobody", pb::ListEndpointsRequest {}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::NotFound);
+    assert!(e.message().contains(HEADER), "{e:?}");
+    let answer = crate::rest::call_with(
+        server.http,
+        "GET",
+        "/v1/endpoints",
+        &[(HEADER, "nobody")],
+        "",
+    )
+    .await;
+    answer.error(404, "NOT_FOUND");
+    let answer =
+        crate::rest::call_with(server.http, "GET", "/v1/endpoints", &[(HEADER, "acme")], "").await;
+    assert_eq!(
+        answer.json()["endpoints"][0]["url"],
+        "http://127.0.0.1:9/acme"
+    );
+
+    // Deleting: refused with live messages, then forced; `default` never.
+    let busy = c
+        .raw()
+        .delete_tenant(pb::DeleteTenantRequest {
+            name: "acme".into(),
+            force: false,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(busy.code(), tonic::Code::FailedPrecondition, "{busy:?}");
+    let e = c
+        .raw()
+        .delete_tenant(pb::DeleteTenantRequest {
+            name: "default".into(),
+            force: true,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition);
+    let gone = call_with(
+        server.http,
+        "DELETE",
+        "/v1/tenants/acme?force=true",
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(gone.status(), 200, "{gone:?}");
+    assert_eq!(gone.json()["removedMessages"], "1");
+    assert_eq!(gone.json()["removedObjects"], "1");
+    let e = c
+        .raw()
+        .list_endpoints(on("acme", pb::ListEndpointsRequest {}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::NotFound);
+    // Made again: a new tenant, with nothing of the old one's.
+    c.raw()
+        .create_tenant(pb::CreateTenantRequest {
+            tenant: Some(tenant("acme")),
+        })
+        .await
+        .unwrap();
+    assert!(listed(&mut c, "acme").await.is_empty());
+    let e = c
+        .raw()
+        .get_message(on("acme", pb::GetMessageRequest { id: sent.id }))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::NotFound);
+
+    // All of it survives a restart.
+    let server = server.restart().await;
+    let mut c = server.client().await;
+    assert_eq!(listed(&mut c, "beta").await, ["http://127.0.0.1:9/beta"]);
+    let all = c
+        .raw()
+        .list_tenants(pb::ListTenantsRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(all.tenants.len(), 3);
+    let e = c
+        .raw()
+        .create_tenant(pb::CreateTenantRequest { tenant: None })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    server.stop().await;
+}
