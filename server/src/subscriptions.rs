@@ -13,7 +13,7 @@
 //! those that match, over the event's document (built once, and only if one of them has a
 //! filter). Each destination gets one delivery, however many of its subscriptions match.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
@@ -42,8 +42,8 @@ pub(crate) const MAX_MATCH_STEPS: u64 = 2_000_000;
 const ROUTE_INLINE_BYTES: usize = 16 << 10;
 
 /// Subscription `name`'s object in the catalog.
-fn object(name: &str) -> ObjectRef {
-    ObjectRef::new(TenantId::DEFAULT, Kind::Subscription, name)
+fn object(tenant: TenantId, name: &str) -> ObjectRef {
+    ObjectRef::new(tenant, Kind::Subscription, name)
 }
 
 /// A subscription as stored (JSON in the `subscriptions` table) and as the API shows it.
@@ -61,9 +61,10 @@ pub struct SubscriptionSpec {
     pub updated_ms: u64,
 }
 
-/// A subscription, checked and compiled.
+/// A subscription, checked and compiled: a tenant's.
 #[derive(Debug)]
 pub struct Subscription {
+    pub tenant: TenantId,
     pub spec: SubscriptionSpec,
     pub destination: Destination,
     patterns: Vec<Pattern>,
@@ -74,24 +75,29 @@ impl Subscription {
     /// Checks `spec`, a new one (PutSubscription): its filter names the event's fields at
     /// its top and passes every check ([`Filter::parse_event`]); errors name the field
     /// under `field` (`subscription`).
-    pub fn compile(spec: SubscriptionSpec, field: &str) -> Result<Self, String> {
-        Self::compile_with(spec, field, Filter::parse_event)
+    pub fn compile(tenant: TenantId, spec: SubscriptionSpec, field: &str) -> Result<Self, String> {
+        Self::compile_with(tenant, spec, field, Filter::parse_event)
     }
 
     /// Checks `spec` as stored: its filter is read as the hookd that stored it accepted it
     /// ([`Filter::parse_stored`]), so a check added since never stops a start.
-    pub fn compile_stored(spec: SubscriptionSpec, field: &str) -> Result<Self, String> {
-        Self::compile_with(spec, field, Filter::parse_stored)
+    pub fn compile_stored(
+        tenant: TenantId,
+        spec: SubscriptionSpec,
+        field: &str,
+    ) -> Result<Self, String> {
+        Self::compile_with(tenant, spec, field, Filter::parse_stored)
     }
 
     fn compile_with(
+        tenant: TenantId,
         spec: SubscriptionSpec,
         field: &str,
         parse: impl Fn(&serde_json::Value, &str) -> Result<Filter, hookd_core::filter::FilterError>,
     ) -> Result<Self, String> {
         check_name(&spec.name, &format!("{field}.name"))?;
         // The spec names its destination without a tenant: the subscription's own.
-        let destination = match Destination::from_local_key(TenantId::DEFAULT, &spec.destination) {
+        let destination = match Destination::from_local_key(tenant, &spec.destination) {
             Some(d) if !matches!(d.to, To::Url(_)) => d,
             _ => {
                 return Err(format!(
@@ -134,6 +140,7 @@ impl Subscription {
             ));
         }
         Ok(Self {
+            tenant,
             spec,
             destination,
             patterns,
@@ -142,7 +149,8 @@ impl Subscription {
     }
 }
 
-/// Every subscription, and the index a publish is routed through. Immutable: a change
+/// One tenant's subscriptions, and the index its publishes are routed through (each tenant
+/// has its own: no tenant's filters cost another's publishes anything). Immutable: a change
 /// builds the next one.
 #[derive(Debug, Default)]
 struct Set {
@@ -239,9 +247,12 @@ pub enum SubscriptionError {
     Refused(#[from] Refusal),
 }
 
+/// Every tenant's [`Set`].
+type Sets = HashMap<TenantId, Arc<Set>>;
+
 #[derive(Debug)]
 pub struct Subscriptions {
-    set: RwLock<Arc<Set>>,
+    sets: RwLock<Arc<Sets>>,
     write: tokio::sync::Mutex<()>,
     engine: EngineHandle,
     metrics: Arc<hookd_metrics::Metrics>,
@@ -251,54 +262,69 @@ impl Subscriptions {
     /// The stored subscriptions, compiled. One that no longer compiles stops the start,
     /// naming it: serving without it would drop its deliveries without a word.
     pub fn load(
-        stored: Vec<(String, Vec<u8>)>,
+        stored: Vec<(ObjectRef, Vec<u8>)>,
         engine: EngineHandle,
         metrics: Arc<hookd_metrics::Metrics>,
     ) -> Result<Self, (String, String)> {
-        let mut by_name = BTreeMap::new();
-        for (name, bytes) in stored {
-            let key = format!("stored subscription {name:?}");
+        let mut by_tenant: HashMap<TenantId, BTreeMap<String, Arc<Subscription>>> = HashMap::new();
+        let count = stored.len();
+        for (object, bytes) in stored {
+            let key = format!(
+                "stored subscription {:?} of tenant #{}",
+                object.name, object.tenant
+            );
             let spec: SubscriptionSpec = serde_json::from_slice(&bytes)
                 .map_err(|e| (key.clone(), format!("unreadable: {e}")))?;
-            let compiled = Subscription::compile_stored(spec, "subscription").map_err(|e| {
-                (
-                    key.clone(),
-                    format!("{e} (delete it, or restore the limit)"),
-                )
-            })?;
-            by_name.insert(name, Arc::new(compiled));
+            let compiled = Subscription::compile_stored(object.tenant, spec, "subscription")
+                .map_err(|e| {
+                    (
+                        key.clone(),
+                        format!("{e} (delete it, or restore the limit)"),
+                    )
+                })?;
+            by_tenant
+                .entry(object.tenant)
+                .or_default()
+                .insert(object.name, Arc::new(compiled));
         }
-        metrics.subscriptions.set(by_name.len() as i64);
+        metrics.subscriptions.set(count as i64);
+        let sets = by_tenant
+            .into_iter()
+            .map(|(tenant, by_name)| (tenant, Arc::new(Set::build(by_name))))
+            .collect();
         Ok(Self {
-            set: RwLock::new(Arc::new(Set::build(by_name))),
+            sets: RwLock::new(Arc::new(sets)),
             write: tokio::sync::Mutex::new(()),
             engine,
             metrics,
         })
     }
 
-    fn snapshot(&self) -> Arc<Set> {
-        self.set
+    /// Tenant `tenant`'s subscriptions as they are now (none: an empty set).
+    fn snapshot(&self, tenant: TenantId) -> Arc<Set> {
+        self.sets
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+            .get(&tenant)
+            .cloned()
+            .unwrap_or_default()
     }
 
-    pub fn get(&self, name: &str) -> Option<Arc<Subscription>> {
-        self.snapshot().by_name.get(name).cloned()
+    pub fn get(&self, tenant: TenantId, name: &str) -> Option<Arc<Subscription>> {
+        self.snapshot(tenant).by_name.get(name).cloned()
     }
 
-    /// Every subscription, by name.
-    pub fn list(&self) -> Vec<Arc<Subscription>> {
-        self.snapshot().list.clone()
+    /// A tenant's subscriptions, by name.
+    pub fn list(&self, tenant: TenantId) -> Vec<Arc<Subscription>> {
+        self.snapshot(tenant).list.clone()
     }
 
-    /// The names of the subscriptions that deliver to `destination` (a key).
-    pub fn of_destination(&self, destination: &str) -> Vec<String> {
-        self.snapshot()
+    /// The names of the subscriptions that deliver to `destination`.
+    pub fn of_destination(&self, destination: &Destination) -> Vec<String> {
+        self.snapshot(destination.tenant)
             .list
             .iter()
-            .filter(|s| s.spec.destination == destination)
+            .filter(|s| s.destination == *destination)
             .map(|s| s.spec.name.clone())
             .collect()
     }
@@ -315,7 +341,7 @@ impl Subscriptions {
         headers: &BTreeMap<String, String>,
         identity: Option<EventIdentity<'_>>,
     ) -> Result<Vec<Destination>, String> {
-        let set = self.snapshot();
+        let set = self.snapshot(tenant);
         let mut spent = 0;
         let mut route = || set.route(topic, payload, headers, identity, &mut spent);
         let off_workers = payload.len() > ROUTE_INLINE_BYTES
@@ -329,10 +355,6 @@ impl Subscriptions {
         if spent > 0 {
             self.metrics.publish_match_steps.observe(spent as f64);
         }
-        let to = to.map(|mut to| {
-            to.retain(|d| d.tenant == tenant);
-            to
-        });
         match &to {
             Ok(to) if to.is_empty() => self.metrics.unrouted.inc(),
             Err(_) => self.metrics.refused("match_steps"),
@@ -345,56 +367,81 @@ impl Subscriptions {
     /// returns. True when it was created.
     pub async fn put(
         &self,
+        tenant: TenantId,
         mut spec: SubscriptionSpec,
         now_ms: u64,
     ) -> Result<(Arc<Subscription>, bool), SubscriptionError> {
         let _write = self.write.lock().await;
-        let existing = self.get(&spec.name);
+        let existing = self.get(tenant, &spec.name);
         spec.created_ms = existing.as_ref().map_or(now_ms, |s| s.spec.created_ms);
         spec.updated_ms = now_ms;
-        let compiled =
-            Subscription::compile(spec, "subscription").map_err(SubscriptionError::Invalid)?;
-        if existing.is_none() && self.snapshot().by_name.len() >= MAX_SUBSCRIPTIONS {
+        let compiled = Subscription::compile(tenant, spec, "subscription")
+            .map_err(SubscriptionError::Invalid)?;
+        if existing.is_none() && self.snapshot(tenant).by_name.len() >= MAX_SUBSCRIPTIONS {
             return Err(SubscriptionError::Full(format!(
-                "subscription: hookd holds {MAX_SUBSCRIPTIONS} subscriptions, its limit; delete one first"
+                "subscription: this tenant holds {MAX_SUBSCRIPTIONS} subscriptions, hookd's limit; delete one first"
             )));
         }
         let bytes = serde_json::to_vec(&compiled.spec)
             .map_err(|e| SubscriptionError::Invalid(format!("subscription: {e}")))?;
         let name = compiled.spec.name.clone();
-        self.engine.put_object(object(&name), Some(bytes)).await?;
+        self.engine
+            .put_object(object(tenant, &name), Some(bytes))
+            .await?;
         let compiled = Arc::new(compiled);
-        self.replace(|by_name| {
+        self.replace(tenant, |by_name| {
             by_name.insert(name, compiled.clone());
         });
         Ok((compiled, existing.is_none()))
     }
 
     /// Deletes a subscription; durable when it returns. Deliveries already stored stay.
-    pub async fn delete(&self, name: &str) -> Result<(), SubscriptionError> {
+    pub async fn delete(&self, tenant: TenantId, name: &str) -> Result<(), SubscriptionError> {
         let _write = self.write.lock().await;
-        if self.get(name).is_none() {
+        if self.get(tenant, name).is_none() {
             return Err(SubscriptionError::NotFound(format!(
                 "name: no subscription named {name:?}"
             )));
         }
-        self.engine.put_object(object(name), None).await?;
-        self.replace(|by_name| {
+        self.engine.put_object(object(tenant, name), None).await?;
+        self.replace(tenant, |by_name| {
             by_name.remove(name);
         });
         Ok(())
     }
 
-    /// The next snapshot: the current one's subscriptions, changed by `change`.
-    fn replace(&self, change: impl FnOnce(&mut BTreeMap<String, Arc<Subscription>>)) {
-        let mut by_name = self.snapshot().by_name.clone();
+    /// Forgets a deleted tenant's subscriptions (the engine removed their records).
+    pub async fn forget(&self, tenant: TenantId) {
+        let _write = self.write.lock().await;
+        self.replace(tenant, BTreeMap::clear);
+    }
+
+    /// The next snapshot: the current one, with `tenant`'s subscriptions changed by
+    /// `change`.
+    fn replace(
+        &self,
+        tenant: TenantId,
+        change: impl FnOnce(&mut BTreeMap<String, Arc<Subscription>>),
+    ) {
+        let mut by_name = self.snapshot(tenant).by_name.clone();
         change(&mut by_name);
-        self.metrics.subscriptions.set(by_name.len() as i64);
-        let next = Arc::new(Set::build(by_name));
+        let mut sets = Sets::clone(
+            &self
+                .sets
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        if by_name.is_empty() {
+            sets.remove(&tenant);
+        } else {
+            sets.insert(tenant, Arc::new(Set::build(by_name)));
+        }
+        let count: usize = sets.values().map(|s| s.list.len()).sum();
+        self.metrics.subscriptions.set(count as i64);
         *self
-            .set
+            .sets
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = next;
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(sets);
     }
 }
 
@@ -419,7 +466,7 @@ mod tests {
             specs
                 .into_iter()
                 .map(|s| {
-                    let c = Subscription::compile(s, "subscription").unwrap();
+                    let c = Subscription::compile(TenantId::DEFAULT, s, "subscription").unwrap();
                     (c.spec.name.clone(), Arc::new(c))
                 })
                 .collect(),
@@ -428,7 +475,9 @@ mod tests {
 
     #[test]
     fn a_subscription_is_checked_field_by_field() {
-        let err = |s: SubscriptionSpec| Subscription::compile(s, "subscription").unwrap_err();
+        let err = |s: SubscriptionSpec| {
+            Subscription::compile(TenantId::DEFAULT, s, "subscription").unwrap_err()
+        };
         assert!(err(spec("a b", "queue:q", &["*"])).starts_with("subscription.name:"));
         assert_eq!(
             err(spec("a", "url:https://x.example", &["*"])),
@@ -464,7 +513,7 @@ mod tests {
             assert!(e.starts_with(at), "{e}");
             // ...but one an older hookd stored still loads (a start never stops for it).
             assert!(
-                Subscription::compile_stored(bad, "subscription").is_ok(),
+                Subscription::compile_stored(TenantId::DEFAULT, bad, "subscription").is_ok(),
                 "{filter}"
             );
         }

@@ -139,7 +139,7 @@ impl TestServer {
     pub(crate) async fn advance(&self, ms: u64) {
         self.clock.advance(ms);
         self.hookd.engine.tick();
-        self.hookd.engine.stats(None, 0).await.unwrap();
+        self.hookd.engine.stats(None, None, 0).await.unwrap();
     }
 
     /// Graceful shutdown; returns once the engine has committed and stopped.

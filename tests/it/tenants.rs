@@ -184,6 +184,85 @@ async fn an_operator_manages_tenants_and_each_tenants_objects_are_its_own() {
         .await
         .unwrap()
         .into_inner();
+    // Its figures are its own; an operator without a header sees the whole hookd.
+    let stats = |c: &mut hookd_client::Client, request: tonic::Request<pb::StatsRequest>| {
+        let mut api = c.raw().clone();
+        async move { api.stats(request).await.unwrap().into_inner() }
+    };
+    let acme = stats(&mut c, on("acme", pb::StatsRequest::default())).await;
+    let keys: Vec<String> = acme
+        .destinations
+        .iter()
+        .map(|d| d.destination.clone())
+        .collect();
+    assert!(keys.contains(&"queue:jobs".to_owned()), "{keys:?}");
+    assert_eq!(acme.total.as_ref().map(|t| t.pending), Some(1));
+    let beta = stats(&mut c, on("beta", pb::StatsRequest::default())).await;
+    assert!(
+        beta.destinations
+            .iter()
+            .all(|d| d.destination != "queue:jobs")
+    );
+    assert_eq!(beta.total.as_ref().map(|t| t.pending), Some(0));
+    let whole = stats(&mut c, tonic::Request::new(pb::StatsRequest::default())).await;
+    let keys: Vec<String> = whole
+        .destinations
+        .iter()
+        .map(|d| d.destination.clone())
+        .collect();
+    assert!(keys.iter().any(|k| k.ends_with("/queue:jobs")), "{keys:?}");
+    assert!(!keys.contains(&"queue:jobs".to_owned()), "{keys:?}");
+
+    // Subscriptions are a tenant's: its publishes reach its own only.
+    c.raw()
+        .put_subscription(on(
+            "acme",
+            pb::PutSubscriptionRequest {
+                subscription: Some(pb::Subscription {
+                    name: "orders".into(),
+                    event_types: vec!["order.*".into()],
+                    destination: Some(pb::subscription::Destination::Queue("audit".into())),
+                    ..Default::default()
+                }),
+            },
+        ))
+        .await
+        .unwrap();
+    let publish = |tenant: &str| {
+        on(
+            tenant,
+            pb::EnqueueRequest {
+                destination: Some(pb::enqueue_request::Destination::Topic(
+                    "order.created".into(),
+                )),
+                payload: b"{}".to_vec(),
+                ..Default::default()
+            },
+        )
+    };
+    let to_acme = c.raw().enqueue(publish("acme")).await.unwrap().into_inner();
+    assert_eq!(to_acme.subscribers, 1);
+    let to_beta = c.raw().enqueue(publish("beta")).await.unwrap().into_inner();
+    assert_eq!(to_beta.subscribers, 0, "beta has no subscription");
+    let subs = c
+        .raw()
+        .list_subscriptions(on("beta", pb::ListSubscriptionsRequest {}))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(subs.subscriptions.is_empty());
+    let e = c
+        .raw()
+        .get_subscription(on(
+            "beta",
+            pb::GetSubscriptionRequest {
+                name: "orders".into(),
+            },
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::NotFound);
+
     // Another tenant, and the operator without a header, do not find it.
     for request in [
         on(
@@ -280,8 +359,10 @@ async fn an_operator_manages_tenants_and_each_tenants_objects_are_its_own() {
     )
     .await;
     assert_eq!(gone.status(), 200, "{gone:?}");
-    assert_eq!(gone.json()["removedMessages"], "1");
-    assert_eq!(gone.json()["removedObjects"], "1");
+    // The message to its queue and the publish's delivery; the endpoint and the
+    // subscription.
+    assert_eq!(gone.json()["removedMessages"], "2");
+    assert_eq!(gone.json()["removedObjects"], "2");
     let e = c
         .raw()
         .list_endpoints(on("acme", pb::ListEndpointsRequest {}))
@@ -296,6 +377,13 @@ async fn an_operator_manages_tenants_and_each_tenants_objects_are_its_own() {
         .await
         .unwrap();
     assert!(listed(&mut c, "acme").await.is_empty());
+    let subs = c
+        .raw()
+        .list_subscriptions(on("acme", pb::ListSubscriptionsRequest {}))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(subs.subscriptions.is_empty(), "the old acme's went with it");
     let e = c
         .raw()
         .get_message(on("acme", pb::GetMessageRequest { id: sent.id }))

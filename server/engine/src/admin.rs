@@ -549,7 +549,16 @@ impl Engine {
     /// The totals (kept as messages move, never summed here) and one page of
     /// destinations in key order: bounded work on the engine thread, however many
     /// destinations exist.
-    pub(super) fn stats(&self, now: u64, after: Option<&str>, limit: usize) -> StatsSnapshot {
+    pub(super) fn stats(
+        &self,
+        now: u64,
+        tenant: Option<TenantId>,
+        after: Option<&str>,
+        limit: usize,
+    ) -> StatsSnapshot {
+        if let Some(tenant) = tenant {
+            return self.tenant_stats(now, tenant, after, limit);
+        }
         let totals = self.index.totals;
         let mut total = DestinationSnapshot {
             destination: "*".into(),
@@ -567,7 +576,7 @@ impl Engine {
             ..Default::default()
         };
         self.total.fill(now, &mut total);
-        let page = self.stats_page(now, after, limit);
+        let page = self.stats_page(now, None, after, limit);
         StatsSnapshot {
             total,
             uptime_ms: now.saturating_sub(self.started_ms),
@@ -579,11 +588,55 @@ impl Engine {
         }
     }
 
-    /// Only the page of destinations (the rest of a page the handle reads in slices).
-    pub(super) fn stats_page(&self, now: u64, after: Option<&str>, limit: usize) -> StatsSnapshot {
+    /// One tenant's figures: its destinations, and a total of them (counts summed, the
+    /// oldest message's age, rates summed); nothing of hookd's storage or of the others.
+    fn tenant_stats(
+        &self,
+        now: u64,
+        tenant: TenantId,
+        after: Option<&str>,
+        limit: usize,
+    ) -> StatsSnapshot {
+        let mut total = DestinationSnapshot {
+            destination: "*".into(),
+            ..Default::default()
+        };
+        for dest in self.index.page_of(Some(tenant), None) {
+            let d = self.dest_snapshot(now, dest);
+            total.pending += d.pending;
+            total.awaiting_retry += d.awaiting_retry;
+            total.in_flight += d.in_flight;
+            total.dead_letter += d.dead_letter;
+            total.delivered_last_hour += d.delivered_last_hour;
+            total.failed_last_hour += d.failed_last_hour;
+            total.oldest_pending_age_ms = total.oldest_pending_age_ms.max(d.oldest_pending_age_ms);
+            total.enqueue_rate_per_s += d.enqueue_rate_per_s;
+            total.completion_rate_per_s += d.completion_rate_per_s;
+            total.waiting_receives += d.waiting_receives;
+            total.live_bytes += d.live_bytes;
+            total.fifo_lanes += d.fifo_lanes;
+            total.blocked_lanes += d.blocked_lanes;
+        }
+        let page = self.stats_page(now, Some(tenant), after, limit);
+        StatsSnapshot {
+            total,
+            uptime_ms: now.saturating_sub(self.started_ms),
+            ..page
+        }
+    }
+
+    /// Only the page of destinations (the rest of a page the handle reads in slices), of
+    /// one tenant's (`None`: every tenant's).
+    pub(super) fn stats_page(
+        &self,
+        now: u64,
+        tenant: Option<TenantId>,
+        after: Option<&str>,
+        limit: usize,
+    ) -> StatsSnapshot {
         let mut destinations = Vec::with_capacity(limit.min(self.index.destinations()));
         let mut more = false;
-        for dest in self.index.page(after) {
+        for dest in self.index.page_of(tenant, after) {
             if destinations.len() == limit {
                 more = true;
                 break;

@@ -148,15 +148,16 @@ impl Engine {
                 reply_after(done, reply, Ok(()));
             }
             Command::Stats {
+                tenant,
                 after,
                 limit,
                 whole,
                 reply,
             } => {
                 let response = if whole {
-                    self.stats(now, after.as_deref(), limit)
+                    self.stats(now, tenant, after.as_deref(), limit)
                 } else {
-                    self.stats_page(now, after.as_deref(), limit)
+                    self.stats_page(now, tenant, after.as_deref(), limit)
                 };
                 reply_after(done, reply, Ok(response));
             }

@@ -279,11 +279,13 @@ impl EngineHandle {
     /// at most `limit` of them.
     pub async fn stats(
         &self,
+        tenant: Option<TenantId>,
         after: Option<String>,
         limit: usize,
     ) -> Result<StatsSnapshot, Refusal> {
         let mut stats = self
             .call(|reply| Command::Stats {
+                tenant,
                 after,
                 limit: limit.min(STATS_SLICE),
                 whole: true,
@@ -296,6 +298,7 @@ impl EngineHandle {
         {
             let more = self
                 .call(|reply| Command::Stats {
+                    tenant,
                     after: Some(after),
                     limit: (limit - stats.destinations.len()).min(STATS_SLICE),
                     whole: false,

@@ -362,6 +362,7 @@ impl Harness {
 
     pub(crate) fn stats(&mut self) -> StatsSnapshot {
         self.call(|reply| Command::Stats {
+            tenant: None,
             after: None,
             limit: usize::MAX,
             whole: true,

@@ -15,6 +15,7 @@
 //! Counts are kept up to date on every transition (through [`Index::set_state`]), so `Stats`
 //! never scans the messages.
 
+use hookd_core::scope::TenantId;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use rustc_hash::FxHashMap;
@@ -472,13 +473,31 @@ impl Index {
 
     /// Destinations from the one after `after` on, in key order.
     pub(crate) fn page(&self, after: Option<&str>) -> impl Iterator<Item = &Dest> {
+        self.page_of(None, after)
+    }
+
+    /// As [`Index::page`], of one tenant's destinations only (`None`: every tenant's): a
+    /// range of the keys, as a tenant's keys are (see `Destination::key`).
+    pub(crate) fn page_of(
+        &self,
+        tenant: Option<TenantId>,
+        after: Option<&str>,
+    ) -> impl Iterator<Item = &Dest> {
         use std::ops::Bound;
+        // Where the tenant's keys start, and what each of them starts with.
+        let (first, prefix) = match tenant {
+            None => (String::new(), String::new()),
+            // `default`'s keys start with a letter: after every digit.
+            Some(t) if t.is_default() => (":".to_owned(), String::new()),
+            Some(t) => (format!("{t}/"), format!("{t}/")),
+        };
         let start = match after {
-            Some(key) => Bound::Excluded(key),
-            None => Bound::Unbounded,
+            Some(key) if key >= first.as_str() => Bound::Excluded(key.to_owned()),
+            _ => Bound::Included(first),
         };
         self.by_key
-            .range::<str, _>((start, Bound::Unbounded))
+            .range::<String, _>((start, Bound::Unbounded))
+            .take_while(move |(key, _)| key.starts_with(&prefix))
             .filter_map(|(_, &d)| self.dests.get(d))
     }
 

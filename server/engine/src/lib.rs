@@ -428,6 +428,8 @@ pub(crate) enum Command {
         reply: Reply<Result<u32, String>>,
     },
     Stats {
+        /// One tenant's figures only (`None`: the whole hookd's).
+        tenant: Option<TenantId>,
         /// The page of destinations: those after this key, at most `limit`.
         after: Option<String>,
         limit: usize,

@@ -312,6 +312,7 @@ fn a_long_poll_is_answered_by_the_enqueue_that_fills_it_or_empty_at_its_end() {
     // Counted in the total, whatever page of destinations is asked for.
     let stats = h
         .call(|reply| Command::Stats {
+            tenant: None,
             after: None,
             limit: 0,
             whole: true,
@@ -1105,6 +1106,7 @@ mod destinations {
         }
         let page = |h: &mut Harness, after: Option<String>| {
             h.call(|reply| Command::Stats {
+                tenant: None,
                 after,
                 limit: 10,
                 whole: true,

@@ -283,7 +283,7 @@ fn run_once(seed: u64) -> Result<RunStats, String> {
         seed,
     ));
     let heap = runtime
-        .block_on(engine.stats(None, 0))
+        .block_on(engine.stats(None, None, 0))
         .map(|s| {
             [
                 s.storage.log_deleted_segments as usize,

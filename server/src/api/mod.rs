@@ -654,8 +654,19 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::StatsRequest>,
     ) -> Result<Response<pb::StatsResponse>, Status> {
+        let tenant = self.figures_of(&request)?;
         let (after, limit) = validate::stats_page(request.into_inner())?;
-        let stats = self.engine.stats(after, limit).await.map_err(refused(""))?;
+        let mut stats = self
+            .engine
+            .stats(tenant, after, limit)
+            .await
+            .map_err(refused(""))?;
+        if tenant.is_some() {
+            // Keyed as the tenant reads its destinations.
+            for d in &mut stats.destinations {
+                d.destination = Destination::local_part(&d.destination).to_owned();
+            }
+        }
         Ok(Response::new(convert::stats(stats)))
     }
 
@@ -769,7 +780,7 @@ impl Hookd for HookdService {
         validate::validate_name(&name, "name")?;
         // A subscription would go on routing events to it, each left out in silence.
         let endpoint = hookd_core::destination::Destination::endpoint(tenant, &name);
-        let subscribed = self.subscriptions.of_destination(&endpoint.key());
+        let subscribed = self.subscriptions.of_destination(&endpoint);
         if !subscribed.is_empty() {
             return Err(ApiError::FailedPrecondition(format!(
                 "name: endpoint {name:?} has subscriptions ({}); delete them first",
@@ -811,7 +822,7 @@ impl Hookd for HookdService {
         }
         let (subscription, created) = self
             .subscriptions
-            .put(spec, self.clock.now_ms())
+            .put(tenant, spec, self.clock.now_ms())
             .await
             .map_err(ApiError::from)?;
         Ok(Response::new(pb::PutSubscriptionResponse {
@@ -824,11 +835,12 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::GetSubscriptionRequest>,
     ) -> Result<Response<pb::GetSubscriptionResponse>, Status> {
+        let tenant = self.tenant_of(&request)?;
         let name = request.into_inner().name;
         validate::validate_name(&name, "name")?;
         let subscription = self
             .subscriptions
-            .get(&name)
+            .get(tenant, &name)
             .ok_or_else(|| ApiError::NotFound(format!("name: no subscription named {name:?}")))?;
         Ok(Response::new(pb::GetSubscriptionResponse {
             subscription: Some(subscriptions::shown(&subscription)),
@@ -837,12 +849,13 @@ impl Hookd for HookdService {
 
     async fn list_subscriptions(
         &self,
-        _request: Request<pb::ListSubscriptionsRequest>,
+        request: Request<pb::ListSubscriptionsRequest>,
     ) -> Result<Response<pb::ListSubscriptionsResponse>, Status> {
+        let tenant = self.tenant_of(&request)?;
         Ok(Response::new(pb::ListSubscriptionsResponse {
             subscriptions: self
                 .subscriptions
-                .list()
+                .list(tenant)
                 .iter()
                 .map(|s| subscriptions::shown(s))
                 .collect(),
@@ -888,10 +901,11 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::DeleteSubscriptionRequest>,
     ) -> Result<Response<pb::DeleteSubscriptionResponse>, Status> {
+        let tenant = self.tenant_of(&request)?;
         let name = request.into_inner().name;
         validate::validate_name(&name, "name")?;
         self.subscriptions
-            .delete(&name)
+            .delete(tenant, &name)
             .await
             .map_err(ApiError::from)?;
         Ok(Response::new(pb::DeleteSubscriptionResponse {}))

@@ -68,6 +68,20 @@ impl HookdService {
         }
     }
 
+    /// Whose figures a read of figures (Stats) shows: the call's tenant's, but for an
+    /// operator who names none, who sees the whole hookd (every tenant's destinations,
+    /// keyed with their tenant's number, and the storage figures).
+    pub(crate) fn figures_of<T>(&self, request: &Request<T>) -> Result<Option<TenantId>, Status> {
+        let operator = request
+            .extensions()
+            .get::<Arc<crate::auth::Principal>>()
+            .is_none_or(|p| p.tenant.is_none());
+        if operator && request.metadata().get(TENANT_HEADER).is_none() {
+            return Ok(None);
+        }
+        self.tenant_of(request).map(Some)
+    }
+
     /// Refuses a tenant's token: the tenant calls are an operator's.
     fn operator_only<T>(request: &Request<T>) -> Result<(), Status> {
         let tenant = request
@@ -175,11 +189,16 @@ impl HookdService {
         Self::operator_only(&request)?;
         let req = request.into_inner();
         validate::validate_name(&req.name, "name")?;
+        let id = self.engine.tenants().named(&req.name).map(|t| t.id);
         let deleted = self
             .engine
             .delete_tenant(req.name, req.force)
             .await
             .map_err(refused("name"))?;
+        // The engine removed their records; the registries forget them.
+        if let Some(id) = id {
+            self.subscriptions.forget(id).await;
+        }
         Ok(pb::DeleteTenantResponse {
             removed_messages: deleted.messages,
             removed_objects: deleted.objects,

@@ -1322,9 +1322,28 @@ impl Store {
         self.objects(TenantId::DEFAULT, Kind::Source)
     }
 
-    /// Every subscription: (name, its definition).
-    pub fn subscriptions(&self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        self.objects(TenantId::DEFAULT, Kind::Subscription)
+    /// Every tenant's subscriptions: (its object, its definition). Reads the whole
+    /// catalog (what a start does once).
+    pub fn subscriptions(&self) -> Result<Vec<(ObjectRef, Vec<u8>)>, StoreError> {
+        self.every_object_of(Kind::Subscription)
+    }
+
+    /// Every tenant's objects of one kind, in (tenant, name) order.
+    pub fn every_object_of(&self, kind: Kind) -> Result<Vec<(ObjectRef, Vec<u8>)>, StoreError> {
+        let txn = self.read()?;
+        let table = txn.open_table(CATALOG)?;
+        let mut out = Vec::new();
+        for row in table.iter()? {
+            let (k, v) = row?;
+            let key = k.value();
+            let object = catalog_key_parts(key)
+                .ok_or_else(|| StoreError::Corrupt(format!("a catalog key {key:02x?}")))?;
+            if object.kind == kind {
+                let value = seal::open(TableId::Catalog, key, v.value())?.to_vec();
+                out.push((object, value));
+            }
+        }
+        Ok(out)
     }
 
     /// A tenant's endpoints, in name order.
