@@ -86,12 +86,17 @@ impl ApiError {
             | Refusal::NoEndpoint { .. }
             | Refusal::NoMessage { .. }
             | Refusal::NoTenant { .. }
+            | Refusal::NoToken { .. }
             | Refusal::NotInFlight { .. }) => Self::NotFound(about(&r)),
-            r @ Refusal::TenantExists { .. } => Self::AlreadyExists(about(&r)),
-            r @ Refusal::TooManyTenants { .. } => Self::ResourceExhausted {
-                retry_after_ms: None,
-                message: about(&r),
-            },
+            r @ (Refusal::TenantExists { .. } | Refusal::TokenExists { .. }) => {
+                Self::AlreadyExists(about(&r))
+            }
+            r @ (Refusal::TooManyTenants { .. } | Refusal::TooManyTokens { .. }) => {
+                Self::ResourceExhausted {
+                    retry_after_ms: None,
+                    message: about(&r),
+                }
+            }
             r @ (Refusal::EndpointBusy { .. }
             | Refusal::EndpointGone { .. }
             | Refusal::NotDeadLetter { .. }

@@ -58,6 +58,8 @@ enum Client {
 struct InProcess {
     stack: GrpcStack,
     authorization: Option<HeaderValue>,
+    /// The tenant an operator names (`x-hookd-tenant`), passed on like the credential.
+    tenant: Option<HeaderValue>,
     conn: Option<crate::listen::ConnInfo>,
 }
 
@@ -78,6 +80,11 @@ impl Service<http::Request<tonic::body::Body>> for InProcess {
             request
                 .headers_mut()
                 .insert(http::header::AUTHORIZATION, value.clone());
+        }
+        if let Some(tenant) = &self.tenant {
+            request
+                .headers_mut()
+                .insert(crate::api::tenants::TENANT_HEADER, tenant.clone());
         }
         if let Some(conn) = &self.conn {
             request.extensions_mut().insert(conn.clone());
@@ -282,6 +289,9 @@ impl HookdMcp {
                     stack: stack.clone(),
                     authorization: parts
                         .and_then(|p| p.headers.get(http::header::AUTHORIZATION))
+                        .cloned(),
+                    tenant: parts
+                        .and_then(|p| p.headers.get(crate::api::tenants::TENANT_HEADER))
                         .cloned(),
                     conn: parts
                         .and_then(|p| p.extensions.get::<crate::listen::ConnInfo>().cloned()),

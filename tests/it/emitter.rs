@@ -1,6 +1,7 @@
 //! The Rust client's Emitter on a link to hookd that turns slow (answers held), goes down
 //! and comes back (`flaky.rs`), with a real hookd behind it: `emit` never waits (its p99.9 stays
-//! under 1 ms in every phase), nothing is acknowledged twice, and the counters add up. The
+//! far under the link's call timeout in every phase: about 0.2 ms measured, under 25 ms
+//! asserted), nothing is acknowledged twice, and the counters add up. The
 //! Python and Node clients run the same script against the same link (python.rs, node.rs).
 
 use std::collections::HashMap;
@@ -79,8 +80,11 @@ async fn emit_never_waits_while_hookd_is_down_slow_and_back() {
         eprintln!(
             "emitter link {mode:?}: taken {ok} refused {full} emit p99.9 {p999:?} max {max:?}"
         );
+        // A wait on the link would take the call timeout (250 ms) at least; the bound sits
+        // ten times under that, far above what emit measures here (about 0.2 ms), so a
+        // busy machine's scheduling (the whole suite runs beside it) does not fail it.
         assert!(
-            *p999 < Duration::from_millis(1),
+            *p999 < Duration::from_millis(25),
             "{mode:?}: emit p99.9 {p999:?}"
         );
     }

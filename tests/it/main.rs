@@ -51,4 +51,5 @@ mod sink;
 mod storage_failure;
 mod stored_damage;
 mod subscriptions;
+mod tenant_isolation;
 mod tenants;

@@ -133,6 +133,17 @@ impl Engine {
                 create,
                 reply,
             } => self.put_tenant(t, now, *record, create, done, reply)?,
+            Command::PutToken {
+                tenant,
+                name,
+                record,
+                reply,
+            } => self.put_token(t, tenant, name, *record, done, reply),
+            Command::RevokeToken {
+                tenant,
+                name,
+                reply,
+            } => self.revoke_token(t, tenant, &name, done, reply),
             Command::DeleteTenant { name, force, reply } => {
                 self.delete_tenant(t, now, &name, force, done, reply)?;
             }

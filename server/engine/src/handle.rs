@@ -234,6 +234,11 @@ impl EngineHandle {
         .await?
     }
 
+    /// Where the engine publishes its directory (the authenticator reads tokens there).
+    pub fn directory(&self) -> super::SharedDirectory {
+        self.directory.clone()
+    }
+
     /// The live tenants, as of the last committed change (a snapshot: cheap to hold).
     pub fn tenants(&self) -> Arc<super::Directory> {
         match self.directory.read() {
@@ -251,6 +256,32 @@ impl EngineHandle {
         self.call(|reply| Command::PutTenant {
             record: Box::new(record),
             create,
+            reply,
+        })
+        .await?
+    }
+
+    /// CreateToken: stores a tenant's token (its hash); durable when answered.
+    pub async fn put_token(
+        &self,
+        tenant: TenantId,
+        name: String,
+        record: hookd_storage::store::TokenRecord,
+    ) -> Result<(), Refusal> {
+        self.call(|reply| Command::PutToken {
+            tenant,
+            name,
+            record: Box::new(record),
+            reply,
+        })
+        .await?
+    }
+
+    /// RevokeToken; the next call with it is refused once this is answered.
+    pub async fn revoke_token(&self, tenant: TenantId, name: String) -> Result<(), Refusal> {
+        self.call(|reply| Command::RevokeToken {
+            tenant,
+            name,
             reply,
         })
         .await?

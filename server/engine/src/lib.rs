@@ -62,7 +62,9 @@ use hookd_storage::pipeline::{applier, syncer};
 pub use handle::{EngineHandle, EngineThread, GAUGE_SLICE, STATS_SLICE};
 pub use lanes::FifoPolicy;
 pub use refusal::Refusal;
-pub use tenants::{Directory, MAX_TENANTS, SharedDirectory, Tenant, TenantDeleted};
+pub use tenants::{
+    Directory, Grant, MAX_TENANTS, MAX_TOKENS, SharedDirectory, Tenant, TenantDeleted,
+};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -406,6 +408,19 @@ pub(crate) enum Command {
         record: Box<TenantRecord>,
         create: bool,
         reply: Reply<Tenant>,
+    },
+    /// CreateToken: a tenant's token, by name (refused if the name is taken).
+    PutToken {
+        tenant: TenantId,
+        name: String,
+        record: Box<hookd_storage::store::TokenRecord>,
+        reply: Reply<()>,
+    },
+    /// RevokeToken: effective for the next call once answered.
+    RevokeToken {
+        tenant: TenantId,
+        name: String,
+        reply: Reply<()>,
     },
     /// DeleteTenant: see `Engine::delete_tenant`.
     DeleteTenant {
@@ -858,6 +873,9 @@ impl Engine {
             match item {
                 Recovering::Tenant(id, record) => {
                     engine.tenants.recovered(id, *record);
+                }
+                Recovering::Token(tenant, name, record) => {
+                    engine.tenants.token_recovered(tenant, name, *record);
                 }
                 Recovering::Endpoint(tenant, endpoint) => {
                     engine.endpoints.insert(tenant, *endpoint);
@@ -1514,6 +1532,9 @@ fn answer_failed(command: Command, err: Refusal) {
             let _ = reply.send(Err(err));
         }
         Command::DeleteTenant { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::PutToken { reply, .. } | Command::RevokeToken { reply, .. } => {
             let _ = reply.send(Err(err));
         }
         Command::Reseal { reply, .. } => {

@@ -43,6 +43,12 @@ pub enum Refusal {
     LeaseExpired { lease: LeaseId, current: u32 },
     #[error("lease {lease} has expired; the message was since completed at attempt {completed}")]
     CompletedLater { lease: LeaseId, completed: u32 },
+    #[error("no token named {name:?}")]
+    NoToken { name: String },
+    #[error("a token named {name:?} exists")]
+    TokenExists { name: String },
+    #[error("this tenant holds {max} tokens, hookd's limit; revoke one first")]
+    TooManyTokens { max: usize },
     #[error("no tenant named {name:?}")]
     NoTenant { name: String },
     #[error("a tenant named {name:?} exists")]

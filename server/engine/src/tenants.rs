@@ -16,13 +16,28 @@ use std::sync::{Arc, RwLock};
 use hookd_core::destination::Destination;
 use hookd_core::ids::MessageId;
 use hookd_core::scope::{DEFAULT_TENANT, Kind, ObjectRef, TenantId};
-use hookd_storage::store::{StoreError, TenantRecord};
+use hookd_storage::store::{StoreError, TenantRecord, TokenRecord};
 
 use super::answer::reply_after;
 use super::{Completion, Engine, Refusal, Tx};
 
 /// Most tenants one hookd holds (what was measured: see `docs/performance.md`).
 pub const MAX_TENANTS: usize = 100_000;
+/// Most tokens of one tenant.
+pub const MAX_TOKENS: usize = 1_000;
+
+/// What a tenant's token lets its bearer do: the engine's view of it (the edge makes its
+/// caller from this).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    pub tenant: TenantId,
+    pub name: String,
+    pub scopes: Vec<String>,
+    /// The destinations it may use (`endpoint:NAME`, `queue:NAME`); none: all.
+    pub destinations: Vec<String>,
+    pub created_ms: u64,
+    pub created_by: String,
+}
 
 /// One tenant as the edges see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +51,8 @@ pub struct Tenant {
 pub struct Directory {
     by_name: HashMap<String, TenantId>,
     by_id: HashMap<TenantId, Tenant>,
+    /// Live tenants' tokens by their SHA-256.
+    tokens: HashMap<[u8; 32], Arc<Grant>>,
 }
 
 impl Directory {
@@ -58,6 +75,22 @@ impl Directory {
         self.by_id.len()
     }
 
+    /// The token whose SHA-256 is `hash`, if a live tenant has it.
+    pub fn token(&self, hash: &[u8; 32]) -> Option<&Arc<Grant>> {
+        self.tokens.get(hash)
+    }
+
+    /// A tenant's tokens, in name order.
+    pub fn tokens_of(&self, tenant: TenantId) -> Vec<&Arc<Grant>> {
+        let mut out: Vec<&Arc<Grant>> = self
+            .tokens
+            .values()
+            .filter(|g| g.tenant == tenant)
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
     pub fn is_empty(&self) -> bool {
         self.by_id.is_empty()
     }
@@ -70,6 +103,8 @@ pub type SharedDirectory = Arc<RwLock<Arc<Directory>>>;
 #[derive(Debug)]
 pub(crate) struct Tenants {
     records: HashMap<TenantId, TenantRecord>,
+    /// Each tenant's tokens, by name.
+    tokens: HashMap<TenantId, std::collections::BTreeMap<String, TokenRecord>>,
     next: u32,
     shared: SharedDirectory,
 }
@@ -78,6 +113,7 @@ impl Default for Tenants {
     fn default() -> Self {
         let mut tenants = Self {
             records: HashMap::new(),
+            tokens: HashMap::new(),
             next: 1,
             shared: SharedDirectory::default(),
         };
@@ -100,6 +136,11 @@ impl Tenants {
         self.records.insert(id, record);
     }
 
+    /// A token read at start.
+    pub(crate) fn token_recovered(&mut self, tenant: TenantId, name: String, record: TokenRecord) {
+        self.tokens.entry(tenant).or_default().insert(name, record);
+    }
+
     pub(crate) fn shared(&self) -> SharedDirectory {
         self.shared.clone()
     }
@@ -107,6 +148,25 @@ impl Tenants {
     /// The directory of the live tenants as the records now say.
     fn directory(&self) -> Directory {
         let mut d = Directory::default();
+        for (tenant, tokens) in &self.tokens {
+            if self.records.get(tenant).is_none_or(|r| r.deleted_ms != 0) {
+                continue;
+            }
+            for (name, t) in tokens {
+                let Ok(hash) = <[u8; 32]>::try_from(t.hash.as_slice()) else {
+                    continue;
+                };
+                let grant = Grant {
+                    tenant: *tenant,
+                    name: name.clone(),
+                    scopes: t.scopes.clone(),
+                    destinations: t.destinations.clone(),
+                    created_ms: t.created_ms,
+                    created_by: t.created_by.clone(),
+                };
+                d.tokens.insert(hash, Arc::new(grant));
+            }
+        }
         for (id, record) in &self.records {
             if record.deleted_ms == 0 {
                 d.by_name.insert(record.name.clone(), *id);
@@ -314,6 +374,7 @@ impl Engine {
                 removed.objects += 1;
             }
         }
+        self.tenants.tokens.remove(&id);
         for d in dests {
             self.index.review(d);
         }
@@ -334,5 +395,56 @@ impl Engine {
         self.tenants.publish_after(done);
         reply_after(done, reply, Ok(removed));
         Ok(())
+    }
+
+    /// CreateToken: refused if the tenant has a token of that name, or as many as it may.
+    pub(super) fn put_token(
+        &mut self,
+        t: Tx<'_, '_>,
+        tenant: TenantId,
+        name: String,
+        record: TokenRecord,
+        done: &mut Vec<Completion>,
+        reply: tokio::sync::oneshot::Sender<Result<(), Refusal>>,
+    ) {
+        let tokens = self.tenants.tokens.entry(tenant).or_default();
+        if tokens.contains_key(&name) {
+            reply_after(done, reply, Err(Refusal::TokenExists { name }));
+            return;
+        }
+        if tokens.len() >= MAX_TOKENS {
+            reply_after(done, reply, Err(Refusal::TooManyTokens { max: MAX_TOKENS }));
+            return;
+        }
+        let object = ObjectRef::new(tenant, Kind::Token, &name);
+        t.put_object(&object, &prost::Message::encode_to_vec(&record));
+        tokens.insert(name, record);
+        self.tenants.publish_after(done);
+        reply_after(done, reply, Ok(()));
+    }
+
+    /// RevokeToken: the token's record goes; the directory without it is published when
+    /// the round is durable, before the answer.
+    pub(super) fn revoke_token(
+        &mut self,
+        t: Tx<'_, '_>,
+        tenant: TenantId,
+        name: &str,
+        done: &mut Vec<Completion>,
+        reply: tokio::sync::oneshot::Sender<Result<(), Refusal>>,
+    ) {
+        let removed = self
+            .tenants
+            .tokens
+            .get_mut(&tenant)
+            .and_then(|tokens| tokens.remove(name));
+        if removed.is_none() {
+            let name = name.to_owned();
+            reply_after(done, reply, Err(Refusal::NoToken { name }));
+            return;
+        }
+        t.remove_object(&ObjectRef::new(tenant, Kind::Token, name));
+        self.tenants.publish_after(done);
+        reply_after(done, reply, Ok(()));
     }
 }

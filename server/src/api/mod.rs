@@ -559,6 +559,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::EnqueueRequest>,
     ) -> Result<Response<pb::EnqueueResponse>, Status> {
+        self.limit_to(&request, tenants::event_key(request.get_ref()))?;
         let tenant = self.tenant_of(&request)?;
         let (metadata, _, mut req) = request.into_parts();
         let span = self
@@ -583,6 +584,9 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::EnqueueBatchRequest>,
     ) -> Result<Response<pb::EnqueueBatchResponse>, Status> {
+        for event in &request.get_ref().events {
+            self.limit_to(&request, tenants::event_key(event))?;
+        }
         let tenant = self.tenant_of(&request)?;
         let (metadata, _, req) = request.into_parts();
         let mut attributes = rpc_attributes("EnqueueBatch");
@@ -608,6 +612,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::ReceiveRequest>,
     ) -> Result<Response<pb::ReceiveResponse>, Status> {
+        self.may_use(&request, &format!("queue:{}", request.get_ref().queue))?;
         let tenant = self.tenant_of(&request)?;
         let req = request.into_inner();
         let (max, visibility, wait) = validate::receive(&req)?;
@@ -655,6 +660,7 @@ impl Hookd for HookdService {
         request: Request<pb::StatsRequest>,
     ) -> Result<Response<pb::StatsResponse>, Status> {
         let tenant = self.figures_of(&request)?;
+        let caller = tenants::caller(&request);
         let (after, limit) = validate::stats_page(request.into_inner())?;
         let mut stats = self
             .engine
@@ -662,9 +668,13 @@ impl Hookd for HookdService {
             .await
             .map_err(refused(""))?;
         if tenant.is_some() {
-            // Keyed as the tenant reads its destinations.
+            // Keyed as the tenant reads its destinations; a limited token's only.
             for d in &mut stats.destinations {
                 d.destination = Destination::local_part(&d.destination).to_owned();
+            }
+            if let Some(c) = caller.filter(|c| c.limited()) {
+                stats.destinations.retain(|d| c.may_use(&d.destination));
+                stats.total = tenants::total_of(&stats.destinations);
             }
         }
         Ok(Response::new(convert::stats(stats)))
@@ -675,8 +685,16 @@ impl Hookd for HookdService {
         request: Request<pb::GetMessageRequest>,
     ) -> Result<Response<pb::GetMessageResponse>, Status> {
         let tenant = self.tenant_of(&request)?;
+        let caller = tenants::caller(&request);
         let id = validate::message_id(&request.into_inner().id, "id")?;
-        let found = self.find_message(tenant, id).await?.ok_or_else(|| {
+        let found = self.find_message(tenant, id).await?;
+        // A token limited to destinations finds only their messages.
+        let found = found.filter(|m| {
+            m.destination
+                .as_ref()
+                .is_some_and(|d| caller.as_ref().is_none_or(|c| c.may_use(&d.local_key())))
+        });
+        let found = found.ok_or_else(|| {
             ApiError::NotFound(format!(
                 "id: no message {id} (or it completed longer ago than completed_retention_secs)"
             ))
@@ -688,6 +706,8 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::PutEndpointRequest>,
     ) -> Result<Response<pb::PutEndpointResponse>, Status> {
+        let name = request.get_ref().endpoint.as_ref().map(|e| e.name.as_str());
+        self.may_use(&request, &format!("endpoint:{}", name.unwrap_or_default()))?;
         let caller = caller_name(&request);
         let tenant = self.tenant_of(&request)?;
         let mut endpoint = validate::endpoint(request.into_inner().endpoint)?;
@@ -740,6 +760,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::GetEndpointRequest>,
     ) -> Result<Response<pb::GetEndpointResponse>, Status> {
+        self.may_use(&request, &format!("endpoint:{}", request.get_ref().name))?;
         let reveal = request.get_ref().reveal_secrets;
         if reveal && !may(&request, crate::auth::Scope::Admin) {
             return Err(Status::permission_denied(
@@ -763,6 +784,9 @@ impl Hookd for HookdService {
         request: Request<pb::ListEndpointsRequest>,
     ) -> Result<Response<pb::ListEndpointsResponse>, Status> {
         let endpoints = self.endpoint_views(self.tenant_of(&request)?).await?;
+        let endpoints = endpoints
+            .into_iter()
+            .filter(|v| tenants::allowed(&request, &format!("endpoint:{}", v.record.name)));
         Ok(Response::new(pb::ListEndpointsResponse {
             endpoints: endpoints
                 .into_iter()
@@ -775,6 +799,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::DeleteEndpointRequest>,
     ) -> Result<Response<pb::DeleteEndpointResponse>, Status> {
+        self.may_use(&request, &format!("endpoint:{}", request.get_ref().name))?;
         let tenant = self.tenant_of(&request)?;
         let name = request.into_inner().name;
         validate::validate_name(&name, "name")?;
@@ -799,6 +824,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::PutSubscriptionRequest>,
     ) -> Result<Response<pb::PutSubscriptionResponse>, Status> {
+        self.spans_destinations(&request)?;
         let tenant = self.tenant_of(&request)?;
         let spec = subscriptions::spec(request.into_inner().subscription)?;
         let destination =
@@ -835,6 +861,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::GetSubscriptionRequest>,
     ) -> Result<Response<pb::GetSubscriptionResponse>, Status> {
+        self.spans_destinations(&request)?;
         let tenant = self.tenant_of(&request)?;
         let name = request.into_inner().name;
         validate::validate_name(&name, "name")?;
@@ -851,6 +878,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::ListSubscriptionsRequest>,
     ) -> Result<Response<pb::ListSubscriptionsResponse>, Status> {
+        self.spans_destinations(&request)?;
         let tenant = self.tenant_of(&request)?;
         Ok(Response::new(pb::ListSubscriptionsResponse {
             subscriptions: self
@@ -897,10 +925,32 @@ impl Hookd for HookdService {
         self.delete_tenant_in(request).await.map(Response::new)
     }
 
+    async fn create_token(
+        &self,
+        request: Request<pb::CreateTokenRequest>,
+    ) -> Result<Response<pb::CreateTokenResponse>, Status> {
+        self.create_token_in(request).await.map(Response::new)
+    }
+
+    async fn list_tokens(
+        &self,
+        request: Request<pb::ListTokensRequest>,
+    ) -> Result<Response<pb::ListTokensResponse>, Status> {
+        self.list_tokens_in(request).map(Response::new)
+    }
+
+    async fn revoke_token(
+        &self,
+        request: Request<pb::RevokeTokenRequest>,
+    ) -> Result<Response<pb::RevokeTokenResponse>, Status> {
+        self.revoke_token_in(request).await.map(Response::new)
+    }
+
     async fn delete_subscription(
         &self,
         request: Request<pb::DeleteSubscriptionRequest>,
     ) -> Result<Response<pb::DeleteSubscriptionResponse>, Status> {
+        self.spans_destinations(&request)?;
         let tenant = self.tenant_of(&request)?;
         let name = request.into_inner().name;
         validate::validate_name(&name, "name")?;
@@ -915,6 +965,13 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::PutSourceRequest>,
     ) -> Result<Response<pb::PutSourceResponse>, Status> {
+        self.spans_destinations(&request)?;
+        if !self.tenant_of(&request)?.is_default() {
+            return Err(ApiError::FailedPrecondition(
+                "source: ingest sources are tenant default's (the ingest listener's /in/NAME); a tenant cannot have its own yet".into(),
+            )
+            .into());
+        }
         let spec = sources::spec(request.into_inner().source)?;
         let (source, created) = self.sources.put(spec).await.map_err(ApiError::from)?;
         Ok(Response::new(pb::PutSourceResponse {
@@ -927,11 +984,13 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::GetSourceRequest>,
     ) -> Result<Response<pb::GetSourceResponse>, Status> {
+        self.spans_destinations(&request)?;
+        let default = self.tenant_of(&request)?.is_default();
         let name = request.into_inner().name;
         validate::validate_name(&name, "name")?;
-        let source = self
-            .sources
-            .get(&name)
+        let source = default
+            .then(|| self.sources.get(&name))
+            .flatten()
             .ok_or_else(|| ApiError::NotFound(format!("name: no source named {name:?}")))?;
         Ok(Response::new(pb::GetSourceResponse {
             source: Some(sources::shown(&source)),
@@ -940,15 +999,16 @@ impl Hookd for HookdService {
 
     async fn list_sources(
         &self,
-        _request: Request<pb::ListSourcesRequest>,
+        request: Request<pb::ListSourcesRequest>,
     ) -> Result<Response<pb::ListSourcesResponse>, Status> {
+        self.spans_destinations(&request)?;
+        // Sources are tenant default's: another tenant has none.
+        let sources = match self.tenant_of(&request)?.is_default() {
+            true => self.sources.list(),
+            false => Vec::new(),
+        };
         Ok(Response::new(pb::ListSourcesResponse {
-            sources: self
-                .sources
-                .list()
-                .iter()
-                .map(|s| sources::shown(s))
-                .collect(),
+            sources: sources.iter().map(|s| sources::shown(s)).collect(),
         }))
     }
 
@@ -974,8 +1034,13 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::DeleteSourceRequest>,
     ) -> Result<Response<pb::DeleteSourceResponse>, Status> {
+        self.spans_destinations(&request)?;
+        let default = self.tenant_of(&request)?.is_default();
         let name = request.into_inner().name;
         validate::validate_name(&name, "name")?;
+        if !default {
+            return Err(ApiError::NotFound(format!("name: no source named {name:?}")).into());
+        }
         self.sources.delete(&name).await.map_err(ApiError::from)?;
         Ok(Response::new(pb::DeleteSourceResponse {}))
     }
@@ -984,6 +1049,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::ListDeadLettersRequest>,
     ) -> Result<Response<pb::ListDeadLettersResponse>, Status> {
+        self.limit_to(&request, tenants::wire_key(&request.get_ref().destination))?;
         let tenant = self.tenant_of(&request)?;
         let validate::DeadLetterPage {
             destination,
@@ -1005,6 +1071,11 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::ReplayDeadLettersRequest>,
     ) -> Result<Response<pb::ReplayDeadLettersResponse>, Status> {
+        // A limited token replays one of its destinations' dead letters, not ids or a filter.
+        let only = request.get_ref();
+        let whole = only.ids.is_empty() && only.filter.is_none();
+        let key = tenants::wire_key(&only.destination).filter(|_| whole);
+        self.limit_to(&request, key)?;
         let tenant = self.tenant_of(&request)?;
         let validate::Replay {
             mut ids,
@@ -1079,6 +1150,13 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::PurgeDeadLettersRequest>,
     ) -> Result<Response<pb::PurgeDeadLettersResponse>, Status> {
+        let key = request
+            .get_ref()
+            .filter
+            .as_ref()
+            .filter(|_| request.get_ref().ids.is_empty())
+            .and_then(|f| tenants::wire_key(&f.destination));
+        self.limit_to(&request, key)?;
         let tenant = self.tenant_of(&request)?;
         let validate::Purge {
             filter,
@@ -1106,6 +1184,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::AnalyzeDeadLettersRequest>,
     ) -> Result<Response<pb::AnalyzeDeadLettersResponse>, Status> {
+        self.limit_to(&request, tenants::wire_key(&request.get_ref().destination))?;
         let tenant = self.tenant_of(&request)?;
         let req = request.into_inner();
         let destination = validate::destination_filter(tenant, req.destination)?;
@@ -1135,6 +1214,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::PauseEndpointRequest>,
     ) -> Result<Response<pb::PauseEndpointResponse>, Status> {
+        self.may_use(&request, &format!("endpoint:{}", request.get_ref().name))?;
         let tenant = self.tenant_of(&request)?;
         let req = request.into_inner();
         validate::validate_name(&req.name, "name")?;
@@ -1166,6 +1246,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
+        self.limit_to(&request, tenants::wire_key(&request.get_ref().destination))?;
         use tokio::sync::broadcast::error::RecvError;
         let slot = self.watchers.open.take(caller_of(&request))?;
         let tenant = self.tenant_of(&request)?;
@@ -1241,6 +1322,7 @@ impl Hookd for HookdService {
         &self,
         request: Request<pb::ResumeEndpointRequest>,
     ) -> Result<Response<pb::ResumeEndpointResponse>, Status> {
+        self.may_use(&request, &format!("endpoint:{}", request.get_ref().name))?;
         let tenant = self.tenant_of(&request)?;
         let req = request.into_inner();
         validate::validate_name(&req.name, "name")?;

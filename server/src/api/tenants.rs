@@ -257,3 +257,237 @@ fn shown(r: &TenantRecord) -> pb::Tenant {
         updated_unix_ms: r.updated_ms,
     }
 }
+
+/// Most destinations one token may be limited to.
+const MAX_TOKEN_DESTINATIONS: usize = 100;
+
+/// The caller of a request (none: a request that did not pass the auth layer).
+pub(crate) fn caller<T>(request: &Request<T>) -> Option<Arc<crate::auth::Principal>> {
+    request
+        .extensions()
+        .get::<Arc<crate::auth::Principal>>()
+        .cloned()
+}
+
+impl HookdService {
+    pub(super) async fn create_token_in(
+        &self,
+        request: Request<pb::CreateTokenRequest>,
+    ) -> Result<pb::CreateTokenResponse, Status> {
+        let tenant = self.tenant_of(&request)?;
+        let caller = caller(&request);
+        if caller.as_ref().is_none_or(|c| c.is_anonymous()) {
+            return Err(ApiError::FailedPrecondition(
+                "token: tenant tokens need [auth] (without it every caller is an operator); configure a token there first".into(),
+            )
+            .into());
+        }
+        let token = request
+            .into_inner()
+            .token
+            .ok_or_else(|| ApiError::InvalidArgument("token: is required".into()))?;
+        validate::validate_name(&token.name, "token.name")?;
+        if token.scopes.is_empty() {
+            return Err(ApiError::InvalidArgument(
+                "token.scopes: at least one of enqueue, consume, read, admin is required".into(),
+            )
+            .into());
+        }
+        for (i, s) in token.scopes.iter().enumerate() {
+            let Some(scope) = crate::auth::Scope::parse(s) else {
+                return Err(ApiError::InvalidArgument(format!(
+                    "token.scopes[{i}]: {s:?} is not one of enqueue, consume, read, admin"
+                ))
+                .into());
+            };
+            // A tenant's token grants no scope it lacks.
+            if caller.as_ref().is_some_and(|c| !c.may(scope)) {
+                return Err(Status::permission_denied(format!(
+                    "token.scopes[{i}]: this token lacks the `{s}` scope, so it cannot grant it"
+                )));
+            }
+        }
+        if token.destinations.len() > MAX_TOKEN_DESTINATIONS {
+            return Err(ApiError::InvalidArgument(format!(
+                "token.destinations: {} is over the limit of {MAX_TOKEN_DESTINATIONS}",
+                token.destinations.len()
+            ))
+            .into());
+        }
+        for (i, d) in token.destinations.iter().enumerate() {
+            let field = format!("token.destinations[{i}]");
+            let parsed = hookd_core::destination::Destination::from_local_key(tenant, d);
+            match parsed.as_ref().map(|p| &p.to) {
+                Some(hookd_core::destination::To::Endpoint(n))
+                | Some(hookd_core::destination::To::Queue(n)) => {
+                    validate::validate_name(n, &field)?
+                }
+                _ => {
+                    return Err(ApiError::InvalidArgument(format!(
+                        "{field}: {d:?} is not endpoint:NAME or queue:NAME"
+                    ))
+                    .into());
+                }
+            }
+        }
+        // A token limited to destinations grants none beyond them.
+        if let Some(c) = caller.as_ref().filter(|c| c.limited())
+            && (token.destinations.is_empty() || token.destinations.iter().any(|d| !c.may_use(d)))
+        {
+            return Err(Status::permission_denied(
+                "token.destinations: this token is limited to destinations, and can grant only those",
+            ));
+        }
+        let secret = crate::auth::new_token();
+        let record = hookd_storage::store::TokenRecord {
+            hash: crate::auth::token_hash(&secret).to_vec(),
+            scopes: token.scopes.clone(),
+            destinations: token.destinations.clone(),
+            created_ms: self.clock.now_ms(),
+            created_by: caller.map(|c| c.name.clone()).unwrap_or_default(),
+        };
+        let shown = token_shown(&token.name, &record);
+        self.engine
+            .put_token(tenant, token.name, record)
+            .await
+            .map_err(refused("token.name"))?;
+        Ok(pb::CreateTokenResponse {
+            token: Some(shown),
+            secret,
+        })
+    }
+
+    pub(super) fn list_tokens_in(
+        &self,
+        request: Request<pb::ListTokensRequest>,
+    ) -> Result<pb::ListTokensResponse, Status> {
+        let tenant = self.tenant_of(&request)?;
+        self.spans_destinations(&request)?;
+        let directory = self.engine.tenants();
+        let tokens = directory
+            .tokens_of(tenant)
+            .into_iter()
+            .map(|g| pb::Token {
+                name: g.name.clone(),
+                scopes: g.scopes.clone(),
+                destinations: g.destinations.clone(),
+                created_unix_ms: g.created_ms,
+                created_by: g.created_by.clone(),
+            })
+            .collect();
+        Ok(pb::ListTokensResponse { tokens })
+    }
+
+    pub(super) async fn revoke_token_in(
+        &self,
+        request: Request<pb::RevokeTokenRequest>,
+    ) -> Result<pb::RevokeTokenResponse, Status> {
+        let tenant = self.tenant_of(&request)?;
+        self.spans_destinations(&request)?;
+        let name = request.into_inner().name;
+        validate::validate_name(&name, "name")?;
+        self.engine
+            .revoke_token(tenant, name)
+            .await
+            .map_err(refused("name"))?;
+        Ok(pb::RevokeTokenResponse {})
+    }
+
+    /// Refuses a token limited to named destinations a call that concerns others too.
+    pub(crate) fn spans_destinations<T>(&self, request: &Request<T>) -> Result<(), Status> {
+        match caller(request) {
+            Some(c) if c.limited() => Err(Status::permission_denied(
+                "this token may use only its named destinations; this call concerns others",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Refuses a token limited to named destinations a call to another (`key` as the
+    /// tenant reads it).
+    pub(crate) fn may_use<T>(&self, request: &Request<T>, key: &str) -> Result<(), Status> {
+        match caller(request) {
+            Some(c) if !c.may_use(key) => Err(Status::permission_denied(format!(
+                "this token may not use {key}"
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn token_shown(name: &str, r: &hookd_storage::store::TokenRecord) -> pb::Token {
+    pb::Token {
+        name: name.to_owned(),
+        scopes: r.scopes.clone(),
+        destinations: r.destinations.clone(),
+        created_unix_ms: r.created_ms,
+        created_by: r.created_by.clone(),
+    }
+}
+
+/// A destination on the wire as its tenant's key (`endpoint:NAME`, `queue:NAME`,
+/// `url:ORIGIN`); `None` when none is given.
+pub(crate) fn wire_key(d: &Option<pb::Destination>) -> Option<String> {
+    use pb::destination::Kind;
+    match d.as_ref()?.kind.as_ref()? {
+        Kind::Endpoint(n) => Some(format!("endpoint:{n}")),
+        Kind::Queue(n) => Some(format!("queue:{n}")),
+        Kind::Url(u) => Some(format!("url:{u}")),
+    }
+}
+
+/// An event's destination as its tenant's key; `None` for a publish (it reaches whatever
+/// subscribes) or none.
+pub(crate) fn event_key(e: &pb::EnqueueRequest) -> Option<String> {
+    use pb::enqueue_request::Destination as D;
+    match e.destination.as_ref()? {
+        D::Endpoint(n) => Some(format!("endpoint:{n}")),
+        D::Queue(n) => Some(format!("queue:{n}")),
+        D::Url(u) => Some(format!("url:{u}")),
+        D::Topic(_) => None,
+    }
+}
+
+/// Whether the caller may use destination `key` (see `Principal::may_use`).
+pub(crate) fn allowed<T>(request: &Request<T>, key: &str) -> bool {
+    caller(request).is_none_or(|c| c.may_use(key))
+}
+
+/// The total of some destinations' figures (a limited token's Stats).
+pub(crate) fn total_of(
+    destinations: &[hookd_core::stats::DestinationSnapshot],
+) -> hookd_core::stats::DestinationSnapshot {
+    let mut total = hookd_core::stats::DestinationSnapshot {
+        destination: "*".into(),
+        ..Default::default()
+    };
+    for d in destinations {
+        total.pending += d.pending;
+        total.awaiting_retry += d.awaiting_retry;
+        total.in_flight += d.in_flight;
+        total.dead_letter += d.dead_letter;
+        total.delivered_last_hour += d.delivered_last_hour;
+        total.failed_last_hour += d.failed_last_hour;
+        total.oldest_pending_age_ms = total.oldest_pending_age_ms.max(d.oldest_pending_age_ms);
+        total.enqueue_rate_per_s += d.enqueue_rate_per_s;
+        total.completion_rate_per_s += d.completion_rate_per_s;
+        total.waiting_receives += d.waiting_receives;
+        total.live_bytes += d.live_bytes;
+    }
+    total
+}
+
+impl HookdService {
+    /// A call about destination `key` (`None`: about several, or any): refused to a token
+    /// limited to destinations unless `key` is one of them.
+    pub(crate) fn limit_to<T>(
+        &self,
+        request: &Request<T>,
+        key: Option<String>,
+    ) -> Result<(), Status> {
+        match key {
+            Some(key) => self.may_use(request, &key),
+            None => self.spans_destinations(request),
+        }
+    }
+}

@@ -398,6 +398,7 @@ impl Servers {
         max_connections: usize,
     ) -> Result<Self, ServeError> {
         let Credentials { auth, tls, sealer } = credentials;
+        auth.attach(incarnation.engine.directory());
         let auth = Arc::new(auth);
         let Listeners { grpc, http, ingest } = listeners;
         let (stop, stop_rx) = watch::channel(false);

@@ -25,6 +25,8 @@ pub struct Authenticator {
     /// Everyone, when nothing is configured.
     pub(super) anonymous: Arc<Principal>,
     clock: Arc<dyn Clock>,
+    /// The tenants' tokens, from the engine's directory (see [`Authenticator::attach`]).
+    tenants: std::sync::RwLock<Option<hookd_engine::SharedDirectory>>,
 }
 
 impl Authenticator {
@@ -107,6 +109,7 @@ impl Authenticator {
                 Arc::new(Principal {
                     name: t.name.clone(),
                     tenant: None,
+                    destinations: Vec::new(),
                     scopes: scopes(&format!("{key}.scopes"), &t.scopes)?,
                     bucket: rate(&format!("{key}.rate_limit_per_s"), t.rate_limit_per_s)?,
                     anonymous: false,
@@ -124,6 +127,7 @@ impl Authenticator {
                 Arc::new(Principal {
                     name: c.name.clone(),
                     tenant: None,
+                    destinations: Vec::new(),
                     scopes: scopes(&format!("{key}.scopes"), &c.scopes)?,
                     bucket: rate(&format!("{key}.rate_limit_per_s"), c.rate_limit_per_s)?,
                     anonymous: false,
@@ -137,12 +141,20 @@ impl Authenticator {
             anonymous: Arc::new(Principal {
                 name: "anonymous".into(),
                 tenant: None,
+                destinations: Vec::new(),
                 scopes: Scope::Admin.bit(),
                 bucket: None,
                 anonymous: true,
             }),
             clock,
+            tenants: std::sync::RwLock::new(None),
         })
+    }
+
+    /// Where the tenants' tokens are: the running engine's directory. A token revoked is
+    /// gone from it once its revocation is durable, so the next call with it is refused.
+    pub fn attach(&self, directory: hookd_engine::SharedDirectory) {
+        *self.tenants.write().unwrap_or_else(|p| p.into_inner()) = Some(directory);
     }
 
     /// Whether any credential is configured (otherwise every request is let in).
@@ -219,7 +231,16 @@ impl Authenticator {
                 found = Some(caller);
             }
         }
-        found.cloned()
+        if let Some(found) = found {
+            return Some(found.clone());
+        }
+        // A tenant's token: looked up by its hash (what a caller sends cannot steer which
+        // stored hash is compared: the lookup key is the SHA-256 of a secret).
+        let tenants = self.tenants.read().unwrap_or_else(|p| p.into_inner());
+        let directory = tenants.as_ref()?;
+        let directory = directory.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let grant = directory.token(&presented)?;
+        Some(Arc::new(Principal::of_grant(grant)))
     }
 
     fn by_certificate(&self, peer: Option<&PeerIdentity>) -> Option<Arc<Principal>> {

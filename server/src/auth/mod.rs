@@ -58,6 +58,13 @@ impl Scope {
         }
     }
 
+    /// The scope `name` names (`enqueue`, `consume`, `read`, `admin`).
+    pub fn parse(name: &str) -> Option<Self> {
+        [Self::Enqueue, Self::Consume, Self::Read, Self::Admin]
+            .into_iter()
+            .find(|s| s.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Self::Enqueue => "enqueue",
@@ -75,6 +82,9 @@ pub struct Principal {
     /// A tenant's token acts on its tenant only; `None`: an operator (the config file's
     /// tokens and clients), who acts on tenant `default` unless a call names another.
     pub tenant: Option<TenantId>,
+    /// The destinations a tenant's token may use (`endpoint:NAME`, `queue:NAME`); empty:
+    /// every one of its tenant's.
+    pub destinations: Vec<String>,
     scopes: u8,
     bucket: Option<Mutex<TokenBucket>>,
     /// Everyone, when no credential is configured: shares are then per address.
@@ -88,6 +98,7 @@ impl Principal {
         std::sync::Arc::new(Self {
             name: name.into(),
             tenant: None,
+            destinations: Vec::new(),
             scopes: 0,
             bucket: None,
             anonymous: false,
@@ -101,6 +112,33 @@ impl Principal {
 
     pub fn may(&self, scope: Scope) -> bool {
         self.scopes & (scope.bit() | Scope::Admin.bit()) != 0
+    }
+
+    /// The caller a tenant's token stands for.
+    pub(crate) fn of_grant(grant: &hookd_engine::Grant) -> Self {
+        let scopes = grant
+            .scopes
+            .iter()
+            .filter_map(|s| Scope::parse(s))
+            .fold(0, |acc, s| acc | s.bit());
+        Self {
+            name: grant.name.clone(),
+            tenant: Some(grant.tenant),
+            destinations: grant.destinations.clone(),
+            scopes,
+            bucket: None,
+            anonymous: false,
+        }
+    }
+
+    /// Whether it may use destination `key` (a key as its tenant reads it).
+    pub fn may_use(&self, key: &str) -> bool {
+        self.destinations.is_empty() || self.destinations.iter().any(|d| d == key)
+    }
+
+    /// Whether it is limited to named destinations.
+    pub fn limited(&self) -> bool {
+        !self.destinations.is_empty()
     }
 }
 

@@ -346,6 +346,33 @@ pub(crate) const ROUTES: &[Route] = &[
         "tenants",
         "Delete a tenant with its objects (and, with force=true, its live messages); operator only",
     ),
+    route(
+        "CreateToken",
+        Method::POST,
+        "/v1/tokens",
+        &[],
+        Body::Field("token"),
+        "tokens",
+        "Create a tenant's API token; the answer holds the token, shown once",
+    ),
+    route(
+        "ListTokens",
+        Method::GET,
+        "/v1/tokens",
+        &[],
+        Body::None,
+        "tokens",
+        "The tenant's tokens (never the tokens themselves)",
+    ),
+    route(
+        "RevokeToken",
+        Method::DELETE,
+        "/v1/tokens/{name}",
+        &[("name", "name")],
+        Body::None,
+        "tokens",
+        "Revoke a token: the next call with it is refused",
+    ),
 ];
 
 /// Each path parameter's name and (percent-decoded) value.

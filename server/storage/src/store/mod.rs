@@ -82,7 +82,7 @@ pub use keys::{
 pub use records::{
     AttemptRecord, DoneRecord, EndpointRecord, HistoryRecord, LaneRow, LaneSlot, MAX_ORDERING_KEY,
     MAX_TEXT_BYTES, MessageRecord, OAuth2Record, ScheduleEntry, SigningKeyRecord, State,
-    TenantRecord, bound_text,
+    TenantRecord, TokenRecord, bound_text,
 };
 
 use hookd_core::destination::Destination;
@@ -528,6 +528,8 @@ impl Watermark {
 pub enum Recovering {
     /// A tenant's record (live, or a deleted one's tombstone); before its objects.
     Tenant(TenantId, Box<TenantRecord>),
+    /// A tenant's API token (its name, its record).
+    Token(TenantId, String, Box<TokenRecord>),
     Endpoint(TenantId, Box<EndpointRecord>),
     /// A message's schedule row (live, or dead), and its record's size.
     Message {
@@ -991,6 +993,11 @@ impl Store {
                 Kind::Endpoint => each(Recovering::Endpoint(
                     object.tenant,
                     Box::new(EndpointRecord::decode(value)?),
+                ))?,
+                Kind::Token => each(Recovering::Token(
+                    object.tenant,
+                    object.name,
+                    Box::new(TokenRecord::decode(value)?),
                 ))?,
                 _ => {}
             }

@@ -265,6 +265,27 @@ pub struct TenantRecord {
     pub deleted_ms: u64,
 }
 
+/// A tenant's API token, as stored: never the token itself, only its SHA-256 (a catalog
+/// object of kind `Token`, named by the token's name; format 10).
+#[derive(Clone, PartialEq, Eq, prost::Message)]
+pub struct TokenRecord {
+    /// SHA-256 of the token (32 bytes).
+    #[prost(bytes = "vec", tag = "1")]
+    pub hash: Vec<u8>,
+    /// `enqueue`, `consume`, `read`, `admin`.
+    #[prost(string, repeated, tag = "2")]
+    pub scopes: Vec<String>,
+    /// The destinations it may use (`endpoint:NAME`, `queue:NAME`); none: all of its
+    /// tenant's.
+    #[prost(string, repeated, tag = "3")]
+    pub destinations: Vec<String>,
+    #[prost(uint64, tag = "4")]
+    pub created_ms: u64,
+    /// Who made it (the caller's name).
+    #[prost(string, tag = "5")]
+    pub created_by: String,
+}
+
 /// An ed25519 public key an endpoint signs (or signed) with.
 #[derive(Clone, PartialEq, Eq, prost::Message)]
 pub struct SigningKeyRecord {

@@ -1144,3 +1144,51 @@ class DeleteTenantResponse(_message.Message):
     removed_messages: int
     removed_objects: int
     def __init__(self, removed_messages: _Optional[int] = ..., removed_objects: _Optional[int] = ...) -> None: ...
+
+class Token(_message.Message):
+    __slots__ = ("name", "scopes", "destinations", "created_unix_ms", "created_by")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    DESTINATIONS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    scopes: _containers.RepeatedScalarFieldContainer[str]
+    destinations: _containers.RepeatedScalarFieldContainer[str]
+    created_unix_ms: int
+    created_by: str
+    def __init__(self, name: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., destinations: _Optional[_Iterable[str]] = ..., created_unix_ms: _Optional[int] = ..., created_by: _Optional[str] = ...) -> None: ...
+
+class CreateTokenRequest(_message.Message):
+    __slots__ = ("token",)
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    token: Token
+    def __init__(self, token: _Optional[_Union[Token, _Mapping]] = ...) -> None: ...
+
+class CreateTokenResponse(_message.Message):
+    __slots__ = ("token", "secret")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SECRET_FIELD_NUMBER: _ClassVar[int]
+    token: Token
+    secret: str
+    def __init__(self, token: _Optional[_Union[Token, _Mapping]] = ..., secret: _Optional[str] = ...) -> None: ...
+
+class ListTokensRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListTokensResponse(_message.Message):
+    __slots__ = ("tokens",)
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    tokens: _containers.RepeatedCompositeFieldContainer[Token]
+    def __init__(self, tokens: _Optional[_Iterable[_Union[Token, _Mapping]]] = ...) -> None: ...
+
+class RevokeTokenRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class RevokeTokenResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -194,6 +194,21 @@ class HookdStub:
                 request_serializer=hookd_dot_v1_dot_hookd__pb2.DeleteTenantRequest.SerializeToString,
                 response_deserializer=hookd_dot_v1_dot_hookd__pb2.DeleteTenantResponse.FromString,
                 _registered_method=True)
+        self.CreateToken = channel.unary_unary(
+                '/hookd.v1.Hookd/CreateToken',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.CreateTokenRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.CreateTokenResponse.FromString,
+                _registered_method=True)
+        self.ListTokens = channel.unary_unary(
+                '/hookd.v1.Hookd/ListTokens',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.ListTokensRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.ListTokensResponse.FromString,
+                _registered_method=True)
+        self.RevokeToken = channel.unary_unary(
+                '/hookd.v1.Hookd/RevokeToken',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.RevokeTokenRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.RevokeTokenResponse.FromString,
+                _registered_method=True)
 
 
 class HookdServicer:
@@ -437,6 +452,30 @@ class HookdServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateToken(self, request, context):
+        """A tenant's API tokens: each acts on its tenant only, with its scopes, and optionally
+        only on named destinations. The token is in the answer to CreateToken and nowhere
+        else (hookd keeps its SHA-256). An operator manages any tenant's (x-hookd-tenant
+        names it); a tenant's admin token its own tenant's, granting no scope or destination
+        it lacks. RevokeToken takes effect on the next call. They need [auth]: without it
+        every caller is an operator.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTokens(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeToken(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HookdServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -599,6 +638,21 @@ def add_HookdServicer_to_server(servicer, server):
                     servicer.DeleteTenant,
                     request_deserializer=hookd_dot_v1_dot_hookd__pb2.DeleteTenantRequest.FromString,
                     response_serializer=hookd_dot_v1_dot_hookd__pb2.DeleteTenantResponse.SerializeToString,
+            ),
+            'CreateToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateToken,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.CreateTokenRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.CreateTokenResponse.SerializeToString,
+            ),
+            'ListTokens': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTokens,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.ListTokensRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.ListTokensResponse.SerializeToString,
+            ),
+            'RevokeToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeToken,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.RevokeTokenRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.RevokeTokenResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1465,6 +1519,87 @@ class Hookd:
             '/hookd.v1.Hookd/DeleteTenant',
             hookd_dot_v1_dot_hookd__pb2.DeleteTenantRequest.SerializeToString,
             hookd_dot_v1_dot_hookd__pb2.DeleteTenantResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/CreateToken',
+            hookd_dot_v1_dot_hookd__pb2.CreateTokenRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.CreateTokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTokens(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/ListTokens',
+            hookd_dot_v1_dot_hookd__pb2.ListTokensRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.ListTokensResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/RevokeToken',
+            hookd_dot_v1_dot_hookd__pb2.RevokeTokenRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.RevokeTokenResponse.FromString,
             options,
             channel_credentials,
             insecure,
