@@ -33,29 +33,52 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity
 /// The generated stub with hookd's credentials on every call.
 pub type Api = HookdClient<InterceptedService<Channel, Credentials>>;
 
-/// Adds `authorization: Bearer TOKEN` to every call when a token is set.
+/// Adds `authorization: Bearer TOKEN` to every call when a token is set, and
+/// `x-hookd-tenant: NAME` when a tenant is (an operator's token acting on that tenant).
 #[derive(Debug, Clone, Default)]
-pub struct Credentials(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
+pub struct Credentials {
+    authorization: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>,
+    tenant: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>,
+}
+
+/// The header an operator's call names its tenant with.
+pub const TENANT_HEADER: &str = "x-hookd-tenant";
 
 impl Credentials {
     /// No token (a hookd without authentication, or mTLS alone).
     pub fn none() -> Self {
-        Self(None)
+        Self::default()
     }
 
     /// A bearer token; fails if it is not a valid header value.
     pub fn bearer(token: &str) -> Result<Self, Error> {
-        format!("Bearer {token}")
+        let value = format!("Bearer {token}")
             .parse()
-            .map(|v| Self(Some(v)))
-            .map_err(|_| Error::Config("the token is not a valid header value".into()))
+            .map_err(|_| Error::Config("the token is not a valid header value".into()))?;
+        Ok(Self {
+            authorization: Some(value),
+            tenant: None,
+        })
+    }
+
+    /// Every call acts on tenant `name` (an operator's token; a tenant's own token needs
+    /// none). Fails if it is not a valid header value.
+    pub fn for_tenant(mut self, name: &str) -> Result<Self, Error> {
+        let value = name
+            .parse()
+            .map_err(|_| Error::Config("the tenant is not a valid header value".into()))?;
+        self.tenant = Some(value);
+        Ok(self)
     }
 }
 
 impl tonic::service::Interceptor for Credentials {
     fn call(&mut self, mut r: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-        if let Some(v) = &self.0 {
+        if let Some(v) = &self.authorization {
             r.metadata_mut().insert("authorization", v.clone());
+        }
+        if let Some(v) = &self.tenant {
+            r.metadata_mut().insert(TENANT_HEADER, v.clone());
         }
         Ok(r)
     }
@@ -66,6 +89,9 @@ impl tonic::service::Interceptor for Credentials {
 pub struct Options {
     /// Bearer token (`--token`).
     pub token: Option<String>,
+    /// The tenant every call acts on (`--tenant`: an operator's token naming one; none:
+    /// the token's own tenant, or `default` for an operator).
+    pub tenant: Option<String>,
     /// PEM CA certificates to trust for hookd's certificate (with an `https://` address);
     /// `None` trusts nothing beyond them, so give it for TLS.
     pub ca_pem: Option<Vec<u8>>,
@@ -211,10 +237,13 @@ impl Client {
 
     /// Connects with a token and/or TLS (`https://host:port`).
     pub async fn connect_with(addr: impl Into<String>, options: Options) -> Result<Self, Error> {
-        let credentials = match &options.token {
+        let mut credentials = match &options.token {
             Some(t) => Credentials::bearer(t)?,
             None => Credentials::none(),
         };
+        if let Some(tenant) = &options.tenant {
+            credentials = credentials.for_tenant(tenant)?;
+        }
         let channel = secure_endpoint(addr, &options)?.connect().await?;
         Ok(Self::with_credentials(channel, credentials))
     }

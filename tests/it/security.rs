@@ -323,6 +323,7 @@ async fn tls_client(
         https(server),
         Options {
             token: token.map(str::to_owned),
+            tenant: None,
             ca_pem: Some(ca_pem.as_bytes().to_vec()),
             identity_pem: identity.map(|l| (l.cert.as_bytes().to_vec(), l.key.as_bytes().to_vec())),
             domain: Some("localhost".into()),

@@ -410,3 +410,131 @@ async fn an_operator_manages_tenants_and_each_tenants_objects_are_its_own() {
     assert_eq!(e.code(), tonic::Code::InvalidArgument);
     server.stop().await;
 }
+
+/// The CLI: `hookd tenants ...`, `hookd tokens ...` and `--tenant` (issue #51, 6), with an
+/// operator's token from the config, then a tenant's token made by the CLI.
+#[tokio::test]
+async fn the_cli_manages_tenants_and_tokens_and_acts_on_a_named_tenant() {
+    use crate::ctl::hookd;
+    use crate::security::{OPS, secured};
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start_with(
+        secured(dir.path(), ""),
+        hookd_core::clock::ManualClock::new(1_700_000_000_000),
+    )
+    .await;
+    let g = server.grpc.as_str();
+    let ok = |run: &crate::ctl::Run, what: &str| {
+        assert_eq!(run.code, 0, "{what}: {} {}", run.stdout, run.stderr);
+    };
+    let run = hookd(
+        g,
+        &[
+            "--token",
+            OPS,
+            "tenants",
+            "create",
+            "acme",
+            "--display-name",
+            "Acme",
+            "--metadata",
+            "plan=pro",
+        ],
+        None,
+    )
+    .await;
+    ok(&run, "create");
+    let run = hookd(g, &["--token", OPS, "tenants", "list"], None).await;
+    ok(&run, "list");
+    assert!(
+        run.stdout.contains("acme") && run.stdout.contains("plan=pro"),
+        "{}",
+        run.stdout
+    );
+    // An endpoint and a message of acme's, by --tenant.
+    let run = hookd(
+        g,
+        &[
+            "--token",
+            OPS,
+            "--tenant",
+            "acme",
+            "endpoints",
+            "put",
+            "orders",
+            "--url",
+            "http://127.0.0.1:9/acme",
+        ],
+        None,
+    )
+    .await;
+    ok(&run, "endpoints put");
+    let run = hookd(g, &["--token", OPS, "endpoints", "list"], None).await;
+    ok(&run, "default's endpoints");
+    assert!(!run.stdout.contains("orders"), "{}", run.stdout);
+    // A token of acme's, printed once; it enqueues to acme's queue, and reads nothing else.
+    let run = hookd(
+        g,
+        &[
+            "--token", OPS, "--tenant", "acme", "tokens", "create", "agent", "--scope", "enqueue",
+            "--scope", "read",
+        ],
+        None,
+    )
+    .await;
+    ok(&run, "tokens create");
+    let secret = run.stdout.lines().next().unwrap().trim().to_owned();
+    assert!(secret.starts_with("hookd_"), "{}", run.stdout);
+    let run = hookd(
+        g,
+        &["--token", &secret, "enqueue", "queue:jobs", "--data", "x"],
+        None,
+    )
+    .await;
+    ok(&run, "enqueue with the tenant's token");
+    let run = hookd(g, &["--token", &secret, "--json", "stats"], None).await;
+    ok(&run, "stats");
+    let stats: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(stats["total"]["pending"], "1", "{stats}");
+    let run = hookd(
+        g,
+        &["--token", &secret, "--json", "endpoints", "list"],
+        None,
+    )
+    .await;
+    ok(&run, "the tenant's endpoints");
+    assert!(run.stdout.contains("orders"), "{}", run.stdout);
+    let run = hookd(g, &["--token", &secret, "tenants", "list"], None).await;
+    assert_ne!(run.code, 0, "a tenant's token manages no tenants");
+    let run = hookd(
+        g,
+        &["--token", OPS, "--tenant", "acme", "tokens", "list"],
+        None,
+    )
+    .await;
+    ok(&run, "tokens list");
+    assert!(run.stdout.contains("agent") && !run.stdout.contains(&secret));
+    let run = hookd(
+        g,
+        &[
+            "--token", OPS, "--tenant", "acme", "tokens", "revoke", "agent",
+        ],
+        None,
+    )
+    .await;
+    ok(&run, "revoke");
+    let run = hookd(g, &["--token", &secret, "stats"], None).await;
+    assert_ne!(run.code, 0, "revoked: {}", run.stdout);
+    assert!(run.stderr.contains("token"), "{}", run.stderr);
+    let run = hookd(g, &["--token", OPS, "tenants", "delete", "acme"], None).await;
+    assert_ne!(run.code, 0, "live messages: refused without --force");
+    let run = hookd(
+        g,
+        &["--token", OPS, "tenants", "delete", "acme", "--force"],
+        None,
+    )
+    .await;
+    ok(&run, "delete --force");
+    assert!(run.stdout.contains("1 messages"), "{}", run.stdout);
+    server.stop().await;
+}

@@ -30,7 +30,10 @@ macro_rules! out {
     };
 }
 
+mod tenants;
 pub mod wire;
+
+pub use tenants::{TenantsCmd, TokensCmd};
 
 use std::io::Read;
 use std::process::ExitCode;
@@ -53,6 +56,10 @@ pub struct Connection {
     /// Bearer token sent as `authorization` (a hookd with authentication needs one).
     #[arg(long, global = true, env = "HOOKD_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// The tenant a command acts on (an operator's token; a tenant's token acts on its own).
+    /// Without it an operator acts on `default`.
+    #[arg(long, global = true, env = "HOOKD_TENANT")]
+    pub tenant: Option<String>,
     /// Print JSON (one document per answer) instead of tables.
     #[arg(long, global = true, env = "HOOKD_JSON", value_parser = clap::builder::BoolishValueParser::new())]
     pub json: bool,
@@ -95,6 +102,13 @@ pub enum Ctl {
     /// (`hookd enqueue topic:NAME`).
     #[command(subcommand)]
     Subscriptions(SubscriptionsCmd),
+    /// Tenants (an operator's token): list, get, create, update, delete.
+    #[command(subcommand)]
+    Tenants(TenantsCmd),
+    /// A tenant's API tokens: create (printed once), list, revoke. An operator names the
+    /// tenant with --tenant.
+    #[command(subcommand)]
+    Tokens(TokensCmd),
     /// Lease messages from a pull queue and print them (payload as text, headers); with
     /// --ack, acknowledge them once printed.
     Receive {
@@ -551,11 +565,16 @@ async fn channel(
 fn endpoint(
     conn: &Connection,
 ) -> Result<(tonic::transport::Endpoint, hookd_client::Credentials), Failure> {
-    let credentials = match &conn.token {
+    let mut credentials = match &conn.token {
         Some(t) => hookd_client::Credentials::bearer(t)
             .map_err(|_| Failure::usage("--token: not a valid header value".into()))?,
         None => hookd_client::Credentials::none(),
     };
+    if let Some(tenant) = &conn.tenant {
+        credentials = credentials
+            .for_tenant(tenant)
+            .map_err(|_| Failure::usage("--tenant: not a valid header value".into()))?;
+    }
     let read = |flag: &str,
                 path: &Option<std::path::PathBuf>|
      -> Result<Option<Vec<u8>>, Failure> {
@@ -572,6 +591,7 @@ fn endpoint(
     };
     let options = hookd_client::Options {
         token: None,
+        tenant: None,
         ca_pem: read("--ca-file", &conn.ca_file)?,
         identity_pem,
         domain: None,
@@ -755,6 +775,8 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
             })
         }
         Ctl::Subscriptions(cmd) => subscriptions(&mut api, json, cmd, server).await,
+        Ctl::Tenants(cmd) => tenants::tenants(&mut api, json, cmd, server).await,
+        Ctl::Tokens(cmd) => tenants::tokens(&mut api, json, cmd, server).await,
         Ctl::Endpoints(cmd) => endpoints(&mut api, json, cmd).await.map_err(fail),
         Ctl::Sources(cmd) => sources(&mut api, json, cmd, server).await,
         Ctl::EventTypes(EventTypesCmd::List) => {

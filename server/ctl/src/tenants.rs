@@ -1,0 +1,237 @@
+//! `hookd tenants ...` and `hookd tokens ...`: a hookd's tenants (an operator's token), and
+//! a tenant's API tokens (`--tenant` names it for an operator).
+
+use clap::Subcommand;
+use hookd_proto::v1 as pb;
+
+use super::{Api, Failure, show, show_value, table};
+
+#[derive(Debug, Subcommand)]
+pub enum TenantsCmd {
+    /// Every tenant, in name order.
+    List,
+    Get {
+        name: String,
+    },
+    /// Make a tenant (its name is what calls and `--tenant` name it by).
+    Create {
+        name: String,
+        #[arg(long)]
+        display_name: Option<String>,
+        /// A label, `KEY=VALUE`; repeatable.
+        #[arg(long = "metadata", value_parser = super::parse_header)]
+        metadata: Vec<(String, String)>,
+    },
+    /// Replace a tenant's display name and labels.
+    Update {
+        name: String,
+        #[arg(long)]
+        display_name: Option<String>,
+        #[arg(long = "metadata", value_parser = super::parse_header)]
+        metadata: Vec<(String, String)>,
+    },
+    /// Delete a tenant with its objects; refused while it has live messages, unless
+    /// --force (they go too).
+    Delete {
+        name: String,
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokensCmd {
+    /// The tenant's tokens (never the tokens themselves).
+    List,
+    /// Make a token; it is printed once, here.
+    Create {
+        name: String,
+        /// enqueue, consume, read or admin; repeatable.
+        #[arg(long = "scope", required = true)]
+        scopes: Vec<String>,
+        /// Only this destination (`endpoint:NAME`, `queue:NAME`); repeatable.
+        #[arg(long = "destination")]
+        destinations: Vec<String>,
+    },
+    /// Revoke a token: the next call with it is refused.
+    Revoke { name: String },
+}
+
+pub(super) async fn tenants(
+    api: &mut Api,
+    json: bool,
+    cmd: TenantsCmd,
+    server: &str,
+) -> Result<(), Failure> {
+    let fail = |s: tonic::Status| Failure::status(server, &s);
+    let tenant = |name: String, display_name: Option<String>, metadata: Vec<(String, String)>| {
+        Some(pb::Tenant {
+            name,
+            display_name: display_name.unwrap_or_default(),
+            metadata: metadata.into_iter().collect(),
+            ..Default::default()
+        })
+    };
+    match cmd {
+        TenantsCmd::List => {
+            let mut all = Vec::new();
+            let mut page_token = String::new();
+            loop {
+                let r = api
+                    .list_tenants(pb::ListTenantsRequest {
+                        page_size: 1_000,
+                        page_token,
+                    })
+                    .await
+                    .map_err(fail)?
+                    .into_inner();
+                all.extend(r.tenants);
+                if r.next_page_token.is_empty() {
+                    break;
+                }
+                page_token = r.next_page_token;
+            }
+            let r = pb::ListTenantsResponse {
+                tenants: all,
+                next_page_token: String::new(),
+            };
+            show(json, &r, |r| print_tenants(&r.tenants))
+        }
+        TenantsCmd::Get { name } => {
+            let r = api
+                .get_tenant(pb::GetTenantRequest { name })
+                .await
+                .map_err(fail)?
+                .into_inner();
+            show(json, &r, |r| print_tenants(r.tenant.as_slice()))
+        }
+        TenantsCmd::Create {
+            name,
+            display_name,
+            metadata,
+        } => {
+            let r = api
+                .create_tenant(pb::CreateTenantRequest {
+                    tenant: tenant(name, display_name, metadata),
+                })
+                .await
+                .map_err(fail)?
+                .into_inner();
+            show(json, &r, |r| {
+                super::outln!("created tenant");
+                print_tenants(r.tenant.as_slice());
+            })
+        }
+        TenantsCmd::Update {
+            name,
+            display_name,
+            metadata,
+        } => {
+            let r = api
+                .update_tenant(pb::UpdateTenantRequest {
+                    tenant: tenant(name, display_name, metadata),
+                })
+                .await
+                .map_err(fail)?
+                .into_inner();
+            show(json, &r, |r| print_tenants(r.tenant.as_slice()))
+        }
+        TenantsCmd::Delete { name, force } => {
+            let r = api
+                .delete_tenant(pb::DeleteTenantRequest {
+                    name: name.clone(),
+                    force,
+                })
+                .await
+                .map_err(fail)?
+                .into_inner();
+            show(json, &r, |r| {
+                super::outln!(
+                    "deleted tenant {name}: {} messages and {} objects removed",
+                    r.removed_messages,
+                    r.removed_objects
+                );
+            })
+        }
+    }
+}
+
+pub(super) async fn tokens(
+    api: &mut Api,
+    json: bool,
+    cmd: TokensCmd,
+    server: &str,
+) -> Result<(), Failure> {
+    let fail = |s: tonic::Status| Failure::status(server, &s);
+    match cmd {
+        TokensCmd::List => {
+            let r = api
+                .list_tokens(pb::ListTokensRequest {})
+                .await
+                .map_err(fail)?
+                .into_inner();
+            show(json, &r, |r| print_tokens(&r.tokens))
+        }
+        TokensCmd::Create {
+            name,
+            scopes,
+            destinations,
+        } => {
+            let r = api
+                .create_token(pb::CreateTokenRequest {
+                    token: Some(pb::Token {
+                        name,
+                        scopes,
+                        destinations,
+                        ..Default::default()
+                    }),
+                })
+                .await
+                .map_err(fail)?
+                .into_inner();
+            show(json, &r, |r| {
+                super::outln!("{}", r.secret);
+                super::outln!("(the token is shown this once; hookd keeps only its hash)");
+            })
+        }
+        TokensCmd::Revoke { name } => {
+            api.revoke_token(pb::RevokeTokenRequest { name: name.clone() })
+                .await
+                .map_err(fail)?;
+            show_value(json, &serde_json::json!({ "revoked": name }), || {
+                super::outln!("revoked token {name}");
+            })
+        }
+    }
+}
+
+fn print_tenants(tenants: &[pb::Tenant]) {
+    let rows = tenants
+        .iter()
+        .map(|t| {
+            let metadata: Vec<String> =
+                t.metadata.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            vec![t.name.clone(), t.display_name.clone(), metadata.join(" ")]
+        })
+        .collect();
+    table(&["NAME", "DISPLAY NAME", "METADATA"], rows);
+}
+
+fn print_tokens(tokens: &[pb::Token]) {
+    let rows = tokens
+        .iter()
+        .map(|t| {
+            let destinations = match t.destinations.is_empty() {
+                true => "(all)".to_owned(),
+                false => t.destinations.join(" "),
+            };
+            vec![
+                t.name.clone(),
+                t.scopes.join(" "),
+                destinations,
+                t.created_by.clone(),
+            ]
+        })
+        .collect();
+    table(&["NAME", "SCOPES", "DESTINATIONS", "CREATED BY"], rows);
+}
