@@ -50,6 +50,20 @@ export const endpoint = (name: string, payload: Payload, fields: Partial<Enqueue
 export const topic = (name: string, payload: Payload, fields: Partial<EnqueueRequest> = {}): EnqueueRequest =>
   ({ ...fields, topic: name, payload: payloadBytes(payload) });
 
+/** The header an operator's call names its tenant with. */
+export const TENANT_HEADER = "x-hookd-tenant";
+
+/**
+ * The gRPC metadata of a call: `authorization: Bearer <token>` when a token is given, and
+ * `x-hookd-tenant` when a tenant is. Pass it as a call's metadata argument.
+ */
+export function metadata(options: { token?: string; tenant?: string } = {}): grpc.Metadata {
+  const m = new grpc.Metadata();
+  if (options.token) m.set("authorization", `Bearer ${options.token}`);
+  if (options.tenant) m.set(TENANT_HEADER, options.tenant);
+  return m;
+}
+
 /** The generated client constructor (keepCase field names, 64-bit numbers as strings). */
 export function hookdClient(address: string, credentials = grpc.credentials.createInsecure()): grpc.Client & Record<string, any> {
   const definition = protoLoader.loadSync(PROTO, { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true });
@@ -180,6 +194,10 @@ const RETRYABLE = new Set([
 
 export interface EmitterOptions {
   config?: Partial<EmitterConfig>;
+  /** Sent as `authorization: Bearer <token>` (a hookd with authentication needs one). */
+  token?: string;
+  /** Sent as `x-hookd-tenant`: an operator's token acting on that tenant (a tenant's own token needs none). */
+  tenant?: string;
   /** Replaces the gRPC call (tests). */
   send?: Send;
   /** Replaces waiting (tests record the pauses instead). */
@@ -220,9 +238,10 @@ export class Emitter {
     } else {
       const client = hookdClient(address);
       this.client = client;
+      const headers = metadata({ token: options.token, tenant: options.tenant });
       this.send = (batch, timeoutMs, signal) =>
         new Promise((resolve, reject) => {
-          const call = client.EnqueueBatch(batch, { deadline: Date.now() + timeoutMs }, (err: grpc.ServiceError | null, res: any) =>
+          const call = client.EnqueueBatch(batch, headers, { deadline: Date.now() + timeoutMs }, (err: grpc.ServiceError | null, res: any) =>
             err ? reject(err) : resolve(res),
           );
           signal.addEventListener("abort", () => call.cancel(), { once: true });

@@ -4,7 +4,7 @@
 // `hookd serve --config client/test-hookd.toml`.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Emitter, BufferFull, Closed, Unflushed, queue, topic, hookdClient, retryInfoMs } from "../dist/index.js";
+import { Emitter, BufferFull, Closed, Unflushed, queue, topic, hookdClient, metadata, retryInfoMs } from "../dist/index.js";
 
 function fakeHookd(script = []) {
   const fake = { stored: new Set(), calls: [], hold: null };
@@ -159,6 +159,25 @@ test("against hookd: a published event reaches each subscribed queue once, with 
   assert.equal(a[0].payload.toString(), "fan me out");
   assert.equal(a[0].event_id, b[0].event_id);
   assert.notEqual(a[0].id, b[0].id);
+  client.close();
+});
+
+test("against hookd: an emitter for a tenant stores its events in that tenant", async () => {
+  const client = hookdClient(addr());
+  await call(client, "CreateTenant", { tenant: { name: "node-tenant" } });
+  const e = new Emitter(addr(), { tenant: "node-tenant" });
+  for (let i = 0; i < 50; i++) e.emit(queue("node-tenanted", `t-${i}`));
+  await e.close(30000);
+  assert.equal(e.counters().sent, 50);
+  const own = await new Promise((resolve, reject) =>
+    client.Receive({ queue: "node-tenanted", max_messages: 1000, visibility_timeout_ms: 600000 }, metadata({ tenant: "node-tenant" }), (err, res) =>
+      err ? reject(err) : resolve(res),
+    ),
+  );
+  assert.equal(own.messages.length, 50);
+  assert.deepEqual(await drain(client, "node-tenanted"), [], "default's queue of that name holds none");
+  const m = metadata({ token: "t", tenant: "x" });
+  assert.deepEqual([m.get("authorization")[0], m.get("x-hookd-tenant")[0]], ["Bearer t", "x"]);
   client.close();
 });
 

@@ -22,6 +22,7 @@ from hookd_client import (
     queue,
     topic,
 )
+from hookd_client import metadata
 from hookd_client.emitter import retry_info
 
 
@@ -195,6 +196,27 @@ def test_async_emitter_against_hookd():
     assert (c.sent, c.failed, c.buffered) == (300, 0, 0), c
     stub = pb_grpc.HookdStub(grpc.insecure_channel(addr()))
     assert len(drain(stub, "py-async")) == 300
+
+
+def test_an_emitter_for_a_tenant_stores_its_events_in_that_tenant():
+    stub = pb_grpc.HookdStub(grpc.insecure_channel(addr()))
+    stub.CreateTenant(pb.CreateTenantRequest(tenant=pb.Tenant(name="py-tenant")))
+    e = Emitter(addr(), tenant="py-tenant")
+    for i in range(50):
+        e.emit(queue("py-tenanted", f"t-{i}".encode()))
+    e.close(timeout=30)
+    assert e.counters().sent == 50, e.counters()
+    # The tenant's queue holds them; tenant default's queue of that name does not.
+    r = stub.Receive(
+        pb.ReceiveRequest(queue="py-tenanted", max_messages=1000, visibility_timeout_ms=600000),
+        metadata=metadata(tenant="py-tenant"),
+    )
+    assert len(r.messages) == 50
+    assert drain(stub, "py-tenanted") == []
+    with pytest.raises(grpc.RpcError) as e:
+        stub.ListEndpoints(pb.ListEndpointsRequest(), metadata=metadata(tenant="py-nobody"))
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    assert metadata(token="t", tenant="x") == [("authorization", "Bearer t"), ("x-hookd-tenant", "x")]
 
 
 def test_hookd_at_its_hard_mark_sends_retry_info_and_the_emitter_waits_for_room():

@@ -10,7 +10,7 @@ import random
 import threading
 import time
 import uuid
-from typing import Callable, Deque, List, Optional, Union
+from typing import Callable, Deque, List, Optional, Tuple, Union
 
 import grpc
 from google.rpc import error_details_pb2
@@ -113,6 +113,21 @@ class Counters:
     retries: int = 0
     failed: int = 0
     abandoned: int = 0
+
+
+TENANT_HEADER = "x-hookd-tenant"
+
+
+def metadata(token: Optional[str] = None, tenant: Optional[str] = None) -> List[Tuple[str, str]]:
+    """The gRPC metadata of a call: `authorization: Bearer TOKEN` when a token is given,
+    and `x-hookd-tenant: NAME` when a tenant is (an operator's token acting on that
+    tenant; a tenant's own token needs none). Pass it as `metadata=` to any stub call."""
+    out: List[Tuple[str, str]] = []
+    if token:
+        out.append(("authorization", f"Bearer {token}"))
+    if tenant:
+        out.append((TENANT_HEADER, tenant))
+    return out
 
 
 def retry_info(error: grpc.RpcError) -> Optional[float]:
@@ -281,6 +296,8 @@ class Emitter:
         config: Optional[EmitterConfig] = None,
         *,
         channel: Optional[grpc.Channel] = None,
+        token: Optional[str] = None,
+        tenant: Optional[str] = None,
         send: Optional[Callable[[pb.EnqueueBatchRequest, float], pb.EnqueueBatchResponse]] = None,
         sleep: Optional[Callable[[float], None]] = None,
         now: Callable[[], float] = time.monotonic,
@@ -295,8 +312,10 @@ class Emitter:
             self._channel = channel or grpc.insecure_channel(target)
             stub = pb_grpc.HookdStub(self._channel)
 
+            headers = metadata(token=token, tenant=tenant)
+
             def send(batch, timeout):
-                call = stub.EnqueueBatch.future(batch, timeout=timeout)
+                call = stub.EnqueueBatch.future(batch, timeout=timeout, metadata=headers)
                 self._call = call
                 try:
                     return call.result()
@@ -419,6 +438,8 @@ class AsyncEmitter:
         config: Optional[EmitterConfig] = None,
         *,
         channel: Optional[grpc.aio.Channel] = None,
+        token: Optional[str] = None,
+        tenant: Optional[str] = None,
         send=None,
         sleep=asyncio.sleep,
         now: Callable[[], float] = time.monotonic,
@@ -431,8 +452,10 @@ class AsyncEmitter:
             self._channel = channel or grpc.aio.insecure_channel(target)
             stub = pb_grpc.HookdStub(self._channel)
 
+            headers = metadata(token=token, tenant=tenant)
+
             async def send(batch, timeout):
-                return await stub.EnqueueBatch(batch, timeout=timeout)
+                return await stub.EnqueueBatch(batch, timeout=timeout, metadata=headers)
 
         self._send = send
         self._task = asyncio.get_running_loop().create_task(self._run())
