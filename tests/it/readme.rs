@@ -26,7 +26,7 @@ const SECTIONS: [&str; 8] = [
 pub(crate) const MCP_SECTION: &str = "## MCP: hookd as an agent's tool";
 
 /// The README's blocks that are not run here, and what checks each instead.
-const ELSEWHERE: [(&str, &str, &str); 8] = [
+const ELSEWHERE: [(&str, &str, &str); 9] = [
     (
         "## Receiving webhooks (`POST /in/{source}` on `ingest_addr`)",
         "toml",
@@ -66,6 +66,11 @@ const ELSEWHERE: [(&str, &str, &str); 8] = [
         MCP_SECTION,
         "json",
         "the MCP configuration mcp.rs starts both servers from (with --ignored python)",
+    ),
+    (
+        "## Tenants: one hookd for many customers",
+        "sh",
+        "run as pasted against a hookd with an operator's token: tenants.rs, the_readmes_tenant_block_runs_as_pasted",
     ),
 ];
 

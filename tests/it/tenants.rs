@@ -538,3 +538,55 @@ async fn the_cli_manages_tenants_and_tokens_and_acts_on_a_named_tenant() {
     assert!(run.stdout.contains("1 messages"), "{}", run.stdout);
     server.stop().await;
 }
+
+/// The README's tenants block, as pasted, in `sh` with `hookd` on the PATH and `$OPS` an
+/// operator's token.
+#[tokio::test]
+async fn the_readmes_tenant_block_runs_as_pasted() {
+    use crate::security::{OPS, secured};
+    let readme = include_str!("../../README.md");
+    let block = crate::readme::blocks(readme, "## Tenants: one hookd for many customers");
+    assert_eq!(block.len(), 1);
+    let script = block[0].text.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start_with(
+        secured(dir.path(), ""),
+        hookd_core::clock::ManualClock::new(1_700_000_000_000),
+    )
+    .await;
+    let bin = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(
+        env!("CARGO_BIN_EXE_hookd-under-test"),
+        bin.path().join("hookd"),
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let grpc = server.grpc.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("sh")
+            .args(["-e", "-c", &script])
+            .env("PATH", path)
+            .env("OPS", OPS)
+            .env("HOOKD_SERVER", grpc)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("created tenant") && stdout.contains("hookd_"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("deleted tenant acme"), "{stdout}");
+    server.stop().await;
+}
