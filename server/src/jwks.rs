@@ -7,6 +7,8 @@
 //!
 //! Public keys are no secret and a receiver has no hookd token: the route needs no
 //! credential (like any JWKS). An endpoint without `v1a` keys, or none of that name, is 404.
+//! `/jwks/{endpoint}` is tenant `default`'s endpoint; `/jwks/{tenant}/{endpoint}` another
+//! tenant's (a tenant that does not exist is 404 too).
 
 use hookd_core::scope::TenantId;
 use std::sync::Arc;
@@ -27,6 +29,7 @@ struct Keys {
 pub(crate) fn router(api: HookdService, retired_signing_key_secs: u64) -> Router {
     Router::new()
         .route("/jwks/{name}", axum::routing::get(jwks))
+        .route("/jwks/{tenant}/{name}", axum::routing::get(tenant_jwks))
         .with_state(Arc::new(Keys {
             api,
             retired_for_ms: retired_signing_key_secs.saturating_mul(1_000),
@@ -34,12 +37,31 @@ pub(crate) fn router(api: HookdService, retired_signing_key_secs: u64) -> Router
 }
 
 async fn jwks(State(keys): State<Arc<Keys>>, Path(name): Path<String>) -> Response {
+    set_of(&keys, TenantId::DEFAULT, &name).await
+}
+
+async fn tenant_jwks(
+    State(keys): State<Arc<Keys>>,
+    Path((tenant, name)): Path<(String, String)>,
+) -> Response {
+    let found = keys.api.engine.tenants().named(&tenant).map(|t| t.id);
+    match found {
+        Some(id) => set_of(&keys, id, &name).await,
+        None => (
+            StatusCode::NOT_FOUND,
+            format!("no endpoint named {name:?}\n"),
+        )
+            .into_response(),
+    }
+}
+
+/// The JWKS of tenant `tenant`'s endpoint `name`.
+async fn set_of(keys: &Keys, tenant: TenantId, name: &str) -> Response {
     let not_found = |why: String| (StatusCode::NOT_FOUND, why + "\n").into_response();
-    if crate::api::validate::validate_name(&name, "endpoint").is_err() {
+    if crate::api::validate::validate_name(name, "endpoint").is_err() {
         return not_found(format!("no endpoint named {name:?}"));
     }
-    // `/jwks/{name}` serves tenant `default`'s endpoints.
-    let view = match keys.api.endpoint_view(TenantId::DEFAULT, &name).await {
+    let view = match keys.api.endpoint_view(tenant, name).await {
         Ok(Some(view)) => view,
         Ok(None) => return not_found(format!("no endpoint named {name:?}")),
         Err(status) => return crate::rest::error_response(&status),

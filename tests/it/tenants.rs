@@ -590,3 +590,47 @@ async fn the_readmes_tenant_block_runs_as_pasted() {
     assert!(stdout.contains("deleted tenant acme"), "{stdout}");
     server.stop().await;
 }
+
+/// A tenant's endpoint publishes its v1a public keys at `/jwks/{tenant}/{endpoint}`;
+/// `/jwks/{endpoint}` is tenant default's, and an unknown tenant is 404 like an unknown
+/// endpoint.
+#[tokio::test]
+async fn a_tenants_endpoint_has_its_jwks_under_the_tenants_name() {
+    use base64::Engine as _;
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let mut c = server.client().await;
+    c.raw()
+        .create_tenant(pb::CreateTenantRequest {
+            tenant: Some(tenant("acme")),
+        })
+        .await
+        .unwrap();
+    let whsk = format!(
+        "whsk_{}",
+        base64::engine::general_purpose::STANDARD.encode([7u8; 32])
+    );
+    c.raw()
+        .put_endpoint(on(
+            "acme",
+            pb::PutEndpointRequest {
+                endpoint: Some(pb::Endpoint {
+                    name: "signed".into(),
+                    url: "http://127.0.0.1:9/acme".into(),
+                    secrets: vec![whsk],
+                    ..Default::default()
+                }),
+            },
+        ))
+        .await
+        .unwrap();
+    let status = |raw: &str| raw.split(' ').nth(1).unwrap_or_default().to_owned();
+    let own = server.http_get("/jwks/acme/signed").await;
+    assert_eq!(status(&own), "200", "{own}");
+    assert_eq!(own.matches("\"kid\"").count(), 1, "{own}");
+    for path in ["/jwks/signed", "/jwks/nobody/signed", "/jwks/acme/other"] {
+        let raw = server.http_get(path).await;
+        assert_eq!(status(&raw), "404", "{path}: {raw}");
+    }
+    server.stop().await;
+}

@@ -777,7 +777,9 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
         Ctl::Subscriptions(cmd) => subscriptions(&mut api, json, cmd, server).await,
         Ctl::Tenants(cmd) => tenants::tenants(&mut api, json, cmd, server).await,
         Ctl::Tokens(cmd) => tenants::tokens(&mut api, json, cmd, server).await,
-        Ctl::Endpoints(cmd) => endpoints(&mut api, json, cmd).await.map_err(fail),
+        Ctl::Endpoints(cmd) => endpoints(&mut api, json, cmd, conn.tenant.as_deref())
+            .await
+            .map_err(fail),
         Ctl::Sources(cmd) => sources(&mut api, json, cmd, server).await,
         Ctl::EventTypes(EventTypesCmd::List) => {
             let r = api
@@ -1135,7 +1137,18 @@ fn print_received(m: &pb::ReceivedMessage) {
     outln!();
 }
 
-async fn endpoints(api: &mut Api, json: bool, cmd: EndpointsCmd) -> Result<(), tonic::Status> {
+async fn endpoints(
+    api: &mut Api,
+    json: bool,
+    cmd: EndpointsCmd,
+    tenant: Option<&str>,
+) -> Result<(), tonic::Status> {
+    // A tenant's endpoint's keys are under its tenant's name (a tenant's own token: its
+    // tenant's name, which the caller knows and the CLI does not).
+    let jwks_path = |name: &str| match tenant {
+        Some(t) => format!("/jwks/{t}/{name}"),
+        None => format!("/jwks/{name}"),
+    };
     let print = |e: &pb::Endpoint| {
         print_endpoints(std::slice::from_ref(e));
         if !e.proxy_url.is_empty() {
@@ -1143,8 +1156,8 @@ async fn endpoints(api: &mut Api, json: bool, cmd: EndpointsCmd) -> Result<(), t
         }
         if e.secret_summaries.iter().any(|s| !s.public_key.is_empty()) {
             outln!(
-                "jwks        /jwks/{} on hookd's HTTP listener (the v1a public keys; deliveries name theirs in hookd-key-id)",
-                e.name
+                "jwks        {} on hookd's HTTP listener (the v1a public keys; deliveries name theirs in hookd-key-id)",
+                jwks_path(&e.name)
             );
         }
         match pb::Fifo::try_from(e.fifo) {

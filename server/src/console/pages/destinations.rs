@@ -29,7 +29,7 @@ pub(crate) async fn destinations(
                 tbody {
                     @for d in &stats.destinations {
                         tr {
-                            td { @if let Some((_, name)) = hookd_core::destination::Destination::endpoint_of_key(&d.destination) {
+                            td { @if let Some(name) = hookd_core::destination::Destination::endpoint_of_key(&d.destination).filter(|(t, _)| t.is_default()).map(|(_, n)| n) {
                                 a href=(format!("/ui/endpoints/{}", segment(name))) { (d.destination) }
                             } @else { (d.destination) } }
                             td.num { (d.pending) } td.num { (d.awaiting_retry) } td.num { (d.in_flight) }
