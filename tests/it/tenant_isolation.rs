@@ -750,3 +750,179 @@ async fn a_tenants_token_never_reaches_another_tenants_objects() {
     assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
     server.stop().await;
 }
+
+/// A token limited to named destinations uses those and no other of its own tenant's:
+/// it enqueues to and receives from its queue; another queue, a URL, a topic, or a call
+/// that spans destinations is PERMISSION_DENIED; a lease of another queue's message is
+/// NOT_FOUND; its Stats list its queue only.
+#[tokio::test]
+async fn a_token_limited_to_destinations_uses_only_those() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start_with(
+        secured(dir.path(), ""),
+        hookd_core::clock::ManualClock::new(1_700_000_000_000),
+    )
+    .await;
+    let mut api = HookdClient::connect(server.grpc.clone()).await.unwrap();
+    api.create_tenant(call(
+        OPS,
+        None,
+        pb::CreateTenantRequest {
+            tenant: Some(pb::Tenant {
+                name: "a".into(),
+                ..Default::default()
+            }),
+        },
+    ))
+    .await
+    .unwrap();
+    let limited = api
+        .create_token(call(
+            OPS,
+            Some("a"),
+            pb::CreateTokenRequest {
+                token: Some(pb::Token {
+                    name: "worker".into(),
+                    scopes: vec!["enqueue".into(), "consume".into(), "read".into()],
+                    destinations: vec!["queue:mine".into()],
+                    ..Default::default()
+                }),
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .secret;
+    let t = limited.as_str();
+    let enqueue = |queue: &str| pb::EnqueueRequest {
+        destination: Some(pb::enqueue_request::Destination::Queue(queue.into())),
+        payload: b"x".to_vec(),
+        ..Default::default()
+    };
+    api.enqueue(call(t, None, enqueue("mine"))).await.unwrap();
+    // The operator puts a message in another queue of the tenant's.
+    api.enqueue(call(OPS, Some("a"), enqueue("theirs")))
+        .await
+        .unwrap();
+    let theirs = api
+        .receive(call(
+            OPS,
+            Some("a"),
+            pb::ReceiveRequest {
+                queue: "theirs".into(),
+                max_messages: 1,
+                visibility_timeout_ms: 600_000,
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let denied = |r: Result<_, tonic::Status>, what: &str| match r {
+        Err(s) if s.code() == Code::PermissionDenied => {}
+        other => panic!("{what}: {other:?}"),
+    };
+    denied(
+        api.enqueue(call(t, None, enqueue("theirs")))
+            .await
+            .map(drop),
+        "enqueue to another queue",
+    );
+    denied(
+        api.enqueue(call(
+            t,
+            None,
+            pb::EnqueueRequest {
+                destination: Some(pb::enqueue_request::Destination::Topic("x.y".into())),
+                payload: b"{}".to_vec(),
+                ..Default::default()
+            },
+        ))
+        .await
+        .map(drop),
+        "publish",
+    );
+    denied(
+        api.receive(call(
+            t,
+            None,
+            pb::ReceiveRequest {
+                queue: "theirs".into(),
+                max_messages: 1,
+                ..Default::default()
+            },
+        ))
+        .await
+        .map(drop),
+        "receive another queue",
+    );
+    denied(
+        api.list_dead_letters(call(t, None, pb::ListDeadLettersRequest::default()))
+            .await
+            .map(drop),
+        "dead letters of every destination",
+    );
+    not_found(
+        api.ack(call(
+            t,
+            None,
+            pb::AckRequest {
+                lease_ids: vec![theirs.messages[0].lease_id.clone()],
+            },
+        ))
+        .await,
+        "ack another queue's lease",
+    );
+    let mine = api
+        .receive(call(
+            t,
+            None,
+            pb::ReceiveRequest {
+                queue: "mine".into(),
+                max_messages: 10,
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(mine.messages.len(), 1);
+    api.ack(call(
+        t,
+        None,
+        pb::AckRequest {
+            lease_ids: vec![mine.messages[0].lease_id.clone()],
+        },
+    ))
+    .await
+    .unwrap();
+    let stats = api
+        .stats(call(t, None, pb::StatsRequest::default()))
+        .await
+        .unwrap()
+        .into_inner();
+    let keys: Vec<&str> = stats
+        .destinations
+        .iter()
+        .map(|d| d.destination.as_str())
+        .collect();
+    assert_eq!(keys, ["queue:mine"]);
+    // It grants nothing beyond itself.
+    denied(
+        api.create_token(call(
+            t,
+            None,
+            pb::CreateTokenRequest {
+                token: Some(pb::Token {
+                    name: "more".into(),
+                    scopes: vec!["enqueue".into()],
+                    ..Default::default()
+                }),
+            },
+        ))
+        .await
+        .map(drop),
+        "a token without the admin scope makes none",
+    );
+    server.stop().await;
+}

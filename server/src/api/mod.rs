@@ -632,7 +632,12 @@ impl Hookd for HookdService {
         request: Request<pb::AckRequest>,
     ) -> Result<Response<pb::AckResponse>, Status> {
         let tenant = self.tenant_of(&request)?;
+        let caller = tenants::caller(&request);
         let leases = validate::ack(request.into_inner())?;
+        for (i, lease) in leases.iter().enumerate() {
+            self.lease_allowed(tenant, caller.as_deref(), lease, &format!("lease_ids[{i}]"))
+                .await?;
+        }
         let acked = self
             .engine
             .ack(tenant, leases)
@@ -646,7 +651,10 @@ impl Hookd for HookdService {
         request: Request<pb::NackRequest>,
     ) -> Result<Response<pb::NackResponse>, Status> {
         let tenant = self.tenant_of(&request)?;
+        let caller = tenants::caller(&request);
         let (lease, delay_ms, reason) = validate::nack(request.into_inner())?;
+        self.lease_allowed(tenant, caller.as_deref(), &lease, "lease_id")
+            .await?;
         let outcome = self
             .engine
             .nack(tenant, lease, delay_ms, reason)

@@ -393,6 +393,31 @@ impl HookdService {
         Ok(pb::RevokeTokenResponse {})
     }
 
+    /// A token limited to destinations acknowledges only leases of their messages: one of
+    /// another destination is answered as a lease not in flight (NOT_FOUND), as the engine
+    /// answers one of another tenant's.
+    pub(crate) async fn lease_allowed(
+        &self,
+        tenant: TenantId,
+        caller: Option<&crate::auth::Principal>,
+        lease: &hookd_core::ids::LeaseId,
+        field: &str,
+    ) -> Result<(), Status> {
+        let Some(caller) = caller.filter(|c| c.limited()) else {
+            return Ok(());
+        };
+        let found = self.find_message(tenant, lease.message).await?;
+        let key = found.and_then(|m| m.destination).map(|d| d.local_key());
+        match key {
+            Some(key) if caller.may_use(&key) => Ok(()),
+            _ => Err(ApiError::NotFound(format!(
+                "{field}: message {} is not in flight (already acknowledged, dead-lettered or never enqueued)",
+                lease.message
+            ))
+            .into()),
+        }
+    }
+
     /// Refuses a token limited to named destinations a call that concerns others too.
     pub(crate) fn spans_destinations<T>(&self, request: &Request<T>) -> Result<(), Status> {
         match caller(request) {
