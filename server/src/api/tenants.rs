@@ -478,7 +478,8 @@ pub(crate) fn allowed<T>(request: &Request<T>, key: &str) -> bool {
     caller(request).is_none_or(|c| c.may_use(key))
 }
 
-/// The total of some destinations' figures (a limited token's Stats).
+/// The total of some destinations' counts (a limited token's Stats), as the engine totals
+/// a tenant's (`Engine::tenant_stats`).
 pub(crate) fn total_of(
     destinations: &[hookd_core::stats::DestinationSnapshot],
 ) -> hookd_core::stats::DestinationSnapshot {
@@ -491,11 +492,7 @@ pub(crate) fn total_of(
         total.awaiting_retry += d.awaiting_retry;
         total.in_flight += d.in_flight;
         total.dead_letter += d.dead_letter;
-        total.delivered_last_hour += d.delivered_last_hour;
-        total.failed_last_hour += d.failed_last_hour;
         total.oldest_pending_age_ms = total.oldest_pending_age_ms.max(d.oldest_pending_age_ms);
-        total.enqueue_rate_per_s += d.enqueue_rate_per_s;
-        total.completion_rate_per_s += d.completion_rate_per_s;
         total.waiting_receives += d.waiting_receives;
         total.live_bytes += d.live_bytes;
     }
