@@ -164,6 +164,18 @@ pub fn topic_scope(tenant: TenantId, topic: &str) -> String {
     with_tenant(tenant, format!("t{topic}"))
 }
 
+/// Where a tenant's keys (and encodings) lie in key order: the first possible one, and the
+/// prefix all of them have. Another tenant's all start with its number and `/`; `default`'s
+/// start with a letter, so they are every key from `:` (just after the digits) on.
+pub fn tenant_keys(tenant: TenantId) -> (String, String) {
+    if tenant.is_default() {
+        (":".to_owned(), String::new())
+    } else {
+        let prefix = format!("{tenant}/");
+        (prefix.clone(), prefix)
+    }
+}
+
 /// `local` (a key or an encoding) with its tenant's number first, but for `default`.
 fn with_tenant(tenant: TenantId, local: String) -> String {
     if tenant.is_default() {

@@ -10,7 +10,6 @@ use hookd_storage::store::EndpointRecord;
 #[derive(Debug, Default)]
 pub(crate) struct Endpoints {
     by_tenant: HashMap<TenantId, HashMap<String, EndpointRecord>>,
-    len: usize,
 }
 
 impl Endpoints {
@@ -28,15 +27,12 @@ impl Endpoints {
 
     pub(crate) fn insert(&mut self, tenant: TenantId, endpoint: EndpointRecord) {
         let names = self.by_tenant.entry(tenant).or_default();
-        if names.insert(endpoint.name.clone(), endpoint).is_none() {
-            self.len += 1;
-        }
+        names.insert(endpoint.name.clone(), endpoint);
     }
 
     pub(crate) fn remove(&mut self, tenant: TenantId, name: &str) -> Option<EndpointRecord> {
         let names = self.by_tenant.get_mut(&tenant)?;
         let removed = names.remove(name)?;
-        self.len -= 1;
         if names.is_empty() {
             self.by_tenant.remove(&tenant);
         }
@@ -63,6 +59,6 @@ impl Endpoints {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.by_tenant.values().map(HashMap::len).sum()
     }
 }

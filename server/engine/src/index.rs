@@ -485,12 +485,8 @@ impl Index {
     ) -> impl Iterator<Item = &Dest> {
         use std::ops::Bound;
         // Where the tenant's keys start, and what each of them starts with.
-        let (first, prefix) = match tenant {
-            None => (String::new(), String::new()),
-            // `default`'s keys start with a letter: after every digit.
-            Some(t) if t.is_default() => (":".to_owned(), String::new()),
-            Some(t) => (format!("{t}/"), format!("{t}/")),
-        };
+        let (first, prefix) =
+            tenant.map_or_else(Default::default, hookd_core::destination::tenant_keys);
         let start = match after {
             Some(key) if key >= first.as_str() => Bound::Excluded(key.to_owned()),
             _ => Bound::Included(first),

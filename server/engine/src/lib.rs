@@ -1177,6 +1177,7 @@ impl Engine {
                 return Err((e, rest.collect()));
             }
         }
+        self.tenants.publish_round(done);
         self.serve_waiters(&mut tables, now, done)
             .map_err(|e| (e, Vec::new()))?;
         self.dispatch(&mut tables, now)

@@ -8,7 +8,8 @@
 //! round: one log record, so a power cut leaves all of it or none.
 //!
 //! The directory is replaced after the round's commit (never before: an edge must not act
-//! on a tenant the disk does not hold), by a completion of that round.
+//! on a tenant the disk does not hold), once per round that changed a tenant or a token, by
+//! the round's first completion (so before any of its answers).
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -104,6 +105,10 @@ pub type SharedDirectory = Arc<RwLock<Arc<Directory>>>;
 #[derive(Debug)]
 pub(crate) struct Tenants {
     records: HashMap<TenantId, TenantRecord>,
+    /// The live tenants' numbers by name (the records' index).
+    live: HashMap<String, TenantId>,
+    /// A record or token changed this round: the directory is published after its commit.
+    changed: bool,
     /// Each tenant's tokens, by name.
     tokens: HashMap<TenantId, std::collections::BTreeMap<String, TokenRecord>>,
     next: u32,
@@ -114,12 +119,14 @@ impl Default for Tenants {
     fn default() -> Self {
         let mut tenants = Self {
             records: HashMap::new(),
+            live: HashMap::new(),
+            changed: false,
             tokens: HashMap::new(),
             next: 1,
             shared: SharedDirectory::default(),
         };
         // A store always holds `default`; this stands in until recovery reads it.
-        tenants.records.insert(
+        tenants.recovered(
             TenantId::DEFAULT,
             TenantRecord {
                 name: DEFAULT_TENANT.into(),
@@ -134,6 +141,17 @@ impl Tenants {
     /// A record read at start (live or a tombstone).
     pub(crate) fn recovered(&mut self, id: TenantId, record: TenantRecord) {
         self.next = self.next.max(id.0.saturating_add(1));
+        self.set(id, record);
+    }
+
+    /// Tenant `id`'s record is `record` (live, or a tombstone), with the index by name.
+    fn set(&mut self, id: TenantId, record: TenantRecord) {
+        if let Some(old) = self.records.get(&id) {
+            self.live.remove(&old.name);
+        }
+        if record.deleted_ms == 0 {
+            self.live.insert(record.name.clone(), id);
+        }
         self.records.insert(id, record);
     }
 
@@ -191,28 +209,29 @@ impl Tenants {
         }
     }
 
-    /// Publishes the records as they are now once the round's commit holds them.
-    fn publish_after(&self, done: &mut Vec<Completion>) {
+    /// At the end of a round that changed a record or a token: publishes the records as
+    /// they are then, once the round's commit holds them, before any of the round's answers
+    /// (a revoked token is refused from the revocation's answer on).
+    pub(crate) fn publish_round(&mut self, done: &mut Vec<Completion>) {
+        if !std::mem::take(&mut self.changed) {
+            return;
+        }
         let directory = Arc::new(self.directory());
         let shared = self.shared.clone();
-        done.push(Box::new(move |failure| {
-            if failure.is_none()
-                && let Ok(mut shared) = shared.write()
-            {
-                *shared = directory;
-            }
-        }));
+        done.insert(
+            0,
+            Box::new(move |failure| {
+                if failure.is_none()
+                    && let Ok(mut shared) = shared.write()
+                {
+                    *shared = directory;
+                }
+            }),
+        );
     }
 
     fn live_named(&self, name: &str) -> Option<TenantId> {
-        self.records
-            .iter()
-            .find(|(_, r)| r.deleted_ms == 0 && r.name == name)
-            .map(|(id, _)| *id)
-    }
-
-    fn live_count(&self) -> usize {
-        self.records.values().filter(|r| r.deleted_ms == 0).count()
+        self.live.get(name).copied()
     }
 }
 
@@ -264,7 +283,7 @@ impl Engine {
                 reply_after(done, reply, Err(Refusal::NoTenant { name }));
                 return Ok(());
             }
-            (None, true) if self.tenants.live_count() >= MAX_TENANTS => {
+            (None, true) if self.tenants.live.len() >= MAX_TENANTS => {
                 reply_after(
                     done,
                     reply,
@@ -290,8 +309,8 @@ impl Engine {
             &ObjectRef::tenant(id),
             &prost::Message::encode_to_vec(&record),
         );
-        self.tenants.records.insert(id, record.clone());
-        self.tenants.publish_after(done);
+        self.tenants.set(id, record.clone());
+        self.tenants.changed = true;
         reply_after(done, reply, Ok(Tenant { id, record }));
         Ok(())
     }
@@ -379,13 +398,16 @@ impl Engine {
         for d in dests {
             self.index.review(d);
         }
-        let Some(record) = self.tenants.records.get_mut(&id) else {
+        let Some(mut record) = self.tenants.records.get(&id).cloned() else {
             return Err(StoreError::Corrupt(format!("tenant #{id} vanished")));
         };
         record.deleted_ms = now.max(1);
         record.updated_ms = now;
-        let tombstone = prost::Message::encode_to_vec(&*record);
-        t.put_object(&ObjectRef::tenant(id), &tombstone);
+        t.put_object(
+            &ObjectRef::tenant(id),
+            &prost::Message::encode_to_vec(&record),
+        );
+        self.tenants.set(id, record);
         tracing::info!(
             tenant = name,
             id = id.0,
@@ -393,7 +415,7 @@ impl Engine {
             objects = removed.objects,
             "tenant deleted"
         );
-        self.tenants.publish_after(done);
+        self.tenants.changed = true;
         reply_after(done, reply, Ok(removed));
         Ok(())
     }
@@ -420,7 +442,7 @@ impl Engine {
         let object = ObjectRef::new(tenant, Kind::Token, &name);
         t.put_object(&object, &prost::Message::encode_to_vec(&record));
         tokens.insert(name, record);
-        self.tenants.publish_after(done);
+        self.tenants.changed = true;
         reply_after(done, reply, Ok(()));
     }
 
@@ -445,7 +467,7 @@ impl Engine {
             return;
         }
         t.remove_object(&ObjectRef::new(tenant, Kind::Token, name));
-        self.tenants.publish_after(done);
+        self.tenants.changed = true;
         reply_after(done, reply, Ok(()));
     }
 }

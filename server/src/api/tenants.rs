@@ -33,10 +33,7 @@ const MAX_PAGE: u32 = 1_000;
 impl HookdService {
     /// The tenant a call acts on (see the module's text).
     pub(crate) fn tenant_of<T>(&self, request: &Request<T>) -> Result<TenantId, Status> {
-        let principal = request
-            .extensions()
-            .get::<Arc<crate::auth::Principal>>()
-            .cloned();
+        let principal = caller(request);
         let named = match request.metadata().get(TENANT_HEADER) {
             None => None,
             Some(v) => Some(v.to_str().map_err(|_| {
@@ -72,10 +69,7 @@ impl HookdService {
     /// operator who names none, who sees the whole hookd (every tenant's destinations,
     /// keyed with their tenant's number, and the storage figures).
     pub(crate) fn figures_of<T>(&self, request: &Request<T>) -> Result<Option<TenantId>, Status> {
-        let operator = request
-            .extensions()
-            .get::<Arc<crate::auth::Principal>>()
-            .is_none_or(|p| p.tenant.is_none());
+        let operator = caller(request).is_none_or(|p| p.tenant.is_none());
         if operator && request.metadata().get(TENANT_HEADER).is_none() {
             return Ok(None);
         }
@@ -84,11 +78,7 @@ impl HookdService {
 
     /// Refuses a tenant's token: the tenant calls are an operator's.
     fn operator_only<T>(request: &Request<T>) -> Result<(), Status> {
-        let tenant = request
-            .extensions()
-            .get::<Arc<crate::auth::Principal>>()
-            .and_then(|p| p.tenant);
-        match tenant {
+        match caller(request).and_then(|p| p.tenant) {
             None => Ok(()),
             Some(_) => Err(Status::permission_denied(
                 "tenants are managed with an operator's token (one of the config file's), not a tenant's",

@@ -28,6 +28,11 @@ pub fn catalog_key_parts(key: &[u8]) -> Option<ObjectRef> {
     Some(ObjectRef::new(tenant, kind, name))
 }
 
+/// The object a stored catalog key names; a key [`catalog_key`] never made is corrupt.
+pub(crate) fn catalog_object(key: &[u8]) -> Result<ObjectRef, StoreError> {
+    catalog_key_parts(key).ok_or_else(|| StoreError::Corrupt(format!("a catalog key {key:02x?}")))
+}
+
 /// The first and the past-the-end key of a tenant's objects, or of its objects of one kind.
 pub fn catalog_range(tenant: TenantId, kind: Option<Kind>) -> (Vec<u8>, Vec<u8>) {
     let mut first = tenant.0.to_be_bytes().to_vec();
@@ -70,9 +75,8 @@ pub fn idempotency_scope(destination: &str, key: &str) -> Vec<u8> {
 }
 
 /// Where a tenant's dead letters (or one destination's) lie in the `dead` table: the first
-/// key, and the prefix every one of them has. A tenant's destination keys start with its
-/// number and `/` (`Destination::key`), so its rows are one prefix; tenant `default`'s
-/// keys start with a letter, so its rows are every key from `:` (after the digits) on.
+/// key, and the prefix every one of them has (a dead key starts with its destination's key:
+/// see `hookd_core::destination::tenant_keys`).
 pub(crate) fn dead_bounds(
     tenant: TenantId,
     destination: Option<&Destination>,
@@ -82,10 +86,9 @@ pub(crate) fn dead_bounds(
             let prefix = dead_prefix(&d.key());
             (prefix.clone(), prefix)
         }
-        None if tenant.is_default() => (b":".to_vec(), Vec::new()),
         None => {
-            let prefix = format!("{tenant}/").into_bytes();
-            (prefix.clone(), prefix)
+            let (first, prefix) = hookd_core::destination::tenant_keys(tenant);
+            (first.into_bytes(), prefix.into_bytes())
         }
     }
 }

@@ -982,8 +982,7 @@ impl Store {
         for row in txn.open_table(CATALOG)?.iter()? {
             let (k, v) = row?;
             let key = k.value();
-            let object = catalog_key_parts(key)
-                .ok_or_else(|| StoreError::Corrupt(format!("a catalog key {key:02x?}")))?;
+            let object = keys::catalog_object(key)?;
             let value = seal::open(TableId::Catalog, key, v.value())?;
             match object.kind {
                 Kind::Tenant => each(Recovering::Tenant(
@@ -1343,8 +1342,7 @@ impl Store {
         for row in table.iter()? {
             let (k, v) = row?;
             let key = k.value();
-            let object = catalog_key_parts(key)
-                .ok_or_else(|| StoreError::Corrupt(format!("a catalog key {key:02x?}")))?;
+            let object = keys::catalog_object(key)?;
             if object.kind == kind {
                 let value = seal::open(TableId::Catalog, key, v.value())?.to_vec();
                 out.push((object, value));
@@ -1956,8 +1954,7 @@ fn objects_in(
     for row in table.range::<&[u8]>(first.as_slice()..end.as_slice())? {
         let (k, v) = row?;
         let key = k.value();
-        let object = catalog_key_parts(key)
-            .ok_or_else(|| StoreError::Corrupt(format!("a catalog key {key:02x?}")))?;
+        let object = keys::catalog_object(key)?;
         out.push((
             object.name,
             seal::open(TableId::Catalog, key, v.value())?.to_vec(),

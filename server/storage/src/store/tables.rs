@@ -763,10 +763,7 @@ impl<'a> Tables<'a> {
             .overlay
             .merge(TableId::Catalog, range, base, usize::MAX)?;
         rows.iter()
-            .map(|(key, _)| {
-                super::catalog_key_parts(key)
-                    .ok_or_else(|| StoreError::Corrupt(format!("a catalog key {key:02x?}")))
-            })
+            .map(|(key, _)| super::keys::catalog_object(key))
             .collect()
     }
 
