@@ -76,12 +76,13 @@ impl ApiError {
         match refusal {
             Refusal::At { index, refusal } => Self::refused(*refusal, &format!("{field}[{index}]")),
             Refusal::Unavailable(m) => Self::Unavailable(m),
-            r @ (Refusal::AtCapacity { .. } | Refusal::OverMark(_) | Refusal::DiskFull { .. }) => {
-                Self::ResourceExhausted {
-                    retry_after_ms: r.retry_after_ms(),
-                    message: r.to_string(),
-                }
-            }
+            r @ (Refusal::AtCapacity { .. }
+            | Refusal::OverMark(_)
+            | Refusal::OverQuota(_)
+            | Refusal::DiskFull { .. }) => Self::ResourceExhausted {
+                retry_after_ms: r.retry_after_ms(),
+                message: r.to_string(),
+            },
             r @ (Refusal::UnknownEndpoint { .. }
             | Refusal::NoEndpoint { .. }
             | Refusal::NoMessage { .. }

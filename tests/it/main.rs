@@ -39,6 +39,7 @@ mod push;
 mod python;
 mod queue;
 mod quickstart;
+mod quotas;
 mod readme;
 mod rest;
 mod restart;

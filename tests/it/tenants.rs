@@ -439,6 +439,10 @@ async fn the_cli_manages_tenants_and_tokens_and_acts_on_a_named_tenant() {
             "Acme",
             "--metadata",
             "plan=pro",
+            "--quota",
+            "max_live_messages=1000",
+            "--quota",
+            "max_endpoints=5",
         ],
         None,
     )
@@ -447,9 +451,32 @@ async fn the_cli_manages_tenants_and_tokens_and_acts_on_a_named_tenant() {
     let run = hookd(g, &["--token", OPS, "tenants", "list"], None).await;
     ok(&run, "list");
     assert!(
-        run.stdout.contains("acme") && run.stdout.contains("plan=pro"),
+        run.stdout.contains("acme")
+            && run.stdout.contains("plan=pro")
+            && run
+                .stdout
+                .contains("max_live_messages=1000 max_endpoints=5"),
         "{}",
         run.stdout
+    );
+    let bad = hookd(
+        g,
+        &[
+            "--token",
+            OPS,
+            "tenants",
+            "update",
+            "acme",
+            "--quota",
+            "max_widgets=1",
+        ],
+        None,
+    )
+    .await;
+    assert!(
+        bad.code != 0 && bad.stderr.contains("no quota \"max_widgets\""),
+        "{}",
+        bad.stderr
     );
     // An endpoint and a message of acme's, by --tenant.
     let run = hookd(
@@ -496,6 +523,13 @@ async fn the_cli_manages_tenants_and_tokens_and_acts_on_a_named_tenant() {
     ok(&run, "stats");
     let stats: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(stats["total"]["pending"], "1", "{stats}");
+    let run = hookd(g, &["--token", &secret, "stats"], None).await;
+    ok(&run, "stats as a table");
+    assert!(
+        run.stdout.contains("QUOTA") && run.stdout.contains("max_live_messages  1     1000"),
+        "{}",
+        run.stdout
+    );
     let run = hookd(
         g,
         &["--token", &secret, "--json", "endpoints", "list"],

@@ -18,6 +18,7 @@
 //! - [`source`]: an ingest source's definition (config, gRPC, disk).
 //! - [`ratelog`]: a budget of log lines per call site.
 //! - [`scope`]: tenants, the kinds of stored object, and the reference each is known by.
+//! - [`quota`]: a tenant's quotas, and what refuses an event or an object.
 
 #![forbid(unsafe_code)]
 
@@ -35,6 +36,7 @@ pub mod names;
 pub mod outcome;
 pub mod payload;
 pub mod push;
+pub mod quota;
 pub mod ratelog;
 pub mod retry;
 pub mod scope;

@@ -48,6 +48,12 @@ impl TokenBucket {
         }
     }
 
+    /// Whole tokens there now.
+    pub fn available(&mut self, now_ms: u64) -> u64 {
+        self.refill(now_ms);
+        self.tokens / UNIT
+    }
+
     /// The earliest time a token will be there (now if one is; never with a zero rate,
     /// reported as `u64::MAX`).
     pub fn next_token_ms(&mut self, now_ms: u64) -> u64 {

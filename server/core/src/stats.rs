@@ -593,6 +593,17 @@ pub struct StatsSnapshot {
     /// destinations, oldest first (the console's chart).
     pub delivered_by_minute: Vec<u64>,
     pub failed_by_minute: Vec<u64>,
+    /// A tenant's Stats: what it uses of each quota it has.
+    pub quotas: Vec<QuotaUse>,
+}
+
+/// What a tenant uses of one of its quotas (`hookd_core::quota`), against its limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QuotaUse {
+    /// The quota's field (`max_live_messages`...).
+    pub quota: &'static str,
+    pub used: u64,
+    pub limit: u64,
 }
 
 /// One alert's state, as Stats and `/metrics` show it.

@@ -1659,6 +1659,23 @@ fn print_stats(s: &pb::StatsResponse) {
         ],
         rows,
     );
+    if !s.quotas.is_empty() {
+        outln!();
+        let rows = s
+            .quotas
+            .iter()
+            .map(|q| {
+                let share = q.used as f64 * 100.0 / q.limit.max(1) as f64;
+                vec![
+                    q.quota.clone(),
+                    q.used.to_string(),
+                    q.limit.to_string(),
+                    format!("{share:.0} %"),
+                ]
+            })
+            .collect();
+        table(&["QUOTA", "USED", "LIMIT", "USE"], rows);
+    }
     let blocked: u64 = s.destinations.iter().map(|d| d.blocked_lanes).sum();
     if blocked > 0 {
         outln!();

@@ -21,14 +21,22 @@ pub enum TenantsCmd {
         /// A label, `KEY=VALUE`; repeatable.
         #[arg(long = "metadata", value_parser = super::parse_header)]
         metadata: Vec<(String, String)>,
+        /// A limit, `QUOTA=N` (max_live_messages, max_live_bytes, max_events_per_day,
+        /// max_events_per_second, max_endpoints, max_subscriptions, max_sources);
+        /// repeatable.
+        #[arg(long = "quota", value_parser = parse_quota)]
+        quota: Vec<(String, u64)>,
     },
-    /// Replace a tenant's display name and labels.
+    /// Replace a tenant's display name and labels, and with --quota its quota (the limits
+    /// not named: none); without --quota its quota stays.
     Update {
         name: String,
         #[arg(long)]
         display_name: Option<String>,
         #[arg(long = "metadata", value_parser = super::parse_header)]
         metadata: Vec<(String, String)>,
+        #[arg(long = "quota", value_parser = parse_quota)]
+        quota: Vec<(String, u64)>,
     },
     /// Delete a tenant with its objects; refused while it has live messages, unless
     /// --force (they go too).
@@ -64,11 +72,15 @@ pub(super) async fn tenants(
     server: &str,
 ) -> Result<(), Failure> {
     let fail = |s: tonic::Status| Failure::status(server, &s);
-    let tenant = |name: String, display_name: Option<String>, metadata: Vec<(String, String)>| {
+    let tenant = |name: String,
+                  display_name: Option<String>,
+                  metadata: Vec<(String, String)>,
+                  quota: Vec<(String, u64)>| {
         Some(pb::Tenant {
             name,
             display_name: display_name.unwrap_or_default(),
             metadata: metadata.into_iter().collect(),
+            quota: (!quota.is_empty()).then(|| quota_of(&quota)),
             ..Default::default()
         })
     };
@@ -109,10 +121,11 @@ pub(super) async fn tenants(
             name,
             display_name,
             metadata,
+            quota,
         } => {
             let r = api
                 .create_tenant(pb::CreateTenantRequest {
-                    tenant: tenant(name, display_name, metadata),
+                    tenant: tenant(name, display_name, metadata, quota),
                 })
                 .await
                 .map_err(fail)?
@@ -126,10 +139,11 @@ pub(super) async fn tenants(
             name,
             display_name,
             metadata,
+            quota,
         } => {
             let r = api
                 .update_tenant(pb::UpdateTenantRequest {
-                    tenant: tenant(name, display_name, metadata),
+                    tenant: tenant(name, display_name, metadata, quota),
                 })
                 .await
                 .map_err(fail)?
@@ -205,16 +219,76 @@ pub(super) async fn tokens(
     }
 }
 
+/// Where a quota's limit is in a [`pb::TenantQuota`].
+type Field = fn(&mut pb::TenantQuota) -> &mut u64;
+
+/// The quotas `--quota` can name, with where each goes.
+const QUOTAS: [(&str, Field); 7] = [
+    ("max_live_messages", |q| &mut q.max_live_messages),
+    ("max_live_bytes", |q| &mut q.max_live_bytes),
+    ("max_events_per_day", |q| &mut q.max_events_per_day),
+    ("max_events_per_second", |q| &mut q.max_events_per_second),
+    ("max_endpoints", |q| &mut q.max_endpoints),
+    ("max_subscriptions", |q| &mut q.max_subscriptions),
+    ("max_sources", |q| &mut q.max_sources),
+];
+
+/// `QUOTA=N`, with QUOTA one of [`QUOTAS`].
+fn parse_quota(s: &str) -> Result<(String, u64), String> {
+    let (name, n) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not QUOTA=N"))?;
+    if !QUOTAS.iter().any(|(q, _)| *q == name) {
+        let known: Vec<&str> = QUOTAS.iter().map(|(q, _)| *q).collect();
+        return Err(format!("no quota {name:?} (one of {})", known.join(", ")));
+    }
+    let n = n
+        .parse()
+        .map_err(|_| format!("{n:?} is not a whole number (0: no limit)"))?;
+    Ok((name.to_owned(), n))
+}
+
+fn quota_of(named: &[(String, u64)]) -> pb::TenantQuota {
+    let mut quota = pb::TenantQuota::default();
+    for (name, n) in named {
+        if let Some((_, field)) = QUOTAS.iter().find(|(q, _)| q == name) {
+            *field(&mut quota) = *n;
+        }
+    }
+    quota
+}
+
+/// A quota as `max_live_messages=1000 ...` (its limits only).
+fn quota_text(quota: Option<&pb::TenantQuota>) -> String {
+    let Some(quota) = quota else {
+        return String::new();
+    };
+    let mut quota = *quota;
+    QUOTAS
+        .iter()
+        .filter_map(|(name, field)| {
+            let n = *field(&mut quota);
+            (n > 0).then(|| format!("{name}={n}"))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn print_tenants(tenants: &[pb::Tenant]) {
     let rows = tenants
         .iter()
         .map(|t| {
             let metadata: Vec<String> =
                 t.metadata.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            vec![t.name.clone(), t.display_name.clone(), metadata.join(" ")]
+            vec![
+                t.name.clone(),
+                t.display_name.clone(),
+                metadata.join(" "),
+                quota_text(t.quota.as_ref()),
+            ]
         })
         .collect();
-    table(&["NAME", "DISPLAY NAME", "METADATA"], rows);
+    table(&["NAME", "DISPLAY NAME", "METADATA", "QUOTA"], rows);
 }
 
 fn print_tokens(tokens: &[pb::Token]) {

@@ -13,6 +13,7 @@ use super::index::{LiveState, Timer};
 use super::lease::{AttemptEnd, Fate};
 use super::{Command, Completion, Engine, Refusal, Tx};
 use hookd_core::outcome::AttemptOutcome;
+use hookd_core::scope::{Kind, ObjectRef};
 use hookd_storage::store::StoreError;
 
 impl Engine {
@@ -110,7 +111,11 @@ impl Engine {
                 endpoint,
                 reply,
             } => {
-                let outcome = self.put_endpoint(t, now, tenant, *endpoint).map(Ok);
+                let object = ObjectRef::new(tenant, Kind::Endpoint, &endpoint.name);
+                let outcome = match self.quota_object(t, &object)? {
+                    Err(over) => Ok(Err(over)),
+                    Ok(()) => self.put_endpoint(t, now, tenant, *endpoint).map(Ok),
+                };
                 settle(done, reply, outcome)?;
             }
             Command::Reseal { reseal, reply } => {
@@ -153,7 +158,13 @@ impl Engine {
                 reply,
             } => {
                 match record {
-                    Some(record) => t.put_object(&object, &record),
+                    Some(record) => {
+                        if let Err(over) = self.quota_object(t, &object)? {
+                            reply_after(done, reply, Err(over));
+                            return Ok(());
+                        }
+                        t.put_object(&object, &record);
+                    }
                     None => t.remove_object(&object),
                 }
                 reply_after(done, reply, Ok(()));
@@ -165,11 +176,14 @@ impl Engine {
                 whole,
                 reply,
             } => {
-                let response = if whole {
+                let mut response = if whole {
                     self.stats(now, tenant, after.as_deref(), limit)
                 } else {
                     self.stats_page(now, tenant, after.as_deref(), limit)
                 };
+                if whole && let Some(tenant) = tenant {
+                    response.quotas = self.quota_use(t, tenant, now)?;
+                }
                 reply_after(done, reply, Ok(response));
             }
             Command::Detail {

@@ -58,6 +58,11 @@ impl Endpoints {
         out
     }
 
+    /// How many endpoints a tenant has.
+    pub(crate) fn count_of(&self, tenant: TenantId) -> usize {
+        self.by_tenant.get(&tenant).map_or(0, HashMap::len)
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.by_tenant.values().map(HashMap::len).sum()
     }

@@ -60,11 +60,18 @@ impl Engine {
                 Some(short) => (Some(Refusal::DiskFull(short)), 0),
                 None => (Some(Refusal::OverMark(over)), 0),
             },
-            // Counted against the space last measured only once it passes every other check.
-            Assessment::Admit { throttle_ms } => match self.config.headroom.admit(bytes) {
-                Err(short) => (Some(Refusal::DiskFull(short)), 0),
-                Ok(()) => (None, throttle_ms),
-            },
+            // The tenant's quotas; then counted against the space last measured, only once
+            // it passes every other check.
+            Assessment::Admit { throttle_ms } => {
+                let adding = Held { messages: 1, bytes };
+                match self.quota_admit(m.destination.tenant, now, adding) {
+                    Err(over) => (Some(over), 0),
+                    Ok(quota_ms) => match self.config.headroom.admit(bytes) {
+                        Err(short) => (Some(Refusal::DiskFull(short)), 0),
+                        Ok(()) => (None, throttle_ms.max(quota_ms)),
+                    },
+                }
+            }
         };
         if let Some(refusal) = refusal {
             if !m.idempotency_key.is_empty() {
@@ -84,6 +91,7 @@ impl Engine {
                 return Ok(Ok(Enqueued::duplicate(original, throttle_ms)));
             }
         }
+        self.quota_spend(m.destination.tenant, now);
         let new = New {
             id,
             key: &m.key,
@@ -121,6 +129,7 @@ impl Engine {
         let Some(fanout) = m.fanout.take() else {
             return self.enqueue(t, now, m);
         };
+        let tenant = m.destination.tenant;
         let first = Subscriber {
             id: m.id,
             destination: m.destination,
@@ -170,12 +179,21 @@ impl Engine {
             }
         }
         if refusal.is_none() && !deliveries.is_empty() {
-            refusal = self
-                .config
-                .headroom
-                .admit(bytes)
-                .err()
-                .map(Refusal::DiskFull);
+            let adding = Held {
+                messages: deliveries.len() as u64,
+                bytes: bytes.saturating_mul(deliveries.len() as u64),
+            };
+            refusal = match self.quota_admit(tenant, now, adding) {
+                Err(over) => Some(over),
+                Ok(quota_ms) => {
+                    throttle_ms = throttle_ms.max(quota_ms);
+                    self.config
+                        .headroom
+                        .admit(bytes)
+                        .err()
+                        .map(Refusal::DiskFull)
+                }
+            };
         }
         if let Some(refusal) = refusal {
             if let Some(scoped) = &scoped
@@ -215,6 +233,7 @@ impl Engine {
                 return Ok(Ok(Enqueued::duplicate(original, throttle_ms)));
             }
         }
+        self.quota_spend(tenant, now);
         let due = now.saturating_add(m.delay_ms);
         let size = u32::try_from(bytes).unwrap_or(u32::MAX);
         let source = deliveries[0].0.id;

@@ -281,6 +281,8 @@ impl Lanes {
 /// One destination's share of the index.
 #[derive(Debug)]
 pub(crate) struct Dest {
+    /// Whose it is (its key says: see `Destination::key`).
+    pub(crate) tenant: TenantId,
     pub key: String,
     /// Ready messages in `live` (retries, replays, delayed ones come due), sent before the
     /// fresh ones. May hold ids that left the Ready state since: they are skipped.
@@ -309,6 +311,8 @@ pub(crate) struct Dest {
 impl Dest {
     fn new(key: String) -> Self {
         Self {
+            tenant: hookd_core::destination::Destination::tenant_of_key(&key)
+                .unwrap_or(TenantId::DEFAULT),
             key,
             ready: VecDeque::new(),
             fresh: FreshQueue::default(),
@@ -433,6 +437,9 @@ pub(crate) struct Index {
     pub live_bytes: u64,
     /// FIFO lanes held in memory, over all destinations (see [`LANE_MESSAGES`]).
     pub(crate) lanes_held: u64,
+    /// What each tenant's destinations hold together (its quotas of live messages and
+    /// bytes); a tenant that holds nothing may have no entry.
+    tenants: FxHashMap<TenantId, hookd_core::backpressure::Held>,
     /// The oldest live message of each destination that has one: the first is the oldest
     /// pending message of all.
     firsts: BTreeSet<MessageId>,
@@ -513,6 +520,9 @@ impl Index {
         *self.totals.counter(live.state, live.attempts) += 1;
         dest.live_bytes += u64::from(live.bytes);
         self.live_bytes += u64::from(live.bytes);
+        let held = self.tenants.entry(dest.tenant).or_default();
+        held.messages += 1;
+        held.bytes += u64::from(live.bytes);
         let fresh = live.state == LiveState::Ready
             && live.lane == LaneTag::None
             && live.attempts == 0
@@ -623,6 +633,10 @@ impl Index {
         *self.totals.counter(live.state, live.attempts) -= 1;
         dest.live_bytes = dest.live_bytes.saturating_sub(u64::from(live.bytes));
         self.live_bytes = self.live_bytes.saturating_sub(u64::from(live.bytes));
+        if let Some(held) = self.tenants.get_mut(&dest.tenant) {
+            held.messages = held.messages.saturating_sub(1);
+            held.bytes = held.bytes.saturating_sub(u64::from(live.bytes));
+        }
         dest.live_ids.remove(&id);
         self.refirst(live.dest, before);
         self.review(live.dest);
@@ -717,6 +731,11 @@ impl Index {
             messages: self.len() + self.lanes_held * LANE_MESSAGES,
             bytes: self.live_bytes,
         }
+    }
+
+    /// What a tenant's destinations hold together.
+    pub(crate) fn tenant_held(&self, tenant: TenantId) -> hookd_core::backpressure::Held {
+        self.tenants.get(&tenant).copied().unwrap_or_default()
     }
 
     /// Live messages of a destination (pending, awaiting retry or in flight).

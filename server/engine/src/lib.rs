@@ -51,6 +51,9 @@ mod lifecycle_tests;
 #[cfg(test)]
 mod power_loss_tests;
 mod push;
+mod quota;
+#[cfg(test)]
+mod quota_tests;
 mod refusal;
 mod tenants;
 #[cfg(test)]
@@ -509,6 +512,7 @@ pub(crate) struct Engine {
     index: Index,
     endpoints: endpoints::Endpoints,
     tenants: tenants::Tenants,
+    quotas: quota::Quotas,
     total: hookd_core::stats::Activity,
     rng: StdRng,
     next_waiter: u64,
@@ -825,6 +829,7 @@ impl Engine {
             index: Index::default(),
             endpoints: Default::default(),
             tenants: Default::default(),
+            quotas: Default::default(),
             total: Default::default(),
             rng,
             next_waiter: 0,
@@ -872,6 +877,7 @@ impl Engine {
         store.recover(|item| {
             match item {
                 Recovering::Tenant(id, record) => {
+                    engine.quotas.set(id, &record, now);
                     engine.tenants.recovered(id, *record);
                 }
                 Recovering::Token(tenant, name, record) => {
@@ -1177,6 +1183,7 @@ impl Engine {
                 return Err((e, rest.collect()));
             }
         }
+        self.quota_flush(&mut tables);
         self.tenants.publish_round(done);
         self.serve_waiters(&mut tables, now, done)
             .map_err(|e| (e, Vec::new()))?;

@@ -69,6 +69,9 @@ pub enum Refusal {
     /// A watermark's hard mark: the destination (or hookd) holds as much as it may.
     #[error("{0}")]
     OverMark(hookd_core::backpressure::OverMark),
+    /// One of the tenant's quotas (issue #51, 4).
+    #[error("{0}")]
+    OverQuota(hookd_core::quota::OverQuota),
     /// The data directory's file system is inside hookd's reserve.
     #[error("{0}")]
     DiskFull(hookd_storage::disk::Short),
@@ -91,6 +94,7 @@ impl Refusal {
                 (Scope::All, Measure::Bytes) => "total_bytes",
             },
             Self::DiskFull { .. } => "disk_reserve",
+            Self::OverQuota(_) => "tenant_quota",
             Self::AtCapacity { .. } => "write_queue",
             _ => return None,
         })
@@ -104,6 +108,7 @@ impl Refusal {
             Self::AtCapacity { .. } => Some(200),
             Self::OverMark(over) => Some(over.retry_after_ms),
             Self::DiskFull(_) => Some(5_000),
+            Self::OverQuota(over) => over.retry_after_ms,
             _ => None,
         }
     }

@@ -230,6 +230,14 @@ impl Tenants {
         );
     }
 
+    /// Tenant `id`'s record with its day's count of events set (`None`: no such tenant).
+    pub(crate) fn usage(&mut self, id: TenantId, day: u64, events: u64) -> Option<&TenantRecord> {
+        let record = self.records.get_mut(&id)?;
+        record.usage_day = day;
+        record.events_today = events;
+        Some(record)
+    }
+
     fn live_named(&self, name: &str) -> Option<TenantId> {
         self.live.get(name).copied()
     }
@@ -300,6 +308,12 @@ impl Engine {
             (Some(id), false) => {
                 let old = &self.tenants.records[&id];
                 record.created_ms = old.created_ms;
+                // An update that names no quota keeps the tenant's; the day's count stays.
+                if record.quota.is_none() {
+                    record.quota = old.quota;
+                }
+                record.usage_day = old.usage_day;
+                record.events_today = old.events_today;
                 id
             }
         };
@@ -309,6 +323,7 @@ impl Engine {
             &ObjectRef::tenant(id),
             &prost::Message::encode_to_vec(&record),
         );
+        self.quotas.set(id, &record, now);
         self.tenants.set(id, record.clone());
         self.tenants.changed = true;
         reply_after(done, reply, Ok(Tenant { id, record }));
@@ -407,6 +422,7 @@ impl Engine {
             &ObjectRef::tenant(id),
             &prost::Message::encode_to_vec(&record),
         );
+        self.quotas.set(id, &record, now);
         self.tenants.set(id, record);
         tracing::info!(
             tenant = name,

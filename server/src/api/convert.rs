@@ -326,6 +326,15 @@ pub fn stats(s: StatsSnapshot) -> pb::StatsResponse {
                 critical: a.critical,
             })
             .collect(),
+        quotas: s
+            .quotas
+            .into_iter()
+            .map(|q| pb::QuotaUse {
+                quota: q.quota.to_owned(),
+                used: q.used,
+                limit: q.limit,
+            })
+            .collect(),
     }
 }
 

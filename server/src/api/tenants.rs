@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use hookd_core::scope::TenantId;
 use hookd_proto::v1 as pb;
-use hookd_storage::store::TenantRecord;
+use hookd_storage::store::{QuotaRecord, TenantRecord};
 use tonic::{Request, Status};
 
 use super::{HookdService, refused, validate};
@@ -225,13 +225,33 @@ fn tenant_record(tenant: Option<pb::Tenant>) -> Result<TenantRecord, ApiError> {
             )));
         }
     }
+    if let Some(q) = &t.quota
+        && q.max_events_per_second > MAX_EVENTS_PER_SECOND
+    {
+        return Err(ApiError::InvalidArgument(format!(
+            "tenant.quota.max_events_per_second: {} is over the limit of {MAX_EVENTS_PER_SECOND}",
+            q.max_events_per_second
+        )));
+    }
     Ok(TenantRecord {
         name: t.name,
         display_name: t.display_name,
         metadata: t.metadata.into_iter().collect(),
+        quota: t.quota.map(|q| QuotaRecord {
+            max_live_messages: q.max_live_messages,
+            max_live_bytes: q.max_live_bytes,
+            max_events_per_day: q.max_events_per_day,
+            max_events_per_second: q.max_events_per_second,
+            max_endpoints: q.max_endpoints,
+            max_subscriptions: q.max_subscriptions,
+            max_sources: q.max_sources,
+        }),
         ..Default::default()
     })
 }
+
+/// The highest rate quota (events/s): far above what one hookd takes.
+const MAX_EVENTS_PER_SECOND: u64 = 10_000_000;
 
 /// A tenant as answers show it.
 fn shown(r: &TenantRecord) -> pb::Tenant {
@@ -245,6 +265,15 @@ fn shown(r: &TenantRecord) -> pb::Tenant {
             .collect(),
         created_unix_ms: r.created_ms,
         updated_unix_ms: r.updated_ms,
+        quota: r.quota.map(|q| pb::TenantQuota {
+            max_live_messages: q.max_live_messages,
+            max_live_bytes: q.max_live_bytes,
+            max_events_per_day: q.max_events_per_day,
+            max_events_per_second: q.max_events_per_second,
+            max_endpoints: q.max_endpoints,
+            max_subscriptions: q.max_subscriptions,
+            max_sources: q.max_sources,
+        }),
     }
 }
 

@@ -682,6 +682,15 @@ async fn handle(
             ),
             "backpressure",
         )),
+        // One of the tenant's quotas: the provider retries once it may fit.
+        Err(Refusal::OverQuota(over)) => Err(Refuse(
+            retry_after(
+                StatusCode::TOO_MANY_REQUESTS,
+                over.retry_after_ms.unwrap_or(60_000).div_ceil(1000),
+                json!({ "error": format!("busy: {over}") }),
+            ),
+            "backpressure",
+        )),
         Err(r @ Refusal::DiskFull { .. }) => {
             static LOG: hookd_core::ratelog::LogLimit = hookd_core::ratelog::LogLimit::new(10, 5);
             if let Some(suppressed) = LOG.ready() {

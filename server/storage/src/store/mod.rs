@@ -81,8 +81,8 @@ pub use keys::{
 };
 pub use records::{
     AttemptRecord, DoneRecord, EndpointRecord, HistoryRecord, LaneRow, LaneSlot, MAX_ORDERING_KEY,
-    MAX_TEXT_BYTES, MessageRecord, OAuth2Record, ScheduleEntry, SigningKeyRecord, State,
-    TenantRecord, TokenRecord, bound_text,
+    MAX_TEXT_BYTES, MessageRecord, OAuth2Record, QuotaRecord, ScheduleEntry, SigningKeyRecord,
+    State, TenantRecord, TokenRecord, bound_text,
 };
 
 use hookd_core::destination::Destination;

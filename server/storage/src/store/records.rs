@@ -263,6 +263,63 @@ pub struct TenantRecord {
     /// never given again.
     #[prost(uint64, tag = "6")]
     pub deleted_ms: u64,
+    /// Its limits (none: no limit of its own). A new field, not a format change.
+    #[prost(message, optional, tag = "7")]
+    pub quota: Option<QuotaRecord>,
+    /// The UTC day (days since the epoch) `events_today` counts, for the quota of events
+    /// per day: written in the round that accepted the events, so a restart keeps the day's
+    /// count.
+    #[prost(uint64, tag = "8")]
+    pub usage_day: u64,
+    #[prost(uint64, tag = "9")]
+    pub events_today: u64,
+}
+
+/// A tenant's limits, as stored (`hookd_core::quota::Quota`); 0: none.
+#[derive(Clone, Copy, PartialEq, Eq, prost::Message)]
+pub struct QuotaRecord {
+    #[prost(uint64, tag = "1")]
+    pub max_live_messages: u64,
+    #[prost(uint64, tag = "2")]
+    pub max_live_bytes: u64,
+    #[prost(uint64, tag = "3")]
+    pub max_events_per_day: u64,
+    #[prost(uint64, tag = "4")]
+    pub max_events_per_second: u64,
+    #[prost(uint64, tag = "5")]
+    pub max_endpoints: u64,
+    #[prost(uint64, tag = "6")]
+    pub max_subscriptions: u64,
+    #[prost(uint64, tag = "7")]
+    pub max_sources: u64,
+}
+
+impl From<QuotaRecord> for hookd_core::quota::Quota {
+    fn from(r: QuotaRecord) -> Self {
+        Self {
+            max_live_messages: r.max_live_messages,
+            max_live_bytes: r.max_live_bytes,
+            max_events_per_day: r.max_events_per_day,
+            max_events_per_second: r.max_events_per_second,
+            max_endpoints: r.max_endpoints,
+            max_subscriptions: r.max_subscriptions,
+            max_sources: r.max_sources,
+        }
+    }
+}
+
+impl From<hookd_core::quota::Quota> for QuotaRecord {
+    fn from(q: hookd_core::quota::Quota) -> Self {
+        Self {
+            max_live_messages: q.max_live_messages,
+            max_live_bytes: q.max_live_bytes,
+            max_events_per_day: q.max_events_per_day,
+            max_events_per_second: q.max_events_per_second,
+            max_endpoints: q.max_endpoints,
+            max_subscriptions: q.max_subscriptions,
+            max_sources: q.max_sources,
+        }
+    }
 }
 
 /// A tenant's API token, as stored: never the token itself, only its SHA-256 (a catalog

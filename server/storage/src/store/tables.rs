@@ -749,7 +749,24 @@ impl<'a> Tables<'a> {
 
     /// Every object of a tenant's, as this round sees the catalog (its own changes too).
     pub fn objects_of(&self, tenant: TenantId) -> Result<Vec<ObjectRef>, StoreError> {
-        let (first, end) = super::catalog_range(tenant, None);
+        self.objects_in(tenant, None)
+    }
+
+    /// A tenant's objects of one kind, as this round sees the catalog.
+    pub fn objects_of_kind(
+        &self,
+        tenant: TenantId,
+        kind: Kind,
+    ) -> Result<Vec<ObjectRef>, StoreError> {
+        self.objects_in(tenant, Some(kind))
+    }
+
+    fn objects_in(
+        &self,
+        tenant: TenantId,
+        kind: Option<Kind>,
+    ) -> Result<Vec<ObjectRef>, StoreError> {
+        let (first, end) = super::catalog_range(tenant, kind);
         let range = (
             Bound::Included(first.as_slice()),
             Bound::Excluded(end.as_slice()),

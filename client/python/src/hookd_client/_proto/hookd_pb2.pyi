@@ -383,20 +383,32 @@ class StorageStats(_message.Message):
     def __init__(self, commits_per_s: _Optional[float] = ..., requests_per_commit: _Optional[float] = ..., commit_latency_last_hour: _Optional[_Union[LatencyStats, _Mapping]] = ..., live_messages: _Optional[int] = ..., queued_write_bytes: _Optional[int] = ..., destinations: _Optional[int] = ..., log_bytes: _Optional[int] = ..., checkpoint_age_ms: _Optional[int] = ..., last_checkpoint_ms: _Optional[int] = ..., replay_ms: _Optional[int] = ..., replayed_bytes: _Optional[int] = ..., log_since_checkpoint_bytes: _Optional[int] = ..., disk_available_bytes: _Optional[int] = ..., disk_reserve_bytes: _Optional[int] = ..., log_segments: _Optional[int] = ..., log_live_bytes: _Optional[int] = ..., log_retained_from_unix_ms: _Optional[int] = ..., log_reclaimable_bytes: _Optional[int] = ..., log_compacting_segments: _Optional[int] = ..., log_compacted_records: _Optional[int] = ..., log_deleted_segments: _Optional[int] = ..., log_freed_bytes: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("total", "destinations", "uptime_ms", "storage", "next_page_token", "alerts")
+    __slots__ = ("total", "destinations", "uptime_ms", "storage", "next_page_token", "alerts", "quotas")
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     DESTINATIONS_FIELD_NUMBER: _ClassVar[int]
     UPTIME_MS_FIELD_NUMBER: _ClassVar[int]
     STORAGE_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     ALERTS_FIELD_NUMBER: _ClassVar[int]
+    QUOTAS_FIELD_NUMBER: _ClassVar[int]
     total: DestinationStats
     destinations: _containers.RepeatedCompositeFieldContainer[DestinationStats]
     uptime_ms: int
     storage: StorageStats
     next_page_token: str
     alerts: _containers.RepeatedCompositeFieldContainer[AlertState]
-    def __init__(self, total: _Optional[_Union[DestinationStats, _Mapping]] = ..., destinations: _Optional[_Iterable[_Union[DestinationStats, _Mapping]]] = ..., uptime_ms: _Optional[int] = ..., storage: _Optional[_Union[StorageStats, _Mapping]] = ..., next_page_token: _Optional[str] = ..., alerts: _Optional[_Iterable[_Union[AlertState, _Mapping]]] = ...) -> None: ...
+    quotas: _containers.RepeatedCompositeFieldContainer[QuotaUse]
+    def __init__(self, total: _Optional[_Union[DestinationStats, _Mapping]] = ..., destinations: _Optional[_Iterable[_Union[DestinationStats, _Mapping]]] = ..., uptime_ms: _Optional[int] = ..., storage: _Optional[_Union[StorageStats, _Mapping]] = ..., next_page_token: _Optional[str] = ..., alerts: _Optional[_Iterable[_Union[AlertState, _Mapping]]] = ..., quotas: _Optional[_Iterable[_Union[QuotaUse, _Mapping]]] = ...) -> None: ...
+
+class QuotaUse(_message.Message):
+    __slots__ = ("quota", "used", "limit")
+    QUOTA_FIELD_NUMBER: _ClassVar[int]
+    USED_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    quota: str
+    used: int
+    limit: int
+    def __init__(self, quota: _Optional[str] = ..., used: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
 
 class AlertState(_message.Message):
     __slots__ = ("alert", "destination", "level", "since_unix_ms", "value", "warning", "critical")
@@ -1057,7 +1069,7 @@ class DeleteSubscriptionResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class Tenant(_message.Message):
-    __slots__ = ("name", "display_name", "metadata", "created_unix_ms", "updated_unix_ms")
+    __slots__ = ("name", "display_name", "metadata", "created_unix_ms", "updated_unix_ms", "quota")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1070,12 +1082,32 @@ class Tenant(_message.Message):
     METADATA_FIELD_NUMBER: _ClassVar[int]
     CREATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     UPDATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_FIELD_NUMBER: _ClassVar[int]
     name: str
     display_name: str
     metadata: _containers.ScalarMap[str, str]
     created_unix_ms: int
     updated_unix_ms: int
-    def __init__(self, name: _Optional[str] = ..., display_name: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ...) -> None: ...
+    quota: TenantQuota
+    def __init__(self, name: _Optional[str] = ..., display_name: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ..., quota: _Optional[_Union[TenantQuota, _Mapping]] = ...) -> None: ...
+
+class TenantQuota(_message.Message):
+    __slots__ = ("max_live_messages", "max_live_bytes", "max_events_per_day", "max_events_per_second", "max_endpoints", "max_subscriptions", "max_sources")
+    MAX_LIVE_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    MAX_LIVE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_EVENTS_PER_DAY_FIELD_NUMBER: _ClassVar[int]
+    MAX_EVENTS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    MAX_ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    MAX_SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    MAX_SOURCES_FIELD_NUMBER: _ClassVar[int]
+    max_live_messages: int
+    max_live_bytes: int
+    max_events_per_day: int
+    max_events_per_second: int
+    max_endpoints: int
+    max_subscriptions: int
+    max_sources: int
+    def __init__(self, max_live_messages: _Optional[int] = ..., max_live_bytes: _Optional[int] = ..., max_events_per_day: _Optional[int] = ..., max_events_per_second: _Optional[int] = ..., max_endpoints: _Optional[int] = ..., max_subscriptions: _Optional[int] = ..., max_sources: _Optional[int] = ...) -> None: ...
 
 class CreateTenantRequest(_message.Message):
     __slots__ = ("tenant",)
