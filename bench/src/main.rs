@@ -19,6 +19,7 @@ mod push;
 mod rawredb;
 mod scale;
 mod scrape;
+mod tenants;
 mod threads;
 
 use std::net::SocketAddr;
@@ -130,6 +131,19 @@ struct Args {
     console_dead: usize,
     #[arg(long, default_value_t = 20)]
     console_samples: usize,
+    /// The tenants run (`--only tenants`): a hookd binary built from main beside this one,
+    /// measured with the same load (without it, this build only).
+    #[arg(long)]
+    baseline_hookd: Option<std::path::PathBuf>,
+    /// Tenants the load is spread over in the tenants run.
+    #[arg(long, default_value_t = 1_000)]
+    tenants: usize,
+    /// The tenant scale run (`--only tenant-scale`): tenants, and endpoints and
+    /// subscriptions of each.
+    #[arg(long, default_value_t = 10_000)]
+    scale_tenants: usize,
+    #[arg(long, default_value_t = 10)]
+    scale_tenant_objects: usize,
 }
 
 /// `--slow-sync-ms`, for every hookd and the redb floor this run starts.
@@ -517,6 +531,25 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         let (r, rate) = (median(ratios), median(rates));
         println!(" median: hookd {rate:.0} deliveries/s, ratio hookd/hyper {r:.2}");
         summary.push(("push delivery", rate, r));
+    }
+    if named("tenants") {
+        tenants::cost(
+            dir.path(),
+            args.baseline_hookd.as_deref(),
+            args.tenants.max(1),
+            args.rounds,
+            leg,
+            args.payload,
+        )
+        .await?;
+    }
+    if named("tenant-scale") {
+        tenants::scale(
+            dir.path(),
+            args.scale_tenants.max(1),
+            args.scale_tenant_objects.max(1),
+        )
+        .await?;
     }
     if named("metrics scrape") {
         println!("\nmetrics scrape: GET /metrics vs the Stats call, 20 of each per size");

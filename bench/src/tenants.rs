@@ -1,0 +1,662 @@
+//! The cost of tenants (issue #51, 7), in one run.
+//!
+//! **Write paths.** Unary Enqueue, EnqueueBatch, publish (a topic with one subscriber) and
+//! push (EnqueueBatch to endpoints while hookd delivers to a loopback sink), each against a
+//! separate hookd process, in four cases:
+//! - `main, 1 destination` and `this, 1 destination`: one queue (endpoint, topic) of
+//!   `default`, as a single-tenant user runs hookd: what the tenant code costs them;
+//! - `main, N destinations` and `this, N tenants`: the same load spread over N queues
+//!   (endpoints, topics) of one namespace on main, and over N tenants with one each on this
+//!   build, every call naming its tenant (`x-hookd-tenant`): what tenants cost beside the
+//!   same number of destinations.
+//!
+//! `main` is a hookd binary built beside this one (`--baseline-hookd`), run with the same
+//! config; the cases alternate, their order turning each round, so a drift of the disk
+//! falls on all of them. Only ratios within the run mean anything.
+//!
+//! **Scale.** One hookd holding T tenants, each with 10 endpoints and 10 subscriptions: the
+//! time to make them, its RSS, Stats latency (the whole hookd's first page, and one
+//! tenant's), and the time from a clean stop, and from a kill -9, to serving again.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use hookd_proto::v1::{self as pb, hookd_client::HookdClient};
+use hookd_testkit::ChildHookd;
+use tonic::transport::Channel;
+
+const HEADER: &str = "x-hookd-tenant";
+
+/// Every case's config: marks far above what the legs store (nothing is consumed but by
+/// push), so no leg measures backpressure.
+const CONFIG: &str = "[backpressure]\n\
+    destination_max_messages = 20000000\n\
+    max_messages = 20000000\n\
+    destination_max_bytes = 68719476736\n\
+    max_bytes = 68719476736\n";
+
+/// Which hookd, and how its load is spread.
+#[derive(Debug, Clone)]
+struct Case {
+    label: String,
+    exe: PathBuf,
+    /// `["__hookd"]` for this binary (the trampoline), none for another hookd.
+    prefix: Vec<&'static str>,
+    /// Destinations the load rotates over.
+    spread: usize,
+    /// Each destination is its own tenant's (this build only).
+    tenanted: bool,
+}
+
+impl Case {
+    /// The tenant and the destination name of target `i`.
+    fn target(&self, i: usize) -> (Option<String>, String) {
+        let i = i % self.spread;
+        match (self.tenanted, self.spread) {
+            (true, _) => (Some(tenant_name(i)), "bench".into()),
+            (false, 1) => (None, "bench".into()),
+            (false, _) => (None, format!("bench-{i:05}")),
+        }
+    }
+}
+
+fn tenant_name(i: usize) -> String {
+    format!("t{i:05}")
+}
+
+/// `message`, naming `tenant` if there is one.
+fn on<T>(tenant: Option<&str>, message: T) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(message);
+    if let Some(t) = tenant
+        && let Ok(v) = t.parse()
+    {
+        r.metadata_mut().insert(HEADER, v);
+    }
+    r
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Path4 {
+    Unary,
+    Batch,
+    Publish,
+    Push,
+}
+
+impl Path4 {
+    const ALL: [Self; 4] = [Self::Unary, Self::Batch, Self::Publish, Self::Push];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Unary => "unary",
+            Self::Batch => "batch",
+            Self::Publish => "publish",
+            Self::Push => "push",
+        }
+    }
+}
+
+async fn spawn(case: &Case, data: &Path, log: &Path) -> anyhow::Result<(ChildHookd, Channel)> {
+    let config = data.with_extension("toml");
+    std::fs::write(&config, CONFIG)?;
+    let extra: Vec<OsString> = vec![
+        "--log-level".into(),
+        "warn".into(),
+        "--allow-destination".into(),
+        "127.0.0.1/32".into(),
+        "--config".into(),
+        config.into_os_string(),
+    ];
+    let hookd = ChildHookd::spawn_logged(
+        &case.exe,
+        &case.prefix,
+        data,
+        &extra,
+        Duration::from_secs(300),
+        log,
+    )
+    .await?;
+    let ch = hookd_client::endpoint(hookd.grpc.clone())?
+        .connect()
+        .await?;
+    Ok((hookd, ch))
+}
+
+/// Runs `calls` over `concurrency` tasks, each sending its next call when the last one
+/// answered, for `concurrency` tasks in parallel, `tasks` at a time; `each` makes and
+/// sends call `n`.
+async fn parallel<F, Fut>(n: usize, concurrency: usize, each: F) -> anyhow::Result<()>
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
+{
+    let next = Arc::new(AtomicU64::new(0));
+    let each = Arc::new(each);
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let (next, each) = (next.clone(), each.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                if i >= n {
+                    return Ok::<_, anyhow::Error>(());
+                }
+                each(i).await?;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(())
+}
+
+/// The case's objects: per target an endpoint `bench` (on the sink), and a subscription
+/// taking topic `bench.I` into queue `pub` (`pub-I` when the targets share a namespace),
+/// and the tenants themselves when the case has them.
+async fn setup(case: &Case, ch: &Channel, sink: &hookd_testkit::Receiver) -> anyhow::Result<()> {
+    let case = Arc::new(case.clone());
+    let url = sink.url("/hook");
+    if case.tenanted {
+        let ch = ch.clone();
+        parallel(case.spread, 32, move |i| {
+            let mut c = HookdClient::new(ch.clone());
+            async move {
+                c.create_tenant(pb::CreateTenantRequest {
+                    tenant: Some(pb::Tenant {
+                        name: tenant_name(i),
+                        ..Default::default()
+                    }),
+                })
+                .await?;
+                Ok(())
+            }
+        })
+        .await?;
+    }
+    let ch = ch.clone();
+    parallel(case.spread, 32, move |i| {
+        let mut c = HookdClient::new(ch.clone());
+        let (tenant, name) = case.target(i);
+        let url = url.clone();
+        let queue = if case.spread > 1 && !case.tenanted {
+            format!("pub-{i:05}")
+        } else {
+            "pub".to_owned()
+        };
+        async move {
+            let t = tenant.as_deref();
+            c.put_endpoint(on(
+                t,
+                pb::PutEndpointRequest {
+                    endpoint: Some(pb::Endpoint {
+                        name: name.clone(),
+                        url,
+                        ..Default::default()
+                    }),
+                },
+            ))
+            .await?;
+            c.put_subscription(on(
+                t,
+                pb::PutSubscriptionRequest {
+                    subscription: Some(pb::Subscription {
+                        name: queue.clone(),
+                        destination: Some(pb::subscription::Destination::Queue(queue)),
+                        event_types: vec![format!("bench.{i}")],
+                        ..Default::default()
+                    }),
+                },
+            ))
+            .await?;
+            Ok(())
+        }
+    })
+    .await
+}
+
+/// One leg of `path` on `case`'s hookd: events (deliveries, for push) per second.
+async fn leg(
+    case: &Case,
+    ch: &Channel,
+    sink: &hookd_testkit::Receiver,
+    path: Path4,
+    payload: usize,
+    seconds: Duration,
+) -> anyhow::Result<f64> {
+    let (concurrency, batch) = match path {
+        Path4::Unary | Path4::Publish => (64, 1),
+        Path4::Batch | Path4::Push => (8, 100),
+    };
+    let body = vec![b'x'; payload];
+    // Push: a warm-up second, then deliveries counted at the sink.
+    let warmup = if path == Path4::Push {
+        Duration::from_secs(1)
+    } else {
+        Duration::ZERO
+    };
+    let started = Instant::now();
+    let stop_at = started + warmup + seconds;
+    let events = Arc::new(AtomicU64::new(0));
+    let turn = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let mut c = HookdClient::new(ch.clone())
+            .max_encoding_message_size(64 << 20)
+            .max_decoding_message_size(64 << 20);
+        let (case, body, events, turn) = (case.clone(), body.clone(), events.clone(), turn.clone());
+        let prefix = uuid::Uuid::new_v4().simple().to_string();
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while Instant::now() < stop_at {
+                let i = turn.fetch_add(1, Ordering::Relaxed) as usize;
+                let (tenant, name) = case.target(i);
+                let t = tenant.as_deref();
+                let one = |to: pb::enqueue_request::Destination, n: u64| pb::EnqueueRequest {
+                    destination: Some(to),
+                    payload: body.clone(),
+                    idempotency_key: format!("{prefix}-{n}"),
+                    ..Default::default()
+                };
+                n += 1;
+                let stored = match path {
+                    Path4::Unary => c
+                        .enqueue(on(t, one(pb::enqueue_request::Destination::Queue(name), n)))
+                        .await
+                        .map(|_| 1),
+                    Path4::Publish => c
+                        .enqueue(on(
+                            t,
+                            one(
+                                pb::enqueue_request::Destination::Topic(format!(
+                                    "bench.{}",
+                                    i % case.spread
+                                )),
+                                n,
+                            ),
+                        ))
+                        .await
+                        .map(|r| u64::from(r.into_inner().subscribers.min(1))),
+                    Path4::Batch | Path4::Push => {
+                        let to = |name: &str| match path {
+                            Path4::Push => pb::enqueue_request::Destination::Endpoint(name.into()),
+                            _ => pb::enqueue_request::Destination::Queue(name.into()),
+                        };
+                        let events = (0..batch).map(|k| one(to(&name), n * 1_000 + k)).collect();
+                        c.enqueue_batch(on(t, pb::EnqueueBatchRequest { events }))
+                            .await
+                            .map(|r| {
+                                r.into_inner()
+                                    .results
+                                    .iter()
+                                    .filter(|x| {
+                                        matches!(x.result, Some(pb::enqueue_result::Result::Ok(_)))
+                                    })
+                                    .count() as u64
+                            })
+                    }
+                };
+                match stored {
+                    Ok(k) => {
+                        events.fetch_add(k, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        static SHOWN: std::sync::atomic::AtomicBool =
+                            std::sync::atomic::AtomicBool::new(false);
+                        if !SHOWN.swap(true, Ordering::Relaxed) {
+                            eprintln!("  a {} call failed: {e}", path.name());
+                        }
+                    }
+                }
+            }
+        }));
+    }
+    let rate = if path == Path4::Push {
+        tokio::time::sleep(warmup).await;
+        let (d0, t0) = (sink.count(), Instant::now());
+        tokio::time::sleep(seconds).await;
+        (sink.count() - d0) as f64 / t0.elapsed().as_secs_f64()
+    } else {
+        tokio::time::sleep_until((started + seconds).into()).await;
+        0.0
+    };
+    for t in tasks {
+        t.await?;
+    }
+    Ok(match path {
+        Path4::Push => rate,
+        _ => events.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64(),
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 0 => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+        n => v[n / 2],
+    }
+}
+
+/// The write paths, case by case (see the module's text).
+pub(crate) async fn cost(
+    base: &Path,
+    baseline: Option<&Path>,
+    tenants: usize,
+    rounds: u16,
+    seconds: Duration,
+    payload: usize,
+) -> anyhow::Result<()> {
+    let this = std::env::current_exe()?;
+    let mut cases = Vec::new();
+    let mut add = |label: &str, exe: &Path, prefix: Vec<&'static str>, spread, tenanted| {
+        cases.push(Case {
+            label: label.into(),
+            exe: exe.to_owned(),
+            prefix,
+            spread,
+            tenanted,
+        });
+    };
+    if let Some(main) = baseline {
+        add("main, 1 destination", main, vec![], 1, false);
+    }
+    add("this, 1 destination", &this, vec!["__hookd"], 1, false);
+    if let Some(main) = baseline {
+        add(
+            &format!("main, {tenants} destinations"),
+            main,
+            vec![],
+            tenants,
+            false,
+        );
+    }
+    add(
+        &format!("this, {tenants} tenants"),
+        &this,
+        vec!["__hookd"],
+        tenants,
+        true,
+    );
+    println!(
+        "\ntenants: the write paths (unary 64 in flight; batch 8 x 100; publish 64 in flight, one subscriber; push: batch 8 x 100 to endpoints, deliveries counted at a loopback sink) per case, a separate hookd process each, {} s legs, {rounds} rounds{}",
+        seconds.as_secs(),
+        if baseline.is_none() {
+            " (no --baseline-hookd: this build only)"
+        } else {
+            ""
+        }
+    );
+    let log = base.join("tenants-hookd.log");
+    println!("  hookd's log: {}", log.display());
+    let probe = |label: &str| -> anyhow::Result<()> {
+        let rate = crate::fsync::probe(base, Duration::from_millis(500))?;
+        println!("  fsync probe ({label}): {rate:.0} fdatasync/s (4 KiB appends)");
+        Ok(())
+    };
+    probe("before")?;
+    // rates[case][path] over the rounds.
+    let mut rates = vec![vec![Vec::new(); Path4::ALL.len()]; cases.len()];
+    for round in 0..usize::from(rounds) {
+        println!(" round {}", round + 1);
+        let order: Vec<usize> = (0..cases.len())
+            .map(|k| (k + round) % cases.len())
+            .collect();
+        for k in order {
+            let case = &cases[k];
+            let sink = crate::push::sink(false).await?;
+            let data = base.join(format!("tenants-{round}-{k}"));
+            let (hookd, ch) = spawn(case, &data, &log).await?;
+            let made = Instant::now();
+            setup(case, &ch, &sink).await?;
+            let setup_s = made.elapsed().as_secs_f64();
+            let mut line = format!("  {:<24}", case.label);
+            for (p, path) in Path4::ALL.into_iter().enumerate() {
+                let r = leg(case, &ch, &sink, path, payload, seconds).await?;
+                rates[k][p].push(r);
+                line.push_str(&format!(" {} {r:>8.0}/s", path.name()));
+            }
+            println!("{line}  (set up in {setup_s:.1} s)");
+            drop(ch);
+            hookd.stop(Duration::from_secs(30)).await?;
+            let _ = std::fs::remove_dir_all(&data);
+        }
+    }
+    probe("after")?;
+    println!(" medians (events/s; push: deliveries/s), and each case against its main:");
+    let medians: Vec<Vec<f64>> = rates
+        .iter()
+        .map(|per| per.iter().map(|v| median(v.clone())).collect())
+        .collect();
+    for (k, case) in cases.iter().enumerate() {
+        let mut line = format!("  {:<24}", case.label);
+        for (p, path) in Path4::ALL.into_iter().enumerate() {
+            line.push_str(&format!(" {} {:>8.0}", path.name(), medians[k][p]));
+        }
+        println!("{line}");
+    }
+    if baseline.is_some() {
+        // Cases 0 and 1 are main's and this build's with one destination; 2 and 3 the same
+        // spread over N.
+        for (this, main) in [(1, 0), (3, 2)] {
+            let mut line = format!("  ratio {} / {}:", cases[this].label, cases[main].label);
+            for (p, path) in Path4::ALL.into_iter().enumerate() {
+                line.push_str(&format!(
+                    " {} {:.3}",
+                    path.name(),
+                    medians[this][p] / medians[main][p]
+                ));
+            }
+            println!("{line}");
+        }
+    } else {
+        let mut line = format!("  ratio {} / {}:", cases[1].label, cases[0].label);
+        for (p, path) in Path4::ALL.into_iter().enumerate() {
+            line.push_str(&format!(
+                " {} {:.3}",
+                path.name(),
+                medians[1][p] / medians[0][p]
+            ));
+        }
+        println!("{line}");
+    }
+    Ok(())
+}
+
+fn quantiles(h: &Histogram<u64>) -> String {
+    format!(
+        "p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        h.value_at_quantile(0.5) as f64 / 1e3,
+        h.value_at_quantile(0.99) as f64 / 1e3,
+        h.max() as f64 / 1e3
+    )
+}
+
+/// `samples` Stats calls (naming `tenant`, if any), one at a time: their latency.
+async fn stats_latency(
+    ch: &Channel,
+    tenant: Option<&str>,
+    samples: usize,
+) -> anyhow::Result<Histogram<u64>> {
+    let mut c = HookdClient::new(ch.clone()).max_decoding_message_size(64 << 20);
+    let mut h = Histogram::<u64>::new_with_bounds(1, 600_000_000, 3)?;
+    for _ in 0..samples {
+        let t = Instant::now();
+        c.stats(on(tenant, pb::StatsRequest::default())).await?;
+        h.record(t.elapsed().as_micros() as u64)?;
+    }
+    Ok(h)
+}
+
+/// One hookd holding `tenants` tenants with `per` endpoints and `per` subscriptions each.
+pub(crate) async fn scale(base: &Path, tenants: usize, per: usize) -> anyhow::Result<()> {
+    println!(
+        "\ntenants scale: {tenants} tenants, each with {per} endpoints and {per} subscriptions, in a separate hookd process"
+    );
+    let case = Case {
+        label: "this".into(),
+        exe: std::env::current_exe()?,
+        prefix: vec!["__hookd"],
+        spread: tenants,
+        tenanted: true,
+    };
+    let data = base.join("tenants-scale");
+    let log = base.join("tenants-scale.log");
+    let started = Instant::now();
+    let (hookd, ch) = spawn(&case, &data, &log).await?;
+    println!(
+        "  empty start: {:.2} s to serving; RSS {:.0} MB",
+        started.elapsed().as_secs_f64(),
+        crate::scale::rss_mb(hookd.pid()).unwrap_or(0.0)
+    );
+    let sink = crate::push::sink(false).await?;
+    let url = sink.url("/hook");
+    let made = Instant::now();
+    {
+        let ch = ch.clone();
+        parallel(tenants, 64, move |i| {
+            let mut c = HookdClient::new(ch.clone());
+            async move {
+                c.create_tenant(pb::CreateTenantRequest {
+                    tenant: Some(pb::Tenant {
+                        name: tenant_name(i),
+                        ..Default::default()
+                    }),
+                })
+                .await?;
+                Ok(())
+            }
+        })
+        .await?;
+    }
+    let tenants_s = made.elapsed().as_secs_f64();
+    let made = Instant::now();
+    {
+        let ch = ch.clone();
+        parallel(tenants * per, 64, move |k| {
+            let mut c = HookdClient::new(ch.clone());
+            let (i, j) = (k / per, k % per);
+            let url = url.clone();
+            async move {
+                let t = tenant_name(i);
+                let endpoint = format!("e{j:02}");
+                c.put_endpoint(on(
+                    Some(&t),
+                    pb::PutEndpointRequest {
+                        endpoint: Some(pb::Endpoint {
+                            name: endpoint.clone(),
+                            url,
+                            ..Default::default()
+                        }),
+                    },
+                ))
+                .await?;
+                c.put_subscription(on(
+                    Some(&t),
+                    pb::PutSubscriptionRequest {
+                        subscription: Some(pb::Subscription {
+                            name: format!("s{j:02}"),
+                            destination: Some(pb::subscription::Destination::Endpoint(endpoint)),
+                            event_types: vec![format!("evt.{j}")],
+                            ..Default::default()
+                        }),
+                    },
+                ))
+                .await?;
+                Ok(())
+            }
+        })
+        .await?;
+    }
+    let objects_s = made.elapsed().as_secs_f64();
+    println!(
+        "  made {tenants} tenants in {tenants_s:.1} s ({:.0}/s), then {} endpoints and {} subscriptions in {objects_s:.1} s ({:.0} objects/s), 64 calls in flight",
+        tenants as f64 / tenants_s,
+        tenants * per,
+        tenants * per,
+        (2 * tenants * per) as f64 / objects_s
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let report = |label: &str, hookd: &ChildHookd| {
+        println!(
+            "  RSS {label}: {:.0} MB",
+            crate::scale::rss_mb(hookd.pid()).unwrap_or(0.0)
+        );
+    };
+    report("holding them", &hookd);
+    let probe = t_name_mid(tenants);
+    let whole = stats_latency(&ch, None, 50).await?;
+    let one = stats_latency(&ch, Some(&probe), 50).await?;
+    println!("  Stats, whole hookd (first page): {}", quantiles(&whole));
+    println!("  Stats, one tenant ({probe}): {}", quantiles(&one));
+    let addrs = hookd.addrs()?;
+    drop(ch);
+    // A clean stop, then a start on the same directory.
+    let stopping = Instant::now();
+    hookd.stop(Duration::from_secs(120)).await?;
+    let stop_s = stopping.elapsed().as_secs_f64();
+    let extra: Vec<OsString> = vec![
+        "--log-level".into(),
+        "warn".into(),
+        "--allow-destination".into(),
+        "127.0.0.1/32".into(),
+        "--config".into(),
+        data.with_extension("toml").into_os_string(),
+    ];
+    let started = Instant::now();
+    let hookd = ChildHookd::spawn_at(
+        &case.exe,
+        &case.prefix,
+        &data,
+        &extra,
+        addrs,
+        Duration::from_secs(600),
+    )
+    .await?;
+    let restart_s = started.elapsed().as_secs_f64();
+    println!("  clean stop {stop_s:.2} s; start after it: {restart_s:.2} s to serving");
+    report("after the restart", &hookd);
+    // kill -9, then a start.
+    hookd.signal("-KILL")?;
+    let mut hookd = hookd;
+    hookd.wait(Duration::from_secs(30)).await?;
+    let started = Instant::now();
+    let hookd = ChildHookd::spawn_at(
+        &case.exe,
+        &case.prefix,
+        &data,
+        &extra,
+        addrs,
+        Duration::from_secs(600),
+    )
+    .await?;
+    let killed_s = started.elapsed().as_secs_f64();
+    println!("  start after kill -9: {killed_s:.2} s to serving");
+    let ch = hookd_client::endpoint(hookd.grpc.clone())?
+        .connect()
+        .await?;
+    let listed = HookdClient::new(ch.clone())
+        .list_endpoints(on(Some(&probe), pb::ListEndpointsRequest::default()))
+        .await?
+        .into_inner()
+        .endpoints
+        .len();
+    let one = stats_latency(&ch, Some(&probe), 50).await?;
+    println!(
+        "  after it: {probe} lists {listed} endpoints; its Stats {}",
+        quantiles(&one)
+    );
+    drop(ch);
+    hookd.stop(Duration::from_secs(120)).await?;
+    let _ = std::fs::remove_dir_all(&data);
+    Ok(())
+}
+
+/// A tenant in the middle of the names.
+fn t_name_mid(tenants: usize) -> String {
+    tenant_name(tenants / 2)
+}
