@@ -1162,3 +1162,100 @@ async fn delivered_at_sink(sink: &Sink, id: &str) {
         "{id} never reached the sink"
     );
 }
+
+#[tokio::test]
+async fn console_switches_tenant_and_shows_and_acts_on_that_tenants_objects_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let server =
+        TestServer::start_with(secured(dir.path()), ManualClock::new(SystemClock.now_ms())).await;
+    let mut c = admin_client(&server).await;
+    c.raw()
+        .create_tenant(pb::CreateTenantRequest {
+            tenant: Some(pb::Tenant {
+                name: "acme".into(),
+                quota: Some(pb::TenantQuota {
+                    max_endpoints: 3,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap();
+    let mut on_acme = tonic::Request::new(pb::PutEndpointRequest {
+        endpoint: Some(pb::Endpoint {
+            name: "acme-hook".into(),
+            url: "http://127.0.0.1:9/acme".into(),
+            ..Default::default()
+        }),
+    });
+    on_acme
+        .metadata_mut()
+        .insert("x-hookd-tenant", "acme".parse().unwrap());
+    c.raw().put_endpoint(on_acme).await.unwrap();
+    c.put_endpoint(pb::Endpoint {
+        name: "default-hook".into(),
+        url: "http://127.0.0.1:9/default".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let http = Http::new(server.http);
+    let cookie = http
+        .login(ADMIN)
+        .await
+        .unwrap_or_else(|a| panic!("{}", a.body));
+    // At first: default's objects.
+    let page = http.get("/ui/endpoints", &cookie).await;
+    assert!(
+        page.body.contains("default-hook") && !page.body.contains("acme-hook"),
+        "{}",
+        page.body
+    );
+    let tenants = http.get("/ui/tenants", &cookie).await;
+    assert_eq!(tenants.status, 200, "{}", tenants.body);
+    assert!(
+        tenants.body.contains("acme") && tenants.body.contains("max_endpoints 1 / 3"),
+        "{}",
+        tenants.body
+    );
+    let csrf = tenants.field("csrf");
+    // A tenant that does not exist: 404, the view unchanged.
+    let missing = http
+        .post(
+            "/ui/tenant",
+            &cookie,
+            &[("csrf", &csrf), ("tenant", "nobody")],
+        )
+        .await;
+    assert_eq!(missing.status, 404, "{}", missing.body);
+    let switched = http
+        .post(
+            "/ui/tenant",
+            &cookie,
+            &[("csrf", &csrf), ("tenant", "acme")],
+        )
+        .await;
+    assert_eq!(switched.status, 303, "{}", switched.body);
+    let page = http.get("/ui/endpoints", &cookie).await;
+    assert!(
+        page.body.contains("acme-hook") && !page.body.contains("default-hook"),
+        "{}",
+        page.body
+    );
+    // An action acts on the viewed tenant: pausing acme's endpoint.
+    let paused = http
+        .post("/ui/endpoints/acme-hook/pause", &cookie, &[("csrf", &csrf)])
+        .await;
+    assert!(paused.status < 400, "{} {}", paused.status, paused.body);
+    let mut listed = tonic::Request::new(pb::ListEndpointsRequest::default());
+    listed
+        .metadata_mut()
+        .insert("x-hookd-tenant", "acme".parse().unwrap());
+    let acme = c.raw().list_endpoints(listed).await.unwrap().into_inner();
+    assert!(acme.endpoints[0].paused, "{acme:?}");
+    // Default's endpoint is not one of the viewed tenant's.
+    let other = http.get("/ui/endpoints/default-hook", &cookie).await;
+    assert_eq!(other.status, 404, "{}", other.body);
+    server.stop().await;
+}

@@ -141,6 +141,14 @@ async fn a_tenants_quotas_refuse_with_the_backpressure_answers_and_show_in_its_s
     )
     .await;
     assert_eq!(over_json.json()["quotas"][0]["quota"], "max_live_messages");
+    // /metrics: the tenants holding messages, by name.
+    let metrics = server.http_get("/metrics").await;
+    for line in [
+        "hookd_tenant_live_messages{tenant=\"acme\"} 3",
+        "hookd_tenant_live_messages{tenant=\"default\"} 1",
+    ] {
+        assert!(metrics.contains(line), "no {line:?} in\n{metrics}");
+    }
     // The whole hookd's Stats (an operator naming no tenant) has no quota of its own.
     let whole = c.raw().stats(pb::StatsRequest::default()).await.unwrap();
     assert!(whole.into_inner().quotas.is_empty());

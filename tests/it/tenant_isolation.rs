@@ -724,6 +724,11 @@ async fn a_tenants_token_never_reaches_another_tenants_objects() {
     )
     .await;
     answer.error(404, "NOT_FOUND");
+    // The console is an operator's: A's admin token gets no session (its pages read every
+    // tenant's objects).
+    let console = call_with(server.http, "GET", "/ui/endpoints", &auth, "").await;
+    assert_eq!(console.status(), 403, "{console:?}");
+    assert!(format!("{console:?}").contains("tenant"), "{console:?}");
 
     // Every RPC of the .proto was called above with A's token.
     for rpc in rpcs() {

@@ -520,6 +520,17 @@ impl Engine {
         let top = dests.iter().map(|d| gauges(d, true)).collect();
         // The whole-hookd figures once, with the last slice.
         let tail = next.is_none().then(|| hookd_metrics::GaugeTail {
+            tenants: self
+                .index
+                .tenants_held()
+                .filter_map(|(id, held)| {
+                    Some(hookd_metrics::TenantGauges {
+                        tenant: self.tenants.name(id)?.to_owned(),
+                        live_messages: held.messages,
+                        live_bytes: held.bytes,
+                    })
+                })
+                .collect(),
             alerts: self.alert_states(),
             storage: self.storage_snapshot(now),
             healthy: self.health.failed.is_none() && self.pipeline.syncer.failed().is_none(),
@@ -613,9 +624,19 @@ impl Engine {
             total.oldest_pending_age_ms = total.oldest_pending_age_ms.max(dest.oldest_age_ms(now));
         }
         let page = self.stats_page(now, Some(tenant), after, limit);
+        // Its destinations' alerts (the totals' are the whole hookd's).
+        let alerts = self
+            .alert_states()
+            .into_iter()
+            .filter(|a| {
+                a.destination != hookd_core::alerts::TOTAL
+                    && Destination::tenant_of_key(&a.destination) == Some(tenant)
+            })
+            .collect();
         StatsSnapshot {
             total,
             uptime_ms: now.saturating_sub(self.started_ms),
+            alerts,
             ..page
         }
     }

@@ -386,6 +386,7 @@ impl EngineHandle {
                         healthy: tail.healthy,
                         alerts: tail.alerts,
                         backpressure: tail.backpressure,
+                        tenants: hookd_metrics::busiest_tenants(tail.tenants, max),
                     });
                 }
             }

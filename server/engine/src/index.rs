@@ -733,6 +733,13 @@ impl Index {
         }
     }
 
+    /// What each tenant's destinations hold together (tenants that held something).
+    pub(crate) fn tenants_held(
+        &self,
+    ) -> impl Iterator<Item = (TenantId, hookd_core::backpressure::Held)> + '_ {
+        self.tenants.iter().map(|(t, h)| (*t, *h))
+    }
+
     /// What a tenant's destinations hold together.
     pub(crate) fn tenant_held(&self, tenant: TenantId) -> hookd_core::backpressure::Held {
         self.tenants.get(&tenant).copied().unwrap_or_default()

@@ -230,6 +230,14 @@ impl Tenants {
         );
     }
 
+    /// A live tenant's name.
+    pub(crate) fn name(&self, id: TenantId) -> Option<&str> {
+        self.records
+            .get(&id)
+            .filter(|r| r.deleted_ms == 0)
+            .map(|r| r.name.as_str())
+    }
+
     /// Tenant `id`'s record with its day's count of events set (`None`: no such tenant).
     pub(crate) fn usage(&mut self, id: TenantId, day: u64, events: u64) -> Option<&TenantRecord> {
         let record = self.records.get_mut(&id)?;

@@ -305,3 +305,57 @@ fn tenants_are_made_changed_and_deleted_and_a_number_is_never_given_twice() {
     let objects = store.objects(acme.id, hookd_core::scope::Kind::Endpoint);
     assert!(objects.expect("read").is_empty());
 }
+
+#[test]
+fn a_tenants_stats_carry_its_destinations_alerts_only() {
+    use hookd_core::alerts::AlertConfig;
+    let mut config = super::harness::config();
+    config.alerts = AlertConfig {
+        evaluate_every_secs: 1,
+        queue_depth_warning: 1,
+        queue_depth_critical: 100,
+        ..Default::default()
+    };
+    let mut h = Harness::with(config);
+    let acme = create(&mut h, "acme").expect("made").id;
+    for _ in 0..2 {
+        h.enqueue_message(h.message(Destination::queue(acme, "q"), b"a"))
+            .expect("acme's");
+        h.enqueue_message(h.message(Destination::queue(A, "d"), b"d"))
+            .expect("default's");
+    }
+    h.advance(1_000);
+    let alerts = |h: &mut Harness, tenant: TenantId| -> Vec<(String, String)> {
+        let stats = h
+            .call(|reply| Command::Stats {
+                tenant: Some(tenant),
+                after: None,
+                limit: 10,
+                whole: true,
+                reply,
+            })
+            .expect("stats");
+        stats
+            .alerts
+            .iter()
+            .filter(|a| a.level != "ok")
+            .map(|a| (a.alert.to_owned(), a.destination.clone()))
+            .collect()
+    };
+    let key = Destination::queue(acme, "q").key();
+    assert_eq!(alerts(&mut h, acme), [("queue_depth".to_owned(), key)]);
+    // Default's own, and not the whole hookd's totals ("*").
+    assert_eq!(
+        alerts(&mut h, A),
+        [("queue_depth".to_owned(), "queue:d".to_owned())]
+    );
+    // The whole hookd's Stats have every one, and the totals'.
+    let all: Vec<String> = h
+        .stats()
+        .alerts
+        .iter()
+        .filter(|a| a.alert == "queue_depth" && a.level != "ok")
+        .map(|a| a.destination.clone())
+        .collect();
+    assert_eq!(all.len(), 3, "{all:?}");
+}

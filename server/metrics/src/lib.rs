@@ -111,6 +111,8 @@ impl std::fmt::Debug for Metrics {
 
 /// Gauges rebuilt from the engine's figures at every scrape.
 struct Gauges {
+    tenant_live: GaugeVec,
+    tenant_live_bytes: GaugeVec,
     pending: GaugeVec,
     awaiting_retry: GaugeVec,
     in_flight: GaugeVec,
@@ -188,6 +190,39 @@ pub struct GaugeSnapshot {
     pub alerts: Vec<hookd_core::stats::AlertSnapshot>,
     /// Against the global watermarks.
     pub backpressure: hookd_core::backpressure::Level,
+    /// The busiest tenants by live messages, then the `_other` sum if any were left out.
+    pub tenants: Vec<TenantGauges>,
+}
+
+/// One tenant's gauges (or the sum of the ones not shown, under `_other`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TenantGauges {
+    pub tenant: String,
+    pub live_messages: u64,
+    pub live_bytes: u64,
+}
+
+/// The `max` busiest of `tenants` (by live messages, ties by name) by name, then the rest
+/// summed as `_other`; tenants holding nothing are left out.
+pub fn busiest_tenants(mut tenants: Vec<TenantGauges>, max: usize) -> Vec<TenantGauges> {
+    tenants.retain(|t| t.live_messages > 0 || t.live_bytes > 0);
+    tenants.sort_unstable_by(|a, b| {
+        b.live_messages
+            .cmp(&a.live_messages)
+            .then_with(|| a.tenant.cmp(&b.tenant))
+    });
+    if tenants.len() > max {
+        let mut other = TenantGauges {
+            tenant: OTHER.to_owned(),
+            ..Default::default()
+        };
+        for t in tenants.drain(max..) {
+            other.live_messages += t.live_messages;
+            other.live_bytes += t.live_bytes;
+        }
+        tenants.push(other);
+    }
+    tenants
 }
 
 /// One slice of a scrape's destinations, as one engine step reads it.
@@ -207,6 +242,8 @@ pub struct GaugePart {
 /// What the last slice of a scrape adds.
 #[derive(Debug, Default)]
 pub struct GaugeTail {
+    /// Every tenant holding live messages (the handle keeps the busiest).
+    pub tenants: Vec<TenantGauges>,
     pub storage: StorageSnapshot,
     pub healthy: bool,
     pub alerts: Vec<hookd_core::stats::AlertSnapshot>,
@@ -331,6 +368,8 @@ impl Metrics {
         let by_dest = |name: &str, help: &str| {
             reg.add(GaugeVec::new(Opts::new(name, help), &["destination"]))
         };
+        let by_tenant =
+            |name: &str, help: &str| reg.add(GaugeVec::new(Opts::new(name, help), &["tenant"]));
         let gauge = |name: &str, help: &str| reg.add(IntGauge::with_opts(Opts::new(name, help)));
         let fgauge = |name: &str, help: &str| reg.add(Gauge::with_opts(Opts::new(name, help)));
 
@@ -494,6 +533,14 @@ impl Metrics {
                 "Ingest connections served at idle priority that hookd closed after answering a request whose signature check passed (Connection: close), so that the client, trusted now, reconnects at normal priority.",
             ),
             gauges: Mutex::new(Gauges {
+                tenant_live: by_tenant(
+                    "hookd_tenant_live_messages",
+                    "Live messages (pending, awaiting retry, in flight) of a tenant: the busiest tenants by name (as many as metrics.max_destination_series), the rest summed as tenant=\"_other\".",
+                ),
+                tenant_live_bytes: by_tenant(
+                    "hookd_tenant_live_bytes",
+                    "Bytes of a tenant's live messages' records (the tenants of hookd_tenant_live_messages).",
+                ),
                 live_bytes: by_dest(
                     "hookd_live_bytes",
                     "Bytes of live messages' records, by destination (the byte watermarks' measure).",
@@ -714,8 +761,19 @@ impl Gauges {
             &self.breaker,
             &self.disabled,
             &self.alerts,
+            &self.tenant_live,
+            &self.tenant_live_bytes,
         ] {
             v.reset();
+        }
+        for t in &s.tenants {
+            let l = [t.tenant.as_str()];
+            self.tenant_live
+                .with_label_values(&l)
+                .set(t.live_messages as f64);
+            self.tenant_live_bytes
+                .with_label_values(&l)
+                .set(t.live_bytes as f64);
         }
         let mut alerts: Vec<&hookd_core::stats::AlertSnapshot> = s.alerts.iter().collect();
         // The totals first, so the cap never drops them.
@@ -849,6 +907,29 @@ pub fn bound(mut all: Vec<DestinationGauges>, max: usize) -> Vec<DestinationGaug
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_busiest_tenants_are_named_and_the_rest_summed() {
+        let t = |name: &str, live: u64| TenantGauges {
+            tenant: name.into(),
+            live_messages: live,
+            live_bytes: live * 10,
+        };
+        let shown = busiest_tenants(vec![t("a", 1), t("b", 5), t("idle", 0), t("c", 3)], 2);
+        assert_eq!(
+            shown,
+            [
+                t("b", 5),
+                t("c", 3),
+                TenantGauges {
+                    tenant: "_other".into(),
+                    live_messages: 1,
+                    live_bytes: 10
+                }
+            ]
+        );
+        assert_eq!(busiest_tenants(vec![t("a", 1)], 2), [t("a", 1)]);
+    }
+
     use super::*;
 
     fn dest(name: &str, pending: u64, dead: u64) -> DestinationGauges {

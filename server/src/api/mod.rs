@@ -680,8 +680,12 @@ impl Hookd for HookdService {
             for d in &mut stats.destinations {
                 d.destination = Destination::local_part(&d.destination).to_owned();
             }
+            for a in &mut stats.alerts {
+                a.destination = Destination::local_part(&a.destination).to_owned();
+            }
             if let Some(c) = caller.filter(|c| c.limited()) {
                 stats.destinations.retain(|d| c.may_use(&d.destination));
+                stats.alerts.retain(|a| c.may_use(&a.destination));
                 stats.total = tenants::total_of(&stats.destinations);
             }
         }

@@ -114,6 +114,8 @@ pub(crate) fn router(console: Arc<Console>) -> Router {
         .route("/ui/endpoints/{name}/pause", post(pages::pause))
         .route("/ui/endpoints/{name}/resume", post(pages::resume))
         .route("/ui/destinations", get(pages::destinations))
+        .route("/ui/tenants", get(pages::tenants))
+        .route("/ui/tenant", post(pages::switch_tenant))
         .route("/ui/dead-letters", get(pages::dead_letters))
         .route("/ui/dead-letters/replay", post(pages::replay))
         .route("/ui/dead-letters/purge", post(pages::purge))
@@ -196,6 +198,13 @@ async fn with_session(console: &Console, request: Request, next: Next) -> Respon
                 &parts.headers,
                 &parts.extensions,
             ) {
+                // The console is an operator's: its pages read every tenant's objects.
+                Ok(caller) if caller.tenant.is_some() => {
+                    return refuse(
+                        StatusCode::FORBIDDEN,
+                        "a tenant's token cannot use the console: it is an operator's (a token of the config file)",
+                    );
+                }
                 Ok(caller) => {
                     let (id, s) = console.sessions.create(caller, console.auth.enabled());
                     started = Some(id);
@@ -312,10 +321,17 @@ fn see_other(location: &str) -> Response {
     }
 }
 
-/// A tonic request from the console, as `session`'s caller.
+/// A tonic request from the console, as `session`'s caller, acting on the tenant it views.
 fn call<T>(session: &Session, message: T) -> tonic::Request<T> {
     let mut r = tonic::Request::new(message);
     r.extensions_mut().insert(session.caller.clone());
+    let viewed = session.viewed();
+    if !viewed.id.is_default()
+        && let Ok(v) = viewed.name.parse()
+    {
+        r.metadata_mut()
+            .insert(crate::api::tenants::TENANT_HEADER, v);
+    }
     r
 }
 

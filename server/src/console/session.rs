@@ -39,11 +39,55 @@ pub(crate) const LOGIN_WINDOW_MS: u64 = 60_000;
 #[derive(Debug, Clone)]
 pub(crate) struct Session {
     pub caller: Arc<Principal>,
+    /// The tenant the pages show and the actions act on (an operator switches it in the
+    /// header; `default` at first): shared by the session's clones.
+    pub tenant: Arc<Mutex<Viewed>>,
     /// The caller presented a credential. Without `[auth]` every loopback visitor is
     /// let in as `anonymous`: there is nothing to log out of.
     pub signed_in: bool,
     /// Every form carries it; every POST must present it.
     pub csrf: String,
+}
+
+/// The tenant a session views.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Viewed {
+    pub id: hookd_core::scope::TenantId,
+    pub name: String,
+}
+
+impl Default for Viewed {
+    fn default() -> Self {
+        Self {
+            id: hookd_core::scope::TenantId::DEFAULT,
+            name: hookd_core::scope::DEFAULT_TENANT.to_owned(),
+        }
+    }
+}
+
+impl Session {
+    /// The tenant it views.
+    pub(crate) fn viewed(&self) -> Viewed {
+        self.tenant
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn tenant(&self) -> hookd_core::scope::TenantId {
+        self.viewed().id
+    }
+
+    /// Whose figures the overview and destinations show: every tenant's under `default`
+    /// (an operator's whole hookd, as before tenants), else the viewed tenant's.
+    pub(crate) fn figures(&self) -> Option<hookd_core::scope::TenantId> {
+        let id = self.tenant();
+        (!id.is_default()).then_some(id)
+    }
+
+    pub(crate) fn view(&self, viewed: Viewed) {
+        *self.tenant.lock().unwrap_or_else(|p| p.into_inner()) = viewed;
+    }
 }
 
 #[derive(Debug)]
@@ -73,6 +117,7 @@ impl Sessions {
         let id = random_token();
         let session = Session {
             caller,
+            tenant: Arc::default(),
             signed_in,
             csrf: random_token(),
         };

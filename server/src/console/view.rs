@@ -17,6 +17,7 @@ pub(crate) enum Nav {
     Sources,
     EventTypes,
     Subscriptions,
+    Tenants,
     None,
 }
 
@@ -51,6 +52,15 @@ pub(super) fn page(
                         (item(Nav::Sources, "/ui/sources", "Sources"))
                         (item(Nav::EventTypes, "/ui/event-types", "Event types"))
                         (item(Nav::Subscriptions, "/ui/subscriptions", "Subscriptions"))
+                        (item(Nav::Tenants, "/ui/tenants", "Tenants"))
+                    }
+                    @if let Some(s) = session {
+                        form.tenant method="post" action="/ui/tenant" {
+                            (csrf(s))
+                            input type="text" name="tenant" value=(s.viewed().name) size="12"
+                                aria-label="tenant" title="the tenant these pages show and act on";
+                            button type="submit" { "Switch tenant" }
+                        }
                     }
                     form.find method="get" action="/ui/find" role="search" {
                         input type="search" name="id" placeholder="message id" aria-label="message id";

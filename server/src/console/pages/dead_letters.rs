@@ -41,15 +41,17 @@ impl DeadFilter {
         self.pairs().iter().all(|(_, v)| v.trim().is_empty())
     }
 
-    /// A destination key, or an endpoint's bare name.
+    /// A destination key, or an endpoint's bare name, as its tenant writes it (the call
+    /// it goes into names the tenant).
     fn destination(&self) -> Option<pb::Destination> {
         use hookd_core::destination::Destination;
+        use hookd_core::scope::TenantId;
         let d = self.destination.trim();
         if d.is_empty() {
             return None;
         }
-        let dest = Destination::from_local_key(super::TENANT, d)
-            .unwrap_or_else(|| Destination::endpoint(super::TENANT, d));
+        let dest = Destination::from_local_key(TenantId::DEFAULT, d)
+            .unwrap_or_else(|| Destination::endpoint(TenantId::DEFAULT, d));
         Some(hookd_ctl::wire::destination(&dest))
     }
 
@@ -128,7 +130,7 @@ pub(crate) async fn dead_letters(
 ) -> Page {
     let now = c.clock.now_ms();
     let proto = q.filter.to_proto(now)?;
-    let filter = crate::api::validate::dead_letter_filter(super::TENANT, proto, "filter")?;
+    let filter = crate::api::validate::dead_letter_filter(s.tenant(), proto, "filter")?;
     let for_analysis = filter.clone();
     let after = if q.after.is_empty() {
         None

@@ -12,7 +12,7 @@ pub(crate) async fn destinations(
         return Err(Failure::bad("after: not a destination key"));
     }
     let after = (!q.after.is_empty()).then(|| q.after.clone());
-    let stats = c.engine.stats(None, after, PAGE).await?;
+    let stats = c.engine.stats(s.figures(), after, PAGE).await?;
     html_page(page(
         "Destinations",
         Nav::Destinations,

@@ -16,8 +16,8 @@ pub(crate) struct ListQuery {
     pub(super) notice: String,
 }
 
-pub(super) fn endpoint_key(name: &str) -> String {
-    hookd_core::destination::Destination::endpoint(super::TENANT, name).key()
+pub(super) fn endpoint_key(tenant: hookd_core::scope::TenantId, name: &str) -> String {
+    hookd_core::destination::Destination::endpoint(tenant, name).key()
 }
 
 pub(super) fn state_cell(e: &EndpointRecord) -> Markup {
@@ -52,7 +52,7 @@ pub(crate) async fn endpoints(
     Extension(s): Extension<Session>,
     Query(q): Query<ListQuery>,
 ) -> Page {
-    let all = c.api.endpoint_views(super::TENANT).await?;
+    let all = c.api.endpoint_views(s.tenant()).await?;
     let matching: Vec<&EndpointRecord> = all
         .iter()
         .map(|v| &v.record)
@@ -66,7 +66,13 @@ pub(crate) async fn endpoints(
         .flatten();
     let details = c
         .engine
-        .detail(shown.iter().map(|e| endpoint_key(&e.name)).collect(), false)
+        .detail(
+            shown
+                .iter()
+                .map(|e| endpoint_key(s.tenant(), &e.name))
+                .collect(),
+            false,
+        )
         .await?;
     html_page(page(
         "Endpoints",
@@ -108,7 +114,7 @@ pub(crate) async fn endpoints(
                             td.num { (stats.map_or(0, |s| s.pending)) }
                             td.num { (stats.map_or(0, |s| s.awaiting_retry)) }
                             td.num { @let dead = stats.map_or(0, |s| s.dead_letter);
-                                @if dead > 0 { a href=(format!("/ui/dead-letters?{}", query(&[("destination", &endpoint_key(&e.name))]))) { (dead) } } @else { "0" } }
+                                @if dead > 0 { a href=(format!("/ui/dead-letters?{}", query(&[("destination", &endpoint_key(s.tenant(), &e.name))]))) { (dead) } } @else { "0" } }
                             td { (pause_or_resume(&s, e, "list")) }
                         }
                     }
@@ -132,17 +138,18 @@ pub(super) fn pause_or_resume(s: &Session, e: &EndpointRecord, back: &str) -> Ma
 
 /// The endpoint named in the path, as the console shows and edits it (a name that is not
 /// valid is 400, an unknown one 404).
-pub(super) async fn found_endpoint(c: &Console, name: &str) -> Result<EndpointView, Failure> {
+pub(super) async fn found_endpoint(
+    c: &Console,
+    s: &Session,
+    name: &str,
+) -> Result<EndpointView, Failure> {
     crate::api::validate::validate_name(name, "name")?;
-    c.api
-        .endpoint_view(super::TENANT, name)
-        .await?
-        .ok_or_else(|| {
-            Failure::new(
-                StatusCode::NOT_FOUND,
-                format!("name: no endpoint named {name:?}"),
-            )
-        })
+    c.api.endpoint_view(s.tenant(), name).await?.ok_or_else(|| {
+        Failure::new(
+            StatusCode::NOT_FOUND,
+            format!("name: no endpoint named {name:?}"),
+        )
+    })
 }
 
 pub(crate) async fn endpoint(
@@ -151,9 +158,9 @@ pub(crate) async fn endpoint(
     Path(name): Path<String>,
     Query(n): Query<Notice>,
 ) -> Page {
-    let v = found_endpoint(&c, &name).await?;
+    let v = found_endpoint(&c, &s, &name).await?;
     let e = &v.record;
-    let key = endpoint_key(&name);
+    let key = endpoint_key(s.tenant(), &name);
     let detail = c
         .engine
         .detail(vec![key.clone()], true)
@@ -625,7 +632,7 @@ pub(crate) async fn edit_endpoint_form(
     Extension(s): Extension<Session>,
     Path(name): Path<String>,
 ) -> Page {
-    let v = found_endpoint(&c, &name).await?;
+    let v = found_endpoint(&c, &s, &name).await?;
     let action = format!("/ui/endpoints/{}/edit", segment(&name));
     html_page(page(
         &format!("Edit {name}"),
@@ -650,7 +657,7 @@ pub(crate) async fn save_endpoint(
 ) -> Page {
     // The stored endpoint with its secrets in clear, so a save keeps them; they go back to
     // PutEndpoint (sealed again there) and are never rendered.
-    let v = found_endpoint(&c, &name).await?;
+    let v = found_endpoint(&c, &s, &name).await?;
     let summaries = &v.summaries();
     let action = format!("/ui/endpoints/{}/edit", segment(&name));
     let title = format!("Edit {name}");

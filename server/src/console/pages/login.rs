@@ -140,6 +140,16 @@ pub(crate) async fn login(
             );
         }
     };
+    // The console is an operator's: its pages read every tenant's objects and figures.
+    if caller.tenant.is_some() {
+        tracing::warn!(caller = %caller.name, "console login refused: a tenant's token");
+        return login_page(
+            &c,
+            &f.next,
+            StatusCode::FORBIDDEN,
+            "A tenant's token cannot sign in to the console: it is an operator's (a token of the config file).",
+        );
+    }
     tracing::info!(caller = %caller.name, "console login");
     let (id, _) = c.sessions.create(caller, true);
     let mut response = see_other(safe_next(&f.next));

@@ -32,7 +32,7 @@ pub(crate) async fn message(
         id.parse().map_err(|e| Failure::bad(format!("id: {e}")))?;
     let m = c
         .api
-        .find_message(super::TENANT, parsed)
+        .find_message(s.tenant(), parsed)
         .await?
         .ok_or_else(|| {
             Failure::new(
@@ -56,7 +56,7 @@ pub(crate) async fn message(
         && m.next_attempt_ms <= now;
     // Due but not sent: what holds it (its endpoint's breaker, a Retry-After, a pause).
     let held = match (m.destination.as_ref().and_then(|d| d.endpoint_name()), due) {
-        (Some(name), true) => held_by(&c, name, now).await?,
+        (Some(name), true) => held_by(&c, s.tenant(), name, now).await?,
         _ => None,
     };
     html_page(page(
@@ -173,8 +173,13 @@ pub(super) fn hex_dump(bytes: &[u8]) -> String {
 
 /// Why a message due at endpoint `name` is not being sent, if its endpoint holds it: an
 /// operator's pause, a disabled endpoint, an open breaker, or a Retry-After.
-async fn held_by(c: &Console, name: &str, now: u64) -> Result<Option<String>, Failure> {
-    if let Some(e) = c.api.endpoint_view(super::TENANT, name).await?
+async fn held_by(
+    c: &Console,
+    tenant: hookd_core::scope::TenantId,
+    name: &str,
+    now: u64,
+) -> Result<Option<String>, Failure> {
+    if let Some(e) = c.api.endpoint_view(tenant, name).await?
         && e.record.paused
     {
         return Ok(Some(format!(
@@ -188,7 +193,7 @@ async fn held_by(c: &Console, name: &str, now: u64) -> Result<Option<String>, Fa
     }
     let detail = c
         .engine
-        .detail(vec![super::endpoints::endpoint_key(name)], false)
+        .detail(vec![super::endpoints::endpoint_key(tenant, name)], false)
         .await?;
     let Some(push) = detail
         .into_iter()

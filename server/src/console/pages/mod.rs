@@ -19,9 +19,6 @@ use crate::auth::{Access, Denied, Scope};
 
 /// Rows per page of the long lists.
 const PAGE: usize = 50;
-/// The tenant the console's operator pages show: `default`'s (the console cannot switch
-/// tenant yet).
-const TENANT: hookd_core::scope::TenantId = hookd_core::scope::TenantId::DEFAULT;
 /// Rows of dead letters one page looks at under a filter before it stops and offers the
 /// next page (so a filter that matches little never reads all 100,000 at once).
 const MAX_DEAD_SCAN_PER_PAGE: usize = 5_000;
@@ -45,10 +42,11 @@ mod messages;
 mod overview;
 mod sources;
 mod subscriptions;
+mod tenants;
 
 pub(super) use self::{
     dead_letters::*, destinations::*, endpoints::*, event_types::*, login::*, messages::*,
-    overview::*, sources::*, subscriptions::*,
+    overview::*, sources::*, subscriptions::*, tenants::*,
 };
 
 type Shared = State<Arc<Console>>;

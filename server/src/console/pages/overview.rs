@@ -7,7 +7,7 @@ pub(crate) async fn overview(
     Extension(s): Extension<Session>,
     Query(n): Query<Notice>,
 ) -> Page {
-    let mut stats = c.engine.stats(None, None, 1).await?;
+    let mut stats = c.engine.stats(s.figures(), None, 1).await?;
     let mut alerts = std::mem::take(&mut stats.alerts);
     let gauges = c.engine.gauges(10).await?;
     let total = &stats.total;

@@ -82,7 +82,7 @@ fn subscription_form(s: &Session, f: &SubscriptionForm) -> Markup {
 }
 
 fn subscriptions_page(s: &Session, notice: &str, form: &SubscriptionForm, c: &Console) -> Markup {
-    let subscriptions = c.api.subscriptions().list(super::TENANT);
+    let subscriptions = c.api.subscriptions().list(s.tenant());
     page(
         "Subscriptions",
         Nav::Subscriptions,
