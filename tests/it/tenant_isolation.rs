@@ -94,6 +94,21 @@ async fn tenant_b(api: &mut HookdClient<Channel>) -> B {
     ))
     .await
     .unwrap();
+    api.put_source(call(
+        OPS,
+        Some("b"),
+        pb::PutSourceRequest {
+            source: Some(pb::Source {
+                name: "s".into(),
+                scheme: "github".into(),
+                secrets: vec!["a github secret, long enough".into()],
+                route: Some(pb::source::Route::Queue("q".into())),
+                ..Default::default()
+            }),
+        },
+    ))
+    .await
+    .unwrap();
     let enqueue = |queue: &str, attempts: u32| pb::EnqueueRequest {
         destination: Some(pb::enqueue_request::Destination::Queue(queue.into())),
         payload: b"b's secret".to_vec(),
@@ -516,22 +531,38 @@ async fn a_tenants_token_never_reaches_another_tenants_objects() {
         }
         other => panic!("{other:?}"),
     }
-    // A source is tenant default's: refused to A.
-    let e = api
+    // A's source of the name of B's is A's own, at A's path; B's is unchanged.
+    let made = api
         .put_source(call(
             a,
             None,
             pb::PutSourceRequest {
                 source: Some(pb::Source {
                     name: "s".into(),
-                    scheme: "standard".into(),
+                    scheme: "github".into(),
+                    secrets: vec!["a github secret, long enough".into()],
+                    route: Some(pb::source::Route::Queue("mine".into())),
                     ..Default::default()
                 }),
             },
         ))
         .await
-        .unwrap_err();
-    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+        .unwrap()
+        .into_inner();
+    assert!(made.created, "{made:?}");
+    assert_eq!(made.source.map(|s| s.path).as_deref(), Some("/in/a/s"));
+    let bs = api
+        .get_source(call(
+            OPS,
+            Some("b"),
+            pb::GetSourceRequest { name: "s".into() },
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .source
+        .unwrap();
+    assert_eq!(bs.route, Some(pb::source::Route::Queue("q".into())));
     // The operator's calls: refused to a tenant's token, naming nothing of B's.
     for (rpc, result) in [
         (

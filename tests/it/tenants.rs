@@ -668,3 +668,129 @@ async fn a_tenants_endpoint_has_its_jwks_under_the_tenants_name() {
     }
     server.stop().await;
 }
+
+/// A tenant's ingest source: made over the API under the tenant's name, posted to at
+/// `/in/{tenant}/{source}`, routing to the tenant's own queue; the same name in `default`
+/// is another source; it survives a restart and goes with its tenant.
+#[tokio::test]
+async fn a_tenants_ingest_source_receives_at_its_own_path_into_its_own_queue() {
+    use crate::ingest::{SW_KEY, now_s, request, sw_headers, sw_secret};
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let mut c = server.client().await;
+    c.raw()
+        .create_tenant(pb::CreateTenantRequest {
+            tenant: Some(tenant("acme")),
+        })
+        .await
+        .unwrap();
+    let source = |queue: &str| pb::PutSourceRequest {
+        source: Some(pb::Source {
+            name: "hooks".into(),
+            scheme: "standard-webhooks".into(),
+            secrets: vec![sw_secret(SW_KEY)],
+            route: Some(pb::source::Route::Queue(queue.into())),
+            ..Default::default()
+        }),
+    };
+    let made = c
+        .raw()
+        .put_source(on("acme", source("acme-in")))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(made.source.unwrap().path, "/in/acme/hooks");
+    c.raw().put_source(source("default-in")).await.unwrap();
+    let post = |server_ingest, path: String, id: &'static str| async move {
+        let body = br#"{"type":"order.paid"}"#;
+        request(
+            server_ingest,
+            "POST",
+            &path,
+            &sw_headers(SW_KEY, id, now_s(), body),
+            body,
+        )
+        .await
+    };
+    let to_acme = post(server.ingest, "/in/acme/hooks".into(), "msg-1").await;
+    assert!(to_acme.status < 300, "{to_acme:?}");
+    let to_default = post(server.ingest, "/in/hooks".into(), "msg-2").await;
+    assert!(to_default.status < 300, "{to_default:?}");
+    for (path, why) in [
+        ("/in/nobody/hooks", "no such tenant"),
+        ("/in/acme/other", "no such source of acme's"),
+    ] {
+        let a = post(server.ingest, path.into(), "msg-3").await;
+        assert_eq!(a.status, 404, "{why}: {a:?}");
+    }
+    // Each went to its own tenant's queue; default's source is not acme's.
+    let receive = |c: &mut hookd_client::Client, request: tonic::Request<pb::ReceiveRequest>| {
+        let mut api = c.raw().clone();
+        async move { api.receive(request).await.unwrap().into_inner().messages }
+    };
+    let got = receive(
+        &mut c,
+        on(
+            "acme",
+            pb::ReceiveRequest {
+                queue: "acme-in".into(),
+                max_messages: 10,
+                ..Default::default()
+            },
+        ),
+    )
+    .await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    let got = receive(
+        &mut c,
+        tonic::Request::new(pb::ReceiveRequest {
+            queue: "acme-in".into(),
+            max_messages: 10,
+            ..Default::default()
+        }),
+    )
+    .await;
+    assert!(got.is_empty(), "default has no acme-in: {got:?}");
+    let listed = |c: &mut hookd_client::Client, r: tonic::Request<pb::ListSourcesRequest>| {
+        let mut api = c.raw().clone();
+        async move {
+            api.list_sources(r)
+                .await
+                .unwrap()
+                .into_inner()
+                .sources
+                .into_iter()
+                .map(|s| s.path)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        listed(&mut c, on("acme", pb::ListSourcesRequest::default())).await,
+        ["/in/acme/hooks"]
+    );
+    assert_eq!(
+        listed(
+            &mut c,
+            tonic::Request::new(pb::ListSourcesRequest::default())
+        )
+        .await,
+        ["/in/hooks"]
+    );
+
+    // After a restart: still acme's, at its path.
+    let server = server.restart().await;
+    let again = post(server.ingest, "/in/acme/hooks".into(), "msg-4").await;
+    assert!(again.status < 300, "{again:?}");
+    // Deleted with its tenant.
+    let mut c = server.client().await;
+    c.raw()
+        .delete_tenant(pb::DeleteTenantRequest {
+            name: "acme".into(),
+            force: true,
+        })
+        .await
+        .unwrap();
+    let gone = post(server.ingest, "/in/acme/hooks".into(), "msg-5").await;
+    assert_eq!(gone.status, 404, "{gone:?}");
+    server.stop().await;
+}

@@ -978,14 +978,13 @@ impl Hookd for HookdService {
         request: Request<pb::PutSourceRequest>,
     ) -> Result<Response<pb::PutSourceResponse>, Status> {
         self.spans_destinations(&request)?;
-        if !self.tenant_of(&request)?.is_default() {
-            return Err(ApiError::FailedPrecondition(
-                "source: ingest sources are tenant default's (the ingest listener's /in/NAME); a tenant cannot have its own yet".into(),
-            )
-            .into());
-        }
+        let tenant = self.tenant_of(&request)?;
         let spec = sources::spec(request.into_inner().source)?;
-        let (source, created) = self.sources.put(spec).await.map_err(ApiError::from)?;
+        let (source, created) = self
+            .sources
+            .put(tenant, spec)
+            .await
+            .map_err(ApiError::from)?;
         Ok(Response::new(pb::PutSourceResponse {
             source: Some(sources::shown(&source)),
             created,
@@ -997,12 +996,12 @@ impl Hookd for HookdService {
         request: Request<pb::GetSourceRequest>,
     ) -> Result<Response<pb::GetSourceResponse>, Status> {
         self.spans_destinations(&request)?;
-        let default = self.tenant_of(&request)?.is_default();
+        let tenant = self.tenant_of(&request)?;
         let name = request.into_inner().name;
         validate::validate_name(&name, "name")?;
-        let source = default
-            .then(|| self.sources.get(&name))
-            .flatten()
+        let source = self
+            .sources
+            .get(tenant, &name)
             .ok_or_else(|| ApiError::NotFound(format!("name: no source named {name:?}")))?;
         Ok(Response::new(pb::GetSourceResponse {
             source: Some(sources::shown(&source)),
@@ -1014,11 +1013,7 @@ impl Hookd for HookdService {
         request: Request<pb::ListSourcesRequest>,
     ) -> Result<Response<pb::ListSourcesResponse>, Status> {
         self.spans_destinations(&request)?;
-        // Sources are tenant default's: another tenant has none.
-        let sources = match self.tenant_of(&request)?.is_default() {
-            true => self.sources.list(),
-            false => Vec::new(),
-        };
+        let sources = self.sources.list(self.tenant_of(&request)?);
         Ok(Response::new(pb::ListSourcesResponse {
             sources: sources.iter().map(|s| sources::shown(s)).collect(),
         }))
@@ -1047,13 +1042,13 @@ impl Hookd for HookdService {
         request: Request<pb::DeleteSourceRequest>,
     ) -> Result<Response<pb::DeleteSourceResponse>, Status> {
         self.spans_destinations(&request)?;
-        let default = self.tenant_of(&request)?.is_default();
+        let tenant = self.tenant_of(&request)?;
         let name = request.into_inner().name;
         validate::validate_name(&name, "name")?;
-        if !default {
-            return Err(ApiError::NotFound(format!("name: no source named {name:?}")).into());
-        }
-        self.sources.delete(&name).await.map_err(ApiError::from)?;
+        self.sources
+            .delete(tenant, &name)
+            .await
+            .map_err(ApiError::from)?;
         Ok(Response::new(pb::DeleteSourceResponse {}))
     }
 

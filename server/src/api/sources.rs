@@ -137,6 +137,7 @@ pub fn shown(source: &Source) -> pb::Source {
             })
             .collect(),
         from_config: source.from_config,
+        path: source.path.clone(),
         ..hookd_ctl::wire::source(&source.spec)
     }
 }

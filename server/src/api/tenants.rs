@@ -188,6 +188,7 @@ impl HookdService {
         // The engine removed their records; the registries forget them.
         if let Some(id) = id {
             self.subscriptions.forget(id).await;
+            self.sources.forget_tenant(id);
         }
         Ok(pb::DeleteTenantResponse {
             removed_messages: deleted.messages,

@@ -75,7 +75,7 @@ pub(super) async fn serve_once(
         %grpc_addr,
         %http_addr,
         %ingest_addr,
-        sources = incarnation.sources.list().len(),
+        sources = incarnation.sources.len(),
         tls,
         authentication,
         max_connections,

@@ -13,6 +13,7 @@
 //! wait for the disk beyond `max_queued_write_bytes`, 503 when storage refuses writes, both
 //! with `Retry-After`.
 
+use hookd_core::scope::TenantId;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -195,6 +196,7 @@ fn gauge_value(bytes: usize) -> i64 {
 pub(crate) fn router(ingest: Arc<Ingest>) -> axum::Router {
     axum::Router::new()
         .route("/in/{source}", axum::routing::post(receive))
+        .route("/in/{tenant}/{source}", axum::routing::post(receive_tenant))
         .fallback(|| async { answer(StatusCode::NOT_FOUND, json!({"error": "not found"})) })
         .with_state(ingest)
 }
@@ -284,13 +286,34 @@ fn unauthorized(source: &Source) -> Refuse {
     Refuse(r, "unauthorized")
 }
 
+/// `POST /in/{source}`: a source of tenant `default`'s.
 async fn receive(
     State(ingest): State<Arc<Ingest>>,
     Path(name): Path<String>,
     request: axum::http::Request<Body>,
 ) -> Response {
+    receive_in(ingest, Some(TenantId::DEFAULT), name, request).await
+}
+
+/// `POST /in/{tenant}/{source}`: a source of another tenant's (an unknown tenant is
+/// answered as an unknown source).
+async fn receive_tenant(
+    State(ingest): State<Arc<Ingest>>,
+    Path((tenant, name)): Path<(String, String)>,
+    request: axum::http::Request<Body>,
+) -> Response {
+    let tenant = ingest.engine.tenants().named(&tenant).map(|t| t.id);
+    receive_in(ingest, tenant, name, request).await
+}
+
+async fn receive_in(
+    ingest: Arc<Ingest>,
+    tenant: Option<TenantId>,
+    name: String,
+    request: axum::http::Request<Body>,
+) -> Response {
     let started = Instant::now();
-    let Some(source) = ingest.sources.get(&name) else {
+    let Some(source) = tenant.and_then(|t| ingest.sources.get(t, &name)) else {
         ingest
             .metrics
             .ingest_requests
@@ -354,7 +377,7 @@ async fn receive(
     ingest
         .metrics
         .ingest_requests
-        .with_label_values(&[source.spec.name.as_str(), outcome])
+        .with_label_values(&[source.label(), outcome])
         .inc();
     response
 }
@@ -390,7 +413,7 @@ async fn handle(
     if let Some(ip) = peer
         && let Some(secs) = ingest
             .strikes
-            .refused(ip, &source.spec.name, ingest.clock.now_ms())
+            .refused(ip, &source.key, ingest.clock.now_ms())
     {
         let mut r = retry_after(
             StatusCode::TOO_MANY_REQUESTS,
@@ -405,10 +428,9 @@ async fn handle(
     }
     let failed = |refusal: Refuse| {
         if let Some(ip) = peer
-            && let Some(tripped) =
-                ingest
-                    .strikes
-                    .strike(ip, &source.spec.name, ingest.clock.now_ms())
+            && let Some(tripped) = ingest
+                .strikes
+                .strike(ip, &source.key, ingest.clock.now_ms())
             && let Some(skipped) = STRIKE_LOG.ready()
         {
             tracing::warn!(
@@ -512,7 +534,7 @@ async fn handle(
         }
     }
     if let Some(ip) = peer {
-        ingest.strikes.cleared(ip, &source.spec.name, now_ms);
+        ingest.strikes.cleared(ip, &source.key, now_ms);
     }
     // Trusted from here on: its bytes leave the unverified budget.
     drop(unverified);
@@ -629,9 +651,9 @@ async fn handle(
     };
     let target = match target {
         Ok(destination) => crate::prepare::Target::To(destination),
-        // A source publishes to its own tenant's topics: `default`'s, as every source is.
+        // A source publishes to its own tenant's topics.
         Err(topic) => crate::prepare::Target::Publish {
-            tenant: hookd_core::scope::TenantId::DEFAULT,
+            tenant: source.tenant,
             topic,
         },
     };

@@ -28,9 +28,12 @@ pub enum SourceError {
     Refused(#[from] Refusal),
 }
 
+/// A source's key: its tenant and its name (names are unique within a tenant).
+type Key = (TenantId, String);
+
 #[derive(Debug)]
 pub struct Sources {
-    map: RwLock<HashMap<String, Arc<Source>>>,
+    map: RwLock<HashMap<Key, Arc<Source>>>,
     write: tokio::sync::Mutex<()>,
     engine: EngineHandle,
     sealer: Option<Arc<Sealer>>,
@@ -38,13 +41,19 @@ pub struct Sources {
 }
 
 /// Source `name`'s object in the catalog.
-fn object(name: &str) -> ObjectRef {
-    ObjectRef::new(TenantId::DEFAULT, Kind::Source, name)
+fn object(tenant: TenantId, name: &str) -> ObjectRef {
+    ObjectRef::new(tenant, Kind::Source, name)
 }
 
-/// The associated data of a source's sealed secrets (endpoint names cannot hold `:`).
-fn aad(name: &str) -> String {
-    format!("source:{name}")
+/// The associated data of a source's sealed secrets (names cannot hold `:` or `/`):
+/// `default`'s as before tenants, another tenant's with its number, so a sealed secret
+/// copied to another tenant's source does not open.
+fn aad(tenant: TenantId, name: &str) -> String {
+    if tenant.is_default() {
+        format!("source:{name}")
+    } else {
+        format!("source:{}/{name}", tenant.0)
+    }
 }
 
 impl Sources {
@@ -54,7 +63,7 @@ impl Sources {
         config: &[SourceSpec],
         limits: Limits,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<HashMap<String, Arc<Source>>, (String, String)> {
+    ) -> Result<HashMap<Key, Arc<Source>>, (String, String)> {
         let mut map = HashMap::new();
         for (i, spec) in config.iter().enumerate() {
             let key = format!("sources[{i}]");
@@ -65,7 +74,8 @@ impl Sources {
             shown.secrets.clear();
             let source = Source::compile(shown, secrets, schema, true, limits)
                 .map_err(|e| (key.clone(), e))?;
-            if map.insert(spec.name.clone(), Arc::new(source)).is_some() {
+            let key_of = (TenantId::DEFAULT, spec.name.clone());
+            if map.insert(key_of, Arc::new(source)).is_some() {
                 return Err((
                     format!("{key}.name"),
                     format!("a second source named {:?}", spec.name),
@@ -80,16 +90,17 @@ impl Sources {
     /// naming it: serving without it would answer its provider 404.
     pub fn load(
         config: &[SourceSpec],
-        stored: Vec<(String, Vec<u8>)>,
+        stored: Vec<(ObjectRef, Vec<u8>)>,
         engine: EngineHandle,
         sealer: Option<Arc<Sealer>>,
         limits: Limits,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, (String, String)> {
         let mut map = Self::compile_config(config, limits, env)?;
-        for (name, bytes) in stored {
-            let key = format!("stored source {name:?}");
-            if map.contains_key(&name) {
+        for (object, bytes) in stored {
+            let (tenant, name) = (object.tenant, object.name);
+            let key = format!("stored source {name:?} of tenant #{}", tenant.0);
+            if map.contains_key(&(tenant, name.clone())) {
                 tracing::warn!(
                     source = %name,
                     "a source made over gRPC has the name of one in the config file; the config file's is used"
@@ -101,9 +112,9 @@ impl Sources {
             let mut secrets = Vec::with_capacity(spec.secrets.len());
             for s in &spec.secrets {
                 secrets.push(
-                    hookd_core::secrets::open(sealer.as_deref(), &aad(&name), s).map_err(|e| {
-                        (key.clone(), format!("{e}; add that key to [secrets] keys"))
-                    })?,
+                    hookd_core::secrets::open(sealer.as_deref(), &aad(tenant, &name), s).map_err(
+                        |e| (key.clone(), format!("{e}; add that key to [secrets] keys")),
+                    )?,
                 );
             }
             let schema = spec.json_schema.clone();
@@ -115,7 +126,12 @@ impl Sources {
                     format!("{e} (was the config changed since it was made? restore the limit, or delete the source)"),
                 )
             })?;
-            map.insert(name, Arc::new(source));
+            let tenant_name = engine
+                .tenants()
+                .get(tenant)
+                .map(|t| t.record.name.clone())
+                .unwrap_or_default();
+            map.insert((tenant, name), Arc::new(source.of(tenant, &tenant_name)));
         }
         Ok(Self {
             map: RwLock::new(map),
@@ -126,22 +142,43 @@ impl Sources {
         })
     }
 
-    pub fn get(&self, name: &str) -> Option<Arc<Source>> {
+    fn tenant_name(&self, tenant: TenantId) -> String {
+        self.engine
+            .tenants()
+            .get(tenant)
+            .map(|t| t.record.name.clone())
+            .unwrap_or_default()
+    }
+
+    pub fn get(&self, tenant: TenantId, name: &str) -> Option<Arc<Source>> {
         self.map
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(name)
+            .get(&(tenant, name.to_owned()))
             .cloned()
     }
 
-    /// Every source, by name.
-    pub fn list(&self) -> Vec<Arc<Source>> {
+    /// How many sources there are, of every tenant.
+    pub fn len(&self) -> usize {
+        self.map
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every source of a tenant's, by name.
+    pub fn list(&self, tenant: TenantId) -> Vec<Arc<Source>> {
         let mut all: Vec<Arc<Source>> = self
             .map
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .values()
-            .cloned()
+            .iter()
+            .filter(|((t, _), _)| *t == tenant)
+            .map(|(_, s)| s.clone())
             .collect();
         all.sort_by(|a, b| a.spec.name.cmp(&b.spec.name));
         all
@@ -149,7 +186,11 @@ impl Sources {
 
     /// Creates or replaces a source (secrets in clear in `spec.secrets`); durable when it
     /// returns. True when it was created.
-    pub async fn put(&self, spec: SourceSpec) -> Result<(Arc<Source>, bool), SourceError> {
+    pub async fn put(
+        &self,
+        tenant: TenantId,
+        spec: SourceSpec,
+    ) -> Result<(Arc<Source>, bool), SourceError> {
         for (key, config_only) in [
             ("secret_env", !spec.secret_env.is_empty()),
             ("secret_files", !spec.secret_files.is_empty()),
@@ -166,58 +207,70 @@ impl Sources {
         let mut shown = spec.clone();
         shown.secrets.clear();
         let source = Source::compile(shown, secrets, schema, false, self.limits)
-            .map_err(SourceError::Invalid)?;
+            .map_err(SourceError::Invalid)?
+            .of(tenant, &self.tenant_name(tenant));
         let mut stored = spec;
         hookd_core::secrets::seal_all(
             self.sealer.as_deref(),
-            &aad(&stored.name),
+            &aad(tenant, &stored.name),
             &mut stored.secrets,
         );
         let bytes = serde_json::to_vec(&stored)
             .map_err(|e| SourceError::Invalid(format!("source: {e}")))?;
         let _write = self.write.lock().await;
         let name = source.spec.name.clone();
-        let created = match self.get(&name) {
+        let created = match self.get(tenant, &name) {
             Some(s) if s.from_config => return Err(SourceError::FromConfig(name)),
             Some(_) => false,
             None => true,
         };
-        self.engine.put_object(object(&name), Some(bytes)).await?;
+        self.engine
+            .put_object(object(tenant, &name), Some(bytes))
+            .await?;
         let source = Arc::new(source);
         self.map
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(name, source.clone());
+            .insert((tenant, name), source.clone());
         Ok((source, created))
     }
 
     /// Deletes a source made over gRPC; durable when it returns. Events already received
     /// stay where they were routed.
-    pub async fn delete(&self, name: &str) -> Result<(), SourceError> {
+    pub async fn delete(&self, tenant: TenantId, name: &str) -> Result<(), SourceError> {
         let _write = self.write.lock().await;
-        match self.get(name) {
+        match self.get(tenant, name) {
             None => return Err(SourceError::NotFound(name.to_owned())),
             Some(s) if s.from_config => return Err(SourceError::FromConfig(name.to_owned())),
             Some(_) => {}
         }
-        self.engine.put_object(object(name), None).await?;
+        self.engine.put_object(object(tenant, name), None).await?;
         self.map
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(name);
+            .remove(&(tenant, name.to_owned()));
         Ok(())
+    }
+
+    /// A deleted tenant's sources are gone (the engine removed their objects).
+    pub fn forget_tenant(&self, tenant: TenantId) {
+        self.map
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|(t, _), _| *t != tenant);
     }
 
     /// Seals every stored source's secrets under the newest key (at start, after a key
     /// rotation, like endpoints'). How many were rewritten.
-    pub async fn reseal(&self, stored: &[(String, Vec<u8>)]) -> Result<u32, SourceError> {
+    pub async fn reseal(&self, stored: &[(ObjectRef, Vec<u8>)]) -> Result<u32, SourceError> {
         let Some(sealer) = self.sealer.clone() else {
             return Ok(0);
         };
         let _write = self.write.lock().await;
         let mut n = 0;
-        for (name, bytes) in stored {
-            if self.get(name).is_none_or(|s| s.from_config) {
+        for (stored_as, bytes) in stored {
+            let (tenant, name) = (stored_as.tenant, stored_as.name.as_str());
+            if self.get(tenant, name).is_none_or(|s| s.from_config) {
                 continue;
             }
             let Ok(mut spec) = serde_json::from_slice::<SourceSpec>(bytes) else {
@@ -227,13 +280,15 @@ impl Sources {
                 continue;
             }
             for s in &mut spec.secrets {
-                let clear = hookd_core::secrets::open(Some(&sealer), &aad(name), s)
+                let clear = hookd_core::secrets::open(Some(&sealer), &aad(tenant, name), s)
                     .map_err(|e| SourceError::Invalid(format!("source {name:?}: {e}")))?;
-                *s = sealer.seal(&aad(name), &clear);
+                *s = sealer.seal(&aad(tenant, name), &clear);
             }
             let bytes = serde_json::to_vec(&spec)
                 .map_err(|e| SourceError::Invalid(format!("source: {e}")))?;
-            self.engine.put_object(object(name), Some(bytes)).await?;
+            self.engine
+                .put_object(object(tenant, name), Some(bytes))
+                .await?;
             n += 1;
         }
         Ok(n)

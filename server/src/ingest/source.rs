@@ -63,6 +63,13 @@ pub struct SourceAuth {
 /// A source ready to receive.
 #[derive(Debug)]
 pub struct Source {
+    /// Whose it is: its route's destination and topics are this tenant's.
+    pub tenant: TenantId,
+    /// What the failed-authentication strikes count it by: its name (`default`'s), or
+    /// the tenant's number and its name.
+    pub key: String,
+    /// Where providers post: `/in/{name}` (`default`'s), `/in/{tenant}/{name}`.
+    pub path: String,
     /// As given (secrets as stored: sealed when keys are configured).
     pub spec: SourceSpec,
     /// Defined in the config file (read-only over gRPC).
@@ -143,6 +150,30 @@ pub struct Limits {
 }
 
 impl Source {
+    /// Its `source` label in `/metrics`: `default`'s sources by name, every other
+    /// tenant's as `_tenant` (a label per tenant's source would grow without bound).
+    pub fn label(&self) -> &str {
+        if self.tenant.is_default() {
+            &self.spec.name
+        } else {
+            "_tenant"
+        }
+    }
+
+    /// This source, as tenant `tenant`'s: its route goes to that tenant's destination or
+    /// topics.
+    pub fn of(mut self, tenant: TenantId, tenant_name: &str) -> Self {
+        self.tenant = tenant;
+        if !tenant.is_default() {
+            self.key = format!("{}/{}", tenant.0, self.spec.name);
+            self.path = format!("/in/{tenant_name}/{}", self.spec.name);
+        }
+        if let Route::To(d) = &mut self.route {
+            d.tenant = tenant;
+        }
+        self
+    }
+
     /// Checks and compiles a spec whose secrets are given in clear in `secrets` and whose
     /// schema text is `schema` (files and variables read by the caller). Errors name the
     /// key (`json_schema: ...`).
@@ -313,6 +344,9 @@ impl Source {
             .map(|s| hookd_core::secrets::summary(s))
             .collect();
         Ok(Self {
+            tenant: TenantId::DEFAULT,
+            key: spec.name.clone(),
+            path: format!("/in/{}", spec.name),
             max_body_bytes: spec.max_body_bytes,
             spec,
             from_config,

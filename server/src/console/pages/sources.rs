@@ -7,7 +7,7 @@ pub(crate) async fn sources(
     Extension(s): Extension<Session>,
     Query(n): Query<Notice>,
 ) -> Page {
-    let sources = c.api.sources().list();
+    let sources = c.api.sources().list(s.tenant());
     html_page(page(
         "Sources",
         Nav::Sources,
@@ -25,7 +25,7 @@ pub(crate) async fn sources(
                             @let spec = &src.spec;
                             tr {
                                 td { (spec.name) }
-                                td { code { "/in/" (spec.name) } }
+                                td { code { (src.path) } }
                                 td { (spec.scheme.as_str()) }
                                 td { @match src.route.endpoint() {
                                     Some(e) => { a href=(format!("/ui/endpoints/{}", segment(e))) { "endpoint:" (e) } }

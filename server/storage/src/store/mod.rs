@@ -1323,9 +1323,9 @@ impl Store {
         })
     }
 
-    /// Every ingest source made over gRPC: (name, its JSON definition).
-    pub fn sources(&self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        self.objects(TenantId::DEFAULT, Kind::Source)
+    /// Every tenant's ingest sources made over the API: (its object, its JSON definition).
+    pub fn sources(&self) -> Result<Vec<(ObjectRef, Vec<u8>)>, StoreError> {
+        self.every_object_of(Kind::Source)
     }
 
     /// Every tenant's subscriptions: (its object, its definition). Reads the whole
