@@ -593,6 +593,7 @@ pub(crate) async fn scale(base: &Path, tenants: usize, per: usize) -> anyhow::Re
     let one = stats_latency(&ch, Some(&probe), 50).await?;
     println!("  Stats, whole hookd (first page): {}", quantiles(&whole));
     println!("  Stats, one tenant ({probe}): {}", quantiles(&one));
+    not_found_timing(&ch, tenants, &sink).await?;
     let addrs = hookd.addrs()?;
     drop(ch);
     // A clean stop, then a start on the same directory.
@@ -653,6 +654,68 @@ pub(crate) async fn scale(base: &Path, tenants: usize, per: usize) -> anyhow::Re
     drop(ch);
     hookd.stop(Duration::from_secs(120)).await?;
     let _ = std::fs::remove_dir_all(&data);
+    Ok(())
+}
+
+/// Issue #51, 3: another tenant's object is answered as one that does not exist, in the
+/// same time. As one tenant, GetEndpoint of a name only another tenant has, of a name no
+/// tenant has, and of its own (the reference), alternated, 2,000 of each.
+async fn not_found_timing(
+    ch: &Channel,
+    tenants: usize,
+    sink: &hookd_testkit::Receiver,
+) -> anyhow::Result<()> {
+    let asker = tenant_name(tenants / 2);
+    let other = tenant_name((tenants / 2 + 1) % tenants);
+    let mut c = HookdClient::new(ch.clone());
+    c.put_endpoint(on(
+        Some(&other),
+        pb::PutEndpointRequest {
+            endpoint: Some(pb::Endpoint {
+                name: "only-theirs".into(),
+                url: sink.url("/hook"),
+                ..Default::default()
+            }),
+        },
+    ))
+    .await?;
+    let names = ["only-theirs", "nowhere", "e00"];
+    let mut hists = Vec::new();
+    for _ in names {
+        hists.push(Histogram::<u64>::new_with_bounds(1, 600_000_000, 3)?);
+    }
+    for _ in 0..2_000 {
+        for (k, name) in names.iter().enumerate() {
+            let t = Instant::now();
+            let answer = c
+                .get_endpoint(on(
+                    Some(&asker),
+                    pb::GetEndpointRequest {
+                        name: (*name).into(),
+                        reveal_secrets: false,
+                    },
+                ))
+                .await;
+            hists[k].record(t.elapsed().as_micros() as u64)?;
+            let found = answer.is_ok();
+            if found != (k == 2) {
+                anyhow::bail!("GetEndpoint {name:?} as {asker}: found {found}");
+            }
+        }
+    }
+    println!("  GetEndpoint as {asker}, 2,000 each, alternated:");
+    for (name, h) in [
+        ("another tenant's name (NOT_FOUND)", &hists[0]),
+        ("no tenant's name (NOT_FOUND)", &hists[1]),
+        ("its own (found)", &hists[2]),
+    ] {
+        println!(
+            "    {name:<36} p50 {:.1} us, p90 {:.1} us, p99 {:.1} us",
+            h.value_at_quantile(0.5) as f64,
+            h.value_at_quantile(0.9) as f64,
+            h.value_at_quantile(0.99) as f64
+        );
+    }
     Ok(())
 }
 

@@ -323,3 +323,46 @@ fn subscriptions_past_the_quota_are_refused() {
         }))
     ));
 }
+
+#[test]
+fn a_publish_counts_each_delivery_and_is_refused_whole_past_the_quota() {
+    use super::{Fanout, Subscriber};
+    use hookd_core::ids::MessageId;
+    let mut h = Harness::new();
+    let a = tenant(
+        &mut h,
+        "a",
+        QuotaRecord {
+            max_live_messages: 5,
+            max_events_per_day: 10,
+            ..Default::default()
+        },
+    );
+    let publish = |h: &Harness, key: &str| {
+        let now = h.now();
+        let mut m = h.message(Destination::queue(a, "s1"), b"{}");
+        m.idempotency_key = key.into();
+        m.fanout = Some(Box::new(Fanout {
+            event_id: MessageId::generate(now),
+            scope: "tevt".into(),
+            also: ["s2", "s3"]
+                .iter()
+                .map(|q| Subscriber::new(MessageId::generate(now), Destination::queue(a, *q)))
+                .collect(),
+        }));
+        m
+    };
+    let first = h.enqueue_message(publish(&h, "p1")).expect("3 of 5");
+    assert_eq!(first.deliveries.len(), 3);
+    // Three more would make 6: refused whole, nothing stored.
+    let refused = over(h.enqueue_message(publish(&h, "p2")));
+    assert_eq!((refused.measure, refused.used), (Measure::LiveMessages, 3));
+    let use_of = |h: &mut Harness| -> Vec<(&'static str, u64)> {
+        quotas(h, a).iter().map(|q| (q.quota, q.used)).collect()
+    };
+    // One event (the publish) counts once against the day; its three deliveries live.
+    assert_eq!(
+        use_of(&mut h),
+        [("max_live_messages", 3), ("max_events_per_day", 1)]
+    );
+}
