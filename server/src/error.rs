@@ -88,16 +88,17 @@ impl ApiError {
             | Refusal::NoMessage { .. }
             | Refusal::NoTenant { .. }
             | Refusal::NoToken { .. }
+            | Refusal::NoQueue { .. }
             | Refusal::NotInFlight { .. }) => Self::NotFound(about(&r)),
             r @ (Refusal::TenantExists { .. } | Refusal::TokenExists { .. }) => {
                 Self::AlreadyExists(about(&r))
             }
-            r @ (Refusal::TooManyTenants { .. } | Refusal::TooManyTokens { .. }) => {
-                Self::ResourceExhausted {
-                    retry_after_ms: None,
-                    message: about(&r),
-                }
-            }
+            r @ (Refusal::TooManyTenants { .. }
+            | Refusal::TooManyTokens { .. }
+            | Refusal::TooManyQueues { .. }) => Self::ResourceExhausted {
+                retry_after_ms: None,
+                message: about(&r),
+            },
             r @ (Refusal::EndpointBusy { .. }
             | Refusal::EndpointGone { .. }
             | Refusal::NotDeadLetter { .. }
@@ -105,6 +106,7 @@ impl ApiError {
             | Refusal::NotPull { .. }
             | Refusal::LeaseExpired { .. }
             | Refusal::DefaultTenant
+            | Refusal::QueueFromConfig { .. }
             | Refusal::TenantBusy { .. }
             | Refusal::CompletedLater { .. }) => Self::FailedPrecondition(about(&r)),
         }

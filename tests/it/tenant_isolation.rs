@@ -94,6 +94,19 @@ async fn tenant_b(api: &mut HookdClient<Channel>) -> B {
     ))
     .await
     .unwrap();
+    api.put_queue(call(
+        OPS,
+        Some("b"),
+        pb::PutQueueRequest {
+            queue: Some(pb::Queue {
+                name: "bq".into(),
+                fifo: "block".into(),
+                ..Default::default()
+            }),
+        },
+    ))
+    .await
+    .unwrap();
     api.put_source(call(
         OPS,
         Some("b"),
@@ -354,6 +367,16 @@ async fn a_tenants_token_never_reaches_another_tenants_objects() {
             .await,
         "DeleteSource",
     );
+    not_found(
+        api.get_queue(call(a, None, pb::GetQueueRequest { name: "bq".into() }))
+            .await,
+        "GetQueue",
+    );
+    not_found(
+        api.delete_queue(call(a, None, pb::DeleteQueueRequest { name: "bq".into() }))
+            .await,
+        "DeleteQueue",
+    );
     // Naming B as the tenant: NOT_FOUND, as for a tenant that does not exist.
     not_found(
         api.list_endpoints(call(a, Some("b"), pb::ListEndpointsRequest {}))
@@ -374,6 +397,8 @@ async fn a_tenants_token_never_reaches_another_tenants_objects() {
         "RevokeToken",
         "GetSource",
         "DeleteSource",
+        "GetQueue",
+        "DeleteQueue",
     ]);
 
     // Lists and reads: A's own only (empty), never B's.
@@ -448,6 +473,12 @@ async fn a_tenants_token_never_reaches_another_tenants_objects() {
         .unwrap()
         .into_inner();
     assert_eq!(purged.purged, 0);
+    let queues = api
+        .list_queues(call(a, None, pb::ListQueuesRequest {}))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(queues.queues.is_empty(), "{queues:?}");
     let types = api
         .list_event_types(call(a, None, pb::ListEventTypesRequest {}))
         .await
@@ -460,6 +491,7 @@ async fn a_tenants_token_never_reaches_another_tenants_objects() {
         "AnalyzeDeadLetters",
         "ListSubscriptions",
         "ListSources",
+        "ListQueues",
         "ListTokens",
         "Stats",
         "PurgeDeadLetters",
@@ -531,6 +563,34 @@ async fn a_tenants_token_never_reaches_another_tenants_objects() {
         }
         other => panic!("{other:?}"),
     }
+    // A's queue of the name of B's is A's own; B's keeps its settings.
+    let made = api
+        .put_queue(call(
+            a,
+            None,
+            pb::PutQueueRequest {
+                queue: Some(pb::Queue {
+                    name: "bq".into(),
+                    ..Default::default()
+                }),
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(made.created, "{made:?}");
+    let bq = api
+        .get_queue(call(
+            OPS,
+            Some("b"),
+            pb::GetQueueRequest { name: "bq".into() },
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .queue
+        .unwrap();
+    assert_eq!(bq.fifo, "block");
     // A's source of the name of B's is A's own, at A's path; B's is unchanged.
     let made = api
         .put_source(call(
@@ -632,6 +692,7 @@ async fn a_tenants_token_never_reaches_another_tenants_objects() {
         "Enqueue",
         "EnqueueBatch",
         "PutSource",
+        "PutQueue",
         "CreateToken",
     ]);
 
@@ -740,6 +801,9 @@ async fn a_tenants_token_never_reaches_another_tenants_objects() {
         let answer = call_with(server.http, method, &path, &auth, &body).await;
         answer.error(404, "NOT_FOUND");
     }
+    // A's own queue of the name of B's, never B's settings.
+    let answer = call_with(server.http, "GET", "/v1/queues/bq", &auth, "").await;
+    assert_eq!(answer.json()["queue"]["fifo"], "", "{answer:?}");
     let answer = call_with(server.http, "GET", "/v1/endpoints", &auth, "").await;
     assert_eq!(answer.json()["endpoints"][0]["url"], "http://127.0.0.1:9/a");
     let answer = call_with(server.http, "GET", "/v1/tokens", &auth, "").await;

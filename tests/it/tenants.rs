@@ -794,3 +794,157 @@ async fn a_tenants_ingest_source_receives_at_its_own_path_into_its_own_queue() {
     assert_eq!(gone.status, 404, "{gone:?}");
     server.stop().await;
 }
+
+/// A queue's settings are a tenant's object (issue #51, 1): PutQueue gives acme's `steps`
+/// FIFO lanes while default's `steps` stays unordered; they survive a restart; over JSON
+/// and the CLI too; DeleteQueue takes them away.
+#[tokio::test]
+async fn queues_are_a_tenants_objects_with_their_own_fifo_lanes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let mut c = server.client().await;
+    c.raw()
+        .create_tenant(pb::CreateTenantRequest {
+            tenant: Some(tenant("acme")),
+        })
+        .await
+        .unwrap();
+    let put = c
+        .raw()
+        .put_queue(on(
+            "acme",
+            pb::PutQueueRequest {
+                queue: Some(pb::Queue {
+                    name: "steps".into(),
+                    fifo: "block".into(),
+                    description: "an agent's steps, in order".into(),
+                    ..Default::default()
+                }),
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(put.created);
+    assert_eq!(put.queue.as_ref().map(|q| q.fifo.as_str()), Some("block"));
+    let bad = c
+        .raw()
+        .put_queue(pb::PutQueueRequest {
+            queue: Some(pb::Queue {
+                name: "x".into(),
+                fifo: "fast".into(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), tonic::Code::InvalidArgument);
+    assert!(bad.message().starts_with("queue.fifo:"), "{bad:?}");
+    let step = |key: &str| pb::EnqueueRequest {
+        destination: Some(pb::enqueue_request::Destination::Queue("steps".into())),
+        payload: b"step".to_vec(),
+        ordering_key: key.into(),
+        ..Default::default()
+    };
+    let lanes = |c: &mut hookd_client::Client, tenant: Option<&'static str>| {
+        let mut api = c.raw().clone();
+        async move {
+            let request = match tenant {
+                Some(t) => on(t, pb::StatsRequest::default()),
+                None => tonic::Request::new(pb::StatsRequest::default()),
+            };
+            let stats = api.stats(request).await.unwrap().into_inner();
+            stats
+                .destinations
+                .iter()
+                .find(|d| d.destination == "queue:steps")
+                .map_or(0, |d| d.fifo_lanes)
+        }
+    };
+    c.raw().enqueue(on("acme", step("run-1"))).await.unwrap();
+    c.raw().enqueue(step("run-1")).await.unwrap();
+    assert_eq!(
+        lanes(&mut c, Some("acme")).await,
+        1,
+        "acme's steps are ordered"
+    );
+    assert_eq!(lanes(&mut c, None).await, 0, "default's steps are not");
+
+    // After a restart: still acme's, still ordered.
+    let server = server.restart().await;
+    let mut c = server.client().await;
+    let got = c
+        .raw()
+        .get_queue(on(
+            "acme",
+            pb::GetQueueRequest {
+                name: "steps".into(),
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .queue
+        .unwrap();
+    assert_eq!(
+        (got.fifo.as_str(), got.description.as_str()),
+        ("block", "an agent's steps, in order")
+    );
+    c.raw().enqueue(on("acme", step("run-2"))).await.unwrap();
+    assert_eq!(lanes(&mut c, Some("acme")).await, 2);
+    let missing = c
+        .raw()
+        .get_queue(pb::GetQueueRequest {
+            name: "steps".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), tonic::Code::NotFound, "default has none");
+
+    // Over JSON and the CLI.
+    let put = call_with(
+        server.http,
+        "PUT",
+        "/v1/queues/jobs",
+        &[(HEADER, "acme")],
+        r#"{"fifo":"park"}"#,
+    )
+    .await;
+    assert_eq!(put.status(), 200, "{put:?}");
+    let listed = call_with(server.http, "GET", "/v1/queues", &[(HEADER, "acme")], "").await;
+    let names: Vec<String> = listed.json()["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| {
+            format!(
+                "{}={}",
+                q["name"].as_str().unwrap(),
+                q["fifo"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(names, ["jobs=park", "steps=block"]);
+    let g = server.grpc.as_str();
+    let run = crate::ctl::hookd(g, &["--tenant", "acme", "queues", "list"], None).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("steps") && run.stdout.contains("park"),
+        "{}",
+        run.stdout
+    );
+    let run = crate::ctl::hookd(g, &["--tenant", "acme", "queues", "delete", "steps"], None).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let gone = c
+        .raw()
+        .get_queue(on(
+            "acme",
+            pb::GetQueueRequest {
+                name: "steps".into(),
+            },
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(gone.code(), tonic::Code::NotFound);
+    server.stop().await;
+}

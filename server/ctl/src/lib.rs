@@ -30,6 +30,7 @@ macro_rules! out {
     };
 }
 
+mod queues;
 mod tenants;
 pub mod wire;
 
@@ -102,6 +103,9 @@ pub enum Ctl {
     /// (`hookd enqueue topic:NAME`).
     #[command(subcommand)]
     Subscriptions(SubscriptionsCmd),
+    /// Pull queues' own settings (FIFO lanes): list, get, put, delete.
+    #[command(subcommand)]
+    Queues(queues::QueuesCmd),
     /// Tenants (an operator's token): list, get, create, update, delete.
     #[command(subcommand)]
     Tenants(TenantsCmd),
@@ -775,6 +779,7 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
             })
         }
         Ctl::Subscriptions(cmd) => subscriptions(&mut api, json, cmd, server).await,
+        Ctl::Queues(cmd) => queues::queues(&mut api, json, cmd, server).await,
         Ctl::Tenants(cmd) => tenants::tenants(&mut api, json, cmd, server).await,
         Ctl::Tokens(cmd) => tenants::tokens(&mut api, json, cmd, server).await,
         Ctl::Endpoints(cmd) => endpoints(&mut api, json, cmd, conn.tenant.as_deref())

@@ -152,6 +152,16 @@ impl Engine {
             Command::DeleteTenant { name, force, reply } => {
                 self.delete_tenant(t, now, &name, force, done, reply)?;
             }
+            Command::PutQueue {
+                tenant,
+                record,
+                reply,
+            } => self.put_queue(t, now, tenant, *record, done, reply),
+            Command::DeleteQueue {
+                tenant,
+                name,
+                reply,
+            } => self.delete_queue(t, tenant, &name, done, reply),
             Command::PutObject {
                 object,
                 record,

@@ -297,6 +297,29 @@ impl EngineHandle {
             .await?
     }
 
+    /// PutQueue: a queue's settings; durable when answered.
+    pub async fn put_queue(
+        &self,
+        tenant: TenantId,
+        record: hookd_storage::store::QueueRecord,
+    ) -> Result<hookd_storage::store::QueueRecord, Refusal> {
+        self.call(|reply| Command::PutQueue {
+            tenant,
+            record: Box::new(record),
+            reply,
+        })
+        .await?
+    }
+
+    pub async fn delete_queue(&self, tenant: TenantId, name: String) -> Result<(), Refusal> {
+        self.call(|reply| Command::DeleteQueue {
+            tenant,
+            name,
+            reply,
+        })
+        .await?
+    }
+
     pub async fn delete_endpoint(&self, tenant: TenantId, name: String) -> Result<(), Refusal> {
         self.call(|reply| Command::DeleteEndpoint {
             tenant,

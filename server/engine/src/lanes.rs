@@ -68,9 +68,18 @@ impl Engine {
                 .get(tenant, name)
                 .and_then(|e| FifoPolicy::from_code(e.fifo));
         }
-        // The config file's queues are tenant `default`'s (keys without a tenant).
-        let queue = key.strip_prefix("queue:")?;
-        self.config.fifo_queues.get(queue).copied()
+        // A queue's settings, its tenant's; the config file's queues are `default`'s.
+        let d = hookd_core::destination::Destination::from_key(key)?;
+        let hookd_core::destination::To::Queue(name) = &d.to else {
+            return None;
+        };
+        if let Some(q) = self.queues.get(d.tenant, name) {
+            return FifoPolicy::from_code(q.fifo);
+        }
+        if d.tenant.is_default() {
+            return self.config.fifo_queues.get(name.as_str()).copied();
+        }
+        None
     }
 
     /// Puts new message `id` (due at `due`) at the back of lane `ordering_key` of ordered

@@ -51,6 +51,7 @@ mod lifecycle_tests;
 #[cfg(test)]
 mod power_loss_tests;
 mod push;
+mod queues;
 mod quota;
 #[cfg(test)]
 mod quota_tests;
@@ -434,6 +435,17 @@ pub(crate) enum Command {
     /// Stores (`Some`) or removes (`None`) an object's record in the catalog (an ingest
     /// source's definition, a subscription's). Whoever holds the objects decides and
     /// serialises these; the engine only makes them durable.
+    /// PutQueue: a queue's settings (issue #51); the record as stored.
+    PutQueue {
+        tenant: TenantId,
+        record: Box<hookd_storage::store::QueueRecord>,
+        reply: Reply<hookd_storage::store::QueueRecord>,
+    },
+    DeleteQueue {
+        tenant: TenantId,
+        name: String,
+        reply: Reply<()>,
+    },
     PutObject {
         object: ObjectRef,
         record: Option<Vec<u8>>,
@@ -513,6 +525,7 @@ pub(crate) struct Engine {
     endpoints: endpoints::Endpoints,
     tenants: tenants::Tenants,
     quotas: quota::Quotas,
+    queues: queues::Queues,
     total: hookd_core::stats::Activity,
     rng: StdRng,
     next_waiter: u64,
@@ -830,6 +843,7 @@ impl Engine {
             endpoints: Default::default(),
             tenants: Default::default(),
             quotas: Default::default(),
+            queues: Default::default(),
             total: Default::default(),
             rng,
             next_waiter: 0,
@@ -882,6 +896,9 @@ impl Engine {
                 }
                 Recovering::Token(tenant, name, record) => {
                     engine.tenants.token_recovered(tenant, name, *record);
+                }
+                Recovering::Queue(tenant, queue) => {
+                    engine.queues.insert(tenant, *queue);
                 }
                 Recovering::Endpoint(tenant, endpoint) => {
                     engine.endpoints.insert(tenant, *endpoint);
@@ -1534,6 +1551,12 @@ fn answer_failed(command: Command, err: Refusal) {
             let _ = reply.send(Err(err));
         }
         Command::PutObject { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::PutQueue { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::DeleteQueue { reply, .. } => {
             let _ = reply.send(Err(err));
         }
         Command::PutTenant { reply, .. } => {

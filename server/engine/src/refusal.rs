@@ -43,6 +43,12 @@ pub enum Refusal {
     LeaseExpired { lease: LeaseId, current: u32 },
     #[error("lease {lease} has expired; the message was since completed at attempt {completed}")]
     CompletedLater { lease: LeaseId, completed: u32 },
+    #[error("no queue named {name:?} has settings (a queue without any is unordered)")]
+    NoQueue { name: String },
+    #[error("queue {name:?} is defined in the config file; change it there")]
+    QueueFromConfig { name: String },
+    #[error("this tenant holds {max} queues with settings, hookd's limit; delete one first")]
+    TooManyQueues { max: usize },
     #[error("no token named {name:?}")]
     NoToken { name: String },
     #[error("a token named {name:?} exists")]

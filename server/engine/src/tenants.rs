@@ -418,6 +418,7 @@ impl Engine {
             }
         }
         self.tenants.tokens.remove(&id);
+        self.queues.forget_tenant(id);
         for d in dests {
             self.index.review(d);
         }

@@ -4,6 +4,7 @@
 //! through `crate::error` (`ApiError -> Status`).
 
 pub mod convert;
+pub(crate) mod queues;
 pub mod sources;
 pub(crate) mod subscriptions;
 pub mod tenants;
@@ -45,6 +46,8 @@ pub(crate) struct HookdService {
     pub(crate) guard: Arc<hookd_delivery::guard::AddressGuard>,
     /// Spans for Enqueue and EnqueueBatch (off unless OTLP is configured).
     pub(crate) tracing: crate::otel::Tracing,
+    /// The config file's `[[queues]]` (tenant `default`'s, read-only over the API).
+    pub(crate) config_queues: Arc<Vec<crate::config::QueueSpec>>,
 }
 
 /// What `Watch` streams from, and the signal that ends them (shutdown).
@@ -805,6 +808,34 @@ impl Hookd for HookdService {
                 .map(|v| convert::endpoint(v.record, &v.clear_secrets, false))
                 .collect(),
         }))
+    }
+
+    async fn put_queue(
+        &self,
+        request: Request<pb::PutQueueRequest>,
+    ) -> Result<Response<pb::PutQueueResponse>, Status> {
+        self.put_queue_in(request).await.map(Response::new)
+    }
+
+    async fn get_queue(
+        &self,
+        request: Request<pb::GetQueueRequest>,
+    ) -> Result<Response<pb::GetQueueResponse>, Status> {
+        self.get_queue_in(request).await.map(Response::new)
+    }
+
+    async fn list_queues(
+        &self,
+        request: Request<pb::ListQueuesRequest>,
+    ) -> Result<Response<pb::ListQueuesResponse>, Status> {
+        self.list_queues_in(request).await.map(Response::new)
+    }
+
+    async fn delete_queue(
+        &self,
+        request: Request<pb::DeleteQueueRequest>,
+    ) -> Result<Response<pb::DeleteQueueResponse>, Status> {
+        self.delete_queue_in(request).await.map(Response::new)
     }
 
     async fn delete_endpoint(

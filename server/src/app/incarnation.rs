@@ -418,6 +418,7 @@ impl Servers {
             subscriptions: incarnation.subscriptions.clone(),
             guard: incarnation.guard.clone(),
             tracing: shared.tracing.clone(),
+            config_queues: Arc::new(config.queues.clone()),
         };
         let console = Arc::new(crate::console::Console::new(
             api.clone(),

@@ -81,8 +81,8 @@ pub use keys::{
 };
 pub use records::{
     AttemptRecord, DoneRecord, EndpointRecord, HistoryRecord, LaneRow, LaneSlot, MAX_ORDERING_KEY,
-    MAX_TEXT_BYTES, MessageRecord, OAuth2Record, QuotaRecord, ScheduleEntry, SigningKeyRecord,
-    State, TenantRecord, TokenRecord, bound_text,
+    MAX_TEXT_BYTES, MessageRecord, OAuth2Record, QueueRecord, QuotaRecord, ScheduleEntry,
+    SigningKeyRecord, State, TenantRecord, TokenRecord, bound_text,
 };
 
 use hookd_core::destination::Destination;
@@ -531,6 +531,8 @@ pub enum Recovering {
     /// A tenant's API token (its name, its record).
     Token(TenantId, String, Box<TokenRecord>),
     Endpoint(TenantId, Box<EndpointRecord>),
+    /// A queue's own settings (issue #51).
+    Queue(TenantId, Box<QueueRecord>),
     /// A message's schedule row (live, or dead), and its record's size.
     Message {
         id: MessageId,
@@ -992,6 +994,10 @@ impl Store {
                 Kind::Endpoint => each(Recovering::Endpoint(
                     object.tenant,
                     Box::new(EndpointRecord::decode(value)?),
+                ))?,
+                Kind::Queue => each(Recovering::Queue(
+                    object.tenant,
+                    Box::new(QueueRecord::decode(value)?),
                 ))?,
                 Kind::Token => each(Recovering::Token(
                     object.tenant,

@@ -275,6 +275,24 @@ pub struct TenantRecord {
     pub events_today: u64,
 }
 
+/// A pull queue's own settings, as stored: a catalog object of kind `Queue` (issue #51).
+/// A queue without one is made on first use, unordered.
+#[derive(Clone, PartialEq, Eq, prost::Message)]
+pub struct QueueRecord {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    /// FIFO lanes: 0 unordered, 1 `block`, 2 `park` (as `EndpointRecord.fifo`).
+    #[prost(uint32, tag = "2")]
+    pub fifo: u32,
+    /// As people read it.
+    #[prost(string, tag = "3")]
+    pub description: String,
+    #[prost(uint64, tag = "4")]
+    pub created_ms: u64,
+    #[prost(uint64, tag = "5")]
+    pub updated_ms: u64,
+}
+
 /// A tenant's limits, as stored (`hookd_core::quota::Quota`); 0: none.
 #[derive(Clone, Copy, PartialEq, Eq, prost::Message)]
 pub struct QuotaRecord {

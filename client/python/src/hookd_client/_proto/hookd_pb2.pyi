@@ -640,6 +640,68 @@ class ListEndpointsResponse(_message.Message):
     endpoints: _containers.RepeatedCompositeFieldContainer[Endpoint]
     def __init__(self, endpoints: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ...) -> None: ...
 
+class Queue(_message.Message):
+    __slots__ = ("name", "fifo", "description", "from_config", "created_unix_ms", "updated_unix_ms")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FIFO_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    FROM_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    CREATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    fifo: str
+    description: str
+    from_config: bool
+    created_unix_ms: int
+    updated_unix_ms: int
+    def __init__(self, name: _Optional[str] = ..., fifo: _Optional[str] = ..., description: _Optional[str] = ..., from_config: _Optional[bool] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ...) -> None: ...
+
+class PutQueueRequest(_message.Message):
+    __slots__ = ("queue",)
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: Queue
+    def __init__(self, queue: _Optional[_Union[Queue, _Mapping]] = ...) -> None: ...
+
+class PutQueueResponse(_message.Message):
+    __slots__ = ("queue", "created")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    queue: Queue
+    created: bool
+    def __init__(self, queue: _Optional[_Union[Queue, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class GetQueueRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class GetQueueResponse(_message.Message):
+    __slots__ = ("queue",)
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: Queue
+    def __init__(self, queue: _Optional[_Union[Queue, _Mapping]] = ...) -> None: ...
+
+class ListQueuesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListQueuesResponse(_message.Message):
+    __slots__ = ("queues",)
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    queues: _containers.RepeatedCompositeFieldContainer[Queue]
+    def __init__(self, queues: _Optional[_Iterable[_Union[Queue, _Mapping]]] = ...) -> None: ...
+
+class DeleteQueueRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DeleteQueueResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class DeleteEndpointRequest(_message.Message):
     __slots__ = ("name",)
     NAME_FIELD_NUMBER: _ClassVar[int]

@@ -89,6 +89,26 @@ class HookdStub:
                 request_serializer=hookd_dot_v1_dot_hookd__pb2.DeleteEndpointRequest.SerializeToString,
                 response_deserializer=hookd_dot_v1_dot_hookd__pb2.DeleteEndpointResponse.FromString,
                 _registered_method=True)
+        self.PutQueue = channel.unary_unary(
+                '/hookd.v1.Hookd/PutQueue',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.PutQueueRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.PutQueueResponse.FromString,
+                _registered_method=True)
+        self.GetQueue = channel.unary_unary(
+                '/hookd.v1.Hookd/GetQueue',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.GetQueueRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.GetQueueResponse.FromString,
+                _registered_method=True)
+        self.ListQueues = channel.unary_unary(
+                '/hookd.v1.Hookd/ListQueues',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.ListQueuesRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.ListQueuesResponse.FromString,
+                _registered_method=True)
+        self.DeleteQueue = channel.unary_unary(
+                '/hookd.v1.Hookd/DeleteQueue',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.DeleteQueueRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.DeleteQueueResponse.FromString,
+                _registered_method=True)
         self.ListDeadLetters = channel.unary_unary(
                 '/hookd.v1.Hookd/ListDeadLetters',
                 request_serializer=hookd_dot_v1_dot_hookd__pb2.ListDeadLettersRequest.SerializeToString,
@@ -291,6 +311,34 @@ class HookdServicer:
 
     def DeleteEndpoint(self, request, context):
         """Refused with FAILED_PRECONDITION while the endpoint still has live messages.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PutQueue(self, request, context):
+        """A pull queue's own settings (its FIFO lanes), a tenant's object like an endpoint. A
+        queue without settings is made on first use, unordered. The config file's [[queues]]
+        are tenant default's and read-only here (FAILED_PRECONDITION).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetQueue(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListQueues(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteQueue(self, request, context):
+        """The queue's settings go; its messages stay (unordered from then).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -533,6 +581,26 @@ def add_HookdServicer_to_server(servicer, server):
                     servicer.DeleteEndpoint,
                     request_deserializer=hookd_dot_v1_dot_hookd__pb2.DeleteEndpointRequest.FromString,
                     response_serializer=hookd_dot_v1_dot_hookd__pb2.DeleteEndpointResponse.SerializeToString,
+            ),
+            'PutQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutQueue,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.PutQueueRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.PutQueueResponse.SerializeToString,
+            ),
+            'GetQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetQueue,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.GetQueueRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.GetQueueResponse.SerializeToString,
+            ),
+            'ListQueues': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListQueues,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.ListQueuesRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.ListQueuesResponse.SerializeToString,
+            ),
+            'DeleteQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteQueue,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.DeleteQueueRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.DeleteQueueResponse.SerializeToString,
             ),
             'ListDeadLetters': grpc.unary_unary_rpc_method_handler(
                     servicer.ListDeadLetters,
@@ -952,6 +1020,114 @@ class Hookd:
             '/hookd.v1.Hookd/DeleteEndpoint',
             hookd_dot_v1_dot_hookd__pb2.DeleteEndpointRequest.SerializeToString,
             hookd_dot_v1_dot_hookd__pb2.DeleteEndpointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/PutQueue',
+            hookd_dot_v1_dot_hookd__pb2.PutQueueRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.PutQueueResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/GetQueue',
+            hookd_dot_v1_dot_hookd__pb2.GetQueueRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.GetQueueResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListQueues(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/ListQueues',
+            hookd_dot_v1_dot_hookd__pb2.ListQueuesRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.ListQueuesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/DeleteQueue',
+            hookd_dot_v1_dot_hookd__pb2.DeleteQueueRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.DeleteQueueResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,179 @@
+//! Queues on the wire (issue #51): a pull queue's own settings, a tenant's catalog object
+//! like an endpoint. The engine owns the writes and the FIFO policy it reads at enqueue;
+//! reads come from the store. The config file's `[[queues]]` are `default`'s, read-only.
+
+use hookd_core::scope::{Kind, TenantId};
+use hookd_proto::v1 as pb;
+use hookd_storage::store::QueueRecord;
+use tonic::{Request, Status};
+
+use super::{HookdService, refused, tenants, validate};
+use crate::error::ApiError;
+
+/// Longest description, in bytes.
+const MAX_DESCRIPTION: usize = 256;
+
+fn fifo_code(fifo: &str) -> Result<u32, ApiError> {
+    match fifo {
+        "" => Ok(0),
+        "block" => Ok(1),
+        "park" => Ok(2),
+        other => Err(ApiError::InvalidArgument(format!(
+            "queue.fifo: {other:?} is not one of block, park (or empty: unordered)"
+        ))),
+    }
+}
+
+fn fifo_name(code: u32) -> &'static str {
+    match code {
+        1 => "block",
+        2 => "park",
+        _ => "",
+    }
+}
+
+fn shown(r: &QueueRecord) -> pb::Queue {
+    pb::Queue {
+        name: r.name.clone(),
+        fifo: fifo_name(r.fifo).into(),
+        description: r.description.clone(),
+        from_config: false,
+        created_unix_ms: r.created_ms,
+        updated_unix_ms: r.updated_ms,
+    }
+}
+
+impl HookdService {
+    /// The config file's queues, as `default`'s (read-only).
+    fn config_queues(&self, tenant: TenantId) -> Vec<pb::Queue> {
+        if !tenant.is_default() {
+            return Vec::new();
+        }
+        self.config_queues
+            .iter()
+            .map(|q| pb::Queue {
+                name: q.name.clone(),
+                fifo: match q.fifo {
+                    Some(crate::config::FifoSetting::Block) => "block".into(),
+                    Some(crate::config::FifoSetting::Park) => "park".into(),
+                    None => String::new(),
+                },
+                from_config: true,
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    /// Every queue of the tenant's with settings: the config file's, then the stored ones.
+    async fn queues_of(&self, tenant: TenantId) -> Result<Vec<pb::Queue>, Status> {
+        let mut out = self.config_queues(tenant);
+        let stored = self
+            .read(move |s| Ok(s.objects(tenant, Kind::Queue)?))
+            .await?;
+        for (_, bytes) in stored {
+            let record: QueueRecord = prost::Message::decode(bytes.as_slice())
+                .map_err(|e| ApiError::Unavailable(format!("a stored queue: {e}")))?;
+            if !out.iter().any(|q| q.name == record.name) {
+                out.push(shown(&record));
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    pub(super) async fn put_queue_in(
+        &self,
+        request: Request<pb::PutQueueRequest>,
+    ) -> Result<pb::PutQueueResponse, Status> {
+        let name = request
+            .get_ref()
+            .queue
+            .as_ref()
+            .map(|q| q.name.clone())
+            .unwrap_or_default();
+        self.may_use(&request, &format!("queue:{name}"))?;
+        let tenant = self.tenant_of(&request)?;
+        let q = request
+            .into_inner()
+            .queue
+            .ok_or_else(|| ApiError::InvalidArgument("queue: is required".into()))?;
+        validate::validate_name(&q.name, "queue.name")?;
+        if q.description.len() > MAX_DESCRIPTION {
+            return Err(ApiError::InvalidArgument(format!(
+                "queue.description: {} bytes is over the limit of {MAX_DESCRIPTION}",
+                q.description.len()
+            ))
+            .into());
+        }
+        let record = QueueRecord {
+            name: q.name,
+            fifo: fifo_code(&q.fifo)?,
+            description: q.description,
+            ..Default::default()
+        };
+        let existed = self
+            .queues_of(tenant)
+            .await?
+            .iter()
+            .any(|q| q.name == record.name);
+        let stored = self
+            .engine
+            .put_queue(tenant, record)
+            .await
+            .map_err(refused("queue.name"))?;
+        Ok(pb::PutQueueResponse {
+            queue: Some(shown(&stored)),
+            created: !existed,
+        })
+    }
+
+    pub(super) async fn get_queue_in(
+        &self,
+        request: Request<pb::GetQueueRequest>,
+    ) -> Result<pb::GetQueueResponse, Status> {
+        let tenant = self.tenant_of(&request)?;
+        let allowed = tenants::allowed(&request, &format!("queue:{}", request.get_ref().name));
+        let name = request.into_inner().name;
+        validate::validate_name(&name, "name")?;
+        let queue = self
+            .queues_of(tenant)
+            .await?
+            .into_iter()
+            .find(|q| q.name == name && allowed)
+            .ok_or_else(|| {
+                ApiError::NotFound(format!(
+                    "name: no queue named {name:?} has settings (a queue without any is unordered)"
+                ))
+            })?;
+        Ok(pb::GetQueueResponse { queue: Some(queue) })
+    }
+
+    pub(super) async fn list_queues_in(
+        &self,
+        request: Request<pb::ListQueuesRequest>,
+    ) -> Result<pb::ListQueuesResponse, Status> {
+        let tenant = self.tenant_of(&request)?;
+        let queues = self
+            .queues_of(tenant)
+            .await?
+            .into_iter()
+            .filter(|q| tenants::allowed(&request, &format!("queue:{}", q.name)))
+            .collect();
+        Ok(pb::ListQueuesResponse { queues })
+    }
+
+    pub(super) async fn delete_queue_in(
+        &self,
+        request: Request<pb::DeleteQueueRequest>,
+    ) -> Result<pb::DeleteQueueResponse, Status> {
+        self.may_use(&request, &format!("queue:{}", request.get_ref().name))?;
+        let tenant = self.tenant_of(&request)?;
+        let name = request.into_inner().name;
+        validate::validate_name(&name, "name")?;
+        self.engine
+            .delete_queue(tenant, name)
+            .await
+            .map_err(refused("name"))?;
+        Ok(pb::DeleteQueueResponse {})
+    }
+}
