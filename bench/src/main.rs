@@ -138,6 +138,9 @@ struct Args {
     /// Tenants the load is spread over in the tenants run.
     #[arg(long, default_value_t = 1_000)]
     tenants: usize,
+    /// The tenants run's paths: unary, batch, publish, push (comma-separated; all without).
+    #[arg(long, value_delimiter = ',')]
+    tenant_paths: Vec<String>,
     /// The tenant scale run (`--only tenant-scale`): tenants, and endpoints and
     /// subscriptions of each.
     #[arg(long, default_value_t = 10_000)]
@@ -540,6 +543,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
             args.rounds,
             leg,
             args.payload,
+            &args.tenant_paths,
         )
         .await?;
     }

@@ -90,6 +90,21 @@ enum Path4 {
 impl Path4 {
     const ALL: [Self; 4] = [Self::Unary, Self::Batch, Self::Publish, Self::Push];
 
+    /// The paths `names` lists (`unary`, `batch`, `publish`, `push`; none: all), with
+    /// their places in [`Path4::ALL`].
+    fn chosen(names: &[String]) -> anyhow::Result<Vec<(usize, Self)>> {
+        for n in names {
+            if !Self::ALL.iter().any(|p| p.name() == n) {
+                anyhow::bail!("--tenant-paths: {n:?} is not one of unary, batch, publish, push");
+            }
+        }
+        Ok(Self::ALL
+            .into_iter()
+            .enumerate()
+            .filter(|(_, p)| names.is_empty() || names.iter().any(|n| n == p.name()))
+            .collect())
+    }
+
     fn name(self) -> &'static str {
         match self {
             Self::Unary => "unary",
@@ -350,7 +365,9 @@ pub(crate) async fn cost(
     rounds: u16,
     seconds: Duration,
     payload: usize,
+    paths: &[String],
 ) -> anyhow::Result<()> {
+    let chosen = Path4::chosen(paths)?;
     let this = std::env::current_exe()?;
     let mut cases = Vec::new();
     let mut add = |label: &str, exe: &Path, prefix: Vec<&'static str>, spread, tenanted| {
@@ -415,7 +432,7 @@ pub(crate) async fn cost(
             setup(case, &ch, &sink).await?;
             let setup_s = made.elapsed().as_secs_f64();
             let mut line = format!("  {:<24}", case.label);
-            for (p, path) in Path4::ALL.into_iter().enumerate() {
+            for &(p, path) in &chosen {
                 let r = leg(case, &ch, &sink, path, payload, seconds).await?;
                 rates[k][p].push(r);
                 line.push_str(&format!(" {} {r:>8.0}/s", path.name()));
@@ -434,32 +451,43 @@ pub(crate) async fn cost(
         .collect();
     for (k, case) in cases.iter().enumerate() {
         let mut line = format!("  {:<24}", case.label);
-        for (p, path) in Path4::ALL.into_iter().enumerate() {
+        for &(p, path) in &chosen {
             line.push_str(&format!(" {} {:>8.0}", path.name(), medians[k][p]));
         }
         println!("{line}");
     }
-    if baseline.is_some() {
-        // Cases 0 and 1 are main's and this build's with one destination; 2 and 3 the same
-        // spread over N.
-        for (this, main) in [(1, 0), (3, 2)] {
-            let mut line = format!("  ratio {} / {}:", cases[this].label, cases[main].label);
-            for (p, path) in Path4::ALL.into_iter().enumerate() {
-                line.push_str(&format!(
-                    " {} {:.3}",
-                    path.name(),
-                    medians[this][p] / medians[main][p]
-                ));
-            }
-            println!("{line}");
-        }
+    // Cases 0 and 1 are main's and this build's with one destination, 2 and 3 the same
+    // spread over N; without a baseline, 0 and 1 are this build's two.
+    let pairs: &[(usize, usize)] = if baseline.is_some() {
+        &[(1, 0), (3, 2)]
     } else {
-        let mut line = format!("  ratio {} / {}:", cases[1].label, cases[0].label);
-        for (p, path) in Path4::ALL.into_iter().enumerate() {
+        &[(1, 0)]
+    };
+    for &(this, main) in pairs {
+        let mut line = format!("  ratio {} / {}:", cases[this].label, cases[main].label);
+        for &(p, path) in &chosen {
             line.push_str(&format!(
                 " {} {:.3}",
                 path.name(),
-                medians[1][p] / medians[0][p]
+                medians[this][p] / medians[main][p]
+            ));
+        }
+        println!("{line}");
+        // Each round's pair, run within a minute of each other: their ratio's median and
+        // range, less moved by the disk's drift over the run than the medians' ratio.
+        let mut line = "    per round (median, min..max):".to_owned();
+        for &(p, path) in &chosen {
+            let ratios: Vec<f64> = rates[this][p]
+                .iter()
+                .zip(&rates[main][p])
+                .map(|(a, b)| a / b)
+                .collect();
+            let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = ratios.iter().copied().fold(0.0, f64::max);
+            line.push_str(&format!(
+                " {} {:.3} ({lo:.2}..{hi:.2})",
+                path.name(),
+                median(ratios.clone())
             ));
         }
         println!("{line}");
