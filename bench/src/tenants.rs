@@ -141,9 +141,8 @@ async fn spawn(case: &Case, data: &Path, log: &Path) -> anyhow::Result<(ChildHoo
     Ok((hookd, ch))
 }
 
-/// Runs `calls` over `concurrency` tasks, each sending its next call when the last one
-/// answered, for `concurrency` tasks in parallel, `tasks` at a time; `each` makes and
-/// sends call `n`.
+/// Makes calls `0..n` over `concurrency` tasks, each sending its next call when its last
+/// one answered; `each` makes and sends call `i`.
 async fn parallel<F, Fut>(n: usize, concurrency: usize, each: F) -> anyhow::Result<()>
 where
     F: Fn(usize) -> Fut + Send + Sync + 'static,
@@ -170,6 +169,25 @@ where
     Ok(())
 }
 
+/// Tenants `t00000` ... of `n`, made with `concurrency` calls in flight.
+async fn create_tenants(ch: &Channel, n: usize, concurrency: usize) -> anyhow::Result<()> {
+    let ch = ch.clone();
+    parallel(n, concurrency, move |i| {
+        let mut c = HookdClient::new(ch.clone());
+        async move {
+            c.create_tenant(pb::CreateTenantRequest {
+                tenant: Some(pb::Tenant {
+                    name: tenant_name(i),
+                    ..Default::default()
+                }),
+            })
+            .await?;
+            Ok(())
+        }
+    })
+    .await
+}
+
 /// The case's objects: per target an endpoint `bench` (on the sink), and a subscription
 /// taking topic `bench.I` into queue `pub` (`pub-I` when the targets share a namespace),
 /// and the tenants themselves when the case has them.
@@ -177,21 +195,7 @@ async fn setup(case: &Case, ch: &Channel, sink: &hookd_testkit::Receiver) -> any
     let case = Arc::new(case.clone());
     let url = sink.url("/hook");
     if case.tenanted {
-        let ch = ch.clone();
-        parallel(case.spread, 32, move |i| {
-            let mut c = HookdClient::new(ch.clone());
-            async move {
-                c.create_tenant(pb::CreateTenantRequest {
-                    tenant: Some(pb::Tenant {
-                        name: tenant_name(i),
-                        ..Default::default()
-                    }),
-                })
-                .await?;
-                Ok(())
-            }
-        })
-        .await?;
+        create_tenants(ch, case.spread, 32).await?;
     }
     let ch = ch.clone();
     parallel(case.spread, 32, move |i| {
@@ -544,23 +548,7 @@ pub(crate) async fn scale(base: &Path, tenants: usize, per: usize) -> anyhow::Re
     let sink = crate::push::sink(false).await?;
     let url = sink.url("/hook");
     let made = Instant::now();
-    {
-        let ch = ch.clone();
-        parallel(tenants, 64, move |i| {
-            let mut c = HookdClient::new(ch.clone());
-            async move {
-                c.create_tenant(pb::CreateTenantRequest {
-                    tenant: Some(pb::Tenant {
-                        name: tenant_name(i),
-                        ..Default::default()
-                    }),
-                })
-                .await?;
-                Ok(())
-            }
-        })
-        .await?;
-    }
+    create_tenants(&ch, tenants, 64).await?;
     let tenants_s = made.elapsed().as_secs_f64();
     let made = Instant::now();
     {

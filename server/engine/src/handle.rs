@@ -297,12 +297,13 @@ impl EngineHandle {
             .await?
     }
 
-    /// PutQueue: a queue's settings; durable when answered.
+    /// PutQueue: a queue's settings; durable when answered. The record as stored, and
+    /// whether it was made (not replaced).
     pub async fn put_queue(
         &self,
         tenant: TenantId,
         record: hookd_storage::store::QueueRecord,
-    ) -> Result<hookd_storage::store::QueueRecord, Refusal> {
+    ) -> Result<(hookd_storage::store::QueueRecord, bool), Refusal> {
         self.call(|reply| Command::PutQueue {
             tenant,
             record: Box::new(record),

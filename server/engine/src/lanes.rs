@@ -57,6 +57,13 @@ impl FifoPolicy {
             Self::Park => "park",
         }
     }
+
+    /// The policy [`FifoPolicy::as_str`] names.
+    pub fn named(name: &str) -> Option<Self> {
+        [Self::Block, Self::Park]
+            .into_iter()
+            .find(|p| p.as_str() == name)
+    }
 }
 
 impl Engine {

@@ -439,7 +439,8 @@ pub(crate) enum Command {
     PutQueue {
         tenant: TenantId,
         record: Box<hookd_storage::store::QueueRecord>,
-        reply: Reply<hookd_storage::store::QueueRecord>,
+        /// The record as stored, and whether it was made (not replaced).
+        reply: Reply<(hookd_storage::store::QueueRecord, bool)>,
     },
     DeleteQueue {
         tenant: TenantId,

@@ -53,7 +53,8 @@ impl Queues {
 }
 
 impl Engine {
-    /// PutQueue: creates or replaces a queue's settings; the record as stored.
+    /// PutQueue: creates or replaces a queue's settings; the record as stored, and whether
+    /// it was made.
     pub(super) fn put_queue(
         &mut self,
         t: Tx<'_, '_>,
@@ -61,7 +62,7 @@ impl Engine {
         tenant: TenantId,
         mut record: QueueRecord,
         done: &mut Vec<Completion>,
-        reply: tokio::sync::oneshot::Sender<Result<QueueRecord, Refusal>>,
+        reply: tokio::sync::oneshot::Sender<Result<(QueueRecord, bool), Refusal>>,
     ) {
         let name = record.name.clone();
         if tenant.is_default() && self.config.fifo_queues.contains_key(&name) {
@@ -79,8 +80,9 @@ impl Engine {
             &ObjectRef::new(tenant, Kind::Queue, &name),
             &prost::Message::encode_to_vec(&record),
         );
+        let created = existing.is_none();
         self.queues.insert(tenant, record.clone());
-        reply_after(done, reply, Ok(record));
+        reply_after(done, reply, Ok((record, created)));
     }
 
     /// DeleteQueue: the queue's settings go (its messages stay: it is unordered from then).

@@ -3,6 +3,7 @@
 //! reads come from the store. The config file's `[[queues]]` are `default`'s, read-only.
 
 use hookd_core::scope::{Kind, TenantId};
+use hookd_engine::FifoPolicy;
 use hookd_proto::v1 as pb;
 use hookd_storage::store::QueueRecord;
 use tonic::{Request, Status};
@@ -13,23 +14,22 @@ use crate::error::ApiError;
 /// Longest description, in bytes.
 const MAX_DESCRIPTION: usize = 256;
 
+/// A queue's `fifo` as stored (`QueueRecord.fifo`, the endpoints' code).
 fn fifo_code(fifo: &str) -> Result<u32, ApiError> {
-    match fifo {
-        "" => Ok(0),
-        "block" => Ok(1),
-        "park" => Ok(2),
-        other => Err(ApiError::InvalidArgument(format!(
-            "queue.fifo: {other:?} is not one of block, park (or empty: unordered)"
-        ))),
+    if fifo.is_empty() {
+        return Ok(0);
     }
+    FifoPolicy::named(fifo)
+        .map(FifoPolicy::code)
+        .ok_or_else(|| {
+            ApiError::InvalidArgument(format!(
+                "queue.fifo: {fifo:?} is not one of block, park (or empty: unordered)"
+            ))
+        })
 }
 
 fn fifo_name(code: u32) -> &'static str {
-    match code {
-        1 => "block",
-        2 => "park",
-        _ => "",
-    }
+    FifoPolicy::from_code(code).map_or("", FifoPolicy::as_str)
 }
 
 fn shown(r: &QueueRecord) -> pb::Queue {
@@ -53,11 +53,7 @@ impl HookdService {
             .iter()
             .map(|q| pb::Queue {
                 name: q.name.clone(),
-                fifo: match q.fifo {
-                    Some(crate::config::FifoSetting::Block) => "block".into(),
-                    Some(crate::config::FifoSetting::Park) => "park".into(),
-                    None => String::new(),
-                },
+                fifo: q.fifo.map_or("", |f| f.policy().as_str()).into(),
                 from_config: true,
                 ..Default::default()
             })
@@ -111,19 +107,14 @@ impl HookdService {
             description: q.description,
             ..Default::default()
         };
-        let existed = self
-            .queues_of(tenant)
-            .await?
-            .iter()
-            .any(|q| q.name == record.name);
-        let stored = self
+        let (stored, created) = self
             .engine
             .put_queue(tenant, record)
             .await
             .map_err(refused("queue.name"))?;
         Ok(pb::PutQueueResponse {
             queue: Some(shown(&stored)),
-            created: !existed,
+            created,
         })
     }
 

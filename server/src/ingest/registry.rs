@@ -45,6 +45,15 @@ fn object(tenant: TenantId, name: &str) -> ObjectRef {
     ObjectRef::new(tenant, Kind::Source, name)
 }
 
+/// A live tenant's name (for a source's path).
+fn tenant_name(engine: &EngineHandle, tenant: TenantId) -> String {
+    engine
+        .tenants()
+        .get(tenant)
+        .map(|t| t.record.name.clone())
+        .unwrap_or_default()
+}
+
 /// The associated data of a source's sealed secrets (names cannot hold `:` or `/`):
 /// `default`'s as before tenants, another tenant's with its number, so a sealed secret
 /// copied to another tenant's source does not open.
@@ -126,11 +135,7 @@ impl Sources {
                     format!("{e} (was the config changed since it was made? restore the limit, or delete the source)"),
                 )
             })?;
-            let tenant_name = engine
-                .tenants()
-                .get(tenant)
-                .map(|t| t.record.name.clone())
-                .unwrap_or_default();
+            let tenant_name = tenant_name(&engine, tenant);
             map.insert((tenant, name), Arc::new(source.of(tenant, &tenant_name)));
         }
         Ok(Self {
@@ -140,14 +145,6 @@ impl Sources {
             sealer,
             limits,
         })
-    }
-
-    fn tenant_name(&self, tenant: TenantId) -> String {
-        self.engine
-            .tenants()
-            .get(tenant)
-            .map(|t| t.record.name.clone())
-            .unwrap_or_default()
     }
 
     pub fn get(&self, tenant: TenantId, name: &str) -> Option<Arc<Source>> {
@@ -208,7 +205,7 @@ impl Sources {
         shown.secrets.clear();
         let source = Source::compile(shown, secrets, schema, false, self.limits)
             .map_err(SourceError::Invalid)?
-            .of(tenant, &self.tenant_name(tenant));
+            .of(tenant, &tenant_name(&self.engine, tenant));
         let mut stored = spec;
         hookd_core::secrets::seal_all(
             self.sealer.as_deref(),
