@@ -246,7 +246,8 @@ async fn leg(
     path: Path4,
     payload: usize,
     seconds: Duration,
-) -> anyhow::Result<f64> {
+    pid: Option<u32>,
+) -> anyhow::Result<(f64, Option<f64>)> {
     let (concurrency, batch) = match path {
         Path4::Unary | Path4::Publish => (64, 1),
         Path4::Batch | Path4::Push => (8, 100),
@@ -258,6 +259,8 @@ async fn leg(
     } else {
         Duration::ZERO
     };
+    let cpu = || pid.and_then(crate::threads::process_ns);
+    let mut cpu0 = cpu();
     let started = Instant::now();
     let stop_at = started + warmup + seconds;
     let events = Arc::new(AtomicU64::new(0));
@@ -334,21 +337,34 @@ async fn leg(
             }
         }));
     }
-    let rate = if path == Path4::Push {
+    // Push: hookd's CPU over the counted window per delivery counted in it (the window's
+    // writes and deliveries both); the others: over the whole leg per event stored.
+    let (rate, cpu_per) = if path == Path4::Push {
         tokio::time::sleep(warmup).await;
+        cpu0 = cpu();
         let (d0, t0) = (sink.count(), Instant::now());
         tokio::time::sleep(seconds).await;
-        (sink.count() - d0) as f64 / t0.elapsed().as_secs_f64()
+        let delivered = sink.count() - d0;
+        let cpu_per = cpu0
+            .zip(cpu())
+            .map(|(a, b)| b.saturating_sub(a) as f64 / 1_000.0 / delivered.max(1) as f64);
+        (delivered as f64 / t0.elapsed().as_secs_f64(), cpu_per)
     } else {
         tokio::time::sleep_until((started + seconds).into()).await;
-        0.0
+        (0.0, None)
     };
     for t in tasks {
         t.await?;
     }
     Ok(match path {
-        Path4::Push => rate,
-        _ => events.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64(),
+        Path4::Push => (rate, cpu_per),
+        _ => {
+            let stored = events.load(Ordering::Relaxed);
+            let cpu_per = cpu0
+                .zip(cpu())
+                .map(|(a, b)| b.saturating_sub(a) as f64 / 1_000.0 / stored.max(1) as f64);
+            (stored as f64 / started.elapsed().as_secs_f64(), cpu_per)
+        }
     })
 }
 
@@ -420,8 +436,9 @@ pub(crate) async fn cost(
         Ok(())
     };
     probe("before")?;
-    // rates[case][path] over the rounds.
+    // rates[case][path] over the rounds, and hookd's CPU microseconds per event.
     let mut rates = vec![vec![Vec::new(); Path4::ALL.len()]; cases.len()];
+    let mut cpus = vec![vec![Vec::new(); Path4::ALL.len()]; cases.len()];
     for round in 0..usize::from(rounds) {
         println!(" round {}", round + 1);
         let order: Vec<usize> = (0..cases.len())
@@ -437,9 +454,13 @@ pub(crate) async fn cost(
             let setup_s = made.elapsed().as_secs_f64();
             let mut line = format!("  {:<24}", case.label);
             for &(p, path) in &chosen {
-                let r = leg(case, &ch, &sink, path, payload, seconds).await?;
+                let (r, cpu) = leg(case, &ch, &sink, path, payload, seconds, hookd.pid()).await?;
                 rates[k][p].push(r);
                 line.push_str(&format!(" {} {r:>8.0}/s", path.name()));
+                if let Some(us) = cpu {
+                    cpus[k][p].push(us);
+                    line.push_str(&format!(" {us:>5.1} us"));
+                }
             }
             println!("{line}  (set up in {setup_s:.1} s)");
             drop(ch);
@@ -479,24 +500,43 @@ pub(crate) async fn cost(
         println!("{line}");
         // Each round's pair, run within a minute of each other: their ratio's median and
         // range, less moved by the disk's drift over the run than the medians' ratio.
-        let mut line = "    per round (median, min..max):".to_owned();
-        for &(p, path) in &chosen {
-            let ratios: Vec<f64> = rates[this][p]
-                .iter()
-                .zip(&rates[main][p])
-                .map(|(a, b)| a / b)
-                .collect();
-            let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = ratios.iter().copied().fold(0.0, f64::max);
-            line.push_str(&format!(
-                " {} {:.3} ({lo:.2}..{hi:.2})",
-                path.name(),
-                median(ratios.clone())
-            ));
+        println!(
+            "    per round (median, min..max):{}",
+            paired(&chosen, &rates[this], &rates[main])
+        );
+        // hookd's own CPU per event: what tenants add to the work of one event, which the
+        // disk's swings in the rates above do not move (the time waiting for fsync is not
+        // CPU). A ratio above 1 is this build spending more per event.
+        if cpus[this].iter().chain(&cpus[main]).any(|v| !v.is_empty()) {
+            let mut line = "    hookd CPU us/event, median this vs main:".to_owned();
+            for &(p, path) in &chosen {
+                let (a, b) = (median(cpus[this][p].clone()), median(cpus[main][p].clone()));
+                line.push_str(&format!(" {} {a:.1} vs {b:.1}", path.name()));
+            }
+            println!("{line}");
+            println!(
+                "    CPU/event ratio per round (median, min..max):{}",
+                paired(&chosen, &cpus[this], &cpus[main])
+            );
         }
-        println!("{line}");
     }
     Ok(())
+}
+
+/// Each round's `this / main` per path: the median and the range.
+fn paired(chosen: &[(usize, Path4)], this: &[Vec<f64>], main: &[Vec<f64>]) -> String {
+    let mut line = String::new();
+    for &(p, path) in chosen {
+        let ratios: Vec<f64> = this[p].iter().zip(&main[p]).map(|(a, b)| a / b).collect();
+        let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = ratios.iter().copied().fold(0.0, f64::max);
+        line.push_str(&format!(
+            " {} {:.3} ({lo:.2}..{hi:.2})",
+            path.name(),
+            median(ratios)
+        ));
+    }
+    line
 }
 
 fn quantiles(h: &Histogram<u64>) -> String {

@@ -40,6 +40,14 @@ pub(crate) fn snapshot() -> Snapshot {
     Snapshot(threads)
 }
 
+/// The user + system CPU time so far of a whole process (every thread, ended ones too), in
+/// nanoseconds; `None` where `/proc` cannot be read.
+pub(crate) fn process_ns(pid: u32) -> Option<u64> {
+    let ns_per_tick = 1_000_000_000 / rustix::param::clock_ticks_per_second().max(1);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&stat).map(|(_, ticks)| ticks.saturating_mul(ns_per_tick))
+}
+
 /// The name and the user + system ticks of one `/proc/<pid>/task/<tid>/stat` line. The
 /// name is in parentheses and may hold spaces or parentheses itself, so the fields are
 /// counted from the last `)`.

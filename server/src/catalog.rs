@@ -1,17 +1,29 @@
-//! The event-type catalog: the event types a deployment declares (`[[event_types]]`), each
-//! with a description and, optionally, a JSON Schema its payloads must satisfy.
+//! Event types: what each tenant declares (issue #51), each with a description and,
+//! optionally, a JSON Schema its payloads must satisfy. `default`'s come from the config
+//! file (`[[event_types]]`, read-only) and from PutEventType; every other tenant's from
+//! PutEventType only. A tenant's events are checked against its own declarations, never
+//! another tenant's.
 //!
 //! Enqueue and EnqueueBatch check an event against its type's schema before anything is
 //! stored: a payload that fails is refused as INVALID_ARGUMENT (HTTP 400) naming where it
 //! fails (`payload: at /priority does not satisfy event type "ticket.classified"'s schema:
-//! "urgent" is not one of ...`). An event type the catalog does not declare is accepted,
-//! unless `strict_event_types` is on; then it (and an event with no type) is refused. Ingest sources are not checked against the catalog: a provider
-//! cannot change what it sends; a source's own `json_schema` is where its payloads are
-//! checked.
+//! "urgent" is not one of ...`). An event type its tenant does not declare is accepted,
+//! unless `strict_event_types` is on (for every tenant); then it (and an event with no
+//! type) is refused. Ingest sources are not checked against the catalog: a provider cannot
+//! change what it sends; a source's own `json_schema` is where its payloads are checked.
+//!
+//! The engine makes a declaration durable (it builds and writes the record); this module
+//! compiles the schema before that (a schema that does not compile is never stored) and
+//! holds every tenant's compiled catalog as an immutable snapshot the hot path reads with
+//! one read lock and an `Arc` clone. Writers are serialised across the engine's commit,
+//! so the snapshot never shows a declaration the disk does not hold, nor misses one.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
 
+use hookd_core::scope::{ObjectRef, TenantId};
+use hookd_storage::store::EventTypeRecord;
 use serde::{Deserialize, Serialize};
 
 /// One declared event type, as the config file writes it.
@@ -32,7 +44,7 @@ pub struct EventTypeSpec {
     pub json_schema_file: Option<PathBuf>,
 }
 
-/// One compiled entry.
+/// One compiled declaration.
 #[derive(Debug)]
 pub struct EventType {
     pub name: String,
@@ -40,13 +52,51 @@ pub struct EventType {
     /// The schema's text, to show.
     pub schema_text: Option<String>,
     schema: Option<jsonschema::Validator>,
+    /// Declared in the config file (read-only over the API).
+    pub from_config: bool,
+    /// When PutEventType made it and last changed it (0 for the config file's).
+    pub created_ms: u64,
+    pub updated_ms: u64,
 }
 
-/// The compiled catalog, shared by the API and the console.
-#[derive(Debug, Default)]
+impl EventType {
+    /// Compiles one declaration; the error names the field (`json_schema`) and the fault.
+    pub fn compile(
+        name: &str,
+        description: &str,
+        schema_text: Option<String>,
+    ) -> Result<EventType, (&'static str, String)> {
+        check_name(name).map_err(|why| ("name", why))?;
+        let schema = schema_text
+            .as_deref()
+            .map(compile_schema)
+            .transpose()
+            .map_err(|why| ("json_schema", why))?;
+        Ok(EventType {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            schema_text,
+            schema,
+            from_config: false,
+            created_ms: 0,
+            updated_ms: 0,
+        })
+    }
+
+    /// A stored declaration (the engine's record), compiled.
+    pub fn from_record(r: &EventTypeRecord) -> Result<EventType, (&'static str, String)> {
+        let text = (!r.json_schema.is_empty()).then(|| r.json_schema.clone());
+        let mut t = Self::compile(&r.name, &r.description, text)?;
+        t.created_ms = r.created_ms;
+        t.updated_ms = r.updated_ms;
+        Ok(t)
+    }
+}
+
+/// One tenant's declarations: an immutable snapshot, replaced whole on a change.
+#[derive(Debug, Default, Clone)]
 pub struct Catalog {
-    types: BTreeMap<String, EventType>,
-    strict: bool,
+    types: BTreeMap<String, Arc<EventType>>,
 }
 
 /// Why an event does not fit the catalog: the field and what is wrong.
@@ -58,20 +108,19 @@ pub struct Misfit {
 
 impl Catalog {
     /// Compiles the config's declarations; errors name the key (`event_types[2].json_schema`).
-    pub fn compile(specs: &[EventTypeSpec], strict: bool) -> Result<Catalog, (String, String)> {
+    pub fn compile(specs: &[EventTypeSpec]) -> Result<Catalog, (String, String)> {
         let mut types = BTreeMap::new();
         for (i, spec) in specs.iter().enumerate() {
             let key = format!("event_types[{i}]");
-            check_name(&spec.name).map_err(|why| (format!("{key}.name"), why))?;
             // The schema's text, and the key it came from (for the errors about it).
-            let given = match (&spec.json_schema, &spec.json_schema_file) {
+            let (text, field) = match (&spec.json_schema, &spec.json_schema_file) {
                 (Some(_), Some(_)) => {
                     return Err((
                         format!("{key}.json_schema_file"),
                         "give json_schema or json_schema_file, not both".into(),
                     ));
                 }
-                (Some(text), None) => Some((text.clone(), "json_schema")),
+                (Some(text), None) => (Some(text.clone()), "json_schema"),
                 (None, Some(path)) => {
                     let text = std::fs::read_to_string(path).map_err(|e| {
                         (
@@ -79,51 +128,48 @@ impl Catalog {
                             format!("cannot read {}: {e}", path.display()),
                         )
                     })?;
-                    Some((text, "json_schema_file"))
+                    (Some(text), "json_schema_file")
                 }
-                (None, None) => None,
+                (None, None) => (None, "json_schema"),
             };
-            let schema = given
-                .as_ref()
-                .map(|(text, field)| {
-                    compile_schema(text).map_err(|why| (format!("{key}.{field}"), why))
-                })
-                .transpose()?;
-            let schema_text = given.map(|(text, _)| text);
-            let entry = EventType {
-                name: spec.name.clone(),
-                description: spec.description.clone(),
-                schema_text,
-                schema,
-            };
-            if types.insert(spec.name.clone(), entry).is_some() {
+            let mut entry =
+                EventType::compile(&spec.name, &spec.description, text).map_err(|(at, why)| {
+                    let at = if at == "json_schema" { field } else { at };
+                    (format!("{key}.{at}"), why)
+                })?;
+            entry.from_config = true;
+            if types.insert(spec.name.clone(), Arc::new(entry)).is_some() {
                 return Err((
                     format!("{key}.name"),
                     format!("a second event type named {:?}", spec.name),
                 ));
             }
         }
-        Ok(Catalog { types, strict })
-    }
-
-    pub fn strict(&self) -> bool {
-        self.strict
+        Ok(Catalog { types })
     }
 
     /// Every declared type, by name.
-    pub fn types(&self) -> impl Iterator<Item = &EventType> {
+    pub fn types(&self) -> impl Iterator<Item = &Arc<EventType>> {
         self.types.values()
     }
 
-    pub fn get(&self, name: &str) -> Option<&EventType> {
+    pub fn get(&self, name: &str) -> Option<&Arc<EventType>> {
         self.types.get(name)
     }
 
-    /// Checks one event: its type is declared (when strict), and its payload satisfies the
-    /// type's schema.
-    pub fn check(&self, event_type: &str, payload: &[u8]) -> Result<(), Misfit> {
+    pub fn len(&self) -> usize {
+        self.types.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.types.is_empty()
+    }
+
+    /// Checks one event: its type is declared (when `strict`), and its payload satisfies
+    /// the type's schema.
+    pub fn check(&self, strict: bool, event_type: &str, payload: &[u8]) -> Result<(), Misfit> {
         let Some(declared) = self.types.get(event_type) else {
-            if !self.strict {
+            if !strict {
                 return Ok(());
             }
             let message = if event_type.is_empty() {
@@ -161,6 +207,137 @@ impl Catalog {
                     ),
                 })
             }
+        }
+    }
+}
+
+/// Every tenant's catalog, and whether undeclared types are refused (`strict_event_types`,
+/// for every tenant).
+#[derive(Debug, Default)]
+pub struct EventTypes {
+    by_tenant: RwLock<HashMap<TenantId, Arc<Catalog>>>,
+    strict: bool,
+    /// Held across a put's or a delete's engine commit and the snapshot's change.
+    write: tokio::sync::Mutex<()>,
+}
+
+impl EventTypes {
+    /// The config file's declarations (`default`'s) and the stored ones of every tenant. A
+    /// stored schema that no longer compiles stops the start, naming it: serving without
+    /// it would let payloads through unchecked.
+    pub fn load(
+        config: Catalog,
+        strict: bool,
+        stored: Vec<(ObjectRef, Vec<u8>)>,
+    ) -> Result<EventTypes, (String, String)> {
+        let mut by_tenant: HashMap<TenantId, Catalog> = HashMap::new();
+        if !config.is_empty() {
+            by_tenant.insert(TenantId::DEFAULT, config);
+        }
+        for (object, bytes) in stored {
+            let key = format!(
+                "stored event type {:?} of tenant #{}",
+                object.name, object.tenant.0
+            );
+            let record: EventTypeRecord = prost::Message::decode(bytes.as_slice())
+                .map_err(|e| (key.clone(), format!("unreadable: {e}")))?;
+            let catalog = by_tenant.entry(object.tenant).or_default();
+            if catalog
+                .types
+                .get(&record.name)
+                .is_some_and(|t| t.from_config)
+            {
+                tracing::warn!(
+                    event_type = %record.name,
+                    "an event type made over the API has the name of one in the config file; the config file's is used"
+                );
+                continue;
+            }
+            let t = EventType::from_record(&record).map_err(|(at, why)| {
+                (
+                    key,
+                    format!(
+                        "{at}: {why} (delete it with `hookd event-types delete`, or put it again)"
+                    ),
+                )
+            })?;
+            catalog.types.insert(record.name, Arc::new(t));
+        }
+        Ok(EventTypes {
+            by_tenant: RwLock::new(
+                by_tenant
+                    .into_iter()
+                    .map(|(k, v)| (k, Arc::new(v)))
+                    .collect(),
+            ),
+            strict,
+            write: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    pub fn strict(&self) -> bool {
+        self.strict
+    }
+
+    /// A tenant's catalog as of now (an empty one if it declares nothing).
+    pub fn of(&self, tenant: TenantId) -> Arc<Catalog> {
+        self.read().get(&tenant).cloned().unwrap_or_default()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<TenantId, Arc<Catalog>>> {
+        self.by_tenant
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Checks one event of `tenant`'s against its catalog.
+    pub fn check(&self, tenant: TenantId, event_type: &str, payload: &[u8]) -> Result<(), Misfit> {
+        let catalog = self.read().get(&tenant).cloned();
+        match catalog {
+            Some(c) => c.check(self.strict, event_type, payload),
+            None => Catalog::default().check(self.strict, event_type, payload),
+        }
+    }
+
+    /// Serialises a change: hold it across the engine's commit and [`EventTypes::set`] or
+    /// [`EventTypes::unset`].
+    pub async fn writing(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.write.lock().await
+    }
+
+    /// A declaration the engine made durable.
+    pub fn set(&self, tenant: TenantId, t: EventType) {
+        self.change(tenant, |c| {
+            c.types.insert(t.name.clone(), Arc::new(t));
+        });
+    }
+
+    /// A declaration the engine removed.
+    pub fn unset(&self, tenant: TenantId, name: &str) {
+        self.change(tenant, |c| {
+            c.types.remove(name);
+        });
+    }
+
+    /// A deleted tenant's declarations are gone (the engine removed their records).
+    pub fn forget_tenant(&self, tenant: TenantId) {
+        self.by_tenant
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&tenant);
+    }
+
+    fn change(&self, tenant: TenantId, f: impl FnOnce(&mut Catalog)) {
+        let mut map = self
+            .by_tenant
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut next = map.get(&tenant).map(|c| (**c).clone()).unwrap_or_default();
+        f(&mut next);
+        if next.is_empty() {
+            map.remove(&tenant);
+        } else {
+            map.insert(tenant, Arc::new(next));
         }
     }
 }
@@ -221,18 +398,16 @@ mod tests {
 
     #[test]
     fn a_payload_is_held_to_its_types_schema() {
-        let catalog = Catalog::compile(
-            &[
-                spec("ticket.classified", Some(TICKET)),
-                spec("ticket.closed", None),
-            ],
-            false,
-        )
+        let catalog = Catalog::compile(&[
+            spec("ticket.classified", Some(TICKET)),
+            spec("ticket.closed", None),
+        ])
         .unwrap();
         let ok = br#"{"ticket_id": "T-1", "priority": "high"}"#;
-        assert_eq!(catalog.check("ticket.classified", ok), Ok(()));
+        assert_eq!(catalog.check(false, "ticket.classified", ok), Ok(()));
         let e = catalog
             .check(
+                false,
                 "ticket.classified",
                 br#"{"ticket_id": "T-1", "priority": "urgent"}"#,
             )
@@ -245,30 +420,35 @@ mod tests {
             "{}",
             e.message
         );
-        let e = catalog.check("ticket.classified", b"not json").unwrap_err();
+        let e = catalog
+            .check(false, "ticket.classified", b"not json")
+            .unwrap_err();
         assert!(e.message.starts_with("is not JSON"), "{}", e.message);
         // Without a schema, or undeclared and not strict: anything.
-        assert_eq!(catalog.check("ticket.closed", b"not json"), Ok(()));
-        assert_eq!(catalog.check("user.created", b"x"), Ok(()));
-        assert_eq!(catalog.check("", b"x"), Ok(()));
+        assert_eq!(catalog.check(false, "ticket.closed", b"not json"), Ok(()));
+        assert_eq!(catalog.check(false, "user.created", b"x"), Ok(()));
+        assert_eq!(catalog.check(false, "", b"x"), Ok(()));
     }
 
     #[test]
     fn strict_refuses_what_is_not_declared() {
-        let catalog = Catalog::compile(&[spec("ticket.closed", None)], true).unwrap();
-        assert_eq!(catalog.check("ticket.closed", b"{}"), Ok(()));
-        let e = catalog.check("ticket.opened", b"{}").unwrap_err();
+        let catalog = Catalog::compile(&[spec("ticket.closed", None)]).unwrap();
+        assert_eq!(catalog.check(true, "ticket.closed", b"{}"), Ok(()));
+        let e = catalog.check(true, "ticket.opened", b"{}").unwrap_err();
         assert_eq!(e.field, "event_type");
         assert!(
             e.message
                 .contains("\"ticket.opened\" is not a declared event type")
         );
-        assert_eq!(catalog.check("", b"{}").unwrap_err().field, "event_type");
+        assert_eq!(
+            catalog.check(true, "", b"{}").unwrap_err().field,
+            "event_type"
+        );
     }
 
     #[test]
     fn bad_declarations_are_refused_naming_the_key() {
-        let err = |specs: &[EventTypeSpec]| Catalog::compile(specs, false).unwrap_err();
+        let err = |specs: &[EventTypeSpec]| Catalog::compile(specs).unwrap_err();
         assert_eq!(
             err(&[spec("a", None), spec("", None)]).0,
             "event_types[1].name"

@@ -89,13 +89,15 @@ impl ApiError {
             | Refusal::NoTenant { .. }
             | Refusal::NoToken { .. }
             | Refusal::NoQueue { .. }
+            | Refusal::NoEventType { .. }
             | Refusal::NotInFlight { .. }) => Self::NotFound(about(&r)),
             r @ (Refusal::TenantExists { .. } | Refusal::TokenExists { .. }) => {
                 Self::AlreadyExists(about(&r))
             }
             r @ (Refusal::TooManyTenants { .. }
             | Refusal::TooManyTokens { .. }
-            | Refusal::TooManyQueues { .. }) => Self::ResourceExhausted {
+            | Refusal::TooManyQueues { .. }
+            | Refusal::TooManyEventTypes { .. }) => Self::ResourceExhausted {
                 retry_after_ms: None,
                 message: about(&r),
             },

@@ -479,7 +479,15 @@ impl HookdMcp {
         &self,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let answer = rpc!(self, ctx, list_event_types, pb::ListEventTypesRequest {});
+        let answer = rpc!(
+            self,
+            ctx,
+            list_event_types,
+            pb::ListEventTypesRequest {
+                page_size: 1_000,
+                ..Default::default()
+            }
+        );
         self.answer(answer)
     }
 

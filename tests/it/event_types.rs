@@ -136,7 +136,7 @@ async fn a_payload_that_fails_its_types_schema_is_refused_naming_where_and_nothi
     // Listed over gRPC...
     let listed = c
         .raw()
-        .list_event_types(pb::ListEventTypesRequest {})
+        .list_event_types(pb::ListEventTypesRequest::default())
         .await
         .unwrap()
         .into_inner();
@@ -298,5 +298,345 @@ async fn a_publish_is_held_to_its_topics_schema_before_it_is_routed() {
         .await
         .unwrap();
     assert_eq!(got.len(), 1, "only the valid one was stored");
+    server.stop().await;
+}
+
+fn on<T>(tenant: &str, message: T) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(message);
+    r.metadata_mut()
+        .insert("x-hookd-tenant", tenant.parse().unwrap());
+    r
+}
+
+fn declared(name: &str, schema: &str) -> pb::PutEventTypeRequest {
+    pb::PutEventTypeRequest {
+        event_type: Some(pb::EventType {
+            name: name.into(),
+            description: format!("{name}, declared over the API"),
+            json_schema: schema.into(),
+            ..Default::default()
+        }),
+    }
+}
+
+/// acme's own schema for the type: an integer id, where default's (the config file's)
+/// wants a ticket id and a priority.
+const ACME_SCHEMA: &str = r#"{"type": "object", "required": ["id"],
+  "properties": {"id": {"type": "integer"}}}"#;
+
+#[tokio::test]
+async fn event_types_are_a_tenants_objects_and_its_events_are_held_to_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = with_catalog(dir.path(), true).await;
+    let mut c = server.client().await;
+    for name in ["acme", "globex"] {
+        c.raw()
+            .create_tenant(pb::CreateTenantRequest {
+                tenant: Some(pb::Tenant {
+                    name: name.into(),
+                    ..Default::default()
+                }),
+            })
+            .await
+            .unwrap();
+    }
+    let api0 = c.raw().clone();
+    let send = |tenant: Option<&str>, event_type: &str, payload: &str| {
+        let mut api = api0.clone();
+        let request = event(event_type, payload).into_request();
+        let request = match tenant {
+            Some(t) => on(t, request),
+            None => tonic::Request::new(request),
+        };
+        async move { api.enqueue(request).await.map(drop) }
+    };
+    let acme_ok = r#"{"id": 7}"#;
+    let ticket_ok = r#"{"ticket_id": "T-7", "priority": "high"}"#;
+
+    // Strict, and acme declares nothing yet: default's declarations are not acme's.
+    let e = send(Some("acme"), "ticket.classified", ticket_ok)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    assert!(
+        e.message()
+            .starts_with("event_type: \"ticket.classified\" is not a declared event type"),
+        "{e:?}"
+    );
+
+    // acme declares the type with its own schema.
+    let put = c
+        .raw()
+        .put_event_type(on("acme", declared("ticket.classified", ACME_SCHEMA)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(put.created);
+    let made = put.event_type.unwrap();
+    assert!(!made.from_config && made.created_unix_ms > 0, "{made:?}");
+    send(Some("acme"), "ticket.classified", acme_ok)
+        .await
+        .unwrap();
+    let e = send(Some("acme"), "ticket.classified", ticket_ok)
+        .await
+        .unwrap_err();
+    assert!(
+        e.message()
+            .starts_with("payload: does not satisfy event type \"ticket.classified\"'s schema"),
+        "acme's events are held to acme's schema: {e:?}"
+    );
+    // default's to default's (the config file's), globex's to none of them.
+    send(None, "ticket.classified", ticket_ok).await.unwrap();
+    let e = send(None, "ticket.classified", acme_ok).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    let e = send(Some("globex"), "ticket.classified", acme_ok)
+        .await
+        .unwrap_err();
+    assert!(
+        e.message().contains("is not a declared event type"),
+        "{e:?}"
+    );
+
+    // A schema that does not compile is refused naming it; nothing is stored.
+    let e = c
+        .raw()
+        .put_event_type(on(
+            "acme",
+            declared("order.paid", r#"{"type": "no-such-type"}"#),
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    assert!(
+        e.message()
+            .starts_with("event_type.json_schema: not a valid JSON Schema"),
+        "{e:?}"
+    );
+    let e = c
+        .raw()
+        .put_event_type(on("acme", declared("order *", "")))
+        .await
+        .unwrap_err();
+    assert!(e.message().starts_with("event_type.name:"), "{e:?}");
+    // The config file's are default's and read-only; default may declare more.
+    let e = c
+        .raw()
+        .put_event_type(declared("ticket.closed", ""))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+    let e = c
+        .raw()
+        .delete_event_type(pb::DeleteEventTypeRequest {
+            name: "ticket.closed".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+    c.raw()
+        .put_event_type(declared("invoice.paid", ""))
+        .await
+        .unwrap();
+    // globex cannot see acme's.
+    let e = c
+        .raw()
+        .get_event_type(on(
+            "globex",
+            pb::GetEventTypeRequest {
+                name: "ticket.classified".into(),
+            },
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::NotFound);
+    // A declaration globex makes and its tenant's deletion take with it.
+    c.raw()
+        .put_event_type(on("globex", declared("gone.soon", "")))
+        .await
+        .unwrap();
+    c.raw()
+        .delete_tenant(pb::DeleteTenantRequest {
+            name: "globex".into(),
+            force: true,
+        })
+        .await
+        .unwrap();
+    c.raw()
+        .create_tenant(pb::CreateTenantRequest {
+            tenant: Some(pb::Tenant {
+                name: "globex".into(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap();
+    let listed = c
+        .raw()
+        .list_event_types(on("globex", pb::ListEventTypesRequest::default()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(listed.event_types.is_empty(), "{listed:?}");
+
+    // After a restart: the same declarations, held the same way.
+    let server = server.restart().await;
+    let mut c = server.client().await;
+    let got = c
+        .raw()
+        .get_event_type(on(
+            "acme",
+            pb::GetEventTypeRequest {
+                name: "ticket.classified".into(),
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .event_type
+        .unwrap();
+    assert_eq!(got, made);
+    let mut api = c.raw().clone();
+    let e = api
+        .enqueue(on(
+            "acme",
+            event("ticket.classified", ticket_ok).into_request(),
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    api.enqueue(on(
+        "acme",
+        event("ticket.classified", acme_ok).into_request(),
+    ))
+    .await
+    .unwrap();
+    // default's list: the config file's and its own, in pages.
+    let first = api
+        .list_event_types(pb::ListEventTypesRequest {
+            page_size: 2,
+            page_token: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let second = api
+        .list_event_types(pb::ListEventTypesRequest {
+            page_size: 2,
+            page_token: first.next_page_token.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let names: Vec<(&str, bool)> = first
+        .event_types
+        .iter()
+        .chain(&second.event_types)
+        .map(|t| (t.name.as_str(), t.from_config))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("invoice.paid", false),
+            ("ticket.classified", true),
+            ("ticket.closed", true)
+        ]
+    );
+    assert!(first.strict && second.next_page_token.is_empty());
+
+    // Over HTTP/JSON and the CLI, as acme.
+    let put = crate::rest::call_with(
+        server.http,
+        "PUT",
+        "/v1/event-types/order.paid",
+        &[("x-hookd-tenant", "acme")],
+        r#"{"description":"An order was paid.","json_schema":"{\"required\":[\"order\"]}"}"#,
+    )
+    .await;
+    assert_eq!(put.status(), 200, "{put:?}");
+    assert_eq!(put.json()["created"], true, "{put:?}");
+    let listed = crate::rest::call_with(
+        server.http,
+        "GET",
+        "/v1/event-types",
+        &[("x-hookd-tenant", "acme")],
+        "",
+    )
+    .await;
+    let names: Vec<String> = listed.json()["eventTypes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed:?}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["order.paid", "ticket.classified"]);
+    let e = api
+        .enqueue(on("acme", event("order.paid", "{}").into_request()))
+        .await
+        .unwrap_err();
+    assert!(
+        e.message().contains("\"order\""),
+        "the JSON-declared schema holds: {e:?}"
+    );
+    let schema = dir.path().join("shipped.json");
+    std::fs::write(&schema, r#"{"required": ["carrier"]}"#).unwrap();
+    let g = server.grpc.as_str();
+    let schema_arg = schema.to_str().unwrap();
+    let run = crate::ctl::hookd(
+        g,
+        &[
+            "--tenant",
+            "acme",
+            "event-types",
+            "put",
+            "order.shipped",
+            "--description",
+            "An order left.",
+            "--schema-file",
+            schema_arg,
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.starts_with("created"), "{}", run.stdout);
+    let run = crate::ctl::hookd(
+        g,
+        &["--tenant", "acme", "event-types", "get", "order.shipped"],
+        None,
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("carrier"), "{}", run.stdout);
+    let run = crate::ctl::hookd(g, &["--tenant", "acme", "event-types", "list"], None).await;
+    assert!(
+        run.stdout.contains("order.shipped") && run.stdout.contains("strict:"),
+        "{}",
+        run.stdout
+    );
+    let run = crate::ctl::hookd(
+        g,
+        &[
+            "--tenant",
+            "acme",
+            "event-types",
+            "delete",
+            "ticket.classified",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // Deleted, and strict: acme's events of that type are refused from now on.
+    let e = api
+        .enqueue(on(
+            "acme",
+            event("ticket.classified", acme_ok).into_request(),
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        e.message().contains("is not a declared event type"),
+        "{e:?}"
+    );
     server.stop().await;
 }

@@ -107,6 +107,19 @@ async fn tenant_b(api: &mut HookdClient<Channel>) -> B {
     ))
     .await
     .unwrap();
+    api.put_event_type(call(
+        OPS,
+        Some("b"),
+        pb::PutEventTypeRequest {
+            event_type: Some(pb::EventType {
+                name: "b.created".into(),
+                json_schema: r#"{"type": "object", "required": ["b_only"]}"#.into(),
+                ..Default::default()
+            }),
+        },
+    ))
+    .await
+    .unwrap();
     api.put_source(call(
         OPS,
         Some("b"),
@@ -377,6 +390,28 @@ async fn a_tenants_token_never_reaches_another_tenants_objects() {
             .await,
         "DeleteQueue",
     );
+    not_found(
+        api.get_event_type(call(
+            a,
+            None,
+            pb::GetEventTypeRequest {
+                name: "b.created".into(),
+            },
+        ))
+        .await,
+        "GetEventType",
+    );
+    not_found(
+        api.delete_event_type(call(
+            a,
+            None,
+            pb::DeleteEventTypeRequest {
+                name: "b.created".into(),
+            },
+        ))
+        .await,
+        "DeleteEventType",
+    );
     // Naming B as the tenant: NOT_FOUND, as for a tenant that does not exist.
     not_found(
         api.list_endpoints(call(a, Some("b"), pb::ListEndpointsRequest {}))
@@ -399,6 +434,8 @@ async fn a_tenants_token_never_reaches_another_tenants_objects() {
         "DeleteSource",
         "GetQueue",
         "DeleteQueue",
+        "GetEventType",
+        "DeleteEventType",
     ]);
 
     // Lists and reads: A's own only (empty), never B's.
@@ -480,10 +517,11 @@ async fn a_tenants_token_never_reaches_another_tenants_objects() {
         .into_inner();
     assert!(queues.queues.is_empty(), "{queues:?}");
     let types = api
-        .list_event_types(call(a, None, pb::ListEventTypesRequest {}))
+        .list_event_types(call(a, None, pb::ListEventTypesRequest::default()))
         .await
-        .unwrap();
-    drop(types);
+        .unwrap()
+        .into_inner();
+    assert!(types.event_types.is_empty(), "{types:?}");
     checked.extend([
         "Receive",
         "ListEndpoints",
@@ -563,6 +601,49 @@ async fn a_tenants_token_never_reaches_another_tenants_objects() {
         }
         other => panic!("{other:?}"),
     }
+    // A's event type of the name of B's is A's own: A's events are held to A's schema,
+    // not B's; B's keeps its own.
+    let made = api
+        .put_event_type(call(
+            a,
+            None,
+            pb::PutEventTypeRequest {
+                event_type: Some(pb::EventType {
+                    name: "b.created".into(),
+                    ..Default::default()
+                }),
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(made.created, "{made:?}");
+    let typed = |payload: &str| pb::EnqueueRequest {
+        destination: Some(pb::enqueue_request::Destination::Queue("q".into())),
+        event_type: "b.created".into(),
+        payload: payload.as_bytes().to_vec(),
+        ..Default::default()
+    };
+    api.enqueue(call(a, None, typed("{}"))).await.unwrap();
+    let refused = api
+        .enqueue(call(OPS, Some("b"), typed("{}")))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
+    let bt = api
+        .get_event_type(call(
+            OPS,
+            Some("b"),
+            pb::GetEventTypeRequest {
+                name: "b.created".into(),
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .event_type
+        .unwrap();
+    assert!(bt.json_schema.contains("b_only"), "{bt:?}");
     // A's queue of the name of B's is A's own; B's keeps its settings.
     let made = api
         .put_queue(call(
@@ -693,6 +774,7 @@ async fn a_tenants_token_never_reaches_another_tenants_objects() {
         "EnqueueBatch",
         "PutSource",
         "PutQueue",
+        "PutEventType",
         "CreateToken",
     ]);
 

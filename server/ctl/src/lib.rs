@@ -30,6 +30,7 @@ macro_rules! out {
     };
 }
 
+mod event_types;
 mod queues;
 mod tenants;
 pub mod wire;
@@ -98,7 +99,7 @@ pub enum Ctl {
     Sources(SourcesCmd),
     /// The event types the server's config declares ([[event_types]]).
     #[command(subcommand, name = "event-types")]
-    EventTypes(EventTypesCmd),
+    EventTypes(event_types::EventTypesCmd),
     /// Which endpoints and queues get the events published to a topic
     /// (`hookd enqueue topic:NAME`).
     #[command(subcommand)]
@@ -192,13 +193,6 @@ impl FifoArg {
             Self::Park => pb::Fifo::Park,
         }
     }
-}
-
-#[derive(Debug, Subcommand)]
-pub enum EventTypesCmd {
-    /// Each declared type: its name, whether it has a schema, its description; with
-    /// --json, the schemas too.
-    List,
 }
 
 #[derive(Debug, Subcommand)]
@@ -786,14 +780,7 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
             .await
             .map_err(fail),
         Ctl::Sources(cmd) => sources(&mut api, json, cmd, server).await,
-        Ctl::EventTypes(EventTypesCmd::List) => {
-            let r = api
-                .list_event_types(pb::ListEventTypesRequest {})
-                .await
-                .map_err(fail)?
-                .into_inner();
-            show(json, &r, print_event_types)
-        }
+        Ctl::EventTypes(cmd) => event_types::event_types(&mut api, json, cmd, server).await,
         Ctl::Receive {
             queue,
             max,
@@ -1054,31 +1041,6 @@ fn print_subscriptions(subscriptions: &[pb::Subscription]) {
         &["NAME", "TO", "EVENT TYPES", "FILTER", "DESCRIPTION"],
         rows,
     );
-}
-
-fn print_event_types(r: &pb::ListEventTypesResponse) {
-    let rows = r
-        .event_types
-        .iter()
-        .map(|t| {
-            vec![
-                t.name.clone(),
-                if t.json_schema.is_empty() {
-                    "no"
-                } else {
-                    "yes"
-                }
-                .into(),
-                t.description.clone(),
-            ]
-        })
-        .collect::<Vec<_>>();
-    table(&["NAME", "SCHEMA", "DESCRIPTION"], rows);
-    if r.strict {
-        outln!("strict: an event type not listed here is refused");
-    } else {
-        outln!("not strict: event types not listed here are accepted unchecked");
-    }
 }
 
 fn print_sources(sources: &[pb::Source]) {

@@ -152,16 +152,22 @@ impl Engine {
             Command::DeleteTenant { name, force, reply } => {
                 self.delete_tenant(t, now, &name, force, done, reply)?;
             }
-            Command::PutQueue {
-                tenant,
-                record,
-                reply,
-            } => self.put_queue(t, now, tenant, *record, done, reply),
+            Command::PutQueue { tenant, def, reply } => {
+                self.put_queue(t, now, tenant, *def, done, reply);
+            }
             Command::DeleteQueue {
                 tenant,
                 name,
                 reply,
             } => self.delete_queue(t, tenant, &name, done, reply),
+            Command::PutEventType { tenant, def, reply } => {
+                self.put_event_type(t, now, tenant, *def, done, reply);
+            }
+            Command::DeleteEventType {
+                tenant,
+                name,
+                reply,
+            } => self.delete_event_type(t, tenant, &name, done, reply),
             Command::PutObject {
                 object,
                 record,

@@ -302,11 +302,35 @@ impl EngineHandle {
     pub async fn put_queue(
         &self,
         tenant: TenantId,
-        record: hookd_storage::store::QueueRecord,
+        def: super::QueueDef,
     ) -> Result<(hookd_storage::store::QueueRecord, bool), Refusal> {
         self.call(|reply| Command::PutQueue {
             tenant,
-            record: Box::new(record),
+            def: Box::new(def),
+            reply,
+        })
+        .await?
+    }
+
+    /// PutEventType: declares (or replaces) a tenant's event type; durable when answered.
+    /// The record as stored, and whether it was made (not replaced).
+    pub async fn put_event_type(
+        &self,
+        tenant: TenantId,
+        def: super::EventTypeDef,
+    ) -> Result<(hookd_storage::store::EventTypeRecord, bool), Refusal> {
+        self.call(|reply| Command::PutEventType {
+            tenant,
+            def: Box::new(def),
+            reply,
+        })
+        .await?
+    }
+
+    pub async fn delete_event_type(&self, tenant: TenantId, name: String) -> Result<(), Refusal> {
+        self.call(|reply| Command::DeleteEventType {
+            tenant,
+            name,
             reply,
         })
         .await?

@@ -32,6 +32,7 @@ mod answer;
 mod apply;
 mod endpoints;
 mod enqueue;
+mod event_types;
 pub mod events;
 #[cfg(test)]
 mod fanout_tests;
@@ -48,6 +49,7 @@ mod lanes_tests;
 mod lease;
 #[cfg(test)]
 mod lifecycle_tests;
+mod objects;
 #[cfg(test)]
 mod power_loss_tests;
 mod push;
@@ -63,8 +65,10 @@ pub mod wheel;
 
 use hookd_storage::pipeline::{applier, syncer};
 
+pub use event_types::{EventTypeDef, MAX_EVENT_TYPES};
 pub use handle::{EngineHandle, EngineThread, GAUGE_SLICE, STATS_SLICE};
 pub use lanes::FifoPolicy;
+pub use queues::QueueDef;
 pub use refusal::Refusal;
 pub use tenants::{
     Directory, Grant, MAX_TENANTS, MAX_TOKENS, SharedDirectory, Tenant, TenantDeleted,
@@ -438,11 +442,23 @@ pub(crate) enum Command {
     /// PutQueue: a queue's settings (issue #51); the record as stored.
     PutQueue {
         tenant: TenantId,
-        record: Box<hookd_storage::store::QueueRecord>,
+        def: Box<queues::QueueDef>,
         /// The record as stored, and whether it was made (not replaced).
         reply: Reply<(hookd_storage::store::QueueRecord, bool)>,
     },
     DeleteQueue {
+        tenant: TenantId,
+        name: String,
+        reply: Reply<()>,
+    },
+    /// PutEventType: a tenant's event type (issue #51).
+    PutEventType {
+        tenant: TenantId,
+        def: Box<event_types::EventTypeDef>,
+        /// The record as stored, and whether it was made (not replaced).
+        reply: Reply<(hookd_storage::store::EventTypeRecord, bool)>,
+    },
+    DeleteEventType {
         tenant: TenantId,
         name: String,
         reply: Reply<()>,
@@ -527,6 +543,7 @@ pub(crate) struct Engine {
     tenants: tenants::Tenants,
     quotas: quota::Quotas,
     queues: queues::Queues,
+    event_types: event_types::EventTypes,
     total: hookd_core::stats::Activity,
     rng: StdRng,
     next_waiter: u64,
@@ -845,6 +862,7 @@ impl Engine {
             tenants: Default::default(),
             quotas: Default::default(),
             queues: Default::default(),
+            event_types: Default::default(),
             total: Default::default(),
             rng,
             next_waiter: 0,
@@ -899,7 +917,12 @@ impl Engine {
                     engine.tenants.token_recovered(tenant, name, *record);
                 }
                 Recovering::Queue(tenant, queue) => {
-                    engine.queues.insert(tenant, *queue);
+                    engine.queues.insert(tenant, queue.name.clone(), *queue);
+                }
+                Recovering::EventType(tenant, declared) => {
+                    engine
+                        .event_types
+                        .insert(tenant, declared.name, declared.created_ms);
                 }
                 Recovering::Endpoint(tenant, endpoint) => {
                     engine.endpoints.insert(tenant, *endpoint);
@@ -1558,6 +1581,12 @@ fn answer_failed(command: Command, err: Refusal) {
             let _ = reply.send(Err(err));
         }
         Command::DeleteQueue { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::PutEventType { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::DeleteEventType { reply, .. } => {
             let _ = reply.send(Err(err));
         }
         Command::PutTenant { reply, .. } => {

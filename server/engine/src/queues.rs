@@ -5,51 +5,25 @@
 //! A queue's FIFO policy is read when a message is enqueued, as an endpoint's is: changing
 //! it orders (or stops ordering) the messages enqueued after the change.
 
-use std::collections::HashMap;
-
 use hookd_core::scope::{Kind, ObjectRef, TenantId};
 use hookd_storage::store::QueueRecord;
 
 use super::answer::reply_after;
-use super::{Completion, Engine, Refusal, Tx};
+use super::{Completion, Engine, FifoPolicy, Refusal, Tx};
 
 /// Most queues with settings one tenant holds.
 pub(crate) const MAX_QUEUES: usize = 10_000;
 
-#[derive(Debug, Default)]
-pub(crate) struct Queues {
-    by_tenant: HashMap<TenantId, HashMap<String, QueueRecord>>,
-}
+/// Queues with settings, by tenant and name.
+pub(crate) type Queues = super::objects::ByTenant<QueueRecord>;
 
-impl Queues {
-    pub(crate) fn get(&self, tenant: TenantId, name: &str) -> Option<&QueueRecord> {
-        self.by_tenant.get(&tenant)?.get(name)
-    }
-
-    pub(crate) fn insert(&mut self, tenant: TenantId, record: QueueRecord) {
-        self.by_tenant
-            .entry(tenant)
-            .or_default()
-            .insert(record.name.clone(), record);
-    }
-
-    fn remove(&mut self, tenant: TenantId, name: &str) -> Option<QueueRecord> {
-        let names = self.by_tenant.get_mut(&tenant)?;
-        let removed = names.remove(name);
-        if names.is_empty() {
-            self.by_tenant.remove(&tenant);
-        }
-        removed
-    }
-
-    /// A deleted tenant's queues are gone (its objects were removed with it).
-    pub(crate) fn forget_tenant(&mut self, tenant: TenantId) {
-        self.by_tenant.remove(&tenant);
-    }
-
-    fn count_of(&self, tenant: TenantId) -> usize {
-        self.by_tenant.get(&tenant).map_or(0, HashMap::len)
-    }
+/// A queue's settings as PutQueue gives them; the engine makes the record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueDef {
+    pub name: String,
+    /// FIFO lanes, or none (unordered).
+    pub fifo: Option<FifoPolicy>,
+    pub description: String,
 }
 
 impl Engine {
@@ -60,11 +34,11 @@ impl Engine {
         t: Tx<'_, '_>,
         now: u64,
         tenant: TenantId,
-        mut record: QueueRecord,
+        def: QueueDef,
         done: &mut Vec<Completion>,
         reply: tokio::sync::oneshot::Sender<Result<(QueueRecord, bool), Refusal>>,
     ) {
-        let name = record.name.clone();
+        let name = def.name.clone();
         if tenant.is_default() && self.config.fifo_queues.contains_key(&name) {
             reply_after(done, reply, Err(Refusal::QueueFromConfig { name }));
             return;
@@ -74,14 +48,19 @@ impl Engine {
             reply_after(done, reply, Err(Refusal::TooManyQueues { max: MAX_QUEUES }));
             return;
         }
-        record.created_ms = existing.map_or(now, |q| q.created_ms);
-        record.updated_ms = now;
+        let record = QueueRecord {
+            name: def.name,
+            fifo: def.fifo.map_or(0, FifoPolicy::code),
+            description: def.description,
+            created_ms: existing.map_or(now, |q| q.created_ms),
+            updated_ms: now,
+        };
         t.put_object(
             &ObjectRef::new(tenant, Kind::Queue, &name),
             &prost::Message::encode_to_vec(&record),
         );
         let created = existing.is_none();
-        self.queues.insert(tenant, record.clone());
+        self.queues.insert(tenant, name, record.clone());
         reply_after(done, reply, Ok((record, created)));
     }
 

@@ -49,6 +49,10 @@ pub enum Refusal {
     QueueFromConfig { name: String },
     #[error("this tenant holds {max} queues with settings, hookd's limit; delete one first")]
     TooManyQueues { max: usize },
+    #[error("no event type named {name:?}")]
+    NoEventType { name: String },
+    #[error("this tenant declares {max} event types, hookd's limit; delete one first")]
+    TooManyEventTypes { max: usize },
     #[error("no token named {name:?}")]
     NoToken { name: String },
     #[error("a token named {name:?} exists")]

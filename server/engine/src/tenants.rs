@@ -419,6 +419,7 @@ impl Engine {
         }
         self.tenants.tokens.remove(&id);
         self.queues.forget_tenant(id);
+        self.event_types.forget_tenant(id);
         for d in dests {
             self.index.review(d);
         }

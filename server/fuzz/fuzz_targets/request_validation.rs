@@ -11,21 +11,17 @@ use std::sync::{Arc, OnceLock};
 /// Every call acts on one tenant here; which one does not change what is valid.
 const T: hookd_core::scope::TenantId = hookd_core::scope::TenantId(3);
 
-/// A catalog with one type ("t") whose payloads must satisfy a schema, so an input with
-/// that event type runs the schema check on whatever payload it carries.
-fn catalog() -> Arc<hookd::catalog::Catalog> {
-    static C: OnceLock<Arc<hookd::catalog::Catalog>> = OnceLock::new();
+/// Tenant T's catalog with one type ("t") whose payloads must satisfy a schema, so an
+/// input with that event type runs the schema check on whatever payload it carries.
+fn catalog() -> Arc<hookd::catalog::EventTypes> {
+    static C: OnceLock<Arc<hookd::catalog::EventTypes>> = OnceLock::new();
     C.get_or_init(|| {
-        let spec = hookd::catalog::EventTypeSpec {
-            name: "t".into(),
-            description: String::new(),
-            json_schema: Some(
-                r#"{"type": "object", "required": ["a"], "properties": {"a": {"type": "integer", "maximum": 9}}}"#
-                    .into(),
-            ),
-            json_schema_file: None,
-        };
-        Arc::new(hookd::catalog::Catalog::compile(&[spec], false).expect("the catalog compiles"))
+        let schema = r#"{"type": "object", "required": ["a"], "properties": {"a": {"type": "integer", "maximum": 9}}}"#;
+        let declared = hookd::catalog::EventType::compile("t", "", Some(schema.into()))
+            .expect("the schema compiles");
+        let catalog = hookd::catalog::EventTypes::default();
+        catalog.set(T, declared);
+        Arc::new(catalog)
     })
     .clone()
 }

@@ -4,6 +4,7 @@
 //! through `crate::error` (`ApiError -> Status`).
 
 pub mod convert;
+pub(crate) mod event_types;
 pub(crate) mod queues;
 pub mod sources;
 pub(crate) mod subscriptions;
@@ -262,7 +263,7 @@ impl HookdService {
     }
 
     /// The declared event types.
-    pub(crate) fn catalog(&self) -> &crate::catalog::Catalog {
+    pub(crate) fn catalog(&self) -> &crate::catalog::EventTypes {
         &self.limits.catalog
     }
 
@@ -1052,20 +1053,30 @@ impl Hookd for HookdService {
 
     async fn list_event_types(
         &self,
-        _request: Request<pb::ListEventTypesRequest>,
+        request: Request<pb::ListEventTypesRequest>,
     ) -> Result<Response<pb::ListEventTypesResponse>, Status> {
-        let catalog = self.catalog();
-        Ok(Response::new(pb::ListEventTypesResponse {
-            event_types: catalog
-                .types()
-                .map(|t| pb::EventType {
-                    name: t.name.clone(),
-                    description: t.description.clone(),
-                    json_schema: t.schema_text.clone().unwrap_or_default(),
-                })
-                .collect(),
-            strict: catalog.strict(),
-        }))
+        self.list_event_types_in(request).await.map(Response::new)
+    }
+
+    async fn put_event_type(
+        &self,
+        request: Request<pb::PutEventTypeRequest>,
+    ) -> Result<Response<pb::PutEventTypeResponse>, Status> {
+        self.put_event_type_in(request).await.map(Response::new)
+    }
+
+    async fn get_event_type(
+        &self,
+        request: Request<pb::GetEventTypeRequest>,
+    ) -> Result<Response<pb::GetEventTypeResponse>, Status> {
+        self.get_event_type_in(request).await.map(Response::new)
+    }
+
+    async fn delete_event_type(
+        &self,
+        request: Request<pb::DeleteEventTypeRequest>,
+    ) -> Result<Response<pb::DeleteEventTypeResponse>, Status> {
+        self.delete_event_type_in(request).await.map(Response::new)
     }
 
     async fn delete_source(

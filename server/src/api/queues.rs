@@ -3,7 +3,7 @@
 //! reads come from the store. The config file's `[[queues]]` are `default`'s, read-only.
 
 use hookd_core::scope::{Kind, TenantId};
-use hookd_engine::FifoPolicy;
+use hookd_engine::{FifoPolicy, QueueDef};
 use hookd_proto::v1 as pb;
 use hookd_storage::store::QueueRecord;
 use tonic::{Request, Status};
@@ -14,18 +14,16 @@ use crate::error::ApiError;
 /// Longest description, in bytes.
 const MAX_DESCRIPTION: usize = 256;
 
-/// A queue's `fifo` as stored (`QueueRecord.fifo`, the endpoints' code).
-fn fifo_code(fifo: &str) -> Result<u32, ApiError> {
+/// A queue's `fifo`: none (unordered), `block` or `park`.
+fn fifo_policy(fifo: &str) -> Result<Option<FifoPolicy>, ApiError> {
     if fifo.is_empty() {
-        return Ok(0);
+        return Ok(None);
     }
-    FifoPolicy::named(fifo)
-        .map(FifoPolicy::code)
-        .ok_or_else(|| {
-            ApiError::InvalidArgument(format!(
-                "queue.fifo: {fifo:?} is not one of block, park (or empty: unordered)"
-            ))
-        })
+    FifoPolicy::named(fifo).map(Some).ok_or_else(|| {
+        ApiError::InvalidArgument(format!(
+            "queue.fifo: {fifo:?} is not one of block, park (or empty: unordered)"
+        ))
+    })
 }
 
 fn fifo_name(code: u32) -> &'static str {
@@ -101,15 +99,14 @@ impl HookdService {
             ))
             .into());
         }
-        let record = QueueRecord {
+        let def = QueueDef {
             name: q.name,
-            fifo: fifo_code(&q.fifo)?,
+            fifo: fifo_policy(&q.fifo)?,
             description: q.description,
-            ..Default::default()
         };
         let (stored, created) = self
             .engine
-            .put_queue(tenant, record)
+            .put_queue(tenant, def)
             .await
             .map_err(refused("queue.name"))?;
         Ok(pb::PutQueueResponse {

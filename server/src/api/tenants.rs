@@ -189,6 +189,7 @@ impl HookdService {
         if let Some(id) = id {
             self.subscriptions.forget(id).await;
             self.sources.forget_tenant(id);
+            self.catalog().forget_tenant(id);
         }
         Ok(pb::DeleteTenantResponse {
             removed_messages: deleted.messages,

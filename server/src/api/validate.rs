@@ -19,8 +19,8 @@ pub struct Limits {
     pub max_idempotency_key_bytes: usize,
     /// The pace of a replay that names none (`dead_letters.replay_rate_per_s`).
     pub replay_rate_per_s: f64,
-    /// The declared event types and their schemas.
-    pub catalog: std::sync::Arc<crate::catalog::Catalog>,
+    /// Every tenant's declared event types and their schemas.
+    pub catalog: std::sync::Arc<crate::catalog::EventTypes>,
 }
 
 use hookd_core::names::MAX_EVENT_TYPE_LEN;
@@ -197,7 +197,7 @@ pub fn new_message(
     // The catalog after every cheap check: a schema walks the whole payload.
     limits
         .catalog
-        .check(&req.event_type, &req.payload)
+        .check(tenant, &req.event_type, &req.payload)
         .map_err(|m| invalid(format!("{}: {}", m.field, m.message)))?;
     let record = MessageRecord {
         destination: String::new(),

@@ -26,8 +26,7 @@ pub(crate) fn preflight(config: &Config) -> Result<(), ServeError> {
         &|var| std::env::var(var).ok(),
     )
     .map_err(invalid_at)?;
-    crate::catalog::Catalog::compile(&config.event_types, config.strict_event_types)
-        .map_err(invalid_at)?;
+    crate::catalog::Catalog::compile(&config.event_types).map_err(invalid_at)?;
     exposure(
         config,
         &[("gRPC", config.grpc_addr), ("HTTP", config.http_addr)],

@@ -405,7 +405,7 @@ impl Servers {
         let api = HookdService {
             engine: incarnation.engine.clone(),
             store: incarnation.store.clone(),
-            limits: api_limits(config)?,
+            limits: api_limits(config, incarnation.store.clone()).await?,
             clock: incarnation.clock.clone(),
             watchers: crate::api::Watchers {
                 events: incarnation.events.clone(),
@@ -539,10 +539,14 @@ fn http_server(
     Serving::new(async move { crate::listen::serve_http(conns, router, &limits, stop).await })
 }
 
-/// The API's limits on what one call may carry, and the event-type catalog it holds
-/// events to.
-fn api_limits(config: &Config) -> Result<Limits, ServeError> {
-    let catalog = crate::catalog::Catalog::compile(&config.event_types, config.strict_event_types)
+/// The API's limits on what one call may carry, and every tenant's event types (the
+/// config file's and the stored ones), which it holds events to.
+async fn api_limits(config: &Config, store: Store) -> Result<Limits, ServeError> {
+    let declared = crate::catalog::Catalog::compile(&config.event_types).map_err(invalid_at)?;
+    let stored = tokio::task::spawn_blocking(move || store.event_types())
+        .await
+        .map_err(|e| StoreError::Io(std::io::Error::other(e)))??;
+    let catalog = crate::catalog::EventTypes::load(declared, config.strict_event_types, stored)
         .map_err(invalid_at)?;
     Ok(Limits {
         max_payload_bytes: config.max_payload_bytes,

@@ -1,4 +1,5 @@
-//! The event-type catalog: what the config declares, and how strictly it is held to.
+//! The viewed tenant's event types: what it declares (default's: the config file's too),
+//! and how strictly they are held to.
 
 use super::*;
 
@@ -7,7 +8,8 @@ pub(crate) async fn event_types(
     Extension(s): Extension<Session>,
     Query(n): Query<Notice>,
 ) -> Page {
-    let catalog = c.api.catalog();
+    let strict = c.api.catalog().strict();
+    let catalog = c.api.catalog().of(s.tenant());
     let types: Vec<_> = catalog.types().collect();
     html_page(page(
         "Event types",
@@ -15,12 +17,12 @@ pub(crate) async fn event_types(
         Some(&s),
         &n.notice,
         html! {
-            p.hint { "Declared in the config file (" code { "[[event_types]]" } "). Enqueue refuses a payload that fails its type's JSON Schema. "
-                @if catalog.strict() { "Strict: an event type not listed here, or none, is refused." }
+            p.hint { "Declared with " code { "hookd event-types put" } " (PutEventType), and for " code { "default" } " in the config file (" code { "[[event_types]]" } "). Enqueue refuses a payload that fails its type's JSON Schema. "
+                @if strict { "Strict: an event type not listed here, or none, is refused." }
                 @else { "Not strict: event types not listed here are accepted unchecked." } }
             @if types.is_empty() { p { "No event type is declared." } } @else {
                 table.list {
-                    thead { tr { th { "name" } th { "description" } th { "JSON Schema" } } }
+                    thead { tr { th { "name" } th { "description" } th { "JSON Schema" } th { "defined in" } } }
                     tbody {
                         @for t in &types {
                             tr {
@@ -30,6 +32,7 @@ pub(crate) async fn event_types(
                                     Some(text) => { details { summary { "yes" } pre { (text) } } }
                                     None => { "none" }
                                 } }
+                                td { @if t.from_config { "config" } @else { "api" } }
                             }
                         }
                     }

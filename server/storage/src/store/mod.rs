@@ -80,9 +80,9 @@ pub use keys::{
     catalog_key, catalog_key_parts, catalog_range, idempotency_scope, lane_key, lane_key_parts,
 };
 pub use records::{
-    AttemptRecord, DoneRecord, EndpointRecord, HistoryRecord, LaneRow, LaneSlot, MAX_ORDERING_KEY,
-    MAX_TEXT_BYTES, MessageRecord, OAuth2Record, QueueRecord, QuotaRecord, ScheduleEntry,
-    SigningKeyRecord, State, TenantRecord, TokenRecord, bound_text,
+    AttemptRecord, DoneRecord, EndpointRecord, EventTypeRecord, HistoryRecord, LaneRow, LaneSlot,
+    MAX_ORDERING_KEY, MAX_TEXT_BYTES, MessageRecord, OAuth2Record, QueueRecord, QuotaRecord,
+    ScheduleEntry, SigningKeyRecord, State, TenantRecord, TokenRecord, bound_text,
 };
 
 use hookd_core::destination::Destination;
@@ -533,6 +533,7 @@ pub enum Recovering {
     Endpoint(TenantId, Box<EndpointRecord>),
     /// A queue's own settings (issue #51).
     Queue(TenantId, Box<QueueRecord>),
+    EventType(TenantId, Box<EventTypeRecord>),
     /// A message's schedule row (live, or dead), and its record's size.
     Message {
         id: MessageId,
@@ -999,6 +1000,10 @@ impl Store {
                     object.tenant,
                     Box::new(QueueRecord::decode(value)?),
                 ))?,
+                Kind::EventType => each(Recovering::EventType(
+                    object.tenant,
+                    Box::new(EventTypeRecord::decode(value)?),
+                ))?,
                 Kind::Token => each(Recovering::Token(
                     object.tenant,
                     object.name,
@@ -1338,6 +1343,11 @@ impl Store {
     /// catalog (what a start does once).
     pub fn subscriptions(&self) -> Result<Vec<(ObjectRef, Vec<u8>)>, StoreError> {
         self.every_object_of(Kind::Subscription)
+    }
+
+    /// Every tenant's declared event types: (its object, its record's bytes).
+    pub fn event_types(&self) -> Result<Vec<(ObjectRef, Vec<u8>)>, StoreError> {
+        self.every_object_of(Kind::EventType)
     }
 
     /// Every tenant's objects of one kind, in (tenant, name) order.

@@ -293,6 +293,23 @@ pub struct QueueRecord {
     pub updated_ms: u64,
 }
 
+/// A declared event type, as stored: a catalog object of kind `EventType` (issue #51). The
+/// engine writes it; the API compiles its schema.
+#[derive(Clone, PartialEq, Eq, prost::Message)]
+pub struct EventTypeRecord {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(string, tag = "2")]
+    pub description: String,
+    /// The JSON Schema its payloads must satisfy, as given; empty: none.
+    #[prost(string, tag = "3")]
+    pub json_schema: String,
+    #[prost(uint64, tag = "4")]
+    pub created_ms: u64,
+    #[prost(uint64, tag = "5")]
+    pub updated_ms: u64,
+}
+
 /// A tenant's limits, as stored (`hookd_core::quota::Quota`); 0: none.
 #[derive(Clone, Copy, PartialEq, Eq, prost::Message)]
 pub struct QuotaRecord {

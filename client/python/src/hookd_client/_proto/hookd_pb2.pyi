@@ -1043,26 +1043,74 @@ class DeleteSourceResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class EventType(_message.Message):
-    __slots__ = ("name", "description", "json_schema")
+    __slots__ = ("name", "description", "json_schema", "from_config", "created_unix_ms", "updated_unix_ms")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     JSON_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    FROM_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    CREATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     json_schema: str
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., json_schema: _Optional[str] = ...) -> None: ...
+    from_config: bool
+    created_unix_ms: int
+    updated_unix_ms: int
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., json_schema: _Optional[str] = ..., from_config: _Optional[bool] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ...) -> None: ...
+
+class PutEventTypeRequest(_message.Message):
+    __slots__ = ("event_type",)
+    EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    event_type: EventType
+    def __init__(self, event_type: _Optional[_Union[EventType, _Mapping]] = ...) -> None: ...
+
+class PutEventTypeResponse(_message.Message):
+    __slots__ = ("event_type", "created")
+    EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    event_type: EventType
+    created: bool
+    def __init__(self, event_type: _Optional[_Union[EventType, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class GetEventTypeRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class GetEventTypeResponse(_message.Message):
+    __slots__ = ("event_type",)
+    EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    event_type: EventType
+    def __init__(self, event_type: _Optional[_Union[EventType, _Mapping]] = ...) -> None: ...
 
 class ListEventTypesRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListEventTypesResponse(_message.Message):
-    __slots__ = ("event_types", "strict")
+    __slots__ = ("event_types", "strict", "next_page_token")
     EVENT_TYPES_FIELD_NUMBER: _ClassVar[int]
     STRICT_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     event_types: _containers.RepeatedCompositeFieldContainer[EventType]
     strict: bool
-    def __init__(self, event_types: _Optional[_Iterable[_Union[EventType, _Mapping]]] = ..., strict: _Optional[bool] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, event_types: _Optional[_Iterable[_Union[EventType, _Mapping]]] = ..., strict: _Optional[bool] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class DeleteEventTypeRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DeleteEventTypeResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class Subscription(_message.Message):
     __slots__ = ("name", "endpoint", "queue", "event_types", "filter", "description", "created_unix_ms", "updated_unix_ms")

@@ -164,10 +164,25 @@ class HookdStub:
                 request_serializer=hookd_dot_v1_dot_hookd__pb2.DeleteSourceRequest.SerializeToString,
                 response_deserializer=hookd_dot_v1_dot_hookd__pb2.DeleteSourceResponse.FromString,
                 _registered_method=True)
+        self.PutEventType = channel.unary_unary(
+                '/hookd.v1.Hookd/PutEventType',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.PutEventTypeRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.PutEventTypeResponse.FromString,
+                _registered_method=True)
+        self.GetEventType = channel.unary_unary(
+                '/hookd.v1.Hookd/GetEventType',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.GetEventTypeRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.GetEventTypeResponse.FromString,
+                _registered_method=True)
         self.ListEventTypes = channel.unary_unary(
                 '/hookd.v1.Hookd/ListEventTypes',
                 request_serializer=hookd_dot_v1_dot_hookd__pb2.ListEventTypesRequest.SerializeToString,
                 response_deserializer=hookd_dot_v1_dot_hookd__pb2.ListEventTypesResponse.FromString,
+                _registered_method=True)
+        self.DeleteEventType = channel.unary_unary(
+                '/hookd.v1.Hookd/DeleteEventType',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.DeleteEventTypeRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.DeleteEventTypeResponse.FromString,
                 _registered_method=True)
         self.PutSubscription = channel.unary_unary(
                 '/hookd.v1.Hookd/PutSubscription',
@@ -423,10 +438,33 @@ class HookdServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PutEventType(self, request, context):
+        """Event types, a tenant's objects: what its events mean, and the JSON Schema their
+        payloads must satisfy. Each tenant declares its own and its events are held to those
+        only; the config file's [[event_types]] are tenant default's and read-only here
+        (FAILED_PRECONDITION). Enqueue and EnqueueBatch refuse (INVALID_ARGUMENT, naming the
+        place) a payload that fails its type's schema and, when strict_event_types is on, an
+        event type its tenant does not declare. PutEventType refuses a schema that does not
+        compile (INVALID_ARGUMENT naming event_type.json_schema), so none is ever stored.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetEventType(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListEventTypes(self, request, context):
-        """The event types the config file declares ([[event_types]]): their descriptions and
-        JSON Schemas. Enqueue and EnqueueBatch refuse (INVALID_ARGUMENT, naming the place) a
-        payload that fails its type's schema and, when strict, an undeclared event type.
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteEventType(self, request, context):
+        """Events already stored keep their type; new ones are no longer checked against it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -657,10 +695,25 @@ def add_HookdServicer_to_server(servicer, server):
                     request_deserializer=hookd_dot_v1_dot_hookd__pb2.DeleteSourceRequest.FromString,
                     response_serializer=hookd_dot_v1_dot_hookd__pb2.DeleteSourceResponse.SerializeToString,
             ),
+            'PutEventType': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutEventType,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.PutEventTypeRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.PutEventTypeResponse.SerializeToString,
+            ),
+            'GetEventType': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetEventType,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.GetEventTypeRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.GetEventTypeResponse.SerializeToString,
+            ),
             'ListEventTypes': grpc.unary_unary_rpc_method_handler(
                     servicer.ListEventTypes,
                     request_deserializer=hookd_dot_v1_dot_hookd__pb2.ListEventTypesRequest.FromString,
                     response_serializer=hookd_dot_v1_dot_hookd__pb2.ListEventTypesResponse.SerializeToString,
+            ),
+            'DeleteEventType': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteEventType,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.DeleteEventTypeRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.DeleteEventTypeResponse.SerializeToString,
             ),
             'PutSubscription': grpc.unary_unary_rpc_method_handler(
                     servicer.PutSubscription,
@@ -1436,6 +1489,60 @@ class Hookd:
             _registered_method=True)
 
     @staticmethod
+    def PutEventType(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/PutEventType',
+            hookd_dot_v1_dot_hookd__pb2.PutEventTypeRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.PutEventTypeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetEventType(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/GetEventType',
+            hookd_dot_v1_dot_hookd__pb2.GetEventTypeRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.GetEventTypeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def ListEventTypes(request,
             target,
             options=(),
@@ -1452,6 +1559,33 @@ class Hookd:
             '/hookd.v1.Hookd/ListEventTypes',
             hookd_dot_v1_dot_hookd__pb2.ListEventTypesRequest.SerializeToString,
             hookd_dot_v1_dot_hookd__pb2.ListEventTypesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteEventType(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/DeleteEventType',
+            hookd_dot_v1_dot_hookd__pb2.DeleteEventTypeRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.DeleteEventTypeResponse.FromString,
             options,
             channel_credentials,
             insecure,
