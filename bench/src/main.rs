@@ -135,6 +135,11 @@ struct Args {
     /// measured with the same load (without it, this build only).
     #[arg(long)]
     baseline_hookd: Option<std::path::PathBuf>,
+    /// The tenants run's "this" side as a `hookd` binary of this tree (`cargo build
+    /// --release -p hookd`), so both sides are the same kind of binary (without it, this
+    /// bench binary runs as hookd).
+    #[arg(long)]
+    this_hookd: Option<std::path::PathBuf>,
     /// Tenants the load is spread over in the tenants run.
     #[arg(long, default_value_t = 1_000)]
     tenants: usize,
@@ -538,7 +543,10 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     if named("tenants") {
         tenants::cost(
             dir.path(),
-            args.baseline_hookd.as_deref(),
+            tenants::Builds {
+                main: args.baseline_hookd.as_deref(),
+                this: args.this_hookd.as_deref(),
+            },
             args.tenants.max(1),
             args.rounds,
             leg,

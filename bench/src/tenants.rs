@@ -378,9 +378,17 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// The write paths, case by case (see the module's text).
+/// The two builds the tenants run compares: main's `hookd` (none: this build only) and
+/// this tree's (none: this bench binary as hookd).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Builds<'a> {
+    pub(crate) main: Option<&'a Path>,
+    pub(crate) this: Option<&'a Path>,
+}
+
 pub(crate) async fn cost(
     base: &Path,
-    baseline: Option<&Path>,
+    builds: Builds<'_>,
     tenants: usize,
     rounds: u16,
     seconds: Duration,
@@ -388,7 +396,12 @@ pub(crate) async fn cost(
     paths: &[String],
 ) -> anyhow::Result<()> {
     let chosen = Path4::chosen(paths)?;
-    let this = std::env::current_exe()?;
+    // This build: a hookd binary of this tree if given, else this binary as hookd.
+    let baseline = builds.main;
+    let (this, this_prefix): (std::path::PathBuf, Vec<&'static str>) = match builds.this {
+        Some(exe) => (exe.to_owned(), vec![]),
+        None => (std::env::current_exe()?, vec!["__hookd"]),
+    };
     let mut cases = Vec::new();
     let mut add = |label: &str, exe: &Path, prefix: Vec<&'static str>, spread, tenanted| {
         cases.push(Case {
@@ -402,7 +415,7 @@ pub(crate) async fn cost(
     if let Some(main) = baseline {
         add("main, 1 destination", main, vec![], 1, false);
     }
-    add("this, 1 destination", &this, vec!["__hookd"], 1, false);
+    add("this, 1 destination", &this, this_prefix.clone(), 1, false);
     if let Some(main) = baseline {
         add(
             &format!("main, {tenants} destinations"),
@@ -415,7 +428,7 @@ pub(crate) async fn cost(
     add(
         &format!("this, {tenants} tenants"),
         &this,
-        vec!["__hookd"],
+        this_prefix.clone(),
         tenants,
         true,
     );

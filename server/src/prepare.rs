@@ -9,8 +9,7 @@ use std::collections::BTreeMap;
 use hookd_core::destination::Destination;
 use hookd_core::ids::MessageId;
 use hookd_core::scope::TenantId;
-use hookd_engine::{Fanout, NewMessage, Subscriber};
-use hookd_storage::store::MessageRecord;
+use hookd_engine::{Fanout, NewEvent, NewMessage, Subscriber};
 
 /// How a publish finds its subscribers: the tenant's subscriptions to the topic, by the
 /// payload and headers their filters read, and the event's identity (`id`, `time`) they
@@ -54,12 +53,12 @@ pub struct Delivery {
     pub ordering_key: String,
 }
 
-/// `record` (already checked by its way in) as the message(s) the engine stores. A
+/// `body` (already checked by its way in) as the message(s) the engine stores. A
 /// publish's event id is made first: its subscriptions' filters may name it. `Err`: the
 /// routing's refusal (a filter's step budget), for the caller to answer as invalid.
 pub fn prepare(
     target: Target,
-    record: MessageRecord,
+    body: NewEvent,
     now_ms: u64,
     delivery: Delivery,
     route: Route<'_>,
@@ -74,7 +73,7 @@ pub fn prepare(
             let mut message = NewMessage::new(
                 MessageId::generate(now_ms),
                 destination,
-                record,
+                body,
                 delay_ms,
                 max_attempts,
             );
@@ -92,7 +91,7 @@ pub fn prepare(
         id: &id,
         time_ms: now_ms,
     };
-    let subscribers = route(tenant, &topic, &record.payload, &record.headers, identity)?;
+    let subscribers = route(tenant, &topic, &body.payload, &body.headers, identity)?;
     let mut subscribers = subscribers.into_iter();
     let Some(first) = subscribers.next() else {
         return Ok(Prepared {
@@ -103,7 +102,7 @@ pub fn prepare(
     let mut message = NewMessage::new(
         MessageId::generate(now_ms),
         first,
-        record,
+        body,
         delay_ms,
         max_attempts,
     );

@@ -16,8 +16,6 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 
-use serde::{Deserialize, Serialize};
-
 use hookd_core::destination::{Destination, To};
 use hookd_core::filter::index::FilterIndex;
 use hookd_core::filter::{EventIdentity, Filter, Steps, event_document};
@@ -46,20 +44,7 @@ fn object(tenant: TenantId, name: &str) -> ObjectRef {
     ObjectRef::new(tenant, Kind::Subscription, name)
 }
 
-/// A subscription as stored (JSON in the `subscriptions` table) and as the API shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SubscriptionSpec {
-    pub name: String,
-    /// `Destination::key()`: `endpoint:NAME` or `queue:NAME`.
-    pub destination: String,
-    pub event_types: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub filter: Option<serde_json::Value>,
-    #[serde(default)]
-    pub description: String,
-    pub created_ms: u64,
-    pub updated_ms: u64,
-}
+pub use hookd_core::subscription::SubscriptionSpec;
 
 /// A subscription, checked and compiled: a tenant's.
 #[derive(Debug)]
@@ -382,12 +367,8 @@ impl Subscriptions {
                 "subscription: this tenant holds {MAX_SUBSCRIPTIONS} subscriptions, hookd's limit; delete one first"
             )));
         }
-        let bytes = serde_json::to_vec(&compiled.spec)
-            .map_err(|e| SubscriptionError::Invalid(format!("subscription: {e}")))?;
         let name = compiled.spec.name.clone();
-        self.engine
-            .put_object(object(tenant, &name), Some(bytes))
-            .await?;
+        self.engine.put_subscription(tenant, &compiled.spec).await?;
         let compiled = Arc::new(compiled);
         self.replace(tenant, |by_name| {
             by_name.insert(name, compiled.clone());
@@ -403,7 +384,7 @@ impl Subscriptions {
                 "name: no subscription named {name:?}"
             )));
         }
-        self.engine.put_object(object(tenant, name), None).await?;
+        self.engine.delete_object(object(tenant, name)).await?;
         self.replace(tenant, |by_name| {
             by_name.remove(name);
         });

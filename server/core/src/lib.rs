@@ -44,5 +44,6 @@ pub mod secrets;
 pub mod signing;
 pub mod source;
 pub mod stats;
+pub mod subscription;
 pub mod text;
 pub mod topics;

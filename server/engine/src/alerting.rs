@@ -105,7 +105,7 @@ impl Engine {
                 payload: notification(&n, &change),
                 ..Default::default()
             };
-            let m = NewMessage::new(MessageId::generate(now), target, record, 0, 0);
+            let m = NewMessage::from_record(MessageId::generate(now), target, record, 0, 0);
             if let Err(refusal) = self.enqueue(t, now, m)? {
                 static LOG: hookd_core::ratelog::LogLimit =
                     hookd_core::ratelog::LogLimit::new(10, 5);

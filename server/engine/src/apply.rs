@@ -138,12 +138,9 @@ impl Engine {
                 create,
                 reply,
             } => self.put_tenant(t, now, *record, create, done, reply)?,
-            Command::PutToken {
-                tenant,
-                name,
-                record,
-                reply,
-            } => self.put_token(t, tenant, name, *record, done, reply),
+            Command::PutToken { tenant, def, reply } => {
+                self.put_token(t, now, tenant, *def, done, reply);
+            }
             Command::RevokeToken {
                 tenant,
                 name,

@@ -205,33 +205,56 @@ impl EngineHandle {
         self.call(|reply| Command::Reseal { reseal, reply }).await?
     }
 
+    /// PutEndpoint: the engine makes the record from `def`; durable when answered.
     pub async fn put_endpoint(
         &self,
         tenant: TenantId,
-        endpoint: EndpointRecord,
+        def: super::EndpointDef,
     ) -> Result<PutOutcome, Refusal> {
         self.call(|reply| Command::PutEndpoint {
             tenant,
-            endpoint: Box::new(endpoint),
+            endpoint: Box::new(def.into_record()),
             reply,
         })
         .await?
     }
 
-    /// Makes a catalog object's record durable (`Some`), or its removal (`None`): an
-    /// ingest source's definition, a subscription's. Whoever holds the object decides and
-    /// serialises these; the engine only makes them durable.
-    pub async fn put_object(
-        &self,
-        object: ObjectRef,
-        record: Option<Vec<u8>>,
-    ) -> Result<(), Refusal> {
+    /// Makes a catalog object's record durable (`Some`), or its removal (`None`). Whoever
+    /// holds the object (the source registry, the subscriptions) decides and serialises
+    /// the changes; the engine makes the record and makes it durable.
+    async fn put_object(&self, object: ObjectRef, record: Option<Vec<u8>>) -> Result<(), Refusal> {
         self.call(|reply| Command::PutObject {
             object,
             record,
             reply,
         })
         .await?
+    }
+
+    /// PutSource: an ingest source's definition (its secrets already sealed); durable when
+    /// answered.
+    pub async fn put_source(
+        &self,
+        tenant: TenantId,
+        spec: &hookd_core::source::SourceSpec,
+    ) -> Result<(), Refusal> {
+        let object = ObjectRef::new(tenant, hookd_core::scope::Kind::Source, &spec.name);
+        self.put_object(object, Some(json(spec)?)).await
+    }
+
+    /// PutSubscription: a subscription's definition; durable when answered.
+    pub async fn put_subscription(
+        &self,
+        tenant: TenantId,
+        spec: &hookd_core::subscription::SubscriptionSpec,
+    ) -> Result<(), Refusal> {
+        let object = ObjectRef::new(tenant, hookd_core::scope::Kind::Subscription, &spec.name);
+        self.put_object(object, Some(json(spec)?)).await
+    }
+
+    /// Removes a source's or a subscription's record; durable when answered.
+    pub async fn delete_object(&self, object: ObjectRef) -> Result<(), Refusal> {
+        self.put_object(object, None).await
     }
 
     /// Where the engine publishes its directory (the authenticator reads tokens there).
@@ -250,28 +273,27 @@ impl EngineHandle {
     /// CreateTenant (`create`) or UpdateTenant; durable when answered.
     pub async fn put_tenant(
         &self,
-        record: hookd_storage::store::TenantRecord,
+        def: super::TenantDef,
         create: bool,
     ) -> Result<super::Tenant, Refusal> {
         self.call(|reply| Command::PutTenant {
-            record: Box::new(record),
+            record: Box::new(def.into_record()),
             create,
             reply,
         })
         .await?
     }
 
-    /// CreateToken: stores a tenant's token (its hash); durable when answered.
+    /// CreateToken: stores a tenant's token (its hash); durable when answered. The record
+    /// as stored.
     pub async fn put_token(
         &self,
         tenant: TenantId,
-        name: String,
-        record: hookd_storage::store::TokenRecord,
-    ) -> Result<(), Refusal> {
+        def: super::TokenDef,
+    ) -> Result<hookd_storage::store::TokenRecord, Refusal> {
         self.call(|reply| Command::PutToken {
             tenant,
-            name,
-            record: Box::new(record),
+            def: Box::new(def),
             reply,
         })
         .await?
@@ -496,4 +518,10 @@ fn refusal_logged(queued: u64, limit: u64) {
             "enqueues refused (RESOURCE_EXHAUSTED): the writes waiting for the disk fill max_queued_write_bytes"
         );
     }
+}
+
+/// A source's or a subscription's record: its definition as JSON.
+fn json<T: serde::Serialize>(spec: &T) -> Result<Vec<u8>, Refusal> {
+    serde_json::to_vec(spec)
+        .map_err(|e| Refusal::Unavailable(format!("encoding a definition: {e}")))
 }

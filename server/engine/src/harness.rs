@@ -192,7 +192,7 @@ impl Harness {
             created_ms: now,
             ..Default::default()
         };
-        NewMessage::new(MessageId::generate(now), destination, record, 0, 0)
+        NewMessage::from_record(MessageId::generate(now), destination, record, 0, 0)
     }
 
     pub(crate) fn enqueue_message(&mut self, m: NewMessage) -> Result<Enqueued, Refusal> {

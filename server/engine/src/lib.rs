@@ -65,13 +65,15 @@ pub mod wheel;
 
 use hookd_storage::pipeline::{applier, syncer};
 
+pub use endpoints::{EndpointDef, OAuth2Def};
 pub use event_types::{EventTypeDef, MAX_EVENT_TYPES};
 pub use handle::{EngineHandle, EngineThread, GAUGE_SLICE, STATS_SLICE};
 pub use lanes::FifoPolicy;
 pub use queues::QueueDef;
 pub use refusal::Refusal;
 pub use tenants::{
-    Directory, Grant, MAX_TENANTS, MAX_TOKENS, SharedDirectory, Tenant, TenantDeleted,
+    Directory, Grant, MAX_TENANTS, MAX_TOKENS, SharedDirectory, Tenant, TenantDef, TenantDeleted,
+    TokenDef,
 };
 
 use std::sync::Arc;
@@ -94,6 +96,22 @@ use hookd_storage::store::{
     EndpointRecord, Recovering, Replayed, State, Storage, Store, StoreError, TenantRecord,
 };
 use index::{Index, LiveState, Timer};
+
+/// An event as a way in (Enqueue, EnqueueBatch, ingest) gives it, checked: what its
+/// message holds. The ways in speak this; [`NewMessage::new`] makes the stored record (on
+/// the caller's task, not the engine thread).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewEvent {
+    pub event_type: String,
+    pub idempotency_key: String,
+    /// The headers delivered with it (and its ingest source's, trace context...).
+    pub headers: std::collections::BTreeMap<String, String>,
+    pub created_ms: u64,
+    pub payload: Vec<u8>,
+    /// The message's own backoff (0 = the destination's).
+    pub retry_base_ms: u64,
+    pub retry_cap_ms: u64,
+}
 
 /// An event that passed validation, prepared for the store. Everything that can be done off
 /// the engine thread (id, destination key, record encoding) already is: the engine is the
@@ -168,8 +186,40 @@ impl NewMessage {
         self.record.len() as u64 + copies * COPY_LOG_BYTES
     }
 
-    /// Prepares `record` (its destination set here) as message `id` for `destination`.
+    /// Prepares `event` as message `id` for `destination`: its record is made and encoded
+    /// here.
     pub fn new(
+        id: MessageId,
+        destination: Destination,
+        event: NewEvent,
+        delay_ms: u64,
+        max_attempts: u32,
+    ) -> Self {
+        let NewEvent {
+            event_type,
+            idempotency_key,
+            headers,
+            created_ms,
+            payload,
+            retry_base_ms,
+            retry_cap_ms,
+        } = event;
+        let record = hookd_storage::store::MessageRecord {
+            destination: String::new(),
+            event_type,
+            idempotency_key,
+            headers,
+            created_ms,
+            payload,
+            retry_base_ms,
+            retry_cap_ms,
+            event_id: String::new(),
+        };
+        Self::from_record(id, destination, record, delay_ms, max_attempts)
+    }
+
+    /// Prepares `record` (its destination set here) as message `id` for `destination`.
+    pub(crate) fn from_record(
         id: MessageId,
         destination: Destination,
         mut record: hookd_storage::store::MessageRecord,
@@ -420,9 +470,9 @@ pub(crate) enum Command {
     /// CreateToken: a tenant's token, by name (refused if the name is taken).
     PutToken {
         tenant: TenantId,
-        name: String,
-        record: Box<hookd_storage::store::TokenRecord>,
-        reply: Reply<()>,
+        def: Box<tenants::TokenDef>,
+        /// The record as stored.
+        reply: Reply<hookd_storage::store::TokenRecord>,
     },
     /// RevokeToken: effective for the next call once answered.
     RevokeToken {
@@ -1595,7 +1645,10 @@ fn answer_failed(command: Command, err: Refusal) {
         Command::DeleteTenant { reply, .. } => {
             let _ = reply.send(Err(err));
         }
-        Command::PutToken { reply, .. } | Command::RevokeToken { reply, .. } => {
+        Command::PutToken { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::RevokeToken { reply, .. } => {
             let _ = reply.send(Err(err));
         }
         Command::Reseal { reply, .. } => {

@@ -256,7 +256,7 @@ fn idempotency_key_within_its_window_returns_the_original() {
             created_ms: now,
             ..Default::default()
         };
-        NewMessage::new(
+        NewMessage::from_record(
             hookd_core::ids::MessageId::generate(now),
             Destination::queue(TenantId::DEFAULT, "q"),
             record,
@@ -272,7 +272,7 @@ fn idempotency_key_within_its_window_returns_the_original() {
     assert_eq!(h.dest("queue:q").pending, 1, "stored once");
     // Scoped per destination: the same key elsewhere is another message.
     let mut elsewhere = keyed(&h, b"3");
-    elsewhere = NewMessage::new(
+    elsewhere = NewMessage::from_record(
         elsewhere.id,
         Destination::queue(TenantId::DEFAULT, "other"),
         MessageRecord {
@@ -1652,7 +1652,7 @@ fn at_the_hard_mark_a_resend_of_a_stored_event_is_still_its_duplicate() {
             ..Default::default()
         };
         let id = hookd_core::ids::MessageId::generate(now);
-        NewMessage::new(id, Destination::queue(TenantId::DEFAULT, "q"), record, 0, 0)
+        NewMessage::from_record(id, Destination::queue(TenantId::DEFAULT, "q"), record, 0, 0)
     };
     let first = h.enqueue_message(keyed(&h, "k0")).expect("stored").id;
     for i in 1..10 {

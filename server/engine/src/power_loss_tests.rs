@@ -40,9 +40,7 @@ use hookd_core::push::{AttemptReport, Verdict};
 use hookd_core::retry::RetryPolicy;
 use hookd_core::scope::TenantId;
 use hookd_storage::store::power_loss::{Image, PowerLossFs};
-use hookd_storage::store::{
-    EndpointRecord, HistoryRecord, MessageRecord, Recovering, Storage, Store,
-};
+use hookd_storage::store::{HistoryRecord, MessageRecord, Recovering, Storage, Store};
 use hookd_storage::wal::Log;
 
 /// An operation hookd answered with success.
@@ -322,7 +320,7 @@ async fn workload(
     engine
         .put_endpoint(
             TenantId::DEFAULT,
-            EndpointRecord {
+            crate::EndpointDef {
                 name: "ep".into(),
                 url: "http://127.0.0.1:9/never-dialled".into(),
                 max_in_flight: 8,
@@ -389,7 +387,7 @@ async fn workload(
                             created_ms: now,
                             ..Default::default()
                         };
-                        let mut m = NewMessage::new(
+                        let mut m = NewMessage::from_record(
                             MessageId::generate(now),
                             Destination::queue(TenantId::DEFAULT, "ordered"),
                             record,
@@ -415,7 +413,7 @@ async fn workload(
                         created_ms: now,
                         ..Default::default()
                     };
-                    batch.push(NewMessage::new(
+                    batch.push(NewMessage::from_record(
                         MessageId::generate(now),
                         destination,
                         record,
@@ -434,7 +432,7 @@ async fn workload(
                         created_ms: now,
                         ..Default::default()
                     };
-                    let mut m = NewMessage::new(
+                    let mut m = NewMessage::from_record(
                         MessageId::generate(now),
                         Destination::queue(TenantId::DEFAULT, "q"),
                         record,
@@ -785,7 +783,7 @@ fn events_acknowledged_after_a_failed_fsync_survive_eviction_and_power_loss() {
         .unwrap();
     let message = |key: String| {
         let now = SystemClock.now_ms();
-        NewMessage::new(
+        NewMessage::from_record(
             MessageId::generate(now),
             Destination::queue(TenantId::DEFAULT, "q"),
             MessageRecord {
@@ -931,11 +929,11 @@ fn a_fifo_lane_advances_only_past_a_durable_completion() {
         runtime
             .block_on(engine.put_endpoint(
                 TenantId::DEFAULT,
-                EndpointRecord {
+                crate::EndpointDef {
                     name: "ordered".into(),
                     url: "http://127.0.0.1:9/never-dialled".into(),
                     max_in_flight: 8,
-                    fifo: super::FifoPolicy::Park.code(),
+                    fifo: Some(super::FifoPolicy::Park),
                     ..Default::default()
                 },
             ))
@@ -943,7 +941,7 @@ fn a_fifo_lane_advances_only_past_a_durable_completion() {
         let batch: Vec<NewMessage> = (0..N)
             .map(|i| {
                 let now = SystemClock.now_ms();
-                let mut m = NewMessage::new(
+                let mut m = NewMessage::from_record(
                     MessageId::generate(now),
                     Destination::endpoint(TenantId::DEFAULT, "ordered"),
                     MessageRecord {
@@ -975,7 +973,7 @@ fn a_fifo_lane_advances_only_past_a_durable_completion() {
                     // An enqueue after the report is decided in the same round or a later
                     // one: once it is answered (with the failure), every attempt that
                     // round let out has been sent.
-                    let probe = NewMessage::new(
+                    let probe = NewMessage::from_record(
                         MessageId::generate(SystemClock.now_ms()),
                         Destination::queue(TenantId::DEFAULT, "probe"),
                         MessageRecord::default(),
@@ -1054,7 +1052,7 @@ fn a_tenant_deleted_across_a_failed_sync_or_a_power_cut_is_all_there_or_all_gone
         let (engine, thread) = start(open_with(&fs, 1 << 20).unwrap()).unwrap();
         let acme = runtime
             .block_on(engine.put_tenant(
-                TenantRecord {
+                crate::TenantDef {
                     name: "acme".into(),
                     ..Default::default()
                 },
@@ -1064,7 +1062,7 @@ fn a_tenant_deleted_across_a_failed_sync_or_a_power_cut_is_all_there_or_all_gone
         runtime
             .block_on(engine.put_endpoint(
                 acme.id,
-                EndpointRecord {
+                crate::EndpointDef {
                     name: "e".into(),
                     url: "http://127.0.0.1:9/never-dialled".into(),
                     ..Default::default()
@@ -1074,7 +1072,7 @@ fn a_tenant_deleted_across_a_failed_sync_or_a_power_cut_is_all_there_or_all_gone
         let messages: Vec<NewMessage> = (0..20u8)
             .map(|i| {
                 let now = SystemClock.now_ms();
-                NewMessage::new(
+                NewMessage::from_record(
                     MessageId::generate(now),
                     Destination::queue(acme.id, "q"),
                     MessageRecord {

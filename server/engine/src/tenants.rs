@@ -48,6 +48,41 @@ pub struct Tenant {
     pub record: TenantRecord,
 }
 
+/// A tenant as CreateTenant or UpdateTenant gives it, checked; the engine makes the record
+/// (its times, its day's count, its number).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TenantDef {
+    pub name: String,
+    pub display_name: String,
+    pub metadata: std::collections::BTreeMap<String, String>,
+    /// None: an update keeps the tenant's; all zeros removes it.
+    pub quota: Option<hookd_core::quota::Quota>,
+}
+
+impl TenantDef {
+    pub(crate) fn into_record(self) -> TenantRecord {
+        TenantRecord {
+            name: self.name,
+            display_name: self.display_name,
+            metadata: self.metadata,
+            quota: self.quota.map(Into::into),
+            ..Default::default()
+        }
+    }
+}
+
+/// A token as CreateToken gives it: the hash of its secret (the secret itself is never
+/// stored), its grants, and who made it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TokenDef {
+    /// Unique within its tenant.
+    pub name: String,
+    pub hash: Vec<u8>,
+    pub scopes: Vec<String>,
+    pub destinations: Vec<String>,
+    pub created_by: String,
+}
+
 /// Every live tenant, by name and by number: what the edges resolve a call's tenant with.
 #[derive(Debug, Default)]
 pub struct Directory {
@@ -450,12 +485,13 @@ impl Engine {
     pub(super) fn put_token(
         &mut self,
         t: Tx<'_, '_>,
+        now: u64,
         tenant: TenantId,
-        name: String,
-        record: TokenRecord,
+        def: TokenDef,
         done: &mut Vec<Completion>,
-        reply: tokio::sync::oneshot::Sender<Result<(), Refusal>>,
+        reply: tokio::sync::oneshot::Sender<Result<TokenRecord, Refusal>>,
     ) {
+        let name = def.name;
         let tokens = self.tenants.tokens.entry(tenant).or_default();
         if tokens.contains_key(&name) {
             reply_after(done, reply, Err(Refusal::TokenExists { name }));
@@ -465,11 +501,18 @@ impl Engine {
             reply_after(done, reply, Err(Refusal::TooManyTokens { max: MAX_TOKENS }));
             return;
         }
+        let record = TokenRecord {
+            hash: def.hash,
+            scopes: def.scopes,
+            destinations: def.destinations,
+            created_ms: now,
+            created_by: def.created_by,
+        };
         let object = ObjectRef::new(tenant, Kind::Token, &name);
         t.put_object(&object, &prost::Message::encode_to_vec(&record));
-        tokens.insert(name, record);
+        tokens.insert(name, record.clone());
         self.tenants.changed = true;
-        reply_after(done, reply, Ok(()));
+        reply_after(done, reply, Ok(record));
     }
 
     /// RevokeToken: the token's record goes; the directory without it is published when

@@ -178,9 +178,9 @@ pub(crate) fn certificate_summary(pem: &str) -> String {
     }
 }
 
-/// A client's endpoint, with the fields hookd owns (times, disabled) left at zero.
-pub(crate) fn endpoint_from_proto(e: pb::Endpoint) -> EndpointRecord {
-    EndpointRecord {
+/// A client's endpoint as the engine's definition (the fields hookd owns are the engine's).
+pub(crate) fn endpoint_from_proto(e: pb::Endpoint) -> hookd_engine::EndpointDef {
+    hookd_engine::EndpointDef {
         name: e.name,
         url: e.url,
         description: e.description,
@@ -197,7 +197,7 @@ pub(crate) fn endpoint_from_proto(e: pb::Endpoint) -> EndpointRecord {
         proxy_url: e.proxy_url,
         client_certificate_pem: e.client_certificate_pem,
         client_key_pem: e.client_key_pem,
-        oauth2: e.oauth2.map(|o| hookd_storage::store::OAuth2Record {
+        oauth2: e.oauth2.map(|o| hookd_engine::OAuth2Def {
             token_url: o.token_url,
             client_id: o.client_id,
             client_secret: o.client_secret,
@@ -205,8 +205,10 @@ pub(crate) fn endpoint_from_proto(e: pb::Endpoint) -> EndpointRecord {
             audience: o.audience,
         }),
         // Checked by `validate::endpoint` (FIFO_OFF, FIFO_BLOCK or FIFO_PARK).
-        fifo: u32::try_from(e.fifo).unwrap_or(0),
-        ..Default::default()
+        fifo: u32::try_from(e.fifo)
+            .ok()
+            .and_then(hookd_engine::FifoPolicy::from_code),
+        signing_public_keys: Vec::new(),
     }
 }
 
@@ -503,19 +505,36 @@ mod tests {
                 .as_ref()
                 .is_some_and(|o| o.client_secret.is_empty())
         );
+        // Back from the wire: every field a client sets, as the engine's definition.
         let back = endpoint_from_proto(endpoint(stored.clone(), &stored.secrets, true));
         assert_eq!(
             back,
-            EndpointRecord {
-                disabled: false,
-                created_ms: 0,
-                updated_ms: 0,
-                disabled_reason: String::new(),
-                disabled_ms: 0,
-                paused: false,
-                paused_reason: String::new(),
-                paused_ms: 0,
-                ..stored.clone()
+            hookd_engine::EndpointDef {
+                name: "n".into(),
+                url: "https://x/".into(),
+                description: "d".into(),
+                max_attempts: 1,
+                retry_base_ms: 2,
+                retry_cap_ms: 3,
+                secrets: vec!["s".into()],
+                connect_timeout_ms: 6,
+                timeout_ms: 7,
+                max_in_flight: 8,
+                rate_limit_per_s: 9.5,
+                rate_limit_burst: 10,
+                headers: [("x-api-key".to_owned(), "k".to_owned())].into(),
+                proxy_url: "http://u:pw@proxy:3128".into(),
+                client_certificate_pem: "cert".into(),
+                client_key_pem: "key".into(),
+                oauth2: Some(hookd_engine::OAuth2Def {
+                    token_url: "https://idp/token".into(),
+                    client_id: "id".into(),
+                    client_secret: "secret".into(),
+                    scopes: vec!["a".into()],
+                    audience: "aud".into(),
+                }),
+                fifo: Some(hookd_engine::FifoPolicy::Park),
+                signing_public_keys: Vec::new(),
             }
         );
         // Format version 1 stored the wire type itself: its bytes decode as the record.

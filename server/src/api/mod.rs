@@ -730,12 +730,9 @@ impl Hookd for HookdService {
         let aad = hookd_core::secrets::endpoint_aad(tenant, &endpoint.name).into_owned();
         let warnings = self.url_warnings(&endpoint.url);
         // The public halves of its v1a keys, for its JWKS (the engine keeps retired ones).
-        endpoint.signing_keys = hookd_core::signing::public_keys(&endpoint.secrets)
+        endpoint.signing_public_keys = hookd_core::signing::public_keys(&endpoint.secrets)
             .into_iter()
-            .map(|k| hookd_storage::store::SigningKeyRecord {
-                public_key: k.to_vec(),
-                ..Default::default()
-            })
+            .map(|k| k.to_vec())
             .collect();
         hookd_core::secrets::seal_all(self.sealer.as_deref(), &aad, &mut endpoint.secrets);
         if let Some(sealer) = self.sealer.as_deref() {

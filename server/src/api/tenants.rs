@@ -9,9 +9,11 @@
 
 use std::sync::Arc;
 
+use hookd_core::quota::Quota;
 use hookd_core::scope::TenantId;
+use hookd_engine::{TenantDef, TokenDef};
 use hookd_proto::v1 as pb;
-use hookd_storage::store::{QuotaRecord, TenantRecord};
+use hookd_storage::store::TenantRecord;
 use tonic::{Request, Status};
 
 use super::{HookdService, refused, validate};
@@ -91,10 +93,10 @@ impl HookdService {
         request: Request<pb::CreateTenantRequest>,
     ) -> Result<pb::CreateTenantResponse, Status> {
         Self::operator_only(&request)?;
-        let record = tenant_record(request.into_inner().tenant)?;
+        let def = tenant_def(request.into_inner().tenant)?;
         let made = self
             .engine
-            .put_tenant(record, true)
+            .put_tenant(def, true)
             .await
             .map_err(refused("tenant.name"))?;
         tracing::info!(tenant = %made.record.name, id = made.id.0, "tenant created");
@@ -108,10 +110,10 @@ impl HookdService {
         request: Request<pb::UpdateTenantRequest>,
     ) -> Result<pb::UpdateTenantResponse, Status> {
         Self::operator_only(&request)?;
-        let record = tenant_record(request.into_inner().tenant)?;
+        let def = tenant_def(request.into_inner().tenant)?;
         let put = self
             .engine
-            .put_tenant(record, false)
+            .put_tenant(def, false)
             .await
             .map_err(refused("tenant.name"))?;
         Ok(pb::UpdateTenantResponse {
@@ -198,8 +200,8 @@ impl HookdService {
     }
 }
 
-/// A tenant as a create or update gives it, checked; the times are the engine's.
-fn tenant_record(tenant: Option<pb::Tenant>) -> Result<TenantRecord, ApiError> {
+/// A tenant as a create or update gives it, checked; the record is the engine's.
+fn tenant_def(tenant: Option<pb::Tenant>) -> Result<TenantDef, ApiError> {
     let t = tenant.ok_or_else(|| ApiError::InvalidArgument("tenant: is required".into()))?;
     validate::validate_name(&t.name, "tenant.name")?;
     if t.display_name.len() > MAX_DISPLAY_NAME {
@@ -235,11 +237,11 @@ fn tenant_record(tenant: Option<pb::Tenant>) -> Result<TenantRecord, ApiError> {
             q.max_events_per_second
         )));
     }
-    Ok(TenantRecord {
+    Ok(TenantDef {
         name: t.name,
         display_name: t.display_name,
         metadata: t.metadata.into_iter().collect(),
-        quota: t.quota.map(|q| QuotaRecord {
+        quota: t.quota.map(|q| Quota {
             max_live_messages: q.max_live_messages,
             max_live_bytes: q.max_live_bytes,
             max_events_per_day: q.max_events_per_day,
@@ -248,7 +250,6 @@ fn tenant_record(tenant: Option<pb::Tenant>) -> Result<TenantRecord, ApiError> {
             max_subscriptions: q.max_subscriptions,
             max_sources: q.max_sources,
         }),
-        ..Default::default()
     })
 }
 
@@ -360,20 +361,20 @@ impl HookdService {
             ));
         }
         let secret = crate::auth::new_token();
-        let record = hookd_storage::store::TokenRecord {
+        let def = TokenDef {
+            name: token.name.clone(),
             hash: crate::auth::token_hash(&secret).to_vec(),
             scopes: token.scopes.clone(),
             destinations: token.destinations.clone(),
-            created_ms: self.clock.now_ms(),
             created_by: caller.map(|c| c.name.clone()).unwrap_or_default(),
         };
-        let shown = token_shown(&token.name, &record);
-        self.engine
-            .put_token(tenant, token.name, record)
+        let stored = self
+            .engine
+            .put_token(tenant, def)
             .await
             .map_err(refused("token.name"))?;
         Ok(pb::CreateTokenResponse {
-            token: Some(shown),
+            token: Some(token_shown(&token.name, &stored)),
             secret,
         })
     }

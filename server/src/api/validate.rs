@@ -9,7 +9,6 @@ use crate::error::ApiError;
 use hookd_core::destination::Destination;
 use hookd_core::ids::{LeaseId, MessageId};
 use hookd_core::scope::TenantId;
-use hookd_storage::store::{EndpointRecord, MessageRecord};
 
 /// Limits from the configuration that requests are checked against.
 #[derive(Debug, Clone)]
@@ -199,8 +198,7 @@ pub fn new_message(
         .catalog
         .check(tenant, &req.event_type, &req.payload)
         .map_err(|m| invalid(format!("{}: {}", m.field, m.message)))?;
-    let record = MessageRecord {
-        destination: String::new(),
+    let event = hookd_engine::NewEvent {
         event_type: req.event_type,
         idempotency_key: req.idempotency_key,
         headers,
@@ -208,7 +206,6 @@ pub fn new_message(
         payload: req.payload,
         retry_base_ms: req.retry_base_ms,
         retry_cap_ms: req.retry_cap_ms,
-        event_id: String::new(),
     };
     let target = match (destination, topic) {
         (_, Some(topic)) => Target::Publish { tenant, topic },
@@ -220,7 +217,7 @@ pub fn new_message(
         max_attempts: req.max_attempts,
         ordering_key,
     };
-    prepare(target, record, now_ms, delivery, route).map_err(invalid)
+    prepare(target, event, now_ms, delivery, route).map_err(invalid)
 }
 
 /// A topic is an event type that patterns can name.
@@ -361,7 +358,7 @@ fn static_headers(
     Ok(out)
 }
 
-pub fn endpoint(e: Option<pb::Endpoint>) -> Result<EndpointRecord, ApiError> {
+pub fn endpoint(e: Option<pb::Endpoint>) -> Result<hookd_engine::EndpointDef, ApiError> {
     let e = e.ok_or_else(|| invalid("endpoint: required".into()))?;
     validate_name(&e.name, "endpoint.name")?;
     let mut e = e;
@@ -1025,7 +1022,9 @@ mod tests {
         assert_eq!(fanout.scope, "tticket.classified");
         assert_eq!(fanout.also.len(), 1);
         assert_eq!(fanout.also[0].key, "endpoint:b");
-        let record = <MessageRecord as prost::Message>::decode(m.record.as_slice()).unwrap();
+        let record =
+            <hookd_storage::store::MessageRecord as prost::Message>::decode(m.record.as_slice())
+                .unwrap();
         assert_eq!(record.event_type, "ticket.classified");
     }
 

@@ -35,7 +35,6 @@ use hookd_core::ids::MessageId;
 use hookd_core::source::SchemeName;
 use hookd_engine::{EngineHandle, Refusal};
 use hookd_metrics::Metrics;
-use hookd_storage::store::MessageRecord;
 
 /// Header of a stored inbound message: the source that received it.
 pub(crate) const SOURCE_HEADER: &str = "hookd-source";
@@ -638,16 +637,13 @@ async fn handle(
             None => return Err(invalid("topic: this source does not publish")),
         },
     };
-    let record = MessageRecord {
-        destination: String::new(),
+    let event = hookd_engine::NewEvent {
         event_type,
         idempotency_key,
         headers: stored_headers,
         created_ms: now_ms,
         payload,
-        retry_base_ms: 0,
-        retry_cap_ms: 0,
-        event_id: String::new(),
+        ..Default::default()
     };
     let target = match target {
         Ok(destination) => crate::prepare::Target::To(destination),
@@ -661,7 +657,7 @@ async fn handle(
     let route: crate::prepare::Route<'_> = &|tenant, topic, payload, headers, identity| {
         subscriptions.route(tenant, topic, payload, headers, Some(identity))
     };
-    let prepared = crate::prepare::prepare(target, record, now_ms, Default::default(), route)
+    let prepared = crate::prepare::prepare(target, event, now_ms, Default::default(), route)
         .map_err(invalid)?;
     // No subscription takes it: accepted (the provider has nothing to retry), and nothing
     // is stored.

@@ -212,8 +212,6 @@ impl Sources {
             &aad(tenant, &stored.name),
             &mut stored.secrets,
         );
-        let bytes = serde_json::to_vec(&stored)
-            .map_err(|e| SourceError::Invalid(format!("source: {e}")))?;
         let _write = self.write.lock().await;
         let name = source.spec.name.clone();
         let created = match self.get(tenant, &name) {
@@ -221,9 +219,7 @@ impl Sources {
             Some(_) => false,
             None => true,
         };
-        self.engine
-            .put_object(object(tenant, &name), Some(bytes))
-            .await?;
+        self.engine.put_source(tenant, &stored).await?;
         let source = Arc::new(source);
         self.map
             .write()
@@ -241,7 +237,7 @@ impl Sources {
             Some(s) if s.from_config => return Err(SourceError::FromConfig(name.to_owned())),
             Some(_) => {}
         }
-        self.engine.put_object(object(tenant, name), None).await?;
+        self.engine.delete_object(object(tenant, name)).await?;
         self.map
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -281,11 +277,7 @@ impl Sources {
                     .map_err(|e| SourceError::Invalid(format!("source {name:?}: {e}")))?;
                 *s = sealer.seal(&aad(tenant, name), &clear);
             }
-            let bytes = serde_json::to_vec(&spec)
-                .map_err(|e| SourceError::Invalid(format!("source: {e}")))?;
-            self.engine
-                .put_object(object(tenant, name), Some(bytes))
-                .await?;
+            self.engine.put_source(tenant, &spec).await?;
             n += 1;
         }
         Ok(n)

@@ -444,11 +444,7 @@ impl EndpointForm {
 
     /// The form applied over `e` and its secrets in clear (which the form never shows):
     /// the PutEndpoint request that saves it.
-    fn apply(
-        &self,
-        mut e: EndpointRecord,
-        mut secrets: Vec<String>,
-    ) -> Result<pb::Endpoint, Failure> {
+    fn apply(&self, mut e: pb::Endpoint) -> Result<pb::Endpoint, Failure> {
         fn num<T: std::str::FromStr + Default>(v: &str, field: &str) -> Result<T, Failure> {
             let v = v.trim();
             if v.is_empty() {
@@ -474,9 +470,9 @@ impl EndpointForm {
                 .map_err(|_| Failure::bad(format!("rate_limit_per_s: {rate:?} is not a number")))?
         };
         e.fifo = match self.fifo.as_str() {
-            "block" => 1,
-            "park" => 2,
-            "off" | "" => 0,
+            "block" => pb::Fifo::Block as i32,
+            "park" => pb::Fifo::Park as i32,
+            "off" | "" => pb::Fifo::Off as i32,
             other => {
                 return Err(Failure::bad(format!(
                     "fifo: {other:?} is not off, block or park"
@@ -485,7 +481,7 @@ impl EndpointForm {
         };
         e.disabled = self.disabled == "on";
         if !self.remove_secret.is_empty() {
-            secrets.retain(|clear| {
+            e.secrets.retain(|clear| {
                 !self
                     .remove_secret
                     .contains(&SecretShown::of(clear).fingerprint)
@@ -493,9 +489,9 @@ impl EndpointForm {
         }
         let new = self.new_secret.trim();
         if !new.is_empty() {
-            secrets.push(new.to_owned());
+            e.secrets.push(new.to_owned());
         }
-        Ok(crate::api::convert::endpoint(e, &secrets, true))
+        Ok(e)
     }
 }
 
@@ -565,11 +561,11 @@ pub(crate) async fn create_endpoint(
     Extension(s): Extension<Session>,
     Form(f): Form<EndpointForm>,
 ) -> Page {
-    let e = EndpointRecord {
+    let e = pb::Endpoint {
         name: f.name.trim().to_owned(),
         ..Default::default()
     };
-    let saved = match f.apply(e, Vec::new()) {
+    let saved = match f.apply(e) {
         Ok(e) => c
             .api
             .put_endpoint(call(&s, pb::PutEndpointRequest { endpoint: Some(e) }))
@@ -679,7 +675,10 @@ pub(crate) async fn save_endpoint(
             failure,
         );
     }
-    let e = match f.apply(v.record, v.clear_secrets) {
+    // The endpoint as it is (its secrets in clear, which the form never shows), the form
+    // applied over it.
+    let current = crate::api::convert::endpoint(v.record, &v.clear_secrets, true);
+    let e = match f.apply(current) {
         Ok(e) => e,
         Err(failure) => return form_again(&s, &title, &f, &action, false, summaries, failure),
     };
