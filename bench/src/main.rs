@@ -137,7 +137,8 @@ struct Args {
     baseline_hookd: Option<std::path::PathBuf>,
     /// The tenants run's "this" side as a `hookd` binary of this tree (`cargo build
     /// --release -p hookd`), so both sides are the same kind of binary (without it, this
-    /// bench binary runs as hookd).
+    /// bench binary runs as hookd). The same path as `--baseline-hookd` makes a control
+    /// run (main against itself): what the harness resolves on this box.
     #[arg(long)]
     this_hookd: Option<std::path::PathBuf>,
     /// Tenants the load is spread over in the tenants run.

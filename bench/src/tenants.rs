@@ -415,7 +415,18 @@ pub(crate) async fn cost(
     if let Some(main) = baseline {
         add("main, 1 destination", main, vec![], 1, false);
     }
-    add("this, 1 destination", &this, this_prefix.clone(), 1, false);
+    // The same binary on both sides (`--this-hookd` = `--baseline-hookd`): a control run
+    // (A/A) that says what the harness resolves on this box; the second side then runs
+    // main's load (N destinations, no tenants, which main does not have).
+    let control = builds.this.is_some() && builds.this == builds.main;
+    let this_label = if control { "main again" } else { "this" };
+    add(
+        &format!("{this_label}, 1 destination"),
+        &this,
+        this_prefix.clone(),
+        1,
+        false,
+    );
     if let Some(main) = baseline {
         add(
             &format!("main, {tenants} destinations"),
@@ -425,13 +436,23 @@ pub(crate) async fn cost(
             false,
         );
     }
-    add(
-        &format!("this, {tenants} tenants"),
-        &this,
-        this_prefix.clone(),
-        tenants,
-        true,
-    );
+    if control {
+        add(
+            &format!("main again, {tenants} destinations"),
+            &this,
+            this_prefix.clone(),
+            tenants,
+            false,
+        );
+    } else {
+        add(
+            &format!("this, {tenants} tenants"),
+            &this,
+            this_prefix.clone(),
+            tenants,
+            true,
+        );
+    }
     println!(
         "\ntenants: the write paths (unary 64 in flight; batch 8 x 100; publish 64 in flight, one subscriber; push: batch 8 x 100 to endpoints, deliveries counted at a loopback sink) per case, a separate hookd process each, {} s legs, {rounds} rounds{}",
         seconds.as_secs(),

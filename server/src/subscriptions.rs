@@ -232,8 +232,8 @@ pub enum SubscriptionError {
     Refused(#[from] Refusal),
 }
 
-/// Every tenant's [`Set`].
-type Sets = HashMap<TenantId, Arc<Set>>;
+/// Every tenant's [`Set`], looked up on every publish (Fx hashing of a tenant's number).
+type Sets = rustc_hash::FxHashMap<TenantId, Arc<Set>>;
 
 #[derive(Debug)]
 pub struct Subscriptions {

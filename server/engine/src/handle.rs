@@ -270,6 +270,16 @@ impl EngineHandle {
         }
     }
 
+    /// The number of the live tenant named `name`: read under the directory's lock, without
+    /// taking a reference to the snapshot (what every call naming a tenant asks).
+    pub fn tenant_named(&self, name: &str) -> Option<TenantId> {
+        let directory = match self.directory.read() {
+            Ok(d) => d,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        directory.named(name).map(|t| t.id)
+    }
+
     /// CreateTenant (`create`) or UpdateTenant; durable when answered.
     pub async fn put_tenant(
         &self,

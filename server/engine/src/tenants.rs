@@ -86,8 +86,10 @@ pub struct TokenDef {
 /// Every live tenant, by name and by number: what the edges resolve a call's tenant with.
 #[derive(Debug, Default)]
 pub struct Directory {
-    by_name: HashMap<String, TenantId>,
-    by_id: HashMap<TenantId, Tenant>,
+    /// Fx hashing: every call with `x-hookd-tenant` looks its name up here (the keys are
+    /// tenants an operator made; a caller's name is only looked up, never inserted).
+    by_name: rustc_hash::FxHashMap<String, TenantId>,
+    by_id: rustc_hash::FxHashMap<TenantId, Tenant>,
     /// Live tenants' tokens by their SHA-256.
     tokens: HashMap<[u8; 32], Arc<Grant>>,
 }

@@ -51,17 +51,15 @@ impl HookdService {
         match (own, named) {
             // A tenant's token: its own tenant, and no other (named or not).
             (Some(own), None) => Ok(own),
-            (Some(own), Some(name)) => match self.engine.tenants().named(name) {
-                Some(t) if t.id == own => Ok(own),
+            (Some(own), Some(name)) => match self.engine.tenant_named(name) {
+                Some(id) if id == own => Ok(own),
                 _ => Err(not_found(name)),
             },
             (None, None) => Ok(TenantId::DEFAULT),
             (None, Some(name)) => {
                 validate::validate_name(name, TENANT_HEADER)?;
                 self.engine
-                    .tenants()
-                    .named(name)
-                    .map(|t| t.id)
+                    .tenant_named(name)
                     .ok_or_else(|| not_found(name))
             }
         }
