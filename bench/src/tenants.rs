@@ -260,6 +260,11 @@ async fn leg(
         Duration::ZERO
     };
     let cpu = || pid.and_then(crate::threads::process_ns);
+    // hookd's CPU microseconds since `from`, per one of `n`.
+    let cpu_per = |from: Option<u64>, n: u64| {
+        from.zip(cpu())
+            .map(|(a, b)| b.saturating_sub(a) as f64 / 1_000.0 / n.max(1) as f64)
+    };
     let mut cpu0 = cpu();
     let started = Instant::now();
     let stop_at = started + warmup + seconds;
@@ -339,16 +344,16 @@ async fn leg(
     }
     // Push: hookd's CPU over the counted window per delivery counted in it (the window's
     // writes and deliveries both); the others: over the whole leg per event stored.
-    let (rate, cpu_per) = if path == Path4::Push {
+    let (rate, push_cpu) = if path == Path4::Push {
         tokio::time::sleep(warmup).await;
         cpu0 = cpu();
         let (d0, t0) = (sink.count(), Instant::now());
         tokio::time::sleep(seconds).await;
         let delivered = sink.count() - d0;
-        let cpu_per = cpu0
-            .zip(cpu())
-            .map(|(a, b)| b.saturating_sub(a) as f64 / 1_000.0 / delivered.max(1) as f64);
-        (delivered as f64 / t0.elapsed().as_secs_f64(), cpu_per)
+        (
+            delivered as f64 / t0.elapsed().as_secs_f64(),
+            cpu_per(cpu0, delivered),
+        )
     } else {
         tokio::time::sleep_until((started + seconds).into()).await;
         (0.0, None)
@@ -357,13 +362,13 @@ async fn leg(
         t.await?;
     }
     Ok(match path {
-        Path4::Push => (rate, cpu_per),
+        Path4::Push => (rate, push_cpu),
         _ => {
             let stored = events.load(Ordering::Relaxed);
-            let cpu_per = cpu0
-                .zip(cpu())
-                .map(|(a, b)| b.saturating_sub(a) as f64 / 1_000.0 / stored.max(1) as f64);
-            (stored as f64 / started.elapsed().as_secs_f64(), cpu_per)
+            (
+                stored as f64 / started.elapsed().as_secs_f64(),
+                cpu_per(cpu0, stored),
+            )
         }
     })
 }

@@ -11,6 +11,7 @@ use hookd_core::clock::{Clock, ManualClock, SystemClock};
 use hookd_proto::v1 as pb;
 
 use crate::harness::{TestServer, test_config};
+use crate::tenants::on;
 
 const TICKET_SCHEMA: &str = r#"{"type": "object", "required": ["ticket_id", "priority"],
   "properties": {"ticket_id": {"type": "string"},
@@ -299,13 +300,6 @@ async fn a_publish_is_held_to_its_topics_schema_before_it_is_routed() {
         .unwrap();
     assert_eq!(got.len(), 1, "only the valid one was stored");
     server.stop().await;
-}
-
-fn on<T>(tenant: &str, message: T) -> tonic::Request<T> {
-    let mut r = tonic::Request::new(message);
-    r.metadata_mut()
-        .insert("x-hookd-tenant", tenant.parse().unwrap());
-    r
 }
 
 fn declared(name: &str, schema: &str) -> pb::PutEventTypeRequest {

@@ -14,13 +14,7 @@ use crate::harness::{TestServer, test_config};
 use crate::ingest::{SW_KEY, now_s, post, sw_headers, sw_secret};
 use crate::rest::call_with;
 
-fn on<T>(tenant: &str, message: T) -> tonic::Request<T> {
-    let mut request = tonic::Request::new(message);
-    request
-        .metadata_mut()
-        .insert("x-hookd-tenant", tenant.parse().expect("a header value"));
-    request
-}
+use crate::tenants::on;
 
 fn to_jobs(payload: &str) -> pb::EnqueueRequest {
     pb::EnqueueRequest {

@@ -11,8 +11,8 @@ use crate::rest::call_with;
 
 const HEADER: &str = "x-hookd-tenant";
 
-/// `message` as a call that acts on `tenant`.
-fn on<T>(tenant: &str, message: T) -> tonic::Request<T> {
+/// `message` as a call that acts on `tenant` (an operator naming it).
+pub(crate) fn on<T>(tenant: &str, message: T) -> tonic::Request<T> {
     let mut request = tonic::Request::new(message);
     request
         .metadata_mut()
