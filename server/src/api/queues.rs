@@ -2,7 +2,7 @@
 //! like an endpoint. The engine owns the writes and the FIFO policy it reads at enqueue;
 //! reads come from the store. The config file's `[[queues]]` are `default`'s, read-only.
 
-use hookd_core::scope::{Kind, TenantId};
+use hookd_core::scope::{Kind, ObjectRef, TenantId};
 use hookd_engine::{FifoPolicy, QueueDef};
 use hookd_proto::v1 as pb;
 use hookd_storage::store::QueueRecord;
@@ -28,6 +28,11 @@ fn fifo_policy(fifo: &str) -> Result<Option<FifoPolicy>, ApiError> {
 
 fn fifo_name(code: u32) -> &'static str {
     FifoPolicy::from_code(code).map_or("", FifoPolicy::as_str)
+}
+
+/// A stored queue's record.
+fn decoded(bytes: &[u8]) -> Result<QueueRecord, ApiError> {
+    prost::Message::decode(bytes).map_err(|e| ApiError::Unavailable(format!("a stored queue: {e}")))
 }
 
 fn shown(r: &QueueRecord) -> pb::Queue {
@@ -65,8 +70,7 @@ impl HookdService {
             .read(move |s| Ok(s.objects(tenant, Kind::Queue)?))
             .await?;
         for (_, bytes) in stored {
-            let record: QueueRecord = prost::Message::decode(bytes.as_slice())
-                .map_err(|e| ApiError::Unavailable(format!("a stored queue: {e}")))?;
+            let record = decoded(&bytes)?;
             if !out.iter().any(|q| q.name == record.name) {
                 out.push(shown(&record));
             }
@@ -123,16 +127,28 @@ impl HookdService {
         let allowed = tenants::allowed(&request, &format!("queue:{}", request.get_ref().name));
         let name = request.into_inner().name;
         validate::validate_name(&name, "name")?;
-        let queue = self
-            .queues_of(tenant)
-            .await?
+        // The config file's (default's) first, as the list shows them; else the one stored
+        // under its name (one read, not the tenant's every queue).
+        let configured = self
+            .config_queues(tenant)
             .into_iter()
-            .find(|q| q.name == name && allowed)
-            .ok_or_else(|| {
-                ApiError::NotFound(format!(
-                    "name: no queue named {name:?} has settings (a queue without any is unordered)"
-                ))
-            })?;
+            .find(|q| q.name == name);
+        let queue = match configured {
+            Some(q) => Some(q),
+            None => {
+                let object = ObjectRef::new(tenant, Kind::Queue, &name);
+                let stored = self.read(move |s| Ok(s.object(&object)?)).await?;
+                stored
+                    .map(|bytes| decoded(&bytes))
+                    .transpose()?
+                    .map(|r| shown(&r))
+            }
+        };
+        let queue = queue.filter(|_| allowed).ok_or_else(|| {
+            ApiError::NotFound(format!(
+                "name: no queue named {name:?} has settings (a queue without any is unordered)"
+            ))
+        })?;
         Ok(pb::GetQueueResponse { queue: Some(queue) })
     }
 
