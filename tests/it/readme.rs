@@ -4,7 +4,9 @@
 //! `standardwebhooks`, tests/python/requirements.txt). The snippets use hookd's and the
 //! receiver's fixed ports (7700 to 7702, 8080), so they run in a network namespace of
 //! their own (`unshare`, root: CI runs it) with a PID namespace that ends every process
-//! they started. Opt-in: `.ci/run` runs it with `--ignored readme_`.
+//! they started, and a mount namespace whose tmpfs holds their working directory (so a
+//! nearly full host disk cannot refuse their events). Opt-in: `.ci/run` runs it with
+//! `--ignored readme_`.
 
 use std::path::Path;
 use std::time::Duration;
@@ -256,9 +258,22 @@ async fn readme_snippets_run_as_pasted() {
     let script_path = work.path().join("readme.sh");
     std::fs::write(&script_path, script(&readme)).unwrap();
     let run = tokio::process::Command::new("unshare")
-        .args(["--net", "--pid", "--fork", "--mount-proc", "bash", "-c"])
+        .args([
+            "--net",
+            "--pid",
+            "--mount",
+            "--fork",
+            "--mount-proc",
+            "bash",
+            "-c",
+        ])
+        // The blocks run on a tmpfs of the namespace's own: hookd's default disk reserve
+        // (1 % of the disk, at least 256 MiB) refuses new events on a nearly full host
+        // disk, and the README's first hour must not depend on how full the CI machine's
+        // disk is. The mount ends with the namespace.
         .arg(format!(
-            "ip link set lo up && exec bash {}",
+            "ip link set lo up && mkdir run && mount -t tmpfs -o size=1g hookd-readme run \
+             && cp -r examples run/ && cd run && exec bash {}",
             script_path.display()
         ))
         .current_dir(work.path())
