@@ -147,6 +147,11 @@ struct Args {
     /// The tenants run's paths: unary, batch, publish, push (comma-separated; all without).
     #[arg(long, value_delimiter = ',')]
     tenant_paths: Vec<String>,
+    /// The tenants run's N destinations cases send no header naming their target (by
+    /// default they send one the size of the tenants case's `x-hookd-tenant`, so every N
+    /// case's calls have one shape): then the header's own cost is measured with the rest.
+    #[arg(long)]
+    bare_requests: bool,
     /// The tenant scale run (`--only tenant-scale`): tenants, and endpoints and
     /// subscriptions of each.
     #[arg(long, default_value_t = 10_000)]
@@ -547,6 +552,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
             tenants::Builds {
                 main: args.baseline_hookd.as_deref(),
                 this: args.this_hookd.as_deref(),
+                bare_requests: args.bare_requests,
             },
             args.tenants.max(1),
             args.rounds,

@@ -8,7 +8,17 @@
 //! - `main, N destinations` and `this, N tenants`: the same load spread over N queues
 //!   (endpoints, topics) of one namespace on main, and over N tenants with one each on this
 //!   build, every call naming its tenant (`x-hookd-tenant`): what tenants cost beside the
-//!   same number of destinations.
+//!   same number of destinations;
+//! - `this, N destinations` (with a baseline): this build under main's N load, which splits
+//!   a difference between the N cases into this build's and the tenants'.
+//!
+//! Every call of an N case has the same shape: a case of N destinations names its target in
+//! a header hookd ignores (`x-bench-target`), of the same size as the tenants case's
+//! `x-hookd-tenant`. A header whose value changes with every call is an HPACK literal the
+//! server decodes (h2's 4 KiB table holds some 70 of them, not 1,000, and hyper's server
+//! cannot advertise a larger one); that transport cost is the caller's way of naming a
+//! target, not tenancy's work in hookd, and it is what `--bare-requests` (no such header in
+//! the destination cases) measures with the rest.
 //!
 //! `main` is a hookd binary built beside this one (`--baseline-hookd`), run with the same
 //! config; the cases alternate, their order turning each round, so a drift of the disk
@@ -50,6 +60,9 @@ struct Case {
     spread: usize,
     /// Each destination is its own tenant's (this build only).
     tenanted: bool,
+    /// A call of N destinations names its target in `x-bench-target` (see the module's
+    /// text).
+    shaped: bool,
 }
 
 impl Case {
@@ -66,6 +79,27 @@ impl Case {
 
 fn tenant_name(i: usize) -> String {
     format!("t{i:05}")
+}
+
+/// The header a call of N destinations names its target in (the same size as
+/// `x-hookd-tenant`); hookd ignores it.
+const TARGET_HEADER: &str = "x-bench-target";
+
+impl Case {
+    /// A call of the load's on target `i`: naming its tenant, or, for N destinations of one
+    /// namespace, the target (unless `--bare-requests`).
+    fn call<T>(&self, i: usize, message: T) -> tonic::Request<T> {
+        let (tenant, _) = self.target(i);
+        let mut r = on(tenant.as_deref(), message);
+        if tenant.is_none()
+            && self.shaped
+            && self.spread > 1
+            && let Ok(v) = tenant_name(i % self.spread).parse()
+        {
+            r.metadata_mut().insert(TARGET_HEADER, v);
+        }
+        r
+    }
 }
 
 /// `message`, naming `tenant` if there is one.
@@ -281,8 +315,7 @@ async fn leg(
             let mut n = 0u64;
             while Instant::now() < stop_at {
                 let i = turn.fetch_add(1, Ordering::Relaxed) as usize;
-                let (tenant, name) = case.target(i);
-                let t = tenant.as_deref();
+                let (_, name) = case.target(i);
                 let one = |to: pb::enqueue_request::Destination, n: u64| pb::EnqueueRequest {
                     destination: Some(to),
                     payload: body.clone(),
@@ -292,12 +325,14 @@ async fn leg(
                 n += 1;
                 let stored = match path {
                     Path4::Unary => c
-                        .enqueue(on(t, one(pb::enqueue_request::Destination::Queue(name), n)))
+                        .enqueue(
+                            case.call(i, one(pb::enqueue_request::Destination::Queue(name), n)),
+                        )
                         .await
                         .map(|_| 1),
                     Path4::Publish => c
-                        .enqueue(on(
-                            t,
+                        .enqueue(case.call(
+                            i,
                             one(
                                 pb::enqueue_request::Destination::Topic(format!(
                                     "bench.{}",
@@ -314,7 +349,7 @@ async fn leg(
                             _ => pb::enqueue_request::Destination::Queue(name.into()),
                         };
                         let events = (0..batch).map(|k| one(to(&name), n * 1_000 + k)).collect();
-                        c.enqueue_batch(on(t, pb::EnqueueBatchRequest { events }))
+                        c.enqueue_batch(case.call(i, pb::EnqueueBatchRequest { events }))
                             .await
                             .map(|r| {
                                 r.into_inner()
@@ -389,6 +424,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 pub(crate) struct Builds<'a> {
     pub(crate) main: Option<&'a Path>,
     pub(crate) this: Option<&'a Path>,
+    /// `--bare-requests`: the N destinations cases' calls without `x-bench-target`.
+    pub(crate) bare_requests: bool,
 }
 
 pub(crate) async fn cost(
@@ -415,6 +452,7 @@ pub(crate) async fn cost(
             prefix,
             spread,
             tenanted,
+            shaped: !builds.bare_requests,
         });
     };
     if let Some(main) = baseline {
@@ -457,6 +495,18 @@ pub(crate) async fn cost(
             tenants,
             true,
         );
+        if baseline.is_some() {
+            // This build under main's load too: it splits a difference between the N
+            // cases into what this build costs anyway and what spreading over tenants
+            // costs.
+            add(
+                &format!("this, {tenants} destinations"),
+                &this,
+                this_prefix.clone(),
+                tenants,
+                false,
+            );
+        }
     }
     println!(
         "\ntenants: the write paths (unary 64 in flight; batch 8 x 100; publish 64 in flight, one subscriber; push: batch 8 x 100 to endpoints, deliveries counted at a loopback sink) per case, a separate hookd process each, {} s legs, {rounds} rounds{}",
@@ -465,6 +515,14 @@ pub(crate) async fn cost(
             " (no --baseline-hookd: this build only)"
         } else {
             ""
+        }
+    );
+    println!(
+        "  the N destinations cases' calls {}",
+        if builds.bare_requests {
+            "carry no header (--bare-requests): the tenants case's x-hookd-tenant is its own cost"
+        } else {
+            "name their target in x-bench-target, the size of the tenants case's x-hookd-tenant: one shape of call"
         }
     );
     let log = base.join("tenants-hookd.log");
@@ -501,7 +559,11 @@ pub(crate) async fn cost(
                     line.push_str(&format!(" {us:>5.1} us"));
                 }
             }
-            println!("{line}  (set up in {setup_s:.1} s)");
+            // The pid lets a profile of the whole run (`perf record -a`) be split by case.
+            let pid = hookd
+                .pid()
+                .map_or_else(String::new, |p| format!(", pid {p}"));
+            println!("{line}  (set up in {setup_s:.1} s{pid})");
             drop(ch);
             hookd.stop(Duration::from_secs(30)).await?;
             let _ = std::fs::remove_dir_all(&data);
@@ -521,11 +583,12 @@ pub(crate) async fn cost(
         println!("{line}");
     }
     // Cases 0 and 1 are main's and this build's with one destination, 2 and 3 the same
-    // spread over N; without a baseline, 0 and 1 are this build's two.
-    let pairs: &[(usize, usize)] = if baseline.is_some() {
-        &[(1, 0), (3, 2)]
-    } else {
-        &[(1, 0)]
+    // spread over N (3: over N tenants), 4 this build with main's N destinations of one
+    // namespace; without a baseline, 0 and 1 are this build's two.
+    let pairs: &[(usize, usize)] = match (baseline.is_some(), cases.len()) {
+        (true, 5) => &[(1, 0), (3, 2), (4, 2), (3, 4)],
+        (true, _) => &[(1, 0), (3, 2)],
+        (false, _) => &[(1, 0)],
     };
     for &(this, main) in pairs {
         let mut line = format!("  ratio {} / {}:", cases[this].label, cases[main].label);
@@ -545,9 +608,9 @@ pub(crate) async fn cost(
         );
         // hookd's own CPU per event: what tenants add to the work of one event, which the
         // disk's swings in the rates above do not move (the time waiting for fsync is not
-        // CPU). A ratio above 1 is this build spending more per event.
+        // CPU). A ratio above 1 is the first case spending more per event.
         if cpus[this].iter().chain(&cpus[main]).any(|v| !v.is_empty()) {
-            let mut line = "    hookd CPU us/event, median this vs main:".to_owned();
+            let mut line = "    hookd CPU us/event, median (the first vs the second):".to_owned();
             for &(p, path) in &chosen {
                 let (a, b) = (median(cpus[this][p].clone()), median(cpus[main][p].clone()));
                 line.push_str(&format!(" {} {a:.1} vs {b:.1}", path.name()));
@@ -614,6 +677,7 @@ pub(crate) async fn scale(base: &Path, tenants: usize, per: usize) -> anyhow::Re
         prefix: vec!["__hookd"],
         spread: tenants,
         tenanted: true,
+        shaped: false,
     };
     let data = base.join("tenants-scale");
     let log = base.join("tenants-scale.log");

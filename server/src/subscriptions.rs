@@ -326,16 +326,25 @@ impl Subscriptions {
         headers: &BTreeMap<String, String>,
         identity: Option<EventIdentity<'_>>,
     ) -> Result<Vec<Destination>, String> {
-        let set = self.snapshot(tenant);
         let mut spent = 0;
-        let mut route = || set.route(topic, payload, headers, identity, &mut spent);
         let off_workers = payload.len() > ROUTE_INLINE_BYTES
             && tokio::runtime::Handle::try_current()
                 .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
         let to = if off_workers {
-            tokio::task::block_in_place(route)
+            let set = self.snapshot(tenant);
+            tokio::task::block_in_place(|| set.route(topic, payload, headers, identity, &mut spent))
         } else {
-            route()
+            // A small event is routed under the read lock (bounded by the filters' step
+            // budget), without taking a reference to the tenant's set: a publish spread
+            // over many tenants finds each one's set cold, and its count too.
+            let sets = self
+                .sets
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match sets.get(&tenant) {
+                Some(set) => set.route(topic, payload, headers, identity, &mut spent),
+                None => Ok(Vec::new()),
+            }
         };
         if spent > 0 {
             self.metrics.publish_match_steps.observe(spent as f64);

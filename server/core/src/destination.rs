@@ -69,16 +69,23 @@ impl Destination {
     /// tenants ([`Destination::local_key`] with the tenant's number first, but for
     /// `default`).
     pub fn key(&self) -> String {
-        with_tenant(self.tenant, self.local_key())
+        let (prefix, name) = self.local_parts();
+        tenanted(self.tenant, &[prefix, &name])
+    }
+
+    /// The local key's prefix and name (a URL's: its origin).
+    fn local_parts(&self) -> (&'static str, std::borrow::Cow<'_, str>) {
+        match &self.to {
+            To::Endpoint(name) => (ENDPOINT, name.as_str().into()),
+            To::Url(url) => (URL, origin_of(url).into()),
+            To::Queue(name) => (QUEUE, name.as_str().into()),
+        }
     }
 
     /// The key as the tenant reads it: `endpoint:NAME`, `url:ORIGIN`, `queue:NAME`.
     pub fn local_key(&self) -> String {
-        match &self.to {
-            To::Endpoint(name) => format!("{ENDPOINT}{name}"),
-            To::Url(url) => format!("{URL}{}", origin_of(url)),
-            To::Queue(name) => format!("{QUEUE}{name}"),
-        }
+        let (prefix, name) = self.local_parts();
+        tenanted(TenantId::DEFAULT, &[prefix, &name])
     }
 
     /// As an operator reads it: the key's prefix with the endpoint's or queue's name, or
@@ -135,12 +142,12 @@ impl Destination {
     /// Encoding stored in redb: the tenant (as in [`Destination::key`]), one tag byte and
     /// the name or URL.
     pub fn encode(&self) -> String {
-        let local = match &self.to {
-            To::Endpoint(n) => format!("e{n}"),
-            To::Url(u) => format!("u{u}"),
-            To::Queue(n) => format!("q{n}"),
+        let (tag, name) = match &self.to {
+            To::Endpoint(n) => ("e", n),
+            To::Url(u) => ("u", u),
+            To::Queue(n) => ("q", n),
         };
-        with_tenant(self.tenant, local)
+        tenanted(self.tenant, &[tag, name])
     }
 
     pub fn decode(s: &str) -> Option<Self> {
@@ -161,7 +168,7 @@ impl Destination {
 /// The idempotency scope of a tenant's publishes to `topic` (a destination's is its
 /// encoding): `t` and the topic, with the tenant's number first but for `default`'s.
 pub fn topic_scope(tenant: TenantId, topic: &str) -> String {
-    with_tenant(tenant, format!("t{topic}"))
+    tenanted(tenant, &["t", topic])
 }
 
 /// Where a tenant's keys (and encodings) lie in key order: the first possible one, and the
@@ -176,13 +183,28 @@ pub fn tenant_keys(tenant: TenantId) -> (String, String) {
     }
 }
 
-/// `local` (a key or an encoding) with its tenant's number first, but for `default`.
-fn with_tenant(tenant: TenantId, local: String) -> String {
-    if tenant.is_default() {
-        local
+/// `parts` (a key or an encoding, without its tenant) joined, with the tenant's number and
+/// `/` first but for `default`'s. One allocation of the exact length and no formatting
+/// machinery: every event's keys are made here.
+fn tenanted(tenant: TenantId, parts: &[&str]) -> String {
+    let mut digits = itoa::Buffer::new();
+    let number = if tenant.is_default() {
+        ""
     } else {
-        format!("{tenant}/{local}")
+        digits.format(tenant.0)
+    };
+    let len = number.len()
+        + usize::from(!number.is_empty())
+        + parts.iter().map(|p| p.len()).sum::<usize>();
+    let mut out = String::with_capacity(len);
+    if !number.is_empty() {
+        out.push_str(number);
+        out.push('/');
     }
+    for p in parts {
+        out.push_str(p);
+    }
+    out
 }
 
 /// A key's (or an encoding's) tenant and the rest; `None` for a number that is not one.
@@ -274,6 +296,12 @@ mod tests {
             "12/endpoint:a"
         );
         assert_eq!(Destination::queue(TenantId(12), "a").encode(), "12/qa");
+        assert_eq!(
+            Destination::queue(TenantId(u32::MAX), "a").key(),
+            "4294967295/queue:a"
+        );
+        assert_eq!(topic_scope(T0, "a.b"), "ta.b");
+        assert_eq!(topic_scope(TenantId(12), "a.b"), "12/ta.b");
         assert_eq!(
             Destination::endpoint(TenantId(12), "a").local_key(),
             "endpoint:a"

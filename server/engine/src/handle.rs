@@ -277,7 +277,7 @@ impl EngineHandle {
             Ok(d) => d,
             Err(poisoned) => poisoned.into_inner(),
         };
-        directory.named(name).map(|t| t.id)
+        directory.id_of(name)
     }
 
     /// CreateTenant (`create`) or UpdateTenant; durable when answered.

@@ -99,6 +99,12 @@ impl Directory {
         self.by_id.get(self.by_name.get(name)?)
     }
 
+    /// The number of the live tenant named `name`: one lookup, which every call naming a
+    /// tenant makes (the record is not read).
+    pub fn id_of(&self, name: &str) -> Option<TenantId> {
+        self.by_name.get(name).copied()
+    }
+
     pub fn get(&self, id: TenantId) -> Option<&Tenant> {
         self.by_id.get(&id)
     }
