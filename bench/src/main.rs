@@ -152,6 +152,10 @@ struct Args {
     /// case's calls have one shape): then the header's own cost is measured with the rest.
     #[arg(long)]
     bare_requests: bool,
+    /// The tenants run in slices: every case's hookd at once, and this many legs of each,
+    /// alternating, so pairs run seconds apart (not push; with `--seconds 1` or 2).
+    #[arg(long, default_value_t = 0)]
+    tenant_slices: u16,
     /// The tenant scale run (`--only tenant-scale`): tenants, and endpoints and
     /// subscriptions of each.
     #[arg(long, default_value_t = 10_000)]
@@ -553,6 +557,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
                 main: args.baseline_hookd.as_deref(),
                 this: args.this_hookd.as_deref(),
                 bare_requests: args.bare_requests,
+                slices: args.tenant_slices,
             },
             args.tenants.max(1),
             args.rounds,

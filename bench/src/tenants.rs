@@ -22,7 +22,11 @@
 //!
 //! `main` is a hookd binary built beside this one (`--baseline-hookd`), run with the same
 //! config; the cases alternate, their order turning each round, so a drift of the disk
-//! falls on all of them. Only ratios within the run mean anything.
+//! falls on all of them. Only ratios within the run mean anything. A round starts and sets
+//! up each case's hookd anew, so a pair of one round runs a minute or more apart; with
+//! `--tenant-slices K` (unary, batch, publish) every case's hookd runs at once and the legs
+//! alternate K times, so a pair runs seconds apart and this box's drift (3x over an hour)
+//! cancels in the paired ratios.
 //!
 //! **Scale.** One hookd holding T tenants, each with 10 endpoints and 10 subscriptions: the
 //! time to make them, its RSS, Stats latency (the whole hookd's first page, and one
@@ -426,6 +430,9 @@ pub(crate) struct Builds<'a> {
     pub(crate) this: Option<&'a Path>,
     /// `--bare-requests`: the N destinations cases' calls without `x-bench-target`.
     pub(crate) bare_requests: bool,
+    /// `--tenant-slices K`: instead of rounds, every case's hookd at once, and K slices of
+    /// one leg per case, alternating (not push).
+    pub(crate) slices: u16,
 }
 
 pub(crate) async fn cost(
@@ -509,8 +516,16 @@ pub(crate) async fn cost(
         }
     }
     println!(
-        "\ntenants: the write paths (unary 64 in flight; batch 8 x 100; publish 64 in flight, one subscriber; push: batch 8 x 100 to endpoints, deliveries counted at a loopback sink) per case, a separate hookd process each, {} s legs, {rounds} rounds{}",
+        "\ntenants: the write paths (unary 64 in flight; batch 8 x 100; publish 64 in flight, one subscriber; push: batch 8 x 100 to endpoints, deliveries counted at a loopback sink) per case, a separate hookd process each, {} s legs, {}{}",
         seconds.as_secs(),
+        if builds.slices > 0 {
+            format!(
+                "{} slices (every case's hookd at once, the legs alternating)",
+                builds.slices
+            )
+        } else {
+            format!("{rounds} rounds")
+        },
         if baseline.is_none() {
             " (no --baseline-hookd: this build only)"
         } else {
@@ -533,10 +548,21 @@ pub(crate) async fn cost(
         Ok(())
     };
     probe("before")?;
-    // rates[case][path] over the rounds, and hookd's CPU microseconds per event.
-    let mut rates = vec![vec![Vec::new(); Path4::ALL.len()]; cases.len()];
-    let mut cpus = vec![vec![Vec::new(); Path4::ALL.len()]; cases.len()];
-    for round in 0..usize::from(rounds) {
+    // rates[case][path] over the rounds (or slices), and hookd's CPU microseconds per event.
+    let mut rates: Figures = vec![vec![Vec::new(); Path4::ALL.len()]; cases.len()];
+    let mut cpus: Figures = vec![vec![Vec::new(); Path4::ALL.len()]; cases.len()];
+    if builds.slices > 0 {
+        sliced(
+            &cases,
+            &chosen,
+            builds.slices,
+            (base, &log),
+            (payload, seconds),
+            (&mut rates, &mut cpus),
+        )
+        .await?;
+    }
+    for round in 0..usize::from(if builds.slices > 0 { 0 } else { rounds }) {
         println!(" round {}", round + 1);
         let order: Vec<usize> = (0..cases.len())
             .map(|k| (k + round) % cases.len())
@@ -603,7 +629,7 @@ pub(crate) async fn cost(
         // Each round's pair, run within a minute of each other: their ratio's median and
         // range, less moved by the disk's drift over the run than the medians' ratio.
         println!(
-            "    per round (median, min..max):{}",
+            "    per round or slice (median, min..max):{}",
             paired(&chosen, &rates[this], &rates[main])
         );
         // hookd's own CPU per event: what tenants add to the work of one event, which the
@@ -617,9 +643,69 @@ pub(crate) async fn cost(
             }
             println!("{line}");
             println!(
-                "    CPU/event ratio per round (median, min..max):{}",
+                "    CPU/event ratio per round or slice (median, min..max):{}",
                 paired(&chosen, &cpus[this], &cpus[main])
             );
+        }
+    }
+    Ok(())
+}
+
+/// Rates and CPU per event, by case and path, over the rounds (or slices).
+type Figures = Vec<Vec<Vec<f64>>>;
+
+/// The slices run: per path, every case's hookd started and set up at once, then `slices`
+/// legs of each, the cases alternating (their order turning each slice), so a case and its
+/// pair run seconds apart, not minutes: a drift of the box (this one's swings by 3x) falls
+/// on both. Not push: its deliveries go on behind a leg, into the next case's. Batch keeps
+/// every case's events stored at once (some 100,000 a second each): keep its slices few.
+async fn sliced(
+    cases: &[Case],
+    chosen: &[(usize, Path4)],
+    slices: u16,
+    (base, log): (&Path, &Path),
+    (payload, seconds): (usize, Duration),
+    (rates, cpus): (&mut Figures, &mut Figures),
+) -> anyhow::Result<()> {
+    for &(p, path) in chosen {
+        if path == Path4::Push {
+            anyhow::bail!(
+                "--tenant-slices runs unary, batch and publish (--tenant-paths): push's deliveries go on behind each leg"
+            );
+        }
+        let mut live = Vec::new();
+        for (k, case) in cases.iter().enumerate() {
+            let sink = crate::push::sink(false).await?;
+            let data = base.join(format!("tenants-{}-{k}", path.name()));
+            let (hookd, ch) = spawn(case, &data, log).await?;
+            setup(case, &ch, &sink).await?;
+            live.push((hookd, ch, sink, data));
+        }
+        println!(
+            " {}: {} hookd processes set up, {slices} slices of {} s each",
+            path.name(),
+            live.len(),
+            seconds.as_secs()
+        );
+        for slice in 0..usize::from(slices) {
+            let mut line = format!("  slice {:>3}:", slice + 1);
+            for k in (0..cases.len()).map(|k| (k + slice) % cases.len()) {
+                let (hookd, ch, sink, _) = &live[k];
+                let (r, cpu) =
+                    leg(&cases[k], ch, sink, path, payload, seconds, hookd.pid()).await?;
+                rates[k][p].push(r);
+                line.push_str(&format!(" [{k}] {r:>6.0}/s"));
+                if let Some(us) = cpu {
+                    cpus[k][p].push(us);
+                    line.push_str(&format!(" {us:>4.1} us"));
+                }
+            }
+            println!("{line}");
+        }
+        for (hookd, ch, _, data) in live {
+            drop(ch);
+            hookd.stop(Duration::from_secs(30)).await?;
+            let _ = std::fs::remove_dir_all(&data);
         }
     }
     Ok(())
