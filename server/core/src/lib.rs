@@ -28,6 +28,7 @@ pub mod breaker;
 pub mod clock;
 pub mod deadletters;
 pub mod destination;
+pub mod fair;
 pub mod filter;
 pub mod ids;
 pub mod jwks;
