@@ -90,11 +90,11 @@ fn tenant_name(i: usize) -> String {
 const TARGET_HEADER: &str = "x-bench-target";
 
 impl Case {
-    /// A call of the load's on target `i`: naming its tenant, or, for N destinations of one
-    /// namespace, the target (unless `--bare-requests`).
-    fn call<T>(&self, i: usize, message: T) -> tonic::Request<T> {
-        let (tenant, _) = self.target(i);
-        let mut r = on(tenant.as_deref(), message);
+    /// A call of the load's on target `i` (of `tenant`, from [`Case::target`]): naming its
+    /// tenant, or, for N destinations of one namespace, the target (unless
+    /// `--bare-requests`).
+    fn call<T>(&self, i: usize, tenant: Option<&str>, message: T) -> tonic::Request<T> {
+        let mut r = on(tenant, message);
         if tenant.is_none()
             && self.shaped
             && self.spread > 1
@@ -319,7 +319,8 @@ async fn leg(
             let mut n = 0u64;
             while Instant::now() < stop_at {
                 let i = turn.fetch_add(1, Ordering::Relaxed) as usize;
-                let (_, name) = case.target(i);
+                let (tenant, name) = case.target(i);
+                let t = tenant.as_deref();
                 let one = |to: pb::enqueue_request::Destination, n: u64| pb::EnqueueRequest {
                     destination: Some(to),
                     payload: body.clone(),
@@ -329,14 +330,17 @@ async fn leg(
                 n += 1;
                 let stored = match path {
                     Path4::Unary => c
-                        .enqueue(
-                            case.call(i, one(pb::enqueue_request::Destination::Queue(name), n)),
-                        )
+                        .enqueue(case.call(
+                            i,
+                            t,
+                            one(pb::enqueue_request::Destination::Queue(name), n),
+                        ))
                         .await
                         .map(|_| 1),
                     Path4::Publish => c
                         .enqueue(case.call(
                             i,
+                            t,
                             one(
                                 pb::enqueue_request::Destination::Topic(format!(
                                     "bench.{}",
@@ -353,7 +357,7 @@ async fn leg(
                             _ => pb::enqueue_request::Destination::Queue(name.into()),
                         };
                         let events = (0..batch).map(|k| one(to(&name), n * 1_000 + k)).collect();
-                        c.enqueue_batch(case.call(i, pb::EnqueueBatchRequest { events }))
+                        c.enqueue_batch(case.call(i, t, pb::EnqueueBatchRequest { events }))
                             .await
                             .map(|r| {
                                 r.into_inner()
@@ -562,7 +566,9 @@ pub(crate) async fn cost(
         )
         .await?;
     }
-    for round in 0..usize::from(if builds.slices > 0 { 0 } else { rounds }) {
+    // Rounds, unless the run was in slices.
+    let rounds = if builds.slices > 0 { 0 } else { rounds };
+    for round in 0..usize::from(rounds) {
         println!(" round {}", round + 1);
         let order: Vec<usize> = (0..cases.len())
             .map(|k| (k + round) % cases.len())
@@ -667,12 +673,12 @@ async fn sliced(
     (payload, seconds): (usize, Duration),
     (rates, cpus): (&mut Figures, &mut Figures),
 ) -> anyhow::Result<()> {
+    if chosen.iter().any(|&(_, path)| path == Path4::Push) {
+        anyhow::bail!(
+            "--tenant-slices runs unary, batch and publish (--tenant-paths): push's deliveries go on behind each leg"
+        );
+    }
     for &(p, path) in chosen {
-        if path == Path4::Push {
-            anyhow::bail!(
-                "--tenant-slices runs unary, batch and publish (--tenant-paths): push's deliveries go on behind each leg"
-            );
-        }
         let mut live = Vec::new();
         for (k, case) in cases.iter().enumerate() {
             let sink = crate::push::sink(false).await?;

@@ -44,7 +44,7 @@ async fn tenant_jwks(
     State(keys): State<Arc<Keys>>,
     Path((tenant, name)): Path<(String, String)>,
 ) -> Response {
-    let found = keys.api.engine.tenants().id_of(&tenant);
+    let found = keys.api.engine.tenant_named(&tenant);
     match found {
         Some(id) => set_of(&keys, id, &name).await,
         None => (

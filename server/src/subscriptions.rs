@@ -287,12 +287,13 @@ impl Subscriptions {
 
     /// Tenant `tenant`'s subscriptions as they are now (none: an empty set).
     fn snapshot(&self, tenant: TenantId) -> Arc<Set> {
+        self.read().get(&tenant).cloned().unwrap_or_default()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Arc<Sets>> {
         self.sets
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&tenant)
-            .cloned()
-            .unwrap_or_default()
     }
 
     pub fn get(&self, tenant: TenantId, name: &str) -> Option<Arc<Subscription>> {
@@ -337,11 +338,7 @@ impl Subscriptions {
             // A small event is routed under the read lock (bounded by the filters' step
             // budget), without taking a reference to the tenant's set: a publish spread
             // over many tenants finds each one's set cold, and its count too.
-            let sets = self
-                .sets
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            match sets.get(&tenant) {
+            match self.read().get(&tenant) {
                 Some(set) => set.route(topic, payload, headers, identity, &mut spent),
                 None => Ok(Vec::new()),
             }
@@ -415,12 +412,7 @@ impl Subscriptions {
     ) {
         let mut by_name = self.snapshot(tenant).by_name.clone();
         change(&mut by_name);
-        let mut sets = Sets::clone(
-            &self
-                .sets
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
+        let mut sets = Sets::clone(&self.read());
         if by_name.is_empty() {
             sets.remove(&tenant);
         } else {

@@ -264,20 +264,19 @@ impl EngineHandle {
 
     /// The live tenants, as of the last committed change (a snapshot: cheap to hold).
     pub fn tenants(&self) -> Arc<super::Directory> {
-        match self.directory.read() {
-            Ok(d) => d.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        self.read_directory().clone()
+    }
+
+    fn read_directory(&self) -> std::sync::RwLockReadGuard<'_, Arc<super::Directory>> {
+        self.directory
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The number of the live tenant named `name`: read under the directory's lock, without
     /// taking a reference to the snapshot (what every call naming a tenant asks).
     pub fn tenant_named(&self, name: &str) -> Option<TenantId> {
-        let directory = match self.directory.read() {
-            Ok(d) => d,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        directory.id_of(name)
+        self.read_directory().id_of(name)
     }
 
     /// CreateTenant (`create`) or UpdateTenant; durable when answered.

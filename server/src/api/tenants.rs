@@ -179,7 +179,7 @@ impl HookdService {
         Self::operator_only(&request)?;
         let req = request.into_inner();
         validate::validate_name(&req.name, "name")?;
-        let id = self.engine.tenants().id_of(&req.name);
+        let id = self.engine.tenant_named(&req.name);
         let deleted = self
             .engine
             .delete_tenant(req.name, req.force)

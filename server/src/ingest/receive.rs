@@ -301,7 +301,7 @@ async fn receive_tenant(
     Path((tenant, name)): Path<(String, String)>,
     request: axum::http::Request<Body>,
 ) -> Response {
-    let tenant = ingest.engine.tenants().id_of(&tenant);
+    let tenant = ingest.engine.tenant_named(&tenant);
     receive_in(ingest, tenant, name, request).await
 }
 
