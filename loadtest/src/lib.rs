@@ -12,6 +12,7 @@
 //!   box beside it (CPU, load, this tool's CPU, an fsync probe) and what limited a run.
 //! - [`tally`]: what was sent, acknowledged and delivered; [`checker`]: the verdict.
 //! - [`capacity`]: the search for the highest rate that holds the SLO.
+//! - [`noisy`]: the noisy-neighbour scenario (tenants sharing one hookd; issue #52).
 //! - [`report`]: table, JSON, SVG; [`run`]: one run start to end.
 
 #![forbid(unsafe_code)]
@@ -22,6 +23,7 @@ pub mod dist;
 pub mod drive;
 pub mod host;
 pub mod inbound;
+pub mod noisy;
 pub mod report;
 pub mod run;
 pub mod scenario;

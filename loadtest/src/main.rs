@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use hookd_loadtest::noisy::{NoisyOptions, Spec as NoisySpec};
 use hookd_loadtest::run::{Options, run};
 use hookd_loadtest::scenario::Scenario;
 
@@ -98,6 +99,16 @@ fn main() -> ExitCode {
         Command::Check { scenarios } => {
             let mut code = ExitCode::SUCCESS;
             for path in scenarios {
+                if is_noisy(&path) {
+                    match NoisySpec::from_file(&path) {
+                        Ok(s) => println!("{}: ok ({})", path.display(), s.name),
+                        Err(e) => {
+                            eprintln!("{e}");
+                            code = ExitCode::from(2);
+                        }
+                    }
+                    continue;
+                }
                 match Scenario::from_file(&path) {
                     Ok(s) => println!("{}: ok ({})", path.display(), s.name),
                     Err(e) => {
@@ -127,6 +138,15 @@ fn main() -> ExitCode {
             if duration.is_some_and(|d| d < Duration::from_secs(1)) {
                 eprintln!("--duration must be at least 1s");
                 return ExitCode::from(2);
+            }
+            if is_noisy(&scenario) {
+                if target.is_some() || slow_sync_ms > 0 || repeat > 1 {
+                    eprintln!(
+                        "a noisy-neighbour scenario runs once, on a hookd it starts: --target, --slow-sync-ms and --repeat do not apply"
+                    );
+                    return ExitCode::from(2);
+                }
+                return run_noisy(&scenario, duration, out, scale);
             }
             let s = match Scenario::from_file(&scenario) {
                 Ok(s) => s.scaled(scale),
@@ -179,6 +199,71 @@ fn main() -> ExitCode {
                 }
             }
         }
+    }
+}
+
+fn is_noisy(path: &std::path::Path) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|t| NoisySpec::is_noisy(&t))
+}
+
+/// Runs a noisy-neighbour scenario (`[noisy]`): its two legs, the table, report.json.
+fn run_noisy(
+    path: &std::path::Path,
+    leg: Option<Duration>,
+    out: Option<PathBuf>,
+    scale: f64,
+) -> ExitCode {
+    let s = match NoisySpec::from_file(path) {
+        Ok(s) => s.scaled(scale),
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let out = out.unwrap_or_else(|| PathBuf::from("loadtest-out").join(&s.name));
+    let hookd_log = match start_hookd_log(&out, false) {
+        Ok(log) => log,
+        Err(e) => {
+            eprintln!("cannot write hookd's log under {}: {e}", out.display());
+            return ExitCode::from(4);
+        }
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            return ExitCode::from(4);
+        }
+    };
+    let options = NoisyOptions {
+        leg,
+        hookd_log: Some(hookd_log.clone()),
+    };
+    let report = match runtime.block_on(hookd_loadtest::noisy::run(&s, &options)) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("hookd-loadtest: {e:#}");
+            return ExitCode::from(4);
+        }
+    };
+    print!("{}", report.table());
+    match report.write(&out) {
+        Ok(path) => println!(
+            "report: {}\nhookd's log: {}",
+            path.display(),
+            hookd_log.display()
+        ),
+        Err(e) => {
+            eprintln!("cannot write the report: {e:#}");
+            return ExitCode::from(4);
+        }
+    }
+    if !report.passed_checker {
+        ExitCode::from(1)
+    } else if !report.passed_slo {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
     }
 }
 

@@ -963,7 +963,12 @@ mod tests {
         let mut n = 0;
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
-            Scenario::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+            let text = std::fs::read_to_string(&path).unwrap();
+            if crate::noisy::Spec::is_noisy(&text) {
+                crate::noisy::Spec::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+            } else {
+                Scenario::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+            }
             n += 1;
         }
         assert!(n >= 6, "{n} scenarios");

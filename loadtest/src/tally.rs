@@ -101,7 +101,7 @@ pub struct Latencies {
     pub e2e: Histogram<u64>,
 }
 
-fn histogram() -> Histogram<u64> {
+pub(crate) fn histogram() -> Histogram<u64> {
     // 3 significant digits from 1 µs to 1 h.
     match Histogram::new_with_bounds(1, 3_600_000_000, 3) {
         Ok(h) => h,

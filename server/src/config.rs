@@ -247,6 +247,11 @@ pub struct DeliveryConfig {
     /// Outbound connections open at once over every destination (0: half of the
     /// open-file limit). Beyond it a push waits, uncounted, instead of failing.
     pub max_connections: usize,
+    /// Push attempts in flight at once over every destination (0: as many as
+    /// `max_connections`), shared between tenants by weight: while tenants compete, each
+    /// may hold its share, and one under its share may start an attempt even when the
+    /// rest are out (so another's hanging attempts cannot keep it waiting).
+    pub max_attempts_in_flight: usize,
     /// A `v1a` key taken off an endpoint stays in its JWKS (`/jwks/{endpoint}`) this long,
     /// so that deliveries it signed (retried, or queued at the receiver) still verify.
     pub retired_signing_key_secs: u64,
@@ -268,6 +273,7 @@ impl Default for DeliveryConfig {
             shutdown_grace_ms: 10_000,
             ca_file: None,
             max_connections: 0,
+            max_attempts_in_flight: 0,
             retired_signing_key_secs: 7 * 24 * 3600,
             breaker: push.breaker,
         }
@@ -281,6 +287,7 @@ impl DeliveryConfig {
             connect_timeout_ms: self.connect_timeout_ms,
             timeout_ms: self.timeout_ms,
             max_in_flight: self.max_in_flight,
+            max_attempts_in_flight: self.max_attempts_in_flight as u64,
             max_retry_after_secs: self.max_retry_after_secs,
             slow_threshold_ms: self.slow_threshold_ms,
             slow_breaker_threshold_ms: self.slow_breaker_threshold_ms,

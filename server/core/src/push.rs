@@ -36,10 +36,30 @@ pub struct Target {
     pub timeout: Duration,
     /// Idle keep-alive connections kept (the destination's concurrency limit).
     pub pool_size: usize,
+    /// Whose deliveries these are: hookd's outbound connections are shared between tenants
+    /// by weight (issue #52).
+    pub share: Share,
     /// The keep-alive pool, built by the dispatcher for the first attempt. It lives as long
     /// as this target: freed once the engine has rebuilt or forgotten the destination and
     /// no attempt holds it, so a million URL origins seen once do not leave a million pools.
     pub pool: PoolSlot,
+}
+
+/// A tenant's number and its weight, as its destinations' targets share them: the engine
+/// changes the weight in place when the tenant's changes, without rebuilding the targets
+/// (and their keep-alive pools).
+#[derive(Debug, Clone, Default)]
+pub struct Share {
+    pub tenant: u32,
+    pub weight: std::sync::Arc<std::sync::atomic::AtomicU32>,
+}
+
+impl Share {
+    pub fn weight(&self) -> u32 {
+        self.weight
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .max(1)
+    }
 }
 
 /// A value that may hold credentials: its `Debug` shows none of it.

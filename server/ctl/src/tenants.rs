@@ -26,6 +26,9 @@ pub enum TenantsCmd {
         /// repeatable.
         #[arg(long = "quota", value_parser = parse_quota)]
         quota: Vec<(String, u64)>,
+        /// Its share of delivery against other tenants' (1 to 1000; default 1).
+        #[arg(long)]
+        weight: Option<u32>,
     },
     /// Replace a tenant's display name and labels, and with --quota its quota (the limits
     /// not named: none); without --quota its quota stays.
@@ -37,6 +40,9 @@ pub enum TenantsCmd {
         metadata: Vec<(String, String)>,
         #[arg(long = "quota", value_parser = parse_quota)]
         quota: Vec<(String, u64)>,
+        /// Its share of delivery (1 to 1000); without it the weight stays.
+        #[arg(long)]
+        weight: Option<u32>,
     },
     /// Delete a tenant with its objects; refused while it has live messages, unless
     /// --force (they go too).
@@ -75,8 +81,10 @@ pub(super) async fn tenants(
     let tenant = |name: String,
                   display_name: Option<String>,
                   metadata: Vec<(String, String)>,
-                  quota: Vec<(String, u64)>| {
+                  quota: Vec<(String, u64)>,
+                  weight: Option<u32>| {
         Some(pb::Tenant {
+            weight: weight.unwrap_or(0),
             name,
             display_name: display_name.unwrap_or_default(),
             metadata: metadata.into_iter().collect(),
@@ -122,10 +130,11 @@ pub(super) async fn tenants(
             display_name,
             metadata,
             quota,
+            weight,
         } => {
             let r = api
                 .create_tenant(pb::CreateTenantRequest {
-                    tenant: tenant(name, display_name, metadata, quota),
+                    tenant: tenant(name, display_name, metadata, quota, weight),
                 })
                 .await
                 .map_err(fail)?
@@ -140,10 +149,11 @@ pub(super) async fn tenants(
             display_name,
             metadata,
             quota,
+            weight,
         } => {
             let r = api
                 .update_tenant(pb::UpdateTenantRequest {
-                    tenant: tenant(name, display_name, metadata, quota),
+                    tenant: tenant(name, display_name, metadata, quota, weight),
                 })
                 .await
                 .map_err(fail)?
@@ -283,12 +293,16 @@ fn print_tenants(tenants: &[pb::Tenant]) {
             vec![
                 t.name.clone(),
                 t.display_name.clone(),
+                t.weight.max(1).to_string(),
                 metadata.join(" "),
                 quota_text(t.quota.as_ref()),
             ]
         })
         .collect();
-    table(&["NAME", "DISPLAY NAME", "METADATA", "QUOTA"], rows);
+    table(
+        &["NAME", "DISPLAY NAME", "WEIGHT", "METADATA", "QUOTA"],
+        rows,
+    );
 }
 
 fn print_tokens(tokens: &[pb::Token]) {

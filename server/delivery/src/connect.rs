@@ -16,7 +16,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use super::guard::{AddressGuard, Refused};
-use super::slots::{OutboundSlot, OutboundSlots, SlotRefusal, Take};
+use super::slots::{Holder, OutboundSlot, OutboundSlots, SlotRefusal, Take};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
@@ -141,6 +141,11 @@ pub struct GuardedConnector {
     timeout: Duration,
     /// Outbound connections hookd may hold at once, over every destination.
     slots: Arc<OutboundSlots>,
+    /// Whose connections these are (the target's tenant and its weight).
+    share: hookd_core::push::Share,
+    /// The receiver they count for inside the tenant: the target's key (an endpoint, or an
+    /// ad-hoc URL's origin).
+    receiver: Arc<str>,
 }
 
 impl GuardedConnector {
@@ -149,11 +154,19 @@ impl GuardedConnector {
         &self.guard
     }
 
-    pub fn new(guard: Arc<AddressGuard>, timeout: Duration, slots: Arc<OutboundSlots>) -> Self {
+    pub fn new(
+        guard: Arc<AddressGuard>,
+        timeout: Duration,
+        slots: Arc<OutboundSlots>,
+        share: hookd_core::push::Share,
+        receiver: Arc<str>,
+    ) -> Self {
         Self {
             guard,
             timeout,
             slots,
+            share,
+            receiver,
         }
     }
 }
@@ -171,16 +184,17 @@ impl tower_service::Service<Uri> for GuardedConnector {
         let guard = self.guard.clone();
         let timeout = self.timeout;
         let slots = self.slots.clone();
-        let origin = format!(
-            "{}://{}",
-            uri.scheme_str().unwrap_or("http"),
-            uri.authority().map_or("", |a| a.as_str())
-        );
+        let share = self.share.clone();
+        let receiver = self.receiver.clone();
         Box::pin(async move {
             // The connect timeout bounds the wait for a place and the connect together.
             let deadline = tokio::time::Instant::now() + timeout;
             let slot = loop {
-                let until = match slots.try_take(&origin) {
+                let holder = Holder {
+                    tenant: share.tenant,
+                    weight: share.weight(),
+                };
+                let until = match slots.try_take(holder, &receiver) {
                     Take::Got(slot) => break slot,
                     Take::Refused(e) => return Err(e.into()),
                     Take::Wait(until) => until.map_or(deadline, |u| u.min(deadline)),

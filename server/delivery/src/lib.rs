@@ -242,6 +242,8 @@ impl Dispatcher {
             self.guard.clone(),
             target.connect_timeout,
             self.slots.clone(),
+            target.share.clone(),
+            Arc::from(target.key.as_str()),
         );
         let egress = match target.proxy.as_ref() {
             Some(proxy) => egress::Egress::proxied(connector.clone(), &proxy.0)

@@ -440,6 +440,8 @@ pub(crate) struct Index {
     /// What each tenant's destinations hold together (its quotas of live messages and
     /// bytes); a tenant that holds nothing may have no entry.
     tenants: FxHashMap<TenantId, hookd_core::backpressure::Held>,
+    /// Push attempts in flight, by tenant and in all (what `fair.rs` shares by weight).
+    pub(crate) push_flight: crate::fair::PushFlight,
     /// The oldest live message of each destination that has one: the first is the oldest
     /// pending message of all.
     firsts: BTreeSet<MessageId>,
@@ -518,6 +520,10 @@ impl Index {
         let before = dest.first();
         *dest.counts.counter(live.state, live.attempts) += 1;
         *self.totals.counter(live.state, live.attempts) += 1;
+        if live.state == LiveState::Leased && dest.push.is_some() {
+            self.push_flight
+                .started(dest.tenant, dest.counts.in_flight == 1);
+        }
         dest.live_bytes += u64::from(live.bytes);
         self.live_bytes += u64::from(live.bytes);
         let held = self.tenants.entry(dest.tenant).or_default();
@@ -609,6 +615,17 @@ impl Index {
         *dest.counts.counter(state, attempts) += 1;
         *self.totals.counter(live.state, live.attempts) -= 1;
         *self.totals.counter(state, attempts) += 1;
+        if dest.push.is_some() && (live.state == LiveState::Leased) != (state == LiveState::Leased)
+        {
+            match state == LiveState::Leased {
+                true => self
+                    .push_flight
+                    .started(dest.tenant, dest.counts.in_flight == 1),
+                false => self
+                    .push_flight
+                    .ended(dest.tenant, dest.counts.in_flight == 0),
+            }
+        }
         live.state = state;
         live.attempts = attempts;
         if state == LiveState::Ready {
@@ -631,6 +648,10 @@ impl Index {
         let before = dest.first();
         *dest.counts.counter(live.state, live.attempts) -= 1;
         *self.totals.counter(live.state, live.attempts) -= 1;
+        if live.state == LiveState::Leased && dest.push.is_some() {
+            self.push_flight
+                .ended(dest.tenant, dest.counts.in_flight == 0);
+        }
         dest.live_bytes = dest.live_bytes.saturating_sub(u64::from(live.bytes));
         self.live_bytes = self.live_bytes.saturating_sub(u64::from(live.bytes));
         if let Some(held) = self.tenants.get_mut(&dest.tenant) {

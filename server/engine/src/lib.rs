@@ -34,6 +34,9 @@ mod endpoints;
 mod enqueue;
 mod event_types;
 pub mod events;
+mod fair;
+#[cfg(test)]
+mod fair_tests;
 #[cfg(test)]
 mod fanout_tests;
 mod gate;
@@ -43,6 +46,7 @@ mod harness;
 #[cfg(test)]
 mod heap_tests;
 mod index;
+mod intake;
 mod lanes;
 #[cfg(test)]
 mod lanes_tests;
@@ -72,8 +76,8 @@ pub use lanes::FifoPolicy;
 pub use queues::QueueDef;
 pub use refusal::Refusal;
 pub use tenants::{
-    Directory, Grant, MAX_TENANTS, MAX_TOKENS, SharedDirectory, Tenant, TenantDef, TenantDeleted,
-    TokenDef,
+    Directory, Grant, MAX_TENANTS, MAX_TOKENS, MAX_WEIGHT, SharedDirectory, Tenant, TenantDef,
+    TenantDeleted, TokenDef,
 };
 
 use std::sync::Arc;
@@ -338,6 +342,9 @@ pub struct PushDefaults {
     pub timeout_ms: u64,
     /// Attempts in flight at once per destination.
     pub max_in_flight: u32,
+    /// Push attempts in flight over all destinations (B), shared between tenants by
+    /// weight (`fair.rs`).
+    pub max_attempts_in_flight: u64,
     /// A `Retry-After` pauses the endpoint at most this long.
     pub max_retry_after_secs: u64,
     /// p95 attempt latency (last hour) above which an endpoint is reported slow.
@@ -354,6 +361,7 @@ impl Default for PushDefaults {
             connect_timeout_ms: 5_000,
             timeout_ms: 15_000,
             max_in_flight: 64,
+            max_attempts_in_flight: 4_096,
             max_retry_after_secs: 3_600,
             slow_threshold_ms: 2_000,
             slow_breaker_threshold_ms: 5_000,
@@ -592,6 +600,8 @@ pub(crate) struct Engine {
     endpoints: endpoints::Endpoints,
     tenants: tenants::Tenants,
     quotas: quota::Quotas,
+    /// Push destinations with attempts to go, by tenant (`fair.rs`).
+    fair: fair::FairQueue,
     queues: queues::Queues,
     event_types: event_types::EventTypes,
     total: hookd_core::stats::Activity,
@@ -911,6 +921,7 @@ impl Engine {
             endpoints: Default::default(),
             tenants: Default::default(),
             quotas: Default::default(),
+            fair: Default::default(),
             queues: Default::default(),
             event_types: Default::default(),
             total: Default::default(),
@@ -1066,7 +1077,8 @@ impl Engine {
     fn run(mut self, rx: mpsc::Receiver<Command>) {
         // A bug that panics this thread must not leave health saying SERVING.
         let _health = PanicGuard(self.health.serving.clone(), self.health.failure.clone());
-        let mut commands = Vec::new();
+        // Commands waiting for a round, shared between tenants (`intake.rs`).
+        let mut intake = intake::Intake::default();
         loop {
             let now = self.clock.now_ms();
             let mut wake_at = self.housekeeping.next_sweep_ms;
@@ -1074,19 +1086,28 @@ impl Engine {
                 wake_at = wake_at.min(self.origin_ms + tick);
             }
             let idle = Duration::from_millis(wake_at.saturating_sub(now)).min(MAX_IDLE);
-            match rx.recv_timeout(idle) {
-                Ok(c) => commands.push(c),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
+            if intake.is_empty() {
+                match rx.recv_timeout(idle) {
+                    Ok(c) => intake.push(c, |t| self.tenants.weight_of(t)),
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
             }
-            while commands.len() < self.config.max_commit_batch {
+            // What the channel holds joins the intake (it is in memory already), up to a
+            // few rounds' worth at a time.
+            for _ in 0..self.config.max_commit_batch.saturating_mul(4) {
                 match rx.try_recv() {
-                    Ok(c) => commands.push(c),
+                    Ok(c) => intake.push(c, |t| self.tenants.weight_of(t)),
                     Err(_) => break,
                 }
             }
+            let mut commands = intake.round(self.config.max_commit_batch);
             let stop = commands.iter().any(|c| matches!(c, Command::Shutdown));
-            self.round(std::mem::take(&mut commands));
+            if stop {
+                // Every call still waiting is answered in this last round.
+                commands.extend(intake.drain());
+            }
+            self.round(commands);
             if stop {
                 // The pipeline drains; a last checkpoint leaves nothing to replay.
                 self.pipeline.syncer.stop();

@@ -65,7 +65,9 @@ impl Engine {
         let Some(settings) = self.settings_of(&key) else {
             return;
         };
+        let share = self.tenants.share_of(self.index.dests[d].tenant);
         let target = Arc::new(Target {
+            share,
             key,
             secrets: settings.secrets,
             headers: settings.headers,
@@ -198,32 +200,9 @@ impl Engine {
         })
     }
 
-    /// Hands out every attempt that may go now. Runs at the end of each round; attempts of
-    /// messages stored in this round wait for its sync (`RoundOut::after_sync`).
-    pub(super) fn dispatch(&mut self, t: Tx<'_, '_>, now: u64) -> Result<(), StoreError> {
-        let queued = std::mem::take(&mut self.index.dispatch);
-        for &d in &queued {
-            self.index.dests[d].dispatch_queued = false;
-        }
-        if self.draining || self.deliveries.is_none() {
-            return Ok(());
-        }
-        for d in queued {
-            self.dispatch_dest(t, now, d)?;
-        }
-        Ok(())
-    }
-
-    fn dispatch_dest(&mut self, t: Tx<'_, '_>, now: u64, d: DestId) -> Result<(), StoreError> {
-        while let Some(id) = self.admit_next(d, now) {
-            self.hand_out(t, now, d, id)?;
-        }
-        Ok(())
-    }
-
     /// The next ready message of `d` that may go now, if any (see [`Gate::admit`]). When
     /// the answer is "not before some time", arranges to be woken then.
-    fn admit_next(&mut self, d: DestId, now: u64) -> Option<MessageId> {
+    pub(super) fn admit_next(&mut self, d: DestId, now: u64) -> Option<MessageId> {
         let dest = &mut self.index.dests[d];
         let in_flight = dest.counts.in_flight;
         if !dest.has_ready() {
@@ -257,7 +236,7 @@ impl Engine {
 
     /// Starts attempt n+1 of ready message `id`: reads its record, marks it in flight (in
     /// memory only) with a safety deadline, and queues the delivery.
-    fn hand_out(
+    pub(super) fn hand_out(
         &mut self,
         t: Tx<'_, '_>,
         now: u64,

@@ -25,6 +25,8 @@ use super::{Completion, Engine, Refusal, Tx};
 /// Most tenants one hookd holds: a bound on the directory every call reads (not yet
 /// measured at this size: issue #51, 7).
 pub const MAX_TENANTS: usize = 100_000;
+/// Largest weight of a tenant (its share of delivery against a weight-1 tenant's).
+pub const MAX_WEIGHT: u32 = 1_000;
 /// Most tokens of one tenant.
 pub const MAX_TOKENS: usize = 1_000;
 
@@ -57,6 +59,8 @@ pub struct TenantDef {
     pub metadata: std::collections::BTreeMap<String, String>,
     /// None: an update keeps the tenant's; all zeros removes it.
     pub quota: Option<hookd_core::quota::Quota>,
+    /// Its share of delivery (1 to [`MAX_WEIGHT`]); 0: 1 when made, its own on an update.
+    pub weight: u32,
 }
 
 impl TenantDef {
@@ -66,6 +70,7 @@ impl TenantDef {
             display_name: self.display_name,
             metadata: self.metadata,
             quota: self.quota.map(Into::into),
+            weight: self.weight,
             ..Default::default()
         }
     }
@@ -156,6 +161,9 @@ pub(crate) struct Tenants {
     tokens: HashMap<TenantId, std::collections::BTreeMap<String, TokenRecord>>,
     next: u32,
     shared: SharedDirectory,
+    /// Tenants' weights as their destinations' push targets read them (made at a
+    /// tenant's first push destination; changed in place with the record).
+    weights: HashMap<TenantId, Arc<std::sync::atomic::AtomicU32>>,
 }
 
 impl Default for Tenants {
@@ -167,6 +175,7 @@ impl Default for Tenants {
             tokens: HashMap::new(),
             next: 1,
             shared: SharedDirectory::default(),
+            weights: HashMap::new(),
         };
         // A store always holds `default`; this stands in until recovery reads it.
         tenants.recovered(
@@ -181,6 +190,28 @@ impl Default for Tenants {
 }
 
 impl Tenants {
+    /// Tenant `id`'s weight: 1 if it sets none or is gone.
+    pub(crate) fn weight_of(&self, id: TenantId) -> u32 {
+        self.records
+            .get(&id)
+            .filter(|r| r.deleted_ms == 0)
+            .map_or(1, |r| r.weight.max(1))
+    }
+
+    /// Tenant `id`'s weight as its push targets share it (see `hookd_core::push::Share`).
+    pub(crate) fn share_of(&mut self, id: TenantId) -> hookd_core::push::Share {
+        let weight = self.weight_of(id);
+        let cell = self
+            .weights
+            .entry(id)
+            .or_insert_with(|| Arc::new(std::sync::atomic::AtomicU32::new(weight)))
+            .clone();
+        hookd_core::push::Share {
+            tenant: id.0,
+            weight: cell,
+        }
+    }
+
     /// A record read at start (live or a tombstone).
     pub(crate) fn recovered(&mut self, id: TenantId, record: TenantRecord) {
         self.next = self.next.max(id.0.saturating_add(1));
@@ -196,6 +227,9 @@ impl Tenants {
             self.live.insert(record.name.clone(), id);
         }
         self.records.insert(id, record);
+        if let Some(cell) = self.weights.get(&id) {
+            cell.store(self.weight_of(id), std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     /// A token read at start.
@@ -363,11 +397,15 @@ impl Engine {
                 if record.quota.is_none() {
                     record.quota = old.quota;
                 }
+                if record.weight == 0 {
+                    record.weight = old.weight;
+                }
                 record.usage_day = old.usage_day;
                 record.events_today = old.events_today;
                 id
             }
         };
+        record.weight = record.weight.clamp(1, MAX_WEIGHT);
         record.updated_ms = now;
         record.deleted_ms = 0;
         t.put_object(

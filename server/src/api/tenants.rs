@@ -235,7 +235,15 @@ fn tenant_def(tenant: Option<pb::Tenant>) -> Result<TenantDef, ApiError> {
             q.max_events_per_second
         )));
     }
+    if t.weight > hookd_engine::MAX_WEIGHT {
+        return Err(ApiError::InvalidArgument(format!(
+            "tenant.weight: {} is over the limit of {}",
+            t.weight,
+            hookd_engine::MAX_WEIGHT
+        )));
+    }
     Ok(TenantDef {
+        weight: t.weight,
         name: t.name,
         display_name: t.display_name,
         metadata: t.metadata.into_iter().collect(),
@@ -275,6 +283,7 @@ fn shown(r: &TenantRecord) -> pb::Tenant {
             max_subscriptions: q.max_subscriptions,
             max_sources: q.max_sources,
         }),
+        weight: r.weight.max(1),
     }
 }
 

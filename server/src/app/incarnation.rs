@@ -156,7 +156,10 @@ impl Incarnation {
         hookd_core::secrets::set_fingerprint_key(store.fingerprint_key()?);
         shared.headroom.probe(&shared.disk);
         let events = Events::default();
-        let engine_config = engine_config(config, shared, &events, sealer.clone(), plugged);
+        let mut engine_config = engine_config(config, shared, &events, sealer.clone(), plugged);
+        if engine_config.push.max_attempts_in_flight == 0 {
+            engine_config.push.max_attempts_in_flight = outbound as u64;
+        }
         // Engine -> dispatcher: attempts, after their commit. Dispatcher -> engine:
         // outcomes, through the handle (a callback, so `delivery` never depends on the
         // engine).

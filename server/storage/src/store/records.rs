@@ -273,6 +273,10 @@ pub struct TenantRecord {
     pub usage_day: u64,
     #[prost(uint64, tag = "9")]
     pub events_today: u64,
+    /// Its share of delivery against other tenants' (issue #52; 0, as records written
+    /// before it have: 1).
+    #[prost(uint32, tag = "10")]
+    pub weight: u32,
 }
 
 /// A pull queue's own settings, as stored: a catalog object of kind `Queue` (issue #51).

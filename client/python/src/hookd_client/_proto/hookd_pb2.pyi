@@ -1179,7 +1179,7 @@ class DeleteSubscriptionResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class Tenant(_message.Message):
-    __slots__ = ("name", "display_name", "metadata", "created_unix_ms", "updated_unix_ms", "quota")
+    __slots__ = ("name", "display_name", "metadata", "created_unix_ms", "updated_unix_ms", "quota", "weight")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1193,13 +1193,15 @@ class Tenant(_message.Message):
     CREATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     UPDATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     QUOTA_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
     name: str
     display_name: str
     metadata: _containers.ScalarMap[str, str]
     created_unix_ms: int
     updated_unix_ms: int
     quota: TenantQuota
-    def __init__(self, name: _Optional[str] = ..., display_name: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ..., quota: _Optional[_Union[TenantQuota, _Mapping]] = ...) -> None: ...
+    weight: int
+    def __init__(self, name: _Optional[str] = ..., display_name: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ..., quota: _Optional[_Union[TenantQuota, _Mapping]] = ..., weight: _Optional[int] = ...) -> None: ...
 
 class TenantQuota(_message.Message):
     __slots__ = ("max_live_messages", "max_live_bytes", "max_events_per_day", "max_events_per_second", "max_endpoints", "max_subscriptions", "max_sources")

@@ -1,0 +1,185 @@
+//! What each round takes, shared between tenants by weight (issue #52): a tenant flooding
+//! hookd (at 100x its quota, say) cannot push another's calls rounds back.
+//!
+//! Everything the channel holds when a round starts joins the intake. A round takes every
+//! command that is no tenant's (attempt reports, ticks, operators' calls, shutdown: small,
+//! and hookd's own work), then tenants' commands (enqueues, batches and publishes, at one
+//! unit per event, receives, acks and nacks at one each) in deficit round robin order
+//! ([`Drr`], [`QUANTUM`] units per weight per turn) until the round holds
+//! `max_commit_batch` units. A tenant's own commands keep their order; the deficit carries
+//! over between rounds, so over rounds each busy tenant gets its weight's share of them.
+
+use std::collections::VecDeque;
+
+use hookd_core::fair::Drr;
+use hookd_core::scope::TenantId;
+use rustc_hash::FxHashMap;
+
+use super::Command;
+
+/// Units of work a tenant of weight 1 is given per turn: small against a round
+/// (`max_commit_batch`, 8,192 by default), so a round is shared finely, and at least a
+/// unary call's.
+const QUANTUM: u64 = 64;
+
+/// Commands taken from the channel, waiting for a round.
+#[derive(Debug)]
+pub(crate) struct Intake {
+    /// No tenant's: every round takes all of them.
+    untenanted: VecDeque<Command>,
+    by_tenant: FxHashMap<TenantId, VecDeque<(Command, u64)>>,
+    drr: Drr<TenantId>,
+    len: usize,
+}
+
+impl Default for Intake {
+    fn default() -> Self {
+        Self {
+            untenanted: VecDeque::new(),
+            by_tenant: FxHashMap::default(),
+            drr: Drr::new(QUANTUM),
+            len: 0,
+        }
+    }
+}
+
+impl Command {
+    /// Whose command this is, and what it costs a round: one unit per event (enqueues,
+    /// batches and publishes), one per receive, ack or nack. `None`: no tenant's.
+    fn share(&self) -> Option<(TenantId, u64)> {
+        match self {
+            Command::Enqueue { messages, .. } => messages
+                .first()
+                .map(|m| (m.destination.tenant, messages.len() as u64)),
+            Command::Receive { queue, .. } => Some((queue.tenant, 1)),
+            Command::Ack { tenant, .. } | Command::Nack { tenant, .. } => Some((*tenant, 1)),
+            _ => None,
+        }
+    }
+}
+
+impl Intake {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// `command` waits for a round; `weight` says a tenant's weight.
+    pub(crate) fn push(&mut self, command: Command, weight: impl FnOnce(TenantId) -> u32) {
+        self.len += 1;
+        match command.share() {
+            None => self.untenanted.push_back(command),
+            Some((tenant, cost)) => {
+                let q = self.by_tenant.entry(tenant).or_default();
+                if q.is_empty() {
+                    self.drr.backlogged(tenant, weight(tenant));
+                }
+                q.push_back((command, cost.max(1)));
+            }
+        }
+    }
+
+    /// One round's commands: every untenanted one, then tenants' in turn until `max`
+    /// units (at least one tenant command, if any waits).
+    pub(crate) fn round(&mut self, max: usize) -> Vec<Command> {
+        let mut out: Vec<Command> = self.untenanted.drain(..).collect();
+        let max = max as u64;
+        let mut taken = 0u64;
+        while taken < max {
+            let by_tenant = &self.by_tenant;
+            let next = self.drr.next(|t| {
+                by_tenant
+                    .get(t)
+                    .and_then(VecDeque::front)
+                    .map(|(_, cost)| *cost)
+            });
+            let Some(tenant) = next else { break };
+            let Some(q) = self.by_tenant.get_mut(&tenant) else {
+                continue;
+            };
+            let Some((command, cost)) = q.pop_front() else {
+                continue;
+            };
+            if q.is_empty() {
+                self.by_tenant.remove(&tenant);
+            }
+            taken += cost;
+            out.push(command);
+        }
+        self.len -= out.len();
+        out
+    }
+
+    /// Everything waiting (the last round, at shutdown).
+    pub(crate) fn drain(&mut self) -> Vec<Command> {
+        let mut out: Vec<Command> = self.untenanted.drain(..).collect();
+        for (_, q) in self.by_tenant.drain() {
+            out.extend(q.into_iter().map(|(c, _)| c));
+        }
+        self.drr = Drr::new(QUANTUM);
+        self.len = 0;
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ack(tenant: u32) -> Command {
+        let (reply, _) = tokio::sync::oneshot::channel();
+        Command::Ack {
+            tenant: TenantId(tenant),
+            leases: Vec::new(),
+            reply,
+        }
+    }
+
+    fn tenants_of(round: &[Command]) -> Vec<u32> {
+        round
+            .iter()
+            .map(|c| c.share().map_or(0, |(t, _)| t.0))
+            .collect()
+    }
+
+    /// A tenant that sent 10,000 calls first does not push another's 10 back: they are
+    /// all in the first round, and every round is shared by weight.
+    #[test]
+    fn a_flood_does_not_push_another_tenants_calls_back() {
+        let mut intake = Intake::default();
+        for _ in 0..10_000 {
+            intake.push(ack(1), |_| 1);
+        }
+        for _ in 0..10 {
+            intake.push(ack(2), |_| 1);
+        }
+        intake.push(Command::Tick, |_| 1);
+        let first = intake.round(512);
+        let t = tenants_of(&first);
+        assert_eq!(t[0], 0, "hookd's own work first");
+        assert_eq!(t.iter().filter(|&&t| t == 2).count(), 10);
+        assert_eq!(first.len(), 1 + 512);
+        // Then the flood alone, a round at a time, in its own order.
+        let mut left = 10_000 - 502;
+        while !intake.is_empty() {
+            let round = intake.round(512);
+            assert!(round.len() <= 512 && !round.is_empty());
+            left -= round.len();
+        }
+        assert_eq!(left, 0);
+    }
+
+    #[test]
+    fn busy_tenants_share_rounds_by_weight() {
+        let mut intake = Intake::default();
+        for _ in 0..2_000 {
+            intake.push(ack(1), |_| 3);
+            intake.push(ack(2), |_| 1);
+        }
+        let round = tenants_of(&intake.round(1_024));
+        let heavy = round.iter().filter(|&&t| t == 1).count();
+        assert_eq!((heavy, round.len() - heavy), (768, 256));
+        // Shutdown takes what is left, all of it.
+        assert_eq!(intake.drain().len(), 4_000 - 1_024);
+        assert!(intake.is_empty());
+    }
+}
