@@ -19,13 +19,16 @@
 //! cap and one part per destination: B bounds what hookd starts of its own accord, the
 //! shares what a tenant or an endpoint is guaranteed.
 //!
-//! A round hands out in two passes: first to the tenants under their caps (and the
-//! destinations under their parts), then, while fewer than B are out, to any tenant (so what an attempt ending frees goes back to whoever is
-//! under its share before anyone over it). In each pass tenants start attempts in deficit
-//! round robin order ([`hookd_core::fair::Drr`], one unit per attempt, `weight` attempts
-//! per turn), and a tenant's destinations take turns inside its turns: when a round has
-//! more ready than B, what goes is shared by weight, and inside a tenant every endpoint
-//! keeps its own gate (concurrency, rate, breaker, pauses) as before.
+//! A round first hands out, while fewer than half of B are out, every waiting
+//! destination's attempts in turn as far as its own gate lets them: nobody is short then,
+//! and a round costs no more than before sharing. From half of B on it hands out in two
+//! passes: first to the tenants under their caps (and destinations under their parts of
+//! their tenant's), whatever is out, then to anyone while fewer than B are out; so what an
+//! attempt ending frees goes to whoever is under its share before anyone over it. Each pass
+//! goes in deficit round robin order ([`hookd_core::fair::Drr`], one unit per attempt,
+//! `weight` attempts per turn), a tenant's destinations taking turns inside its turns.
+//! Inside a tenant every endpoint keeps its own gate (concurrency, rate, breaker, pauses)
+//! as before.
 //!
 //! Tenants whose turn is refused (at their cap with B out) keep their destinations queued
 //! here, and are looked at again in the next round (an attempt ending queues a round).
@@ -100,19 +103,19 @@ struct Share {
     per_destination: u64,
 }
 
-/// What one round's sharing decides with: B, and each competing tenant's share.
+/// What one round's sharing decides with: B, and each competing tenant's share of it.
 struct Shares {
     budget: u64,
     of: FxHashMap<TenantId, Share>,
 }
 
-/// A round's two passes over the waiting tenants.
+/// The two passes of a round once half of B is out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Pass {
-    /// Tenants under their caps, and destinations under their part of their tenant's,
+    /// Tenants under their caps, and destinations under their parts of their tenant's,
     /// whatever is out.
     UnderCap,
-    /// Any tenant, while fewer than B are out.
+    /// Anyone, while fewer than B are out.
     UnderBudget,
 }
 
@@ -127,8 +130,8 @@ impl Shares {
         held < self.of.get(&tenant).map_or(1, |s| s.per_destination)
     }
 
-    /// May a destination holding `dest_held` of `tenant`'s `held`, of `total` out, start
-    /// one more in `pass`?
+    /// May a destination holding `dest_held` of `tenant`'s `held` start one more in
+    /// `pass` (`total` out)?
     fn may_start(
         &self,
         pass: Pass,
@@ -170,17 +173,43 @@ impl Engine {
             }
             return Ok(());
         }
-        for d in queued {
-            let tenant = self.index.dests[d].tenant;
-            self.fair.by_tenant.entry(tenant).or_default().push_back(d);
+        // While fewer than B are out, every waiting destination's attempts go, in turn, as
+        // far as its own gate lets them: what the round costs when nothing is short. Those
+        // held back earlier come first.
+        let budget = self.config.push.max_attempts_in_flight.max(1);
+        let mut waiting: Vec<DestId> = Vec::new();
+        for (_, q) in self.fair.by_tenant.drain() {
+            waiting.extend(q);
+        }
+        waiting.extend(queued);
+        for d in waiting {
+            loop {
+                if self.index.push_flight.total() >= budget / 2 {
+                    // Its tenant's turn comes below, or in a later round.
+                    if let Some(dest) = self.index.dests.get(d) {
+                        let tenant = dest.tenant;
+                        self.fair.by_tenant.entry(tenant).or_default().push_back(d);
+                    }
+                    break;
+                }
+                match self.admit_next(d, now) {
+                    Some(id) => self.hand_out(t, now, d, id)?,
+                    None => {
+                        if let Some(dest) = self.index.dests.get_mut(d) {
+                            dest.dispatch_queued = false;
+                        }
+                        break;
+                    }
+                }
+            }
         }
         if self.fair.by_tenant.is_empty() {
             return Ok(());
         }
+        // Half of B is out: first the tenants under their caps (and destinations under
+        // their parts of their tenant's), whatever is out, then anyone while fewer than B
+        // are out, each pass in deficit round robin order.
         let shares = self.shares();
-        // First the tenants under their caps (and destinations under their part of one),
-        // then, while fewer than B are out, the rest: what an attempt ending frees goes
-        // back to whoever is under its share.
         for pass in [Pass::UnderCap, Pass::UnderBudget] {
             let mut drr = Drr::new(1);
             for (&tenant, share) in &shares.of {
@@ -188,7 +217,7 @@ impl Engine {
                     drr.backlogged(tenant, share.weight);
                 }
             }
-            // Tenants none of whose queued destinations may start in this pass.
+            // Tenants none of whose queued destinations may start one in this pass.
             let mut stuck: Vec<TenantId> = Vec::new();
             loop {
                 let (fair, flight) = (&self.fair, &self.index.push_flight);
@@ -196,7 +225,7 @@ impl Engine {
                     let waiting = fair.by_tenant.get(tenant).is_some_and(|q| !q.is_empty());
                     let open = match pass {
                         Pass::UnderCap => !stuck.contains(tenant),
-                        Pass::UnderBudget => flight.total() < shares.budget,
+                        Pass::UnderBudget => flight.total() < budget,
                     };
                     (waiting && open).then_some(1)
                 });
@@ -323,20 +352,18 @@ mod tests {
             budget: 10,
             of: FxHashMap::from_iter([(a, share), (b, share)]),
         };
-        let may = |pass, tenant, held, dest_held, total| {
-            shares.may_start(pass, tenant, held, dest_held, total)
-        };
+        let (cap, any) = (Pass::UnderCap, Pass::UnderBudget);
         // B is out, all a's: b (under its cap) may start, a (over it) may not, but for a
         // destination of a's under its part of a's cap.
-        assert!(may(Pass::UnderCap, b, 0, 0, 10));
-        assert!(!may(Pass::UnderCap, a, 10, 5, 10));
-        assert!(may(Pass::UnderCap, a, 10, 1, 10));
-        assert!(!may(Pass::UnderBudget, a, 10, 5, 10));
-        // Under B, any may (a tenant alone uses all of it).
-        assert!(may(Pass::UnderBudget, a, 9, 9, 9));
+        assert!(shares.may_start(cap, b, 0, 0, 10));
+        assert!(!shares.may_start(cap, a, 10, 5, 10));
+        assert!(shares.may_start(cap, a, 10, 1, 10));
+        assert!(!shares.may_start(any, a, 10, 5, 10));
+        // Under B, anyone may (a tenant alone uses all of it).
+        assert!(shares.may_start(any, a, 9, 9, 9));
         // b at its cap with B out waits.
-        assert!(!may(Pass::UnderCap, b, 5, 2, 12));
+        assert!(!shares.may_start(cap, b, 5, 2, 12));
         // A tenant not counted (no share yet) may start its first.
-        assert!(may(Pass::UnderCap, TenantId(3), 0, 0, 12));
+        assert!(shares.may_start(cap, TenantId(3), 0, 0, 12));
     }
 }

@@ -1088,7 +1088,7 @@ impl Engine {
             let idle = Duration::from_millis(wake_at.saturating_sub(now)).min(MAX_IDLE);
             if intake.is_empty() {
                 match rx.recv_timeout(idle) {
-                    Ok(c) => intake.push(c, |t| self.tenants.weight_of(t)),
+                    Ok(c) => intake.push(c),
                     Err(RecvTimeoutError::Timeout) => {}
                     Err(RecvTimeoutError::Disconnected) => return,
                 }
@@ -1097,11 +1097,12 @@ impl Engine {
             // few rounds' worth at a time.
             for _ in 0..self.config.max_commit_batch.saturating_mul(4) {
                 match rx.try_recv() {
-                    Ok(c) => intake.push(c, |t| self.tenants.weight_of(t)),
+                    Ok(c) => intake.push(c),
                     Err(_) => break,
                 }
             }
-            let mut commands = intake.round(self.config.max_commit_batch);
+            let tenants = &self.tenants;
+            let mut commands = intake.round(self.config.max_commit_batch, |t| tenants.weight_of(t));
             let stop = commands.iter().any(|c| matches!(c, Command::Shutdown));
             if stop {
                 // Every call still waiting is answered in this last round.
