@@ -43,49 +43,6 @@ use rustc_hash::FxHashMap;
 use super::index::DestId;
 use super::{Engine, Tx};
 
-/// Push attempts in flight, by tenant and in all: kept by the index as messages enter and
-/// leave the leased state at push destinations.
-#[derive(Debug, Default)]
-pub(crate) struct PushFlight {
-    total: u64,
-    /// By tenant: attempts out, and destinations with at least one out.
-    by_tenant: FxHashMap<TenantId, (u64, u64)>,
-}
-
-impl PushFlight {
-    /// An attempt started; `first`: its destination had none out.
-    pub(crate) fn started(&mut self, tenant: TenantId, first: bool) {
-        self.total += 1;
-        let t = self.by_tenant.entry(tenant).or_default();
-        t.0 += 1;
-        t.1 += u64::from(first);
-    }
-
-    /// An attempt ended; `last`: its destination has none out now.
-    pub(crate) fn ended(&mut self, tenant: TenantId, last: bool) {
-        self.total = self.total.saturating_sub(1);
-        if let Some(t) = self.by_tenant.get_mut(&tenant) {
-            t.0 = t.0.saturating_sub(1);
-            t.1 = t.1.saturating_sub(u64::from(last));
-            if t.0 == 0 {
-                self.by_tenant.remove(&tenant);
-            }
-        }
-    }
-
-    pub(crate) fn total(&self) -> u64 {
-        self.total
-    }
-
-    pub(crate) fn of(&self, tenant: TenantId) -> u64 {
-        self.by_tenant.get(&tenant).map_or(0, |t| t.0)
-    }
-
-    fn destinations_of(&self, tenant: TenantId) -> u64 {
-        self.by_tenant.get(&tenant).map_or(0, |t| t.1)
-    }
-}
-
 /// Destinations with attempts that may go, queued by tenant between rounds.
 #[derive(Debug, Default)]
 pub(crate) struct FairQueue {
