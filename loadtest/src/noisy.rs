@@ -285,6 +285,9 @@ pub struct NoisyReport {
     pub undelivered: u64,
     /// The noisy tenant's still held by hookd then (waiting behind an open breaker).
     pub noisy_held: u64,
+    /// The steady tenants' deliveries slower than 10 ms, by the second of the run (from
+    /// the tool's start) their call was meant for; seconds with none left out.
+    pub others_slow_by_second: std::collections::BTreeMap<u64, u64>,
     /// Deliveries of an event the endpoint had already taken (at-least-once), and of
     /// payloads that are not this run's.
     pub duplicates: u64,
@@ -341,6 +344,18 @@ impl NoisyReport {
             "noisy tenant's accepted rate / its quota: {:.2} (at least {:.2})",
             self.noisy_share, self.noisy_share_limit
         );
+        if !self.others_slow_by_second.is_empty() {
+            let seconds: Vec<String> = self
+                .others_slow_by_second
+                .iter()
+                .map(|(s, n)| format!("{s}s:{n}"))
+                .collect();
+            let _ = writeln!(
+                s,
+                "others' deliveries over 10 ms, by second of the run: {}",
+                seconds.join(" ")
+            );
+        }
         let _ = writeln!(
             s,
             "checker: others acked {} delivered {}; noisy acked {} delivered {} dead-lettered {} held {}; lost {}  undelivered {}  duplicates {}  unexpected {}",
@@ -379,11 +394,17 @@ struct Event {
 
 const NOISY: u32 = u32::MAX;
 
+/// A steady delivery slower than this is counted in the report's timeline of slow ones.
+const SLOW_MS: u64 = 10;
+
 /// What the run keeps: every event, and the latencies the endpoints saw.
 struct Book {
     start: Instant,
     events: Mutex<Vec<Event>>,
     others: [Mutex<Histogram<u64>>; 2],
+    /// The steady tenants' deliveries slower than [`SLOW_MS`], by the second of the run
+    /// their call was meant for: where in time a tail comes from.
+    slow_by_second: Mutex<std::collections::BTreeMap<u64, u64>>,
     noisy_delivered: [AtomicU64; 2],
     duplicates: AtomicU64,
     unexpected: AtomicU64,
@@ -396,6 +417,7 @@ impl Book {
             start: Instant::now(),
             events: Mutex::new(Vec::new()),
             others: [h(), h()],
+            slow_by_second: Mutex::default(),
             noisy_delivered: [AtomicU64::new(0), AtomicU64::new(0)],
             duplicates: AtomicU64::new(0),
             unexpected: AtomicU64::new(0),
@@ -449,6 +471,13 @@ impl Book {
             self.noisy_delivered[leg].fetch_add(1, Ordering::Relaxed);
         } else {
             let us = now_ns.saturating_sub(intended_ns) / 1_000;
+            if us > SLOW_MS * 1_000 {
+                let mut slow = self
+                    .slow_by_second
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                *slow.entry(intended_ns / 1_000_000_000).or_default() += 1;
+            }
             let mut h = self.others[leg].lock().unwrap_or_else(|p| p.into_inner());
             let _ = h.record(us.max(1));
         }
@@ -970,6 +999,11 @@ pub async fn run(s: &Spec, o: &NoisyOptions) -> anyhow::Result<NoisyReport> {
         lost,
         undelivered,
         noisy_held: noisy_live,
+        others_slow_by_second: book
+            .slow_by_second
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone(),
         duplicates,
         unexpected,
         passed_checker,
