@@ -648,18 +648,6 @@ mod tests {
             1
         );
     }
-}
-
-#[cfg(test)]
-mod tenant_tests {
-    use super::*;
-
-    fn got(t: Take) -> OutboundSlot {
-        match t {
-            Take::Got(s) => s,
-            other => panic!("expected a place, got {other:?}"),
-        }
-    }
 
     const NOISY: Holder = Holder {
         tenant: 1,
@@ -735,18 +723,6 @@ mod tenant_tests {
         }
         assert_eq!((1 + more_a.len(), 1 + more_b.len()), (6, 2));
         drop((a, b, more_a, more_b));
-    }
-}
-
-#[cfg(test)]
-mod sharing_tests {
-    use super::*;
-
-    fn got(t: Take) -> OutboundSlot {
-        match t {
-            Take::Got(s) => s,
-            other => panic!("expected a place, got {other:?}"),
-        }
     }
 
     /// A tenant served from its keep-alive pool leaves its share to a busy one; one that

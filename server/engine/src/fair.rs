@@ -107,11 +107,6 @@ impl Shares {
 }
 
 impl Engine {
-    /// A tenant's weight (1 if it has none, or is gone).
-    pub(crate) fn weight_of(&self, tenant: TenantId) -> u32 {
-        self.tenants.weight_of(tenant)
-    }
-
     /// Hands out the attempts that may go now, shared between tenants as the module's text
     /// says. Runs at the end of each round; attempts of messages stored in this round
     /// wait for its sync (`RoundOut::after_sync`).
@@ -130,9 +125,9 @@ impl Engine {
             }
             return Ok(());
         }
-        // While fewer than B are out, every waiting destination's attempts go, in turn, as
-        // far as its own gate lets them: what the round costs when nothing is short. Those
-        // held back earlier come first.
+        // While fewer than half of B are out, every waiting destination's attempts go, in
+        // turn, as far as its own gate lets them: what the round costs when nothing is
+        // short. Those held back earlier come first.
         let budget = self.config.push.max_attempts_in_flight.max(1);
         let mut waiting: Vec<DestId> = Vec::new();
         for (_, q) in self.fair.by_tenant.drain() {
@@ -140,6 +135,10 @@ impl Engine {
         }
         waiting.extend(queued);
         for d in waiting {
+            // A destination forgotten while it was held back (its tenant deleted) is dropped.
+            if self.index.dests.get(d).is_none() {
+                continue;
+            }
             loop {
                 if self.index.push_flight.total() >= budget / 2 {
                     // Its tenant's turn comes below, or in a later round.
@@ -266,7 +265,7 @@ impl Engine {
             .chain(self.index.push_flight.by_tenant.keys());
         for &tenant in competing {
             of.entry(tenant).or_insert_with(|| Share {
-                weight: self.weight_of(tenant),
+                weight: self.tenants.weight_of(tenant),
                 cap: 0,
                 per_destination: 0,
             });
