@@ -92,6 +92,35 @@ pub struct Config {
     pub backpressure: hookd_core::backpressure::BackpressureConfig,
     /// Disk headroom, and what hookd does after its storage fails.
     pub storage: StorageConfig,
+    /// The customer portal's links (issue #52).
+    pub portal: PortalConfig,
+}
+
+/// The customer portal (`[portal]`): where its links point, who may frame it, how often
+/// its signing key changes.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PortalConfig {
+    /// The HTTP listener as customers' browsers reach it (`https://hooks.example.com`,
+    /// behind a proxy that passes `/portal/`): links start with it. Empty: the listener's
+    /// own address, `http://` or `https://` as it speaks.
+    pub public_url: String,
+    /// Origins whose pages may show any tenant's portal in an iframe (a tenant adds its
+    /// own with `portal.frame_ancestors`).
+    pub frame_ancestors: Vec<String>,
+    /// A new signing key this often; a key keeps verifying the links it signed until the
+    /// last of them expires (at most 24 h later), then it is deleted.
+    pub key_rotation_secs: u64,
+}
+
+impl Default for PortalConfig {
+    fn default() -> Self {
+        Self {
+            public_url: String::new(),
+            frame_ancestors: Vec::new(),
+            key_rotation_secs: 24 * 3600,
+        }
+    }
 }
 
 /// A pull queue's own settings (`[[queues]]`).
@@ -332,6 +361,7 @@ impl Default for Config {
             secrets: hookd_core::secrets::SecretsConfig::default(),
             backpressure: hookd_core::backpressure::BackpressureConfig::default(),
             storage: StorageConfig::default(),
+            portal: PortalConfig::default(),
         }
     }
 }
@@ -412,6 +442,28 @@ impl Config {
         }
         if self.idempotency_retention_secs == 0 {
             return invalid("idempotency_retention_secs", "must be at least 1".into());
+        }
+        if !(60..=30 * 24 * 3600).contains(&self.portal.key_rotation_secs) {
+            return invalid(
+                "portal.key_rotation_secs",
+                format!(
+                    "{} is not within 60..=2592000",
+                    self.portal.key_rotation_secs
+                ),
+            );
+        }
+        if !self.portal.public_url.is_empty()
+            && let Err(e) = crate::portal_links::public_url(&self.portal.public_url)
+        {
+            return invalid("portal.public_url", e);
+        }
+        for (i, origin) in self.portal.frame_ancestors.iter().enumerate() {
+            if let Err(e) = crate::portal_links::origin(origin) {
+                return Err(ConfigError::InvalidAt {
+                    key: format!("portal.frame_ancestors[{i}]"),
+                    message: e,
+                });
+            }
         }
         // A provider's resend is signed anew and accepted for tolerance_secs: a dedup key
         // forgotten sooner lets a replayed delivery be stored twice (issue #26, 14).

@@ -41,6 +41,8 @@ pub mod listen;
 pub(crate) mod mcp;
 pub mod memory;
 pub(crate) mod otel;
+pub(crate) mod portal;
+pub(crate) mod portal_links;
 pub mod prepare;
 pub(crate) mod rest;
 pub mod subscriptions;

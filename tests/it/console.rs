@@ -49,7 +49,7 @@ async fn admin_client(server: &TestServer) -> Client {
 }
 
 /// A minimal HTTP/1.1 client for the console: status, headers, body.
-struct Http {
+pub(crate) struct Http {
     base: String,
     client: hyper_util::client::legacy::Client<
         hyper_util::client::legacy::connect::HttpConnector,
@@ -57,14 +57,14 @@ struct Http {
     >,
 }
 
-struct Answer {
-    status: u16,
-    headers: http::HeaderMap,
-    body: String,
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) headers: http::HeaderMap,
+    pub(crate) body: String,
 }
 
 impl Answer {
-    fn header(&self, name: &str) -> String {
+    pub(crate) fn header(&self, name: &str) -> String {
         self.headers
             .get_all(name)
             .iter()
@@ -86,7 +86,7 @@ impl Answer {
     }
 
     /// The first hidden input's value named `name` in the page.
-    fn field(&self, name: &str) -> String {
+    pub(crate) fn field(&self, name: &str) -> String {
         let marker = format!("name=\"{name}\" value=\"");
         let start = self.body.find(&marker).expect("the field is on the page") + marker.len();
         self.body[start..].split('"').next().unwrap().to_owned()
@@ -94,7 +94,7 @@ impl Answer {
 }
 
 impl Http {
-    fn new(addr: SocketAddr) -> Self {
+    pub(crate) fn new(addr: SocketAddr) -> Self {
         Self {
             base: format!("http://{addr}"),
             client: hyper_util::client::legacy::Client::builder(
@@ -104,7 +104,13 @@ impl Http {
         }
     }
 
-    async fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+    pub(crate) async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Answer {
         let mut req = http::Request::builder()
             .method(method)
             .uri(format!("{}{path}", self.base));
@@ -129,11 +135,11 @@ impl Http {
         }
     }
 
-    async fn get(&self, path: &str, cookie: &str) -> Answer {
+    pub(crate) async fn get(&self, path: &str, cookie: &str) -> Answer {
         self.send("GET", path, &[("cookie", cookie)], "").await
     }
 
-    async fn post(&self, path: &str, cookie: &str, form: &[(&str, &str)]) -> Answer {
+    pub(crate) async fn post(&self, path: &str, cookie: &str, form: &[(&str, &str)]) -> Answer {
         let mut body = url::form_urlencoded::Serializer::new(String::new());
         for (k, v) in form {
             body.append_pair(k, v);

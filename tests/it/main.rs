@@ -35,6 +35,7 @@ mod mcp;
 mod metrics;
 mod node;
 mod otel;
+mod portal;
 mod push;
 mod python;
 mod queue;

@@ -412,6 +412,31 @@ async fn a_tenants_token_never_reaches_another_tenants_objects() {
         .await,
         "DeleteEventType",
     );
+    // A portal link to B, or B's links revoked: as for a tenant that does not exist.
+    not_found(
+        api.create_portal_link(call(
+            a,
+            None,
+            pb::CreatePortalLinkRequest {
+                tenant: "b".into(),
+                ..Default::default()
+            },
+        ))
+        .await,
+        "tenant",
+    );
+    not_found(
+        api.revoke_portal_links(call(
+            a,
+            None,
+            pb::RevokePortalLinksRequest {
+                tenant: "b".into(),
+                link_id: String::new(),
+            },
+        ))
+        .await,
+        "tenant",
+    );
     // Naming B as the tenant: NOT_FOUND, as for a tenant that does not exist.
     not_found(
         api.list_endpoints(call(a, Some("b"), pb::ListEndpointsRequest {}))
@@ -436,6 +461,8 @@ async fn a_tenants_token_never_reaches_another_tenants_objects() {
         "DeleteQueue",
         "GetEventType",
         "DeleteEventType",
+        "CreatePortalLink",
+        "RevokePortalLinks",
     ]);
 
     // Lists and reads: A's own only (empty), never B's.

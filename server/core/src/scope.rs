@@ -47,10 +47,14 @@ pub enum Kind {
     Queue = 5,
     EventType = 6,
     Token = 7,
+    /// A key that signs portal links (issue #52), under tenant `default`.
+    PortalKey = 8,
+    /// A revoked portal link (or all of a tenant's before a time).
+    PortalRevocation = 9,
 }
 
 impl Kind {
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 9] = [
         Self::Tenant,
         Self::Endpoint,
         Self::Subscription,
@@ -58,6 +62,8 @@ impl Kind {
         Self::Queue,
         Self::EventType,
         Self::Token,
+        Self::PortalKey,
+        Self::PortalRevocation,
     ];
 
     pub fn from_u8(v: u8) -> Option<Self> {
@@ -74,6 +80,8 @@ impl Kind {
             Self::Queue => "queue",
             Self::EventType => "event type",
             Self::Token => "token",
+            Self::PortalKey => "portal key",
+            Self::PortalRevocation => "portal revocation",
         }
     }
 }

@@ -35,7 +35,7 @@ mod queues;
 mod tenants;
 pub mod wire;
 
-pub use tenants::{TenantsCmd, TokensCmd};
+pub use tenants::{PortalCmd, TenantsCmd, TokensCmd};
 
 use std::io::Read;
 use std::process::ExitCode;
@@ -114,6 +114,10 @@ pub enum Ctl {
     /// tenant with --tenant.
     #[command(subcommand)]
     Tokens(TokensCmd),
+    /// Links to a tenant's portal, its own view of the console: `link` prints one to open
+    /// or put in an iframe; `revoke` refuses one, or all.
+    #[command(subcommand)]
+    Portal(PortalCmd),
     /// Lease messages from a pull queue and print them (payload as text, headers); with
     /// --ack, acknowledge them once printed.
     Receive {
@@ -776,6 +780,7 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
         Ctl::Queues(cmd) => queues::queues(&mut api, json, cmd, server).await,
         Ctl::Tenants(cmd) => tenants::tenants(&mut api, json, cmd, server).await,
         Ctl::Tokens(cmd) => tenants::tokens(&mut api, json, cmd, server).await,
+        Ctl::Portal(cmd) => tenants::portal(&mut api, json, cmd, server).await,
         Ctl::Endpoints(cmd) => endpoints(&mut api, json, cmd, conn.tenant.as_deref())
             .await
             .map_err(fail),

@@ -29,6 +29,8 @@ pub enum TenantsCmd {
         /// Its share of delivery against other tenants' (1 to 1000; default 1).
         #[arg(long)]
         weight: Option<u32>,
+        #[command(flatten)]
+        portal: PortalArgs,
     },
     /// Replace a tenant's display name and labels, and with --quota its quota (the limits
     /// not named: none); without --quota its quota stays.
@@ -43,6 +45,10 @@ pub enum TenantsCmd {
         /// Its share of delivery (1 to 1000); without it the weight stays.
         #[arg(long)]
         weight: Option<u32>,
+        /// Any of these replaces the tenant's portal settings (those not named: none);
+        /// without them they stay.
+        #[command(flatten)]
+        portal: PortalArgs,
     },
     /// Delete a tenant with its objects; refused while it has live messages, unless
     /// --force (they go too).
@@ -51,6 +57,128 @@ pub enum TenantsCmd {
         #[arg(long)]
         force: bool,
     },
+}
+
+/// A tenant's portal settings.
+#[derive(Debug, clap::Args)]
+pub struct PortalArgs {
+    /// An origin whose pages may show the tenant's portal in an iframe
+    /// (`https://app.example.com`); repeatable.
+    #[arg(long = "portal-frame-ancestor")]
+    frame_ancestors: Vec<String>,
+    /// The portal's heading (default: the display name).
+    #[arg(long)]
+    portal_title: Option<String>,
+    /// An https image beside the heading.
+    #[arg(long)]
+    portal_logo_url: Option<String>,
+    /// Links and buttons in this colour (`#rrggbb`).
+    #[arg(long)]
+    portal_accent_color: Option<String>,
+}
+
+impl PortalArgs {
+    fn settings(self) -> Option<pb::TenantPortal> {
+        let named = !self.frame_ancestors.is_empty()
+            || self.portal_title.is_some()
+            || self.portal_logo_url.is_some()
+            || self.portal_accent_color.is_some();
+        named.then(|| pb::TenantPortal {
+            frame_ancestors: self.frame_ancestors,
+            title: self.portal_title.unwrap_or_default(),
+            logo_url: self.portal_logo_url.unwrap_or_default(),
+            accent_color: self.portal_accent_color.unwrap_or_default(),
+        })
+    }
+}
+
+/// `hookd portal ...`: links to a tenant's portal.
+#[derive(Debug, Subcommand)]
+pub enum PortalCmd {
+    /// Print a signed link that opens the tenant's portal (its view of the console).
+    Link {
+        /// The tenant (else --tenant's, or a tenant token's own).
+        #[arg(long = "for")]
+        tenant: Option<String>,
+        /// read (look only) or admin (also change); repeatable. Default: read.
+        #[arg(long = "scope")]
+        scopes: Vec<String>,
+        /// How long it works, in seconds (at most 86400).
+        #[arg(long, default_value_t = 3_600)]
+        expires_in_secs: u32,
+        /// Only this endpoint (`endpoint:NAME`); repeatable.
+        #[arg(long = "destination")]
+        destinations: Vec<String>,
+        /// Where an expired link sends the browser for a new one.
+        #[arg(long)]
+        refresh_url: Option<String>,
+        /// Who the link is for (shown in the portal and logged).
+        #[arg(long)]
+        subject: Option<String>,
+    },
+    /// Refuse one link (--link ID), or every link of the tenant made until now.
+    Revoke {
+        #[arg(long = "for")]
+        tenant: Option<String>,
+        #[arg(long = "link")]
+        link_id: Option<String>,
+    },
+}
+
+pub(super) async fn portal(
+    api: &mut Api,
+    json: bool,
+    cmd: PortalCmd,
+    server: &str,
+) -> Result<(), Failure> {
+    let fail = |s: tonic::Status| Failure::status(server, &s);
+    match cmd {
+        PortalCmd::Link {
+            tenant,
+            scopes,
+            expires_in_secs,
+            destinations,
+            refresh_url,
+            subject,
+        } => {
+            let r = api
+                .create_portal_link(pb::CreatePortalLinkRequest {
+                    tenant: tenant.unwrap_or_default(),
+                    scopes,
+                    expires_in_secs,
+                    destinations,
+                    refresh_url: refresh_url.unwrap_or_default(),
+                    subject: subject.unwrap_or_default(),
+                })
+                .await
+                .map_err(fail)?
+                .into_inner();
+            show(json, &r, |r| {
+                super::outln!("{}", r.url);
+                super::outln!(
+                    "(link {}; it is a credential until it expires: revoke it with `hookd portal revoke --link {}`)",
+                    r.link_id,
+                    r.link_id
+                );
+            })
+        }
+        PortalCmd::Revoke { tenant, link_id } => {
+            let link_id = link_id.unwrap_or_default();
+            api.revoke_portal_links(pb::RevokePortalLinksRequest {
+                tenant: tenant.unwrap_or_default(),
+                link_id: link_id.clone(),
+            })
+            .await
+            .map_err(fail)?;
+            show_value(json, &serde_json::json!({ "revoked": link_id }), || {
+                if link_id.is_empty() {
+                    super::outln!("revoked every portal link made until now");
+                } else {
+                    super::outln!("revoked portal link {link_id}");
+                }
+            })
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -82,8 +210,10 @@ pub(super) async fn tenants(
                   display_name: Option<String>,
                   metadata: Vec<(String, String)>,
                   quota: Vec<(String, u64)>,
-                  weight: Option<u32>| {
+                  weight: Option<u32>,
+                  portal: PortalArgs| {
         Some(pb::Tenant {
+            portal: portal.settings(),
             weight: weight.unwrap_or(0),
             name,
             display_name: display_name.unwrap_or_default(),
@@ -131,10 +261,11 @@ pub(super) async fn tenants(
             metadata,
             quota,
             weight,
+            portal,
         } => {
             let r = api
                 .create_tenant(pb::CreateTenantRequest {
-                    tenant: tenant(name, display_name, metadata, quota, weight),
+                    tenant: tenant(name, display_name, metadata, quota, weight, portal),
                 })
                 .await
                 .map_err(fail)?
@@ -150,10 +281,11 @@ pub(super) async fn tenants(
             metadata,
             quota,
             weight,
+            portal,
         } => {
             let r = api
                 .update_tenant(pb::UpdateTenantRequest {
-                    tenant: tenant(name, display_name, metadata, quota, weight),
+                    tenant: tenant(name, display_name, metadata, quota, weight, portal),
                 })
                 .await
                 .map_err(fail)?

@@ -222,7 +222,11 @@ impl EngineHandle {
     /// Makes a catalog object's record durable (`Some`), or its removal (`None`). Whoever
     /// holds the object (the source registry, the subscriptions) decides and serialises
     /// the changes; the engine makes the record and makes it durable.
-    async fn put_object(&self, object: ObjectRef, record: Option<Vec<u8>>) -> Result<(), Refusal> {
+    pub async fn put_object(
+        &self,
+        object: ObjectRef,
+        record: Option<Vec<u8>>,
+    ) -> Result<(), Refusal> {
         self.call(|reply| Command::PutObject {
             object,
             record,

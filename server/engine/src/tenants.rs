@@ -61,6 +61,8 @@ pub struct TenantDef {
     pub quota: Option<hookd_core::quota::Quota>,
     /// Its share of delivery (1 to [`MAX_WEIGHT`]); 0: 1 when made, its own on an update.
     pub weight: u32,
+    /// None: an update keeps the tenant's.
+    pub portal: Option<hookd_storage::store::TenantPortalRecord>,
 }
 
 impl TenantDef {
@@ -71,6 +73,7 @@ impl TenantDef {
             metadata: self.metadata,
             quota: self.quota.map(Into::into),
             weight: self.weight,
+            portal: self.portal,
             ..Default::default()
         }
     }
@@ -399,6 +402,9 @@ impl Engine {
                 }
                 if record.weight == 0 {
                     record.weight = old.weight;
+                }
+                if record.portal.is_none() {
+                    record.portal.clone_from(&old.portal);
                 }
                 record.usage_day = old.usage_day;
                 record.events_today = old.events_today;

@@ -5,6 +5,7 @@
 
 pub mod convert;
 pub(crate) mod event_types;
+mod portal;
 pub(crate) mod queues;
 pub mod sources;
 pub(crate) mod subscriptions;
@@ -49,6 +50,10 @@ pub(crate) struct HookdService {
     pub(crate) tracing: crate::otel::Tracing,
     /// The config file's `[[queues]]` (tenant `default`'s, read-only over the API).
     pub(crate) config_queues: Arc<Vec<crate::config::QueueSpec>>,
+    /// Mints and revokes portal links (issue #52).
+    pub(crate) portal: Arc<crate::portal_links::Links>,
+    /// Where portal links point (`[portal] public_url`, or the HTTP listener's address).
+    pub(crate) portal_url: Arc<str>,
 }
 
 /// What `Watch` streams from, and the signal that ends them (shutdown).
@@ -985,6 +990,22 @@ impl Hookd for HookdService {
         request: Request<pb::RevokeTokenRequest>,
     ) -> Result<Response<pb::RevokeTokenResponse>, Status> {
         self.revoke_token_in(request).await.map(Response::new)
+    }
+
+    async fn create_portal_link(
+        &self,
+        request: Request<pb::CreatePortalLinkRequest>,
+    ) -> Result<Response<pb::CreatePortalLinkResponse>, Status> {
+        self.create_portal_link_in(request).await.map(Response::new)
+    }
+
+    async fn revoke_portal_links(
+        &self,
+        request: Request<pb::RevokePortalLinksRequest>,
+    ) -> Result<Response<pb::RevokePortalLinksResponse>, Status> {
+        self.revoke_portal_links_in(request)
+            .await
+            .map(Response::new)
     }
 
     async fn delete_subscription(

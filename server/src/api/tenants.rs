@@ -242,7 +242,9 @@ fn tenant_def(tenant: Option<pb::Tenant>) -> Result<TenantDef, ApiError> {
             hookd_engine::MAX_WEIGHT
         )));
     }
+    let portal = t.portal.map(portal_settings).transpose()?;
     Ok(TenantDef {
+        portal,
         weight: t.weight,
         name: t.name,
         display_name: t.display_name,
@@ -284,7 +286,65 @@ fn shown(r: &TenantRecord) -> pb::Tenant {
             max_sources: q.max_sources,
         }),
         weight: r.weight.max(1),
+        portal: r.portal.as_ref().map(|p| pb::TenantPortal {
+            frame_ancestors: p.frame_ancestors.clone(),
+            title: p.title.clone(),
+            logo_url: p.logo_url.clone(),
+            accent_color: p.accent_color.clone(),
+        }),
     }
+}
+
+/// Longest portal title, and logo URL, in bytes.
+const MAX_PORTAL_TITLE: usize = 128;
+const MAX_LOGO_URL: usize = 2_048;
+
+/// `tenant.portal`, checked: origins in their normal form.
+fn portal_settings(
+    p: pb::TenantPortal,
+) -> Result<hookd_storage::store::TenantPortalRecord, ApiError> {
+    let bad = |m: String| ApiError::InvalidArgument(m);
+    if p.frame_ancestors.len() > crate::portal_links::MAX_FRAME_ANCESTORS {
+        return Err(bad(format!(
+            "tenant.portal.frame_ancestors: {} is over the limit of {}",
+            p.frame_ancestors.len(),
+            crate::portal_links::MAX_FRAME_ANCESTORS
+        )));
+    }
+    let mut frame_ancestors = Vec::with_capacity(p.frame_ancestors.len());
+    for (i, o) in p.frame_ancestors.iter().enumerate() {
+        frame_ancestors.push(
+            crate::portal_links::origin(o)
+                .map_err(|e| bad(format!("tenant.portal.frame_ancestors[{i}]: {e}")))?,
+        );
+    }
+    if p.title.len() > MAX_PORTAL_TITLE || p.title.chars().any(char::is_control) {
+        return Err(bad(format!(
+            "tenant.portal.title: at most {MAX_PORTAL_TITLE} bytes, without control characters"
+        )));
+    }
+    if !p.logo_url.is_empty() {
+        if p.logo_url.len() > MAX_LOGO_URL {
+            return Err(bad(format!(
+                "tenant.portal.logo_url: {} bytes is over the limit of {MAX_LOGO_URL}",
+                p.logo_url.len()
+            )));
+        }
+        crate::portal_links::web_url(&p.logo_url)
+            .map_err(|e| bad(format!("tenant.portal.logo_url: {e}")))?;
+    }
+    if !p.accent_color.is_empty() && !crate::portal_links::is_colour(&p.accent_color) {
+        return Err(bad(format!(
+            "tenant.portal.accent_color: {:?} is not #rrggbb",
+            p.accent_color
+        )));
+    }
+    Ok(hookd_storage::store::TenantPortalRecord {
+        frame_ancestors,
+        title: p.title,
+        logo_url: p.logo_url,
+        accent_color: p.accent_color,
+    })
 }
 
 /// Most destinations one token may be limited to.

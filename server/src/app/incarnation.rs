@@ -405,6 +405,14 @@ impl Servers {
         let auth = Arc::new(auth);
         let Listeners { grpc, http, ingest } = listeners;
         let (stop, stop_rx) = watch::channel(false);
+        let portal_url: Arc<str> = if config.portal.public_url.is_empty() {
+            let scheme = if tls.is_some() { "https" } else { "http" };
+            let addr = http.local_addr().map_err(StoreError::Io)?;
+            format!("{scheme}://{addr}").into()
+        } else {
+            config.portal.public_url.trim_end_matches('/').into()
+        };
+        let portal_links = Arc::new(load_portal(config, incarnation, sealer.clone()).await?);
         let api = HookdService {
             engine: incarnation.engine.clone(),
             store: incarnation.store.clone(),
@@ -422,6 +430,8 @@ impl Servers {
             guard: incarnation.guard.clone(),
             tracing: shared.tracing.clone(),
             config_queues: Arc::new(config.queues.clone()),
+            portal: portal_links.clone(),
+            portal_url,
         };
         let console = Arc::new(crate::console::Console::new(
             api.clone(),
@@ -430,6 +440,17 @@ impl Servers {
             incarnation.clock.clone(),
             tls.is_some(),
             config.alerts.clone(),
+        ));
+        let portal = Arc::new(crate::portal::Portal::new(
+            portal_links,
+            console.clone(),
+            incarnation.engine.clone(),
+            config
+                .portal
+                .frame_ancestors
+                .iter()
+                .filter_map(|o| crate::portal_links::origin(o).ok())
+                .collect(),
         ));
         let (health, health_service) = tonic_health::server::health_reporter();
         set_health(&health, true).await;
@@ -511,6 +532,7 @@ impl Servers {
             !auth.enabled(),
         )
         .merge(crate::console::router(console))
+        .merge(crate::portal::router(portal))
         .merge(jwks)
         .merge(crate::rest::router(rest))
         .merge(mcp)
@@ -739,6 +761,31 @@ async fn run_until(
         }
     }
     None
+}
+
+/// The portal's signing keys and revocations, as stored.
+async fn load_portal(
+    config: &Config,
+    incarnation: &Incarnation,
+    sealer: Option<Arc<hookd_core::secrets::Sealer>>,
+) -> Result<crate::portal_links::Links, ServeError> {
+    let store = incarnation.store.clone();
+    let (keys, revocations) = tokio::task::spawn_blocking(move || {
+        Ok::<_, StoreError>((
+            store.every_object_of(hookd_core::scope::Kind::PortalKey)?,
+            store.every_object_of(hookd_core::scope::Kind::PortalRevocation)?,
+        ))
+    })
+    .await
+    .map_err(|e| StoreError::Io(std::io::Error::other(e)))??;
+    Ok(crate::portal_links::Links::load(
+        incarnation.engine.clone(),
+        sealer,
+        incarnation.clock.clone(),
+        config.portal.key_rotation_secs,
+        keys,
+        revocations,
+    ))
 }
 
 /// The stored subscriptions, compiled.

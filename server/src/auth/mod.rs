@@ -131,6 +131,27 @@ impl Principal {
         }
     }
 
+    /// The caller a portal link stands for: its tenant, scopes and destinations, named
+    /// `portal:` and the link's subject (or id); no rate limit of its own.
+    pub(crate) fn of_portal(
+        name: String,
+        tenant: TenantId,
+        scopes: &[String],
+        destinations: Vec<String>,
+    ) -> Self {
+        Self {
+            name,
+            tenant: Some(tenant),
+            destinations,
+            scopes: scopes
+                .iter()
+                .filter_map(|s| Scope::parse(s))
+                .fold(0, |acc, s| acc | s.bit()),
+            bucket: None,
+            anonymous: false,
+        }
+    }
+
     /// Whether it may use destination `key` (a key as its tenant reads it).
     pub fn may_use(&self, key: &str) -> bool {
         self.destinations.is_empty() || self.destinations.iter().any(|d| d == key)

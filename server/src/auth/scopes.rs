@@ -38,6 +38,8 @@ pub(crate) fn http_access(path: &str) -> Access {
         p if p.starts_with("/v1/") => Access::Open,
         // Public keys (JWKS) for receivers, who hold no hookd token.
         p if p.starts_with("/jwks/") => Access::Open,
+        // The customer portal checks its own signed links (`portal`).
+        p if p.starts_with("/portal/") => Access::Open,
         _ => Access::Authenticated,
     }
 }
@@ -74,6 +76,8 @@ pub(crate) const RPC_SCOPES: &[(&str, Scope)] = &[
     ("CreateToken", Scope::Admin),
     ("ListTokens", Scope::Admin),
     ("RevokeToken", Scope::Admin),
+    ("CreatePortalLink", Scope::Admin),
+    ("RevokePortalLinks", Scope::Admin),
     ("PutEndpoint", Scope::Admin),
     ("DeleteEndpoint", Scope::Admin),
     ("GetQueue", Scope::Read),

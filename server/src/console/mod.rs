@@ -95,6 +95,18 @@ impl Console {
 
 /// The console's routes, behind [`guard`].
 pub(crate) fn router(console: Arc<Console>) -> Router {
+    routes()
+        .layer(axum::middleware::from_fn_with_state(console.clone(), guard))
+        .with_state(console)
+}
+
+/// The console's pages without a guard: what a portal link's requests reach once the
+/// portal has checked the link and made their session (`crate::portal`).
+pub(crate) fn pages(console: Arc<Console>) -> Router {
+    routes().with_state(console)
+}
+
+fn routes() -> Router<Arc<Console>> {
     Router::new()
         .route("/ui", get(pages::overview))
         .route("/ui/", get(pages::overview))
@@ -113,6 +125,8 @@ pub(crate) fn router(console: Arc<Console>) -> Router {
         )
         .route("/ui/endpoints/{name}/pause", post(pages::pause))
         .route("/ui/endpoints/{name}/resume", post(pages::resume))
+        .route("/ui/endpoints/{name}/rotate", post(pages::rotate_secret))
+        .route("/ui/endpoints/{name}/test", post(pages::send_test_event))
         .route("/ui/destinations", get(pages::destinations))
         .route("/ui/tenants", get(pages::tenants))
         .route("/ui/tenant", post(pages::switch_tenant))
@@ -131,8 +145,6 @@ pub(crate) fn router(console: Arc<Console>) -> Router {
             "/ui/subscriptions/{name}/delete",
             post(pages::delete_subscription),
         )
-        .layer(axum::middleware::from_fn_with_state(console.clone(), guard))
-        .with_state(console)
 }
 
 async fn stylesheet() -> Response {
@@ -248,28 +260,10 @@ async fn with_session(console: &Console, request: Request, next: Next) -> Respon
     let body = if read_only {
         body
     } else {
-        let Ok(bytes) = axum::body::to_bytes(body, MAX_FORM_BYTES).await else {
-            return refuse(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "form: larger than the console accepts (64 KiB)",
-            );
-        };
-        let presented = url::form_urlencoded::parse(&bytes)
-            .find(|(k, _)| k == "csrf")
-            .map(|(_, v)| v.into_owned())
-            .unwrap_or_default();
-        if !session::same_token(&presented, &session.csrf) {
-            tracing::warn!(
-                caller = %session.caller.name,
-                path = %parts.uri.path(),
-                "console POST refused: missing or wrong CSRF token"
-            );
-            return refuse(
-                StatusCode::FORBIDDEN,
-                "csrf: the form's token is missing or does not match this session; reload the page and try again",
-            );
+        match checked_form(&session, &parts, body).await {
+            Ok(body) => body,
+            Err(refused) => return refused,
         }
-        Body::from(bytes)
     };
     parts.extensions.insert(session);
     let mut response = next.run(Request::from_parts(parts, body)).await;
@@ -286,6 +280,48 @@ async fn with_session(console: &Console, request: Request, next: Next) -> Respon
     response
 }
 
+/// A POST's form, read (at most [`MAX_FORM_BYTES`]) once its CSRF token matches the
+/// session's; a browser's cross-site request (`Sec-Fetch-Site: cross-site`) is refused
+/// whatever it carries.
+pub(crate) async fn checked_form(
+    session: &Session,
+    parts: &http::request::Parts,
+    body: Body,
+) -> Result<Body, Response> {
+    if parts
+        .headers
+        .get("sec-fetch-site")
+        .is_some_and(|v| v.as_bytes() == b"cross-site")
+    {
+        return Err(refuse(
+            StatusCode::FORBIDDEN,
+            "csrf: a form sent from another site is refused",
+        ));
+    }
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_FORM_BYTES).await else {
+        return Err(refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "form: larger than the console accepts (64 KiB)",
+        ));
+    };
+    let presented = url::form_urlencoded::parse(&bytes)
+        .find(|(k, _)| k == "csrf")
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default();
+    if !session::same_token(&presented, &session.csrf) {
+        tracing::warn!(
+            caller = %session.caller.name,
+            path = %parts.uri.path(),
+            "console POST refused: missing or wrong CSRF token"
+        );
+        return Err(refuse(
+            StatusCode::FORBIDDEN,
+            "csrf: the form's token is missing or does not match this session; reload the page and try again",
+        ));
+    }
+    Ok(Body::from(bytes))
+}
+
 /// `localhost`, an IPv4 loopback address or `[::1]`, with or without a port.
 fn loopback_host(headers: &http::HeaderMap) -> bool {
     crate::http::host_name(headers).is_some_and(|name| {
@@ -297,7 +333,7 @@ fn loopback_host(headers: &http::HeaderMap) -> bool {
 }
 
 /// A short plain page for refusals that happen before any handler.
-fn refuse(status: StatusCode, why: &str) -> Response {
+pub(crate) fn refuse(status: StatusCode, why: &str) -> Response {
     let body = view::page(
         "Refused",
         view::Nav::None,

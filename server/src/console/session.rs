@@ -47,6 +47,18 @@ pub(crate) struct Session {
     pub signed_in: bool,
     /// Every form carries it; every POST must present it.
     pub csrf: String,
+    /// A portal link's view (issue #52): one tenant, pinned, under the link's base path.
+    pub portal: Option<Arc<PortalView>>,
+}
+
+/// What a portal page needs of its link beyond the caller.
+#[derive(Debug)]
+pub(crate) struct PortalView {
+    pub link: crate::portal_links::Link,
+    /// The heading (the tenant's portal title, or its display name, or its name).
+    pub title: String,
+    /// An https image beside the heading, or empty.
+    pub logo_url: String,
 }
 
 /// The tenant a session views.
@@ -82,7 +94,13 @@ impl Session {
     /// (an operator's whole hookd, as before tenants), else the viewed tenant's.
     pub(crate) fn figures(&self) -> Option<hookd_core::scope::TenantId> {
         let id = self.tenant();
-        (!id.is_default()).then_some(id)
+        (!id.is_default() || self.portal.is_some()).then_some(id)
+    }
+
+    /// Whether the caller may see destination `key` (as its tenant reads it:
+    /// `endpoint:NAME`): a portal link or token limited to destinations sees only those.
+    pub(crate) fn may_see(&self, key: &str) -> bool {
+        self.caller.may_use(key)
     }
 
     pub(crate) fn view(&self, viewed: Viewed) {
@@ -120,6 +138,7 @@ impl Sessions {
             tenant: Arc::default(),
             signed_in,
             csrf: random_token(),
+            portal: None,
         };
         let now = self.clock.now_ms();
         let mut table = self.table.lock().unwrap_or_else(|p| p.into_inner());

@@ -32,6 +32,9 @@ pub(super) fn page(
     let item = |target: Nav, href: &str, label: &str| {
         html! { a href=(href) .current[nav == target] { (label) } }
     };
+    if let Some(portal) = session.and_then(|s| s.portal.as_ref().map(|p| (s, p))) {
+        return portal_page(title, nav, portal, notice, body);
+    }
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -78,6 +81,69 @@ pub(super) fn page(
                                 "no login (loopback)"
                             }
                         }
+                    }
+                }
+                main {
+                    h1 { (title) }
+                    @if !notice.is_empty() {
+                        p.notice role="status" { (notice) }
+                    }
+                    (body)
+                }
+            }
+        }
+    }
+}
+
+/// A portal page (issue #52): the tenant's heading, logo and colours, its pages only, and
+/// who the link is for and until when; no tenant switch, no logout (the link is the
+/// session).
+fn portal_page(
+    title: &str,
+    nav: Nav,
+    (s, portal): (&Session, &std::sync::Arc<super::session::PortalView>),
+    notice: &str,
+    body: Markup,
+) -> Markup {
+    let item = |target: Nav, href: &str, label: &str| {
+        html! { a href=(href) .current[nav == target] { (label) } }
+    };
+    let limited = s.caller.limited();
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · " (portal.title) }
+                link rel="stylesheet" href="/ui/assets/console.css";
+                link rel="stylesheet" href="/ui/assets/theme.css";
+            }
+            body.portal {
+                header {
+                    @if !portal.logo_url.is_empty() {
+                        img.logo src=(portal.logo_url) alt="" height="28";
+                    }
+                    span.brand { (portal.title) }
+                    nav {
+                        (item(Nav::Overview, "/ui", "Overview"))
+                        (item(Nav::Endpoints, "/ui/endpoints", "Endpoints"))
+                        @if !limited {
+                            (item(Nav::Subscriptions, "/ui/subscriptions", "Subscriptions"))
+                        }
+                        (item(Nav::EventTypes, "/ui/event-types", "Event types"))
+                        @if !limited {
+                            (item(Nav::DeadLetters, "/ui/dead-letters", "Dead letters"))
+                        }
+                    }
+                    form.find method="get" action="/ui/find" role="search" {
+                        input type="search" name="id" placeholder="message id" aria-label="message id";
+                        button type="submit" { "Find" }
+                    }
+                    span.caller title=(format!("link {}", portal.link.id)) {
+                        @if !portal.link.subject.is_empty() { (portal.link.subject) " · " }
+                        @if s.caller.may(crate::auth::Scope::Admin) { "can change" } @else { "view only" }
+                        " · until " (time(portal.link.expires_ms))
                     }
                 }
                 main {

@@ -436,6 +436,24 @@ pub(crate) const ROUTES: &[Route] = &[
         "tokens",
         "Revoke a token: the next call with it is refused",
     ),
+    route(
+        "CreatePortalLink",
+        Method::POST,
+        "/v1/tenants/{tenant}/portal-links",
+        &[("tenant", "tenant")],
+        Body::Whole,
+        "portal",
+        "A signed, short-lived link to the tenant's portal (its view of the console), to open or show in an iframe",
+    ),
+    route(
+        "RevokePortalLinks",
+        Method::DELETE,
+        "/v1/tenants/{tenant}/portal-links",
+        &[("tenant", "tenant")],
+        Body::None,
+        "portal",
+        "Refuse one portal link (link_id=...) or every link of the tenant made until now",
+    ),
 ];
 
 /// Each path parameter's name and (percent-decoded) value.

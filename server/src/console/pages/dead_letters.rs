@@ -129,6 +129,13 @@ pub(crate) async fn dead_letters(
     Query(q): Query<DeadQuery>,
 ) -> Page {
     let now = c.clock.now_ms();
+    if s.caller.limited() {
+        let named = q.filter.destination.as_str();
+        let name = named.strip_prefix("endpoint:").unwrap_or(named);
+        if !s.may_see(&format!("endpoint:{name}")) {
+            spans_destinations(&s)?;
+        }
+    }
     let proto = q.filter.to_proto(now)?;
     let filter = crate::api::validate::dead_letter_filter(s.tenant(), proto, "filter")?;
     let for_analysis = filter.clone();

@@ -57,6 +57,7 @@ pub(crate) async fn endpoints(
         .iter()
         .map(|v| &v.record)
         .filter(|e| q.q.is_empty() || e.name.contains(q.q.as_str()))
+        .filter(|e| s.may_see(&format!("endpoint:{}", e.name)))
         .collect();
     let start =
         matching.partition_point(|e| !q.after.is_empty() && e.name.as_str() <= q.after.as_str());
@@ -144,7 +145,13 @@ pub(super) async fn found_endpoint(
     name: &str,
 ) -> Result<EndpointView, Failure> {
     crate::api::validate::validate_name(name, "name")?;
-    c.api.endpoint_view(s.tenant(), name).await?.ok_or_else(|| {
+    let hidden = !s.may_see(&format!("endpoint:{name}"));
+    let found = if hidden {
+        None
+    } else {
+        c.api.endpoint_view(s.tenant(), name).await?
+    };
+    found.ok_or_else(|| {
         Failure::new(
             StatusCode::NOT_FOUND,
             format!("name: no endpoint named {name:?}"),
@@ -195,6 +202,8 @@ pub(crate) async fn endpoint(
                     }
                 }
                 " " a.button href=(format!("{base}/edit")) { "Edit" }
+                " " (button(&s, &format!("{base}/test"), "Send a test event", &[]))
+                " " (button(&s, &format!("{base}/rotate"), "Rotate signing secret", &[]))
                 " " a.button href=(format!("/ui/dead-letters?{}", query(&[("destination", &key)]))) { "Dead letters" }
             }
             section.cards {
@@ -694,4 +703,69 @@ pub(crate) async fn save_endpoint(
         }
         Err(status) => form_again(&s, &title, &f, &action, false, summaries, status.into()),
     }
+}
+
+/// Adds a new `whsec_` secret to the endpoint beside its others (receivers move to it while
+/// the old ones still sign) and shows it this once, on this page, never in a URL.
+pub(crate) async fn rotate_secret(
+    State(c): Shared,
+    Extension(s): Extension<Session>,
+    Path(name): Path<String>,
+) -> Page {
+    use base64::Engine as _;
+    let v = found_endpoint(&c, &s, &name).await?;
+    let new = format!(
+        "whsec_{}",
+        base64::engine::general_purpose::STANDARD.encode(rand::random::<[u8; 24]>())
+    );
+    let mut e = crate::api::convert::endpoint(v.record, &v.clear_secrets, true);
+    e.secrets.push(new.clone());
+    c.api
+        .put_endpoint(call(&s, pb::PutEndpointRequest { endpoint: Some(e) }))
+        .await?;
+    let back = format!("/ui/endpoints/{}", segment(&name));
+    html_page(page(
+        &format!("New signing secret for {name}"),
+        Nav::Endpoints,
+        Some(&s),
+        "",
+        html! {
+            p { "Deliveries to " code { (name) } " are now signed with this secret too. Copy it now: it is not shown again." }
+            p { code.secret { (new) } }
+            p.hint { "Every older secret keeps signing until you remove it (Edit), so the receiver can switch without missing a delivery." }
+            p { a.button href=(back) { "Back to " (name) } }
+        },
+    ))
+}
+
+/// Enqueues a small `hookd.test` event to the endpoint (through the API, as the caller).
+pub(crate) async fn send_test_event(
+    State(c): Shared,
+    Extension(s): Extension<Session>,
+    Path(name): Path<String>,
+) -> Page {
+    found_endpoint(&c, &s, &name).await?;
+    let payload = serde_json::json!({
+        "type": "hookd.test",
+        "endpoint": name,
+        "sent_at_unix_ms": c.clock.now_ms(),
+        "sent_by": s.caller.name,
+    });
+    let r = c
+        .api
+        .enqueue(call(
+            &s,
+            pb::EnqueueRequest {
+                destination: Some(pb::enqueue_request::Destination::Endpoint(name.clone())),
+                payload: payload.to_string().into_bytes(),
+                ..Default::default()
+            },
+        ))
+        .await?
+        .into_inner();
+    let to = format!("/ui/endpoints/{}", segment(&name));
+    Ok(see_other(&with_notice(
+        &to,
+        &format!("Sent a test event to {name} (message {}).", r.id),
+    )))
 }

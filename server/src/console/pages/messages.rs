@@ -42,6 +42,18 @@ pub(crate) async fn message(
                 ),
             )
         })?;
+    if s.caller.limited()
+        && !m
+            .destination
+            .as_ref()
+            .and_then(|d| d.endpoint_name())
+            .is_some_and(|name| s.may_see(&format!("endpoint:{name}")))
+    {
+        return Err(Failure::new(
+            StatusCode::NOT_FOUND,
+            format!("id: no message {id}"),
+        ));
+    }
     let destination = m
         .destination
         .as_ref()

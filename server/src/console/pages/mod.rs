@@ -124,6 +124,18 @@ impl IntoResponse for Failure {
 
 type Page = Result<Response, Failure>;
 
+/// A caller limited to destinations (a portal link or token so made) sees nothing that
+/// spans them (subscriptions, dead letters of every destination): as the API refuses.
+fn spans_destinations(s: &Session) -> Result<(), Failure> {
+    if s.caller.limited() {
+        return Err(Failure::new(
+            StatusCode::FORBIDDEN,
+            "this link is limited to some endpoints: open one of them",
+        ));
+    }
+    Ok(())
+}
+
 fn html_page(markup: Markup) -> Page {
     Ok(Html(markup.into_string()).into_response())
 }

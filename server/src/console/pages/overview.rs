@@ -9,7 +9,13 @@ pub(crate) async fn overview(
 ) -> Page {
     let mut stats = c.engine.stats(s.figures(), None, 1).await?;
     let mut alerts = std::mem::take(&mut stats.alerts);
-    let gauges = c.engine.gauges(10).await?;
+    // A portal shows its tenant's figures: not hookd's storage, nor other tenants' depths.
+    let operator = s.portal.is_none();
+    let gauges = if operator {
+        c.engine.gauges(10).await?.destinations
+    } else {
+        Vec::new()
+    };
     let total = &stats.total;
     let storage = &stats.storage;
     let finished = total.delivered_last_hour + total.failed_last_hour;
@@ -20,7 +26,6 @@ pub(crate) async fn overview(
     );
     let live = total.pending + total.awaiting_retry + total.in_flight;
     let mut depths: Vec<(String, u64)> = gauges
-        .destinations
         .iter()
         .map(|d| {
             (
@@ -72,9 +77,11 @@ pub(crate) async fn overview(
                 h2 { "Throughput" }
                 (chart::throughput(&stats.delivered_by_minute, &stats.failed_by_minute, "messages completed per minute, last hour"))
             }
-            section {
-                h2 { "Deepest destinations" }
-                (chart::bars(&depths, "live messages by destination (the ten deepest)"))
+            @if operator {
+                section {
+                    h2 { "Deepest destinations" }
+                    (chart::bars(&depths, "live messages by destination (the ten deepest)"))
+                }
             }
             section {
                 h2 { "Alerts" }
@@ -104,7 +111,7 @@ pub(crate) async fn overview(
                     }
                 }
             }
-            section {
+            @if operator { section {
                 h2 { "Storage" }
                 table.kv {
                     tr { th { "commits" } td { (view::rate(storage.commits_per_s)) ", " (format!("{:.1}", storage.requests_per_commit)) " requests per commit" } }
@@ -121,7 +128,7 @@ pub(crate) async fn overview(
                     tr { th { "disk" } td { (view::bytes(storage.disk_available_bytes)) " available; new events are refused below " (view::bytes(storage.disk_reserve_bytes)) } }
                     tr { th { "destinations in memory" } td { (storage.destinations) } }
                 }
-            }
+            } }
         },
     ))
 }

@@ -126,6 +126,7 @@ pub(crate) async fn subscriptions(
     Extension(s): Extension<Session>,
     Query(n): Query<Notice>,
 ) -> Page {
+    spans_destinations(&s)?;
     html_page(subscriptions_page(
         &s,
         &n.notice,

@@ -81,8 +81,9 @@ pub use keys::{
 };
 pub use records::{
     AttemptRecord, DoneRecord, EndpointRecord, EventTypeRecord, HistoryRecord, LaneRow, LaneSlot,
-    MAX_ORDERING_KEY, MAX_TEXT_BYTES, MessageRecord, OAuth2Record, QueueRecord, QuotaRecord,
-    ScheduleEntry, SigningKeyRecord, State, TenantRecord, TokenRecord, bound_text,
+    MAX_ORDERING_KEY, MAX_TEXT_BYTES, MessageRecord, OAuth2Record, PortalKeyRecord,
+    PortalRevocationRecord, QueueRecord, QuotaRecord, ScheduleEntry, SigningKeyRecord, State,
+    TenantPortalRecord, TenantRecord, TokenRecord, bound_text,
 };
 
 use hookd_core::destination::Destination;

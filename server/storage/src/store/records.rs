@@ -277,6 +277,47 @@ pub struct TenantRecord {
     /// before it have: 1).
     #[prost(uint32, tag = "10")]
     pub weight: u32,
+    /// How its portal looks and who may frame it (issue #52; none: hookd's look, framed
+    /// only from `[portal] frame_ancestors`).
+    #[prost(message, optional, tag = "11")]
+    pub portal: Option<TenantPortalRecord>,
+}
+
+/// A tenant's portal settings, as stored (`Tenant.portal` on the wire).
+#[derive(Clone, PartialEq, Eq, prost::Message)]
+pub struct TenantPortalRecord {
+    #[prost(string, repeated, tag = "1")]
+    pub frame_ancestors: Vec<String>,
+    #[prost(string, tag = "2")]
+    pub title: String,
+    #[prost(string, tag = "3")]
+    pub logo_url: String,
+    #[prost(string, tag = "4")]
+    pub accent_color: String,
+}
+
+/// A portal signing key: a catalog object of kind `PortalKey` under tenant `default`,
+/// named by its key id. The Ed25519 seed is sealed like an endpoint's secret when
+/// `[secrets]` has keys.
+#[derive(Clone, PartialEq, Eq, prost::Message)]
+pub struct PortalKeyRecord {
+    /// base64 of the 32-byte seed, or its sealed form.
+    #[prost(string, tag = "1")]
+    pub seed: String,
+    #[prost(uint64, tag = "2")]
+    pub created_ms: u64,
+}
+
+/// A refusal of portal links: a catalog object of kind `PortalRevocation` in the links'
+/// tenant, named by the link's id, or `*` for every link made before `before_ms`.
+#[derive(Clone, PartialEq, Eq, prost::Message)]
+pub struct PortalRevocationRecord {
+    /// When the revoked link expires (then the record can go); 0 for `*`.
+    #[prost(uint64, tag = "1")]
+    pub expires_ms: u64,
+    /// `*`: links issued at or before this are refused.
+    #[prost(uint64, tag = "2")]
+    pub before_ms: u64,
 }
 
 /// A pull queue's own settings, as stored: a catalog object of kind `Queue` (issue #51).

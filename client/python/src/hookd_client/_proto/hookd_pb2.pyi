@@ -1179,7 +1179,7 @@ class DeleteSubscriptionResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class Tenant(_message.Message):
-    __slots__ = ("name", "display_name", "metadata", "created_unix_ms", "updated_unix_ms", "quota", "weight")
+    __slots__ = ("name", "display_name", "metadata", "created_unix_ms", "updated_unix_ms", "quota", "weight", "portal")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1194,6 +1194,7 @@ class Tenant(_message.Message):
     UPDATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     QUOTA_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    PORTAL_FIELD_NUMBER: _ClassVar[int]
     name: str
     display_name: str
     metadata: _containers.ScalarMap[str, str]
@@ -1201,7 +1202,20 @@ class Tenant(_message.Message):
     updated_unix_ms: int
     quota: TenantQuota
     weight: int
-    def __init__(self, name: _Optional[str] = ..., display_name: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ..., quota: _Optional[_Union[TenantQuota, _Mapping]] = ..., weight: _Optional[int] = ...) -> None: ...
+    portal: TenantPortal
+    def __init__(self, name: _Optional[str] = ..., display_name: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ..., quota: _Optional[_Union[TenantQuota, _Mapping]] = ..., weight: _Optional[int] = ..., portal: _Optional[_Union[TenantPortal, _Mapping]] = ...) -> None: ...
+
+class TenantPortal(_message.Message):
+    __slots__ = ("frame_ancestors", "title", "logo_url", "accent_color")
+    FRAME_ANCESTORS_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    LOGO_URL_FIELD_NUMBER: _ClassVar[int]
+    ACCENT_COLOR_FIELD_NUMBER: _ClassVar[int]
+    frame_ancestors: _containers.RepeatedScalarFieldContainer[str]
+    title: str
+    logo_url: str
+    accent_color: str
+    def __init__(self, frame_ancestors: _Optional[_Iterable[str]] = ..., title: _Optional[str] = ..., logo_url: _Optional[str] = ..., accent_color: _Optional[str] = ...) -> None: ...
 
 class TenantQuota(_message.Message):
     __slots__ = ("max_live_messages", "max_live_bytes", "max_events_per_day", "max_events_per_second", "max_endpoints", "max_subscriptions", "max_sources")
@@ -1334,5 +1348,43 @@ class RevokeTokenRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class RevokeTokenResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class CreatePortalLinkRequest(_message.Message):
+    __slots__ = ("tenant", "scopes", "expires_in_secs", "destinations", "refresh_url", "subject")
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_IN_SECS_FIELD_NUMBER: _ClassVar[int]
+    DESTINATIONS_FIELD_NUMBER: _ClassVar[int]
+    REFRESH_URL_FIELD_NUMBER: _ClassVar[int]
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    tenant: str
+    scopes: _containers.RepeatedScalarFieldContainer[str]
+    expires_in_secs: int
+    destinations: _containers.RepeatedScalarFieldContainer[str]
+    refresh_url: str
+    subject: str
+    def __init__(self, tenant: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., expires_in_secs: _Optional[int] = ..., destinations: _Optional[_Iterable[str]] = ..., refresh_url: _Optional[str] = ..., subject: _Optional[str] = ...) -> None: ...
+
+class CreatePortalLinkResponse(_message.Message):
+    __slots__ = ("url", "link_id", "expires_unix_ms")
+    URL_FIELD_NUMBER: _ClassVar[int]
+    LINK_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    link_id: str
+    expires_unix_ms: int
+    def __init__(self, url: _Optional[str] = ..., link_id: _Optional[str] = ..., expires_unix_ms: _Optional[int] = ...) -> None: ...
+
+class RevokePortalLinksRequest(_message.Message):
+    __slots__ = ("tenant", "link_id")
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    LINK_ID_FIELD_NUMBER: _ClassVar[int]
+    tenant: str
+    link_id: str
+    def __init__(self, tenant: _Optional[str] = ..., link_id: _Optional[str] = ...) -> None: ...
+
+class RevokePortalLinksResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -244,6 +244,16 @@ class HookdStub:
                 request_serializer=hookd_dot_v1_dot_hookd__pb2.RevokeTokenRequest.SerializeToString,
                 response_deserializer=hookd_dot_v1_dot_hookd__pb2.RevokeTokenResponse.FromString,
                 _registered_method=True)
+        self.CreatePortalLink = channel.unary_unary(
+                '/hookd.v1.Hookd/CreatePortalLink',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.CreatePortalLinkRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.CreatePortalLinkResponse.FromString,
+                _registered_method=True)
+        self.RevokePortalLinks = channel.unary_unary(
+                '/hookd.v1.Hookd/RevokePortalLinks',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.RevokePortalLinksRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.RevokePortalLinksResponse.FromString,
+                _registered_method=True)
 
 
 class HookdServicer:
@@ -562,6 +572,30 @@ class HookdServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreatePortalLink(self, request, context):
+        """The customer portal: a short-lived signed link that opens one tenant's view of the
+        console (its endpoints, subscriptions, event types, messages with their attempts,
+        dead letters and figures; nothing of hookd's or another tenant's), to hand to the
+        customer a SaaS has logged in, or to show in an iframe of the SaaS's own pages
+        (allowed origins: the tenant's `portal.frame_ancestors` and `[portal]
+        frame_ancestors`). The link holds an EdDSA JWT signed by a key hookd makes, rotates
+        (`[portal] key_rotation_secs`) and keeps in its catalog; its public keys are at
+        `/portal/jwks.json`. An operator's admin token mints links for any tenant, a tenant's
+        admin token for its own, granting no scope or destination it lacks. Needs nothing
+        durable but a new key, so it answers at once.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokePortalLinks(self, request, context):
+        """Refuses one link from the next request on (`link_id`), or every link of the tenant
+        made until now. Durable when answered.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HookdServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -774,6 +808,16 @@ def add_HookdServicer_to_server(servicer, server):
                     servicer.RevokeToken,
                     request_deserializer=hookd_dot_v1_dot_hookd__pb2.RevokeTokenRequest.FromString,
                     response_serializer=hookd_dot_v1_dot_hookd__pb2.RevokeTokenResponse.SerializeToString,
+            ),
+            'CreatePortalLink': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreatePortalLink,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.CreatePortalLinkRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.CreatePortalLinkResponse.SerializeToString,
+            ),
+            'RevokePortalLinks': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokePortalLinks,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.RevokePortalLinksRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.RevokePortalLinksResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1910,6 +1954,60 @@ class Hookd:
             '/hookd.v1.Hookd/RevokeToken',
             hookd_dot_v1_dot_hookd__pb2.RevokeTokenRequest.SerializeToString,
             hookd_dot_v1_dot_hookd__pb2.RevokeTokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreatePortalLink(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/CreatePortalLink',
+            hookd_dot_v1_dot_hookd__pb2.CreatePortalLinkRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.CreatePortalLinkResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokePortalLinks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/RevokePortalLinks',
+            hookd_dot_v1_dot_hookd__pb2.RevokePortalLinksRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.RevokePortalLinksResponse.FromString,
             options,
             channel_credentials,
             insecure,

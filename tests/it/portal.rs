@@ -1,0 +1,680 @@
+//! The customer portal (issue #52) over plain HTTP: a link opens its tenant's pages and
+//! nothing else, is refused once expired, altered, revoked or its tenant gone, carries
+//! the tenant's framing and look, and its forms need the link's CSRF token. The browser
+//! half (iframes, every request a page makes) is in `console_browser` tests.
+
+use hookd::Config;
+use hookd::auth::token_hash;
+use hookd_client::{Client, Options, pb};
+use hookd_core::clock::{Clock, ManualClock, SystemClock};
+use hookd_core::names::hex;
+
+use crate::console::{Answer, Http};
+use crate::harness::{TestServer, test_config};
+use crate::sink::{Reply, Sink};
+
+const ADMIN: &str = "portal-admin-token-0123456789";
+/// Text a tenant can set that would run script if a page did not escape it.
+const XSS: &str = r#"<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>"#;
+
+pub(crate) fn secured(dir: &std::path::Path) -> Config {
+    let toml = format!(
+        "[[auth.tokens]]\nname = \"ops\"\nsha256 = \"{}\"\nscopes = [\"admin\"]\n\
+         [portal]\nframe_ancestors = [\"https://saas.example\"]\n",
+        hex(&token_hash(ADMIN)),
+    );
+    let parsed = Config::from_toml(&toml).unwrap();
+    Config {
+        auth: parsed.auth,
+        portal: parsed.portal,
+        ..test_config(dir)
+    }
+}
+
+pub(crate) async fn admin(server: &TestServer) -> Client {
+    Client::connect_with(
+        server.grpc.clone(),
+        Options {
+            token: Some(ADMIN.into()),
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+fn on<T>(tenant: &str, message: T) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(message);
+    r.metadata_mut()
+        .insert("x-hookd-tenant", tenant.parse().unwrap());
+    r
+}
+
+/// Tenants acme (with portal settings, and XSS in every text it can set) and globex, an
+/// endpoint each (acme's to `sink`) and a second acme endpoint.
+pub(crate) async fn two_tenants(c: &mut Client, sink: &Sink) {
+    c.raw()
+        .create_tenant(pb::CreateTenantRequest {
+            tenant: Some(pb::Tenant {
+                name: "acme".into(),
+                display_name: XSS.into(),
+                portal: Some(pb::TenantPortal {
+                    frame_ancestors: vec!["https://app.acme.example".into()],
+                    title: format!("Acme {XSS}"),
+                    logo_url: "https://cdn.acme.example/logo.png".into(),
+                    accent_color: "#0a7c4f".into(),
+                }),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap();
+    c.raw()
+        .create_tenant(pb::CreateTenantRequest {
+            tenant: Some(pb::Tenant {
+                name: "globex".into(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap();
+    for (tenant, name, url) in [
+        ("acme", "orders", sink.url("/orders")),
+        ("acme", "invoices", sink.url("/invoices")),
+        ("globex", "globex-secret-hook", sink.url("/globex")),
+    ] {
+        c.raw()
+            .put_endpoint(on(
+                tenant,
+                pb::PutEndpointRequest {
+                    endpoint: Some(pb::Endpoint {
+                        name: name.into(),
+                        url,
+                        description: XSS.into(),
+                        secrets: vec!["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into()],
+                        ..Default::default()
+                    }),
+                },
+            ))
+            .await
+            .unwrap();
+    }
+}
+
+pub(crate) async fn link(
+    c: &mut Client,
+    r: pb::CreatePortalLinkRequest,
+) -> pb::CreatePortalLinkResponse {
+    c.raw().create_portal_link(r).await.unwrap().into_inner()
+}
+
+/// The link's path on the server (`/portal/{token}/`).
+pub(crate) fn path_of(url: &str) -> String {
+    let at = url.find("/portal/").unwrap();
+    url[at..].to_owned()
+}
+
+/// Every `href`, `src` and `action` of a page.
+fn targets(page: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for attr in ["href=\"", "src=\"", "action=\""] {
+        let mut rest = page;
+        while let Some(i) = rest.find(attr) {
+            rest = &rest[i + attr.len()..];
+            out.push(rest.split('"').next().unwrap().to_owned());
+        }
+    }
+    out
+}
+
+fn assert_only_under(page: &Answer, base: &str) {
+    for t in targets(&page.body) {
+        assert!(
+            t.starts_with(base) || t == "https://cdn.acme.example/logo.png",
+            "{t} leaves the link's pages:\n{}",
+            page.body
+        );
+    }
+}
+
+#[tokio::test]
+async fn portal_link_opens_its_tenants_pages_only_and_acts_as_the_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = Sink::start(Reply::Status(200)).await;
+    let server =
+        TestServer::start_with(secured(dir.path()), ManualClock::new(SystemClock.now_ms())).await;
+    let mut c = admin(&server).await;
+    two_tenants(&mut c, &sink).await;
+    let made = link(
+        &mut c,
+        pb::CreatePortalLinkRequest {
+            tenant: "acme".into(),
+            scopes: vec!["admin".into()],
+            subject: format!("user-7 {XSS}"),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert!(
+        made.url
+            .starts_with(&format!("http://{}/portal/", server.http)),
+        "{}",
+        made.url
+    );
+    let base = path_of(&made.url);
+    let base = base.trim_end_matches('/');
+    let http = Http::new(server.http);
+
+    // The overview: the tenant's look and framing, no script, nothing stored escapes.
+    let page = http.get(&format!("{base}/"), "").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let csp = page.header("content-security-policy");
+    assert!(
+        csp.contains("frame-ancestors https://app.acme.example https://saas.example")
+            && csp.contains("default-src 'none'")
+            && !csp.contains("script-src")
+            && csp.contains("img-src 'self' https://cdn.acme.example"),
+        "{csp}"
+    );
+    assert_eq!(page.header("x-frame-options"), "");
+    assert_eq!(page.header("referrer-policy"), "no-referrer");
+    assert_eq!(page.header("set-cookie"), "", "the link is the session");
+    assert!(!page.body.contains("<script") && !page.body.contains("<img src=x"));
+    assert!(page.body.contains("Acme &lt;img"), "{}", page.body);
+    assert!(!page.body.contains("Storage") && !page.body.contains("Tenants"));
+    assert_only_under(&page, base);
+    let theme = http.get(&format!("{base}/assets/theme.css"), "").await;
+    assert!(theme.body.contains("--accent: #0a7c4f"), "{}", theme.body);
+
+    // Its endpoints, never globex's; operator pages are not there.
+    let list = http.get(&format!("{base}/endpoints"), "").await;
+    assert!(
+        list.body.contains("orders") && !list.body.contains("globex-secret-hook"),
+        "{}",
+        list.body
+    );
+    assert!(!list.body.contains("<script") && !list.body.contains("<img src=x"));
+    assert_only_under(&list, base);
+    for (path, status) in [
+        ("/endpoints/globex-secret-hook", 404),
+        ("/tenants", 404),
+        ("/sources", 404),
+        ("/destinations", 404),
+        ("/login", 404),
+    ] {
+        let a = http.get(&format!("{base}{path}"), "").await;
+        assert_eq!(a.status, status, "{path}: {}", a.body);
+        assert!(!a.body.contains(&sink.url("/globex")), "{path}: {}", a.body);
+    }
+    let detail = http.get(&format!("{base}/endpoints/orders"), "").await;
+    assert_eq!(detail.status, 200, "{}", detail.body);
+    assert_only_under(&detail, base);
+    let csrf = detail.field("csrf");
+
+    // Forms need the link's token, and no browser may send them from another site.
+    let pause = format!("{base}/endpoints/orders/pause");
+    let bare = http.post(&pause, "", &[("back", "detail")]).await;
+    assert_eq!(bare.status, 403, "{}", bare.body);
+    let cross = http
+        .send(
+            "POST",
+            &pause,
+            &[("sec-fetch-site", "cross-site")],
+            &format!("csrf={csrf}"),
+        )
+        .await;
+    assert_eq!(cross.status, 403, "{}", cross.body);
+    let paused = http.post(&pause, "", &[("csrf", &csrf)]).await;
+    assert_eq!(paused.status, 303, "{}", paused.body);
+    assert!(
+        paused
+            .header("location")
+            .starts_with(&format!("{base}/endpoints")),
+        "{}",
+        paused.header("location")
+    );
+    let got = c
+        .raw()
+        .get_endpoint(on(
+            "acme",
+            pb::GetEndpointRequest {
+                name: "orders".into(),
+                reveal_secrets: false,
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .endpoint
+        .unwrap();
+    assert!(got.paused);
+    http.post(
+        &format!("{base}/endpoints/orders/resume"),
+        "",
+        &[("csrf", &csrf)],
+    )
+    .await;
+
+    // A test event reaches the endpoint's receiver; a rotation adds a secret shown once.
+    let sent = http
+        .post(
+            &format!("{base}/endpoints/orders/test"),
+            "",
+            &[("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(sent.status, 303, "{}", sent.body);
+    let received = sink.wait_for(1).await;
+    assert_eq!(received[0].uri.path(), "/orders");
+    assert!(String::from_utf8_lossy(&received[0].body).contains("hookd.test"));
+    let rotated = http
+        .post(
+            &format!("{base}/endpoints/orders/rotate"),
+            "",
+            &[("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(rotated.status, 200, "{}", rotated.body);
+    assert!(rotated.body.contains("whsec_"), "{}", rotated.body);
+    let got = c
+        .raw()
+        .get_endpoint(on(
+            "acme",
+            pb::GetEndpointRequest {
+                name: "orders".into(),
+                reveal_secrets: true,
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .endpoint
+        .unwrap();
+    assert_eq!(got.secrets.len(), 2, "{got:?}");
+
+    // A read-only link cannot change anything; a link limited to one endpoint sees only it.
+    let viewer = link(
+        &mut c,
+        pb::CreatePortalLinkRequest {
+            tenant: "acme".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let vbase = path_of(&viewer.url);
+    let vbase = vbase.trim_end_matches('/');
+    let vpage = http.get(&format!("{vbase}/endpoints/orders"), "").await;
+    let refused = http
+        .post(
+            &format!("{vbase}/endpoints/orders/pause"),
+            "",
+            &[("csrf", &vpage.field("csrf"))],
+        )
+        .await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    let one = link(
+        &mut c,
+        pb::CreatePortalLinkRequest {
+            tenant: "acme".into(),
+            destinations: vec!["endpoint:invoices".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    let obase = path_of(&one.url);
+    let obase = obase.trim_end_matches('/');
+    let olist = http.get(&format!("{obase}/endpoints"), "").await;
+    assert!(
+        olist.body.contains("invoices") && !olist.body.contains("orders"),
+        "{}",
+        olist.body
+    );
+    for path in ["/endpoints/orders", "/subscriptions", "/dead-letters"] {
+        let a = http.get(&format!("{obase}{path}"), "").await;
+        assert!(
+            a.status == 404 || a.status == 403,
+            "{path}: {} {}",
+            a.status,
+            a.body
+        );
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn portal_link_is_refused_expired_altered_revoked_or_for_a_tenant_made_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = Sink::start(Reply::Status(200)).await;
+    let clock = ManualClock::new(SystemClock.now_ms());
+    let server = TestServer::start_with(secured(dir.path()), clock.clone()).await;
+    let mut c = admin(&server).await;
+    two_tenants(&mut c, &sink).await;
+    let http = Http::new(server.http);
+    let open = |url: String| {
+        let http = &http;
+        async move { http.get(&path_of(&url), "").await }
+    };
+
+    // Expired: with a refresh URL the browser goes there; without, it is told.
+    let refreshing = link(
+        &mut c,
+        pb::CreatePortalLinkRequest {
+            tenant: "acme".into(),
+            expires_in_secs: 60,
+            refresh_url: "https://saas.example/portal/refresh?customer=acme".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let plain = link(
+        &mut c,
+        pb::CreatePortalLinkRequest {
+            tenant: "acme".into(),
+            expires_in_secs: 60,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(open(plain.url.clone()).await.status, 200);
+    assert!(plain.expires_unix_ms <= clock.now_ms() + 61_000);
+    clock.advance(60_000);
+    let a = open(refreshing.url.clone()).await;
+    assert_eq!(a.status, 303, "{}", a.body);
+    assert_eq!(
+        a.header("location"),
+        "https://saas.example/portal/refresh?customer=acme"
+    );
+    let a = open(plain.url.clone()).await;
+    assert_eq!(a.status, 403, "{}", a.body);
+    assert!(a.body.contains("expired"), "{}", a.body);
+    // The refusal can still be shown in the SaaS's frame.
+    assert!(
+        a.header("content-security-policy")
+            .contains("frame-ancestors https://saas.example")
+    );
+
+    // Altered: any change to the token is refused, its claims too.
+    let good = link(
+        &mut c,
+        pb::CreatePortalLinkRequest {
+            tenant: "acme".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let path = path_of(&good.url);
+    let token = path.trim_start_matches("/portal/").trim_end_matches('/');
+    let mut parts: Vec<String> = token.split('.').map(str::to_owned).collect();
+    assert_eq!(parts.len(), 3);
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let claims = String::from_utf8(b64.decode(&parts[1]).unwrap()).unwrap();
+    parts[1] = b64.encode(claims.replace("\"acme\"", "\"globex\""));
+    let forged = format!("/portal/{}/", parts.join("."));
+    let a = http.get(&forged, "").await;
+    assert_eq!(a.status, 401, "{}", a.body);
+    let mut flipped = token.to_owned();
+    let last = flipped.pop().unwrap();
+    flipped.push(if last == 'A' { 'B' } else { 'A' });
+    assert_eq!(
+        http.get(&format!("/portal/{flipped}/"), "").await.status,
+        401
+    );
+    assert_eq!(http.get("/portal/not-a-token/", "").await.status, 401);
+
+    // Revoked: one link, then every link made until now; later links open. Both survive a
+    // restart, as do the keys.
+    let other = link(
+        &mut c,
+        pb::CreatePortalLinkRequest {
+            tenant: "acme".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    c.raw()
+        .revoke_portal_links(pb::RevokePortalLinksRequest {
+            tenant: "acme".into(),
+            link_id: good.link_id.clone(),
+        })
+        .await
+        .unwrap();
+    let a = open(good.url.clone()).await;
+    assert_eq!(a.status, 403);
+    assert!(a.body.contains("revoked"), "{}", a.body);
+    assert_eq!(open(other.url.clone()).await.status, 200);
+    let server = server.restart().await;
+    let http = Http::new(server.http);
+    let mut c = admin(&server).await;
+    let reopen = |url: &str| {
+        let path = path_of(url);
+        let http = &http;
+        async move { http.get(&path, "").await }
+    };
+    assert_eq!(reopen(&good.url).await.status, 403);
+    assert_eq!(
+        reopen(&other.url).await.status,
+        200,
+        "keys survive a restart"
+    );
+    c.raw()
+        .revoke_portal_links(pb::RevokePortalLinksRequest {
+            tenant: "acme".into(),
+            link_id: String::new(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(reopen(&other.url).await.status, 403);
+    let after = link(
+        &mut c,
+        pb::CreatePortalLinkRequest {
+            tenant: "acme".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(reopen(&after.url).await.status, 200);
+
+    // A tenant deleted and made again under its name is another tenant.
+    c.raw()
+        .delete_tenant(pb::DeleteTenantRequest {
+            name: "acme".into(),
+            force: true,
+        })
+        .await
+        .unwrap();
+    assert_eq!(reopen(&after.url).await.status, 403);
+    c.raw()
+        .create_tenant(pb::CreateTenantRequest {
+            tenant: Some(pb::Tenant {
+                name: "acme".into(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap();
+    let a = reopen(&after.url).await;
+    assert_eq!(a.status, 403, "{}", a.body);
+
+    // The public keys verify what hookd signs: the link's `kid` is in the set.
+    let jwks = http.get("/portal/jwks.json", "").await;
+    let set: serde_json::Value = serde_json::from_str(&jwks.body).unwrap();
+    let header = String::from_utf8(
+        b64.decode(
+            path_of(&after.url)
+                .trim_start_matches("/portal/")
+                .split('.')
+                .next()
+                .unwrap(),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let header: serde_json::Value = serde_json::from_str(&header).unwrap();
+    assert_eq!(header["alg"], "EdDSA");
+    assert!(
+        set["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k["kid"] == header["kid"] && k["crv"] == "Ed25519"),
+        "{set}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn portal_calls_and_settings_name_the_field_they_refuse() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = Sink::start(Reply::Status(200)).await;
+    let server =
+        TestServer::start_with(secured(dir.path()), ManualClock::new(SystemClock.now_ms())).await;
+    let mut c = admin(&server).await;
+    two_tenants(&mut c, &sink).await;
+    let bad = |r: pb::CreatePortalLinkRequest| {
+        let mut c = c.clone();
+        async move { c.raw().create_portal_link(r).await.unwrap_err() }
+    };
+    let acme = || pb::CreatePortalLinkRequest {
+        tenant: "acme".into(),
+        ..Default::default()
+    };
+    for (r, code, field) in [
+        (
+            pb::CreatePortalLinkRequest {
+                expires_in_secs: 86_401,
+                ..acme()
+            },
+            tonic::Code::InvalidArgument,
+            "expires_in_secs",
+        ),
+        (
+            pb::CreatePortalLinkRequest {
+                scopes: vec!["consume".into()],
+                ..acme()
+            },
+            tonic::Code::InvalidArgument,
+            "scopes[0]",
+        ),
+        (
+            pb::CreatePortalLinkRequest {
+                destinations: vec!["queue:jobs".into()],
+                ..acme()
+            },
+            tonic::Code::InvalidArgument,
+            "destinations[0]",
+        ),
+        (
+            pb::CreatePortalLinkRequest {
+                refresh_url: "http://saas.example/refresh".into(),
+                ..acme()
+            },
+            tonic::Code::InvalidArgument,
+            "refresh_url",
+        ),
+        (
+            pb::CreatePortalLinkRequest {
+                tenant: "nobody".into(),
+                ..acme()
+            },
+            tonic::Code::NotFound,
+            "tenant",
+        ),
+    ] {
+        let s = bad(r).await;
+        assert_eq!(s.code(), code, "{s:?}");
+        assert!(s.message().starts_with(field), "{field}: {}", s.message());
+    }
+    let s = c
+        .raw()
+        .revoke_portal_links(pb::RevokePortalLinksRequest {
+            tenant: "acme".into(),
+            link_id: "x".into(),
+        })
+        .await
+        .unwrap_err();
+    assert!(s.message().starts_with("link_id"), "{}", s.message());
+    for (portal, field) in [
+        (
+            pb::TenantPortal {
+                frame_ancestors: vec!["https://app.example/path".into()],
+                ..Default::default()
+            },
+            "tenant.portal.frame_ancestors[0]",
+        ),
+        (
+            pb::TenantPortal {
+                frame_ancestors: vec!["https://a.example; script-src *".into()],
+                ..Default::default()
+            },
+            "tenant.portal.frame_ancestors[0]",
+        ),
+        (
+            pb::TenantPortal {
+                logo_url: "javascript:alert(1)".into(),
+                ..Default::default()
+            },
+            "tenant.portal.logo_url",
+        ),
+        (
+            pb::TenantPortal {
+                accent_color: "red;}body{display:none".into(),
+                ..Default::default()
+            },
+            "tenant.portal.accent_color",
+        ),
+    ] {
+        let s = c
+            .raw()
+            .update_tenant(pb::UpdateTenantRequest {
+                tenant: Some(pb::Tenant {
+                    name: "globex".into(),
+                    portal: Some(portal),
+                    ..Default::default()
+                }),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(s.code(), tonic::Code::InvalidArgument);
+        assert!(s.message().starts_with(field), "{field}: {}", s.message());
+    }
+    // A tenant's own admin token mints links for its tenant only.
+    let token = c
+        .raw()
+        .create_token(on(
+            "globex",
+            pb::CreateTokenRequest {
+                token: Some(pb::Token {
+                    name: "backend".into(),
+                    scopes: vec!["admin".into()],
+                    ..Default::default()
+                }),
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .secret;
+    let mut globex = Client::connect_with(
+        server.grpc.clone(),
+        Options {
+            token: Some(token),
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap();
+    let s = globex.raw().create_portal_link(acme()).await.unwrap_err();
+    assert_eq!(s.code(), tonic::Code::NotFound, "{s:?}");
+    let own = globex
+        .raw()
+        .create_portal_link(pb::CreatePortalLinkRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let http = Http::new(server.http);
+    let page = http.get(&path_of(&own.url), "").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("globex"), "{}", page.body);
+    server.stop().await;
+}
