@@ -746,13 +746,13 @@ async fn console_without_auth_answers_only_to_loopback_names() {
 // Headless Chromium.
 
 /// chromedriver on a free loopback port, killed when dropped.
-struct Driver {
+pub(crate) struct Driver {
     child: tokio::process::Child,
     url: String,
 }
 
 impl Driver {
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let path = std::env::var("HOOKD_CHROMEDRIVER").expect(
             "HOOKD_CHROMEDRIVER must name chromedriver (Debian's chromium-driver; .ci/run installs it)",
         );
@@ -787,7 +787,7 @@ impl Driver {
         }
     }
 
-    async fn browser(&self) -> fantoccini::Client {
+    pub(crate) async fn browser(&self) -> fantoccini::Client {
         let binary = std::env::var("HOOKD_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
         let caps = serde_json::json!({
             "goog:chromeOptions": {
@@ -820,7 +820,7 @@ impl Drop for Driver {
 
 /// Saves a screenshot of the page when HOOKD_SCREENSHOTS names a directory (how the
 /// README's pictures are made).
-async fn shot(b: &fantoccini::Client, name: &str) {
+pub(crate) async fn shot(b: &fantoccini::Client, name: &str) {
     if let Ok(dir) = std::env::var("HOOKD_SCREENSHOTS") {
         let png = b.screenshot().await.unwrap();
         std::fs::write(std::path::Path::new(&dir).join(format!("{name}.png")), png).unwrap();
@@ -829,7 +829,7 @@ async fn shot(b: &fantoccini::Client, name: &str) {
 
 /// The text of the first element `css` finds, waiting (10 s at most) for it to be there: a
 /// click that submits a form returns before the next page has loaded.
-async fn text_of(b: &fantoccini::Client, css: &str) -> String {
+pub(crate) async fn text_of(b: &fantoccini::Client, css: &str) -> String {
     let found = b
         .wait()
         .at_most(Duration::from_secs(10))
@@ -847,7 +847,7 @@ async fn text_of(b: &fantoccini::Client, css: &str) -> String {
 
 /// Clicks a form's button and waits for the page the form leads to: every click here
 /// submits a form, and chromedriver may return before the new document has replaced the old.
-async fn click(b: &fantoccini::Client, css: &str) {
+pub(crate) async fn click(b: &fantoccini::Client, css: &str) {
     // A mark on the old document's window; a new document has none.
     b.execute("window.__hookd_old_page = true;", vec![])
         .await

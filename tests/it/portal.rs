@@ -678,3 +678,219 @@ async fn portal_calls_and_settings_name_the_field_they_refuse() {
     assert!(page.body.contains("globex"), "{}", page.body);
     server.stop().await;
 }
+
+/// A page of the SaaS's own that shows `link` in an iframe (served by a loopback receiver:
+/// its origin is `http://127.0.0.1:PORT`).
+async fn saas_page(link: &str) -> Sink {
+    let html = format!(
+        "<!DOCTYPE html><html><head><title>SaaS settings</title></head><body>\
+         <h1>Your webhooks</h1><iframe id=\"portal\" src=\"{link}\" width=\"1380\" height=\"860\"></iframe>\
+         </body></html>"
+    );
+    Sink::start(Reply::Full(
+        200,
+        vec![("content-type", "text/html; charset=utf-8".into())],
+        html.into_bytes(),
+    ))
+    .await
+}
+
+/// What the page in the browser shows and asked for: no script ran, nothing of globex is
+/// on it, and every request it made (the page, its stylesheets, the logo) went to the
+/// link's own pages or the tenant's logo.
+async fn inert_and_own(b: &fantoccini::Client, base: &str, logo: &str) {
+    let seen = b
+        .execute(
+            "return [window.__pwned === undefined, document.querySelectorAll('script').length, \
+              document.body.innerText, \
+              performance.getEntriesByType('navigation').concat(performance.getEntriesByType('resource')).map(e => e.name)]",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(seen[0], true, "a tenant's text ran as script");
+    assert_eq!(seen[1], 0, "a page holds a script element");
+    let text = seen[2].as_str().unwrap();
+    assert!(!text.contains("globex"), "{text}");
+    for url in seen[3].as_array().unwrap() {
+        let url = url.as_str().unwrap();
+        // The browser asks for the origin's favicon on its own (hookd answers 404).
+        let favicon = url.ends_with("/favicon.ico") && base.starts_with(&url[..url.len() - 12]);
+        assert!(
+            url.starts_with(base) || url == logo || favicon,
+            "{url} is not one of the link's pages"
+        );
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs chromium and chromedriver (HOOKD_CHROMEDRIVER); .ci/run runs it"]
+async fn console_browser_portal_shows_one_tenant_framed_only_where_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = Sink::start(Reply::Status(200)).await;
+    let server =
+        TestServer::start_with(secured(dir.path()), ManualClock::new(SystemClock.now_ms())).await;
+    let mut c = admin(&server).await;
+    two_tenants(&mut c, &sink).await;
+    // The logo on loopback: the browser fetches it (and nothing else leaves the machine).
+    let logo_host = Sink::start(Reply::Full(
+        200,
+        vec![("content-type", "image/svg+xml".into())],
+        br##"<svg xmlns="http://www.w3.org/2000/svg" width="28" height="28"><circle cx="14" cy="14" r="12" fill="#0a7c4f"/></svg>"##.to_vec(),
+    ))
+    .await;
+    let logo = logo_host.url("/logo.svg");
+    let made = link(
+        &mut c,
+        pb::CreatePortalLinkRequest {
+            tenant: "acme".into(),
+            scopes: vec!["admin".into()],
+            subject: "jane@acme.example".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let allowed = saas_page(&made.url).await;
+    let elsewhere = saas_page(&made.url).await;
+    let origin = format!("http://{}", allowed.addr());
+    c.raw()
+        .update_tenant(pb::UpdateTenantRequest {
+            tenant: Some(pb::Tenant {
+                name: "acme".into(),
+                display_name: XSS.into(),
+                portal: Some(pb::TenantPortal {
+                    frame_ancestors: vec![origin.clone()],
+                    title: format!("Acme {XSS}"),
+                    logo_url: logo.clone(),
+                    accent_color: "#0a7c4f".into(),
+                }),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap();
+    // A message with an attempt, and a dead letter, so those pages have rows.
+    let mut on_acme = Client::connect_with(
+        server.grpc.clone(),
+        Options {
+            token: Some(ADMIN.into()),
+            tenant: Some("acme".into()),
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap();
+    let id = on_acme
+        .enqueue(hookd_client::Event::to_endpoint(
+            "orders",
+            format!("{{\"note\":\"{}\"}}", XSS.replace('"', "'")).into_bytes(),
+        ))
+        .await
+        .unwrap()
+        .id;
+    sink.wait_for(1).await;
+
+    let driver = crate::console::Driver::start().await;
+    let b = driver.browser().await;
+    let base = made.url.trim_end_matches('/').to_owned();
+    let at = |page: &str| format!("{base}{page}");
+    // Every page of the portal, each inert and the tenant's own.
+    for (page, name, heading) in [
+        ("/", "overview", "Overview"),
+        ("/endpoints", "endpoints", "Endpoints"),
+        ("/endpoints/orders", "endpoint", "Endpoint orders"),
+        ("/subscriptions", "subscriptions", "Subscriptions"),
+        ("/event-types", "event-types", "Event types"),
+        ("/dead-letters", "dead-letters", "Dead letters"),
+    ] {
+        b.goto(&at(page)).await.unwrap();
+        assert_eq!(
+            crate::console::text_of(&b, "main h1").await,
+            heading,
+            "{page}"
+        );
+        inert_and_own(&b, &base, &logo).await;
+        crate::console::shot(&b, &format!("portal-{name}")).await;
+    }
+    b.goto(&at(&format!("/messages/{id}"))).await.unwrap();
+    assert!(crate::console::text_of(&b, "main h1").await.contains(&id));
+    inert_and_own(&b, &base, &logo).await;
+    crate::console::shot(&b, "portal-message").await;
+
+    // In an iframe of an allowed origin: shown, and its forms work without any cookie.
+    b.goto(&format!("{origin}/settings")).await.unwrap();
+    b.enter_frame(0).await.unwrap();
+    assert_eq!(crate::console::text_of(&b, "main h1").await, "Overview");
+    b.goto(&format!("{origin}/settings")).await.unwrap();
+    crate::console::shot(&b, "portal-in-iframe").await;
+    b.enter_frame(0).await.unwrap();
+    b.find(fantoccini::Locator::Css("nav a[href$='/endpoints']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    crate::console::text_of(&b, "a[href$='/endpoints/orders']").await;
+    b.goto(&at("/endpoints/orders")).await.unwrap();
+    crate::console::click(&b, "form[action$='/orders/pause'] button").await;
+    assert!(
+        crate::console::text_of(&b, "p.notice")
+            .await
+            .contains("Paused orders"),
+        "the pause form works"
+    );
+    assert!(
+        b.get_all_cookies().await.unwrap().is_empty(),
+        "the portal set a cookie"
+    );
+
+    // From any other origin the browser refuses to show it.
+    b.goto(&format!("http://{}/settings", elsewhere.addr()))
+        .await
+        .unwrap();
+    b.enter_frame(0).await.unwrap();
+    let shown = b
+        .execute(
+            "return [document.querySelector('main h1') !== null, location.href]",
+            vec![],
+        )
+        .await
+        .unwrap();
+    // Chromium puts its error page in the frame: the portal is not in it.
+    assert_eq!(
+        shown[0], false,
+        "the portal rendered in a frame of another origin"
+    );
+    assert!(
+        shown[1].as_str().unwrap().starts_with("chrome-error:"),
+        "{shown}"
+    );
+    b.enter_parent_frame().await.unwrap();
+
+    // Altered and revoked links are refused in the browser too.
+    let mut altered = made.url.trim_end_matches('/').to_owned();
+    let last = altered.pop().unwrap();
+    altered.push(if last == 'A' { 'B' } else { 'A' });
+    b.goto(&format!("{altered}/")).await.unwrap();
+    assert!(
+        crate::console::text_of(&b, "p.error")
+            .await
+            .contains("not valid")
+    );
+    crate::console::shot(&b, "portal-refused").await;
+    c.raw()
+        .revoke_portal_links(pb::RevokePortalLinksRequest {
+            tenant: "acme".into(),
+            link_id: made.link_id.clone(),
+        })
+        .await
+        .unwrap();
+    b.goto(&at("/")).await.unwrap();
+    assert!(
+        crate::console::text_of(&b, "p.error")
+            .await
+            .contains("revoked")
+    );
+    b.close().await.unwrap();
+    server.stop().await;
+}
