@@ -267,6 +267,22 @@ async fn portal_link_opens_its_tenants_pages_only_and_acts_as_the_link() {
     let received = sink.wait_for(1).await;
     assert_eq!(received[0].uri.path(), "/orders");
     assert!(String::from_utf8_lossy(&received[0].body).contains("hookd.test"));
+    // The endpoint's page lists it; its page shows the attempt and the payload.
+    let detail = http.get(&format!("{base}/endpoints/orders"), "").await;
+    let mark = format!("href=\"{base}/messages/");
+    let at = detail
+        .body
+        .find(&mark)
+        .unwrap_or_else(|| panic!("{}", detail.body));
+    let id = detail.body[at + mark.len()..]
+        .split('"')
+        .next()
+        .unwrap()
+        .to_owned();
+    let message = http.get(&format!("{base}/messages/{id}"), "").await;
+    assert_eq!(message.status, 200, "{}", message.body);
+    assert!(message.body.contains("hookd.test"), "{}", message.body);
+    assert_only_under(&message, base);
     let rotated = http
         .post(
             &format!("{base}/endpoints/orders/rotate"),
@@ -304,14 +320,21 @@ async fn portal_link_opens_its_tenants_pages_only_and_acts_as_the_link() {
     let vbase = path_of(&viewer.url);
     let vbase = vbase.trim_end_matches('/');
     let vpage = http.get(&format!("{vbase}/endpoints/orders"), "").await;
+    assert_eq!(vpage.status, 200, "{}", vpage.body);
+    assert!(
+        !vpage.body.contains("method=\"post\""),
+        "a read link shows forms: {}",
+        vpage.body
+    );
     let refused = http
         .post(
             &format!("{vbase}/endpoints/orders/pause"),
             "",
-            &[("csrf", &vpage.field("csrf"))],
+            &[("csrf", &csrf)],
         )
         .await;
     assert_eq!(refused.status, 403, "{}", refused.body);
+    assert!(refused.body.contains("look only"), "{}", refused.body);
     let one = link(
         &mut c,
         pb::CreatePortalLinkRequest {

@@ -97,6 +97,12 @@ impl Session {
         (!id.is_default() || self.portal.is_some()).then_some(id)
     }
 
+    /// Whether the caller may change things (an operator; a portal link with `admin`):
+    /// pages show their forms only then.
+    pub(crate) fn may_change(&self) -> bool {
+        self.caller.may(crate::auth::Scope::Admin)
+    }
+
     /// Whether the caller may see destination `key` (as its tenant reads it:
     /// `endpoint:NAME`): a portal link or token limited to destinations sees only those.
     pub(crate) fn may_see(&self, key: &str) -> bool {

@@ -165,6 +165,9 @@ pub(super) fn csrf(s: &Session) -> Markup {
 
 /// A one-button POST form (pause, resume, replay one...).
 pub(super) fn button(s: &Session, action: &str, label: &str, fields: &[(&str, &str)]) -> Markup {
+    if !s.may_change() {
+        return html! {};
+    }
     html! {
         form.inline method="post" action=(action) {
             (csrf(s))

@@ -162,7 +162,7 @@ async fn enter(State(portal): State<Arc<Portal>>, request: Request) -> Response 
                 _ => StatusCode::FORBIDDEN,
             };
             tracing::info!(path = %rest, why = %why, "portal link refused");
-            return global.apply(crate::console::refuse(status, &why.to_string()));
+            return global.apply(refusal(status, &why.to_string()));
         }
     };
     let base = format!("/portal/{token}");
@@ -171,7 +171,7 @@ async fn enter(State(portal): State<Arc<Portal>>, request: Request) -> Response 
         return global.apply(redirect(&format!("{base}/")));
     }
     let Some(tenant) = directory.get(link.tenant) else {
-        return global.apply(crate::console::refuse(
+        return global.apply(refusal(
             StatusCode::FORBIDDEN,
             &Refused::NoTenant.to_string(),
         ));
@@ -183,7 +183,7 @@ async fn enter(State(portal): State<Arc<Portal>>, request: Request) -> Response 
         &settings.logo_url,
     );
     if !reachable(request.method(), rest) {
-        return framing.apply(crate::console::refuse(
+        return framing.apply(refusal(
             StatusCode::NOT_FOUND,
             "no such page in the portal",
         ));
@@ -233,14 +233,14 @@ async fn enter(State(portal): State<Arc<Portal>>, request: Request) -> Response 
     } else if !session.caller.may(crate::auth::Scope::Admin) {
         // The pages call the API in process, past the layer that checks scopes: every
         // form changes something, which a `read` link may not.
-        return framing.apply(crate::console::refuse(
+        return framing.apply(refusal(
             StatusCode::FORBIDDEN,
             "this link may look only (scope read): ask for a link that may change things",
         ));
     } else {
         match crate::console::checked_form(&session, &parts, body).await {
             Ok(body) => body,
-            Err(refused) => return framing.apply(refused),
+            Err(refused) => return framing.apply(rebased(refused, &base).await),
         }
     };
     let inner = match parts.uri.query() {
@@ -253,7 +253,7 @@ async fn enter(State(portal): State<Arc<Portal>>, request: Request) -> Response 
         inner
     };
     let Ok(uri) = inner.parse() else {
-        return framing.apply(crate::console::refuse(
+        return framing.apply(refusal(
             StatusCode::BAD_REQUEST,
             "not a valid path",
         ));
@@ -294,7 +294,7 @@ async fn rebased(response: Response, base: &str) -> Response {
         return Response::from_parts(parts, body);
     }
     let Ok(bytes) = axum::body::to_bytes(body, MAX_PAGE_BYTES).await else {
-        return crate::console::refuse(
+        return refusal(
             StatusCode::INTERNAL_SERVER_ERROR,
             "the page is larger than the portal shows",
         );
@@ -336,10 +336,33 @@ fn rebase_page(page: &str, base: &str) -> String {
     out
 }
 
+/// A refusal as the portal shows it: a plain page with no link into anything (the holder
+/// of a link that does not work has nowhere in hookd to go).
+fn refusal(status: StatusCode, why: &str) -> Response {
+    let page = maud::html! {
+        (maud::DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { "Portal: refused" }
+            }
+            body {
+                main {
+                    h1 { "This page cannot be shown" }
+                    p.error { (why) }
+                    p { "Ask the site that gave you this link for a new one." }
+                }
+            }
+        }
+    };
+    (status, axum::response::Html(page.into_string())).into_response()
+}
+
 fn redirect(to: &str) -> Response {
     match HeaderValue::from_str(to) {
         Ok(v) => (StatusCode::SEE_OTHER, [(header::LOCATION, v)]).into_response(),
-        Err(_) => crate::console::refuse(StatusCode::BAD_REQUEST, "not a valid redirect"),
+        Err(_) => refusal(StatusCode::BAD_REQUEST, "not a valid redirect"),
     }
 }
 

@@ -181,7 +181,7 @@ pub(crate) async fn dead_letters(
                 button type="submit" { "Filter" }
                 @if !q.filter.is_empty() { " " a href="/ui/dead-letters" { "clear" } }
             }
-            section.bulk {
+            @if s.may_change() { section.bulk {
                 form.inline method="post" action="/ui/dead-letters/replay" {
                     (csrf(&s)) (q.filter.form_fields())
                     button type="submit" { "Replay all matching…" }
@@ -191,7 +191,7 @@ pub(crate) async fn dead_letters(
                     button.danger type="submit" { "Purge all matching…" }
                 }
                 span.hint { " Both show how many match and ask to confirm first." }
-            }
+            } }
             @if let Some(analysis) = &analysis {
             section {
                 h2 { "Analysis" }
@@ -244,7 +244,7 @@ pub(crate) async fn dead_letters(
                                     td.num { (d.attempts) }
                                     td.num { @if d.last_status == 0 { "-" } @else { (d.last_status) } }
                                     td.error { (view::excerpt(&d.last_error, ERROR_EXCERPT)) }
-                                    td {
+                                    td { @if s.may_change() {
                                         form.inline method="post" action="/ui/dead-letters/replay" {
                                             (csrf(&s)) (q.filter.form_fields())
                                             input type="hidden" name="id" value=(id);
@@ -257,7 +257,7 @@ pub(crate) async fn dead_letters(
                                                 button type="submit" title="Purge it: its lane moves on to the next event" { "Skip" }
                                             }
                                         }
-                                    }
+                                    } }
                                 }
                             }
                         }

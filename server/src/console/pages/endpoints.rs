@@ -20,6 +20,22 @@ pub(super) fn endpoint_key(tenant: hookd_core::scope::TenantId, name: &str) -> S
     hookd_core::destination::Destination::endpoint(tenant, name).key()
 }
 
+/// Messages an endpoint's page lists, at most; and rows of the live and completed tables
+/// it reads for them (newest first, every destination's: a bounded read per page).
+const RECENT: usize = 20;
+const MAX_RECENT_SCAN: usize = 5_000;
+
+fn recent_state(m: &hookd_storage::store::RecentMessage) -> &'static str {
+    use hookd_storage::store::State;
+    match m.state {
+        None => "delivered",
+        Some(State::Pending) => "pending",
+        Some(State::Retry) => "awaiting retry",
+        Some(State::Leased) => "in flight",
+        Some(State::Dead) => "dead letter",
+    }
+}
+
 pub(super) fn state_cell(e: &EndpointRecord) -> Markup {
     html! {
         @if e.disabled {
@@ -84,7 +100,7 @@ pub(crate) async fn endpoints(
             form.filters method="get" action="/ui/endpoints" {
                 label { "Name contains " input type="search" name="q" value=(q.q); }
                 button type="submit" { "Filter" }
-                " " a.button href="/ui/new-endpoint" { "New endpoint" }
+                @if s.may_change() { " " a.button href="/ui/new-endpoint" { "New endpoint" } }
             }
             p.hint { (matching.len()) " of " (all.len()) " endpoints; " (shown.len()) " on this page." }
             table.list {
@@ -182,6 +198,12 @@ pub(crate) async fn endpoint(
         .unwrap_or_default();
     let now = c.clock.now_ms();
     let base = format!("/ui/endpoints/{}", segment(&name));
+    let (recent, more) = {
+        let d = hookd_core::destination::Destination::endpoint(s.tenant(), &name);
+        c.api
+            .read(move |store| Ok(store.recent_messages(&d, RECENT, MAX_RECENT_SCAN)?))
+            .await?
+    };
     html_page(page(
         &format!("Endpoint {name}"),
         Nav::Endpoints,
@@ -191,7 +213,8 @@ pub(crate) async fn endpoint(
             section.actions {
                 (state_cell(e))
                 " "
-                @if e.paused {
+                @if !s.may_change() {
+                } @else if e.paused {
                     (button(&s, &format!("{base}/resume"), "Resume", &[("back", "detail")]))
                 } @else {
                     form.inline method="post" action=(format!("{base}/pause")) {
@@ -201,7 +224,7 @@ pub(crate) async fn endpoint(
                         button type="submit" { "Pause" }
                     }
                 }
-                " " a.button href=(format!("{base}/edit")) { "Edit" }
+                @if s.may_change() { " " a.button href=(format!("{base}/edit")) { "Edit" } }
                 " " (button(&s, &format!("{base}/test"), "Send a test event", &[]))
                 " " (button(&s, &format!("{base}/rotate"), "Rotate signing secret", &[]))
                 " " a.button href=(format!("/ui/dead-letters?{}", query(&[("destination", &key)]))) { "Dead letters" }
@@ -240,6 +263,32 @@ pub(crate) async fn endpoint(
                 div.charts {
                     (chart::latency(&series.hour, "attempt latency, last hour", "x 5 min"))
                     (chart::latency(&series.day, "attempt latency, last 24 h", "x 4 h"))
+                }
+            }
+            section {
+                h2 { "Recent messages" }
+                @if recent.is_empty() {
+                    p.hint { "None live or completed lately (completed ones are kept " code { "completed_retention_secs" } "); dead letters are under Dead letters." }
+                } @else {
+                    table.list {
+                        thead { tr { th { "message" } th { "created" } th { "state" } th { "attempts" } th { "last status" } th { "latency" } th { "last error or response" } } }
+                        tbody {
+                            @for m in &recent {
+                                tr {
+                                    td.id { a href=(format!("/ui/messages/{}", m.id)) { (m.id) } }
+                                    td { (view::time(m.id.unix_ms())) }
+                                    td { (recent_state(m)) }
+                                    td.num { (m.attempts) }
+                                    td.num { @if let Some(a) = &m.last { @if a.http_status > 0 { (a.http_status) } @else { (a.outcome) } } @else { "-" } }
+                                    td.num { @if let Some(a) = &m.last { (view::millis(a.latency_us as f64 / 1_000.0)) } @else { "-" } }
+                                    td.error { @if let Some(a) = &m.last { (view::excerpt(&a.error, ERROR_EXCERPT)) } }
+                                }
+                            }
+                        }
+                    }
+                    @if more {
+                        p.hint { "The newest " (recent.len()) " of what the last " (MAX_RECENT_SCAN) " messages kept hold for this endpoint; find an older one by its id." }
+                    }
                 }
             }
             section {

@@ -77,7 +77,7 @@ pub(crate) async fn message(
         Some(&s),
         &n.notice,
         html! {
-            @if dead {
+            @if dead && s.may_change() {
                 section.actions {
                     form.inline method="post" action="/ui/dead-letters/replay" {
                         (csrf(&s))

@@ -67,6 +67,9 @@ fn subscription_form(s: &Session, f: &SubscriptionForm) -> Markup {
             label { span { (label) } input type="text" name=(name) value=(value); small { (hint) } }
         }
     };
+    if !s.may_change() {
+        return html! {};
+    }
     html! {
         form.edit method="post" action="/ui/subscriptions" {
             (csrf(s))

@@ -1506,6 +1506,121 @@ impl Store {
     }
 }
 
+impl Store {
+    /// The newest messages of `destination`, live and completed,
+    /// newest first: at most `limit`, looking at no more than `max_scan` rows of the live
+    /// and completed tables (newest first; message ids are UUIDv7, so id order is arrival
+    /// order). Whether the scan stopped before their ends. Dead letters are not here: they
+    /// have their own pages.
+    pub fn recent_messages(
+        &self,
+        destination: &Destination,
+        limit: usize,
+        max_scan: usize,
+    ) -> Result<(Vec<RecentMessage>, bool), StoreError> {
+        // Rows hold `Destination::encode()`.
+        let key = destination.encode();
+        let txn = self.read()?;
+        let schedule = txn.open_table(SCHEDULE)?;
+        let done = txn.open_table(DONE)?;
+        let history = txn.open_table(HISTORY)?;
+        let attempts = txn.open_table(ATTEMPTS)?;
+        let mut live = schedule.iter()?.rev().peekable();
+        let mut completed = done.iter()?.rev().peekable();
+        let mut out = Vec::new();
+        for _ in 0..max_scan {
+            if out.len() == limit {
+                return Ok((out, true));
+            }
+            let next_live = head(&mut live)?;
+            let next_done = head(&mut completed)?;
+            let from_live = match (next_live, next_done) {
+                (None, None) => return Ok((out, false)),
+                (Some(l), Some(d)) => l > d,
+                (l, _) => l.is_some(),
+            };
+            if from_live {
+                let Some(Ok((k, v))) = live.next() else {
+                    continue;
+                };
+                let id = MessageId(k.value());
+                let entry = ScheduleEntry::decode(seal::open(
+                    TableId::Schedule,
+                    &id.0.to_be_bytes(),
+                    v.value(),
+                )?)?;
+                if entry.destination != key {
+                    continue;
+                }
+                let h = history_of(&history, &attempts, id)?;
+                out.push(RecentMessage {
+                    id,
+                    state: Some(entry.state),
+                    attempts: entry.attempts,
+                    completed_ms: 0,
+                    last: h.attempts.into_iter().rev().find(|a| a.number > 0),
+                });
+            } else {
+                let Some(Ok((k, v))) = completed.next() else {
+                    continue;
+                };
+                let id = MessageId(k.value());
+                let record =
+                    DoneRecord::decode(seal::open(TableId::Done, &id.0.to_be_bytes(), v.value())?)?;
+                if record.destination != key {
+                    continue;
+                }
+                let h = match record.history {
+                    Some(h) => h,
+                    None => history_of(&history, &attempts, id)?,
+                };
+                out.push(RecentMessage {
+                    id,
+                    state: None,
+                    attempts: record.attempts,
+                    completed_ms: record.completed_ms,
+                    last: h.attempts.into_iter().rev().find(|a| a.number > 0),
+                });
+            }
+        }
+        Ok((out, true))
+    }
+}
+
+/// The key of the row an iterator of a table keyed by message id is at (a read error
+/// comes out here, not at the `next` that follows).
+fn head<'a, V: redb::Value + 'static>(
+    rows: &mut std::iter::Peekable<
+        impl Iterator<
+            Item = Result<
+                (redb::AccessGuard<'a, u128>, redb::AccessGuard<'a, V>),
+                redb::StorageError,
+            >,
+        >,
+    >,
+) -> Result<Option<u128>, StoreError> {
+    match rows.peek() {
+        None => Ok(None),
+        Some(Ok((k, _))) => Ok(Some(k.value())),
+        Some(Err(_)) => match rows.next() {
+            Some(Err(e)) => Err(e.into()),
+            _ => Ok(None),
+        },
+    }
+}
+
+/// One of a destination's newest messages ([`Store::recent_messages`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecentMessage {
+    pub id: MessageId,
+    /// Live: its state; `None`: completed (delivered, or acked).
+    pub state: Option<State>,
+    pub attempts: u32,
+    pub completed_ms: u64,
+    /// Its last finished attempt.
+    pub last: Option<AttemptRecord>,
+}
+
 /// A stored row whose seal failed (see `seal`), as [`Store::damaged_rows`] finds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DamagedRow {
