@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use hookd_client::pb;
+use hookd_core::clock::Clock as _;
 
 use crate::harness::TestServer;
 
@@ -117,6 +118,88 @@ async fn the_receiver_verifies_what_hookd_pushes_with_the_reference_library() {
     server.stop().await;
 }
 
+/// The SaaS example frames its customer's portal, and hands an expired link a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_saas_example_frames_its_customers_portal_and_refreshes_its_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = hookd_core::clock::ManualClock::new(hookd_core::clock::SystemClock.now_ms());
+    let server = TestServer::start_with(crate::portal::secured(dir.path()), clock.clone()).await;
+    let port = hookd_testkit::free_port().unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    let origin = format!("http://{addr}");
+    let _app = tokio::process::Command::new(example("saas_portal"))
+        .arg(&addr)
+        .env("HOOKD_ADDR", server.grpc.as_str())
+        .env("HOOKD_TOKEN", crate::portal::ADMIN)
+        .kill_on_drop(true)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("the example starts");
+    let app = crate::console::Http::new(addr.parse().unwrap());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let page = loop {
+        if tokio::net::TcpStream::connect(&addr).await.is_ok() {
+            let page = app.get("/settings/webhooks", "").await;
+            if page.status == 200 {
+                break page;
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the example never served its page"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let hookd_origin = format!("http://{}", server.http);
+    let src = page
+        .body
+        .split("iframe src=\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap();
+    assert!(
+        src.starts_with(&format!("{hookd_origin}/portal/")),
+        "{}",
+        page.body
+    );
+    let hookd = crate::console::Http::new(server.http);
+    let path = &src[hookd_origin.len()..];
+    let portal = hookd.get(path, "").await;
+    assert_eq!(portal.status, 200, "{}", portal.body);
+    assert!(
+        portal.body.contains("Acme Inc. webhooks"),
+        "{}",
+        portal.body
+    );
+    assert!(
+        portal
+            .header("content-security-policy")
+            .contains(&format!("frame-ancestors {origin}")),
+        "{}",
+        portal.header("content-security-policy")
+    );
+    // 15 minutes later the link has expired: the portal sends the browser to the app,
+    // which answers with a new link.
+    clock.advance(15 * 60 * 1_000);
+    let expired = hookd.get(path, "").await;
+    assert_eq!(expired.status, 303, "{}", expired.body);
+    assert_eq!(
+        expired.header("location"),
+        format!("{origin}/portal/refresh")
+    );
+    let fresh = app.get("/portal/refresh", "").await;
+    assert_eq!(fresh.status, 303, "{}", fresh.body);
+    let next = fresh.header("location");
+    assert!(
+        next.starts_with(&format!("{hookd_origin}/portal/")) && next != src,
+        "{next}"
+    );
+    assert_eq!(hookd.get(&next[hookd_origin.len()..], "").await.status, 200);
+    server.stop().await;
+}
+
 /// Every example file appears in the README exactly as it is, so a snippet pasted from the
 /// README is the code these tests run.
 #[test]
@@ -127,6 +210,7 @@ fn the_readme_shows_every_example_as_it_is() {
         "examples/rust/agent.rs",
         "examples/rust/pull_worker.rs",
         "examples/rust/receiver.rs",
+        "examples/rust/saas_portal.rs",
         "examples/python/agent.py",
         "examples/node/agent.ts",
     ] {

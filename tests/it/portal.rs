@@ -13,7 +13,7 @@ use crate::console::{Answer, Http};
 use crate::harness::{TestServer, test_config};
 use crate::sink::{Reply, Sink};
 
-const ADMIN: &str = "portal-admin-token-0123456789";
+pub(crate) const ADMIN: &str = "portal-admin-token-0123456789";
 /// Text a tenant can set that would run script if a page did not escape it.
 const XSS: &str = r#"<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>"#;
 
@@ -915,5 +915,82 @@ async fn console_browser_portal_shows_one_tenant_framed_only_where_allowed() {
             .contains("revoked")
     );
     b.close().await.unwrap();
+    server.stop().await;
+}
+
+/// The README's portal blocks, as pasted, in `sh` with `hookd` on the PATH and `$OPS` an
+/// operator's token (the HTTP listener's fixed address in the curl line becomes this
+/// server's).
+#[tokio::test]
+async fn the_readmes_portal_blocks_run_as_pasted() {
+    let readme = include_str!("../../README.md");
+    let blocks = crate::readme::blocks(readme, crate::readme::PORTAL_SECTION);
+    let scripts: Vec<String> = blocks
+        .iter()
+        .filter(|b| b.lang == "sh")
+        .map(|b| b.text.clone())
+        .collect();
+    assert_eq!(scripts.len(), 2);
+    let dir = tempfile::tempdir().unwrap();
+    let server =
+        TestServer::start_with(secured(dir.path()), ManualClock::new(SystemClock.now_ms())).await;
+    let mut c = admin(&server).await;
+    c.raw()
+        .create_tenant(pb::CreateTenantRequest {
+            tenant: Some(pb::Tenant {
+                name: "acme".into(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(
+        env!("CARGO_BIN_EXE_hookd-under-test"),
+        bin.path().join("hookd"),
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let script = scripts
+        .join("\n")
+        .replace("http://127.0.0.1:7701", &format!("http://{}", server.http));
+    let grpc = server.grpc.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("sh")
+            .args(["-e", "-c", &script])
+            .env("PATH", path)
+            .env("OPS", ADMIN)
+            .env("HOOKD_SERVER", grpc)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The CLI's link, the HTTP/JSON answer's, and the tenant's new look.
+    assert_eq!(stdout.matches("/portal/").count(), 2, "{stdout}");
+    assert!(stdout.contains("\"linkId\""), "{stdout}");
+    let acme = c
+        .raw()
+        .get_tenant(pb::GetTenantRequest {
+            name: "acme".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .tenant
+        .unwrap();
+    let portal = acme.portal.unwrap();
+    assert_eq!(portal.frame_ancestors, ["https://app.example.com"]);
+    assert_eq!(portal.accent_color, "#0a7c4f");
     server.stop().await;
 }

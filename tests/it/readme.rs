@@ -24,11 +24,15 @@ const SECTIONS: [&str; 8] = [
     "### A damaged log",
 ];
 
+/// The README's section on the customer portal.
+pub(crate) const PORTAL_SECTION: &str =
+    "## The customer portal: let each customer manage its own webhooks";
+
 /// The README's section on MCP: its configuration block starts the servers of mcp.rs.
 pub(crate) const MCP_SECTION: &str = "## MCP: hookd as an agent's tool";
 
 /// The README's blocks that are not run here, and what checks each instead.
-const ELSEWHERE: [(&str, &str, &str); 9] = [
+const ELSEWHERE: [(&str, &str, &str); 11] = [
     (
         "## Receiving webhooks (`POST /in/{source}` on `ingest_addr`)",
         "toml",
@@ -68,6 +72,16 @@ const ELSEWHERE: [(&str, &str, &str); 9] = [
         MCP_SECTION,
         "json",
         "the MCP configuration mcp.rs starts both servers from (with --ignored python)",
+    ),
+    (
+        PORTAL_SECTION,
+        "sh",
+        "run as pasted against a hookd with an operator's token: portal.rs, the_readmes_portal_blocks_run_as_pasted",
+    ),
+    (
+        PORTAL_SECTION,
+        "rust",
+        "examples/rust/saas_portal.rs as it is (examples.rs), run by examples.rs",
     ),
     (
         "## Tenants: one hookd for many customers",

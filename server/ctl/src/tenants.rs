@@ -141,6 +141,10 @@ pub(super) async fn portal(
             refresh_url,
             subject,
         } => {
+            let revoke = match &tenant {
+                Some(t) => format!("hookd portal revoke --for {t}"),
+                None => "hookd portal revoke".to_owned(),
+            };
             let r = api
                 .create_portal_link(pb::CreatePortalLinkRequest {
                     tenant: tenant.unwrap_or_default(),
@@ -156,7 +160,7 @@ pub(super) async fn portal(
             show(json, &r, |r| {
                 super::outln!("{}", r.url);
                 super::outln!(
-                    "(link {}; it is a credential until it expires: revoke it with `hookd portal revoke --link {}`)",
+                    "(link {}; it is a credential until it expires: `{revoke} --link {}` refuses it)",
                     r.link_id,
                     r.link_id
                 );

@@ -183,10 +183,7 @@ async fn enter(State(portal): State<Arc<Portal>>, request: Request) -> Response 
         &settings.logo_url,
     );
     if !reachable(request.method(), rest) {
-        return framing.apply(refusal(
-            StatusCode::NOT_FOUND,
-            "no such page in the portal",
-        ));
+        return framing.apply(refusal(StatusCode::NOT_FOUND, "no such page in the portal"));
     }
     if rest == "/assets/theme.css" {
         return framing.apply(theme(&settings.accent_color));
@@ -253,10 +250,7 @@ async fn enter(State(portal): State<Arc<Portal>>, request: Request) -> Response 
         inner
     };
     let Ok(uri) = inner.parse() else {
-        return framing.apply(refusal(
-            StatusCode::BAD_REQUEST,
-            "not a valid path",
-        ));
+        return framing.apply(refusal(StatusCode::BAD_REQUEST, "not a valid path"));
     };
     parts.uri = uri;
     // Fresh extensions: the outer route's path parameters (the token, the rest) must not
