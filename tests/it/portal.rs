@@ -994,3 +994,125 @@ async fn the_readmes_portal_blocks_run_as_pasted() {
     assert_eq!(portal.accent_color, "#0a7c4f");
     server.stop().await;
 }
+
+/// Keys rotate: a link keeps opening under the key that signed it while a newer one signs,
+/// and a key no unexpired link can need is deleted. Keys are sealed under `[secrets]` keys
+/// (a hookd started without them cannot read the key, and refuses its links) and open
+/// again with them after a restart.
+#[tokio::test]
+async fn portal_keys_rotate_are_sealed_and_outlive_a_restart() {
+    use base64::Engine as _;
+    let dir = tempfile::tempdir().unwrap();
+    let keys = tempfile::tempdir().unwrap();
+    let file = keys.path().join("k1.key");
+    std::fs::write(
+        &file,
+        base64::engine::general_purpose::STANDARD.encode([7u8; 32]),
+    )
+    .unwrap();
+    let extra = Config::from_toml(&format!(
+        "[portal]\nkey_rotation_secs = 60\n[secrets]\nkeys = [{{ id = \"k1\", file = \"{}\" }}]\n",
+        file.display()
+    ))
+    .unwrap();
+    let sealed = Config {
+        portal: extra.portal.clone(),
+        secrets: extra.secrets.clone(),
+        ..secured(dir.path())
+    };
+    let clock = ManualClock::new(SystemClock.now_ms());
+    let server = TestServer::start_with(sealed.clone(), clock.clone()).await;
+    let mut c = admin(&server).await;
+    c.raw()
+        .create_tenant(pb::CreateTenantRequest {
+            tenant: Some(pb::Tenant {
+                name: "acme".into(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap();
+    let kid = |url: &str| {
+        let path = path_of(url);
+        let header = path
+            .trim_start_matches("/portal/")
+            .split('.')
+            .next()
+            .unwrap();
+        let header = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(header)
+            .unwrap();
+        serde_json::from_slice::<serde_json::Value>(&header).unwrap()["kid"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let mint = |c: &mut Client| {
+        let mut c = c.clone();
+        async move {
+            link(
+                &mut c,
+                pb::CreatePortalLinkRequest {
+                    tenant: "acme".into(),
+                    ..Default::default()
+                },
+            )
+            .await
+        }
+    };
+    let http = Http::new(server.http);
+    let first = mint(&mut c).await;
+    assert_eq!(
+        kid(&mint(&mut c).await.url),
+        kid(&first.url),
+        "one key signs until it is due"
+    );
+    clock.advance(61_000);
+    let second = mint(&mut c).await;
+    assert_ne!(
+        kid(&second.url),
+        kid(&first.url),
+        "a new key after key_rotation_secs"
+    );
+    assert_eq!(http.get(&path_of(&first.url), "").await.status, 200);
+    let mut both = vec![kid(&first.url), kid(&second.url)];
+    both.sort();
+    assert_eq!(kids_of(&http).await, both);
+    // A day and a rotation later no link of either key can be unexpired: both go.
+    clock.advance((86_400 + 61) * 1_000);
+    let third = mint(&mut c).await;
+    assert_eq!(kids_of(&http).await, vec![kid(&third.url)]);
+    assert_eq!(http.get(&path_of(&third.url), "").await.status, 200);
+
+    // Without the [secrets] key the stored key cannot be read: its links are refused.
+    server.stop().await;
+    let server = TestServer::start_with(
+        Config {
+            portal: extra.portal.clone(),
+            ..secured(dir.path())
+        },
+        clock.clone(),
+    )
+    .await;
+    let http = Http::new(server.http);
+    assert_eq!(http.get(&path_of(&third.url), "").await.status, 401);
+    server.stop().await;
+    let server = TestServer::start_with(sealed, clock.clone()).await;
+    let http = Http::new(server.http);
+    assert_eq!(http.get(&path_of(&third.url), "").await.status, 200);
+    server.stop().await;
+}
+
+/// The key ids `/portal/jwks.json` lists, sorted.
+async fn kids_of(http: &Http) -> Vec<String> {
+    let set: serde_json::Value =
+        serde_json::from_str(&http.get("/portal/jwks.json", "").await.body).unwrap();
+    let mut kids: Vec<String> = set["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kid"].as_str().unwrap().to_owned())
+        .collect();
+    kids.sort();
+    kids
+}
