@@ -751,8 +751,8 @@ async fn inert_and_own(b: &fantoccini::Client, base: &str, logo: &str) {
 async fn console_browser_portal_shows_one_tenant_framed_only_where_allowed() {
     let dir = tempfile::tempdir().unwrap();
     let sink = Sink::start(Reply::Status(200)).await;
-    let server =
-        TestServer::start_with(secured(dir.path()), ManualClock::new(SystemClock.now_ms())).await;
+    let clock = ManualClock::new(SystemClock.now_ms());
+    let server = TestServer::start_with(secured(dir.path()), clock.clone()).await;
     let mut c = admin(&server).await;
     two_tenants(&mut c, &sink).await;
     // The logo on loopback: the browser fetches it (and nothing else leaves the machine).
@@ -913,6 +913,25 @@ async fn console_browser_portal_shows_one_tenant_framed_only_where_allowed() {
         crate::console::text_of(&b, "p.error")
             .await
             .contains("revoked")
+    );
+    // And an expired one (the test's clock moves past its minute).
+    let short = link(
+        &mut c,
+        pb::CreatePortalLinkRequest {
+            tenant: "acme".into(),
+            expires_in_secs: 60,
+            ..Default::default()
+        },
+    )
+    .await;
+    b.goto(&short.url).await.unwrap();
+    assert_eq!(crate::console::text_of(&b, "main h1").await, "Overview");
+    clock.advance(60_000);
+    b.goto(&short.url).await.unwrap();
+    assert!(
+        crate::console::text_of(&b, "p.error")
+            .await
+            .contains("expired")
     );
     b.close().await.unwrap();
     server.stop().await;
