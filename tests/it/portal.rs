@@ -507,15 +507,7 @@ async fn portal_link_is_refused_expired_altered_revoked_or_for_a_tenant_made_aga
         .await
         .unwrap();
     assert_eq!(reopen(&after.url).await.status, 403);
-    c.raw()
-        .create_tenant(pb::CreateTenantRequest {
-            tenant: Some(pb::Tenant {
-                name: "acme".into(),
-                ..Default::default()
-            }),
-        })
-        .await
-        .unwrap();
+    create_tenant(&mut c, "acme").await;
     let a = reopen(&after.url).await;
     assert_eq!(a.status, 403, "{}", a.body);
 
@@ -954,47 +946,11 @@ async fn the_readmes_portal_blocks_run_as_pasted() {
     let server =
         TestServer::start_with(secured(dir.path()), ManualClock::new(SystemClock.now_ms())).await;
     let mut c = admin(&server).await;
-    c.raw()
-        .create_tenant(pb::CreateTenantRequest {
-            tenant: Some(pb::Tenant {
-                name: "acme".into(),
-                ..Default::default()
-            }),
-        })
-        .await
-        .unwrap();
-    let bin = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(
-        env!("CARGO_BIN_EXE_hookd-under-test"),
-        bin.path().join("hookd"),
-    )
-    .unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.path().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    create_tenant(&mut c, "acme").await;
     let script = scripts
         .join("\n")
         .replace("http://127.0.0.1:7701", &format!("http://{}", server.http));
-    let grpc = server.grpc.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("sh")
-            .args(["-e", "-c", &script])
-            .env("PATH", path)
-            .env("OPS", ADMIN)
-            .env("HOOKD_SERVER", grpc)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = crate::readme::run_as_pasted(script, ADMIN, &server.grpc).await;
     // The CLI's link, the HTTP/JSON answer's, and the tenant's new look.
     assert_eq!(stdout.matches("/portal/").count(), 2, "{stdout}");
     assert!(stdout.contains("\"linkId\""), "{stdout}");
@@ -1042,15 +998,7 @@ async fn portal_keys_rotate_are_sealed_and_outlive_a_restart() {
     let clock = ManualClock::new(SystemClock.now_ms());
     let server = TestServer::start_with(sealed.clone(), clock.clone()).await;
     let mut c = admin(&server).await;
-    c.raw()
-        .create_tenant(pb::CreateTenantRequest {
-            tenant: Some(pb::Tenant {
-                name: "acme".into(),
-                ..Default::default()
-            }),
-        })
-        .await
-        .unwrap();
+    create_tenant(&mut c, "acme").await;
     let kid = |url: &str| {
         let path = path_of(url);
         let header = path
@@ -1134,4 +1082,16 @@ async fn kids_of(http: &Http) -> Vec<String> {
         .collect();
     kids.sort();
     kids
+}
+
+async fn create_tenant(c: &mut Client, name: &str) {
+    c.raw()
+        .create_tenant(pb::CreateTenantRequest {
+            tenant: Some(pb::Tenant {
+                name: name.into(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap();
 }

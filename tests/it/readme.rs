@@ -431,3 +431,39 @@ fn the_readme_rust_fragment_is_the_client_doctest() {
         );
     }
 }
+
+/// Runs a README shell block in `sh -e` with the hookd under test as `hookd` on the PATH,
+/// `$OPS` an operator's token and `HOOKD_SERVER` the server's gRPC address; its stdout, or
+/// a failure with both outputs.
+pub(crate) async fn run_as_pasted(script: String, ops: &str, grpc: &str) -> String {
+    let bin = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(
+        env!("CARGO_BIN_EXE_hookd-under-test"),
+        bin.path().join("hookd"),
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let (ops, grpc) = (ops.to_owned(), grpc.to_owned());
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("sh")
+            .args(["-e", "-c", &script])
+            .env("PATH", path)
+            .env("OPS", ops)
+            .env("HOOKD_SERVER", grpc)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}

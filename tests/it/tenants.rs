@@ -588,35 +588,7 @@ async fn the_readmes_tenant_block_runs_as_pasted() {
         hookd_core::clock::ManualClock::new(1_700_000_000_000),
     )
     .await;
-    let bin = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(
-        env!("CARGO_BIN_EXE_hookd-under-test"),
-        bin.path().join("hookd"),
-    )
-    .unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.path().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let grpc = server.grpc.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("sh")
-            .args(["-e", "-c", &script])
-            .env("PATH", path)
-            .env("OPS", OPS)
-            .env("HOOKD_SERVER", grpc)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = crate::readme::run_as_pasted(script, OPS, &server.grpc).await;
     assert!(
         stdout.contains("created tenant") && stdout.contains("hookd_"),
         "{stdout}"
