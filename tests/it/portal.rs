@@ -1095,3 +1095,35 @@ async fn create_tenant(c: &mut Client, name: &str) {
         .await
         .unwrap();
 }
+
+/// One link makes at most 120 requests at once, then 20 a second (429 with Retry-After):
+/// a person clicking never meets it, a script holding a leaked link is slowed; other links
+/// are not.
+#[tokio::test]
+async fn a_link_making_requests_too_fast_is_slowed_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(SystemClock.now_ms());
+    let server = TestServer::start_with(secured(dir.path()), clock.clone()).await;
+    let mut c = admin(&server).await;
+    create_tenant(&mut c, "acme").await;
+    let acme = || pb::CreatePortalLinkRequest {
+        tenant: "acme".into(),
+        ..Default::default()
+    };
+    let busy = link(&mut c, acme()).await;
+    let other = link(&mut c, acme()).await;
+    let http = Http::new(server.http);
+    let theme = |url: &str| format!("{}assets/theme.css", path_of(url));
+    // The clock stands still: no token comes back until it moves.
+    for i in 0..120 {
+        let a = http.get(&theme(&busy.url), "").await;
+        assert_eq!(a.status, 200, "request {i}: {}", a.body);
+    }
+    let slowed = http.get(&theme(&busy.url), "").await;
+    assert_eq!(slowed.status, 429, "{}", slowed.body);
+    assert_eq!(slowed.header("retry-after"), "1");
+    assert_eq!(http.get(&theme(&other.url), "").await.status, 200);
+    clock.advance(1_000);
+    assert_eq!(http.get(&theme(&busy.url), "").await.status, 200);
+    server.stop().await;
+}

@@ -451,6 +451,7 @@ impl Servers {
                 .iter()
                 .filter_map(|o| crate::portal_links::origin(o).ok())
                 .collect(),
+            incarnation.clock.clone(),
         ));
         let (health, health_service) = tonic_health::server::health_reporter();
         set_health(&health, true).await;

@@ -36,6 +36,15 @@ use crate::console::session::{PortalView, Session};
 use crate::portal_links::{Link, Links, Refused, is_colour};
 use hookd_engine::EngineHandle;
 
+/// Requests one link may make per second, with a burst of `LINK_BURST`: a page is three
+/// (itself and two stylesheets), so a person never meets it; a script holding a leaked link
+/// is slowed to it (429 with Retry-After) until the link expires or is revoked.
+const LINK_RATE_PER_S: f64 = 20.0;
+const LINK_BURST: f64 = 120.0;
+/// Links whose request rate is followed at once; past it, those with a full bucket (idle)
+/// are forgotten first.
+const MAX_FOLLOWED_LINKS: usize = 10_000;
+
 /// A page is at most this large when its paths are rewritten (a page of 50 rows with a
 /// 64 KiB payload is well under it).
 const MAX_PAGE_BYTES: usize = 8 << 20;
@@ -51,6 +60,9 @@ pub(crate) struct Portal {
     frame_ancestors: Vec<String>,
     /// Signs each link's CSRF token (made at start: a restart needs a reload of the page).
     csrf_key: [u8; 32],
+    clock: Arc<dyn hookd_core::clock::Clock>,
+    /// Each link's request rate, by link id.
+    rates: std::sync::Mutex<std::collections::HashMap<String, hookd_core::limiter::TokenBucket>>,
 }
 
 impl Portal {
@@ -59,6 +71,7 @@ impl Portal {
         console: Arc<crate::console::Console>,
         engine: EngineHandle,
         frame_ancestors: Vec<String>,
+        clock: Arc<dyn hookd_core::clock::Clock>,
     ) -> Self {
         Self {
             links,
@@ -66,6 +79,28 @@ impl Portal {
             engine,
             frame_ancestors,
             csrf_key: rand::random(),
+            clock,
+            rates: std::sync::Mutex::default(),
+        }
+    }
+
+    /// Whether link `id` may make a request now; else in how many ms it may.
+    fn admit(&self, id: &str) -> Result<(), u64> {
+        let now = self.clock.now_ms();
+        let mut rates = self.rates.lock().unwrap_or_else(|p| p.into_inner());
+        if !rates.contains_key(id) && rates.len() >= MAX_FOLLOWED_LINKS {
+            rates.retain(|_, b| (b.available(now) as f64) < LINK_BURST);
+            if rates.len() >= MAX_FOLLOWED_LINKS {
+                rates.clear();
+            }
+        }
+        let bucket = rates.entry(id.to_owned()).or_insert_with(|| {
+            hookd_core::limiter::TokenBucket::new(LINK_RATE_PER_S, LINK_BURST, now)
+        });
+        if bucket.try_take(now) {
+            Ok(())
+        } else {
+            Err(bucket.next_token_ms(now).saturating_sub(now).max(1))
         }
     }
 
@@ -165,6 +200,16 @@ async fn enter(State(portal): State<Arc<Portal>>, request: Request) -> Response 
             return global.apply(refusal(status, &why.to_string()));
         }
     };
+    if let Err(wait_ms) = portal.admit(&link.id) {
+        let mut refused = refusal(
+            StatusCode::TOO_MANY_REQUESTS,
+            "this link is making requests faster than the portal answers them; wait a moment",
+        );
+        if let Ok(v) = HeaderValue::from_str(&wait_ms.div_ceil(1_000).to_string()) {
+            refused.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        return global.apply(refused);
+    }
     let base = format!("/portal/{token}");
     if rest.is_empty() {
         // The pages' relative forms need the trailing slash.
