@@ -5,7 +5,7 @@ use hookd_core::scope::TenantId;
 use hookd_proto::v1 as pb;
 use tonic::{Request, Status};
 
-use super::tenants::{TENANT_HEADER, caller};
+use super::tenants::{TENANT_HEADER, caller, may_grant_destinations, may_grant_scope};
 use super::{HookdService, refused, validate};
 use crate::error::ApiError;
 use crate::portal_links::{LinkRequest, MAX_LINK_SECS, is_link_id};
@@ -81,11 +81,7 @@ impl HookdService {
                     .into());
                 }
             };
-            if caller.as_ref().is_some_and(|c| !c.may(scope)) {
-                return Err(Status::permission_denied(format!(
-                    "scopes[{i}]: this token lacks the `{s}` scope, so it cannot grant it"
-                )));
-            }
+            may_grant_scope(caller.as_deref(), scope, &format!("scopes[{i}]"), s)?;
         }
         scopes.sort();
         scopes.dedup();
@@ -118,13 +114,7 @@ impl HookdService {
                 }
             }
         }
-        if let Some(c) = caller.as_ref().filter(|c| c.limited())
-            && (r.destinations.is_empty() || r.destinations.iter().any(|d| !c.may_use(d)))
-        {
-            return Err(Status::permission_denied(
-                "destinations: this token is limited to destinations, and can grant only those",
-            ));
-        }
+        may_grant_destinations(caller.as_deref(), &r.destinations, "destinations")?;
         if !r.refresh_url.is_empty() {
             if r.refresh_url.len() > MAX_URL {
                 return Err(ApiError::InvalidArgument(format!(

@@ -347,6 +347,39 @@ fn portal_settings(
     })
 }
 
+/// A tenant's token grants no scope it lacks (a token it makes, a portal link): `field`
+/// names where `name` was asked for.
+pub(super) fn may_grant_scope(
+    caller: Option<&crate::auth::Principal>,
+    scope: crate::auth::Scope,
+    field: &str,
+    name: &str,
+) -> Result<(), Status> {
+    if caller.is_some_and(|c| !c.may(scope)) {
+        return Err(Status::permission_denied(format!(
+            "{field}: this token lacks the `{name}` scope, so it cannot grant it"
+        )));
+    }
+    Ok(())
+}
+
+/// A token limited to destinations grants none beyond them (and not all of its tenant's,
+/// which `destinations` empty would).
+pub(super) fn may_grant_destinations(
+    caller: Option<&crate::auth::Principal>,
+    destinations: &[String],
+    field: &str,
+) -> Result<(), Status> {
+    if let Some(c) = caller.filter(|c| c.limited())
+        && (destinations.is_empty() || destinations.iter().any(|d| !c.may_use(d)))
+    {
+        return Err(Status::permission_denied(format!(
+            "{field}: this token is limited to destinations, and can grant only those"
+        )));
+    }
+    Ok(())
+}
+
 /// Most destinations one token may be limited to.
 const MAX_TOKEN_DESTINATIONS: usize = 100;
 
@@ -389,12 +422,7 @@ impl HookdService {
                 ))
                 .into());
             };
-            // A tenant's token grants no scope it lacks.
-            if caller.as_ref().is_some_and(|c| !c.may(scope)) {
-                return Err(Status::permission_denied(format!(
-                    "token.scopes[{i}]: this token lacks the `{s}` scope, so it cannot grant it"
-                )));
-            }
+            may_grant_scope(caller.as_deref(), scope, &format!("token.scopes[{i}]"), s)?;
         }
         if token.destinations.len() > MAX_TOKEN_DESTINATIONS {
             return Err(ApiError::InvalidArgument(format!(
@@ -419,14 +447,7 @@ impl HookdService {
                 }
             }
         }
-        // A token limited to destinations grants none beyond them.
-        if let Some(c) = caller.as_ref().filter(|c| c.limited())
-            && (token.destinations.is_empty() || token.destinations.iter().any(|d| !c.may_use(d)))
-        {
-            return Err(Status::permission_denied(
-                "token.destinations: this token is limited to destinations, and can grant only those",
-            ));
-        }
+        may_grant_destinations(caller.as_deref(), &token.destinations, "token.destinations")?;
         let secret = crate::auth::new_token();
         let def = TokenDef {
             name: token.name.clone(),
