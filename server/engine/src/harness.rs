@@ -141,6 +141,7 @@ impl Harness {
                 interval_ms: config.checkpoint_interval_ms,
                 log_bytes: config.checkpoint_log_bytes,
                 retention: config.log_retention,
+                history_ms: config.history_ms(),
                 metrics: config.metrics.clone(),
             },
         );

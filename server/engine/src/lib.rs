@@ -62,6 +62,8 @@ mod quota;
 #[cfg(test)]
 mod quota_tests;
 mod refusal;
+#[cfg(test)]
+mod search_tests;
 mod tenants;
 #[cfg(test)]
 mod tenants_tests;
@@ -115,6 +117,9 @@ pub struct NewEvent {
     /// The message's own backoff (0 = the destination's).
     pub retry_base_ms: u64,
     pub retry_cap_ms: u64,
+    /// Its declared pointers' values, for the search index
+    /// (`hookd_storage::store::search::declared_text` of each).
+    pub indexed: Vec<String>,
 }
 
 /// An event that passed validation, prepared for the store. Everything that can be done off
@@ -207,6 +212,7 @@ impl NewMessage {
             payload,
             retry_base_ms,
             retry_cap_ms,
+            indexed,
         } = event;
         let record = hookd_storage::store::MessageRecord {
             destination: String::new(),
@@ -218,6 +224,7 @@ impl NewMessage {
             retry_base_ms,
             retry_cap_ms,
             event_id: String::new(),
+            indexed,
         };
         Self::from_record(id, destination, record, delay_ms, max_attempts)
     }
@@ -407,6 +414,22 @@ pub struct EngineConfig {
     pub fifo_queues: std::collections::HashMap<String, FifoPolicy>,
     /// Free space on the data directory's file system, against its reserve.
     pub headroom: Arc<hookd_storage::disk::Headroom>,
+}
+
+impl EngineConfig {
+    /// How long the search index keeps a message's rows after its creation: past every
+    /// retention a message can have been kept under, one after the other (live until it
+    /// died, then a dead letter; or completed, then its payload in the log). A dead letter
+    /// kept until replayed or purged keeps the index's rows too (`u64::MAX`).
+    pub fn history_ms(&self) -> u64 {
+        if self.dead_letter_retention_ms == 0 {
+            return u64::MAX;
+        }
+        self.dead_letter_retention_ms
+            .saturating_add(self.completed_retention_ms)
+            .saturating_add(self.log_retention.ms)
+            .saturating_add(self.idempotency_retention_ms)
+    }
 }
 
 type Reply<T> = oneshot::Sender<Result<T, Refusal>>;
@@ -866,6 +889,7 @@ pub fn start(
             interval_ms: config.checkpoint_interval_ms,
             log_bytes: config.checkpoint_log_bytes,
             retention: config.log_retention,
+            history_ms: config.history_ms(),
             metrics: config.metrics.clone(),
         },
     )?;

@@ -206,6 +206,7 @@ pub fn new_message(
         payload: req.payload,
         retry_base_ms: req.retry_base_ms,
         retry_cap_ms: req.retry_cap_ms,
+        indexed: Vec::new(),
     };
     let target = match (destination, topic) {
         (_, Some(topic)) => Target::Publish { tenant, topic },

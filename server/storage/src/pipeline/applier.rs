@@ -31,6 +31,9 @@ pub struct StageConfig {
     pub log_bytes: u64,
     /// What the log keeps of completed messages (see `reclaim`).
     pub retention: Retention,
+    /// How long the search index keeps a message's rows after it was created (its
+    /// longest retention: completed, dead or live).
+    pub history_ms: u64,
     pub metrics: Arc<Metrics>,
 }
 
@@ -111,6 +114,7 @@ pub struct Applier {
     checkpointed: Lsn,
     checkpoint_at_ms: u64,
     retention: Retention,
+    history_ms: u64,
     /// When the last reclaim ran.
     reclaim_at_ms: u64,
     metrics: Arc<Metrics>,
@@ -148,6 +152,7 @@ impl Applier {
             checkpointed: end,
             checkpoint_at_ms: now,
             retention: config.retention,
+            history_ms: config.history_ms,
             reclaim_at_ms: 0,
             metrics: config.metrics,
         };
@@ -218,6 +223,18 @@ impl Applier {
         };
         let segments = lock(&self.progress.segments).clone();
         let plan = reclaim::plan(&segments, &rows, self.checkpointed, now, self.retention);
+        // The search index's rows past the history's horizon, a slice per reclaim.
+        match self
+            .store
+            .sweep_search(now.saturating_sub(self.history_ms), SEARCH_SWEEP_ROWS)
+        {
+            Ok(0) => {}
+            Ok(rows) => tracing::debug!(rows, "search index rows past the horizon swept"),
+            Err(e) => {
+                self.metrics.storage_failed("apply");
+                return self.fail(e);
+            }
+        }
         // Rows first: a segment without a row is one nothing points into, so if the
         // deletion does not happen (a crash), the next reclaim deletes it.
         let forget: Vec<Lsn> = plan
@@ -292,6 +309,9 @@ impl Applier {
         self.mark.fail(Arc::from(e.to_string()));
     }
 }
+
+/// Rows of the search index one reclaim deletes at most (a few milliseconds of work).
+const SEARCH_SWEEP_ROWS: usize = 20_000;
 
 /// Records gathered for one redb transaction: at most this long after the first (less
 /// when a reader waits).

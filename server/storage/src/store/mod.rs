@@ -25,6 +25,7 @@
 //! | `idempotency` | encoded destination, 0, client key (a publish: `t`, topic, 0, key) | id (16) + created ms (8); a publish adds its deliveries' count (u32) and the first 1,000 of their ids (16 each), which a format-8 hookd ignores |
 //! | `catalog` | tenant (u32 BE), kind (u8), name ([`keys::catalog_key`]) | every object of every tenant (format 10): a tenant's [`TenantRecord`], an [`EndpointRecord`] (protobuf), an ingest source made over the API (`hookd_core::source::SourceSpec` as JSON, secrets sealed when `[secrets]` has keys), a subscription (JSON) |
 //! | `lanes` | encoded destination (u16 length first), ordering key | [`LaneRow`]: a FIFO lane's last sequence number (format 8) and when a message last joined it (format 9; the lanes sweep removes rows idle past `fifo_lane_retention_secs`) |
+//! | `search` | hour, tenant, field, value, id ([`search`]) | nothing (a seal): the search index, derived by the apply stage (format 11) |
 //! | `meta` | `"format_version"` | [`FORMAT_VERSION`] of the layout above (u64) |
 //!
 //! # Format versions
@@ -49,6 +50,7 @@ pub mod records;
 pub mod rowlog;
 pub mod salvage;
 pub mod seal;
+pub mod search;
 mod tables;
 pub mod trust;
 
@@ -185,7 +187,12 @@ const APPLIED_KEY: &str = "log_applied";
 ///   format-9 hookd must not open a format-10 file (it would find no endpoints), and it
 ///   does not: it refuses a newer version, naming it. Going back means restoring a copy of
 ///   the data directory taken before the upgrade (README, "Upgrading").
-pub const FORMAT_VERSION: u64 = 10;
+/// - 11: the `search` table (issue #53), created by `Apply::open` in the transaction that
+///   records the new version, and `MessageRecord::indexed`. Nothing is converted: messages
+///   stored before the upgrade are not in the index (GetMessage still finds them). A
+///   format-10 hookd must not open a format-11 file (it would not keep the index up to
+///   date), and it does not: it refuses a newer version.
+pub const FORMAT_VERSION: u64 = 11;
 
 /// A storage failure. Never answered as success; mapped to UNAVAILABLE.
 #[derive(Debug, thiserror::Error)]
@@ -899,6 +906,28 @@ impl Store {
         Ok(())
     }
 
+    /// Deletes up to `limit` rows of the search index for messages created in hours before
+    /// `before_ms`'s; how many (see [`search::sweep`]). Made durable by the next checkpoint.
+    pub fn sweep_search(&self, before_ms: u64, limit: usize) -> Result<usize, StoreError> {
+        let txn = self.begin_round()?;
+        let swept = {
+            let mut table = txn.open_table(search::SEARCH)?;
+            search::sweep(&mut table, before_ms, limit)?
+        };
+        txn.commit()?;
+        Ok(swept)
+    }
+
+    /// How many rows the search index holds.
+    pub fn search_rows(&self) -> Result<u64, StoreError> {
+        let txn = self.read()?;
+        match txn.open_table(search::SEARCH) {
+            Ok(t) => Ok(redb::ReadableTableMetadata::len(&t)?),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(0),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Every row of every table hookd writes (tests: comparing states).
     pub fn dump(&self) -> Result<Vec<TableRow>, StoreError> {
         let txn = self.db.begin_read()?;
@@ -1284,6 +1313,52 @@ impl Store {
             None => Err(StoreError::Corrupt(format!(
                 "the log segment holding live message {id}'s record is gone"
             ))),
+        }
+    }
+
+    /// Messages of one tenant that match `query`, newest first, from below `cursor`: at most
+    /// `limit`, looking at no more than `budget` rows of the index (see [`search::run`]).
+    pub fn search(
+        &self,
+        query: &search::Query,
+        cursor: Option<MessageId>,
+        limit: usize,
+        budget: u64,
+    ) -> Result<search::Page, StoreError> {
+        let txn = self.read()?;
+        let lookup = Tables {
+            heap: &self.heap,
+            schedule: txn.open_table(SCHEDULE)?,
+            done: txn.open_table(DONE)?,
+            messages: txn.open_table(MESSAGES)?,
+            attempts: txn.open_table(ATTEMPTS)?,
+            dead: txn.open_table(DEAD)?,
+        };
+        return search::run(&txn, &lookup, query, cursor, limit, budget);
+
+        struct Tables<'a> {
+            heap: &'a Heap,
+            schedule: redb::ReadOnlyTable<u128, &'static [u8]>,
+            done: redb::ReadOnlyTable<u128, &'static [u8]>,
+            messages: redb::ReadOnlyTable<u128, &'static [u8]>,
+            attempts: redb::ReadOnlyTable<&'static [u8], &'static [u8]>,
+            dead: redb::ReadOnlyTable<&'static [u8], &'static [u8]>,
+        }
+        impl search::Lookup for Tables<'_> {
+            fn now(&self, id: MessageId) -> Result<Option<search::Now>, StoreError> {
+                search::now_of(
+                    &self.schedule,
+                    &self.done,
+                    &self.messages,
+                    &self.attempts,
+                    &self.dead,
+                    id,
+                    |value| match self.heap.resolve(value)? {
+                        Some(bytes) => Ok(Some(MessageRecord::decode(bytes.as_slice())?)),
+                        None => Ok(None),
+                    },
+                )
+            }
         }
     }
 
@@ -1891,6 +1966,12 @@ fn check_format(txn: &WriteTransaction) -> Result<(), StoreError> {
             found,
             supported: FORMAT_VERSION,
         }),
+        Some(10) => {
+            // 10 -> 11: the `search` table, made by `Apply::open`; nothing converted.
+            meta.insert(FORMAT_KEY, FORMAT_VERSION)?;
+            tracing::info!(from = 10, to = FORMAT_VERSION, "migrated the disk format");
+            Ok(())
+        }
         Some(9) => {
             // 9 -> 10: `into_catalog`, in the same transaction, moves the objects.
             meta.insert(FORMAT_KEY, FORMAT_VERSION)?;

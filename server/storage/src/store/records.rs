@@ -59,6 +59,11 @@ pub struct MessageRecord {
     /// its own event (an Enqueue to one destination).
     #[prost(string, tag = "9")]
     pub event_id: String,
+    /// The declared pointers' values the edge found in the payload, each the pointer, a
+    /// zero byte and the value's text (`search::declared_text`): what the search index
+    /// keeps of the payload (format 11).
+    #[prost(string, repeated, tag = "10")]
+    pub indexed: Vec<String>,
 }
 
 /// Finished attempts of a message, written when an attempt ends (not at enqueue or lease).

@@ -47,6 +47,9 @@ pub enum TableId {
     Lanes = 13,
     /// Every object of every tenant (format 10): `keys::catalog_key` -> its record.
     Catalog = 14,
+    /// The search index (format 11): derived by the apply stage, never named by a log
+    /// record (see `search`).
+    Search = 15,
 }
 
 impl TableId {
@@ -67,6 +70,7 @@ impl TableId {
             Self::Subscriptions => "subscriptions",
             Self::Lanes => "lanes",
             Self::Catalog => "catalog",
+            Self::Search => "search",
         }
     }
 

@@ -124,6 +124,10 @@ pub fn salvage(dir: &Path, dry_run: bool) -> Result<Salvage, StoreError> {
     }
     take(TableId::Retained, read_rows(&db, RETAINED, u128_key));
     take(TableId::Segments, read_rows(&db, SEGMENTS, bytes_key));
+    take(
+        TableId::Search,
+        read_rows(&db, super::search::SEARCH, bytes_key),
+    );
     take(TableId::Lanes, read_rows(&db, LANES, bytes_key));
     let applied = std::panic::catch_unwind(AssertUnwindSafe(|| -> Result<u64, StoreError> {
         let txn = db.begin_read()?;
@@ -201,9 +205,11 @@ pub fn salvage(dir: &Path, dry_run: bool) -> Result<Salvage, StoreError> {
                 | TableId::Dead
                 | TableId::Idempotency
                 | TableId::Segments
+                | TableId::Search
                 | TableId::Lanes
                 | TableId::Catalog => {
                     let def = match id {
+                        TableId::Search => super::search::SEARCH,
                         TableId::Attempts => ATTEMPTS,
                         TableId::Dead => DEAD,
                         TableId::Segments => SEGMENTS,

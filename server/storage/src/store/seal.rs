@@ -62,6 +62,11 @@ pub(crate) fn message_of(table: TableId, key: &[u8]) -> Option<hookd_core::ids::
         | TableId::Done
         | TableId::Retained => id(key),
         TableId::Attempts => key.get(..16).and_then(id),
+        TableId::Search => key
+            .len()
+            .checked_sub(16)
+            .and_then(|at| key.get(at..))
+            .and_then(id),
         TableId::Dead => super::dead_key_id(key).ok(),
         TableId::Endpoints
         | TableId::Sources

@@ -889,6 +889,8 @@ pub(crate) struct Apply<'txn> {
     lanes: Table<'txn, &'static [u8], &'static [u8]>,
     retained: Table<'txn, u128, &'static [u8]>,
     segments: Table<'txn, &'static [u8], &'static [u8]>,
+    /// The search index's rows of what is performed (see `search`).
+    index: super::search::Indexer<'txn>,
     /// Changes to the segments' rows made by the records performed so far, written by
     /// [`Apply::finish`]: (live, bytes, newest ms) per segment.
     counts: BTreeMap<Lsn, (i64, i64, u64)>,
@@ -933,6 +935,9 @@ impl<'txn> Apply<'txn> {
             lanes: txn.open_table(LANES)?,
             retained: txn.open_table(RETAINED)?,
             segments: txn.open_table(SEGMENTS)?,
+            index: super::search::Indexer {
+                table: txn.open_table(super::search::SEARCH)?,
+            },
             counts: BTreeMap::new(),
         })
     }
@@ -979,6 +984,7 @@ impl<'txn> Apply<'txn> {
                                 "log record: a copy of a record it does not hold".into(),
                             ));
                         };
+                        self.index.message(id(key)?, shared, Some(destination))?;
                         match at {
                             Some(at) => {
                                 let pointer = Pointer::to(at.segment, at.offset, record, shared);
@@ -998,12 +1004,14 @@ impl<'txn> Apply<'txn> {
                         continue;
                     }
                     records.insert(id(key)?, value);
+                    self.index.message(id(key)?, value, None)?;
                     let pointer =
                         at.map(|at| (Pointer::to(at.segment, at.offset, record, value), None));
                     self.put_message(id(key)?, key, value, pointer)?;
                 }
                 Change::Remove(TableId::Messages, key) => self.remove_message(id(key)?, key)?,
                 Change::Put(table, key, value) => {
+                    let unsealed = value;
                     let sealed = super::seal::seal(table, key, value);
                     let value = sealed.as_slice();
                     match table {
@@ -1011,8 +1019,14 @@ impl<'txn> Apply<'txn> {
                         TableId::Schedule => drop(self.schedule.insert(id(key)?, value)?),
                         TableId::History => drop(self.history.insert(id(key)?, value)?),
                         TableId::Attempts => drop(self.attempts.insert(key, value)?),
-                        TableId::Done => drop(self.done.insert(id(key)?, value)?),
-                        TableId::Dead => drop(self.dead.insert(key, value)?),
+                        TableId::Done => {
+                            self.index.done(id(key)?, unsealed)?;
+                            drop(self.done.insert(id(key)?, value)?);
+                        }
+                        TableId::Dead => {
+                            self.index.dead(key, &self.attempts)?;
+                            drop(self.dead.insert(key, value)?);
+                        }
                         TableId::Idempotency => drop(self.idempotency.insert(key, value)?),
                         TableId::Catalog => drop(self.catalog.insert(key, value)?),
                         TableId::Endpoints | TableId::Sources | TableId::Subscriptions => {
@@ -1020,7 +1034,7 @@ impl<'txn> Apply<'txn> {
                         }
                         TableId::Retained => drop(self.retained.insert(id(key)?, value)?),
                         TableId::Lanes => drop(self.lanes.insert(key, value)?),
-                        TableId::Segments => unreachable_table()?,
+                        TableId::Segments | TableId::Search => unreachable_table()?,
                     }
                 }
                 Change::Remove(table, key) => match table {
@@ -1037,7 +1051,7 @@ impl<'txn> Apply<'txn> {
                     }
                     TableId::Retained => drop(self.retained.remove(id(key)?)?),
                     TableId::Lanes => drop(self.lanes.remove(key)?),
-                    TableId::Segments => unreachable_table()?,
+                    TableId::Segments | TableId::Search => unreachable_table()?,
                 },
             }
         }

@@ -1,0 +1,638 @@
+//! The search index over retained messages (format 11, issue #53).
+//!
+//! One table, `search`, derived by the apply stage from the log records it performs (like
+//! `segments`): no log record names it, so the engine's rounds write nothing more for it,
+//! and a replay of the log rebuilds what it would have held. A row is a key and an empty,
+//! sealed value:
+//!
+//! ```text
+//! hour (u32 BE) | tenant (u32 BE) | field (u8) | value (16 bytes) | message id (u128 BE)
+//! ```
+//!
+//! `hour` is the hour of the message's creation (its UUIDv7's time), so one hour's rows of
+//! one tenant's value are one range with the newest id last, and the rows of hours past
+//! the history's horizon are one range from the start of the table ([`sweep`]). `value`
+//! is the first 16 bytes of SHA-256 over the field's number and the searched text (a
+//! destination's encoding, an event type, an event id, an idempotency key, or a declared
+//! JSON pointer and its value), or for [`Field::State`] and [`Field::Status`] the state's
+//! number or the HTTP status, big-endian, zero-padded: equality, never a prefix, is what a
+//! search asks of them.
+//!
+//! What each message gets, when the apply stage performs its record: [`Field::All`] (the
+//! tenant's messages by time), its destination, its event type, its publish's event id and
+//! its idempotency key (when it has them), and each declared pointer's value the edge
+//! found in its payload (`MessageRecord::indexed`). When it is completed (its `done` row)
+//! or buried (its `dead` row), its state and its last HTTP status. States change after
+//! that (a replayed dead letter lives again), so a row says what a message was, and a
+//! search checks every candidate against the message's rows as they are ([`run`]).
+
+use std::ops::Bound;
+
+use prost::Message;
+use redb::{ReadTransaction, ReadableTable, Table, TableDefinition};
+use sha2::{Digest, Sha256};
+
+use hookd_core::destination::Destination;
+use hookd_core::ids::MessageId;
+use hookd_core::scope::TenantId;
+
+use super::records::{AttemptRecord, DoneRecord, ScheduleEntry, State};
+use super::rowlog::TableId;
+use super::{StoreError, seal};
+
+pub(crate) const SEARCH: TableDefinition<&[u8], &[u8]> = TableDefinition::new("search");
+
+/// The bytes of a `search` key.
+pub const KEY_LEN: usize = 4 + 4 + 1 + 16 + 16;
+const ID_AT: usize = KEY_LEN - 16;
+
+/// What a row of the index says of its message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Field {
+    /// Every message of the tenant (the value is zero).
+    All = 0,
+    Destination = 1,
+    EventType = 2,
+    EventId = 3,
+    IdempotencyKey = 4,
+    /// A declared JSON pointer and its value.
+    Declared = 5,
+    /// What the message became: delivered or dead.
+    State = 6,
+    /// Its last attempt's HTTP status, when it was completed or buried.
+    Status = 7,
+}
+
+/// A message's state, as search names it (numbered as `hookd.v1.MessageState`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SearchState {
+    Pending = 1,
+    Retrying = 2,
+    InFlight = 3,
+    Dead = 4,
+    Delivered = 5,
+}
+
+impl SearchState {
+    fn of(state: State) -> Self {
+        match state {
+            State::Pending => Self::Pending,
+            State::Retry => Self::Retrying,
+            State::Leased => Self::InFlight,
+            State::Dead => Self::Dead,
+        }
+    }
+}
+
+/// The hour of a message's creation (UUIDv7: the top 48 bits are the time in ms).
+pub fn hour_of(id: u128) -> u32 {
+    hour_of_ms((id >> 80) as u64)
+}
+
+fn hour_of_ms(ms: u64) -> u32 {
+    u32::try_from(ms / 3_600_000).unwrap_or(u32::MAX)
+}
+
+/// The value bytes of a searched text.
+pub fn hashed(field: Field, text: &[u8]) -> [u8; 16] {
+    let mut h = Sha256::new();
+    h.update([field as u8]);
+    h.update(text);
+    let digest = h.finalize();
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&digest[..16]);
+    out
+}
+
+/// The text a declared pointer's value is indexed (and searched) under: the pointer, a
+/// zero byte, and the value's text (a string's characters; any other scalar's JSON).
+pub fn declared_text(pointer: &str, value: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(pointer.len() + 1 + value.len());
+    out.extend_from_slice(pointer.as_bytes());
+    out.push(0);
+    out.extend_from_slice(value.as_bytes());
+    out
+}
+
+fn number_value(n: u32) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    out[..4].copy_from_slice(&n.to_be_bytes());
+    out
+}
+
+/// The value of a `State` row.
+pub fn state_value(state: SearchState) -> [u8; 16] {
+    number_value(state as u32)
+}
+
+/// The value of a `Status` row.
+pub fn status_value(status: u32) -> [u8; 16] {
+    number_value(status)
+}
+
+/// A row's key.
+pub fn key(hour: u32, tenant: TenantId, field: Field, value: &[u8; 16], id: u128) -> [u8; KEY_LEN] {
+    let mut out = [0u8; KEY_LEN];
+    out[..4].copy_from_slice(&hour.to_be_bytes());
+    out[4..8].copy_from_slice(&tenant.0.to_be_bytes());
+    out[8] = field as u8;
+    out[9..25].copy_from_slice(value);
+    out[ID_AT..].copy_from_slice(&id.to_be_bytes());
+    out
+}
+
+fn id_of(key: &[u8]) -> Option<u128> {
+    key.get(ID_AT..KEY_LEN)
+        .and_then(|b| <[u8; 16]>::try_from(b).ok())
+        .map(u128::from_be_bytes)
+}
+
+/// The fields of a `MessageRecord` the index reads: decoding it skips the payload and the
+/// headers without copying them.
+#[derive(Clone, PartialEq, prost::Message)]
+struct Indexed {
+    #[prost(string, tag = "1")]
+    destination: String,
+    #[prost(string, tag = "2")]
+    event_type: String,
+    #[prost(string, tag = "3")]
+    idempotency_key: String,
+    #[prost(string, tag = "9")]
+    event_id: String,
+    #[prost(string, repeated, tag = "10")]
+    indexed: Vec<String>,
+}
+
+/// The index's side of the apply stage: the rows of each record it performs.
+pub(crate) struct Indexer<'txn> {
+    pub(crate) table: Table<'txn, &'static [u8], &'static [u8]>,
+}
+
+impl Indexer<'_> {
+    fn put(&mut self, key: &[u8; KEY_LEN]) -> Result<(), StoreError> {
+        let sealed = seal::seal(TableId::Search, key, &[]);
+        self.table.insert(key.as_slice(), sealed.as_slice())?;
+        Ok(())
+    }
+
+    /// The rows of message `id` whose record (an encoded `MessageRecord`) is `record`;
+    /// `destination`, a shared record's delivery's own (a fan-out's copy).
+    pub(crate) fn message(
+        &mut self,
+        id: u128,
+        record: &[u8],
+        destination: Option<&[u8]>,
+    ) -> Result<(), StoreError> {
+        // A record the index cannot read is left out of it (and said so), never a reason
+        // to stop applying the log: the index is derived, the record is what counts.
+        let Ok(fields) = Indexed::decode(record) else {
+            tracing::warn!(id = %MessageId(id), "a message record the search index cannot read; not indexed");
+            return Ok(());
+        };
+        let destination = match destination {
+            Some(d) => std::str::from_utf8(d)
+                .map_err(|_| StoreError::Corrupt("a copy's destination".into()))?,
+            None => fields.destination.as_str(),
+        };
+        let Some(tenant) = Destination::tenant_of_key(destination) else {
+            return Ok(());
+        };
+        let hour = hour_of(id);
+        self.put(&key(hour, tenant, Field::All, &[0; 16], id))?;
+        let texts = [
+            (Field::Destination, destination),
+            (Field::EventType, fields.event_type.as_str()),
+            (Field::EventId, fields.event_id.as_str()),
+            (Field::IdempotencyKey, fields.idempotency_key.as_str()),
+        ];
+        for (field, text) in texts {
+            if !text.is_empty() {
+                self.put(&key(
+                    hour,
+                    tenant,
+                    field,
+                    &hashed(field, text.as_bytes()),
+                    id,
+                ))?;
+            }
+        }
+        for text in &fields.indexed {
+            let value = hashed(Field::Declared, text.as_bytes());
+            self.put(&key(hour, tenant, Field::Declared, &value, id))?;
+        }
+        Ok(())
+    }
+
+    /// The rows of a completed message (its `done` row is `record`).
+    pub(crate) fn done(&mut self, id: u128, record: &[u8]) -> Result<(), StoreError> {
+        let Ok(done) = DoneRecord::decode(record) else {
+            tracing::warn!(id = %MessageId(id), "a done record the search index cannot read; not indexed");
+            return Ok(());
+        };
+        let Some(tenant) = Destination::tenant_of_key(&done.destination) else {
+            return Ok(());
+        };
+        let status = done
+            .history
+            .as_ref()
+            .and_then(|h| h.attempts.iter().rev().find(|a| a.number > 0))
+            .map_or(0, |a| a.http_status);
+        self.outcome(id, tenant, SearchState::Delivered, status)
+    }
+
+    /// The rows of a buried message: `key` is its `dead` key, `attempts` the table holding
+    /// its last attempt.
+    pub(crate) fn dead(
+        &mut self,
+        key: &[u8],
+        attempts: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    ) -> Result<(), StoreError> {
+        let id = super::dead_key_id(key)?;
+        let destination = super::dead_key_destination(key)?;
+        let Some(tenant) = Destination::tenant_of_key(&destination) else {
+            return Ok(());
+        };
+        let status = match last_status(attempts, id) {
+            Ok(status) => status,
+            Err(e @ (StoreError::Corrupt(_) | StoreError::Damaged { .. })) => {
+                tracing::warn!(%id, error = %e, "a dead letter's last attempt the search index cannot read");
+                0
+            }
+            Err(e) => return Err(e),
+        };
+        self.outcome(id.0, tenant, SearchState::Dead, status)
+    }
+
+    fn outcome(
+        &mut self,
+        id: u128,
+        tenant: TenantId,
+        state: SearchState,
+        status: u32,
+    ) -> Result<(), StoreError> {
+        let hour = hour_of(id);
+        self.put(&key(hour, tenant, Field::State, &state_value(state), id))?;
+        if status > 0 {
+            self.put(&key(hour, tenant, Field::Status, &status_value(status), id))?;
+        }
+        Ok(())
+    }
+}
+
+/// The HTTP status of a message's last finished attempt in `attempts` (0: none).
+fn last_status(
+    attempts: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    id: MessageId,
+) -> Result<u32, StoreError> {
+    let (first, last) = super::attempt_range(id);
+    for row in attempts.range(first.as_slice()..=last.as_slice())?.rev() {
+        let (k, v) = row?;
+        let attempt = AttemptRecord::decode(seal::open(TableId::Attempts, k.value(), v.value())?)?;
+        if attempt.number > 0 {
+            return Ok(attempt.http_status);
+        }
+    }
+    Ok(0)
+}
+
+/// Deletes up to `limit` rows of messages created in hours before `before_ms`'s; how many.
+/// Rows past the horizon belong to messages whose history is over; a message still live
+/// then (rare: older than every retention) is no longer found by a search, never lost.
+pub(crate) fn sweep(
+    table: &mut Table<'_, &'static [u8], &'static [u8]>,
+    before_ms: u64,
+    limit: usize,
+) -> Result<usize, StoreError> {
+    let end = hour_of_ms(before_ms).to_be_bytes();
+    let mut keys = Vec::new();
+    for row in table.range::<&[u8]>(..end.as_slice())? {
+        let (k, _) = row?;
+        keys.push(k.value().to_vec());
+        if keys.len() >= limit {
+            break;
+        }
+    }
+    for k in &keys {
+        table.remove(k.as_slice())?;
+    }
+    Ok(keys.len())
+}
+
+/// What a search asks for. Every condition given must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Query {
+    pub tenant: TenantId,
+    /// A destination's encoding.
+    pub destination: Option<String>,
+    pub event_type: Option<String>,
+    /// A publish's event id, or a message's own id.
+    pub event_id: Option<String>,
+    pub idempotency_key: Option<String>,
+    /// Declared pointers and the values (as text) they must hold.
+    pub declared: Vec<(String, String)>,
+    /// Any of these states (empty: any state).
+    pub states: Vec<SearchState>,
+    /// The last attempt's HTTP status.
+    pub status: Option<u32>,
+    /// Created at or after, and before, these times (ms).
+    pub after_ms: u64,
+    pub before_ms: Option<u64>,
+}
+
+/// One message a search found, as it is now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hit {
+    pub id: MessageId,
+    /// Its destination's encoding.
+    pub destination: String,
+    pub event_type: String,
+    pub event_id: String,
+    pub idempotency_key: String,
+    pub state: SearchState,
+    pub attempts: u32,
+    /// Its last finished attempt's HTTP status (0: none, or no answer).
+    pub last_status: u32,
+    pub created_ms: u64,
+    /// When it was delivered (0: it was not).
+    pub completed_ms: u64,
+    pub payload_bytes: u64,
+}
+
+/// A page of a search.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Page {
+    pub hits: Vec<Hit>,
+    /// Where the next page starts (ids below this one), when there may be more.
+    pub next: Option<MessageId>,
+    /// Index rows looked at.
+    pub scanned: u64,
+}
+
+/// What a message is now: its state, attempts and last status, and its metadata.
+pub(crate) struct Now {
+    pub(crate) state: SearchState,
+    pub(crate) hit: Hit,
+}
+
+/// How a search reads the store: the message as it is now, if it is still kept.
+pub(crate) trait Lookup {
+    fn now(&self, id: MessageId) -> Result<Option<Now>, StoreError>;
+}
+
+/// Checks that a candidate's rows hold each of `checks` in the index.
+fn holds(
+    table: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    tenant: TenantId,
+    id: u128,
+    checks: &[(Field, [u8; 16])],
+) -> Result<bool, StoreError> {
+    let hour = hour_of(id);
+    for (field, value) in checks {
+        if table
+            .get(key(hour, tenant, *field, value, id).as_slice())?
+            .is_none()
+        {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Runs `query` from `cursor` (exclusive; `None`: the newest), newest first: at most
+/// `limit` hits, looking at no more than `budget` index rows. The driving condition is the
+/// most selective one the query has; every other is checked per candidate, in the index
+/// for what it keeps, and on the message as it is now for state and status.
+pub(crate) fn run(
+    txn: &ReadTransaction,
+    lookup: &impl Lookup,
+    query: &Query,
+    cursor: Option<MessageId>,
+    limit: usize,
+    budget: u64,
+) -> Result<Page, StoreError> {
+    let table = match txn.open_table(SEARCH) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Page::default()),
+        Err(e) => return Err(e.into()),
+    };
+    let mut conditions: Vec<(Field, [u8; 16])> = Vec::new();
+    let text =
+        |field: Field, t: &Option<String>| t.as_ref().map(|t| (field, hashed(field, t.as_bytes())));
+    conditions.extend(text(Field::EventId, &query.event_id));
+    conditions.extend(text(Field::IdempotencyKey, &query.idempotency_key));
+    for (pointer, value) in &query.declared {
+        let t = declared_text(pointer, value);
+        conditions.push((Field::Declared, hashed(Field::Declared, &t)));
+    }
+    if let Some(status) = query.status {
+        conditions.push((Field::Status, status_value(status)));
+    }
+    // One outcome state is in the index; live states and a choice of several are not.
+    if let [state @ (SearchState::Dead | SearchState::Delivered)] = query.states.as_slice() {
+        conditions.push((Field::State, state_value(*state)));
+    }
+    conditions.extend(text(Field::EventType, &query.event_type));
+    conditions.extend(text(Field::Destination, &query.destination));
+    let (driver, rest) = match conditions.split_first() {
+        Some((first, rest)) => (*first, rest.to_vec()),
+        None => ((Field::All, [0; 16]), Vec::new()),
+    };
+    // A message's own id is its event id too (an Enqueue to one destination).
+    let own_id = query
+        .event_id
+        .as_deref()
+        .and_then(|t| t.parse::<MessageId>().ok());
+
+    let low = u128::from(query.after_ms) << 80;
+    let mut high = match query.before_ms {
+        Some(ms) => (u128::from(ms) << 80).saturating_sub(1),
+        None => u128::MAX,
+    };
+    if let Some(cursor) = cursor {
+        high = high.min(cursor.0.saturating_sub(1));
+    }
+    let mut page = Page::default();
+    if high < low {
+        return Ok(page);
+    }
+    let keep =
+        |id: u128, page: &mut Page, rest: &[(Field, [u8; 16])]| -> Result<bool, StoreError> {
+            if !holds(&table, query.tenant, id, rest)? {
+                return Ok(false);
+            }
+            let Some(now) = lookup.now(MessageId(id))? else {
+                return Ok(false);
+            };
+            if !query.states.is_empty() && !query.states.contains(&now.state) {
+                return Ok(false);
+            }
+            if query.status.is_some_and(|s| s != now.hit.last_status) {
+                return Ok(false);
+            }
+            if query
+                .destination
+                .as_ref()
+                .is_some_and(|d| *d != now.hit.destination)
+                || Destination::tenant_of_key(&now.hit.destination) != Some(query.tenant)
+            {
+                return Ok(false);
+            }
+            page.hits.push(now.hit);
+            Ok(true)
+        };
+    if let Some(own) = own_id.filter(|id| (low..=high).contains(&id.0)) {
+        // Checked against everything but the event id row it has none of.
+        let rest: Vec<_> = conditions
+            .iter()
+            .copied()
+            .filter(|(f, _)| *f != Field::EventId)
+            .collect();
+        page.scanned += 1;
+        keep(own.0, &mut page, &rest)?;
+        if !page.hits.is_empty() {
+            return Ok(page);
+        }
+    }
+    let (field, value) = driver;
+    let first_hour = hour_of(low);
+    // From the newest hour that has rows (of any tenant) at or below `high`'s, then from
+    // each such hour to the one before it: a seek per hour with rows, none per empty one.
+    let Some(mut hour) = hour_before(&table, hour_of(high).saturating_add(1))? else {
+        return Ok(page);
+    };
+    loop {
+        if hour < first_hour {
+            return Ok(page);
+        }
+        let lo = key(hour, query.tenant, field, &value, low);
+        let hi = key(hour, query.tenant, field, &value, high);
+        let range = (
+            Bound::Included(lo.as_slice()),
+            Bound::Included(hi.as_slice()),
+        );
+        for row in table.range::<&[u8]>(range)?.rev() {
+            let (k, _) = row?;
+            let Some(id) = id_of(k.value()) else {
+                continue;
+            };
+            if own_id.is_some_and(|own| own.0 == id) {
+                continue;
+            }
+            page.scanned += 1;
+            keep(id, &mut page, &rest)?;
+            if page.hits.len() >= limit || page.scanned >= budget {
+                page.next = Some(MessageId(id));
+                return Ok(page);
+            }
+        }
+        match hour_before(&table, hour)? {
+            Some(h) => hour = h,
+            None => return Ok(page),
+        }
+    }
+}
+
+/// The newest hour before `hour` that has rows in the index.
+fn hour_before(
+    table: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    hour: u32,
+) -> Result<Option<u32>, StoreError> {
+    let end = hour.to_be_bytes();
+    let Some(row) = table.range::<&[u8]>(..end.as_slice())?.next_back() else {
+        return Ok(None);
+    };
+    let (k, _) = row?;
+    Ok(k.value()
+        .get(..4)
+        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        .map(u32::from_be_bytes))
+}
+
+/// What the store holds of message `id` now, from its rows in `txn`; `record` resolves a
+/// live or dead message's `messages` value to its record's metadata.
+pub(crate) fn now_of(
+    schedule: &impl ReadableTable<u128, &'static [u8]>,
+    done: &impl ReadableTable<u128, &'static [u8]>,
+    messages: &impl ReadableTable<u128, &'static [u8]>,
+    attempts: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    dead: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    id: MessageId,
+    record: impl Fn(&[u8]) -> Result<Option<super::MessageRecord>, StoreError>,
+) -> Result<Option<Now>, StoreError> {
+    let key = id.0.to_be_bytes();
+    let created_ms = (id.0 >> 80) as u64;
+    if let Some(v) = done.get(id.0)? {
+        let d = DoneRecord::decode(seal::open(TableId::Done, &key, v.value())?)?;
+        let last_status = d
+            .history
+            .as_ref()
+            .and_then(|h| h.attempts.iter().rev().find(|a| a.number > 0))
+            .map_or(0, |a| a.http_status);
+        return Ok(Some(Now {
+            state: SearchState::Delivered,
+            hit: Hit {
+                id,
+                destination: d.destination,
+                event_type: d.event_type,
+                event_id: d.event_id,
+                idempotency_key: d.idempotency_key,
+                state: SearchState::Delivered,
+                attempts: d.attempts,
+                last_status,
+                created_ms: if d.created_ms > 0 {
+                    d.created_ms
+                } else {
+                    created_ms
+                },
+                completed_ms: d.completed_ms,
+                payload_bytes: d.payload_size,
+            },
+        }));
+    }
+    let Some(v) = messages.get(id.0)? else {
+        return Ok(None);
+    };
+    let Some(r) = record(seal::open(TableId::Messages, &key, v.value())?)? else {
+        return Ok(None);
+    };
+    let entry = match schedule.get(id.0)? {
+        Some(e) => Some(ScheduleEntry::decode(seal::open(
+            TableId::Schedule,
+            &key,
+            e.value(),
+        )?)?),
+        None => {
+            let dest = super::dest_key_of(&r.destination)?;
+            let dk = super::dead_key(&dest, id);
+            match dead.get(dk.as_slice())? {
+                Some(e) => Some(ScheduleEntry::decode(seal::open(
+                    TableId::Dead,
+                    &dk,
+                    e.value(),
+                )?)?),
+                None => None,
+            }
+        }
+    };
+    let Some(entry) = entry else {
+        return Ok(None);
+    };
+    let state = SearchState::of(entry.state);
+    Ok(Some(Now {
+        state,
+        hit: Hit {
+            id,
+            destination: r.destination,
+            event_type: r.event_type,
+            event_id: r.event_id,
+            idempotency_key: r.idempotency_key,
+            state,
+            attempts: entry.attempts,
+            last_status: last_status(attempts, id)?,
+            created_ms: r.created_ms,
+            completed_ms: 0,
+            payload_bytes: r.payload.len() as u64,
+        },
+    }))
+}
