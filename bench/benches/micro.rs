@@ -309,6 +309,7 @@ fn catalog(c: &mut Criterion) {
         description: String::new(),
         json_schema: Some(schema.into()),
         json_schema_file: None,
+        search_keys: Vec::new(),
     };
     // As the API holds it: every tenant's catalog, the event's tenant's looked up.
     let declared = hookd::catalog::Catalog::compile(&[spec]).unwrap();

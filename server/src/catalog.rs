@@ -42,6 +42,10 @@ pub struct EventTypeSpec {
     /// The schema from a file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub json_schema_file: Option<PathBuf>,
+    /// JSON pointers into the payload whose values SearchMessages can match (at most 8):
+    /// `["/customer/id", "/order_id"]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub search_keys: Vec<String>,
 }
 
 /// One compiled declaration.
@@ -52,6 +56,8 @@ pub struct EventType {
     /// The schema's text, to show.
     pub schema_text: Option<String>,
     schema: Option<jsonschema::Validator>,
+    /// JSON pointers whose values the search index keeps (see [`EventType::with_search_keys`]).
+    pub search_keys: Vec<String>,
     /// Declared in the config file (read-only over the API).
     pub from_config: bool,
     /// When PutEventType made it and last changed it (0 for the config file's).
@@ -77,6 +83,7 @@ impl EventType {
             description: description.to_owned(),
             schema_text,
             schema,
+            search_keys: Vec::new(),
             from_config: false,
             created_ms: 0,
             updated_ms: 0,
@@ -86,10 +93,73 @@ impl EventType {
     /// A stored declaration (the engine's record), compiled.
     pub fn from_record(r: &EventTypeRecord) -> Result<EventType, (&'static str, String)> {
         let text = (!r.json_schema.is_empty()).then(|| r.json_schema.clone());
-        let mut t = Self::compile(&r.name, &r.description, text)?;
+        let mut t =
+            Self::compile(&r.name, &r.description, text)?.with_search_keys(&r.search_keys)?;
         t.created_ms = r.created_ms;
         t.updated_ms = r.updated_ms;
         Ok(t)
+    }
+}
+
+/// Search keys one event type may declare.
+pub const MAX_SEARCH_KEYS: usize = 8;
+/// The longest JSON pointer a search key may be, in bytes.
+const MAX_POINTER: usize = 256;
+/// The longest value text the index keeps of a search key (longer ones are not indexed).
+const MAX_INDEXED_VALUE: usize = 512;
+
+/// Checks a JSON pointer (RFC 6901): empty (the whole payload) is refused, else `/` then
+/// tokens in which `~` is only `~0` or `~1`.
+pub fn check_pointer(pointer: &str) -> Result<(), String> {
+    if !pointer.starts_with('/') {
+        return Err(format!(
+            "{pointer:?} is not a JSON pointer (it starts with /)"
+        ));
+    }
+    if pointer.len() > MAX_POINTER {
+        return Err(format!(
+            "{} bytes is over the limit of {MAX_POINTER}",
+            pointer.len()
+        ));
+    }
+    let mut chars = pointer.chars();
+    while let Some(c) = chars.next() {
+        if c == '~' && !matches!(chars.next(), Some('0' | '1')) {
+            return Err(format!("{pointer:?}: ~ is only ~0 or ~1 in a JSON pointer"));
+        }
+    }
+    Ok(())
+}
+
+/// The text the search index keeps of a scalar JSON value: a string's characters, another
+/// scalar's JSON (`42`, `true`, `null`); none for an object or an array.
+pub fn indexed_value(value: &serde_json::Value) -> Option<String> {
+    let text = match value {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Object(_) | serde_json::Value::Array(_) => return None,
+        other => other.to_string(),
+    };
+    (text.len() <= MAX_INDEXED_VALUE).then_some(text)
+}
+
+impl EventType {
+    /// Declares the JSON pointers whose values the search index keeps; the error names
+    /// the field (`search_keys`).
+    pub fn with_search_keys(mut self, keys: &[String]) -> Result<Self, (&'static str, String)> {
+        if keys.len() > MAX_SEARCH_KEYS {
+            return Err((
+                "search_keys",
+                format!("{} keys is over the limit of {MAX_SEARCH_KEYS}", keys.len()),
+            ));
+        }
+        for (i, key) in keys.iter().enumerate() {
+            check_pointer(key).map_err(|why| ("search_keys", format!("[{i}]: {why}")))?;
+            if keys[..i].contains(key) {
+                return Err(("search_keys", format!("[{i}]: {key:?} is given twice")));
+            }
+        }
+        self.search_keys = keys.to_vec();
+        Ok(self)
     }
 }
 
@@ -137,6 +207,9 @@ impl Catalog {
                     let at = if at == "json_schema" { field } else { at };
                     (format!("{key}.{at}"), why)
                 })?;
+            entry = entry
+                .with_search_keys(&spec.search_keys)
+                .map_err(|(at, why)| (format!("{key}.{at}"), why))?;
             entry.from_config = true;
             if types.insert(spec.name.clone(), Arc::new(entry)).is_some() {
                 return Err((
@@ -168,9 +241,21 @@ impl Catalog {
     /// Checks one event: its type is declared (when `strict`), and its payload satisfies
     /// the type's schema.
     pub fn check(&self, strict: bool, event_type: &str, payload: &[u8]) -> Result<(), Misfit> {
+        self.check_and_index(strict, event_type, payload).map(drop)
+    }
+
+    /// [`Catalog::check`], and the texts the search index keeps of the payload: each
+    /// declared search key's value (`hookd_storage::store::search::declared_text`), for
+    /// the keys the payload has with a scalar value. A payload that is not JSON has none.
+    pub fn check_and_index(
+        &self,
+        strict: bool,
+        event_type: &str,
+        payload: &[u8],
+    ) -> Result<Vec<String>, Misfit> {
         let Some(declared) = self.types.get(event_type) else {
             if !strict {
-                return Ok(());
+                return Ok(Vec::new());
             }
             let message = if event_type.is_empty() {
                 "an event type is required: strict_event_types is on".to_owned()
@@ -184,15 +269,31 @@ impl Catalog {
                 message,
             });
         };
+        let indexed = |value: &serde_json::Value| -> Vec<String> {
+            declared
+                .search_keys
+                .iter()
+                .filter_map(|key| {
+                    let text = indexed_value(value.pointer(key)?)?;
+                    let bytes = hookd_storage::store::search::declared_text(key, &text);
+                    String::from_utf8(bytes).ok()
+                })
+                .collect()
+        };
         let Some(schema) = &declared.schema else {
-            return Ok(());
+            if declared.search_keys.is_empty() {
+                return Ok(Vec::new());
+            }
+            return Ok(serde_json::from_slice::<serde_json::Value>(payload)
+                .map(|v| indexed(&v))
+                .unwrap_or_default());
         };
         let value: serde_json::Value = serde_json::from_slice(payload).map_err(|e| Misfit {
             field: "payload",
             message: format!("is not JSON, and event type {event_type:?} has a JSON Schema: {e}"),
         })?;
         match schema.validate(&value) {
-            Ok(()) => Ok(()),
+            Ok(()) => Ok(indexed(&value)),
             Err(e) => {
                 let at = e.instance_path().to_string();
                 Err(Misfit {
@@ -292,10 +393,20 @@ impl EventTypes {
 
     /// Checks one event of `tenant`'s against its catalog.
     pub fn check(&self, tenant: TenantId, event_type: &str, payload: &[u8]) -> Result<(), Misfit> {
+        self.check_and_index(tenant, event_type, payload).map(drop)
+    }
+
+    /// [`Catalog::check_and_index`] against `tenant`'s catalog.
+    pub fn check_and_index(
+        &self,
+        tenant: TenantId,
+        event_type: &str,
+        payload: &[u8],
+    ) -> Result<Vec<String>, Misfit> {
         let catalog = self.read().get(&tenant).cloned();
         match catalog {
-            Some(c) => c.check(self.strict, event_type, payload),
-            None => Catalog::default().check(self.strict, event_type, payload),
+            Some(c) => c.check_and_index(self.strict, event_type, payload),
+            None => Catalog::default().check_and_index(self.strict, event_type, payload),
         }
     }
 
@@ -389,6 +500,7 @@ mod tests {
             description: format!("{name}, for tests"),
             json_schema: schema.map(str::to_owned),
             json_schema_file: None,
+            search_keys: Vec::new(),
         }
     }
 

@@ -927,6 +927,7 @@ mod tests {
                 description: "d".into(),
                 json_schema: Some("{}".into()),
                 json_schema_file: Some("f".into()),
+                search_keys: vec!["/k".into()],
             })
             .unwrap(),
         );

@@ -25,12 +25,14 @@ async fn with_catalog(dir: &std::path::Path, strict: bool) -> TestServer {
             description: "A ticket got its category and priority.".into(),
             json_schema: Some(TICKET_SCHEMA.into()),
             json_schema_file: None,
+            search_keys: Vec::new(),
         },
         EventTypeSpec {
             name: "ticket.closed".into(),
             description: "A ticket was closed.".into(),
             json_schema: None,
             json_schema_file: None,
+            search_keys: Vec::new(),
         },
     ];
     config.strict_event_types = strict;

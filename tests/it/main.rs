@@ -45,6 +45,7 @@ mod readme;
 mod rest;
 mod restart;
 mod retry;
+mod search;
 mod secrets;
 mod security;
 mod service;

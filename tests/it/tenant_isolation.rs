@@ -549,7 +549,36 @@ async fn a_tenants_token_never_reaches_another_tenants_objects() {
         .unwrap()
         .into_inner();
     assert!(types.event_types.is_empty(), "{types:?}");
+    // A search of A's finds none of B's messages, even by B's message id.
+    for request in [
+        pb::SearchMessagesRequest::default(),
+        pb::SearchMessagesRequest {
+            event_id: b.message.clone(),
+            ..Default::default()
+        },
+    ] {
+        let found = api
+            .search_messages(call(a, None, request))
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(found.messages.is_empty(), "{found:?}");
+    }
+    let of_b = api
+        .search_messages(call(
+            OPS,
+            Some("b"),
+            pb::SearchMessagesRequest {
+                event_id: b.message.clone(),
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(of_b.messages.len(), 1, "B's own search finds it");
     checked.extend([
+        "SearchMessages",
         "Receive",
         "ListEndpoints",
         "ListDeadLetters",

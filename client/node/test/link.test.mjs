@@ -61,7 +61,10 @@ test("emit never waits while hookd is slow, down and back", async () => {
   for (const r of report) {
     console.log(`node emitter link ${r.mode}: taken ${r.ok} refused ${r.full} emit p99.9 ${r.p999.toFixed(3)} ms max ${r.max.toFixed(3)} ms`);
   }
-  for (const r of report) assert.ok(r.p999 < 1, JSON.stringify(report));
+  // Waiting on the link would take a call's timeout (250 ms) or the held answers (the
+  // slow link holds them for seconds); 25 ms leaves room for a busy box's scheduling and
+  // garbage collection, which once put the first phase's p99.9 at 1.9 ms under a build.
+  for (const r of report) assert.ok(r.p999 < 25, JSON.stringify(report));
   assert.ok(refused > 0, JSON.stringify(report));
   assert.deepEqual(await e.flush(60000), [], e.lastError);
   const c = e.counters();

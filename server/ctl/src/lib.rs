@@ -135,6 +135,9 @@ pub enum Ctl {
         #[arg(long, default_value_t = 30_000)]
         visibility_ms: u64,
     },
+    /// Retained messages that match every condition given, newest first (SearchMessages):
+    /// `hookd search --destination endpoint:acme --state dead --since 6h`.
+    Search(SearchArgs),
     /// One message: state, attempts, statuses, errors.
     Message {
         /// The message id.
@@ -340,6 +343,160 @@ pub struct FilterArgs {
     /// The last error contains this text (case-insensitive).
     #[arg(long)]
     error: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SearchArgs {
+    /// Only this destination's messages (`endpoint:NAME`, `queue:NAME`, a URL).
+    #[arg(long)]
+    pub destination: Option<String>,
+    /// Only this event type.
+    #[arg(long)]
+    pub event_type: Option<String>,
+    /// A publish's event id (or a message's own id).
+    #[arg(long)]
+    pub event_id: Option<String>,
+    /// The idempotency key it was enqueued with.
+    #[arg(long)]
+    pub idempotency_key: Option<String>,
+    /// Any of these states: pending, retrying, in-flight, dead, delivered (repeat, or
+    /// comma-separated).
+    #[arg(long = "state", value_delimiter = ',', value_parser = parse_state)]
+    pub states: Vec<i32>,
+    /// Its last attempt's HTTP status.
+    #[arg(long)]
+    pub status: Option<u32>,
+    /// Created within this long before now (90m, 6h, 2d).
+    #[arg(long, value_parser = parse_age)]
+    pub since: Option<u64>,
+    /// Created at or after this time (Unix ms).
+    #[arg(long, conflicts_with = "since")]
+    pub after_ms: Option<u64>,
+    /// Created before this time (Unix ms).
+    #[arg(long)]
+    pub before_ms: Option<u64>,
+    /// A declared search key's value, `POINTER=VALUE` (`/customer/id=c_42`); repeat.
+    #[arg(long = "payload", value_parser = parse_pointer_value)]
+    pub payload: Vec<(String, String)>,
+    /// At most this many messages in all.
+    #[arg(long, default_value_t = 100)]
+    pub limit: u32,
+}
+
+fn parse_state(s: &str) -> Result<i32, String> {
+    let state = match s {
+        "pending" => pb::MessageState::Pending,
+        "retrying" | "awaiting-retry" => pb::MessageState::AwaitingRetry,
+        "in-flight" | "leased" => pb::MessageState::InFlight,
+        "dead" | "dead-letter" => pb::MessageState::DeadLetter,
+        "delivered" => pb::MessageState::Delivered,
+        _ => {
+            return Err(format!(
+                "{s:?}: one of pending, retrying, in-flight, dead, delivered"
+            ));
+        }
+    };
+    Ok(state as i32)
+}
+
+fn parse_pointer_value(s: &str) -> Result<(String, String), String> {
+    let (pointer, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: give POINTER=VALUE, such as /customer/id=c_42"))?;
+    Ok((pointer.to_owned(), value.to_owned()))
+}
+
+fn state_name(state: i32) -> &'static str {
+    match pb::MessageState::try_from(state) {
+        Ok(pb::MessageState::Pending) => "pending",
+        Ok(pb::MessageState::AwaitingRetry) => "retrying",
+        Ok(pb::MessageState::InFlight) => "in flight",
+        Ok(pb::MessageState::DeadLetter) => "dead",
+        Ok(pb::MessageState::Delivered) => "delivered",
+        _ => "?",
+    }
+}
+
+/// SearchMessages, page after page, until `limit` messages or the end.
+async fn search(api: &mut Api, json: bool, args: SearchArgs, server: &str) -> Result<(), Failure> {
+    let fail = |s: tonic::Status| Failure::status(server, &s);
+    let destination = args.destination.as_deref().map(destination).transpose()?;
+    let after_ms = match (args.since, args.after_ms) {
+        (Some(age), _) => now_ms().saturating_sub(age),
+        (None, Some(ms)) => ms,
+        (None, None) => 0,
+    };
+    let mut request = pb::SearchMessagesRequest {
+        destination,
+        event_type: args.event_type.unwrap_or_default(),
+        event_id: args.event_id.unwrap_or_default(),
+        idempotency_key: args.idempotency_key.unwrap_or_default(),
+        states: args.states,
+        last_status: args.status.unwrap_or(0),
+        created_after_unix_ms: after_ms,
+        created_before_unix_ms: args.before_ms.unwrap_or(0),
+        payload: args.payload.into_iter().collect(),
+        page_size: args.limit.clamp(1, 1_000),
+        page_token: String::new(),
+    };
+    let mut all = pb::SearchMessagesResponse::default();
+    // A page looks at a bounded number of candidates; a search goes on until it has
+    // `limit` messages or there is no next page.
+    loop {
+        let page = api
+            .search_messages(request.clone())
+            .await
+            .map_err(fail)?
+            .into_inner();
+        all.scanned += page.scanned;
+        all.messages.extend(page.messages);
+        all.next_page_token = page.next_page_token;
+        if all.next_page_token.is_empty() || all.messages.len() >= args.limit as usize {
+            break;
+        }
+        request.page_token.clone_from(&all.next_page_token);
+        request.page_size = (args.limit as usize - all.messages.len()).clamp(1, 1_000) as u32;
+    }
+    all.messages.truncate(args.limit as usize);
+    show(json, &all, |r| {
+        let rows = r
+            .messages
+            .iter()
+            .map(|m| {
+                vec![
+                    m.id.clone(),
+                    destination_text(&m.destination),
+                    if m.event_type.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        m.event_type.clone()
+                    },
+                    state_name(m.state).to_owned(),
+                    m.attempts.to_string(),
+                    match m.last_status {
+                        0 => "-".to_owned(),
+                        s => s.to_string(),
+                    },
+                    when(m.enqueued_unix_ms),
+                ]
+            })
+            .collect();
+        table(
+            &[
+                "ID",
+                "DESTINATION",
+                "EVENT TYPE",
+                "STATE",
+                "ATTEMPTS",
+                "LAST STATUS",
+                "ENQUEUED",
+            ],
+            rows,
+        );
+        if !r.next_page_token.is_empty() {
+            outln!("(more: raise --limit, or narrow the search)");
+        }
+    })
 }
 
 #[derive(Debug, Subcommand)]
@@ -875,6 +1032,7 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
                 code: 3,
             })
         }
+        Ctl::Search(args) => search(&mut api, json, args, server).await,
         Ctl::Message { id } => {
             let m = api
                 .get_message(pb::GetMessageRequest { id })

@@ -25,6 +25,8 @@ pub struct EventTypeDef {
     pub description: String,
     /// Its JSON Schema's text, already compiled by the caller; empty: none.
     pub json_schema: String,
+    /// JSON pointers whose values the search index keeps, already checked by the caller.
+    pub search_keys: Vec<String>,
 }
 
 impl Engine {
@@ -54,6 +56,7 @@ impl Engine {
             name: def.name,
             description: def.description,
             json_schema: def.json_schema,
+            search_keys: def.search_keys,
             created_ms: existing.unwrap_or(now),
             updated_ms: now,
         };

@@ -445,6 +445,31 @@ fn attempts(attempts: Vec<AttemptRecord>) -> Vec<pb::Attempt> {
         .collect()
 }
 
+/// A search's hit on the wire.
+pub fn summary(h: hookd_storage::store::search::Hit) -> pb::MessageSummary {
+    use hookd_storage::store::search::SearchState;
+    let state = match h.state {
+        SearchState::Pending => pb::MessageState::Pending,
+        SearchState::Retrying => pb::MessageState::AwaitingRetry,
+        SearchState::InFlight => pb::MessageState::InFlight,
+        SearchState::Dead => pb::MessageState::DeadLetter,
+        SearchState::Delivered => pb::MessageState::Delivered,
+    };
+    pb::MessageSummary {
+        id: h.id.to_string(),
+        destination: stored_destination(&h.destination),
+        state: state as i32,
+        event_type: h.event_type,
+        event_id: h.event_id,
+        idempotency_key: h.idempotency_key,
+        attempts: h.attempts,
+        last_status: h.last_status,
+        enqueued_unix_ms: h.created_ms,
+        completed_unix_ms: h.completed_ms,
+        payload_size: h.payload_bytes,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

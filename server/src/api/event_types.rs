@@ -27,6 +27,7 @@ fn shown(t: &EventType) -> pb::EventType {
         from_config: t.from_config,
         created_unix_ms: t.created_ms,
         updated_unix_ms: t.updated_ms,
+        search_keys: t.search_keys.clone(),
     }
 }
 
@@ -79,13 +80,13 @@ impl HookdService {
         // Compiled before anything is stored; on a blocking thread: a schema can take a
         // while to compile.
         let (name, description) = (t.name.clone(), t.description.clone());
-        let mut compiled =
-            tokio::task::spawn_blocking(move || EventType::compile(&name, &description, text))
-                .await
-                .map_err(|e| ApiError::Unavailable(format!("compiling the schema: {e}")))?
-                .map_err(|(field, why)| {
-                    ApiError::InvalidArgument(format!("event_type.{field}: {why}"))
-                })?;
+        let keys = t.search_keys.clone();
+        let mut compiled = tokio::task::spawn_blocking(move || {
+            EventType::compile(&name, &description, text)?.with_search_keys(&keys)
+        })
+        .await
+        .map_err(|e| ApiError::Unavailable(format!("compiling the schema: {e}")))?
+        .map_err(|(field, why)| ApiError::InvalidArgument(format!("event_type.{field}: {why}")))?;
         let catalog = self.catalog();
         let _writing = catalog.writing().await;
         self.not_from_config(tenant, &t.name)?;
@@ -97,6 +98,7 @@ impl HookdService {
                     name: t.name,
                     description: t.description,
                     json_schema: t.json_schema,
+                    search_keys: t.search_keys,
                 },
             )
             .await

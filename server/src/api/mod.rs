@@ -723,6 +723,28 @@ impl Hookd for HookdService {
         Ok(Response::new(convert::message(found)))
     }
 
+    async fn search_messages(
+        &self,
+        request: Request<pb::SearchMessagesRequest>,
+    ) -> Result<Response<pb::SearchMessagesResponse>, Status> {
+        // A token limited to destinations searches one of them, named.
+        self.limit_to(&request, tenants::wire_key(&request.get_ref().destination))?;
+        let tenant = self.tenant_of(&request)?;
+        let validate::Search {
+            query,
+            limit,
+            after,
+        } = validate::search(tenant, request.into_inner())?;
+        let page = self
+            .read(move |s| Ok(s.search(&query, after, limit, validate::SEARCH_BUDGET)?))
+            .await?;
+        Ok(Response::new(pb::SearchMessagesResponse {
+            messages: page.hits.into_iter().map(convert::summary).collect(),
+            next_page_token: page.next.map(|id| id.to_string()).unwrap_or_default(),
+            scanned: page.scanned,
+        }))
+    }
+
     async fn put_endpoint(
         &self,
         request: Request<pb::PutEndpointRequest>,

@@ -194,9 +194,9 @@ pub fn new_message(
         )));
     }
     // The catalog after every cheap check: a schema walks the whole payload.
-    limits
+    let indexed = limits
         .catalog
-        .check(tenant, &req.event_type, &req.payload)
+        .check_and_index(tenant, &req.event_type, &req.payload)
         .map_err(|m| invalid(format!("{}: {}", m.field, m.message)))?;
     let event = hookd_engine::NewEvent {
         event_type: req.event_type,
@@ -206,7 +206,7 @@ pub fn new_message(
         payload: req.payload,
         retry_base_ms: req.retry_base_ms,
         retry_cap_ms: req.retry_cap_ms,
-        indexed: Vec::new(),
+        indexed,
     };
     let target = match (destination, topic) {
         (_, Some(topic)) => Target::Publish { tenant, topic },
@@ -1213,4 +1213,105 @@ mod tests {
         assert!(ep(&|e| e.rate_limit_per_s = 0.01).is_ok());
         assert!(ep(&|e| e.rate_limit_per_s = 0.0).is_ok());
     }
+}
+
+/// A search's page, most candidates: past it, the page ends with a token to go on.
+pub(crate) const SEARCH_BUDGET: u64 = 10_000;
+/// Declared pointers one search may name.
+const MAX_SEARCH_POINTERS: usize = 8;
+/// The longest text a search condition may give, in bytes.
+const MAX_SEARCH_TEXT: usize = 1_024;
+
+/// A checked SearchMessages request.
+#[derive(Debug)]
+pub struct Search {
+    pub query: hookd_storage::store::search::Query,
+    pub limit: usize,
+    pub after: Option<MessageId>,
+}
+
+/// Checks a SearchMessages request of `tenant`'s.
+pub fn search(tenant: TenantId, req: pb::SearchMessagesRequest) -> Result<Search, ApiError> {
+    use hookd_storage::store::search::{Query, SearchState};
+    let destination = destination_filter(tenant, req.destination)?.map(|d| d.encode());
+    let text = |value: String, field: &str| -> Result<Option<String>, ApiError> {
+        if value.len() > MAX_SEARCH_TEXT {
+            return Err(invalid(format!(
+                "{field}: {} bytes is over the limit of {MAX_SEARCH_TEXT}",
+                value.len()
+            )));
+        }
+        Ok((!value.is_empty()).then_some(value))
+    };
+    let mut states = Vec::new();
+    for (i, raw) in req.states.iter().enumerate() {
+        let state = match pb::MessageState::try_from(*raw) {
+            Ok(pb::MessageState::Pending) => SearchState::Pending,
+            Ok(pb::MessageState::AwaitingRetry) => SearchState::Retrying,
+            Ok(pb::MessageState::InFlight) => SearchState::InFlight,
+            Ok(pb::MessageState::DeadLetter) => SearchState::Dead,
+            Ok(pb::MessageState::Delivered) => SearchState::Delivered,
+            Ok(pb::MessageState::Unspecified) | Err(_) => {
+                return Err(invalid(format!(
+                    "states[{i}]: {raw} is not a message state (PENDING, AWAITING_RETRY, IN_FLIGHT, DEAD_LETTER or DELIVERED)"
+                )));
+            }
+        };
+        if !states.contains(&state) {
+            states.push(state);
+        }
+    }
+    if req.last_status > 999 {
+        return Err(invalid(format!(
+            "last_status: {} is not an HTTP status (100 to 999; 0: any)",
+            req.last_status
+        )));
+    }
+    if req.created_before_unix_ms > 0 && req.created_before_unix_ms <= req.created_after_unix_ms {
+        return Err(invalid(format!(
+            "created_before_unix_ms: {} is not after created_after_unix_ms {}",
+            req.created_before_unix_ms, req.created_after_unix_ms
+        )));
+    }
+    if req.payload.len() > MAX_SEARCH_POINTERS {
+        return Err(invalid(format!(
+            "payload: {} pointers is over the limit of {MAX_SEARCH_POINTERS}",
+            req.payload.len()
+        )));
+    }
+    let mut declared = Vec::new();
+    for (pointer, value) in req.payload {
+        crate::catalog::check_pointer(&pointer)
+            .map_err(|why| invalid(format!("payload[{pointer:?}]: {why}")))?;
+        if value.len() > MAX_SEARCH_TEXT {
+            return Err(invalid(format!(
+                "payload[{pointer:?}]: {} bytes is over the limit of {MAX_SEARCH_TEXT}",
+                value.len()
+            )));
+        }
+        declared.push((pointer, value));
+    }
+    declared.sort();
+    let limit = count_or_default(req.page_size, DEFAULT_PAGE, MAX_PAGE, "page_size")? as usize;
+    let after = if req.page_token.is_empty() {
+        None
+    } else {
+        Some(message_id(&req.page_token, "page_token")?)
+    };
+    Ok(Search {
+        query: Query {
+            tenant,
+            destination,
+            event_type: text(req.event_type, "event_type")?,
+            event_id: text(req.event_id, "event_id")?,
+            idempotency_key: text(req.idempotency_key, "idempotency_key")?,
+            declared,
+            states,
+            status: (req.last_status > 0).then_some(req.last_status),
+            after_ms: req.created_after_unix_ms,
+            before_ms: (req.created_before_unix_ms > 0).then_some(req.created_before_unix_ms),
+        },
+        limit,
+        after,
+    })
 }

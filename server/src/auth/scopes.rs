@@ -54,6 +54,7 @@ pub(crate) const RPC_SCOPES: &[(&str, Scope)] = &[
     ("Nack", Scope::Consume),
     ("Stats", Scope::Read),
     ("GetMessage", Scope::Read),
+    ("SearchMessages", Scope::Read),
     ("GetEndpoint", Scope::Read),
     ("ListEndpoints", Scope::Read),
     ("ListDeadLetters", Scope::Read),

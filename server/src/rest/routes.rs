@@ -85,6 +85,15 @@ pub(crate) const ROUTES: &[Route] = &[
         "A message's state, attempts and (while kept) payload",
     ),
     route(
+        "SearchMessages",
+        Method::POST,
+        "/v1/messages/search",
+        &[],
+        Body::Whole,
+        "messages",
+        "Retained messages matching every condition given, newest first (paged)",
+    ),
+    route(
         "Receive",
         Method::POST,
         "/v1/queues/{queue}/receive",

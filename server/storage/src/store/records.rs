@@ -358,6 +358,9 @@ pub struct EventTypeRecord {
     pub created_ms: u64,
     #[prost(uint64, tag = "5")]
     pub updated_ms: u64,
+    /// JSON pointers whose values the search index keeps (issue #53).
+    #[prost(string, repeated, tag = "6")]
+    pub search_keys: Vec<String>,
 }
 
 /// A tenant's limits, as stored (`hookd_core::quota::Quota`); 0: none.

@@ -434,6 +434,75 @@ class GetMessageRequest(_message.Message):
     id: str
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
+class SearchMessagesRequest(_message.Message):
+    __slots__ = ("destination", "event_type", "event_id", "idempotency_key", "states", "last_status", "created_after_unix_ms", "created_before_unix_ms", "payload", "page_size", "page_token")
+    class PayloadEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    LAST_STATUS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AFTER_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BEFORE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    destination: Destination
+    event_type: str
+    event_id: str
+    idempotency_key: str
+    states: _containers.RepeatedScalarFieldContainer[MessageState]
+    last_status: int
+    created_after_unix_ms: int
+    created_before_unix_ms: int
+    payload: _containers.ScalarMap[str, str]
+    page_size: int
+    page_token: str
+    def __init__(self, destination: _Optional[_Union[Destination, _Mapping]] = ..., event_type: _Optional[str] = ..., event_id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., states: _Optional[_Iterable[_Union[MessageState, str]]] = ..., last_status: _Optional[int] = ..., created_after_unix_ms: _Optional[int] = ..., created_before_unix_ms: _Optional[int] = ..., payload: _Optional[_Mapping[str, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class MessageSummary(_message.Message):
+    __slots__ = ("id", "destination", "state", "event_type", "event_id", "idempotency_key", "attempts", "last_status", "enqueued_unix_ms", "completed_unix_ms", "payload_size")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    LAST_STATUS_FIELD_NUMBER: _ClassVar[int]
+    ENQUEUED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    destination: Destination
+    state: MessageState
+    event_type: str
+    event_id: str
+    idempotency_key: str
+    attempts: int
+    last_status: int
+    enqueued_unix_ms: int
+    completed_unix_ms: int
+    payload_size: int
+    def __init__(self, id: _Optional[str] = ..., destination: _Optional[_Union[Destination, _Mapping]] = ..., state: _Optional[_Union[MessageState, str]] = ..., event_type: _Optional[str] = ..., event_id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., attempts: _Optional[int] = ..., last_status: _Optional[int] = ..., enqueued_unix_ms: _Optional[int] = ..., completed_unix_ms: _Optional[int] = ..., payload_size: _Optional[int] = ...) -> None: ...
+
+class SearchMessagesResponse(_message.Message):
+    __slots__ = ("messages", "next_page_token", "scanned")
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SCANNED_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[MessageSummary]
+    next_page_token: str
+    scanned: int
+    def __init__(self, messages: _Optional[_Iterable[_Union[MessageSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., scanned: _Optional[int] = ...) -> None: ...
+
 class Attempt(_message.Message):
     __slots__ = ("number", "started_unix_ms", "ended_unix_ms", "outcome", "error", "http_status", "latency_us")
     NUMBER_FIELD_NUMBER: _ClassVar[int]
@@ -1043,20 +1112,22 @@ class DeleteSourceResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class EventType(_message.Message):
-    __slots__ = ("name", "description", "json_schema", "from_config", "created_unix_ms", "updated_unix_ms")
+    __slots__ = ("name", "description", "json_schema", "from_config", "created_unix_ms", "updated_unix_ms", "search_keys")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     JSON_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     FROM_CONFIG_FIELD_NUMBER: _ClassVar[int]
     CREATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     UPDATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_KEYS_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     json_schema: str
     from_config: bool
     created_unix_ms: int
     updated_unix_ms: int
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., json_schema: _Optional[str] = ..., from_config: _Optional[bool] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ...) -> None: ...
+    search_keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., json_schema: _Optional[str] = ..., from_config: _Optional[bool] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ..., search_keys: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PutEventTypeRequest(_message.Message):
     __slots__ = ("event_type",)

@@ -69,6 +69,11 @@ class HookdStub:
                 request_serializer=hookd_dot_v1_dot_hookd__pb2.GetMessageRequest.SerializeToString,
                 response_deserializer=hookd_dot_v1_dot_hookd__pb2.GetMessageResponse.FromString,
                 _registered_method=True)
+        self.SearchMessages = channel.unary_unary(
+                '/hookd.v1.Hookd/SearchMessages',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.SearchMessagesRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.SearchMessagesResponse.FromString,
+                _registered_method=True)
         self.PutEndpoint = channel.unary_unary(
                 '/hookd.v1.Hookd/PutEndpoint',
                 request_serializer=hookd_dot_v1_dot_hookd__pb2.PutEndpointRequest.SerializeToString,
@@ -312,6 +317,16 @@ class HookdServicer:
 
     def GetMessage(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SearchMessages(self, request, context):
+        """The caller's tenant's retained messages (live, dead letters, and delivered ones while
+        completed_retention_secs keeps them) that match every condition given, newest first,
+        a page at a time. Messages stored before hookd kept the search index (disk format 11)
+        are not found here; GetMessage finds them by id.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -633,6 +648,11 @@ def add_HookdServicer_to_server(servicer, server):
                     servicer.GetMessage,
                     request_deserializer=hookd_dot_v1_dot_hookd__pb2.GetMessageRequest.FromString,
                     response_serializer=hookd_dot_v1_dot_hookd__pb2.GetMessageResponse.SerializeToString,
+            ),
+            'SearchMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchMessages,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.SearchMessagesRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.SearchMessagesResponse.SerializeToString,
             ),
             'PutEndpoint': grpc.unary_unary_rpc_method_handler(
                     servicer.PutEndpoint,
@@ -1009,6 +1029,33 @@ class Hookd:
             '/hookd.v1.Hookd/GetMessage',
             hookd_dot_v1_dot_hookd__pb2.GetMessageRequest.SerializeToString,
             hookd_dot_v1_dot_hookd__pb2.GetMessageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/SearchMessages',
+            hookd_dot_v1_dot_hookd__pb2.SearchMessagesRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.SearchMessagesResponse.FromString,
             options,
             channel_credentials,
             insecure,
