@@ -439,21 +439,55 @@ async fn console_refuses_posts_without_the_csrf_token_and_escapes_what_it_shows(
         "{}",
         none.body
     );
-    // The header's search: a message id leads to its page, anything else is a 400 that
-    // names the field (and shows what was typed as text).
+    // The header's search: a message id leads to its page, anything else is searched
+    // for as an idempotency key (what was typed shown as text).
     let found = http
         .get(&format!("/ui/find?id=+{}+", ids[0]), &cookie)
         .await;
     assert_eq!(found.status, 303);
     assert_eq!(found.header("location"), format!("/ui/messages/{}", ids[0]));
     let wrong = http.get("/ui/find?id=%3Cb%3Eorder-42", &cookie).await;
-    assert_eq!(wrong.status, 400);
+    assert_eq!(wrong.status, 303);
+    assert_eq!(wrong.header("location"), "/ui/messages?key=%3Cb%3Eorder-42");
+    let searched = http.get(&wrong.header("location"), &cookie).await;
+    assert_eq!(searched.status, 200);
     assert!(
-        wrong
-            .body
-            .contains("id: `&lt;b&gt;order-42` is not a message id"),
+        searched.body.contains(r#"value="&lt;b&gt;order-42""#)
+            && !searched.body.contains("<b>order-42")
+            && searched.body.contains("No retained message matches."),
         "{}",
-        wrong.body
+        searched.body
+    );
+    // The search page: the endpoint's dead letters, newest first, each linked.
+    let dead = http
+        .get("/ui/messages?destination=orders&state=dead", &cookie)
+        .await;
+    assert_eq!(dead.status, 200);
+    let at = |id: &str| {
+        dead.body
+            .find(&format!(r#"href="/ui/messages/{id}""#))
+            .unwrap_or_else(|| panic!("{id} is listed: {}", dead.body))
+    };
+    // Both, in id order (the two were made in the same millisecond of the test's clock).
+    let (first, second) = if ids[0] > ids[1] {
+        (&ids[0], &ids[1])
+    } else {
+        (&ids[1], &ids[0])
+    };
+    assert!(at(first) < at(second), "newest (highest id) first");
+    assert!(
+        dead.body
+            .contains("&lt;script&gt;window.__pwned=2&lt;/script&gt;")
+            && !dead.body.contains("<script>window.__pwned"),
+        "the receiver's answer shown as text: {}",
+        dead.body
+    );
+    let bad = http.get("/ui/messages?state=lost", &cookie).await;
+    assert_eq!(bad.status, 400);
+    assert!(
+        bad.body.contains("state: &quot;lost&quot; is not a state"),
+        "{}",
+        bad.body
     );
     assert!(
         list.body.contains(r#"action="/ui/find""#),

@@ -283,6 +283,13 @@ async fn portal_link_opens_its_tenants_pages_only_and_acts_as_the_link() {
     assert_eq!(message.status, 200, "{}", message.body);
     assert!(message.body.contains("hookd.test"), "{}", message.body);
     assert_only_under(&message, base);
+    // The tenant's search finds it too, its links under the link's base.
+    let found = http
+        .get(&format!("{base}/messages?destination=orders"), "")
+        .await;
+    assert_eq!(found.status, 200, "{}", found.body);
+    assert!(found.body.contains(&id), "{}", found.body);
+    assert_only_under(&found, base);
     let rotated = http
         .post(
             &format!("{base}/endpoints/orders/rotate"),
@@ -352,7 +359,13 @@ async fn portal_link_opens_its_tenants_pages_only_and_acts_as_the_link() {
         "{}",
         olist.body
     );
-    for path in ["/endpoints/orders", "/subscriptions", "/dead-letters"] {
+    for path in [
+        "/endpoints/orders",
+        "/subscriptions",
+        "/dead-letters",
+        "/messages",
+        "/messages?destination=orders",
+    ] {
         let a = http.get(&format!("{obase}{path}"), "").await;
         assert!(
             a.status == 404 || a.status == 403,

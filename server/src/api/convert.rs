@@ -467,6 +467,8 @@ pub fn summary(h: hookd_storage::store::search::Hit) -> pb::MessageSummary {
         enqueued_unix_ms: h.created_ms,
         completed_unix_ms: h.completed_ms,
         payload_size: h.payload_bytes,
+        last_error: h.last_error,
+        last_latency_us: h.last_latency_us,
     }
 }
 

@@ -133,6 +133,7 @@ fn routes() -> Router<Arc<Console>> {
         .route("/ui/dead-letters", get(pages::dead_letters))
         .route("/ui/dead-letters/replay", post(pages::replay))
         .route("/ui/dead-letters/purge", post(pages::purge))
+        .route("/ui/messages", get(pages::search))
         .route("/ui/messages/{id}", get(pages::message))
         .route("/ui/find", get(pages::find))
         .route("/ui/sources", get(pages::sources))

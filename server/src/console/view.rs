@@ -13,6 +13,7 @@ pub(crate) enum Nav {
     Overview,
     Endpoints,
     Destinations,
+    Messages,
     DeadLetters,
     Sources,
     EventTypes,
@@ -51,6 +52,7 @@ pub(super) fn page(
                         (item(Nav::Overview, "/ui", "Overview"))
                         (item(Nav::Endpoints, "/ui/endpoints", "Endpoints"))
                         (item(Nav::Destinations, "/ui/destinations", "Destinations"))
+                        (item(Nav::Messages, "/ui/messages", "Messages"))
                         (item(Nav::DeadLetters, "/ui/dead-letters", "Dead letters"))
                         (item(Nav::Sources, "/ui/sources", "Sources"))
                         (item(Nav::EventTypes, "/ui/event-types", "Event types"))
@@ -66,7 +68,7 @@ pub(super) fn page(
                         }
                     }
                     form.find method="get" action="/ui/find" role="search" {
-                        input type="search" name="id" placeholder="message id" aria-label="message id";
+                        input type="search" name="id" placeholder="message id or idempotency key" aria-label="message id or idempotency key";
                         button type="submit" { "Find" }
                     }
                     @if let Some(s) = session {
@@ -132,12 +134,13 @@ fn portal_page(
                             (item(Nav::Subscriptions, "/ui/subscriptions", "Subscriptions"))
                         }
                         (item(Nav::EventTypes, "/ui/event-types", "Event types"))
+                        (item(Nav::Messages, "/ui/messages", "Messages"))
                         @if !limited {
                             (item(Nav::DeadLetters, "/ui/dead-letters", "Dead letters"))
                         }
                     }
                     form.find method="get" action="/ui/find" role="search" {
-                        input type="search" name="id" placeholder="message id" aria-label="message id";
+                        input type="search" name="id" placeholder="message id or idempotency key" aria-label="message id or idempotency key";
                         button type="submit" { "Find" }
                     }
                     span.caller title=(format!("link {}", portal.link.id)) {

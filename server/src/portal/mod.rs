@@ -148,6 +148,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("GET", "/dead-letters"),
     ("POST", "/dead-letters/replay"),
     ("POST", "/dead-letters/purge"),
+    ("GET", "/messages"),
     ("GET", "/messages/{}"),
     ("GET", "/find"),
     ("GET", "/event-types"),

@@ -20,21 +20,8 @@ pub(super) fn endpoint_key(tenant: hookd_core::scope::TenantId, name: &str) -> S
     hookd_core::destination::Destination::endpoint(tenant, name).key()
 }
 
-/// Messages an endpoint's page lists, at most; and rows of the live and completed tables
-/// it reads for them (newest first, every destination's: a bounded read per page).
+/// Messages an endpoint's page lists, at most (its newest, through the search index).
 const RECENT: usize = 20;
-const MAX_RECENT_SCAN: usize = 5_000;
-
-fn recent_state(m: &hookd_storage::store::RecentMessage) -> &'static str {
-    use hookd_storage::store::State;
-    match m.state {
-        None => "delivered",
-        Some(State::Pending) => "pending",
-        Some(State::Retry) => "awaiting retry",
-        Some(State::Leased) => "in flight",
-        Some(State::Dead) => "dead letter",
-    }
-}
 
 pub(super) fn state_cell(e: &EndpointRecord) -> Markup {
     html! {
@@ -198,12 +185,24 @@ pub(crate) async fn endpoint(
         .unwrap_or_default();
     let now = c.clock.now_ms();
     let base = format!("/ui/endpoints/{}", segment(&name));
-    let (recent, more) = {
-        let d = hookd_core::destination::Destination::endpoint(s.tenant(), &name);
+    let recent = {
+        let query = hookd_storage::store::search::Query {
+            tenant: s.tenant(),
+            destination: Some(
+                hookd_core::destination::Destination::endpoint(s.tenant(), &name).encode(),
+            ),
+            ..Default::default()
+        };
         c.api
-            .read(move |store| Ok(store.recent_messages(&d, RECENT, MAX_RECENT_SCAN)?))
+            .read(move |store| Ok(store.search(&query, None, RECENT, RECENT as u64 * 4)?))
             .await?
     };
+    let more = recent.next.is_some();
+    let recent = recent.hits;
+    let all_of_it = format!(
+        "/ui/messages?{}",
+        query(&[("destination", &format!("endpoint:{name}"))])
+    );
     html_page(page(
         &format!("Endpoint {name}"),
         Nav::Endpoints,
@@ -268,7 +267,7 @@ pub(crate) async fn endpoint(
             section {
                 h2 { "Recent messages" }
                 @if recent.is_empty() {
-                    p.hint { "None live or completed lately (completed ones are kept " code { "completed_retention_secs" } "); dead letters are under Dead letters." }
+                    p.hint { "None kept (completed ones are kept " code { "completed_retention_secs" } ")." }
                 } @else {
                     table.list {
                         thead { tr { th { "message" } th { "created" } th { "state" } th { "attempts" } th { "last status" } th { "latency" } th { "last error or response" } } }
@@ -276,18 +275,18 @@ pub(crate) async fn endpoint(
                             @for m in &recent {
                                 tr {
                                     td.id { a href=(format!("/ui/messages/{}", m.id)) { (m.id) } }
-                                    td { (view::time(m.id.unix_ms())) }
-                                    td { (recent_state(m)) }
+                                    td { (view::time(m.created_ms)) }
+                                    td { (super::messages::state_label(m.state)) }
                                     td.num { (m.attempts) }
-                                    td.num { @if let Some(a) = &m.last { @if a.http_status > 0 { (a.http_status) } @else { (a.outcome) } } @else { "-" } }
-                                    td.num { @if let Some(a) = &m.last { (view::millis(a.latency_us as f64 / 1_000.0)) } @else { "-" } }
-                                    td.error { @if let Some(a) = &m.last { (view::excerpt(&a.error, ERROR_EXCERPT)) } }
+                                    td.num { @if m.last_status > 0 { (m.last_status) } @else { "-" } }
+                                    td.num { @if m.attempts > 0 && m.last_latency_us > 0 { (view::millis(m.last_latency_us as f64 / 1_000.0)) } @else { "-" } }
+                                    td.error { (view::excerpt(&m.last_error, ERROR_EXCERPT)) }
                                 }
                             }
                         }
                     }
                     @if more {
-                        p.hint { "The newest " (recent.len()) " of what the last " (MAX_RECENT_SCAN) " messages kept hold for this endpoint; find an older one by its id." }
+                        p { a href=(all_of_it) { "All of this endpoint's messages →" } }
                     }
                 }
             }

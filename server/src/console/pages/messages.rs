@@ -1,4 +1,4 @@
-//! One message: its state, attempts and payload.
+//! Messages: the search (`/ui/messages`), and one message's state, attempts and payload.
 
 use super::*;
 
@@ -9,17 +9,238 @@ pub(crate) struct Find {
     id: String,
 }
 
-/// The header's "message id" search: to the message's page, or a 400 naming the field
-/// when what was typed is no message id.
+/// The header's search box: a message id goes to the message's page; anything else is
+/// searched for as an idempotency key.
 pub(crate) async fn find(Query(f): Query<Find>) -> Result<axum::response::Response, Failure> {
     let id = f.id.trim();
-    let parsed: hookd_core::ids::MessageId = id.parse().map_err(|e| {
-        Failure::bad(format!(
-            "id: `{}` is not a message id ({e})",
-            view::excerpt(id, 80)
-        ))
-    })?;
-    Ok(see_other(&format!("/ui/messages/{parsed}")))
+    match id.parse::<hookd_core::ids::MessageId>() {
+        Ok(parsed) => Ok(see_other(&format!("/ui/messages/{parsed}"))),
+        Err(_) if id.is_empty() => Ok(see_other("/ui/messages")),
+        Err(_) => Ok(see_other(&format!(
+            "/ui/messages?{}",
+            query(&[("key", id)])
+        ))),
+    }
+}
+
+/// `/ui/messages`: the search's form, as a query string.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct SearchForm {
+    #[serde(default)]
+    destination: String,
+    #[serde(default)]
+    event_type: String,
+    #[serde(default)]
+    event_id: String,
+    /// The idempotency key.
+    #[serde(default)]
+    key: String,
+    #[serde(default)]
+    state: String,
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    since: String,
+    /// A declared search key's value: `POINTER=VALUE`.
+    #[serde(default)]
+    payload: String,
+    /// Where the page starts (a previous page's next token).
+    #[serde(default)]
+    after: String,
+    #[serde(default)]
+    notice: String,
+}
+
+/// Messages a search page lists.
+const SEARCH_PAGE: u32 = 50;
+
+const STATES: [(&str, &str, pb::MessageState); 5] = [
+    ("pending", "pending", pb::MessageState::Pending),
+    (
+        "retrying",
+        "awaiting retry",
+        pb::MessageState::AwaitingRetry,
+    ),
+    ("in-flight", "in flight", pb::MessageState::InFlight),
+    ("dead", "dead letter", pb::MessageState::DeadLetter),
+    ("delivered", "delivered", pb::MessageState::Delivered),
+];
+
+impl SearchForm {
+    fn pairs(&self) -> Vec<(&'static str, &str)> {
+        vec![
+            ("destination", self.destination.as_str()),
+            ("event_type", self.event_type.as_str()),
+            ("event_id", self.event_id.as_str()),
+            ("key", self.key.as_str()),
+            ("state", self.state.as_str()),
+            ("status", self.status.as_str()),
+            ("since", self.since.as_str()),
+            ("payload", self.payload.as_str()),
+        ]
+    }
+
+    /// As the API's request (`now_ms` anchors the window); the API's checks follow.
+    fn to_proto(&self, now_ms: u64) -> Result<pb::SearchMessagesRequest, Failure> {
+        use hookd_core::destination::Destination;
+        use hookd_core::scope::TenantId;
+        let destination = match self.destination.trim() {
+            "" => None,
+            d => Some(hookd_ctl::wire::destination(
+                &Destination::from_local_key(TenantId::DEFAULT, d)
+                    .unwrap_or_else(|| Destination::endpoint(TenantId::DEFAULT, d)),
+            )),
+        };
+        let states = match self.state.trim() {
+            "" => Vec::new(),
+            s => vec![
+                STATES
+                    .iter()
+                    .find(|(k, _, _)| *k == s)
+                    .map(|(_, _, state)| *state as i32)
+                    .ok_or_else(|| Failure::bad(format!("state: {s:?} is not a state")))?,
+            ],
+        };
+        let status = match self.status.trim() {
+            "" => 0,
+            s => s.parse::<u32>().map_err(|_| {
+                Failure::bad(format!("status: {s:?} is not an HTTP status (100 to 999)"))
+            })?,
+        };
+        let window = super::dead_letters::WINDOWS
+            .iter()
+            .find(|(k, _, _)| *k == self.since.trim())
+            .map(|(_, _, ms)| *ms)
+            .ok_or_else(|| {
+                Failure::bad(format!("since: {:?} is not one of 1h, 24h, 7d", self.since))
+            })?;
+        let payload = match self.payload.trim() {
+            "" => Default::default(),
+            p => {
+                let (pointer, value) = p.split_once('=').ok_or_else(|| {
+                    Failure::bad(format!(
+                        "payload: {:?} is not POINTER=VALUE (/customer/id=c_42)",
+                        view::excerpt(p, 80)
+                    ))
+                })?;
+                [(pointer.trim().to_owned(), value.trim().to_owned())].into()
+            }
+        };
+        Ok(pb::SearchMessagesRequest {
+            destination,
+            event_type: self.event_type.trim().to_owned(),
+            event_id: self.event_id.trim().to_owned(),
+            idempotency_key: self.key.trim().to_owned(),
+            states,
+            last_status: status,
+            created_after_unix_ms: if window == 0 {
+                0
+            } else {
+                now_ms.saturating_sub(window)
+            },
+            created_before_unix_ms: 0,
+            payload,
+            page_size: SEARCH_PAGE,
+            page_token: self.after.trim().to_owned(),
+        })
+    }
+}
+
+pub(super) fn state_label(state: hookd_storage::store::search::SearchState) -> &'static str {
+    use hookd_storage::store::search::SearchState;
+    match state {
+        SearchState::Pending => "pending",
+        SearchState::Retrying => "awaiting retry",
+        SearchState::InFlight => "in flight",
+        SearchState::Dead => "dead letter",
+        SearchState::Delivered => "delivered",
+    }
+}
+
+/// The search: a form with every condition, and a page of what matches, newest first.
+pub(crate) async fn search(
+    State(c): Shared,
+    Extension(s): Extension<Session>,
+    Query(q): Query<SearchForm>,
+) -> Page {
+    let request = q.to_proto(c.clock.now_ms())?;
+    // A link limited to some endpoints searches one of them, named.
+    if s.caller.limited() {
+        let named = q.destination.trim();
+        let name = named.strip_prefix("endpoint:").unwrap_or(named);
+        if named.is_empty() || !s.may_see(&format!("endpoint:{name}")) {
+            spans_destinations(&s)?;
+        }
+    }
+    let crate::api::validate::Search {
+        query: asked,
+        limit,
+        after,
+    } = crate::api::validate::search(s.tenant(), request)?;
+    let page_of = c
+        .api
+        .read(move |store| {
+            Ok(store.search(&asked, after, limit, crate::api::validate::SEARCH_BUDGET)?)
+        })
+        .await?;
+    let filtered = q.pairs().iter().any(|(_, v)| !v.trim().is_empty());
+    let next = page_of.next.map(|id| {
+        let mut pairs = q.pairs();
+        let id = id.to_string();
+        pairs.push(("after", &id));
+        format!("/ui/messages?{}", query(&pairs))
+    });
+    html_page(page(
+        "Messages",
+        Nav::Messages,
+        Some(&s),
+        &q.notice,
+        html! {
+            form.filters method="get" action="/ui/messages" role="search" {
+                label { "destination " input type="text" name="destination" value=(q.destination) placeholder="endpoint:NAME, queue:NAME"; }
+                label { "event type " input type="text" name="event_type" value=(q.event_type); }
+                label { "state " select name="state" {
+                    option value="" selected[q.state.is_empty()] { "any" }
+                    @for (k, label, _) in STATES { option value=(k) selected[q.state == k] { (label) } }
+                } }
+                label { "last status " input type="text" name="status" value=(q.status) size="4" placeholder="503"; }
+                label { "created " select name="since" {
+                    @for (k, label, _) in super::dead_letters::WINDOWS { option value=(k) selected[q.since == k] { (label) } }
+                } }
+                label { "event id " input type="text" name="event_id" value=(q.event_id); }
+                label { "idempotency key " input type="text" name="key" value=(q.key); }
+                label { "payload " input type="text" name="payload" value=(q.payload) placeholder="/customer/id=c_42"; }
+                button type="submit" { "Search" }
+                @if filtered { " " a href="/ui/messages" { "clear" } }
+            }
+            @if page_of.hits.is_empty() {
+                p.hint {
+                    @if page_of.next.is_some() { "None among the " (page_of.scanned) " looked at; " a href=(next.clone().unwrap_or_default()) { "look further" } "." }
+                    @else { "No retained message matches. Delivered ones are kept " code { "completed_retention_secs" } "; the payload keys an event type declares in " code { "search_keys" } " are searchable from its declaration on." }
+                }
+            } @else {
+                table.list {
+                    thead { tr { th { "message" } th { "created" } th { "destination" } th { "event type" } th { "state" } th { "attempts" } th { "last status" } th { "latency" } th { "last error or response" } } }
+                    tbody {
+                        @for m in &page_of.hits {
+                            tr {
+                                td.id { a href=(format!("/ui/messages/{}", m.id)) { (m.id) } }
+                                td { (view::time(m.created_ms)) }
+                                td { (hookd_core::destination::Destination::decode(&m.destination).map(|d| d.local_key()).unwrap_or_default()) }
+                                td { (m.event_type) }
+                                td { (state_label(m.state)) }
+                                td.num { (m.attempts) }
+                                td.num { @if m.last_status > 0 { (m.last_status) } @else { "-" } }
+                                td.num { @if m.attempts > 0 && m.last_latency_us > 0 { (view::millis(m.last_latency_us as f64 / 1_000.0)) } @else { "-" } }
+                                td.error { (view::excerpt(&m.last_error, 120)) }
+                            }
+                        }
+                    }
+                }
+                @if let Some(next) = &next { p { a href=(next) { "Older →" } } }
+            }
+        },
+    ))
 }
 
 pub(crate) async fn message(

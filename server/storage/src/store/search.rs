@@ -285,15 +285,32 @@ fn last_status(
     attempts: &impl ReadableTable<&'static [u8], &'static [u8]>,
     id: MessageId,
 ) -> Result<u32, StoreError> {
+    Ok(last_attempt(attempts, id)?.map_or(0, |a| a.http_status))
+}
+
+/// A message's last finished attempt in `attempts` (a replay's mark, number 0, is not one).
+fn last_attempt(
+    attempts: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    id: MessageId,
+) -> Result<Option<AttemptRecord>, StoreError> {
     let (first, last) = super::attempt_range(id);
     for row in attempts.range(first.as_slice()..=last.as_slice())?.rev() {
         let (k, v) = row?;
         let attempt = AttemptRecord::decode(seal::open(TableId::Attempts, k.value(), v.value())?)?;
         if attempt.number > 0 {
-            return Ok(attempt.http_status);
+            return Ok(Some(attempt));
         }
     }
-    Ok(0)
+    Ok(None)
+}
+
+/// Of a hit's last attempt, the error (its response's excerpt) a hit carries at most.
+const HIT_ERROR_BYTES: usize = 256;
+
+fn hit_error(attempt: Option<&AttemptRecord>) -> String {
+    let mut error = attempt.map(|a| a.error.clone()).unwrap_or_default();
+    super::bound_text(&mut error, HIT_ERROR_BYTES);
+    error
 }
 
 /// Deletes up to `limit` rows of messages created in hours before `before_ms`'s; how many.
@@ -357,6 +374,10 @@ pub struct Hit {
     /// When it was delivered (0: it was not).
     pub completed_ms: u64,
     pub payload_bytes: u64,
+    /// Its last finished attempt's error or response excerpt (at most 256 bytes), and
+    /// how long that attempt took.
+    pub last_error: String,
+    pub last_latency_us: u64,
 }
 
 /// A page of a search.
@@ -564,11 +585,13 @@ pub(crate) fn now_of(
     let created_ms = (id.0 >> 80) as u64;
     if let Some(v) = done.get(id.0)? {
         let d = DoneRecord::decode(seal::open(TableId::Done, &key, v.value())?)?;
-        let last_status = d
+        let last = d
             .history
             .as_ref()
-            .and_then(|h| h.attempts.iter().rev().find(|a| a.number > 0))
-            .map_or(0, |a| a.http_status);
+            .and_then(|h| h.attempts.iter().rev().find(|a| a.number > 0));
+        let last_status = last.map_or(0, |a| a.http_status);
+        let last_error = hit_error(last);
+        let last_latency_us = last.map_or(0, |a| a.latency_us);
         return Ok(Some(Now {
             state: SearchState::Delivered,
             hit: Hit {
@@ -587,6 +610,8 @@ pub(crate) fn now_of(
                 },
                 completed_ms: d.completed_ms,
                 payload_bytes: d.payload_size,
+                last_error,
+                last_latency_us,
             },
         }));
     }
@@ -619,6 +644,7 @@ pub(crate) fn now_of(
         return Ok(None);
     };
     let state = SearchState::of(entry.state);
+    let last = last_attempt(attempts, id)?;
     Ok(Some(Now {
         state,
         hit: Hit {
@@ -629,10 +655,12 @@ pub(crate) fn now_of(
             idempotency_key: r.idempotency_key,
             state,
             attempts: entry.attempts,
-            last_status: last_status(attempts, id)?,
+            last_status: last.as_ref().map_or(0, |a| a.http_status),
             created_ms: r.created_ms,
             completed_ms: 0,
             payload_bytes: r.payload.len() as u64,
+            last_error: hit_error(last.as_ref()),
+            last_latency_us: last.as_ref().map_or(0, |a| a.latency_us),
         },
     }))
 }

@@ -468,7 +468,7 @@ class SearchMessagesRequest(_message.Message):
     def __init__(self, destination: _Optional[_Union[Destination, _Mapping]] = ..., event_type: _Optional[str] = ..., event_id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., states: _Optional[_Iterable[_Union[MessageState, str]]] = ..., last_status: _Optional[int] = ..., created_after_unix_ms: _Optional[int] = ..., created_before_unix_ms: _Optional[int] = ..., payload: _Optional[_Mapping[str, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class MessageSummary(_message.Message):
-    __slots__ = ("id", "destination", "state", "event_type", "event_id", "idempotency_key", "attempts", "last_status", "enqueued_unix_ms", "completed_unix_ms", "payload_size")
+    __slots__ = ("id", "destination", "state", "event_type", "event_id", "idempotency_key", "attempts", "last_status", "enqueued_unix_ms", "completed_unix_ms", "payload_size", "last_error", "last_latency_us")
     ID_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -480,6 +480,8 @@ class MessageSummary(_message.Message):
     ENQUEUED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     COMPLETED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    LAST_LATENCY_US_FIELD_NUMBER: _ClassVar[int]
     id: str
     destination: Destination
     state: MessageState
@@ -491,7 +493,9 @@ class MessageSummary(_message.Message):
     enqueued_unix_ms: int
     completed_unix_ms: int
     payload_size: int
-    def __init__(self, id: _Optional[str] = ..., destination: _Optional[_Union[Destination, _Mapping]] = ..., state: _Optional[_Union[MessageState, str]] = ..., event_type: _Optional[str] = ..., event_id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., attempts: _Optional[int] = ..., last_status: _Optional[int] = ..., enqueued_unix_ms: _Optional[int] = ..., completed_unix_ms: _Optional[int] = ..., payload_size: _Optional[int] = ...) -> None: ...
+    last_error: str
+    last_latency_us: int
+    def __init__(self, id: _Optional[str] = ..., destination: _Optional[_Union[Destination, _Mapping]] = ..., state: _Optional[_Union[MessageState, str]] = ..., event_type: _Optional[str] = ..., event_id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., attempts: _Optional[int] = ..., last_status: _Optional[int] = ..., enqueued_unix_ms: _Optional[int] = ..., completed_unix_ms: _Optional[int] = ..., payload_size: _Optional[int] = ..., last_error: _Optional[str] = ..., last_latency_us: _Optional[int] = ...) -> None: ...
 
 class SearchMessagesResponse(_message.Message):
     __slots__ = ("messages", "next_page_token", "scanned")
