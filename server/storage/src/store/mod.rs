@@ -2176,6 +2176,38 @@ mod tests {
         );
     }
 
+    /// A format-10 file (no `search` table) opens as format 11 with the table made, and
+    /// what the log performs from then on is indexed.
+    #[test]
+    fn a_format_10_file_gets_the_search_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let txn = store.db.begin_write().unwrap();
+        txn.open_table(META)
+            .unwrap()
+            .insert(FORMAT_KEY, 10)
+            .unwrap();
+        assert!(txn.delete_table(search::SEARCH).unwrap());
+        txn.commit().unwrap();
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.format_version().unwrap(), Some(FORMAT_VERSION));
+        assert_eq!(store.search_rows().unwrap(), 0);
+        let record = MessageRecord {
+            destination: "qjobs".into(),
+            ..Default::default()
+        };
+        let mut log = rowlog::RowLog::default();
+        log.put(
+            TableId::Messages,
+            &7u128.to_be_bytes(),
+            &record.encode_to_vec(),
+        );
+        store.replay_records([log.into_bytes().as_slice()]).unwrap();
+        // All and the destination's row.
+        assert_eq!(store.search_rows().unwrap(), 2);
+    }
+
     /// The apply stage's gather sleeps until its deadline, but a reader that starts waiting
     /// for redb ends it at once (issue #28, point 6: reads wait one apply transaction).
     #[test]
