@@ -328,3 +328,15 @@ mod tests {
         assert_eq!(alert_value("dead_letter_growth", 1.0), "1 new in 15 min");
     }
 }
+
+/// A searched message's state, as the pages name it.
+pub(super) fn state_label(state: hookd_storage::store::search::SearchState) -> &'static str {
+    use hookd_storage::store::search::SearchState;
+    match state {
+        SearchState::Pending => "pending",
+        SearchState::Retrying => "awaiting retry",
+        SearchState::InFlight => "in flight",
+        SearchState::Dead => "dead letter",
+        SearchState::Delivered => "delivered",
+    }
+}

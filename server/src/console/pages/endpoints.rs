@@ -276,7 +276,7 @@ pub(crate) async fn endpoint(
                                 tr {
                                     td.id { a href=(format!("/ui/messages/{}", m.id)) { (m.id) } }
                                     td { (view::time(m.created_ms)) }
-                                    td { (super::messages::state_label(m.state)) }
+                                    td { (view::state_label(m.state)) }
                                     td.num { (m.attempts) }
                                     td.num { @if m.last_status > 0 { (m.last_status) } @else { "-" } }
                                     td.num { @if m.attempts > 0 && m.last_latency_us > 0 { (view::millis(m.last_latency_us as f64 / 1_000.0)) } @else { "-" } }

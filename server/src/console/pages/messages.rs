@@ -146,17 +146,6 @@ impl SearchForm {
     }
 }
 
-pub(super) fn state_label(state: hookd_storage::store::search::SearchState) -> &'static str {
-    use hookd_storage::store::search::SearchState;
-    match state {
-        SearchState::Pending => "pending",
-        SearchState::Retrying => "awaiting retry",
-        SearchState::InFlight => "in flight",
-        SearchState::Dead => "dead letter",
-        SearchState::Delivered => "delivered",
-    }
-}
-
 /// The search: a form with every condition, and a page of what matches, newest first.
 pub(crate) async fn search(
     State(c): Shared,
@@ -228,7 +217,7 @@ pub(crate) async fn search(
                                 td { (view::time(m.created_ms)) }
                                 td { (hookd_core::destination::Destination::decode(&m.destination).map(|d| d.local_key()).unwrap_or_default()) }
                                 td { (m.event_type) }
-                                td { (state_label(m.state)) }
+                                td { (view::state_label(m.state)) }
                                 td.num { (m.attempts) }
                                 td.num { @if m.last_status > 0 { (m.last_status) } @else { "-" } }
                                 td.num { @if m.attempts > 0 && m.last_latency_us > 0 { (view::millis(m.last_latency_us as f64 / 1_000.0)) } @else { "-" } }
