@@ -300,6 +300,18 @@ pub(super) fn excerpt(s: &str, max: usize) -> String {
     out
 }
 
+/// A searched message's state, as the pages name it.
+pub(super) fn state_label(state: hookd_storage::store::search::SearchState) -> &'static str {
+    use hookd_storage::store::search::SearchState;
+    match state {
+        SearchState::Pending => "pending",
+        SearchState::Retrying => "awaiting retry",
+        SearchState::InFlight => "in flight",
+        SearchState::Dead => "dead letter",
+        SearchState::Delivered => "delivered",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,17 +338,5 @@ mod tests {
         assert_eq!(alert_value("oldest_pending", 1_800.0), "30 min 0 s");
         assert_eq!(alert_value("queue_depth", 5_000.0), "5000 live messages");
         assert_eq!(alert_value("dead_letter_growth", 1.0), "1 new in 15 min");
-    }
-}
-
-/// A searched message's state, as the pages name it.
-pub(super) fn state_label(state: hookd_storage::store::search::SearchState) -> &'static str {
-    use hookd_storage::store::search::SearchState;
-    match state {
-        SearchState::Pending => "pending",
-        SearchState::Retrying => "awaiting retry",
-        SearchState::InFlight => "in flight",
-        SearchState::Dead => "dead letter",
-        SearchState::Delivered => "delivered",
     }
 }
