@@ -19,6 +19,7 @@ mod push;
 mod rawredb;
 mod scale;
 mod scrape;
+mod search;
 mod tenants;
 mod threads;
 
@@ -162,6 +163,16 @@ struct Args {
     scale_tenants: usize,
     #[arg(long, default_value_t = 10)]
     scale_tenant_objects: usize,
+    /// The search run (`--only search`): retained events hookd holds while searches are
+    /// timed...
+    #[arg(long, default_value_t = 10_000_000)]
+    search_events: u64,
+    /// ...searches of each kind timed...
+    #[arg(long, default_value_t = 200)]
+    search_samples: u64,
+    /// ...and events each write leg (with and without declared keys) stores.
+    #[arg(long, default_value_t = 300_000)]
+    search_write_events: u64,
 }
 
 /// `--slow-sync-ms`, for every hookd and the redb floor this run starts.
@@ -585,6 +596,85 @@ async fn bench(args: Args) -> anyhow::Result<()> {
             scrape::run(&mut client, hookd.running.http, n, 20, &failing).await?;
             hookd.stop().await?;
         }
+    }
+    if named("search") {
+        // Every event stays live (nobody reads the queues): the marks hold them all.
+        let marks = |config: &mut hookd::Config, events: u64| {
+            config.backpressure.max_messages = events * 2 + 1_000_000;
+            config.backpressure.max_bytes = u64::MAX / 4;
+            config.backpressure.destination_max_messages = events;
+            config.backpressure.destination_max_bytes = u64::MAX / 4;
+        };
+        let (batch, tasks) = (args.batch_size as u64, args.batch_concurrency);
+        println!(
+            "
+search, write path: EnqueueBatch of {} events ({batch} a call, {tasks} calls in flight, {} B padding), event types with and without declared search keys, alternated",
+            args.search_write_events, args.payload
+        );
+        probe("before")?;
+        let mut ratios = Vec::new();
+        for round in 1..=usize::from(args.rounds) {
+            let order = if round % 2 == 1 {
+                [false, true]
+            } else {
+                [true, false]
+            };
+            let mut rates = [0.0; 2];
+            for keys in order {
+                let data = dir.path().join(format!("search-w{round}-{keys}"));
+                let hookd = Hookd::start_configured(data.clone(), |c| {
+                    c.event_types = search::event_types(keys);
+                    marks(c, args.search_write_events);
+                })
+                .await?;
+                let ch = channels(hookd.addr, args.connections).await?;
+                let rate =
+                    search::fill(&ch, args.search_write_events, batch, tasks, args.payload).await?;
+                drop(ch);
+                hookd.stop().await?;
+                let _ = std::fs::remove_dir_all(&data);
+                rates[usize::from(keys)] = rate;
+            }
+            let ratio = rates[1] / rates[0];
+            println!(
+                " round {round}: without keys {:.0} events/s, with keys {:.0} events/s: {ratio:.3}",
+                rates[0], rates[1]
+            );
+            ratios.push(ratio);
+        }
+        println!(
+            "  with / without declared keys, median: {:.3}",
+            median(ratios)
+        );
+        probe("after")?;
+        let n = args.search_events;
+        println!(
+            "
+search at scale: {n} retained events in {QUEUES} queues, then {} searches of each kind",
+            args.search_samples,
+            QUEUES = 100
+        );
+        let data = dir.path().join("search-scale");
+        let hookd = Hookd::start_configured(data.clone(), |c| {
+            c.event_types = search::event_types(true);
+            marks(c, n);
+        })
+        .await?;
+        let ch = channels(hookd.addr, args.connections).await?;
+        let rate = search::fill(&ch, n, batch, tasks, args.payload).await?;
+        let mut client = hookd_client::Client::from_channel(ch[0].clone());
+        println!("  stored at {rate:.0} events/s");
+        search::measure(&mut client, args.search_samples).await?;
+        let db = std::fs::metadata(data.join("hookd.redb")).map_or(0, |m| m.len());
+        let stats = client.stats().await?;
+        println!(
+            "  redb file {:.0} MB, log {:.0} MB",
+            db as f64 / 1e6,
+            stats.storage.map_or(0, |s| s.log_bytes) as f64 / 1e6
+        );
+        drop(ch);
+        hookd.stop().await?;
+        let _ = std::fs::remove_dir_all(&data);
     }
     if named("console") {
         println!(
