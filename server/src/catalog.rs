@@ -143,6 +143,20 @@ pub fn indexed_value(value: &serde_json::Value) -> Option<String> {
 }
 
 impl EventType {
+    /// The texts the search index keeps of a payload (`value`, parsed) of this type: each
+    /// search key's value (`hookd_storage::store::search::declared_text`), for the keys
+    /// the payload has with a scalar value.
+    pub fn indexed(&self, value: &serde_json::Value) -> Vec<String> {
+        self.search_keys
+            .iter()
+            .filter_map(|key| {
+                let text = indexed_value(value.pointer(key)?)?;
+                let bytes = hookd_storage::store::search::declared_text(key, &text);
+                String::from_utf8(bytes).ok()
+            })
+            .collect()
+    }
+
     /// Declares the JSON pointers whose values the search index keeps; the error names
     /// the field (`search_keys`).
     pub fn with_search_keys(mut self, keys: &[String]) -> Result<Self, (&'static str, String)> {
@@ -269,17 +283,7 @@ impl Catalog {
                 message,
             });
         };
-        let indexed = |value: &serde_json::Value| -> Vec<String> {
-            declared
-                .search_keys
-                .iter()
-                .filter_map(|key| {
-                    let text = indexed_value(value.pointer(key)?)?;
-                    let bytes = hookd_storage::store::search::declared_text(key, &text);
-                    String::from_utf8(bytes).ok()
-                })
-                .collect()
-        };
+        let indexed = |value: &serde_json::Value| declared.indexed(value);
         let Some(schema) = &declared.schema else {
             if declared.search_keys.is_empty() {
                 return Ok(Vec::new());
@@ -394,6 +398,22 @@ impl EventTypes {
     /// Checks one event of `tenant`'s against its catalog.
     pub fn check(&self, tenant: TenantId, event_type: &str, payload: &[u8]) -> Result<(), Misfit> {
         self.check_and_index(tenant, event_type, payload).map(drop)
+    }
+
+    /// The texts the search index keeps of `value` (a parsed payload) under `tenant`'s
+    /// type `event_type`'s search keys, without its schema check (ingest: a source has
+    /// its own).
+    pub fn indexed(
+        &self,
+        tenant: TenantId,
+        event_type: &str,
+        value: &serde_json::Value,
+    ) -> Vec<String> {
+        let catalog = self.read().get(&tenant).cloned();
+        catalog
+            .and_then(|c| c.get(event_type).cloned())
+            .map(|t| t.indexed(value))
+            .unwrap_or_default()
     }
 
     /// [`Catalog::check_and_index`] against `tenant`'s catalog.

@@ -159,7 +159,7 @@ pub(crate) async fn post(
     request(addr, "POST", &format!("/in/{source}"), headers, body).await
 }
 
-fn sw_source(name: &str, queue: &str) -> SourceSpec {
+pub(crate) fn sw_source(name: &str, queue: &str) -> SourceSpec {
     SourceSpec {
         secrets: vec![sw_secret(SW_KEY)],
         ..SourceSpec::new(name, SchemeName::StandardWebhooks, queue)

@@ -362,3 +362,46 @@ async fn an_event_types_search_keys_are_declared_checked_and_shown() {
     );
     server.stop().await;
 }
+
+/// A webhook received on the ingest listener is indexed under its event type's search
+/// keys, after its source's redaction (a masked value is not searchable).
+#[tokio::test]
+async fn an_ingested_event_is_found_by_its_types_search_keys_after_redaction() {
+    use crate::ingest::{SW_KEY, now_s, post, sw_headers, sw_source};
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(dir.path());
+    let mut source = sw_source("agents", "inbox");
+    source.redact.remove = vec!["/data/email".into()];
+    config.sources = vec![source];
+    config.event_types = vec![hookd::catalog::EventTypeSpec {
+        name: "run.finished".into(),
+        description: String::new(),
+        json_schema: None,
+        json_schema_file: None,
+        search_keys: vec!["/data/run".into(), "/data/email".into()],
+    }];
+    let server = TestServer::start_with(config, ManualClock::new(SystemClock.now_ms())).await;
+    let mut c = server.client().await;
+    let body = br#"{"type": "run.finished", "data": {"run": 7, "email": "a@example.com"}}"#;
+    let sent = post(
+        server.ingest,
+        "agents",
+        &sw_headers(SW_KEY, "msg_1", now_s(), body),
+        body,
+    )
+    .await;
+    assert_eq!(sent.status, 202, "{sent:?}");
+    let id = sent.json()["id"].as_str().unwrap().to_owned();
+    let by = |pointer: &str, value: &str| pb::SearchMessagesRequest {
+        payload: [(pointer.to_owned(), value.to_owned())].into(),
+        ..Default::default()
+    };
+    assert_eq!(all_ids(&mut c, by("/data/run", "7")).await, vec![id]);
+    assert!(
+        all_ids(&mut c, by("/data/email", "a@example.com"))
+            .await
+            .is_empty(),
+        "a redacted value is not in the index"
+    );
+    server.stop().await;
+}

@@ -486,6 +486,7 @@ impl Servers {
             incarnation,
             shared.metrics.clone(),
             shared.tracing.clone(),
+            api.limits.catalog.clone(),
         )?;
         let ingest_conns = accept(ingest, crate::listen::Kind::Ingest, demote);
 
@@ -681,6 +682,7 @@ fn ingest_router(
     incarnation: &Incarnation,
     metrics: Arc<hookd_metrics::Metrics>,
     tracing: crate::otel::Tracing,
+    catalog: Arc<crate::catalog::EventTypes>,
 ) -> Result<(axum::Router, Option<Arc<dyn crate::listen::Placement>>), ServeError> {
     use crate::ingest::{checker::Checker, demote::Demote, receive, strikes::Strikes};
     let limits = &config.connections;
@@ -713,6 +715,7 @@ fn ingest_router(
         strikes,
         checker: Checker::start(Checker::default_threads())?,
         tracing,
+        catalog,
     }));
     Ok((router, demote))
 }

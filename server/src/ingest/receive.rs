@@ -72,6 +72,9 @@ pub struct Ingest {
     pub strikes: Arc<crate::ingest::strikes::Strikes>,
     /// A span per webhook received (off unless OTLP is configured).
     pub(crate) tracing: crate::otel::Tracing,
+    /// Every tenant's event types: the search keys an event's type declares are indexed
+    /// (its schema is not applied: a source has its own).
+    pub catalog: Arc<crate::catalog::EventTypes>,
 }
 
 /// The budget of inbound bodies held before their signature check: in all
@@ -637,12 +640,17 @@ async fn handle(
             None => return Err(invalid("topic: this source does not publish")),
         },
     };
+    let indexed = match json.as_ref() {
+        Some(value) => ingest.catalog.indexed(source.tenant, &event_type, value),
+        None => Vec::new(),
+    };
     let event = hookd_engine::NewEvent {
         event_type,
         idempotency_key,
         headers: stored_headers,
         created_ms: now_ms,
         payload,
+        indexed,
         ..Default::default()
     };
     let target = match target {
