@@ -222,6 +222,39 @@ pub(crate) struct DeadLetterArgs {
 }
 
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+pub(crate) struct SearchArgs {
+    /// Only this destination's: `queue:NAME`, `endpoint:NAME` or `url:URL`.
+    #[serde(default)]
+    destination: Option<String>,
+    /// Only this event type.
+    #[serde(default)]
+    event_type: Option<String>,
+    /// A publish's event id (or a message's own id).
+    #[serde(default)]
+    event_id: Option<String>,
+    #[serde(default)]
+    idempotency_key: Option<String>,
+    /// Any of these states: pending, retrying, in_flight, dead, delivered.
+    #[serde(default)]
+    states: Vec<String>,
+    /// The last attempt's HTTP status.
+    #[serde(default)]
+    last_status: Option<u32>,
+    /// Created at or after this time (Unix ms).
+    #[serde(default)]
+    created_after_unix_ms: Option<u64>,
+    /// Values of the search keys the event type declares: JSON pointer -> value as text.
+    #[serde(default)]
+    payload: std::collections::HashMap<String, String>,
+    /// At most this many (default 50, at most 1,000).
+    #[serde(default)]
+    page_size: Option<u32>,
+    /// The `nextPageToken` of the previous page.
+    #[serde(default)]
+    page_token: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 pub(crate) struct AnalyzeArgs {
     /// Only this destination's: `queue:NAME`, `endpoint:NAME` or `url:URL`.
     #[serde(default)]
@@ -373,6 +406,51 @@ impl HookdMcp {
             get_message,
             pb::GetMessageRequest { id: args.id }
         );
+        self.answer(answer)
+    }
+
+    #[tool(
+        description = "Search retained messages (live, dead letters, and delivered ones while kept), newest first: by destination, event type, event id, idempotency key, states, last HTTP status, creation time and the payload values an event type declares as search keys. Each hit has its state, attempts, last status and the receiver's last answer. Needs the read scope."
+    )]
+    async fn search_messages(
+        &self,
+        Parameters(args): Parameters<SearchArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let destination = match filter_destination(args.destination.as_deref()) {
+            Ok(d) => d,
+            Err(why) => return Ok(invalid_argument(why)),
+        };
+        let mut states = Vec::new();
+        for (i, s) in args.states.iter().enumerate() {
+            let state = match s.as_str() {
+                "pending" => pb::MessageState::Pending,
+                "retrying" => pb::MessageState::AwaitingRetry,
+                "in_flight" => pb::MessageState::InFlight,
+                "dead" => pb::MessageState::DeadLetter,
+                "delivered" => pb::MessageState::Delivered,
+                _ => {
+                    return Ok(invalid_argument(format!(
+                        "states[{i}]: {s:?} is not pending, retrying, in_flight, dead or delivered"
+                    )));
+                }
+            };
+            states.push(state as i32);
+        }
+        let request = pb::SearchMessagesRequest {
+            destination,
+            event_type: args.event_type.unwrap_or_default(),
+            event_id: args.event_id.unwrap_or_default(),
+            idempotency_key: args.idempotency_key.unwrap_or_default(),
+            states,
+            last_status: args.last_status.unwrap_or(0),
+            created_after_unix_ms: args.created_after_unix_ms.unwrap_or(0),
+            created_before_unix_ms: 0,
+            payload: args.payload,
+            page_size: args.page_size.unwrap_or(50).min(1_000),
+            page_token: args.page_token.unwrap_or_default(),
+        };
+        let answer = rpc!(self, ctx, search_messages, request);
         self.answer(answer)
     }
 

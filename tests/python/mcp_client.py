@@ -31,6 +31,7 @@ TOOLS = {
     "enqueue_event",
     "publish_event",
     "get_message",
+    "search_messages",
     "list_dead_letters",
     "analyze_dead_letters",
     "replay_dead_letters",
@@ -91,6 +92,10 @@ async def main():
         assert message["state"] == "MESSAGE_STATE_PENDING", message
         dead = answer(await c.call_tool("list_dead_letters", {"destination": "queue:mcp-dead"}))
         assert [d["id"] for d in dead["deadLetters"]] == [dead_id], dead
+        found = answer(await c.call_tool("search_messages", {"destination": "queue:mcp-dead", "states": ["dead"]}))
+        assert [m["id"] for m in found["messages"]] == [dead_id], found
+        bad = refusal(await c.call_tool("search_messages", {"states": ["lost"]}))
+        assert bad.startswith("INVALID_ARGUMENT: states[0]"), bad
         analysis = answer(await c.call_tool("analyze_dead_letters", {}))
         assert any(d["destination"] == "queue:mcp-dead" for d in analysis["destinations"]), analysis
         subs = answer(await c.call_tool("list_subscriptions", {}))
