@@ -63,8 +63,10 @@ def test_emit_never_waits_while_hookd_is_slow_down_and_back():
         report.append((mode, ok, full, p999(waits) / 1e6, max(waits) / 1e6))
     for mode, ok, full, p, mx in report:
         print(f"python emitter link {mode}: taken {ok} refused {full} emit p99.9 {p:.3f} ms max {mx:.3f} ms")
+    # Waiting on the link would take a call's timeout or the held answers (seconds);
+    # 25 ms leaves room for a busy box's scheduling, as the Node twin does.
     for mode, _, _, p, _ in report:
-        assert p < 1.0, report
+        assert p < 25.0, report
     assert refused > 0, report
     assert e.flush(timeout=60) == [], e.last_error
     c = e.counters()
