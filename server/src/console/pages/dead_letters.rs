@@ -44,15 +44,7 @@ impl DeadFilter {
     /// A destination key, or an endpoint's bare name, as its tenant writes it (the call
     /// it goes into names the tenant).
     fn destination(&self) -> Option<pb::Destination> {
-        use hookd_core::destination::Destination;
-        use hookd_core::scope::TenantId;
-        let d = self.destination.trim();
-        if d.is_empty() {
-            return None;
-        }
-        let dest = Destination::from_local_key(TenantId::DEFAULT, d)
-            .unwrap_or_else(|| Destination::endpoint(TenantId::DEFAULT, d));
-        Some(hookd_ctl::wire::destination(&dest))
+        destination_arg(&self.destination)
     }
 
     /// As the API's filter; `now_ms` anchors the window.

@@ -82,15 +82,7 @@ impl SearchForm {
 
     /// As the API's request (`now_ms` anchors the window); the API's checks follow.
     fn to_proto(&self, now_ms: u64) -> Result<pb::SearchMessagesRequest, Failure> {
-        use hookd_core::destination::Destination;
-        use hookd_core::scope::TenantId;
-        let destination = match self.destination.trim() {
-            "" => None,
-            d => Some(hookd_ctl::wire::destination(
-                &Destination::from_local_key(TenantId::DEFAULT, d)
-                    .unwrap_or_else(|| Destination::endpoint(TenantId::DEFAULT, d)),
-            )),
-        };
+        let destination = destination_arg(&self.destination);
         let states = match self.state.trim() {
             "" => Vec::new(),
             s => vec![

@@ -160,6 +160,20 @@ fn segment(s: &str) -> String {
     out
 }
 
+/// A form's destination: a key, or an endpoint's bare name, as its tenant writes it (the
+/// call it goes into names the tenant); none when empty.
+fn destination_arg(text: &str) -> Option<pb::Destination> {
+    use hookd_core::destination::Destination;
+    use hookd_core::scope::TenantId;
+    let d = text.trim();
+    if d.is_empty() {
+        return None;
+    }
+    let dest = Destination::from_local_key(TenantId::DEFAULT, d)
+        .unwrap_or_else(|| Destination::endpoint(TenantId::DEFAULT, d));
+    Some(hookd_ctl::wire::destination(&dest))
+}
+
 fn query(pairs: &[(&str, &str)]) -> String {
     let mut q = url::form_urlencoded::Serializer::new(String::new());
     for (k, v) in pairs {

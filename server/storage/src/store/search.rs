@@ -233,11 +233,7 @@ impl Indexer<'_> {
         let Some(tenant) = Destination::tenant_of_key(&done.destination) else {
             return Ok(());
         };
-        let status = done
-            .history
-            .as_ref()
-            .and_then(|h| h.attempts.iter().rev().find(|a| a.number > 0))
-            .map_or(0, |a| a.http_status);
+        let status = last_of(done.history.as_ref()).map_or(0, |a| a.http_status);
         self.outcome(id, tenant, SearchState::Delivered, status)
     }
 
@@ -302,6 +298,12 @@ fn last_attempt(
         }
     }
     Ok(None)
+}
+
+/// A completed message's last finished attempt in its history (a replay's mark, number 0,
+/// is not one).
+fn last_of(history: Option<&super::HistoryRecord>) -> Option<&AttemptRecord> {
+    history.and_then(|h| h.attempts.iter().rev().find(|a| a.number > 0))
 }
 
 /// Of a hit's last attempt, the error (its response's excerpt) a hit carries at most.
@@ -585,10 +587,7 @@ pub(crate) fn now_of(
     let created_ms = (id.0 >> 80) as u64;
     if let Some(v) = done.get(id.0)? {
         let d = DoneRecord::decode(seal::open(TableId::Done, &key, v.value())?)?;
-        let last = d
-            .history
-            .as_ref()
-            .and_then(|h| h.attempts.iter().rev().find(|a| a.number > 0));
+        let last = last_of(d.history.as_ref());
         let last_status = last.map_or(0, |a| a.http_status);
         let last_error = hit_error(last);
         let last_latency_us = last.map_or(0, |a| a.latency_us);
