@@ -44,6 +44,7 @@ pub(crate) mod otel;
 pub(crate) mod portal;
 pub(crate) mod portal_links;
 pub mod prepare;
+pub mod replay_jobs;
 pub(crate) mod rest;
 pub mod subscriptions;
 pub mod watchdog;

@@ -42,6 +42,7 @@ mod queue;
 mod quickstart;
 mod quotas;
 mod readme;
+mod replay_jobs;
 mod rest;
 mod restart;
 mod retry;

@@ -591,6 +591,78 @@ async fn a_tenants_token_never_reaches_another_tenants_objects() {
         "PurgeDeadLetters",
         "ListEventTypes",
     ]);
+    // B's replay job: A can neither see, change, nor make one of B's messages.
+    let b_job = api
+        .create_replay_job(call(
+            OPS,
+            Some("b"),
+            // A job that selects nothing (B's dead letter must stay dead below).
+            pb::CreateReplayJobRequest {
+                search: Some(pb::SearchMessagesRequest {
+                    event_type: "none.such".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .job
+        .unwrap();
+    not_found(
+        api.get_replay_job(call(
+            a,
+            None,
+            pb::GetReplayJobRequest {
+                id: b_job.id.clone(),
+            },
+        ))
+        .await,
+        "GetReplayJob",
+    );
+    not_found(
+        api.update_replay_job(call(
+            a,
+            None,
+            pb::UpdateReplayJobRequest {
+                id: b_job.id.clone(),
+                action: pb::ReplayJobAction::Cancel as i32,
+            },
+        ))
+        .await,
+        "UpdateReplayJob",
+    );
+    not_found(
+        api.create_replay_job(call(
+            a,
+            None,
+            pb::CreateReplayJobRequest {
+                ids: vec![b.dead.clone()],
+                ..Default::default()
+            },
+        ))
+        .await,
+        "CreateReplayJob",
+    );
+    let jobs = api
+        .list_replay_jobs(call(a, None, pb::ListReplayJobsRequest {}))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(jobs.jobs.is_empty(), "{jobs:?}");
+    let b_jobs = api
+        .list_replay_jobs(call(OPS, Some("b"), pb::ListReplayJobsRequest {}))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(b_jobs.jobs.len(), 1, "B's own list has it");
+    checked.extend([
+        "CreateReplayJob",
+        "GetReplayJob",
+        "UpdateReplayJob",
+        "ListReplayJobs",
+    ]);
 
     // Writes of A's own objects of the same names leave B's alone.
     api.put_endpoint(call(

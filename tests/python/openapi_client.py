@@ -7,6 +7,7 @@ Usage: openapi_client.py HTTP_ADDR (host:port of hookd's HTTP listener).
 
 import base64
 import importlib
+import time
 import json
 import os
 import pathlib
@@ -220,6 +221,48 @@ purged = ok(
     m.PurgeDeadLettersResponse,
 )
 assert purged.purged == 1, purged
+
+# --- replay jobs -------------------------------------------------------------------------
+# A job over a queue's live message: selected, and skipped when its turn comes.
+estimate = ok(
+    api("replay_jobs", "create_replay_job").sync_detailed(
+        client=client,
+        body=m.CreateReplayJobRequest(
+            search=m.SearchMessagesRequest(destination=m.Destination(queue="py-json")),
+            dry_run=True,
+        ),
+    ),
+    m.CreateReplayJobResponse,
+).estimate
+assert int(estimate.count) == 1 and int(estimate.live) == 1, estimate
+made = ok(
+    api("replay_jobs", "create_replay_job").sync_detailed(
+        client=client,
+        body=m.CreateReplayJobRequest(
+            search=m.SearchMessagesRequest(destination=m.Destination(queue="py-json")),
+            max_per_s=100.0,
+        ),
+    ),
+    m.CreateReplayJobResponse,
+).job
+for _ in range(200):
+    job = ok(
+        api("replay_jobs", "get_replay_job").sync_detailed(made.id, client=client),
+        m.GetReplayJobResponse,
+    ).job
+    if job.state == m.ReplayJobState.REPLAY_JOB_STATE_DONE:
+        break
+    time.sleep(0.05)
+assert job.state == m.ReplayJobState.REPLAY_JOB_STATE_DONE, job
+assert int(job.skipped) == 1 and int(job.remaining) == 0, job
+jobs = ok(api("replay_jobs", "list_replay_jobs").sync_detailed(client=client), m.ListReplayJobsResponse)
+assert [j.id for j in jobs.jobs] == [made.id], jobs
+ended = api("replay_jobs", "update_replay_job").sync_detailed(
+    made.id,
+    client=client,
+    body=m.UpdateReplayJobRequest(action=m.ReplayJobAction.REPLAY_JOB_ACTION_CANCEL),
+)
+assert ended.parsed.error.status == "FAILED_PRECONDITION", ended.parsed
 
 # --- endpoints ---------------------------------------------------------------------------
 put = ok(

@@ -115,6 +115,11 @@ pub struct Delivery {
     pub timestamp_s: u64,
     /// Its place in a FIFO lane of an ordered endpoint (`None`: unordered).
     pub lane: Option<InLane>,
+    /// A replay job's copy of a delivered message: the original's id, sent (and signed)
+    /// as `webhook-id` in place of the copy's own. Empty: not a copy.
+    pub replay_of: String,
+    /// The replay job that sent it, as `hookd-replay` (empty: none).
+    pub replay_job: String,
 }
 
 /// A delivery's place in its FIFO lane, sent as `webhook-sequence` (its number: gap-free

@@ -51,10 +51,14 @@ pub enum Kind {
     PortalKey = 8,
     /// A revoked portal link (or all of a tenant's before a time).
     PortalRevocation = 9,
+    /// A replay job (issue #53): its progress, and where it is.
+    ReplayJob = 10,
+    /// A slice of a replay job's selection (its ids), named `{job}/{n}`.
+    ReplaySelection = 11,
 }
 
 impl Kind {
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 11] = [
         Self::Tenant,
         Self::Endpoint,
         Self::Subscription,
@@ -64,6 +68,8 @@ impl Kind {
         Self::Token,
         Self::PortalKey,
         Self::PortalRevocation,
+        Self::ReplayJob,
+        Self::ReplaySelection,
     ];
 
     pub fn from_u8(v: u8) -> Option<Self> {
@@ -82,6 +88,8 @@ impl Kind {
             Self::Token => "token",
             Self::PortalKey => "portal key",
             Self::PortalRevocation => "portal revocation",
+            Self::ReplayJob => "replay job",
+            Self::ReplaySelection => "replay selection",
         }
     }
 }

@@ -153,7 +153,16 @@ fn build(
         );
     }
     headers.insert(header::USER_AGENT, HeaderValue::from_static(USER_AGENT));
-    let id = d.id.to_string();
+    // A replay job's copy is the event the receiver had: the original's id.
+    let id = match d.replay_of.is_empty() {
+        true => d.id.to_string(),
+        false => d.replay_of.clone(),
+    };
+    if !d.replay_job.is_empty()
+        && let Ok(v) = HeaderValue::from_str(&d.replay_job)
+    {
+        headers.insert(HeaderName::from_static("hookd-replay"), v);
+    }
     let timestamp = d.timestamp_s;
     let key = if d.idempotency_key.is_empty() {
         &id

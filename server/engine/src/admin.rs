@@ -171,66 +171,16 @@ impl Engine {
         let mut replayed = 0u32;
         let mut last_due_ms = now;
         for (id, key) in targets {
-            let Some(mut entry) = t.unbury(id, &key)? else {
-                continue;
-            };
             // Paced: the n-th replayed message is due n / per_s seconds from now.
             let due = if per_s > 0.0 {
                 now + (f64::from(replayed) * 1000.0 / per_s) as u64
             } else {
                 now
             };
-            last_due_ms = due;
-            t.push_attempt(
-                id,
-                AttemptRecord {
-                    number: 0,
-                    started_ms: now,
-                    ended_ms: now,
-                    outcome: AttemptOutcome::Replayed.as_str().into(),
-                    ..Default::default()
-                },
-            )?;
-            entry.state = State::Pending;
-            entry.attempts = 0;
-            entry.due_ms = due;
-            entry.since_ms = 0;
-            let d = self.dest(&key, now);
-            self.index.one_dead_less(d);
-            // A dead letter of a FIFO lane: the one that blocks its lane goes back to its
-            // head (in order: nothing behind it went meanwhile); any other is delivered
-            // outside its lane, marked out of order.
-            let mut tag = LaneTag::None;
-            if let Some(lane) = entry.lane.as_mut() {
-                lane.blocks = false;
-                match self.unblock(d, id) {
-                    Some(slot) => {
-                        self.rejoin_lane(d, slot, id, due);
-                        tag = LaneTag::In(slot);
-                    }
-                    None => {
-                        lane.detached = true;
-                        tag = LaneTag::Detached;
-                    }
-                }
+            if self.revive(t, now, id, &key, due)? {
+                last_due_ms = due;
+                replayed += 1;
             }
-            t.put_schedule(id, &entry)?;
-            // Not out of the dead-letter index on disk before this round commits.
-            self.out.fresh.insert(id);
-            let bytes = t.record_len(id)?;
-            let live = Live::new(d, waiting(due, now), 0, entry.max_attempts, bytes).in_lane(tag);
-            self.track(id, live, due);
-            self.watch(|| crate::events::Event {
-                at_ms: now,
-                kind: "replayed",
-                destination: key.clone(),
-                message_id: id.to_string(),
-                attempt: 0,
-                http_status: 0,
-                latency_us: 0,
-                detail: format!("due {due}"),
-            });
-            replayed += 1;
         }
         self.config.metrics.replayed.inc_by(u64::from(replayed));
         if replayed > 0 {
@@ -240,6 +190,71 @@ impl Engine {
             replayed,
             last_due_ms,
         }))
+    }
+
+    /// Makes dead letter `id` of destination `key` ready again, due at `due`; false if it
+    /// is not a dead letter (any more).
+    pub(super) fn revive(
+        &mut self,
+        t: Tx<'_, '_>,
+        now: u64,
+        id: MessageId,
+        key: &str,
+        due: u64,
+    ) -> Result<bool, StoreError> {
+        let Some(mut entry) = t.unbury(id, key)? else {
+            return Ok(false);
+        };
+        t.push_attempt(
+            id,
+            AttemptRecord {
+                number: 0,
+                started_ms: now,
+                ended_ms: now,
+                outcome: AttemptOutcome::Replayed.as_str().into(),
+                ..Default::default()
+            },
+        )?;
+        entry.state = State::Pending;
+        entry.attempts = 0;
+        entry.due_ms = due;
+        entry.since_ms = 0;
+        let d = self.dest(key, now);
+        self.index.one_dead_less(d);
+        // A dead letter of a FIFO lane: the one that blocks its lane goes back to its
+        // head (in order: nothing behind it went meanwhile); any other is delivered
+        // outside its lane, marked out of order.
+        let mut tag = LaneTag::None;
+        if let Some(lane) = entry.lane.as_mut() {
+            lane.blocks = false;
+            match self.unblock(d, id) {
+                Some(slot) => {
+                    self.rejoin_lane(d, slot, id, due);
+                    tag = LaneTag::In(slot);
+                }
+                None => {
+                    lane.detached = true;
+                    tag = LaneTag::Detached;
+                }
+            }
+        }
+        t.put_schedule(id, &entry)?;
+        // Not out of the dead-letter index on disk before this round commits.
+        self.out.fresh.insert(id);
+        let bytes = t.record_len(id)?;
+        let live = Live::new(d, waiting(due, now), 0, entry.max_attempts, bytes).in_lane(tag);
+        self.track(id, live, due);
+        self.watch(|| crate::events::Event {
+            at_ms: now,
+            kind: "replayed",
+            destination: key.to_owned(),
+            message_id: id.to_string(),
+            attempt: 0,
+            http_status: 0,
+            latency_us: 0,
+            detail: format!("due {due}"),
+        });
+        Ok(true)
     }
 
     /// Deletes the dead letters among `ids` (payload, attempts and dead-letter row); ids

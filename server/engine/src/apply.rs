@@ -82,6 +82,27 @@ impl Engine {
                 let outcome = self.replay(t, now, request);
                 settle(done, reply, outcome)?;
             }
+            Command::ReplayStep { step, reply } => {
+                let outcome = self.replay_step(t, now, *step);
+                settle(done, reply, outcome)?;
+            }
+            Command::PutReplayJob {
+                selection, reply, ..
+            } if !selection.is_empty() && self.config.headroom.short().is_some() => {
+                let _ = reply.send(Err(self.disk_full()));
+            }
+            Command::PutReplayJob {
+                object,
+                job,
+                selection,
+                reply,
+            } => {
+                for (slice, record) in &selection {
+                    t.put_object(slice, record);
+                }
+                Self::put_replay_job(t, &object, &job);
+                reply_after(done, reply, Ok(()));
+            }
             Command::Purge { tenant, ids, reply } => {
                 let outcome = self.purge(t, now, tenant, ids).map(Ok);
                 settle(done, reply, outcome)?;

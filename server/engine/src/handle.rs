@@ -178,6 +178,35 @@ impl EngineHandle {
             .await?
     }
 
+    /// One step of a replay job (see [`super::ReplayStep`]); the job after it.
+    pub async fn replay_step(
+        &self,
+        step: super::ReplayStep,
+    ) -> Result<hookd_storage::store::ReplayJobRecord, Refusal> {
+        self.call(|reply| Command::ReplayStep {
+            step: Box::new(step),
+            reply,
+        })
+        .await?
+    }
+
+    /// Stores a replay job (with its selection's slices when it is made); durable when
+    /// answered.
+    pub async fn put_replay_job(
+        &self,
+        object: ObjectRef,
+        job: hookd_storage::store::ReplayJobRecord,
+        selection: Vec<(ObjectRef, Vec<u8>)>,
+    ) -> Result<(), Refusal> {
+        self.call(|reply| Command::PutReplayJob {
+            object,
+            job: Box::new(job),
+            selection,
+            reply,
+        })
+        .await?
+    }
+
     /// Deletes the dead letters of `tenant`'s among `ids`; how many.
     pub async fn purge(&self, tenant: TenantId, ids: Vec<MessageId>) -> Result<u32, Refusal> {
         self.call(|reply| Command::Purge { tenant, ids, reply })

@@ -372,6 +372,14 @@ impl Engine {
         if let Some(timer) = live.timer {
             self.wheel.remove(timer);
         }
+        // Its lane (key and number), kept in its summary: a replay job resends a key's
+        // range in its numbers' order, into the same lane.
+        let lane = match live.lane {
+            LaneTag::In(_) | LaneTag::Detached if self.config.completed_retention_ms > 0 => {
+                t.schedule(id)?.lane
+            }
+            _ => None,
+        };
         if let LaneTag::In(slot) = live.lane {
             self.leave_lane(live.dest, slot, id, false, now);
         }
@@ -407,6 +415,9 @@ impl Engine {
                     max_attempts: live.max_attempts,
                     history: Some(history),
                     event_id: meta.event_id,
+                    ordered: lane.is_some(),
+                    sequence: lane.as_ref().map_or(0, |l| l.seq),
+                    ordering_key: lane.map(|l| l.key).unwrap_or_default(),
                 }
             })?;
         }

@@ -62,6 +62,7 @@ mod quota;
 #[cfg(test)]
 mod quota_tests;
 mod refusal;
+mod replay_jobs;
 #[cfg(test)]
 mod search_tests;
 mod tenants;
@@ -77,6 +78,7 @@ pub use handle::{EngineHandle, EngineThread, GAUGE_SLICE, STATS_SLICE};
 pub use lanes::FifoPolicy;
 pub use queues::QueueDef;
 pub use refusal::Refusal;
+pub use replay_jobs::ReplayStep;
 pub use tenants::{
     Directory, Grant, MAX_TENANTS, MAX_TOKENS, MAX_WEIGHT, SharedDirectory, Tenant, TenantDef,
     TenantDeleted, TokenDef,
@@ -225,6 +227,8 @@ impl NewMessage {
             retry_cap_ms,
             event_id: String::new(),
             indexed,
+            replay_of: String::new(),
+            replay_job: String::new(),
         };
         Self::from_record(id, destination, record, delay_ms, max_attempts)
     }
@@ -467,6 +471,19 @@ pub(crate) enum Command {
     Replay {
         request: ReplayRequest,
         reply: Reply<ReplayOutcome>,
+    },
+    /// One step of a replay job: its items replayed and its progress stored, in one round.
+    ReplayStep {
+        step: Box<ReplayStep>,
+        reply: Reply<hookd_storage::store::ReplayJobRecord>,
+    },
+    /// Stores a replay job's record, with the slices of its selection when it is made
+    /// (`selection`), or without them once it has ended.
+    PutReplayJob {
+        object: ObjectRef,
+        job: Box<hookd_storage::store::ReplayJobRecord>,
+        selection: Vec<(ObjectRef, Vec<u8>)>,
+        reply: Reply<()>,
     },
     /// Deletes these dead letters of `tenant`'s (ids no longer dead, or not its own, are
     /// skipped); how many.
@@ -1659,6 +1676,12 @@ fn answer_failed(command: Command, err: Refusal) {
             let _ = reply.send(Err(err));
         }
         Command::Replay { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::ReplayStep { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::PutReplayJob { reply, .. } => {
             let _ = reply.send(Err(err));
         }
         Command::Nack { reply, .. } => {

@@ -294,6 +294,8 @@ impl Engine {
             event_id: record.event_id,
             timestamp_s: now / 1_000,
             lane,
+            replay_of: record.replay_of,
+            replay_job: record.replay_job,
         };
         let synced_round = self.pipeline.syncer.synced_round();
         self.out.deliver(id, delivery, synced_round);

@@ -7,6 +7,7 @@ pub mod convert;
 pub(crate) mod event_types;
 mod portal;
 pub(crate) mod queues;
+pub(crate) mod replay_jobs;
 pub mod sources;
 pub(crate) mod subscriptions;
 pub mod tenants;
@@ -54,6 +55,8 @@ pub(crate) struct HookdService {
     pub(crate) portal: Arc<crate::portal_links::Links>,
     /// Where portal links point (`[portal] public_url`, or the HTTP listener's address).
     pub(crate) portal_url: Arc<str>,
+    /// Replay jobs (issue #53).
+    pub(crate) replays: Arc<crate::replay_jobs::ReplayJobs>,
 }
 
 /// What `Watch` streams from, and the signal that ends them (shutdown).
@@ -743,6 +746,34 @@ impl Hookd for HookdService {
             next_page_token: page.next.map(|id| id.to_string()).unwrap_or_default(),
             scanned: page.scanned,
         }))
+    }
+
+    async fn create_replay_job(
+        &self,
+        request: Request<pb::CreateReplayJobRequest>,
+    ) -> Result<Response<pb::CreateReplayJobResponse>, Status> {
+        self.create_replay_job_in(request).await.map(Response::new)
+    }
+
+    async fn get_replay_job(
+        &self,
+        request: Request<pb::GetReplayJobRequest>,
+    ) -> Result<Response<pb::GetReplayJobResponse>, Status> {
+        self.get_replay_job_in(request).await.map(Response::new)
+    }
+
+    async fn list_replay_jobs(
+        &self,
+        request: Request<pb::ListReplayJobsRequest>,
+    ) -> Result<Response<pb::ListReplayJobsResponse>, Status> {
+        self.list_replay_jobs_in(request).await.map(Response::new)
+    }
+
+    async fn update_replay_job(
+        &self,
+        request: Request<pb::UpdateReplayJobRequest>,
+    ) -> Result<Response<pb::UpdateReplayJobResponse>, Status> {
+        self.update_replay_job_in(request).await.map(Response::new)
     }
 
     async fn put_endpoint(

@@ -432,6 +432,12 @@ impl Servers {
             config_queues: Arc::new(config.queues.clone()),
             portal: portal_links.clone(),
             portal_url,
+            replays: crate::replay_jobs::ReplayJobs::start(
+                incarnation.engine.clone(),
+                incarnation.store.clone(),
+                incarnation.clock.clone(),
+                stop_rx.clone(),
+            )?,
         };
         let console = Arc::new(crate::console::Console::new(
             api.clone(),

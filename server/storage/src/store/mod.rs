@@ -84,8 +84,9 @@ pub use keys::{
 pub use records::{
     AttemptRecord, DoneRecord, EndpointRecord, EventTypeRecord, HistoryRecord, LaneRow, LaneSlot,
     MAX_ORDERING_KEY, MAX_TEXT_BYTES, MessageRecord, OAuth2Record, PortalKeyRecord,
-    PortalRevocationRecord, QueueRecord, QuotaRecord, ScheduleEntry, SigningKeyRecord, State,
-    TenantPortalRecord, TenantRecord, TokenRecord, bound_text,
+    PortalRevocationRecord, QueueRecord, QuotaRecord, ReplayJobRecord, ReplayJobState,
+    ReplaySelectionRecord, ScheduleEntry, SigningKeyRecord, State, TenantPortalRecord,
+    TenantRecord, TokenRecord, bound_text,
 };
 
 use hookd_core::destination::Destination;

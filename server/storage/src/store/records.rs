@@ -64,6 +64,14 @@ pub struct MessageRecord {
     /// keeps of the payload (format 11).
     #[prost(string, repeated, tag = "10")]
     pub indexed: Vec<String>,
+    /// A replay job's copy of a delivered message: the original's id (as text), which its
+    /// deliveries carry as `webhook-id` (and sign), so a receiver that deduplicates by it
+    /// sees the event it already has. Empty: not a copy.
+    #[prost(string, tag = "11")]
+    pub replay_of: String,
+    /// The replay job that made the copy, sent as `hookd-replay`.
+    #[prost(string, tag = "12")]
+    pub replay_job: String,
 }
 
 /// Finished attempts of a message, written when an attempt ends (not at enqueue or lease).
@@ -158,6 +166,16 @@ pub struct DoneRecord {
     /// The publish's event id, as [`MessageRecord::event_id`].
     #[prost(string, tag = "10")]
     pub event_id: String,
+    /// Its FIFO lane's ordering key, at an ordered destination (empty: unordered, or the
+    /// destination's one lane), so a replay job's copy goes back to the same lane.
+    #[prost(string, tag = "11")]
+    pub ordering_key: String,
+    /// Delivered inside a FIFO lane (`ordering_key` names it, empty or not).
+    #[prost(bool, tag = "12")]
+    pub ordered: bool,
+    /// Its number in that lane (`webhook-sequence`).
+    #[prost(uint64, tag = "13")]
+    pub sequence: u64,
 }
 
 impl DoneRecord {
@@ -341,6 +359,139 @@ pub struct QueueRecord {
     pub created_ms: u64,
     #[prost(uint64, tag = "5")]
     pub updated_ms: u64,
+}
+
+/// A replay job, as stored: a catalog object of kind `ReplayJob` (issue #53). The server's
+/// job registry serialises its changes; the engine writes each step's progress in the same
+/// round as the step's replays, so a kill -9 can neither lose a step nor send it twice.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ReplayJobRecord {
+    /// Its name in the catalog (a UUIDv7's text: jobs list in creation order).
+    #[prost(string, tag = "1")]
+    pub id: String,
+    /// A [`ReplayJobState`].
+    #[prost(uint32, tag = "2")]
+    pub state: u32,
+    #[prost(uint64, tag = "3")]
+    pub created_ms: u64,
+    #[prost(uint64, tag = "4")]
+    pub updated_ms: u64,
+    /// When it ended (done or cancelled; 0: it has not).
+    #[prost(uint64, tag = "5")]
+    pub finished_ms: u64,
+    /// Messages replayed per second at most.
+    #[prost(double, tag = "6")]
+    pub per_s: f64,
+    /// Messages selected (the selection's ids, oldest first).
+    #[prost(uint64, tag = "7")]
+    pub total: u64,
+    /// How many of the selection it has gone through.
+    #[prost(uint64, tag = "8")]
+    pub cursor: u64,
+    /// Handed back to delivery: dead letters made ready, delivered messages sent again.
+    #[prost(uint64, tag = "9")]
+    pub replayed: u64,
+    /// Still live when their turn came (pending, retrying or in flight): delivered anyway.
+    #[prost(uint64, tag = "10")]
+    pub skipped: u64,
+    /// Could not be replayed (their payload is no longer kept, their endpoint is gone,
+    /// or the tenant's quota refused the copy); the last reason is `last_failure`.
+    #[prost(uint64, tag = "11")]
+    pub failed: u64,
+    /// What it selected, as the operator asked (for people).
+    #[prost(string, tag = "12")]
+    pub selection: String,
+    /// The selection's payload bytes.
+    #[prost(uint64, tag = "13")]
+    pub bytes: u64,
+    /// How many `ReplaySelection` objects hold its ids.
+    #[prost(uint32, tag = "14")]
+    pub chunks: u32,
+    #[prost(string, tag = "15")]
+    pub last_failure: String,
+    /// The one destination (encoded) it is limited to, if any: what a token limited to
+    /// destinations may see, and whose rate limit paces it.
+    #[prost(string, tag = "16")]
+    pub destination: String,
+    /// Who made it (the token's or the link's name).
+    #[prost(string, tag = "17")]
+    pub created_by: String,
+}
+
+/// Where a replay job is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum ReplayJobState {
+    Running = 1,
+    Paused = 2,
+    Cancelled = 3,
+    Done = 4,
+}
+
+impl ReplayJobState {
+    pub fn from_u32(v: u32) -> Option<Self> {
+        [Self::Running, Self::Paused, Self::Cancelled, Self::Done]
+            .into_iter()
+            .find(|s| *s as u32 == v)
+    }
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Paused => "paused",
+            Self::Cancelled => "cancelled",
+            Self::Done => "done",
+        }
+    }
+
+    /// Done or cancelled: nothing more happens to it.
+    pub const fn ended(self) -> bool {
+        matches!(self, Self::Cancelled | Self::Done)
+    }
+}
+
+impl ReplayJobRecord {
+    pub fn state(&self) -> Option<ReplayJobState> {
+        ReplayJobState::from_u32(self.state)
+    }
+
+    /// What is left of its selection.
+    pub fn remaining(&self) -> u64 {
+        self.total.saturating_sub(self.cursor)
+    }
+}
+
+/// A slice of a replay job's selection: a catalog object of kind `ReplaySelection`, named
+/// `{job}/{n}`, written once with the job.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ReplaySelectionRecord {
+    /// Message ids, 16 bytes each (big-endian), in the order the job replays them.
+    #[prost(bytes = "vec", tag = "1")]
+    pub ids: Vec<u8>,
+}
+
+impl ReplaySelectionRecord {
+    /// The most ids one slice holds.
+    pub const IDS: usize = 1_000;
+
+    pub fn of(ids: &[hookd_core::ids::MessageId]) -> Self {
+        Self {
+            ids: ids.iter().flat_map(|id| id.0.to_be_bytes()).collect(),
+        }
+    }
+
+    pub fn ids(&self) -> Vec<hookd_core::ids::MessageId> {
+        self.ids
+            .chunks_exact(16)
+            .filter_map(|c| <[u8; 16]>::try_from(c).ok())
+            .map(|b| hookd_core::ids::MessageId(u128::from_be_bytes(b)))
+            .collect()
+    }
+
+    /// The name of slice `n` of job `job`.
+    pub fn name(job: &str, n: u32) -> String {
+        format!("{job}/{n:05}")
+    }
 }
 
 /// A declared event type, as stored: a catalog object of kind `EventType` (issue #51). The

@@ -380,6 +380,9 @@ pub struct Hit {
     /// how long that attempt took.
     pub last_error: String,
     pub last_latency_us: u64,
+    /// Its FIFO lane at an ordered destination: the ordering key and its number there
+    /// (a delivered message's since disk format 11's summaries kept them).
+    pub lane: Option<(String, u64)>,
 }
 
 /// A page of a search.
@@ -504,32 +507,30 @@ pub(crate) fn run(
             page.hits.push(now.hit);
             Ok(true)
         };
-    if let Some(own) = own_id.filter(|id| (low..=high).contains(&id.0)) {
-        // Checked against everything but the event id row it has none of.
-        let rest: Vec<_> = conditions
-            .iter()
-            .copied()
-            .filter(|(f, _)| *f != Field::EventId)
-            .collect();
-        page.scanned += 1;
-        keep(own.0, &mut page, &rest)?;
-        if !page.hits.is_empty() {
-            return Ok(page);
-        }
-    }
+    // A message's own id has no event id row: it is looked at in its place among the
+    // driver's ids (newest first), checked against everything but the event id.
+    let own_rest: Vec<_> = conditions
+        .iter()
+        .copied()
+        .filter(|(f, _)| *f != Field::EventId)
+        .collect();
+    let mut own = own_id.filter(|id| (low..=high).contains(&id.0));
     let (field, value) = driver;
     let first_hour = hour_of(low);
     // From the newest hour that has rows (of any tenant) at or below `high`'s, then from
     // each such hour to the one before it: a seek per hour with rows, none per empty one.
-    let Some(mut hour) = hour_before(&table, hour_of(high).saturating_add(1))? else {
-        return Ok(page);
-    };
+    let mut hour = hour_before(&table, hour_of(high).saturating_add(1))?;
     loop {
-        if hour < first_hour {
+        let Some(h) = hour.filter(|h| *h >= first_hour) else {
+            // No more rows: the own id, if it is older than all of them.
+            if let Some(o) = own {
+                page.scanned += 1;
+                keep(o.0, &mut page, &own_rest)?;
+            }
             return Ok(page);
-        }
-        let lo = key(hour, query.tenant, field, &value, low);
-        let hi = key(hour, query.tenant, field, &value, high);
+        };
+        let lo = key(h, query.tenant, field, &value, low);
+        let hi = key(h, query.tenant, field, &value, high);
         let range = (
             Bound::Included(lo.as_slice()),
             Bound::Included(hi.as_slice()),
@@ -542,6 +543,15 @@ pub(crate) fn run(
             if own_id.is_some_and(|own| own.0 == id) {
                 continue;
             }
+            if let Some(o) = own.filter(|o| o.0 > id) {
+                own = None;
+                page.scanned += 1;
+                keep(o.0, &mut page, &own_rest)?;
+                if page.hits.len() >= limit || page.scanned >= budget {
+                    page.next = Some(o);
+                    return Ok(page);
+                }
+            }
             page.scanned += 1;
             keep(id, &mut page, &rest)?;
             if page.hits.len() >= limit || page.scanned >= budget {
@@ -549,10 +559,7 @@ pub(crate) fn run(
                 return Ok(page);
             }
         }
-        match hour_before(&table, hour)? {
-            Some(h) => hour = h,
-            None => return Ok(page),
-        }
+        hour = hour_before(&table, h)?;
     }
 }
 
@@ -611,6 +618,7 @@ pub(crate) fn now_of(
                 payload_bytes: d.payload_size,
                 last_error,
                 last_latency_us,
+                lane: d.ordered.then_some((d.ordering_key, d.sequence)),
             },
         }));
     }
@@ -660,6 +668,7 @@ pub(crate) fn now_of(
             payload_bytes: r.payload.len() as u64,
             last_error: hit_error(last.as_ref()),
             last_latency_us: last.as_ref().map_or(0, |a| a.latency_us),
+            lane: entry.lane.map(|l| (l.key, l.seq)),
         },
     }))
 }

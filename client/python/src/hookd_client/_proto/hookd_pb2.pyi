@@ -31,6 +31,21 @@ class MessageState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MESSAGE_STATE_DEAD_LETTER: _ClassVar[MessageState]
     MESSAGE_STATE_DELIVERED: _ClassVar[MessageState]
 
+class ReplayJobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REPLAY_JOB_STATE_UNSPECIFIED: _ClassVar[ReplayJobState]
+    REPLAY_JOB_STATE_RUNNING: _ClassVar[ReplayJobState]
+    REPLAY_JOB_STATE_PAUSED: _ClassVar[ReplayJobState]
+    REPLAY_JOB_STATE_CANCELLED: _ClassVar[ReplayJobState]
+    REPLAY_JOB_STATE_DONE: _ClassVar[ReplayJobState]
+
+class ReplayJobAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REPLAY_JOB_ACTION_UNSPECIFIED: _ClassVar[ReplayJobAction]
+    REPLAY_JOB_ACTION_PAUSE: _ClassVar[ReplayJobAction]
+    REPLAY_JOB_ACTION_RESUME: _ClassVar[ReplayJobAction]
+    REPLAY_JOB_ACTION_CANCEL: _ClassVar[ReplayJobAction]
+
 class Fifo(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     FIFO_OFF: _ClassVar[Fifo]
@@ -50,6 +65,15 @@ MESSAGE_STATE_AWAITING_RETRY: MessageState
 MESSAGE_STATE_IN_FLIGHT: MessageState
 MESSAGE_STATE_DEAD_LETTER: MessageState
 MESSAGE_STATE_DELIVERED: MessageState
+REPLAY_JOB_STATE_UNSPECIFIED: ReplayJobState
+REPLAY_JOB_STATE_RUNNING: ReplayJobState
+REPLAY_JOB_STATE_PAUSED: ReplayJobState
+REPLAY_JOB_STATE_CANCELLED: ReplayJobState
+REPLAY_JOB_STATE_DONE: ReplayJobState
+REPLAY_JOB_ACTION_UNSPECIFIED: ReplayJobAction
+REPLAY_JOB_ACTION_PAUSE: ReplayJobAction
+REPLAY_JOB_ACTION_RESUME: ReplayJobAction
+REPLAY_JOB_ACTION_CANCEL: ReplayJobAction
 FIFO_OFF: Fifo
 FIFO_BLOCK: Fifo
 FIFO_PARK: Fifo
@@ -506,6 +530,132 @@ class SearchMessagesResponse(_message.Message):
     next_page_token: str
     scanned: int
     def __init__(self, messages: _Optional[_Iterable[_Union[MessageSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., scanned: _Optional[int] = ...) -> None: ...
+
+class ReplayRecovery(_message.Message):
+    __slots__ = ("destination", "since_unix_ms", "delivered_statuses")
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    SINCE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    DELIVERED_STATUSES_FIELD_NUMBER: _ClassVar[int]
+    destination: Destination
+    since_unix_ms: int
+    delivered_statuses: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, destination: _Optional[_Union[Destination, _Mapping]] = ..., since_unix_ms: _Optional[int] = ..., delivered_statuses: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class CreateReplayJobRequest(_message.Message):
+    __slots__ = ("ids", "search", "recovery", "dry_run", "max_per_s", "limit")
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_FIELD_NUMBER: _ClassVar[int]
+    RECOVERY_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    MAX_PER_S_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    search: SearchMessagesRequest
+    recovery: ReplayRecovery
+    dry_run: bool
+    max_per_s: float
+    limit: int
+    def __init__(self, ids: _Optional[_Iterable[str]] = ..., search: _Optional[_Union[SearchMessagesRequest, _Mapping]] = ..., recovery: _Optional[_Union[ReplayRecovery, _Mapping]] = ..., dry_run: _Optional[bool] = ..., max_per_s: _Optional[float] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ReplayEstimate(_message.Message):
+    __slots__ = ("count", "dead_letters", "delivered", "live", "bytes", "seconds", "per_s", "truncated")
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTERS_FIELD_NUMBER: _ClassVar[int]
+    DELIVERED_FIELD_NUMBER: _ClassVar[int]
+    LIVE_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PER_S_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    dead_letters: int
+    delivered: int
+    live: int
+    bytes: int
+    seconds: float
+    per_s: float
+    truncated: bool
+    def __init__(self, count: _Optional[int] = ..., dead_letters: _Optional[int] = ..., delivered: _Optional[int] = ..., live: _Optional[int] = ..., bytes: _Optional[int] = ..., seconds: _Optional[float] = ..., per_s: _Optional[float] = ..., truncated: _Optional[bool] = ...) -> None: ...
+
+class ReplayJob(_message.Message):
+    __slots__ = ("id", "state", "selection", "created_unix_ms", "updated_unix_ms", "finished_unix_ms", "per_s", "total", "replayed", "skipped", "failed", "remaining", "bytes", "last_failure", "eta_unix_ms", "created_by")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    SELECTION_FIELD_NUMBER: _ClassVar[int]
+    CREATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    PER_S_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    LAST_FAILURE_FIELD_NUMBER: _ClassVar[int]
+    ETA_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BY_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    state: ReplayJobState
+    selection: str
+    created_unix_ms: int
+    updated_unix_ms: int
+    finished_unix_ms: int
+    per_s: float
+    total: int
+    replayed: int
+    skipped: int
+    failed: int
+    remaining: int
+    bytes: int
+    last_failure: str
+    eta_unix_ms: int
+    created_by: str
+    def __init__(self, id: _Optional[str] = ..., state: _Optional[_Union[ReplayJobState, str]] = ..., selection: _Optional[str] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ..., finished_unix_ms: _Optional[int] = ..., per_s: _Optional[float] = ..., total: _Optional[int] = ..., replayed: _Optional[int] = ..., skipped: _Optional[int] = ..., failed: _Optional[int] = ..., remaining: _Optional[int] = ..., bytes: _Optional[int] = ..., last_failure: _Optional[str] = ..., eta_unix_ms: _Optional[int] = ..., created_by: _Optional[str] = ...) -> None: ...
+
+class CreateReplayJobResponse(_message.Message):
+    __slots__ = ("estimate", "job")
+    ESTIMATE_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    estimate: ReplayEstimate
+    job: ReplayJob
+    def __init__(self, estimate: _Optional[_Union[ReplayEstimate, _Mapping]] = ..., job: _Optional[_Union[ReplayJob, _Mapping]] = ...) -> None: ...
+
+class GetReplayJobRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class GetReplayJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: ReplayJob
+    def __init__(self, job: _Optional[_Union[ReplayJob, _Mapping]] = ...) -> None: ...
+
+class ListReplayJobsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListReplayJobsResponse(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[ReplayJob]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[ReplayJob, _Mapping]]] = ...) -> None: ...
+
+class UpdateReplayJobRequest(_message.Message):
+    __slots__ = ("id", "action")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    action: ReplayJobAction
+    def __init__(self, id: _Optional[str] = ..., action: _Optional[_Union[ReplayJobAction, str]] = ...) -> None: ...
+
+class UpdateReplayJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: ReplayJob
+    def __init__(self, job: _Optional[_Union[ReplayJob, _Mapping]] = ...) -> None: ...
 
 class Attempt(_message.Message):
     __slots__ = ("number", "started_unix_ms", "ended_unix_ms", "outcome", "error", "http_status", "latency_us")

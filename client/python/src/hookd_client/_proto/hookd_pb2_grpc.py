@@ -74,6 +74,26 @@ class HookdStub:
                 request_serializer=hookd_dot_v1_dot_hookd__pb2.SearchMessagesRequest.SerializeToString,
                 response_deserializer=hookd_dot_v1_dot_hookd__pb2.SearchMessagesResponse.FromString,
                 _registered_method=True)
+        self.CreateReplayJob = channel.unary_unary(
+                '/hookd.v1.Hookd/CreateReplayJob',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.CreateReplayJobRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.CreateReplayJobResponse.FromString,
+                _registered_method=True)
+        self.GetReplayJob = channel.unary_unary(
+                '/hookd.v1.Hookd/GetReplayJob',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.GetReplayJobRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.GetReplayJobResponse.FromString,
+                _registered_method=True)
+        self.ListReplayJobs = channel.unary_unary(
+                '/hookd.v1.Hookd/ListReplayJobs',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.ListReplayJobsRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.ListReplayJobsResponse.FromString,
+                _registered_method=True)
+        self.UpdateReplayJob = channel.unary_unary(
+                '/hookd.v1.Hookd/UpdateReplayJob',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.UpdateReplayJobRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.UpdateReplayJobResponse.FromString,
+                _registered_method=True)
         self.PutEndpoint = channel.unary_unary(
                 '/hookd.v1.Hookd/PutEndpoint',
                 request_serializer=hookd_dot_v1_dot_hookd__pb2.PutEndpointRequest.SerializeToString,
@@ -326,6 +346,39 @@ class HookdServicer:
         completed_retention_secs keeps them) that match every condition given, newest first,
         a page at a time. Messages stored before hookd kept the search index (disk format 11)
         are not found here; GetMessage finds them by id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateReplayJob(self, request, context):
+        """Replay jobs: a durable, paced resend of a selection (ids, a search, or what an
+        endpoint missed since a time). With dry_run, only the estimate (count, bytes, time at
+        the job's pace). A dead letter is made ready again in place; a delivered message is
+        sent again as a copy carrying the original's webhook-id, event id and idempotency key,
+        and `hookd-replay: {job}` (in its FIFO lane, in order); a live one is skipped. Each
+        step's replays and the job's progress are one durable write, so a restart or kill -9
+        resumes the job without sending a selected message twice from it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetReplayJob(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListReplayJobs(self, request, context):
+        """The caller's tenant's jobs, newest first (the last 100 are kept).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateReplayJob(self, request, context):
+        """Pause, resume or cancel a job (durable when answered).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -653,6 +706,26 @@ def add_HookdServicer_to_server(servicer, server):
                     servicer.SearchMessages,
                     request_deserializer=hookd_dot_v1_dot_hookd__pb2.SearchMessagesRequest.FromString,
                     response_serializer=hookd_dot_v1_dot_hookd__pb2.SearchMessagesResponse.SerializeToString,
+            ),
+            'CreateReplayJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateReplayJob,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.CreateReplayJobRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.CreateReplayJobResponse.SerializeToString,
+            ),
+            'GetReplayJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetReplayJob,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.GetReplayJobRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.GetReplayJobResponse.SerializeToString,
+            ),
+            'ListReplayJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListReplayJobs,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.ListReplayJobsRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.ListReplayJobsResponse.SerializeToString,
+            ),
+            'UpdateReplayJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateReplayJob,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.UpdateReplayJobRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.UpdateReplayJobResponse.SerializeToString,
             ),
             'PutEndpoint': grpc.unary_unary_rpc_method_handler(
                     servicer.PutEndpoint,
@@ -1056,6 +1129,114 @@ class Hookd:
             '/hookd.v1.Hookd/SearchMessages',
             hookd_dot_v1_dot_hookd__pb2.SearchMessagesRequest.SerializeToString,
             hookd_dot_v1_dot_hookd__pb2.SearchMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateReplayJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/CreateReplayJob',
+            hookd_dot_v1_dot_hookd__pb2.CreateReplayJobRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.CreateReplayJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetReplayJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/GetReplayJob',
+            hookd_dot_v1_dot_hookd__pb2.GetReplayJobRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.GetReplayJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListReplayJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/ListReplayJobs',
+            hookd_dot_v1_dot_hookd__pb2.ListReplayJobsRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.ListReplayJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateReplayJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/UpdateReplayJob',
+            hookd_dot_v1_dot_hookd__pb2.UpdateReplayJobRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.UpdateReplayJobResponse.FromString,
             options,
             channel_credentials,
             insecure,
