@@ -110,6 +110,7 @@ fn group_commit(c: &mut Criterion) {
         since_ms: 0,
         destination: "q:bench".into(),
         lane: None,
+        replayed: false,
     };
     let mut now = 1_000_000u64;
     let mut overlay = hookd_storage::store::Overlay::default();

@@ -214,6 +214,7 @@ async fn a_recovery_job_resends_what_an_endpoint_missed_with_an_estimate_first()
         .find(|r| header(r, "webhook-id") == dead)
         .expect("the dead letter is resent");
     assert_eq!(first.body.as_ref(), b"{\"n\":1}");
+    assert_eq!(header(first, "hookd-replay"), "dead-letter");
     // The delivered one, sent again as a copy: the original's webhook-id, event id and
     // idempotency key, the job in `hookd-replay`, and a signature over the original's id.
     let copy = resent

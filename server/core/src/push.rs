@@ -95,6 +95,10 @@ pub struct OAuth2 {
     pub audience: String,
 }
 
+/// `hookd-replay`'s value on a dead letter made ready again in place (ReplayDeadLetters,
+/// or a replay job that took it): a replay job's copy of a delivered message names the job.
+pub const REPLAYED_DEAD_LETTER: &str = "dead-letter";
+
 /// One attempt to hand to the dispatcher.
 #[derive(Debug)]
 pub struct Delivery {

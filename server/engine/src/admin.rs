@@ -219,6 +219,7 @@ impl Engine {
         entry.attempts = 0;
         entry.due_ms = due;
         entry.since_ms = 0;
+        entry.replayed = true;
         let d = self.dest(key, now);
         self.index.one_dead_less(d);
         // A dead letter of a FIFO lane: the one that blocks its lane goes back to its
@@ -242,7 +243,9 @@ impl Engine {
         // Not out of the dead-letter index on disk before this round commits.
         self.out.fresh.insert(id);
         let bytes = t.record_len(id)?;
-        let live = Live::new(d, waiting(due, now), 0, entry.max_attempts, bytes).in_lane(tag);
+        let live = Live::new(d, waiting(due, now), 0, entry.max_attempts, bytes)
+            .in_lane(tag)
+            .replayed(true);
         self.track(id, live, due);
         self.watch(|| crate::events::Event {
             at_ms: now,

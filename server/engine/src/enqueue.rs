@@ -304,6 +304,7 @@ impl Engine {
             since_ms: 0,
             destination: new.encoded,
             lane,
+            replayed: false,
         };
         insert(t, &entry)?;
         self.out.fresh.insert(new.id);

@@ -176,6 +176,8 @@ pub(crate) struct Live {
     /// known: a message recovered at start is sized by a pass after it).
     pub bytes: u32,
     pub lane: LaneTag,
+    /// A dead letter made ready again in place: its deliveries carry `hookd-replay`.
+    pub replayed: bool,
 }
 
 impl Live {
@@ -195,11 +197,17 @@ impl Live {
             timer: None,
             bytes,
             lane: LaneTag::None,
+            replayed: false,
         }
     }
 
     pub(crate) fn in_lane(mut self, lane: LaneTag) -> Self {
         self.lane = lane;
+        self
+    }
+
+    pub(crate) fn replayed(mut self, replayed: bool) -> Self {
+        self.replayed = replayed;
         self
     }
 }
@@ -532,6 +540,7 @@ impl Index {
         let fresh = live.state == LiveState::Ready
             && live.lane == LaneTag::None
             && live.attempts == 0
+            && !live.replayed
             && live.timer.is_none()
             && dest.fresh.accepts(id);
         if fresh {

@@ -249,7 +249,8 @@ impl Engine {
                 LiveState::Queued
             };
             let live = super::index::Live::new(d, state, m.attempts, m.max_attempts, m.bytes)
-                .in_lane(LaneTag::In(slot));
+                .in_lane(LaneTag::In(slot))
+                .replayed(m.replayed);
             self.track(m.id, live, m.due_ms);
         }
     }
@@ -265,4 +266,5 @@ pub(super) struct RecoveredInLane {
     pub max_attempts: u32,
     pub bytes: u32,
     pub due_ms: u64,
+    pub replayed: bool,
 }

@@ -222,6 +222,7 @@ impl Engine {
             };
             let attempt = live.attempts + 1;
             let max_attempts = live.max_attempts;
+            let replayed = live.replayed;
             // An ordered message keeps its place in its lane (in its schedule row).
             let lane = match live.lane {
                 LaneTag::None => None,
@@ -250,6 +251,7 @@ impl Engine {
                     since_ms: now,
                     destination: record.destination,
                     lane: lane.clone(),
+                    replayed,
                 },
             )?;
             out.push(Leased {

@@ -1061,6 +1061,7 @@ impl Engine {
                                     max_attempts: max,
                                     bytes,
                                     due_ms: entry.due_ms,
+                                    replayed: entry.replayed,
                                 },
                             );
                             return Ok(());
@@ -1070,7 +1071,9 @@ impl Engine {
                     };
                     engine.track(
                         id,
-                        index::Live::new(d, state, entry.attempts, max, bytes).in_lane(tag),
+                        index::Live::new(d, state, entry.attempts, max, bytes)
+                            .in_lane(tag)
+                            .replayed(entry.replayed),
                         entry.due_ms,
                     );
                 }

@@ -264,9 +264,14 @@ impl Engine {
                 }
             },
         };
-        let (attempt, ordered) = self.index.live.get(&id).map_or((1, false), |l| {
-            (l.attempts + 1, l.lane != super::index::LaneTag::None)
-        });
+        let (attempt, ordered, replayed) =
+            self.index.live.get(&id).map_or((1, false, false), |l| {
+                (
+                    l.attempts + 1,
+                    l.lane != super::index::LaneTag::None,
+                    l.replayed,
+                )
+            });
         // An ordered message's place in its lane is in its schedule row.
         let lane = match ordered {
             true => t.schedule(id)?.lane.map(|l| hookd_core::push::InLane {
@@ -295,7 +300,11 @@ impl Engine {
             timestamp_s: now / 1_000,
             lane,
             replay_of: record.replay_of,
-            replay_job: record.replay_job,
+            // A replay job's copy names its job; a dead letter replayed in place says so.
+            replay_job: match replayed && record.replay_job.is_empty() {
+                true => hookd_core::push::REPLAYED_DEAD_LETTER.to_owned(),
+                false => record.replay_job,
+            },
         };
         let synced_round = self.pipeline.syncer.synced_round();
         self.out.deliver(id, delivery, synced_round);

@@ -193,7 +193,12 @@ const APPLIED_KEY: &str = "log_applied";
 ///   stored before the upgrade are not in the index (GetMessage still finds them). A
 ///   format-10 hookd must not open a format-11 file (it would not keep the index up to
 ///   date), and it does not: it refuses a newer version.
-pub const FORMAT_VERSION: u64 = 11;
+/// - 12: replay jobs (issue #53, 2): the catalog's kinds `ReplayJob` and `ReplaySelection`,
+///   a schedule row's state byte may carry the "replayed" bit (0x40), and a completed
+///   message's summary keeps its FIFO lane (`DoneRecord::ordering_key`, `sequence`).
+///   Nothing is converted. A format-11 hookd must not open a format-12 file (it would
+///   refuse those rows as corrupt), and it does not: it refuses a newer version.
+pub const FORMAT_VERSION: u64 = 12;
 
 /// A storage failure. Never answered as success; mapped to UNAVAILABLE.
 #[derive(Debug, thiserror::Error)]
@@ -1852,10 +1857,15 @@ fn check_format(txn: &WriteTransaction) -> Result<(), StoreError> {
             found,
             supported: FORMAT_VERSION,
         }),
-        Some(10) => {
+        Some(found @ (10 | 11)) => {
             // 10 -> 11: the `search` table, made by `Apply::open`; nothing converted.
+            // 11 -> 12: new kinds of objects and a new bit in new rows; nothing converted.
             meta.insert(FORMAT_KEY, FORMAT_VERSION)?;
-            tracing::info!(from = 10, to = FORMAT_VERSION, "migrated the disk format");
+            tracing::info!(
+                from = found,
+                to = FORMAT_VERSION,
+                "migrated the disk format"
+            );
             Ok(())
         }
         Some(9) => {

@@ -627,6 +627,9 @@ pub struct ScheduleEntry {
     pub destination: String,
     /// Its place in a FIFO lane of an ordered destination (format 8); `None`: unordered.
     pub lane: Option<LaneSlot>,
+    /// A dead letter made ready again in place (format 12): its deliveries carry
+    /// `hookd-replay`.
+    pub replayed: bool,
 }
 
 /// A delivery's place in a FIFO lane of its destination (format 8): the lane is the
@@ -650,6 +653,8 @@ pub const MAX_ORDERING_KEY: usize = 256;
 
 /// Set in a schedule row's state byte when a [`LaneSlot`] follows the fixed part.
 const LANE_FLAG: u8 = 0x80;
+/// Set in a schedule row's state byte for a replayed dead letter (format 12).
+const REPLAYED_FLAG: u8 = 0x40;
 const DETACHED: u8 = 1;
 const BLOCKS: u8 = 2;
 
@@ -660,7 +665,8 @@ impl ScheduleEntry {
         let lane_len = self.lane.as_ref().map_or(0, |l| 8 + 1 + 2 + l.key.len());
         let mut out = Vec::with_capacity(Self::FIXED + lane_len + self.destination.len());
         out.extend_from_slice(&self.due_ms.to_be_bytes());
-        let flag = if self.lane.is_some() { LANE_FLAG } else { 0 };
+        let flag = if self.lane.is_some() { LANE_FLAG } else { 0 }
+            | if self.replayed { REPLAYED_FLAG } else { 0 };
         out.push(self.state as u8 | flag);
         out.extend_from_slice(&self.attempts.to_be_bytes());
         out.extend_from_slice(&self.max_attempts.to_be_bytes());
@@ -713,12 +719,13 @@ impl ScheduleEntry {
         };
         Ok(Self {
             due_ms: u64::from_be_bytes(due.try_into().map_err(|_| corrupt())?),
-            state: State::from_u8(state[0] & !LANE_FLAG).ok_or_else(corrupt)?,
+            state: State::from_u8(state[0] & !(LANE_FLAG | REPLAYED_FLAG)).ok_or_else(corrupt)?,
             attempts: u32::from_be_bytes(attempts.try_into().map_err(|_| corrupt())?),
             max_attempts: u32::from_be_bytes(max_attempts.try_into().map_err(|_| corrupt())?),
             since_ms: u64::from_be_bytes(since.try_into().map_err(|_| corrupt())?),
             destination: String::from_utf8(rest.to_vec()).map_err(|_| corrupt())?,
             lane,
+            replayed: state[0] & REPLAYED_FLAG != 0,
         })
     }
 }
@@ -783,8 +790,17 @@ mod tests {
             since_ms: 1_700_000_000_000,
             destination: "qjobs".into(),
             lane: None,
+            replayed: false,
         };
         assert_eq!(ScheduleEntry::decode(&e.encode()).ok(), Some(e.clone()));
+        let replayed = ScheduleEntry {
+            replayed: true,
+            ..e.clone()
+        };
+        assert_eq!(
+            ScheduleEntry::decode(&replayed.encode()).ok(),
+            Some(replayed.clone())
+        );
         let ordered = ScheduleEntry {
             lane: Some(LaneSlot {
                 key: "ticket-7".into(),
@@ -792,7 +808,7 @@ mod tests {
                 detached: true,
                 blocks: false,
             }),
-            ..e.clone()
+            ..replayed
         };
         let bytes = ordered.encode();
         assert_eq!(ScheduleEntry::decode(&bytes).ok(), Some(ordered));

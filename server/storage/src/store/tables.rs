@@ -1261,6 +1261,7 @@ mod tests {
             since_ms: 0,
             destination: "qq".into(),
             lane: None,
+            replayed: false,
         }
     }
 
@@ -1704,6 +1705,7 @@ mod tests {
             since_ms: 0,
             destination: d.into(),
             lane: None,
+            replayed: false,
         };
         // The engine's round: one record, two copies of it.
         let mut overlay = Overlay::default();
@@ -1802,6 +1804,7 @@ mod tests {
             since_ms: 0,
             destination: d,
             lane: None,
+            replayed: false,
         };
         let mut overlay = Overlay::default();
         let bytes = {
