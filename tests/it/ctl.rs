@@ -8,6 +8,7 @@ use crate::harness::{TestServer, eventually};
 use crate::sink::{Reply, Sink};
 use hookd_core::clock::{Clock, ManualClock, SystemClock};
 
+#[derive(Debug)]
 pub(crate) struct Run {
     pub(crate) code: i32,
     pub(crate) stdout: String,

@@ -32,6 +32,7 @@ macro_rules! out {
 
 mod event_types;
 mod queues;
+mod replay;
 mod tenants;
 pub mod wire;
 
@@ -138,6 +139,10 @@ pub enum Ctl {
     /// Retained messages that match every condition given, newest first (SearchMessages):
     /// `hookd search --destination endpoint:acme --state dead --since 6h`.
     Search(SearchArgs),
+    /// Replay jobs: resend what an endpoint missed (`missed`), a search's results or ids
+    /// (`create`), durably and paced; `status`, `list`, `pause`, `resume`, `cancel`.
+    #[command(subcommand)]
+    Replay(replay::ReplayCmd),
     /// One message: state, attempts, statuses, errors.
     Message {
         /// The message id.
@@ -418,27 +423,32 @@ fn state_name(state: i32) -> &'static str {
 }
 
 /// SearchMessages, page after page, until `limit` messages or the end.
-async fn search(api: &mut Api, json: bool, args: SearchArgs, server: &str) -> Result<(), Failure> {
-    let fail = |s: tonic::Status| Failure::status(server, &s);
+/// The SearchMessages request `args` make (its first page).
+fn search_request(args: &SearchArgs) -> Result<pb::SearchMessagesRequest, Failure> {
     let destination = args.destination.as_deref().map(destination).transpose()?;
     let after_ms = match (args.since, args.after_ms) {
         (Some(age), _) => now_ms().saturating_sub(age),
         (None, Some(ms)) => ms,
         (None, None) => 0,
     };
-    let mut request = pb::SearchMessagesRequest {
+    Ok(pb::SearchMessagesRequest {
         destination,
-        event_type: args.event_type.unwrap_or_default(),
-        event_id: args.event_id.unwrap_or_default(),
-        idempotency_key: args.idempotency_key.unwrap_or_default(),
-        states: args.states,
+        event_type: args.event_type.clone().unwrap_or_default(),
+        event_id: args.event_id.clone().unwrap_or_default(),
+        idempotency_key: args.idempotency_key.clone().unwrap_or_default(),
+        states: args.states.clone(),
         last_status: args.status.unwrap_or(0),
         created_after_unix_ms: after_ms,
         created_before_unix_ms: args.before_ms.unwrap_or(0),
-        payload: args.payload.into_iter().collect(),
+        payload: args.payload.iter().cloned().collect(),
         page_size: args.limit.clamp(1, 1_000),
         page_token: String::new(),
-    };
+    })
+}
+
+async fn search(api: &mut Api, json: bool, args: SearchArgs, server: &str) -> Result<(), Failure> {
+    let fail = |s: tonic::Status| Failure::status(server, &s);
+    let mut request = search_request(&args)?;
     let mut all = pb::SearchMessagesResponse::default();
     // A page looks at a bounded number of candidates; a search goes on until it has
     // `limit` messages or there is no next page.
@@ -533,6 +543,10 @@ pub enum DlqCmd {
         rate: Option<f64>,
         #[arg(long, default_value_t = 10_000)]
         limit: u32,
+        /// As a replay job: durable, paced, with progress (`hookd replay status ID`),
+        /// pause and cancel, resumed after a restart.
+        #[arg(long)]
+        job: bool,
     },
     /// Delete dead letters. Purging the one that blocks a FIFO lane (`--id`) skips it: the
     /// lane moves on.
@@ -1033,6 +1047,7 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
             })
         }
         Ctl::Search(args) => search(&mut api, json, args, server).await,
+        Ctl::Replay(cmd) => replay::replay(&mut api, json, cmd, server).await,
         Ctl::Message { id } => {
             let m = api
                 .get_message(pb::GetMessageRequest { id })
@@ -1538,6 +1553,7 @@ async fn dlq(api: &mut Api, json: bool, cmd: DlqCmd, server: &str) -> Result<(),
             dry_run,
             rate,
             limit,
+            job,
         } => {
             let empty = f.destination.is_none()
                 && f.since.is_none()
@@ -1554,6 +1570,7 @@ async fn dlq(api: &mut Api, json: bool, cmd: DlqCmd, server: &str) -> Result<(),
                 limit,
                 dry_run,
                 max_per_s: rate.unwrap_or(0.0),
+                as_job: job,
                 ..Default::default()
             };
             let r = api
@@ -1566,6 +1583,13 @@ async fn dlq(api: &mut Api, json: bool, cmd: DlqCmd, server: &str) -> Result<(),
                     outln!(
                         "{} would be replayed (dry run)",
                         dead_letters(r.matched.into())
+                    );
+                } else if !r.job_id.is_empty() {
+                    outln!(
+                        "replay job {} replays {} (`hookd replay status {}`)",
+                        r.job_id,
+                        dead_letters(r.matched.into()),
+                        r.job_id
                     );
                 } else {
                     outln!(
@@ -1812,6 +1836,11 @@ fn print_stats(s: &pb::StatsResponse) {
         outln!(
             "{blocked} FIFO lane(s) blocked by a dead letter: `hookd dlq list` shows them (LANE); replay (`hookd dlq replay --id ID`) or skip (`hookd dlq purge --id ID`) to move each lane on"
         );
+    }
+    if !s.replay_jobs.is_empty() {
+        outln!();
+        outln!("replay jobs running or paused:");
+        replay::print_jobs(&s.replay_jobs);
     }
 }
 

@@ -337,6 +337,7 @@ pub fn stats(s: StatsSnapshot) -> pb::StatsResponse {
                 limit: q.limit,
             })
             .collect(),
+        replay_jobs: Vec::new(),
     }
 }
 

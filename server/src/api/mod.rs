@@ -681,6 +681,19 @@ impl Hookd for HookdService {
     ) -> Result<Response<pb::StatsResponse>, Status> {
         let tenant = self.figures_of(&request)?;
         let caller = tenants::caller(&request);
+        let now = self.clock.now_ms();
+        let jobs: Vec<pb::ReplayJob> = self
+            .replays
+            .active()
+            .await
+            .into_iter()
+            .filter(|(t, _)| tenant.is_none_or(|mine| mine == *t))
+            .filter(|(_, j)| match caller.as_ref() {
+                Some(c) if c.limited() => !j.destination.is_empty() && c.may_use(&j.destination),
+                _ => true,
+            })
+            .map(|(_, j)| replay_jobs::shown(&j, now))
+            .collect();
         let (after, limit) = validate::stats_page(request.into_inner())?;
         let mut stats = self
             .engine
@@ -701,7 +714,9 @@ impl Hookd for HookdService {
                 stats.total = tenants::total_of(&stats.destinations);
             }
         }
-        Ok(Response::new(convert::stats(stats)))
+        let mut answer = convert::stats(stats);
+        answer.replay_jobs = jobs;
+        Ok(Response::new(answer))
     }
 
     async fn get_message(
@@ -1197,6 +1212,7 @@ impl Hookd for HookdService {
         let key = tenants::wire_key(&only.destination).filter(|_| whole);
         self.limit_to(&request, key)?;
         let tenant = self.tenant_of(&request)?;
+        let by = caller_name(&request);
         let validate::Replay {
             mut ids,
             destination,
@@ -1204,7 +1220,14 @@ impl Hookd for HookdService {
             limit,
             dry_run,
             per_s,
+            as_job,
         } = validate::replay(tenant, request.into_inner())?;
+        if as_job && !dry_run {
+            return self
+                .dead_letters_as_job(tenant, ids, destination, filter, limit, per_s, by)
+                .await
+                .map(Response::new);
+        }
         // A refusal about the destination names its endpoint; one about an id, the id's
         // place in `ids`.
         let field = if destination.is_some() {
@@ -1235,6 +1258,7 @@ impl Hookd for HookdService {
                 replayed: 0,
                 matched,
                 last_due_unix_ms: 0,
+                job_id: String::new(),
             }));
         }
         let matched = count(&ids);
@@ -1263,6 +1287,7 @@ impl Hookd for HookdService {
                 matched
             },
             last_due_unix_ms: done.last_due_ms,
+            job_id: String::new(),
         }))
     }
 

@@ -71,6 +71,8 @@ pub(crate) fn shown(job: &ReplayJobRecord, now_ms: u64) -> pb::ReplayJob {
 struct Plan {
     queries: Vec<Query>,
     ids: Vec<MessageId>,
+    /// Dead letters this filter matches.
+    dead: Option<hookd_core::deadletters::Filter>,
     selection: String,
     key: Option<String>,
 }
@@ -78,11 +80,22 @@ struct Plan {
 fn plan(tenant: TenantId, req: &pb::CreateReplayJobRequest) -> Result<Plan, Status> {
     let given = usize::from(!req.ids.is_empty())
         + usize::from(req.search.is_some())
-        + usize::from(req.recovery.is_some());
+        + usize::from(req.recovery.is_some())
+        + usize::from(req.dead_letters.is_some());
     if given != 1 {
         return Err(invalid(
-            "ids: give exactly one of ids, search or recovery".into(),
+            "ids: give exactly one of ids, search, recovery or dead_letters".into(),
         ));
+    }
+    if let Some(f) = &req.dead_letters {
+        let filter = validate::dead_letter_filter(tenant, f.clone(), "dead_letters")?;
+        return Ok(Plan {
+            selection: describe_dead(f),
+            key: wire_key(&f.destination),
+            queries: Vec::new(),
+            ids: Vec::new(),
+            dead: Some(filter),
+        });
     }
     if !req.ids.is_empty() {
         if req.ids.len() > MAX_SELECTED {
@@ -104,6 +117,7 @@ fn plan(tenant: TenantId, req: &pb::CreateReplayJobRequest) -> Result<Plan, Stat
             selection: format!("{} message(s) by id", ids.len()),
             queries: Vec::new(),
             ids,
+            dead: None,
             key: None,
         });
     }
@@ -114,6 +128,7 @@ fn plan(tenant: TenantId, req: &pb::CreateReplayJobRequest) -> Result<Plan, Stat
             key: wire_key(&search.destination),
             queries: vec![checked.query],
             ids: Vec::new(),
+            dead: None,
         });
     }
     let Some(r) = &req.recovery else {
@@ -172,9 +187,30 @@ fn plan(tenant: TenantId, req: &pb::CreateReplayJobRequest) -> Result<Plan, Stat
     Ok(Plan {
         queries,
         ids: Vec::new(),
+        dead: None,
         selection,
         key: Some(key),
     })
+}
+
+fn describe_dead(f: &pb::DeadLetterFilter) -> String {
+    let mut parts = vec!["dead letters".to_owned()];
+    if let Some(key) = wire_key(&f.destination) {
+        parts.push(format!("of {key}"));
+    }
+    if f.dead_after_unix_ms > 0 {
+        parts.push(format!("dead since {}", time_text(f.dead_after_unix_ms)));
+    }
+    if f.dead_before_unix_ms > 0 {
+        parts.push(format!("dead before {}", time_text(f.dead_before_unix_ms)));
+    }
+    if f.http_status > 0 {
+        parts.push(format!("status {}", f.http_status));
+    }
+    if !f.error_contains.is_empty() {
+        parts.push(format!("error ~ {:?}", f.error_contains));
+    }
+    parts.join(" ")
 }
 
 fn describe_search(s: &pb::SearchMessagesRequest) -> String {
@@ -247,9 +283,9 @@ fn in_lane_order(hits: &mut [hookd_storage::store::search::Hit]) {
 
 /// What a selection found.
 #[derive(Debug, Default)]
-struct Found {
-    ids: Vec<MessageId>,
-    bytes: u64,
+pub(super) struct Found {
+    pub(super) ids: Vec<MessageId>,
+    pub(super) bytes: u64,
     dead: u64,
     delivered: u64,
     live: u64,
@@ -257,8 +293,106 @@ struct Found {
 }
 
 impl HookdService {
+    /// ReplayDeadLetters with `as_job`: its dead letters (by id, of a destination, or
+    /// matching a filter) replayed by a replay job.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn dead_letters_as_job(
+        &self,
+        tenant: TenantId,
+        ids: Vec<MessageId>,
+        destination: Option<hookd_core::destination::Destination>,
+        filter: Option<hookd_core::deadletters::Filter>,
+        limit: usize,
+        per_s: f64,
+        by: String,
+    ) -> Result<pb::ReplayDeadLettersResponse, Status> {
+        let key = destination.as_ref().map(|d| d.describe());
+        let (found, selection) = match (filter, destination) {
+            (Some(filter), _) => {
+                let selection = format!("dead letters matching a filter (at most {limit})");
+                (self.select_dead(filter, limit).await?, selection)
+            }
+            (None, Some(d)) => {
+                let selection = format!("dead letters of {}", d.describe());
+                let filter = hookd_core::deadletters::Filter {
+                    tenant,
+                    destination: Some(d),
+                    ..Default::default()
+                };
+                (self.select_dead(filter, limit).await?, selection)
+            }
+            (None, None) => {
+                let mut ids = ids;
+                ids.sort();
+                ids.dedup();
+                let selection = format!("{} dead letter(s) by id", ids.len());
+                let for_bytes = ids.clone();
+                let bytes = self.read(move |s| Ok(s.records_bytes(&for_bytes)?)).await?;
+                let found = Found {
+                    ids,
+                    bytes,
+                    ..Found::default()
+                };
+                (found, selection)
+            }
+        };
+        let per_s = self.pace(tenant, key.as_deref(), per_s).await?;
+        let matched = u32::try_from(found.ids.len()).unwrap_or(u32::MAX);
+        let job = self
+            .replays
+            .create(
+                tenant,
+                Selected {
+                    ids: found.ids,
+                    bytes: found.bytes,
+                    selection,
+                    destination: key.unwrap_or_default(),
+                },
+                per_s,
+                by,
+            )
+            .await?;
+        Ok(pb::ReplayDeadLettersResponse {
+            replayed: 0,
+            matched,
+            last_due_unix_ms: 0,
+            job_id: job.id,
+        })
+    }
+
+    /// Dead letters `filter` matches (at most `limit`), oldest first.
+    pub(super) async fn select_dead(
+        &self,
+        filter: hookd_core::deadletters::Filter,
+        limit: usize,
+    ) -> Result<Found, Status> {
+        self.read(move |s| {
+            let (rows, _) = s.dead_summaries(
+                filter.tenant,
+                filter.destination.as_ref(),
+                validate::MAX_DEAD_SCAN,
+            )?;
+            let mut rows: Vec<_> = rows.into_iter().filter(|d| filter.matches(d)).collect();
+            rows.sort_by_key(|d| d.id);
+            let truncated = rows.len() > limit;
+            rows.truncate(limit);
+            let ids: Vec<MessageId> = rows.iter().map(|d| d.id).collect();
+            Ok(Found {
+                bytes: s.records_bytes(&ids)?,
+                dead: ids.len() as u64,
+                ids,
+                truncated,
+                ..Found::default()
+            })
+        })
+        .await
+    }
+
     /// Runs `plan`'s searches to the end (or `limit`), oldest first.
     async fn select(&self, tenant: TenantId, plan: Plan, limit: usize) -> Result<Found, Status> {
+        if let Some(filter) = plan.dead {
+            return self.select_dead(filter, limit).await;
+        }
         let queries = plan.queries;
         let ids = plan.ids;
         self.read(move |s| {

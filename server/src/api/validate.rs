@@ -720,6 +720,8 @@ pub struct Replay {
     pub dry_run: bool,
     /// 0: the server's default pace.
     pub per_s: f64,
+    /// As a replay job.
+    pub as_job: bool,
 }
 
 /// Dead letters scanned at most by one filtered replay, purge or analysis.
@@ -809,6 +811,7 @@ pub fn replay(tenant: TenantId, req: pb::ReplayDeadLettersRequest) -> Result<Rep
         limit: limit as usize,
         dry_run: req.dry_run,
         per_s,
+        as_job: req.as_job,
     })
 }
 

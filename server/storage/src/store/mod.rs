@@ -1368,6 +1368,20 @@ impl Store {
         }
     }
 
+    /// The sizes of these stored (live or dead) messages' records, in all.
+    pub fn records_bytes(&self, ids: &[MessageId]) -> Result<u64, StoreError> {
+        let txn = self.read()?;
+        let messages = txn.open_table(MESSAGES)?;
+        let mut total = 0u64;
+        for id in ids {
+            if let Some(v) = messages.get(id.0)? {
+                let value = seal::open(TableId::Messages, &id.0.to_be_bytes(), v.value())?;
+                total += u64::from(heap::Stored::of(value)?.len());
+            }
+        }
+        Ok(total)
+    }
+
     /// A completed message's record (payload and headers), while the log keeps it.
     pub fn completed_record(&self, id: MessageId) -> Result<Kept, StoreError> {
         let txn = self.read()?;

@@ -407,7 +407,7 @@ class StorageStats(_message.Message):
     def __init__(self, commits_per_s: _Optional[float] = ..., requests_per_commit: _Optional[float] = ..., commit_latency_last_hour: _Optional[_Union[LatencyStats, _Mapping]] = ..., live_messages: _Optional[int] = ..., queued_write_bytes: _Optional[int] = ..., destinations: _Optional[int] = ..., log_bytes: _Optional[int] = ..., checkpoint_age_ms: _Optional[int] = ..., last_checkpoint_ms: _Optional[int] = ..., replay_ms: _Optional[int] = ..., replayed_bytes: _Optional[int] = ..., log_since_checkpoint_bytes: _Optional[int] = ..., disk_available_bytes: _Optional[int] = ..., disk_reserve_bytes: _Optional[int] = ..., log_segments: _Optional[int] = ..., log_live_bytes: _Optional[int] = ..., log_retained_from_unix_ms: _Optional[int] = ..., log_reclaimable_bytes: _Optional[int] = ..., log_compacting_segments: _Optional[int] = ..., log_compacted_records: _Optional[int] = ..., log_deleted_segments: _Optional[int] = ..., log_freed_bytes: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("total", "destinations", "uptime_ms", "storage", "next_page_token", "alerts", "quotas")
+    __slots__ = ("total", "destinations", "uptime_ms", "storage", "next_page_token", "alerts", "quotas", "replay_jobs")
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     DESTINATIONS_FIELD_NUMBER: _ClassVar[int]
     UPTIME_MS_FIELD_NUMBER: _ClassVar[int]
@@ -415,6 +415,7 @@ class StatsResponse(_message.Message):
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     ALERTS_FIELD_NUMBER: _ClassVar[int]
     QUOTAS_FIELD_NUMBER: _ClassVar[int]
+    REPLAY_JOBS_FIELD_NUMBER: _ClassVar[int]
     total: DestinationStats
     destinations: _containers.RepeatedCompositeFieldContainer[DestinationStats]
     uptime_ms: int
@@ -422,7 +423,8 @@ class StatsResponse(_message.Message):
     next_page_token: str
     alerts: _containers.RepeatedCompositeFieldContainer[AlertState]
     quotas: _containers.RepeatedCompositeFieldContainer[QuotaUse]
-    def __init__(self, total: _Optional[_Union[DestinationStats, _Mapping]] = ..., destinations: _Optional[_Iterable[_Union[DestinationStats, _Mapping]]] = ..., uptime_ms: _Optional[int] = ..., storage: _Optional[_Union[StorageStats, _Mapping]] = ..., next_page_token: _Optional[str] = ..., alerts: _Optional[_Iterable[_Union[AlertState, _Mapping]]] = ..., quotas: _Optional[_Iterable[_Union[QuotaUse, _Mapping]]] = ...) -> None: ...
+    replay_jobs: _containers.RepeatedCompositeFieldContainer[ReplayJob]
+    def __init__(self, total: _Optional[_Union[DestinationStats, _Mapping]] = ..., destinations: _Optional[_Iterable[_Union[DestinationStats, _Mapping]]] = ..., uptime_ms: _Optional[int] = ..., storage: _Optional[_Union[StorageStats, _Mapping]] = ..., next_page_token: _Optional[str] = ..., alerts: _Optional[_Iterable[_Union[AlertState, _Mapping]]] = ..., quotas: _Optional[_Iterable[_Union[QuotaUse, _Mapping]]] = ..., replay_jobs: _Optional[_Iterable[_Union[ReplayJob, _Mapping]]] = ...) -> None: ...
 
 class QuotaUse(_message.Message):
     __slots__ = ("quota", "used", "limit")
@@ -542,20 +544,22 @@ class ReplayRecovery(_message.Message):
     def __init__(self, destination: _Optional[_Union[Destination, _Mapping]] = ..., since_unix_ms: _Optional[int] = ..., delivered_statuses: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class CreateReplayJobRequest(_message.Message):
-    __slots__ = ("ids", "search", "recovery", "dry_run", "max_per_s", "limit")
+    __slots__ = ("ids", "search", "recovery", "dry_run", "max_per_s", "limit", "dead_letters")
     IDS_FIELD_NUMBER: _ClassVar[int]
     SEARCH_FIELD_NUMBER: _ClassVar[int]
     RECOVERY_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     MAX_PER_S_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTERS_FIELD_NUMBER: _ClassVar[int]
     ids: _containers.RepeatedScalarFieldContainer[str]
     search: SearchMessagesRequest
     recovery: ReplayRecovery
     dry_run: bool
     max_per_s: float
     limit: int
-    def __init__(self, ids: _Optional[_Iterable[str]] = ..., search: _Optional[_Union[SearchMessagesRequest, _Mapping]] = ..., recovery: _Optional[_Union[ReplayRecovery, _Mapping]] = ..., dry_run: _Optional[bool] = ..., max_per_s: _Optional[float] = ..., limit: _Optional[int] = ...) -> None: ...
+    dead_letters: DeadLetterFilter
+    def __init__(self, ids: _Optional[_Iterable[str]] = ..., search: _Optional[_Union[SearchMessagesRequest, _Mapping]] = ..., recovery: _Optional[_Union[ReplayRecovery, _Mapping]] = ..., dry_run: _Optional[bool] = ..., max_per_s: _Optional[float] = ..., limit: _Optional[int] = ..., dead_letters: _Optional[_Union[DeadLetterFilter, _Mapping]] = ...) -> None: ...
 
 class ReplayEstimate(_message.Message):
     __slots__ = ("count", "dead_letters", "delivered", "live", "bytes", "seconds", "per_s", "truncated")
@@ -980,30 +984,34 @@ class ListDeadLettersResponse(_message.Message):
     def __init__(self, dead_letters: _Optional[_Iterable[_Union[DeadLetter, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ReplayDeadLettersRequest(_message.Message):
-    __slots__ = ("ids", "destination", "limit", "filter", "dry_run", "max_per_s")
+    __slots__ = ("ids", "destination", "limit", "filter", "dry_run", "max_per_s", "as_job")
     IDS_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     MAX_PER_S_FIELD_NUMBER: _ClassVar[int]
+    AS_JOB_FIELD_NUMBER: _ClassVar[int]
     ids: _containers.RepeatedScalarFieldContainer[str]
     destination: Destination
     limit: int
     filter: DeadLetterFilter
     dry_run: bool
     max_per_s: float
-    def __init__(self, ids: _Optional[_Iterable[str]] = ..., destination: _Optional[_Union[Destination, _Mapping]] = ..., limit: _Optional[int] = ..., filter: _Optional[_Union[DeadLetterFilter, _Mapping]] = ..., dry_run: _Optional[bool] = ..., max_per_s: _Optional[float] = ...) -> None: ...
+    as_job: bool
+    def __init__(self, ids: _Optional[_Iterable[str]] = ..., destination: _Optional[_Union[Destination, _Mapping]] = ..., limit: _Optional[int] = ..., filter: _Optional[_Union[DeadLetterFilter, _Mapping]] = ..., dry_run: _Optional[bool] = ..., max_per_s: _Optional[float] = ..., as_job: _Optional[bool] = ...) -> None: ...
 
 class ReplayDeadLettersResponse(_message.Message):
-    __slots__ = ("replayed", "matched", "last_due_unix_ms")
+    __slots__ = ("replayed", "matched", "last_due_unix_ms", "job_id")
     REPLAYED_FIELD_NUMBER: _ClassVar[int]
     MATCHED_FIELD_NUMBER: _ClassVar[int]
     LAST_DUE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
     replayed: int
     matched: int
     last_due_unix_ms: int
-    def __init__(self, replayed: _Optional[int] = ..., matched: _Optional[int] = ..., last_due_unix_ms: _Optional[int] = ...) -> None: ...
+    job_id: str
+    def __init__(self, replayed: _Optional[int] = ..., matched: _Optional[int] = ..., last_due_unix_ms: _Optional[int] = ..., job_id: _Optional[str] = ...) -> None: ...
 
 class DeadLetterFilter(_message.Message):
     __slots__ = ("destination", "dead_after_unix_ms", "dead_before_unix_ms", "http_status", "error_contains")
