@@ -542,6 +542,50 @@ async fn console_refuses_posts_without_the_csrf_token_and_escapes_what_it_shows(
     let m = dead_lettered(&mut c, &ids[1]).await;
     assert_eq!(m.history.last().unwrap().http_status, 500);
 
+    // A replay job from the Messages page: the estimate first, then the job, listed with
+    // its progress on the Replays page.
+    assert!(
+        dead.body.contains("Replay all matching…"),
+        "a filtered search offers the replay: {}",
+        dead.body
+    );
+    let form = [
+        ("csrf", csrf.as_str()),
+        ("destination", "orders"),
+        ("state", "dead"),
+    ];
+    let estimate = http.post("/ui/replays", &cookie, &form).await;
+    assert_eq!(estimate.status, 200, "{}", estimate.body);
+    assert!(
+        estimate
+            .body
+            .contains("<strong>2</strong> messages match: 2 dead letters"),
+        "{}",
+        estimate.body
+    );
+    let mut confirmed = form.to_vec();
+    confirmed.push(("confirm", "yes"));
+    let made = http.post("/ui/replays", &cookie, &confirmed).await;
+    assert_eq!(made.status, 303, "{}", made.body);
+    assert!(
+        made.header("location")
+            .starts_with("/ui/replays?notice=Replay+job"),
+        "{}",
+        made.header("location")
+    );
+    sink.wait_for(5).await;
+    let jobs = http.get("/ui/replays", &cookie).await;
+    assert_eq!(jobs.status, 200);
+    assert!(
+        jobs.body.contains("endpoint:orders") && jobs.body.contains("<progress"),
+        "{}",
+        jobs.body
+    );
+    let unknown = http
+        .post("/ui/replays/nope/cancel", &cookie, &[("csrf", &csrf)])
+        .await;
+    assert_eq!(unknown.status, 404, "{}", unknown.body);
+
     // An edit made over a newer change is refused, not applied.
     let form = http.get("/ui/endpoints/orders/edit", &cookie).await;
     let r = http

@@ -134,6 +134,11 @@ fn routes() -> Router<Arc<Console>> {
         .route("/ui/dead-letters/replay", post(pages::replay))
         .route("/ui/dead-letters/purge", post(pages::purge))
         .route("/ui/messages", get(pages::search))
+        .route(
+            "/ui/replays",
+            get(pages::replays).post(pages::replay_search),
+        )
+        .route("/ui/replays/{id}/{action}", post(pages::replay_action))
         .route("/ui/messages/{id}", get(pages::message))
         .route("/ui/find", get(pages::find))
         .route("/ui/sources", get(pages::sources))

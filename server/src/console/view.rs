@@ -15,6 +15,7 @@ pub(crate) enum Nav {
     Destinations,
     Messages,
     DeadLetters,
+    Replays,
     Sources,
     EventTypes,
     Subscriptions,
@@ -54,6 +55,7 @@ pub(super) fn page(
                         (item(Nav::Destinations, "/ui/destinations", "Destinations"))
                         (item(Nav::Messages, "/ui/messages", "Messages"))
                         (item(Nav::DeadLetters, "/ui/dead-letters", "Dead letters"))
+                        (item(Nav::Replays, "/ui/replays", "Replays"))
                         (item(Nav::Sources, "/ui/sources", "Sources"))
                         (item(Nav::EventTypes, "/ui/event-types", "Event types"))
                         (item(Nav::Subscriptions, "/ui/subscriptions", "Subscriptions"))
@@ -135,6 +137,7 @@ fn portal_page(
                         }
                         (item(Nav::EventTypes, "/ui/event-types", "Event types"))
                         (item(Nav::Messages, "/ui/messages", "Messages"))
+                        (item(Nav::Replays, "/ui/replays", "Replays"))
                         @if !limited {
                             (item(Nav::DeadLetters, "/ui/dead-letters", "Dead letters"))
                         }

@@ -49,6 +49,9 @@ pub(crate) struct SearchForm {
     after: String,
     #[serde(default)]
     notice: String,
+    /// Set by the replay's confirmation page's button.
+    #[serde(default)]
+    confirm: String,
 }
 
 /// Messages a search page lists.
@@ -67,6 +70,15 @@ const STATES: [(&str, &str, pb::MessageState); 5] = [
 ];
 
 impl SearchForm {
+    /// The search as hidden fields (the replay's forms carry it).
+    fn form_fields(&self) -> Markup {
+        html! {
+            @for (k, v) in self.pairs() {
+                @if !v.is_empty() { input type="hidden" name=(k) value=(v); }
+            }
+        }
+    }
+
     fn pairs(&self) -> Vec<(&'static str, &str)> {
         vec![
             ("destination", self.destination.as_str()),
@@ -194,6 +206,13 @@ pub(crate) async fn search(
                 button type="submit" { "Search" }
                 @if filtered { " " a href="/ui/messages" { "clear" } }
             }
+            @if s.may_change() && filtered { section.bulk {
+                form.inline method="post" action="/ui/replays" {
+                    (csrf(&s)) (q.form_fields())
+                    button type="submit" { "Replay all matching…" }
+                }
+                span.hint { " As a replay job: it shows how many match, their bytes and how long it takes first, and asks to confirm." }
+            } }
             @if page_of.hits.is_empty() {
                 p.hint {
                     @if page_of.next.is_some() { "None among the " (page_of.scanned) " looked at; " a href=(next.clone().unwrap_or_default()) { "look further" } "." }
@@ -438,4 +457,64 @@ async fn held_by(
             })
         }
     })
+}
+
+/// "Replay all matching…" on the Messages page: the estimate and a confirmation, then a
+/// replay job of everything the search finds (at most 10,000, oldest first).
+pub(crate) async fn replay_search(
+    State(c): Shared,
+    Extension(s): Extension<Session>,
+    Form(f): Form<SearchForm>,
+) -> Page {
+    let mut search = f.to_proto(c.clock.now_ms())?;
+    search.page_token.clear();
+    let request = |dry_run| pb::CreateReplayJobRequest {
+        search: Some(search.clone()),
+        dry_run,
+        ..Default::default()
+    };
+    let back = format!("/ui/messages?{}", query(&f.pairs()));
+    if f.confirm != "yes" {
+        let r = c
+            .api
+            .create_replay_job(call(&s, request(true)))
+            .await?
+            .into_inner();
+        let e = r.estimate.unwrap_or_default();
+        return html_page(page(
+            "Replay messages",
+            Nav::Messages,
+            Some(&s),
+            "",
+            html! {
+                p.count { strong { (e.count) } " messages match: " (e.dead_letters) " dead letters (made ready again), "
+                    (e.delivered) " delivered (sent again as copies), " (e.live) " still live (skipped: on their way)." }
+                p { (e.bytes) " bytes; about " (view::duration((e.seconds * 1_000.0) as u64)) " at " (e.per_s) " a second."
+                    @if e.truncated { " More match: the job takes the oldest 10,000." } }
+                @if e.count == 0 {
+                    p { "Nothing to do. " a href=(back) { "Back to the search" } }
+                } @else {
+                    form.inline method="post" action="/ui/replays" {
+                        (csrf(&s)) (f.form_fields())
+                        input type="hidden" name="confirm" value="yes";
+                        button type="submit" { "Confirm: replay " (e.count) }
+                    }
+                    " " a href=(back) { "Cancel" }
+                }
+            },
+        ));
+    }
+    let r = c
+        .api
+        .create_replay_job(call(&s, request(false)))
+        .await?
+        .into_inner();
+    let job = r.job.unwrap_or_default();
+    Ok(see_other(&with_notice(
+        "/ui/replays",
+        &format!(
+            "Replay job {} started: {} messages at {} a second.",
+            job.id, job.total, job.per_s
+        ),
+    )))
 }

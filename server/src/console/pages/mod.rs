@@ -40,13 +40,14 @@ mod event_types;
 mod login;
 mod messages;
 mod overview;
+mod replays;
 mod sources;
 mod subscriptions;
 mod tenants;
 
 pub(super) use self::{
     dead_letters::*, destinations::*, endpoints::*, event_types::*, login::*, messages::*,
-    overview::*, sources::*, subscriptions::*, tenants::*,
+    overview::*, replays::*, sources::*, subscriptions::*, tenants::*,
 };
 
 type Shared = State<Arc<Console>>;
