@@ -1133,3 +1133,153 @@ fn a_tenant_deleted_across_a_failed_sync_or_a_power_cut_is_all_there_or_all_gone
         thread.shutdown();
     }
 }
+
+/// A replay job's step (its replays and the job's new cursor) across a failed sync, a
+/// dropped page cache and a power cut: the image holds the step whole (the messages made
+/// ready again, each with its replayed bit, and the cursor past them) or not at all (dead
+/// still, the cursor before them). Never the replays without the cursor, which would have
+/// the restarted job send them twice.
+#[test]
+fn a_replay_jobs_step_is_all_there_or_all_gone_across_a_failed_sync_or_a_power_cut() {
+    use hookd_core::scope::{Kind, ObjectRef};
+    use hookd_storage::store::{
+        ReplayJobRecord, ReplayJobState, ReplaySelectionRecord, State as RowState,
+    };
+    use prost::Message as _;
+    let mut cfg = config(11);
+    cfg.checkpoint_interval_ms = 3_600_000;
+    cfg.checkpoint_log_bytes = 1 << 40;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let tenant = TenantId::DEFAULT;
+    for (fail, eviction, label) in [
+        (true, false, "failed sync, power cut"),
+        (true, true, "failed sync, cache dropped"),
+        (false, false, "synced, power cut"),
+    ] {
+        let fs = PowerLossFs::with_file(DB);
+        let start = |storage| super::start(storage, cfg.clone(), Arc::new(SystemClock), None);
+        let (engine, thread) = start(open_with(&fs, 1 << 20).unwrap()).unwrap();
+        // Ten dead letters: enqueued with one attempt each, leased and refused.
+        let queue = Destination::queue(tenant, "q");
+        let messages: Vec<NewMessage> = (0..10u8)
+            .map(|i| {
+                let now = SystemClock.now_ms();
+                NewMessage::from_record(
+                    MessageId::generate(now),
+                    queue.clone(),
+                    MessageRecord {
+                        payload: vec![i],
+                        created_ms: now,
+                        ..Default::default()
+                    },
+                    0,
+                    1,
+                )
+            })
+            .collect();
+        let mut ids: Vec<MessageId> = runtime
+            .block_on(engine.enqueue(messages))
+            .unwrap()
+            .into_iter()
+            .map(|r| r.unwrap().id)
+            .collect();
+        ids.sort();
+        let leased = runtime
+            .block_on(engine.receive(queue.clone(), 10, 60_000, 0))
+            .unwrap();
+        assert_eq!(leased.len(), 10, "{label}");
+        for l in leased {
+            let nacked = runtime
+                .block_on(engine.nack(tenant, l.lease, 0, "refused".into()))
+                .unwrap();
+            assert!(nacked.next_attempt_ms.is_none(), "{label}");
+        }
+        // The job, with its selection, then its first step (4 ids), synced.
+        let job = ObjectRef::new(tenant, Kind::ReplayJob, "job-1");
+        let record = ReplayJobRecord {
+            id: "job-1".into(),
+            state: ReplayJobState::Running as u32,
+            per_s: 1.0,
+            total: 10,
+            chunks: 1,
+            ..Default::default()
+        };
+        let slice = (
+            ObjectRef::new(
+                tenant,
+                Kind::ReplaySelection,
+                ReplaySelectionRecord::name("job-1", 0),
+            ),
+            ReplaySelectionRecord::of(&ids).encode_to_vec(),
+        );
+        runtime
+            .block_on(engine.put_replay_job(job.clone(), record.clone(), vec![slice]))
+            .unwrap();
+        let step = |job: ReplayJobRecord, from: usize| crate::ReplayStep {
+            object: ObjectRef::new(tenant, Kind::ReplayJob, "job-1"),
+            job,
+            items: ids[from..from + 4].iter().map(|id| (*id, None)).collect(),
+        };
+        let after_first = runtime
+            .block_on(engine.replay_step(step(record, 0)))
+            .unwrap();
+        assert_eq!(
+            (after_first.cursor, after_first.replayed),
+            (4, 4),
+            "{label}"
+        );
+        // The second step (the next 4) across the fault.
+        fs.fail_syncs(fail);
+        let second = runtime.block_on(engine.replay_step(step(after_first, 4)));
+        assert_eq!(second.is_err(), fail, "{label}: {second:?}");
+        let image = if eviction {
+            fs.evict();
+            fs.snapshot()
+        } else {
+            fs.crash_image()
+        };
+        drop(engine);
+        thread.shutdown();
+
+        let fs = PowerLossFs::with_image(image);
+        let storage = open_with(&fs, 1 << 20).unwrap_or_else(|e| panic!("{label}: {e}"));
+        let stored = storage
+            .store
+            .object(&job)
+            .unwrap()
+            .unwrap_or_else(|| panic!("{label}: the job is gone"));
+        let stored = ReplayJobRecord::decode(stored.as_slice()).unwrap();
+        let state_of = |id: &MessageId| {
+            let m = storage.store.message(*id).unwrap().expect("kept");
+            (m.entry.state, m.entry.replayed)
+        };
+        // The first step held: ready again, each marked replayed.
+        for id in &ids[..4] {
+            assert_eq!(state_of(id), (RowState::Pending, true), "{label}: {id}");
+        }
+        let second: Vec<_> = ids[4..8].iter().map(state_of).collect();
+        let replayed = second.iter().all(|s| *s == (RowState::Pending, true));
+        let dead = second.iter().all(|s| s.0 == RowState::Dead && !s.1);
+        match stored.cursor {
+            8 => assert!(replayed, "{label}: cursor 8 but {second:?}"),
+            4 => assert!(dead, "{label}: cursor 4 but {second:?}"),
+            other => panic!("{label}: cursor {other}"),
+        }
+        assert_eq!(stored.replayed, stored.cursor, "{label}");
+        match (fail, eviction) {
+            (true, false) => assert_eq!(stored.cursor, 4, "{label}: the disk never had it"),
+            (false, _) => assert_eq!(stored.cursor, 8, "{label}: the step was answered"),
+            _ => {}
+        }
+        // The rest were never touched.
+        for id in &ids[8..] {
+            assert_eq!(state_of(id), (RowState::Dead, false), "{label}: {id}");
+        }
+        let (engine, thread) = start(storage).unwrap();
+        drop(engine);
+        thread.shutdown();
+    }
+}
