@@ -17,6 +17,7 @@ mod load;
 mod pgpeer;
 mod push;
 mod rawredb;
+mod replay;
 mod scale;
 mod scrape;
 mod search;
@@ -173,6 +174,18 @@ struct Args {
     /// ...and events each write leg (with and without declared keys) stores.
     #[arg(long, default_value_t = 300_000)]
     search_write_events: u64,
+    /// The replay run (`--only replay`): delivered events a job resends...
+    #[arg(long, default_value_t = 20_000)]
+    replay_events: u64,
+    /// ...at each of these paces (events/s asked; the last is more than it can)...
+    #[arg(long, value_delimiter = ',', default_values_t = [1_000.0, 1_000_000.0])]
+    replay_paces: Vec<f64>,
+    /// ...while live traffic goes to another endpoint at this rate (events/s)...
+    #[arg(long, default_value_t = 200)]
+    replay_live_rate: u64,
+    /// ...measured alone for this long (s).
+    #[arg(long, default_value_t = 5)]
+    replay_live_secs: u64,
 }
 
 /// `--slow-sync-ms`, for every hookd and the redb floor this run starts.
@@ -675,6 +688,28 @@ search at scale: {n} retained events in {QUEUES} queues, then {} searches of eac
         drop(ch);
         hookd.stop().await?;
         let _ = std::fs::remove_dir_all(&data);
+    }
+    if named("replay") {
+        println!(
+            "\nreplay jobs: {} delivered events resent to a loopback sink by a job at {:?} events/s, live traffic at {}/s to another endpoint beside it",
+            args.replay_events, args.replay_paces, args.replay_live_rate
+        );
+        probe("before")?;
+        let data = dir.path().join("replay");
+        let hookd = Hookd::start_configured(data.clone(), |_| {}).await?;
+        let ch = channels(hookd.addr, 1).await?.remove(0);
+        let mut client = hookd_client::Client::from_channel(ch);
+        replay::run(
+            &mut client,
+            args.replay_events,
+            &args.replay_paces,
+            args.replay_live_rate,
+            args.replay_live_secs,
+        )
+        .await?;
+        hookd.stop().await?;
+        let _ = std::fs::remove_dir_all(&data);
+        probe("after")?;
     }
     if named("console") {
         println!(

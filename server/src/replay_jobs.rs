@@ -445,16 +445,19 @@ impl ReplayJobs {
                     ids.len()
                 ));
             }
-            ids[from..end]
+            let ids = &ids[from..end];
+            let kept = store.completed_records(ids).map_err(|e| e.to_string())?;
+            Ok(ids
                 .iter()
-                .map(|&id| {
-                    let kept = match store.completed_record(id).map_err(|e| e.to_string())? {
+                .zip(kept)
+                .map(|(&id, kept)| {
+                    let record = match kept {
                         Kept::Record(r) => Some(r),
                         Kept::Expired => None,
                     };
-                    Ok((id, kept))
+                    (id, record)
                 })
-                .collect()
+                .collect())
         })
         .await
         .map_err(|e| e.to_string())?

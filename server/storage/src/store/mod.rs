@@ -1384,18 +1384,27 @@ impl Store {
 
     /// A completed message's record (payload and headers), while the log keeps it.
     pub fn completed_record(&self, id: MessageId) -> Result<Kept, StoreError> {
+        let mut kept = self.completed_records(&[id])?;
+        Ok(kept.pop().unwrap_or(Kept::Expired))
+    }
+
+    /// Completed messages' records, in `ids`' order (one read transaction).
+    pub fn completed_records(&self, ids: &[MessageId]) -> Result<Vec<Kept>, StoreError> {
         let txn = self.read()?;
         let retained = txn.open_table(RETAINED)?;
-        let Some(value) = retained.get(id.0)? else {
-            return Ok(Kept::Expired);
-        };
-        let value = seal::open(TableId::Retained, &id.0.to_be_bytes(), value.value())?;
-        match self.heap.resolve(value)? {
-            Some(bytes) => Ok(Kept::Record(Box::new(MessageRecord::decode(
-                bytes.as_slice(),
-            )?))),
-            None => Ok(Kept::Expired),
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            let Some(value) = retained.get(id.0)? else {
+                out.push(Kept::Expired);
+                continue;
+            };
+            let value = seal::open(TableId::Retained, &id.0.to_be_bytes(), value.value())?;
+            out.push(match self.heap.resolve(value)? {
+                Some(bytes) => Kept::Record(Box::new(MessageRecord::decode(bytes.as_slice())?)),
+                None => Kept::Expired,
+            });
         }
+        Ok(out)
     }
 
     /// One object's stored record, if the catalog holds it.
