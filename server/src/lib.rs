@@ -30,6 +30,7 @@ pub mod api;
 pub mod app;
 pub mod auth;
 pub mod catalog;
+pub mod catch_up;
 pub mod cli;
 pub mod config;
 pub mod console;

@@ -8,6 +8,7 @@
 
 mod backpressure;
 mod bad_input;
+mod catch_up;
 mod certs;
 mod cli;
 mod connections;

@@ -32,7 +32,7 @@ pub(crate) const PORTAL_SECTION: &str =
 pub(crate) const MCP_SECTION: &str = "## MCP: hookd as an agent's tool";
 
 /// The README's blocks that are not run here, and what checks each instead.
-const ELSEWHERE: [(&str, &str, &str); 11] = [
+const ELSEWHERE: [(&str, &str, &str); 12] = [
     (
         "## Receiving webhooks (`POST /in/{source}` on `ingest_addr`)",
         "toml",
@@ -87,6 +87,11 @@ const ELSEWHERE: [(&str, &str, &str); 11] = [
         "## Tenants: one hookd for many customers",
         "sh",
         "run as pasted against a hookd with an operator's token: tenants.rs, the_readmes_tenant_block_runs_as_pasted",
+    ),
+    (
+        "### Catch-up: a receiver pulls what it missed",
+        "rust",
+        "examples/rust/catch_up.rs as it is (examples.rs), run by examples.rs",
     ),
 ];
 

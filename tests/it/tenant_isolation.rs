@@ -657,7 +657,21 @@ async fn a_tenants_token_never_reaches_another_tenants_objects() {
         .unwrap()
         .into_inner();
     assert_eq!(b_jobs.jobs.len(), 1, "B's own list has it");
+    // B's endpoint's catch-up: A has no endpoint of that name.
+    not_found(
+        api.list_endpoint_events(call(
+            a,
+            None,
+            pb::ListEndpointEventsRequest {
+                endpoint: "e".into(),
+                ..Default::default()
+            },
+        ))
+        .await,
+        "ListEndpointEvents",
+    );
     checked.extend([
+        "ListEndpointEvents",
         "CreateReplayJob",
         "GetReplayJob",
         "UpdateReplayJob",

@@ -318,6 +318,9 @@ pub enum EndpointsCmd {
         /// (webhook-sequence); `block` or `park` says what a dead letter does to its lane.
         #[arg(long, value_enum, default_value = "off")]
         fifo: FifoArg,
+        /// Let its receiver pull its retained events (catch-up, `hookd` README).
+        #[arg(long)]
+        catch_up: bool,
     },
     Delete {
         name: String,
@@ -1382,6 +1385,7 @@ async fn endpoints(
             oauth2_scopes,
             oauth2_audience,
             fifo,
+            catch_up,
         } => {
             let read = |path: Option<std::path::PathBuf>, flag: &str| {
                 path.map_or(Ok(String::new()), |p| {
@@ -1411,6 +1415,7 @@ async fn endpoints(
                 max_in_flight: max_in_flight.unwrap_or(0),
                 rate_limit_per_s: rate_limit_per_s.unwrap_or(0.0),
                 fifo: fifo.wire() as i32,
+                catch_up,
                 ..Default::default()
             };
             let r = api

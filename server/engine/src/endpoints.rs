@@ -99,6 +99,8 @@ pub struct EndpointDef {
     pub fifo: Option<crate::FifoPolicy>,
     /// The public halves of its current `v1a` keys (the engine keeps the retired ones).
     pub signing_public_keys: Vec<Vec<u8>>,
+    /// Its receiver may pull its retained events.
+    pub catch_up: bool,
 }
 
 /// OAuth2 client credentials, as an endpoint's definition carries them.
@@ -140,6 +142,7 @@ impl EndpointDef {
                 audience: o.audience,
             }),
             fifo: self.fifo.map_or(0, crate::FifoPolicy::code),
+            catch_up: self.catch_up,
             signing_keys: self
                 .signing_public_keys
                 .into_iter()

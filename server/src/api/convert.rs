@@ -137,6 +137,7 @@ pub fn endpoint(e: EndpointRecord, clear: &[String], reveal: bool) -> pb::Endpoi
             audience: o.audience,
         }),
         fifo: i32::try_from(e.fifo).unwrap_or(0),
+        catch_up: e.catch_up,
     }
 }
 
@@ -209,6 +210,7 @@ pub(crate) fn endpoint_from_proto(e: pb::Endpoint) -> hookd_engine::EndpointDef 
             .ok()
             .and_then(hookd_engine::FifoPolicy::from_code),
         signing_public_keys: Vec::new(),
+        catch_up: e.catch_up,
     }
 }
 
@@ -514,6 +516,7 @@ mod tests {
                 audience: "aud".into(),
             }),
             fifo: 2,
+            catch_up: true,
             // hookd's own (the API derives the current ones from the secrets).
             signing_keys: Vec::new(),
         };
@@ -563,6 +566,7 @@ mod tests {
                 }),
                 fifo: Some(hookd_engine::FifoPolicy::Park),
                 signing_public_keys: Vec::new(),
+                catch_up: true,
             }
         );
         // Format version 1 stored the wire type itself: its bytes decode as the record.

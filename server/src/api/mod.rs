@@ -3,6 +3,7 @@
 //! values, `convert` turns hookd's values into replies, and errors reach the wire only
 //! through `crate::error` (`ApiError -> Status`).
 
+pub(crate) mod catch_up;
 pub mod convert;
 pub(crate) mod event_types;
 mod portal;
@@ -761,6 +762,15 @@ impl Hookd for HookdService {
             next_page_token: page.next.map(|id| id.to_string()).unwrap_or_default(),
             scanned: page.scanned,
         }))
+    }
+
+    async fn list_endpoint_events(
+        &self,
+        request: Request<pb::ListEndpointEventsRequest>,
+    ) -> Result<Response<pb::ListEndpointEventsResponse>, Status> {
+        self.list_endpoint_events_in(request)
+            .await
+            .map(Response::new)
     }
 
     async fn create_replay_job(

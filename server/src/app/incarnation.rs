@@ -506,6 +506,7 @@ impl Servers {
         };
         let max_message = max_grpc_message(config);
         let jwks = crate::jwks::router(api.clone(), config.delivery.retired_signing_key_secs);
+        let catch_up = api.clone();
         let in_process =
             tower_layer::Layer::layer(&grpc_layer, hookd_service(api.clone(), max_message));
         // MCP over streamable HTTP: each tool is a call through that same stack.
@@ -542,6 +543,7 @@ impl Servers {
         .merge(crate::console::router(console))
         .merge(crate::portal::router(portal))
         .merge(jwks)
+        .merge(crate::catch_up::router(catch_up))
         .merge(crate::rest::router(rest))
         .merge(mcp)
         .layer(axum::middleware::from_fn_with_state(

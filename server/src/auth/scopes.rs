@@ -38,6 +38,8 @@ pub(crate) fn http_access(path: &str) -> Access {
         p if p.starts_with("/v1/") => Access::Open,
         // Public keys (JWKS) for receivers, who hold no hookd token.
         p if p.starts_with("/jwks/") => Access::Open,
+        // A receiver's catch-up signs its request with the endpoint's secret (`catch_up`).
+        p if p.starts_with("/catch-up/") => Access::Open,
         // The customer portal checks its own signed links (`portal`).
         p if p.starts_with("/portal/") => Access::Open,
         _ => Access::Authenticated,
@@ -89,6 +91,7 @@ pub(crate) const RPC_SCOPES: &[(&str, Scope)] = &[
     ("CreateReplayJob", Scope::Admin),
     ("UpdateReplayJob", Scope::Admin),
     ("GetReplayJob", Scope::Read),
+    ("ListEndpointEvents", Scope::Read),
     ("ListReplayJobs", Scope::Read),
     ("PurgeDeadLetters", Scope::Admin),
     ("PauseEndpoint", Scope::Admin),

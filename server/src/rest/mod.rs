@@ -691,6 +691,19 @@ fn take_message(buf: &mut BytesMut) -> Result<Option<Bytes>, String> {
     Ok(Some(buf.split_to(len).freeze()))
 }
 
+/// An answer made outside the gRPC stack (the catch-up route's) as the HTTP/JSON API
+/// writes it.
+pub(crate) fn message_json<M: prost::Message + prost::Name>(
+    message: &M,
+) -> Result<Vec<u8>, tonic::Status> {
+    let pool = descriptors()
+        .map_err(|e| tonic::Status::internal(format!("the API's descriptors: {e}")))?;
+    let descriptor = pool
+        .get_message_by_name(&M::full_name())
+        .ok_or_else(|| tonic::Status::internal(format!("no descriptor of {}", M::full_name())))?;
+    to_json(&descriptor, Bytes::from(message.encode_to_vec())).map_err(tonic::Status::internal)
+}
+
 /// `message` as JSON: proto3's mapping, with fields at their default values included (so
 /// a client sees `"duplicate": false` rather than nothing).
 fn to_json(output: &MessageDescriptor, message: Bytes) -> Result<Vec<u8>, String> {

@@ -94,6 +94,15 @@ pub(crate) const ROUTES: &[Route] = &[
         "Retained messages matching every condition given, newest first (paged)",
     ),
     route(
+        "ListEndpointEvents",
+        Method::GET,
+        "/v1/endpoints/{endpoint}/events",
+        &[("endpoint", "endpoint")],
+        Body::None,
+        "endpoints",
+        "Catch-up: the endpoint's retained events after a cursor, oldest first, each signed as its delivery",
+    ),
+    route(
         "CreateReplayJob",
         Method::POST,
         "/v1/replay-jobs",

@@ -293,6 +293,16 @@ pub enum Kept {
     Expired,
 }
 
+/// One message of a catch-up page ([`Store::caught_up`]).
+#[derive(Debug, Clone)]
+pub struct Caught {
+    pub id: MessageId,
+    pub state: search::SearchState,
+    pub attempts: u32,
+    /// Its payload and headers; `None` once the log no longer keeps a delivered one's.
+    pub record: Option<MessageRecord>,
+}
+
 /// The store and its write-ahead log, brought up to date: what the engine starts on.
 #[derive(Debug)]
 pub struct Storage {
@@ -1366,6 +1376,59 @@ impl Store {
                 )
             }
         }
+    }
+
+    /// The catch-up of a destination (issue #53, 3): `tenant`'s messages to the destination
+    /// encoded `destination` made after `after`, oldest first, at most `limit`, each as it
+    /// is now with its record while kept; the cursor of the last looked at, and whether
+    /// more may follow.
+    pub fn caught_up(
+        &self,
+        tenant: TenantId,
+        destination: &str,
+        after: Option<MessageId>,
+        limit: usize,
+    ) -> Result<(Vec<Caught>, Option<MessageId>, bool), StoreError> {
+        let (ids, more) = {
+            let txn = self.read()?;
+            match txn.open_table(search::SEARCH) {
+                Ok(table) => search::after_in(
+                    &table,
+                    tenant,
+                    destination,
+                    after.map_or(0, |a| a.0),
+                    limit,
+                    // Index rows looked at, at most, for one page.
+                    10_000,
+                )?,
+                Err(redb::TableError::TableDoesNotExist(_)) => (Vec::new(), false),
+                Err(e) => return Err(e.into()),
+            }
+        };
+        let mut out = Vec::with_capacity(ids.len());
+        for &id in &ids {
+            if let Some(m) = self.message(id)? {
+                out.push(Caught {
+                    id,
+                    state: search::SearchState::of(m.entry.state),
+                    attempts: m.entry.attempts,
+                    record: Some(m.record),
+                });
+            } else if let Some(done) = self.done(id)? {
+                let record = match self.completed_record(id)? {
+                    Kept::Record(r) => Some(*r),
+                    Kept::Expired => None,
+                };
+                out.push(Caught {
+                    id,
+                    state: search::SearchState::Delivered,
+                    attempts: done.attempts,
+                    record,
+                });
+            }
+            // Neither: forgotten (past retention, or purged); the cursor moves past it.
+        }
+        Ok((out, ids.last().copied(), more))
     }
 
     /// The sizes of these stored (live or dead) messages' records, in all.

@@ -263,6 +263,9 @@ pub struct EndpointRecord {
     /// verifies. A new field, not a format change: a hookd that predates it ignores it.
     #[prost(message, repeated, tag = "29")]
     pub signing_keys: Vec<SigningKeyRecord>,
+    /// Its receiver may pull its retained events (issue #53, 3).
+    #[prost(bool, tag = "30")]
+    pub catch_up: bool,
 }
 
 /// A tenant, as stored: its own catalog object (`ObjectRef::tenant`, format 10). Its

@@ -75,7 +75,7 @@ pub enum SearchState {
 }
 
 impl SearchState {
-    fn of(state: State) -> Self {
+    pub(crate) fn of(state: State) -> Self {
         match state {
             State::Pending => Self::Pending,
             State::Retry => Self::Retrying,
@@ -561,6 +561,58 @@ pub(crate) fn run(
         }
         hour = hour_before(&table, h)?;
     }
+}
+
+/// Ids of `tenant`'s messages to the destination encoded `destination` made after
+/// `after` (exclusive), oldest first: at most `limit`, looking at no more than `budget`
+/// index rows; and whether there may be more after the last.
+pub(crate) fn after_in(
+    table: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    tenant: TenantId,
+    destination: &str,
+    after: u128,
+    limit: usize,
+    budget: u64,
+) -> Result<(Vec<MessageId>, bool), StoreError> {
+    let value = hashed(Field::Destination, destination.as_bytes());
+    let mut out = Vec::new();
+    let mut scanned = 0u64;
+    let mut hour = Some(hour_of(after));
+    while let Some(h) = hour {
+        let lo = key(
+            h,
+            tenant,
+            Field::Destination,
+            &value,
+            after.saturating_add(1),
+        );
+        let hi = key(h, tenant, Field::Destination, &value, u128::MAX);
+        for row in table.range::<&[u8]>(lo.as_slice()..=hi.as_slice())? {
+            let (k, _) = row?;
+            let Some(id) = id_of(k.value()) else {
+                continue;
+            };
+            if id <= after {
+                continue;
+            }
+            scanned += 1;
+            out.push(MessageId(id));
+            if out.len() >= limit || scanned >= budget {
+                return Ok((out, true));
+            }
+        }
+        // The next hour that has rows (of any tenant).
+        hour = match h.checked_add(1) {
+            Some(next) => table
+                .range::<&[u8]>(next.to_be_bytes().as_slice()..)?
+                .next()
+                .transpose()?
+                .and_then(|(k, _)| k.value().get(..4).and_then(|b| <[u8; 4]>::try_from(b).ok()))
+                .map(u32::from_be_bytes),
+            None => None,
+        };
+    }
+    Ok((out, false))
 }
 
 /// The newest hour before `hour` that has rows in the index.

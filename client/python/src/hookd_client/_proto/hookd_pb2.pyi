@@ -561,6 +561,53 @@ class CreateReplayJobRequest(_message.Message):
     dead_letters: DeadLetterFilter
     def __init__(self, ids: _Optional[_Iterable[str]] = ..., search: _Optional[_Union[SearchMessagesRequest, _Mapping]] = ..., recovery: _Optional[_Union[ReplayRecovery, _Mapping]] = ..., dry_run: _Optional[bool] = ..., max_per_s: _Optional[float] = ..., limit: _Optional[int] = ..., dead_letters: _Optional[_Union[DeadLetterFilter, _Mapping]] = ...) -> None: ...
 
+class ListEndpointEventsRequest(_message.Message):
+    __slots__ = ("endpoint", "after", "page_size")
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    endpoint: str
+    after: str
+    page_size: int
+    def __init__(self, endpoint: _Optional[str] = ..., after: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class EndpointEvent(_message.Message):
+    __slots__ = ("id", "state", "event_type", "created_unix_ms", "payload", "headers", "payload_expired", "attempts")
+    class HeadersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_EXPIRED_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    state: MessageState
+    event_type: str
+    created_unix_ms: int
+    payload: bytes
+    headers: _containers.ScalarMap[str, str]
+    payload_expired: bool
+    attempts: int
+    def __init__(self, id: _Optional[str] = ..., state: _Optional[_Union[MessageState, str]] = ..., event_type: _Optional[str] = ..., created_unix_ms: _Optional[int] = ..., payload: _Optional[bytes] = ..., headers: _Optional[_Mapping[str, str]] = ..., payload_expired: _Optional[bool] = ..., attempts: _Optional[int] = ...) -> None: ...
+
+class ListEndpointEventsResponse(_message.Message):
+    __slots__ = ("events", "next_cursor", "more")
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[EndpointEvent]
+    next_cursor: str
+    more: bool
+    def __init__(self, events: _Optional[_Iterable[_Union[EndpointEvent, _Mapping]]] = ..., next_cursor: _Optional[str] = ..., more: _Optional[bool] = ...) -> None: ...
+
 class ReplayEstimate(_message.Message):
     __slots__ = ("count", "dead_letters", "delivered", "live", "bytes", "seconds", "per_s", "truncated")
     COUNT_FIELD_NUMBER: _ClassVar[int]
@@ -737,7 +784,7 @@ class GetMessageResponse(_message.Message):
     def __init__(self, id: _Optional[str] = ..., destination: _Optional[_Union[Destination, _Mapping]] = ..., state: _Optional[_Union[MessageState, str]] = ..., attempts: _Optional[int] = ..., max_attempts: _Optional[int] = ..., enqueued_unix_ms: _Optional[int] = ..., next_attempt_unix_ms: _Optional[int] = ..., history: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., last_error: _Optional[str] = ..., event_type: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., payload_size: _Optional[int] = ..., completed_unix_ms: _Optional[int] = ..., payload: _Optional[bytes] = ..., headers: _Optional[_Mapping[str, str]] = ..., payload_expired: _Optional[bool] = ..., event_id: _Optional[str] = ..., ordering_key: _Optional[str] = ..., sequence: _Optional[int] = ..., out_of_order: _Optional[bool] = ..., blocks_lane: _Optional[bool] = ..., replays: _Optional[int] = ..., attempts_before_replay: _Optional[int] = ...) -> None: ...
 
 class Endpoint(_message.Message):
-    __slots__ = ("name", "url", "description", "max_attempts", "retry_base_ms", "retry_cap_ms", "disabled", "created_unix_ms", "updated_unix_ms", "secrets", "connect_timeout_ms", "timeout_ms", "max_in_flight", "rate_limit_per_s", "rate_limit_burst", "disabled_reason", "disabled_unix_ms", "paused", "paused_reason", "paused_unix_ms", "secret_summaries", "headers", "proxy_url", "client_certificate_pem", "client_key_pem", "client_certificate_summary", "oauth2", "fifo")
+    __slots__ = ("name", "url", "description", "max_attempts", "retry_base_ms", "retry_cap_ms", "disabled", "created_unix_ms", "updated_unix_ms", "secrets", "connect_timeout_ms", "timeout_ms", "max_in_flight", "rate_limit_per_s", "rate_limit_burst", "disabled_reason", "disabled_unix_ms", "paused", "paused_reason", "paused_unix_ms", "secret_summaries", "headers", "proxy_url", "client_certificate_pem", "client_key_pem", "client_certificate_summary", "oauth2", "fifo", "catch_up")
     class HeadersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -773,6 +820,7 @@ class Endpoint(_message.Message):
     CLIENT_CERTIFICATE_SUMMARY_FIELD_NUMBER: _ClassVar[int]
     OAUTH2_FIELD_NUMBER: _ClassVar[int]
     FIFO_FIELD_NUMBER: _ClassVar[int]
+    CATCH_UP_FIELD_NUMBER: _ClassVar[int]
     name: str
     url: str
     description: str
@@ -801,7 +849,8 @@ class Endpoint(_message.Message):
     client_certificate_summary: str
     oauth2: OAuth2
     fifo: Fifo
-    def __init__(self, name: _Optional[str] = ..., url: _Optional[str] = ..., description: _Optional[str] = ..., max_attempts: _Optional[int] = ..., retry_base_ms: _Optional[int] = ..., retry_cap_ms: _Optional[int] = ..., disabled: _Optional[bool] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ..., secrets: _Optional[_Iterable[str]] = ..., connect_timeout_ms: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., rate_limit_per_s: _Optional[float] = ..., rate_limit_burst: _Optional[int] = ..., disabled_reason: _Optional[str] = ..., disabled_unix_ms: _Optional[int] = ..., paused: _Optional[bool] = ..., paused_reason: _Optional[str] = ..., paused_unix_ms: _Optional[int] = ..., secret_summaries: _Optional[_Iterable[_Union[SecretSummary, _Mapping]]] = ..., headers: _Optional[_Mapping[str, str]] = ..., proxy_url: _Optional[str] = ..., client_certificate_pem: _Optional[str] = ..., client_key_pem: _Optional[str] = ..., client_certificate_summary: _Optional[str] = ..., oauth2: _Optional[_Union[OAuth2, _Mapping]] = ..., fifo: _Optional[_Union[Fifo, str]] = ...) -> None: ...
+    catch_up: bool
+    def __init__(self, name: _Optional[str] = ..., url: _Optional[str] = ..., description: _Optional[str] = ..., max_attempts: _Optional[int] = ..., retry_base_ms: _Optional[int] = ..., retry_cap_ms: _Optional[int] = ..., disabled: _Optional[bool] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ..., secrets: _Optional[_Iterable[str]] = ..., connect_timeout_ms: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., rate_limit_per_s: _Optional[float] = ..., rate_limit_burst: _Optional[int] = ..., disabled_reason: _Optional[str] = ..., disabled_unix_ms: _Optional[int] = ..., paused: _Optional[bool] = ..., paused_reason: _Optional[str] = ..., paused_unix_ms: _Optional[int] = ..., secret_summaries: _Optional[_Iterable[_Union[SecretSummary, _Mapping]]] = ..., headers: _Optional[_Mapping[str, str]] = ..., proxy_url: _Optional[str] = ..., client_certificate_pem: _Optional[str] = ..., client_key_pem: _Optional[str] = ..., client_certificate_summary: _Optional[str] = ..., oauth2: _Optional[_Union[OAuth2, _Mapping]] = ..., fifo: _Optional[_Union[Fifo, str]] = ..., catch_up: _Optional[bool] = ...) -> None: ...
 
 class OAuth2(_message.Message):
     __slots__ = ("token_url", "client_id", "client_secret", "scopes", "audience")

@@ -99,6 +99,11 @@ class HookdStub:
                 request_serializer=hookd_dot_v1_dot_hookd__pb2.PutEndpointRequest.SerializeToString,
                 response_deserializer=hookd_dot_v1_dot_hookd__pb2.PutEndpointResponse.FromString,
                 _registered_method=True)
+        self.ListEndpointEvents = channel.unary_unary(
+                '/hookd.v1.Hookd/ListEndpointEvents',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.ListEndpointEventsRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.ListEndpointEventsResponse.FromString,
+                _registered_method=True)
         self.GetEndpoint = channel.unary_unary(
                 '/hookd.v1.Hookd/GetEndpoint',
                 request_serializer=hookd_dot_v1_dot_hookd__pb2.GetEndpointRequest.SerializeToString,
@@ -386,6 +391,18 @@ class HookdServicer:
 
     def PutEndpoint(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListEndpointEvents(self, request, context):
+        """Catch-up: an endpoint's retained events after a cursor, oldest first, each with the
+        headers its delivery carries now (webhook-id, webhook-timestamp, webhook-signature
+        over its payload as a delivery's), so a receiver that was down pulls what it missed and
+        verifies it with the code it already has. Needs the endpoint's `catch_up`
+        (FAILED_PRECONDITION otherwise). A receiver without a hookd token uses
+        `GET /catch-up/{tenant}/{endpoint}`, signed with the endpoint's secret.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -731,6 +748,11 @@ def add_HookdServicer_to_server(servicer, server):
                     servicer.PutEndpoint,
                     request_deserializer=hookd_dot_v1_dot_hookd__pb2.PutEndpointRequest.FromString,
                     response_serializer=hookd_dot_v1_dot_hookd__pb2.PutEndpointResponse.SerializeToString,
+            ),
+            'ListEndpointEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEndpointEvents,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.ListEndpointEventsRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.ListEndpointEventsResponse.SerializeToString,
             ),
             'GetEndpoint': grpc.unary_unary_rpc_method_handler(
                     servicer.GetEndpoint,
@@ -1264,6 +1286,33 @@ class Hookd:
             '/hookd.v1.Hookd/PutEndpoint',
             hookd_dot_v1_dot_hookd__pb2.PutEndpointRequest.SerializeToString,
             hookd_dot_v1_dot_hookd__pb2.PutEndpointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEndpointEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/ListEndpointEvents',
+            hookd_dot_v1_dot_hookd__pb2.ListEndpointEventsRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.ListEndpointEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,
