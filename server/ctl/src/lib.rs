@@ -32,7 +32,7 @@ macro_rules! out {
 
 mod event_types;
 mod queues;
-mod replay;
+pub mod replay;
 mod tenants;
 pub mod wire;
 

@@ -184,7 +184,8 @@ async fn create(
     })
 }
 
-fn state_text(state: i32) -> &'static str {
+/// A replay job's state as people read it (the console's too).
+pub fn state_text(state: i32) -> &'static str {
     match pb::ReplayJobState::try_from(state) {
         Ok(pb::ReplayJobState::Running) => "running",
         Ok(pb::ReplayJobState::Paused) => "paused",

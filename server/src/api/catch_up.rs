@@ -8,25 +8,15 @@ use hookd_core::destination::Destination;
 use hookd_core::ids::MessageId;
 use hookd_core::scope::TenantId;
 use hookd_proto::v1 as pb;
-use hookd_storage::store::search::SearchState;
 use tonic::{Request, Status};
 
+use super::convert::search_state as state;
 use super::{HookdService, validate};
 use crate::error::ApiError;
 
 /// Events a page holds by default, and at most.
 const DEFAULT_PAGE: u32 = 100;
 const MAX_PAGE: u32 = 1_000;
-
-fn state(s: SearchState) -> pb::MessageState {
-    match s {
-        SearchState::Pending => pb::MessageState::Pending,
-        SearchState::Retrying => pb::MessageState::AwaitingRetry,
-        SearchState::InFlight => pb::MessageState::InFlight,
-        SearchState::Dead => pb::MessageState::DeadLetter,
-        SearchState::Delivered => pb::MessageState::Delivered,
-    }
-}
 
 impl HookdService {
     pub(super) async fn list_endpoint_events_in(

@@ -448,16 +448,21 @@ fn attempts(attempts: Vec<AttemptRecord>) -> Vec<pb::Attempt> {
         .collect()
 }
 
-/// A search's hit on the wire.
-pub fn summary(h: hookd_storage::store::search::Hit) -> pb::MessageSummary {
+/// A message's state, as the index and the store name it, on the wire.
+pub(crate) fn search_state(s: hookd_storage::store::search::SearchState) -> pb::MessageState {
     use hookd_storage::store::search::SearchState;
-    let state = match h.state {
+    match s {
         SearchState::Pending => pb::MessageState::Pending,
         SearchState::Retrying => pb::MessageState::AwaitingRetry,
         SearchState::InFlight => pb::MessageState::InFlight,
         SearchState::Dead => pb::MessageState::DeadLetter,
         SearchState::Delivered => pb::MessageState::Delivered,
-    };
+    }
+}
+
+/// A search's hit on the wire.
+pub fn summary(h: hookd_storage::store::search::Hit) -> pb::MessageSummary {
+    let state = search_state(h.state);
     pb::MessageSummary {
         id: h.id.to_string(),
         destination: stored_destination(&h.destination),

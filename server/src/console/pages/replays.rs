@@ -12,15 +12,7 @@ pub(crate) struct ReplaysQuery {
     notice: String,
 }
 
-fn state_text(state: i32) -> &'static str {
-    match pb::ReplayJobState::try_from(state) {
-        Ok(pb::ReplayJobState::Running) => "running",
-        Ok(pb::ReplayJobState::Paused) => "paused",
-        Ok(pb::ReplayJobState::Cancelled) => "cancelled",
-        Ok(pb::ReplayJobState::Done) => "done",
-        _ => "?",
-    }
-}
+use hookd_ctl::replay::state_text;
 
 pub(crate) async fn replays(
     State(c): Shared,
