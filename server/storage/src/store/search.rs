@@ -470,7 +470,9 @@ pub(crate) fn run(
         .as_deref()
         .and_then(|t| t.parse::<MessageId>().ok());
 
-    let low = u128::from(query.after_ms) << 80;
+    // Every message that carries an event id hookd made (a publish's, or a replay copy's
+    // original) was made in that id's millisecond or after it: the walk starts there.
+    let low = (u128::from(query.after_ms) << 80).max(own_id.map_or(0, |own| own.0 >> 80 << 80));
     let mut high = match query.before_ms {
         Some(ms) => (u128::from(ms) << 80).saturating_sub(1),
         None => u128::MAX,
