@@ -392,6 +392,13 @@ impl ReplayJobs {
             };
             match self.engine.replay_step(step).await {
                 Ok(after) => *record = after,
+                Err(hookd_engine::Refusal::NoTenant { .. }) => {
+                    // Its tenant was deleted, and the job's objects with it.
+                    if let Ok(mut jobs) = self.jobs.lock() {
+                        jobs.remove(&(job.object.tenant, job.object.name.clone()));
+                    }
+                    return;
+                }
                 Err(refusal) => {
                     // Storage failed or hookd stops: nothing of the step was kept; the same
                     // step is tried again.

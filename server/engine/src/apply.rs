@@ -91,6 +91,11 @@ impl Engine {
             } if !selection.is_empty() && self.config.headroom.short().is_some() => {
                 let _ = reply.send(Err(self.disk_full()));
             }
+            Command::PutReplayJob { object, reply, .. } if self.tenants.deleted(object.tenant) => {
+                let _ = reply.send(Err(Refusal::NoTenant {
+                    name: object.tenant.to_string(),
+                }));
+            }
             Command::PutReplayJob {
                 object,
                 job,

@@ -1283,3 +1283,66 @@ fn a_replay_jobs_step_is_all_there_or_all_gone_across_a_failed_sync_or_a_power_c
         thread.shutdown();
     }
 }
+
+/// A replay job of a tenant deleted meanwhile (its objects gone with it) writes nothing
+/// back: its next step and a change of it are refused, and the catalog holds no job.
+#[test]
+fn a_deleted_tenants_replay_job_is_not_written_back() {
+    use hookd_core::scope::{Kind, ObjectRef};
+    use hookd_storage::store::{ReplayJobRecord, ReplayJobState};
+    let cfg = config(13);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let fs = PowerLossFs::with_file(DB);
+    let (engine, thread) = super::start(
+        open_with(&fs, 1 << 20).unwrap(),
+        cfg,
+        Arc::new(SystemClock),
+        None,
+    )
+    .unwrap();
+    let acme = runtime
+        .block_on(engine.put_tenant(
+            crate::TenantDef {
+                name: "acme".into(),
+                ..Default::default()
+            },
+            true,
+        ))
+        .unwrap();
+    let job = ObjectRef::new(acme.id, Kind::ReplayJob, "job-1");
+    let record = ReplayJobRecord {
+        id: "job-1".into(),
+        state: ReplayJobState::Running as u32,
+        total: 1,
+        ..Default::default()
+    };
+    runtime
+        .block_on(engine.put_replay_job(job.clone(), record.clone(), Vec::new()))
+        .unwrap();
+    runtime
+        .block_on(engine.delete_tenant("acme".into(), true))
+        .unwrap();
+    let step = crate::ReplayStep {
+        object: job.clone(),
+        job: record.clone(),
+        items: vec![(MessageId::generate(SystemClock.now_ms()), None)],
+    };
+    let refused = runtime.block_on(engine.replay_step(step));
+    assert!(
+        matches!(refused, Err(super::Refusal::NoTenant { .. })),
+        "{refused:?}"
+    );
+    let refused = runtime.block_on(engine.put_replay_job(job.clone(), record, Vec::new()));
+    assert!(
+        matches!(refused, Err(super::Refusal::NoTenant { .. })),
+        "{refused:?}"
+    );
+    runtime.block_on(engine.ping()).unwrap();
+    drop(engine);
+    thread.shutdown();
+    let storage = open_with(&fs, 1 << 20).unwrap();
+    assert_eq!(storage.store.object(&job).unwrap(), None);
+}

@@ -55,6 +55,13 @@ impl Engine {
         if job.state() != Some(ReplayJobState::Running) {
             return Ok(Ok(job));
         }
+        // Its tenant was deleted (with the job's objects): nothing to replay, nothing to
+        // write back.
+        if self.tenants.deleted(object.tenant) {
+            return Ok(Err(Refusal::NoTenant {
+                name: object.tenant.to_string(),
+            }));
+        }
         let mut replayed = 0u64;
         for (id, kept) in items {
             match self.replay_item(t, now, object.tenant, id, kept, &job.id)? {

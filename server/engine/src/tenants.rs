@@ -193,6 +193,11 @@ impl Default for Tenants {
 }
 
 impl Tenants {
+    /// Was tenant `id` deleted (its record a tombstone)?
+    pub(crate) fn deleted(&self, id: TenantId) -> bool {
+        self.records.get(&id).is_some_and(|r| r.deleted_ms != 0)
+    }
+
     /// Tenant `id`'s weight: 1 if it sets none or is gone.
     pub(crate) fn weight_of(&self, id: TenantId) -> u32 {
         self.records
