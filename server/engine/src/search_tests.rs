@@ -5,6 +5,7 @@
 
 use proptest::prelude::*;
 
+use super::EngineConfig;
 use super::harness::Harness;
 use hookd_core::destination::Destination;
 use hookd_core::ids::MessageId;
@@ -105,8 +106,15 @@ fn ask() -> impl Strategy<Value = Ask> {
         )
 }
 
-fn run(ops: Vec<Op>, asks: Vec<Ask>) {
-    let mut h = Harness::new();
+fn run(ops: Vec<Op>, asks: Vec<Ask>, flush_rows: usize) {
+    // The apply stage writes the index's rows into redb every few rows (and at no
+    // checkpoint, as the clock moves by up to 30 minutes an op), so a search reads them
+    // from redb and from memory together (see `search::Pending`).
+    let mut h = Harness::with(EngineConfig {
+        checkpoint_interval_ms: u64::MAX / 4,
+        ..super::harness::config()
+    });
+    h.engine.store.set_index_flush_rows(flush_rows);
     h.endpoint("a", 100);
     h.endpoint("b", 100);
     let start = h.now();
@@ -304,13 +312,14 @@ fn run(ops: Vec<Op>, asks: Vec<Ask>) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(32))]
+    #![proptest_config(ProptestConfig::with_cases(128))]
     #[test]
     fn search_finds_what_the_model_holds_newest_first(
         ops in proptest::collection::vec(op(), 1..40),
         asks in proptest::collection::vec(ask(), 1..12),
+        flush_rows in 1usize..12,
     ) {
-        run(ops, asks);
+        run(ops, asks, flush_rows);
     }
 }
 

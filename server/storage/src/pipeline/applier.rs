@@ -167,14 +167,18 @@ impl Applier {
         if let Some(last) = batch.last() {
             let done = (|| {
                 let txn = self.store.begin_round()?;
-                {
-                    let mut tables = Apply::open(&txn)?;
+                let rows = {
+                    let mut tables = Apply::open_deferred(&txn)?;
                     for s in batch {
                         tables.replay(&s.record, Some(s.at()))?;
                     }
-                    tables.finish()?;
-                }
+                    tables.finish()?
+                };
                 txn.commit()?;
+                // The search index's rows, in memory until there are enough to write in
+                // one pass (see `search::Pending`); searches read them from there. Before
+                // the progress below: a reader that waited for these rounds finds them.
+                self.store.index_rows(rows)?;
                 Ok::<(), StoreError>(())
             })();
             if let Err(e) = done {

@@ -69,6 +69,7 @@ pub use tables::{DeadSweep, MAX_KEPT_DELIVERY_IDS, Original, RowSweep, Tables};
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use prost::Message;
 use redb::{
@@ -393,6 +394,8 @@ pub struct Store {
     heap: Heap,
     /// Whether this open ran redb's integrity check.
     checked: bool,
+    /// The search index's rows the apply stage made that redb may not hold yet.
+    pending: Arc<search::Pending>,
 }
 
 /// How far the write-ahead log is durable, and how far redb holds it.
@@ -727,6 +730,7 @@ impl Store {
             mark: Arc::default(),
             heap: Heap::default(),
             checked: false,
+            pending: Arc::default(),
         };
         let txn = store.begin_write()?;
         check_format(&txn)?;
@@ -788,8 +792,42 @@ impl Store {
     /// The caller must have applied every log record before `applied`, and only those.
     pub fn checkpoint(&self, applied: u64) -> Result<(), StoreError> {
         let txn = self.begin_write()?;
+        // The search index's rows of what `applied` covers, which the apply stage holds
+        // in memory (see `search::Pending`), are part of what the checkpoint makes durable.
+        let written = self.pending.write(&mut txn.open_table(search::SEARCH)?)?;
         txn.open_table(META)?.insert(APPLIED_KEY, applied)?;
         txn.commit()?;
+        self.pending.flushed(written);
+        Ok(())
+    }
+
+    /// Hands the search index's rows of records the apply stage performed (and committed)
+    /// to the rows searches read beside redb; written into redb in one pass once there are
+    /// [`Store::set_index_flush_rows`] of them, and by every checkpoint.
+    pub(crate) fn index_rows(&self, rows: Vec<search::Row>) -> Result<(), StoreError> {
+        let flush = self.pending.flush_rows.load(Ordering::Relaxed);
+        if rows.is_empty() || self.pending.add(rows) < flush {
+            return Ok(());
+        }
+        self.flush_index()
+    }
+
+    /// How many of the search index's rows the apply stage holds in memory before it
+    /// writes them into redb (default [`search::FLUSH_ROWS`]; tests make it small, so
+    /// searches read rows from both).
+    pub fn set_index_flush_rows(&self, rows: usize) {
+        self.pending
+            .flush_rows
+            .store(rows.max(1), Ordering::Relaxed);
+    }
+
+    /// Writes the search index's rows held in memory into redb (not durably: the next
+    /// checkpoint makes them so). The apply stage's alone (see `search::Pending`).
+    fn flush_index(&self) -> Result<(), StoreError> {
+        let txn = self.begin_round()?;
+        let written = self.pending.write(&mut txn.open_table(search::SEARCH)?)?;
+        txn.commit()?;
+        self.pending.flushed(written);
         Ok(())
     }
 
@@ -937,8 +975,10 @@ impl Store {
     /// How many rows the search index holds.
     pub fn search_rows(&self) -> Result<u64, StoreError> {
         let txn = self.read()?;
+        // The current generation of rows in memory is not in redb; the one before it is.
+        let pending = self.pending.len() as u64;
         match txn.open_table(search::SEARCH) {
-            Ok(t) => Ok(redb::ReadableTableMetadata::len(&t)?),
+            Ok(t) => Ok(redb::ReadableTableMetadata::len(&t)? + pending),
             Err(redb::TableError::TableDoesNotExist(_)) => Ok(0),
             Err(e) => Err(e.into()),
         }
@@ -991,6 +1031,18 @@ impl Store {
             .wait_synced_applied()
             .map_err(|e| StoreError::Io(std::io::Error::other(format!("storage failed: {e}"))))?;
         Ok(self.db.begin_read()?)
+    }
+
+    /// A read of the search index: the rows not in redb yet, taken before the snapshot
+    /// (see `search::Pending` for why in that order), and the snapshot.
+    fn read_index(
+        &self,
+    ) -> Result<(Vec<Arc<search::Generation>>, redb::ReadTransaction), StoreError> {
+        self.mark
+            .wait_synced_applied()
+            .map_err(|e| StoreError::Io(std::io::Error::other(format!("storage failed: {e}"))))?;
+        let pending = self.pending.view();
+        Ok((pending, self.db.begin_read()?))
     }
 
     /// redb's last applied state, for the engine (whose overlay holds what is newer).
@@ -1341,7 +1393,7 @@ impl Store {
         limit: usize,
         budget: u64,
     ) -> Result<search::Page, StoreError> {
-        let txn = self.read()?;
+        let (pending, txn) = self.read_index()?;
         let lookup = Tables {
             heap: &self.heap,
             schedule: txn.open_table(SCHEDULE)?,
@@ -1350,7 +1402,7 @@ impl Store {
             attempts: txn.open_table(ATTEMPTS)?,
             dead: txn.open_table(DEAD)?,
         };
-        return search::run(&txn, &lookup, query, cursor, limit, budget);
+        return search::run(&txn, pending, &lookup, query, cursor, limit, budget);
 
         struct Tables<'a> {
             heap: &'a Heap,
@@ -1390,10 +1442,10 @@ impl Store {
         limit: usize,
     ) -> Result<(Vec<Caught>, Option<MessageId>, bool), StoreError> {
         let (ids, more) = {
-            let txn = self.read()?;
+            let (pending, txn) = self.read_index()?;
             match txn.open_table(search::SEARCH) {
                 Ok(table) => search::after_in(
-                    &table,
+                    &search::Rows { table, pending },
                     tenant,
                     destination,
                     after.map_or(0, |a| a.0),

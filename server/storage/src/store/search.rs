@@ -25,8 +25,21 @@
 //! or buried (its `dead` row), its state and its last HTTP status. States change after
 //! that (a replayed dead letter lives again), so a row says what a message was, and a
 //! search checks every candidate against the message's rows as they are ([`run`]).
+//!
+//! **Rows are written in bulk.** The apply stage does not put a message's rows into redb
+//! in the transaction that performs its record. It adds them to [`Pending`], an in-memory
+//! sorted set that searches read beside the table, and writes the set into redb in one
+//! sorted pass when it holds [`FLUSH_ROWS`] rows, and always before a checkpoint (in the
+//! checkpoint's transaction), so a checkpoint holds every row of what it covers and a
+//! restart rebuilds the rest from the log as recovery replays it. A declared key's rows
+//! land at random places in the table (its values are hashes): written a transaction at a
+//! time, each row cost the copy of a leaf page, and the apply stage, which bounds the
+//! write paths, ran at half speed (issue #53, 6). Written in bulk, the rows of one flush
+//! share their leaves.
 
+use std::collections::BTreeSet;
 use std::ops::Bound;
+use std::sync::{Arc, Mutex, RwLock};
 
 use prost::Message;
 use redb::{ReadTransaction, ReadableTable, Table, TableDefinition};
@@ -45,6 +58,265 @@ pub(crate) const SEARCH: TableDefinition<&[u8], &[u8]> = TableDefinition::new("s
 /// The bytes of a `search` key.
 pub const KEY_LEN: usize = 4 + 4 + 1 + 16 + 16;
 const ID_AT: usize = KEY_LEN - 16;
+
+/// A row of the index: its key (the value is an empty seal).
+pub(crate) type Row = [u8; KEY_LEN];
+
+/// Rows [`Pending`] holds, by default, before the apply stage writes them into redb: at
+/// most about 12 MB.
+pub(crate) const FLUSH_ROWS: usize = 256 * 1024;
+
+/// One generation of rows not yet in redb (or written by the last flush).
+pub(crate) type Generation = RwLock<BTreeSet<Row>>;
+
+fn read_gen(g: &Generation) -> std::sync::RwLockReadGuard<'_, BTreeSet<Row>> {
+    g.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Rows the apply stage made that redb may not hold yet: the current generation, which
+/// it adds to, and the one its last flush wrote. A reader takes both (cheap: two `Arc`s)
+/// *before* it opens its redb snapshot, then reads the three together:
+/// - a row added before the reader took them is in one of the two, or was written to redb
+///   by a flush that ended (committed) before the older of the two became current, so
+///   before the snapshot;
+/// - a flush commits its generation to redb before it drops the one before it from here.
+///
+/// Only the apply stage adds and flushes (one thread), so a flush's generation does not
+/// change while it is written.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    /// The current generation first.
+    gens: Mutex<Vec<Arc<Generation>>>,
+    /// Rows the current generation holds before it is written.
+    pub(crate) flush_rows: std::sync::atomic::AtomicUsize,
+}
+
+impl Default for Pending {
+    fn default() -> Self {
+        Self {
+            gens: Mutex::default(),
+            flush_rows: FLUSH_ROWS.into(),
+        }
+    }
+}
+
+impl Pending {
+    fn gens(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Generation>>> {
+        self.gens
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// What a reader reads beside its snapshot (taken before the snapshot is opened).
+    pub(crate) fn view(&self) -> Vec<Arc<Generation>> {
+        self.gens().clone()
+    }
+
+    /// Adds rows the apply stage made (after the transaction that performed their records
+    /// committed, before it says it did); the current generation's size after.
+    pub(crate) fn add(&self, rows: Vec<Row>) -> usize {
+        let current = {
+            let mut gens = self.gens();
+            if gens.is_empty() {
+                gens.push(Arc::default());
+            }
+            gens[0].clone()
+        };
+        let mut set = current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        set.extend(rows);
+        set.len()
+    }
+
+    /// Rows of the current generation.
+    pub(crate) fn len(&self) -> usize {
+        self.gens().first().map_or(0, |g| read_gen(g).len())
+    }
+
+    /// Writes the current generation into `table` (in key order); then, once the caller
+    /// committed, [`Pending::flushed`] makes a new one current.
+    pub(crate) fn write(
+        &self,
+        table: &mut Table<'_, &'static [u8], &'static [u8]>,
+    ) -> Result<Option<Arc<Generation>>, StoreError> {
+        let Some(current) = self.gens().first().cloned() else {
+            return Ok(None);
+        };
+        for row in read_gen(&current).iter() {
+            let sealed = seal::seal(TableId::Search, row, &[]);
+            table.insert(row.as_slice(), sealed.as_slice())?;
+        }
+        Ok(Some(current))
+    }
+
+    /// `written` (what [`Pending::write`] answered) is in redb, committed: a new
+    /// generation becomes current, and the one before `written` goes.
+    pub(crate) fn flushed(&self, written: Option<Arc<Generation>>) {
+        if let Some(written) = written {
+            *self.gens() = vec![Arc::default(), written];
+        }
+    }
+}
+
+/// The index as a reader sees it: redb's table at its snapshot and the rows not yet in it.
+pub(crate) struct Rows<T> {
+    pub(crate) table: T,
+    pub(crate) pending: Vec<Arc<Generation>>,
+}
+
+impl<T: ReadableTable<&'static [u8], &'static [u8]>> Rows<T> {
+    fn contains(&self, key: &Row) -> Result<bool, StoreError> {
+        if self.pending.iter().any(|g| read_gen(g).contains(key)) {
+            return Ok(true);
+        }
+        Ok(self.table.get(key.as_slice())?.is_some())
+    }
+
+    /// Ids of the rows from `lo` to `hi` (both included), newest first when `newest`
+    /// (else oldest first), of which at most `cap` from the rows not in redb.
+    fn ids(&self, lo: &Row, hi: &Row, newest: bool, cap: usize) -> Result<Ids<'_>, StoreError> {
+        let mut pending: Vec<u128> = Vec::new();
+        for g in &self.pending {
+            let set = read_gen(g);
+            let range = set.range(*lo..=*hi);
+            if newest {
+                pending.extend(range.rev().take(cap).filter_map(|k| id_of(k)));
+            } else {
+                pending.extend(range.take(cap).filter_map(|k| id_of(k)));
+            }
+        }
+        pending.sort_unstable();
+        pending.dedup();
+        if newest {
+            pending.reverse();
+        }
+        let range = (
+            Bound::Included(lo.as_slice()),
+            Bound::Included(hi.as_slice()),
+        );
+        Ok(Ids {
+            table: self.table.range::<&[u8]>(range)?,
+            newest,
+            held: None,
+            table_done: false,
+            pending: pending.into_iter().peekable(),
+        })
+    }
+
+    /// The hour of the last row before `end` (a key prefix), of any tenant.
+    fn hour_before(&self, end: &[u8]) -> Result<Option<u32>, StoreError> {
+        let mut best = match self.table.range::<&[u8]>(..end).map(|mut r| r.next_back()) {
+            Ok(Some(row)) => hour_in(row?.0.value()),
+            Ok(None) => None,
+            Err(e) => return Err(e.into()),
+        };
+        for g in &self.pending {
+            let set = read_gen(g);
+            let last = set
+                .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(end)))
+                .next_back();
+            best = best.max(last.and_then(|k| hour_in(k)));
+        }
+        Ok(best)
+    }
+
+    /// The hour of the first row at or after `start` (a key prefix), of any tenant.
+    fn hour_from(&self, start: &[u8]) -> Result<Option<u32>, StoreError> {
+        let mut best = match self.table.range::<&[u8]>(start..).map(|mut r| r.next()) {
+            Ok(Some(row)) => hour_in(row?.0.value()),
+            Ok(None) => None,
+            Err(e) => return Err(e.into()),
+        };
+        for g in &self.pending {
+            let set = read_gen(g);
+            let first = set
+                .range::<[u8], _>((Bound::Included(start), Bound::Unbounded))
+                .next()
+                .and_then(|k| hour_in(k));
+            best = match (best, first) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        Ok(best)
+    }
+}
+
+fn hour_in(key: &[u8]) -> Option<u32> {
+    key.get(..4)
+        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        .map(u32::from_be_bytes)
+}
+
+/// A range's ids from redb and from the rows not yet in it, merged in order (an id in
+/// both once).
+pub(crate) struct Ids<'t> {
+    table: redb::Range<'t, &'static [u8], &'static [u8]>,
+    newest: bool,
+    held: Option<u128>,
+    table_done: bool,
+    pending: std::iter::Peekable<std::vec::IntoIter<u128>>,
+}
+
+impl Ids<'_> {
+    fn next_from_table(&mut self) -> Result<Option<u128>, StoreError> {
+        loop {
+            let row = if self.newest {
+                self.table.next_back()
+            } else {
+                self.table.next()
+            };
+            let Some(row) = row else {
+                return Ok(None);
+            };
+            if let Some(id) = id_of(row?.0.value()) {
+                return Ok(Some(id));
+            }
+        }
+    }
+}
+
+impl Iterator for Ids<'_> {
+    type Item = Result<u128, StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.held.is_none() && !self.table_done {
+            match self.next_from_table() {
+                Ok(Some(id)) => self.held = Some(id),
+                Ok(None) => self.table_done = true,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        let table = self.held;
+        let pending = self.pending.peek().copied();
+        let id = match (table, pending) {
+            (None, None) => return None,
+            (Some(a), None) => {
+                self.held = None;
+                a
+            }
+            (None, Some(b)) => {
+                self.pending.next();
+                b
+            }
+            (Some(a), Some(b)) => {
+                if a == b {
+                    self.held = None;
+                    self.pending.next();
+                    a
+                } else if (a > b) == self.newest {
+                    self.held = None;
+                    a
+                } else {
+                    self.pending.next();
+                    b
+                }
+            }
+        };
+        Some(Ok(id))
+    }
+}
 
 /// What a row of the index says of its message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -164,16 +436,34 @@ struct Indexed {
     indexed: Vec<String>,
 }
 
-/// The index's side of the apply stage: the rows of each record it performs.
+/// The index's side of the apply stage: the rows of each record it performs, gathered,
+/// then written into the table in key order ([`Indexer::finish`]) or handed to
+/// [`Pending`] by the apply stage.
 pub(crate) struct Indexer<'txn> {
-    pub(crate) table: Table<'txn, &'static [u8], &'static [u8]>,
+    /// Where the rows go at the end: this table, or (`None`) the caller.
+    pub(crate) table: Option<Table<'txn, &'static [u8], &'static [u8]>>,
+    pub(crate) rows: Vec<Row>,
 }
 
 impl Indexer<'_> {
-    fn put(&mut self, key: &[u8; KEY_LEN]) -> Result<(), StoreError> {
-        let sealed = seal::seal(TableId::Search, key, &[]);
-        self.table.insert(key.as_slice(), sealed.as_slice())?;
+    fn put(&mut self, key: &Row) -> Result<(), StoreError> {
+        self.rows.push(*key);
         Ok(())
+    }
+
+    /// Writes the gathered rows into the table, when it has one; else answers them.
+    pub(crate) fn finish(&mut self) -> Result<Vec<Row>, StoreError> {
+        let mut rows = std::mem::take(&mut self.rows);
+        let Some(table) = self.table.as_mut() else {
+            return Ok(rows);
+        };
+        rows.sort_unstable();
+        rows.dedup();
+        for row in &rows {
+            let sealed = seal::seal(TableId::Search, row, &[]);
+            table.insert(row.as_slice(), sealed.as_slice())?;
+        }
+        Ok(Vec::new())
     }
 
     /// The rows of message `id` whose record (an encoded `MessageRecord`) is `record`;
@@ -408,17 +698,14 @@ pub(crate) trait Lookup {
 
 /// Checks that a candidate's rows hold each of `checks` in the index.
 fn holds(
-    table: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    rows: &Rows<impl ReadableTable<&'static [u8], &'static [u8]>>,
     tenant: TenantId,
     id: u128,
     checks: &[(Field, [u8; 16])],
 ) -> Result<bool, StoreError> {
     let hour = hour_of(id);
     for (field, value) in checks {
-        if table
-            .get(key(hour, tenant, *field, value, id).as_slice())?
-            .is_none()
-        {
+        if !rows.contains(&key(hour, tenant, *field, value, id))? {
             return Ok(false);
         }
     }
@@ -431,14 +718,15 @@ fn holds(
 /// for what it keeps, and on the message as it is now for state and status.
 pub(crate) fn run(
     txn: &ReadTransaction,
+    pending: Vec<Arc<Generation>>,
     lookup: &impl Lookup,
     query: &Query,
     cursor: Option<MessageId>,
     limit: usize,
     budget: u64,
 ) -> Result<Page, StoreError> {
-    let table = match txn.open_table(SEARCH) {
-        Ok(t) => t,
+    let rows = match txn.open_table(SEARCH) {
+        Ok(table) => Rows { table, pending },
         Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Page::default()),
         Err(e) => return Err(e.into()),
     };
@@ -486,7 +774,7 @@ pub(crate) fn run(
     }
     let keep =
         |id: u128, page: &mut Page, rest: &[(Field, [u8; 16])]| -> Result<bool, StoreError> {
-            if !holds(&table, query.tenant, id, rest)? {
+            if !holds(&rows, query.tenant, id, rest)? {
                 return Ok(false);
             }
             let Some(now) = lookup.now(MessageId(id))? else {
@@ -521,7 +809,7 @@ pub(crate) fn run(
     let first_hour = hour_of(low);
     // From the newest hour that has rows (of any tenant) at or below `high`'s, then from
     // each such hour to the one before it: a seek per hour with rows, none per empty one.
-    let mut hour = hour_before(&table, hour_of(high).saturating_add(1))?;
+    let mut hour = rows.hour_before(&hour_of(high).saturating_add(1).to_be_bytes())?;
     loop {
         let Some(h) = hour.filter(|h| *h >= first_hour) else {
             // No more rows: the own id, if it is older than all of them.
@@ -533,15 +821,9 @@ pub(crate) fn run(
         };
         let lo = key(h, query.tenant, field, &value, low);
         let hi = key(h, query.tenant, field, &value, high);
-        let range = (
-            Bound::Included(lo.as_slice()),
-            Bound::Included(hi.as_slice()),
-        );
-        for row in table.range::<&[u8]>(range)?.rev() {
-            let (k, _) = row?;
-            let Some(id) = id_of(k.value()) else {
-                continue;
-            };
+        let cap = usize::try_from(budget).unwrap_or(usize::MAX);
+        for id in rows.ids(&lo, &hi, true, cap)? {
+            let id = id?;
             if own_id.is_some_and(|own| own.0 == id) {
                 continue;
             }
@@ -561,7 +843,7 @@ pub(crate) fn run(
                 return Ok(page);
             }
         }
-        hour = hour_before(&table, h)?;
+        hour = rows.hour_before(&h.to_be_bytes())?;
     }
 }
 
@@ -569,7 +851,7 @@ pub(crate) fn run(
 /// `after` (exclusive), oldest first: at most `limit`, looking at no more than `budget`
 /// index rows; and whether there may be more after the last.
 pub(crate) fn after_in(
-    table: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    rows: &Rows<impl ReadableTable<&'static [u8], &'static [u8]>>,
     tenant: TenantId,
     destination: &str,
     after: u128,
@@ -589,11 +871,9 @@ pub(crate) fn after_in(
             after.saturating_add(1),
         );
         let hi = key(h, tenant, Field::Destination, &value, u128::MAX);
-        for row in table.range::<&[u8]>(lo.as_slice()..=hi.as_slice())? {
-            let (k, _) = row?;
-            let Some(id) = id_of(k.value()) else {
-                continue;
-            };
+        let cap = usize::try_from(budget).unwrap_or(usize::MAX);
+        for id in rows.ids(&lo, &hi, false, cap)? {
+            let id = id?;
             if id <= after {
                 continue;
             }
@@ -605,32 +885,11 @@ pub(crate) fn after_in(
         }
         // The next hour that has rows (of any tenant).
         hour = match h.checked_add(1) {
-            Some(next) => table
-                .range::<&[u8]>(next.to_be_bytes().as_slice()..)?
-                .next()
-                .transpose()?
-                .and_then(|(k, _)| k.value().get(..4).and_then(|b| <[u8; 4]>::try_from(b).ok()))
-                .map(u32::from_be_bytes),
+            Some(next) => rows.hour_from(&next.to_be_bytes())?,
             None => None,
         };
     }
     Ok((out, false))
-}
-
-/// The newest hour before `hour` that has rows in the index.
-fn hour_before(
-    table: &impl ReadableTable<&'static [u8], &'static [u8]>,
-    hour: u32,
-) -> Result<Option<u32>, StoreError> {
-    let end = hour.to_be_bytes();
-    let Some(row) = table.range::<&[u8]>(..end.as_slice())?.next_back() else {
-        return Ok(None);
-    };
-    let (k, _) = row?;
-    Ok(k.value()
-        .get(..4)
-        .and_then(|b| <[u8; 4]>::try_from(b).ok())
-        .map(u32::from_be_bytes))
 }
 
 /// What the store holds of message `id` now, from its rows in `txn`; `record` resolves a

@@ -921,8 +921,20 @@ impl std::fmt::Debug for Apply<'_> {
 }
 
 impl<'txn> Apply<'txn> {
-    /// Every table, opened (and created, in a new file) in `txn`.
+    /// Every table, opened (and created, in a new file) in `txn`; the search index's rows
+    /// of what is performed are written into its table by [`Apply::finish`].
     pub(crate) fn open(txn: &'txn WriteTransaction) -> Result<Self, StoreError> {
+        Self::opened(txn, true)
+    }
+
+    /// The same, but [`Apply::finish`] answers the search index's rows instead of writing
+    /// them (the apply stage's: see `search::Pending`).
+    pub(crate) fn open_deferred(txn: &'txn WriteTransaction) -> Result<Self, StoreError> {
+        Self::opened(txn, false)
+    }
+
+    fn opened(txn: &'txn WriteTransaction, index_rows: bool) -> Result<Self, StoreError> {
+        let search = txn.open_table(super::search::SEARCH)?;
         Ok(Self {
             messages: txn.open_table(MESSAGES)?,
             schedule: txn.open_table(SCHEDULE)?,
@@ -936,7 +948,8 @@ impl<'txn> Apply<'txn> {
             retained: txn.open_table(RETAINED)?,
             segments: txn.open_table(SEGMENTS)?,
             index: super::search::Indexer {
-                table: txn.open_table(super::search::SEARCH)?,
+                table: index_rows.then_some(search),
+                rows: Vec::new(),
             },
             counts: BTreeMap::new(),
         })
@@ -1130,7 +1143,8 @@ impl<'txn> Apply<'txn> {
     }
 
     /// Writes the segments' rows the records changed. Call once, after the last record.
-    pub(crate) fn finish(mut self) -> Result<(), StoreError> {
+    pub(crate) fn finish(mut self) -> Result<Vec<super::search::Row>, StoreError> {
+        let rows = self.index.finish()?;
         for (segment, (live, bytes, newest_ms)) in std::mem::take(&mut self.counts) {
             let key = segment.to_be_bytes();
             let mut row = match self.segments.get(key.as_slice())? {
@@ -1145,7 +1159,7 @@ impl<'txn> Apply<'txn> {
             let sealed = super::seal::seal(TableId::Segments, &key, &row.encode());
             self.segments.insert(key.as_slice(), sealed.as_slice())?;
         }
-        Ok(())
+        Ok(rows)
     }
 }
 
