@@ -677,7 +677,7 @@ search at scale: {n} retained events in {QUEUES} queues, then {} searches of eac
         let rate = search::fill(&ch, n, batch, tasks, args.payload).await?;
         let mut client = hookd_client::Client::from_channel(ch[0].clone());
         println!("  stored at {rate:.0} events/s");
-        search::measure(&mut client, args.search_samples).await?;
+        search::measure(&mut client, args.search_samples, n).await?;
         let db = std::fs::metadata(data.join("hookd.redb")).map_or(0, |m| m.len());
         let stats = client.stats().await?;
         println!(

@@ -113,8 +113,10 @@ fn ms(h: &Histogram<u64>, q: f64) -> f64 {
     h.value_at_quantile(q) as f64 / 1_000.0
 }
 
-/// Times `samples` searches of each kind, newest first, one page of 100.
-pub(crate) async fn measure(client: &mut Client, samples: u64) -> anyhow::Result<()> {
+/// Times `samples` searches of each kind, newest first, one page of 100; then as many
+/// count estimates of each (`count`, with a page of one), against the true count where
+/// the fill of `events` makes it known.
+pub(crate) async fn measure(client: &mut Client, samples: u64, events: u64) -> anyhow::Result<()> {
     // A read waits until redb holds what was logged: the first one after the fill waits
     // for the apply stage to catch up (said here, not counted below).
     let t = Instant::now();
@@ -164,7 +166,7 @@ pub(crate) async fn measure(client: &mut Client, samples: u64) -> anyhow::Result
             pb::SearchMessagesRequest::default()
         }),
     ];
-    for (label, make) in kinds {
+    for &(label, make) in &kinds {
         let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
         let (mut found, mut scanned) = (0u64, 0u64);
         for i in 0..samples {
@@ -183,6 +185,45 @@ pub(crate) async fn measure(client: &mut Client, samples: u64) -> anyhow::Result
             h.max() as f64 / 1_000.0,
             found as f64 / samples as f64,
             scanned as f64 / samples as f64
+        );
+    }
+    // The true counts the fill makes: event n has customer n*7919 % CUSTOMERS (a
+    // permutation: each customer `events / CUSTOMERS`), region n % 16, type n % TYPES and
+    // queue n % QUEUES; every event is pending.
+    let truths: [Option<u64>; 5] = [
+        Some(events / CUSTOMERS),
+        None,
+        Some(events / 80),
+        Some(events / QUEUES),
+        Some(events),
+    ];
+    println!("  count estimates (`count`, a page of one):");
+    for (&(label, make), truth) in kinds.iter().zip(truths) {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+        let (mut exact, mut error, mut total) = (0u64, 0f64, 0u64);
+        for i in 0..samples {
+            let mut r = make(i);
+            r.page_size = 1;
+            r.count = true;
+            let t = Instant::now();
+            let page = client.raw().search_messages(r).await?.into_inner();
+            h.saturating_record(t.elapsed().as_micros() as u64);
+            exact += u64::from(page.total_exact);
+            total += page.total;
+            if let Some(truth) = truth.filter(|t| *t > 0) {
+                error = error.max((page.total as f64 - truth as f64).abs() / truth as f64);
+            }
+        }
+        let against = match truth {
+            Some(t) => format!("true {t}, worst error {:.1} %", error * 100.0),
+            None => "true count not known".to_owned(),
+        };
+        println!(
+            "  {label:<30} p50 {:>7.2} ms  p99 {:>7.2} ms  max {:>7.2} ms  (mean {:.0}, {exact} of {samples} exact; {against})",
+            ms(&h, 0.5),
+            ms(&h, 0.99),
+            h.max() as f64 / 1_000.0,
+            total as f64 / samples as f64,
         );
     }
     Ok(())

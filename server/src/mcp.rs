@@ -252,6 +252,9 @@ pub(crate) struct SearchArgs {
     /// The `nextPageToken` of the previous page.
     #[serde(default)]
     page_token: Option<String>,
+    /// Also say how many match in all (`total`; `total_exact` false when estimated).
+    #[serde(default)]
+    count: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
@@ -449,6 +452,7 @@ impl HookdMcp {
             payload: args.payload,
             page_size: args.page_size.unwrap_or(50).min(1_000),
             page_token: args.page_token.unwrap_or_default(),
+            count: args.count.unwrap_or(false),
         };
         let answer = rpc!(self, ctx, search_messages, request);
         self.answer(answer)

@@ -476,6 +476,11 @@ async fn console_refuses_posts_without_the_csrf_token_and_escapes_what_it_shows(
     };
     assert!(at(first) < at(second), "newest (highest id) first");
     assert!(
+        dead.body.contains("Matching in all: 2<"),
+        "a filtered search counts: {}",
+        dead.body
+    );
+    assert!(
         dead.body
             .contains("&lt;script&gt;window.__pwned=2&lt;/script&gt;")
             && !dead.body.contains("<script>window.__pwned"),

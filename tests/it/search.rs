@@ -155,7 +155,21 @@ async fn an_operator_finds_what_an_endpoint_missed_and_a_customers_events() {
         states: vec![DELIVERED],
         ..Default::default()
     };
-    assert_eq!(all_ids(&mut c, r).await.len(), 3);
+    assert_eq!(all_ids(&mut c, r.clone()).await.len(), 3);
+    // How many match in all, asked with a page of one: counted (this few are).
+    let counted = search(
+        &mut c,
+        pb::SearchMessagesRequest {
+            count: true,
+            page_size: 1,
+            ..r.clone()
+        },
+    )
+    .await;
+    assert_eq!(counted.messages.len(), 1);
+    assert_eq!((counted.total, counted.total_exact), (3, true));
+    let uncounted = search(&mut c, pb::SearchMessagesRequest { page_size: 1, ..r }).await;
+    assert_eq!((uncounted.total, uncounted.total_exact), (0, false));
     let r = pb::SearchMessagesRequest {
         event_id: acme_ids[0].clone(),
         ..Default::default()
@@ -198,10 +212,12 @@ async fn an_operator_finds_what_an_endpoint_missed_and_a_customers_events() {
     let answer = crate::rest::post(
         server.http,
         "/v1/messages/search",
-        json!({"destination": {"endpoint": "acme"}, "states": ["MESSAGE_STATE_DEAD_LETTER"]}),
+        json!({"destination": {"endpoint": "acme"}, "states": ["MESSAGE_STATE_DEAD_LETTER"], "count": true}),
     )
     .await;
     assert_eq!(answer.status(), 200, "{}", answer.json());
+    assert_eq!(answer.json()["total"], "2", "a uint64 is a string in JSON");
+    assert_eq!(answer.json()["totalExact"], true);
     let got: Vec<_> = answer.json()["messages"]
         .as_array()
         .unwrap()
@@ -220,11 +236,13 @@ async fn an_operator_finds_what_an_endpoint_missed_and_a_customers_events() {
             "endpoint:acme",
             "--state",
             "dead",
+            "--count",
         ],
         None,
     )
     .await;
     assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("matching in all: 2"), "{}", run.stdout);
     assert!(run.stdout.contains(&acme_ids[0]), "{}", run.stdout);
     assert!(run.stdout.contains("422"), "{}", run.stdout);
     assert!(!run.stdout.contains(&shop_ids[0]), "{}", run.stdout);

@@ -389,6 +389,9 @@ pub struct SearchArgs {
     /// At most this many messages in all.
     #[arg(long, default_value_t = 100)]
     pub limit: u32,
+    /// Also say how many match in all (counted, or estimated past about a million).
+    #[arg(long)]
+    pub count: bool,
 }
 
 fn parse_state(s: &str) -> Result<i32, String> {
@@ -425,7 +428,6 @@ fn state_name(state: i32) -> &'static str {
     }
 }
 
-/// SearchMessages, page after page, until `limit` messages or the end.
 /// The SearchMessages request `args` make (its first page).
 fn search_request(args: &SearchArgs) -> Result<pb::SearchMessagesRequest, Failure> {
     let destination = args.destination.as_deref().map(destination).transpose()?;
@@ -446,6 +448,7 @@ fn search_request(args: &SearchArgs) -> Result<pb::SearchMessagesRequest, Failur
         payload: args.payload.iter().cloned().collect(),
         page_size: args.limit.clamp(1, 1_000),
         page_token: String::new(),
+        count: args.count,
     })
 }
 
@@ -462,6 +465,11 @@ async fn search(api: &mut Api, json: bool, args: SearchArgs, server: &str) -> Re
             .map_err(fail)?
             .into_inner();
         all.scanned += page.scanned;
+        if request.count {
+            // The first page's count is the whole search's.
+            (all.total, all.total_exact) = (page.total, page.total_exact);
+            request.count = false;
+        }
         all.messages.extend(page.messages);
         all.next_page_token = page.next_page_token;
         if all.next_page_token.is_empty() || all.messages.len() >= args.limit as usize {
@@ -508,6 +516,10 @@ async fn search(api: &mut Api, json: bool, args: SearchArgs, server: &str) -> Re
         );
         if !r.next_page_token.is_empty() {
             outln!("(more: raise --limit, or narrow the search)");
+        }
+        if args.count {
+            let about = if r.total_exact { "" } else { "about " };
+            outln!("matching in all: {about}{}", r.total);
         }
     })
 }

@@ -296,6 +296,10 @@ fn run(ops: Vec<Op>, asks: Vec<Ask>, flush_rows: usize) {
             }
         }
         assert_eq!(found, expected, "{query:?}");
+        // A history this small is counted, not estimated.
+        let estimate = store.estimate(&query).expect("an estimate");
+        assert!(estimate.exact, "{estimate:?} {query:?}");
+        assert_eq!(estimate.count, expected.len() as u64, "{query:?}");
     }
     // Another tenant sees none of it.
     let other = Query {
@@ -367,4 +371,47 @@ fn the_index_is_rebuilt_by_recovery_and_its_old_hours_are_swept() {
     );
     assert_eq!(h.engine.store.search_rows().unwrap(), 2);
     assert_eq!(ids(&h), vec![second]);
+}
+
+/// Past its budget, an estimate extrapolates by time and by a sample, and says it is one:
+/// 2,000 messages over two hours to two destinations, one in four to the second, each
+/// estimated from 100 rows an hour and 16 checks.
+#[test]
+fn an_estimate_past_its_budget_extrapolates_and_says_so() {
+    let mut h = Harness::new();
+    h.endpoint("a", 10);
+    h.endpoint("b", 10);
+    for i in 0..2_000u64 {
+        h.advance(3_600);
+        let to = if i % 4 == 0 { 1 } else { 0 };
+        h.enqueue_message(h.message(destination(to), b"{}"))
+            .expect("enqueued");
+    }
+    let everything = Query {
+        tenant: TenantId::DEFAULT,
+        ..Default::default()
+    };
+    let to_b = Query {
+        destination: Some(destination(1).encode()),
+        ..everything.clone()
+    };
+    let store = h.engine.store.clone();
+    // Within the budget: counted.
+    let counted = store.estimate(&to_b).unwrap();
+    assert!(counted.exact, "{counted:?}");
+    assert_eq!(counted.count, 500);
+    for (query, truth) in [(&everything, 2_000.0), (&to_b, 500.0)] {
+        let e = store.estimate_within(query, 200, 32).unwrap();
+        assert!(!e.exact, "{e:?}");
+        assert!(e.counted <= 200 + 2, "{e:?}");
+        let error = (e.count as f64 - truth).abs() / truth;
+        assert!(error < 0.2, "{e:?} against {truth}");
+    }
+    // A condition on the rows as they are (a state) is estimated from the sample: none
+    // of the messages is delivered.
+    let delivered = Query {
+        states: vec![SearchState::Delivered],
+        ..everything.clone()
+    };
+    assert_eq!(store.estimate_within(&delivered, 200, 32).unwrap().count, 0);
 }

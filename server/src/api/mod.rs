@@ -753,14 +753,25 @@ impl Hookd for HookdService {
             query,
             limit,
             after,
+            count,
         } = validate::search(tenant, request.into_inner())?;
-        let page = self
-            .read(move |s| Ok(s.search(&query, after, limit, validate::SEARCH_BUDGET)?))
+        let (page, total) = self
+            .read(move |s| {
+                let page = s.search(&query, after, limit, validate::SEARCH_BUDGET)?;
+                let total = if count {
+                    Some(s.estimate(&query)?)
+                } else {
+                    None
+                };
+                Ok((page, total))
+            })
             .await?;
         Ok(Response::new(pb::SearchMessagesResponse {
             messages: page.hits.into_iter().map(convert::summary).collect(),
             next_page_token: page.next.map(|id| id.to_string()).unwrap_or_default(),
             scanned: page.scanned,
+            total: total.map_or(0, |t| t.count),
+            total_exact: total.is_some_and(|t| t.exact),
         }))
     }
 

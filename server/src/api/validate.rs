@@ -1231,6 +1231,8 @@ pub struct Search {
     pub query: hookd_storage::store::search::Query,
     pub limit: usize,
     pub after: Option<MessageId>,
+    /// Also count (or estimate) the matches in all.
+    pub count: bool,
 }
 
 /// Checks a SearchMessages request of `tenant`'s.
@@ -1316,5 +1318,6 @@ pub fn search(tenant: TenantId, req: pb::SearchMessagesRequest) -> Result<Search
         },
         limit,
         after,
+        count: req.count,
     })
 }

@@ -146,6 +146,7 @@ impl SearchForm {
             payload,
             page_size: SEARCH_PAGE,
             page_token: self.after.trim().to_owned(),
+            count: false,
         })
     }
 }
@@ -169,14 +170,23 @@ pub(crate) async fn search(
         query: asked,
         limit,
         after,
+        ..
     } = crate::api::validate::search(s.tenant(), request)?;
-    let page_of = c
+    let filtered = q.pairs().iter().any(|(_, v)| !v.trim().is_empty());
+    // A filtered search's first page says how many match in all.
+    let count = filtered && after.is_none();
+    let (page_of, total) = c
         .api
         .read(move |store| {
-            Ok(store.search(&asked, after, limit, crate::api::validate::SEARCH_BUDGET)?)
+            let page = store.search(&asked, after, limit, crate::api::validate::SEARCH_BUDGET)?;
+            let total = if count {
+                Some(store.estimate(&asked)?)
+            } else {
+                None
+            };
+            Ok((page, total))
         })
         .await?;
-    let filtered = q.pairs().iter().any(|(_, v)| !v.trim().is_empty());
     let next = page_of.next.map(|id| {
         let mut pairs = q.pairs();
         let id = id.to_string();
@@ -213,6 +223,9 @@ pub(crate) async fn search(
                 }
                 span.hint { " As a replay job: it shows how many match, their bytes and how long it takes first, and asks to confirm." }
             } }
+            @if let Some(t) = total {
+                p.total { "Matching in all: " @if !t.exact { "about " } (t.count) }
+            }
             @if page_of.hits.is_empty() {
                 p.hint {
                     @if page_of.next.is_some() { "None among the " (page_of.scanned) " looked at; " a href=(next.clone().unwrap_or_default()) { "look further" } "." }

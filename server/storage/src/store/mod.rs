@@ -1394,15 +1394,20 @@ impl Store {
         budget: u64,
     ) -> Result<search::Page, StoreError> {
         let (pending, txn) = self.read_index()?;
-        let lookup = Tables {
+        let lookup = self.lookup(&txn)?;
+        search::run(&txn, pending, &lookup, query, cursor, limit, budget)
+    }
+
+    /// How a search reads messages as they are now, in `txn`.
+    fn lookup(&self, txn: &redb::ReadTransaction) -> Result<impl search::Lookup + '_, StoreError> {
+        return Ok(Tables {
             heap: &self.heap,
             schedule: txn.open_table(SCHEDULE)?,
             done: txn.open_table(DONE)?,
             messages: txn.open_table(MESSAGES)?,
             attempts: txn.open_table(ATTEMPTS)?,
             dead: txn.open_table(DEAD)?,
-        };
-        return search::run(&txn, pending, &lookup, query, cursor, limit, budget);
+        });
 
         struct Tables<'a> {
             heap: &'a Heap,
@@ -1428,6 +1433,25 @@ impl Store {
                 )
             }
         }
+    }
+
+    /// How many of one tenant's messages match `query`: counted, or estimated from a
+    /// bounded count and sample (see [`search::estimate`]).
+    pub fn estimate(&self, query: &search::Query) -> Result<search::Estimate, StoreError> {
+        self.estimate_within(query, search::ESTIMATE_ROWS, search::ESTIMATE_CHECKS)
+    }
+
+    /// [`Store::estimate`] counting at most `rows` index rows and checking at most
+    /// `checks` candidates (tests: an estimate that extrapolates).
+    pub fn estimate_within(
+        &self,
+        query: &search::Query,
+        rows: u64,
+        checks: u64,
+    ) -> Result<search::Estimate, StoreError> {
+        let (pending, txn) = self.read_index()?;
+        let lookup = self.lookup(&txn)?;
+        search::estimate(&txn, pending, &lookup, query, (rows, checks))
     }
 
     /// The catch-up of a destination (issue #53, 3): `tenant`'s messages to the destination

@@ -712,6 +712,316 @@ fn holds(
     Ok(true)
 }
 
+/// How a query is run: its conditions in the index, the one that drives (the most
+/// selective), the rest, and the ids it looks between.
+struct Plan {
+    conditions: Vec<(Field, [u8; 16])>,
+    driver: (Field, [u8; 16]),
+    rest: Vec<(Field, [u8; 16])>,
+    /// The event id asked for, when it is a message's own id.
+    own_id: Option<MessageId>,
+    low: u128,
+    high: u128,
+}
+
+impl Plan {
+    fn of(query: &Query) -> Self {
+        let mut conditions: Vec<(Field, [u8; 16])> = Vec::new();
+        let text = |field: Field, t: &Option<String>| {
+            t.as_ref().map(|t| (field, hashed(field, t.as_bytes())))
+        };
+        conditions.extend(text(Field::EventId, &query.event_id));
+        conditions.extend(text(Field::IdempotencyKey, &query.idempotency_key));
+        for (pointer, value) in &query.declared {
+            let t = declared_text(pointer, value);
+            conditions.push((Field::Declared, hashed(Field::Declared, &t)));
+        }
+        if let Some(status) = query.status {
+            conditions.push((Field::Status, status_value(status)));
+        }
+        // One outcome state is in the index; live states and a choice of several are not.
+        if let [state @ (SearchState::Dead | SearchState::Delivered)] = query.states.as_slice() {
+            conditions.push((Field::State, state_value(*state)));
+        }
+        conditions.extend(text(Field::EventType, &query.event_type));
+        conditions.extend(text(Field::Destination, &query.destination));
+        let (driver, rest) = match conditions.split_first() {
+            Some((first, rest)) => (*first, rest.to_vec()),
+            None => ((Field::All, [0; 16]), Vec::new()),
+        };
+        // A message's own id is its event id too (an Enqueue to one destination).
+        let own_id = query
+            .event_id
+            .as_deref()
+            .and_then(|t| t.parse::<MessageId>().ok());
+        // Every message that carries an event id hookd made (a publish's, or a replay
+        // copy's original) was made in that id's millisecond or after it: the walk starts
+        // there.
+        let low = (u128::from(query.after_ms) << 80).max(own_id.map_or(0, |own| own.0 >> 80 << 80));
+        let high = match query.before_ms {
+            Some(ms) => (u128::from(ms) << 80).saturating_sub(1),
+            None => u128::MAX,
+        };
+        Self {
+            conditions,
+            driver,
+            rest,
+            own_id,
+            low,
+            high,
+        }
+    }
+}
+
+/// A message's own id has no event id row: it is checked against every condition but the
+/// event id.
+fn own_rest(conditions: &[(Field, [u8; 16])]) -> Vec<(Field, [u8; 16])> {
+    conditions
+        .iter()
+        .copied()
+        .filter(|(f, _)| *f != Field::EventId)
+        .collect()
+}
+
+/// Candidate `id` as it is now, if it holds `rest` in the index and the query's state,
+/// status, destination and tenant on its rows as they are.
+fn matching(
+    rows: &Rows<impl ReadableTable<&'static [u8], &'static [u8]>>,
+    lookup: &impl Lookup,
+    query: &Query,
+    id: u128,
+    rest: &[(Field, [u8; 16])],
+) -> Result<Option<Hit>, StoreError> {
+    if !holds(rows, query.tenant, id, rest)? {
+        return Ok(None);
+    }
+    let Some(now) = lookup.now(MessageId(id))? else {
+        return Ok(None);
+    };
+    if !query.states.is_empty() && !query.states.contains(&now.state) {
+        return Ok(None);
+    }
+    if query.status.is_some_and(|s| s != now.hit.last_status) {
+        return Ok(None);
+    }
+    if query
+        .destination
+        .as_ref()
+        .is_some_and(|d| *d != now.hit.destination)
+        || Destination::tenant_of_key(&now.hit.destination) != Some(query.tenant)
+    {
+        return Ok(None);
+    }
+    Ok(Some(now.hit))
+}
+
+/// How many messages a query matches in all: counted, or estimated.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Estimate {
+    pub count: u64,
+    /// Every candidate was counted and checked: `count` is the number.
+    pub exact: bool,
+    /// Index rows counted, and candidates checked.
+    pub counted: u64,
+    pub checked: u64,
+}
+
+/// Index rows of the driving condition an estimate counts at most, in all (spread over
+/// the hours that have rows)...
+pub const ESTIMATE_ROWS: u64 = 1_000_000;
+/// ...and candidates it checks at most, in all (each is a few reads), at least this many
+/// an hour.
+pub const ESTIMATE_CHECKS: u64 = 1_000;
+const ESTIMATE_CHECKS_AN_HOUR: u64 = 8;
+
+/// Estimates how many messages `query` matches in its whole window, counting at most
+/// `budget.0` index rows and checking at most `budget.1` candidates (by default
+/// [`ESTIMATE_ROWS`] and [`ESTIMATE_CHECKS`]).
+///
+/// Each hour that has rows in the window gets an equal share of both, split among
+/// [`ESTIMATE_SLICES`] slices of time between its oldest and newest row. The driving
+/// condition's rows in a slice are counted, newest first; when the slice's share runs out
+/// before its start, its count is extrapolated by time (the rows counted, over the time
+/// they span, carried to the slice's start): slices follow a rate that changes over the
+/// hour. A reservoir of the slice's counted rows is checked as a search checks a
+/// candidate, and the slice's count is scaled by the share that match. Exact when every
+/// slice was counted to its start and every counted row was checked.
+pub(crate) fn estimate(
+    txn: &ReadTransaction,
+    pending: Vec<Arc<Generation>>,
+    lookup: &impl Lookup,
+    query: &Query,
+    budget: (u64, u64),
+) -> Result<Estimate, StoreError> {
+    let (row_budget, check_budget) = budget;
+    let rows = match txn.open_table(SEARCH) {
+        Ok(table) => Rows { table, pending },
+        Err(redb::TableError::TableDoesNotExist(_)) => {
+            return Ok(Estimate {
+                exact: true,
+                ..Estimate::default()
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let plan = Plan::of(query);
+    let mut out = Estimate {
+        exact: true,
+        ..Estimate::default()
+    };
+    if plan.high < plan.low {
+        return Ok(out);
+    }
+    // The hours with rows in the window, newest first: a seek each.
+    let first_hour = hour_of(plan.low);
+    let mut hours = Vec::new();
+    let mut hour = rows.hour_before(&hour_of(plan.high).saturating_add(1).to_be_bytes())?;
+    while let Some(h) = hour.filter(|h| *h >= first_hour) {
+        hours.push(h);
+        hour = rows.hour_before(&h.to_be_bytes())?;
+    }
+    let n = hours.len().max(1) as u64;
+    let row_share = (row_budget / n).max(1);
+    let check_share =
+        usize::try_from((check_budget / n).max(ESTIMATE_CHECKS_AN_HOUR)).unwrap_or(usize::MAX);
+    let (field, value) = plan.driver;
+    let mut total = 0f64;
+    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+    for h in hours {
+        let hour_lo = u128::from(u64::from(h) * 3_600_000) << 80;
+        let hour_hi = ((u128::from(u64::from(h) + 1) * 3_600_000) << 80).saturating_sub(1);
+        let (lo_id, hi_id) = (plan.low.max(hour_lo), plan.high.min(hour_hi));
+        let first = |newest: bool| -> Result<Option<u128>, StoreError> {
+            let lo = key(h, query.tenant, field, &value, lo_id);
+            let hi = key(h, query.tenant, field, &value, hi_id);
+            rows.ids(&lo, &hi, newest, 1)?.next().transpose()
+        };
+        let (Some(oldest), Some(newest)) = (first(false)?, first(true)?) else {
+            continue;
+        };
+        // The hour's rows, in slices of time between its oldest and newest: a rate that
+        // changes over the hour is followed slice by slice.
+        let (from_ms, to_ms) = ((oldest >> 80) as u64, (newest >> 80) as u64 + 1);
+        let slices = ESTIMATE_SLICES.min(to_ms - from_ms).max(1);
+        let width = (to_ms - from_ms).div_ceil(slices);
+        for slice in 0..slices {
+            let slice_from = from_ms + slice * width;
+            let slice_to = (slice_from + width).min(to_ms);
+            if slice_from >= slice_to {
+                continue;
+            }
+            let s_lo = lo_id.max(u128::from(slice_from) << 80);
+            let s_hi = hi_id.min((u128::from(slice_to) << 80).saturating_sub(1));
+            let probe = Probe::count(
+                &rows,
+                &key(h, query.tenant, field, &value, s_lo),
+                &key(h, query.tenant, field, &value, s_hi),
+                plan.own_id,
+                (row_share / slices).max(1),
+                (check_share / slices as usize).max(1),
+                &mut rng,
+            )?;
+            out.counted += probe.counted;
+            if probe.counted == 0 {
+                continue;
+            }
+            // Cut short: carried, at the density of the rows counted (over the time they
+            // span), down to the slice's start.
+            let rows_in_slice = match probe.cut {
+                Some((top, last)) => {
+                    out.exact = false;
+                    let ms = |id: u128| (id >> 80) as f64;
+                    let spanned = (ms(top) - ms(last)).max(1.0);
+                    let left = (ms(last) - slice_from as f64).max(0.0);
+                    // n rows span n - 1 gaps.
+                    probe.counted as f64 + (probe.counted - 1).max(1) as f64 * left / spanned
+                }
+                None => probe.counted as f64,
+            };
+            if (probe.sample.len() as u64) < probe.counted {
+                out.exact = false;
+            }
+            let mut matched = 0u64;
+            for &id in &probe.sample {
+                out.checked += 1;
+                if matching(&rows, lookup, query, id, &plan.rest)?.is_some() {
+                    matched += 1;
+                }
+            }
+            total += rows_in_slice * matched as f64 / probe.sample.len().max(1) as f64;
+        }
+    }
+    // A message's own id, looked at once.
+    if let Some(own) = plan
+        .own_id
+        .filter(|id| (plan.low..=plan.high).contains(&id.0))
+    {
+        out.checked += 1;
+        if matching(&rows, lookup, query, own.0, &own_rest(&plan.conditions))?.is_some() {
+            total += 1.0;
+        }
+    }
+    out.count = total.round() as u64;
+    Ok(out)
+}
+
+/// Slices of time an hour's rows are counted in, each with its share of the budget.
+const ESTIMATE_SLICES: u64 = 16;
+
+/// One slice's count, newest first, up to a cap, with a reservoir sample of what it
+/// counted.
+struct Probe {
+    counted: u64,
+    /// Cut at the cap: the first (newest) and last ids counted.
+    cut: Option<(u128, u128)>,
+    sample: Vec<u128>,
+}
+
+impl Probe {
+    fn count(
+        rows: &Rows<impl ReadableTable<&'static [u8], &'static [u8]>>,
+        lo: &Row,
+        hi: &Row,
+        skip: Option<MessageId>,
+        cap: u64,
+        sample: usize,
+        rng: &mut u64,
+    ) -> Result<Self, StoreError> {
+        let mut out = Self {
+            counted: 0,
+            cut: None,
+            sample: Vec::with_capacity(sample),
+        };
+        let (mut top, mut last) = (None, 0u128);
+        for id in rows.ids(lo, hi, true, usize::try_from(cap).unwrap_or(usize::MAX))? {
+            let id = id?;
+            if skip.is_some_and(|own| own.0 == id) {
+                continue;
+            }
+            if out.counted >= cap {
+                out.cut = top.map(|t| (t, last));
+                break;
+            }
+            out.counted += 1;
+            top = top.or(Some(id));
+            last = id;
+            if out.sample.len() < sample {
+                out.sample.push(id);
+            } else {
+                // Reservoir sampling (xorshift: the same store gives the same estimate).
+                *rng ^= *rng << 13;
+                *rng ^= *rng >> 7;
+                *rng ^= *rng << 17;
+                let at = *rng % out.counted;
+                if let Some(slot) = usize::try_from(at).ok().and_then(|i| out.sample.get_mut(i)) {
+                    *slot = id;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// Runs `query` from `cursor` (exclusive; `None`: the newest), newest first: at most
 /// `limit` hits, looking at no more than `budget` index rows. The driving condition is the
 /// most selective one the query has; every other is checked per candidate, in the index
@@ -730,41 +1040,15 @@ pub(crate) fn run(
         Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Page::default()),
         Err(e) => return Err(e.into()),
     };
-    let mut conditions: Vec<(Field, [u8; 16])> = Vec::new();
-    let text =
-        |field: Field, t: &Option<String>| t.as_ref().map(|t| (field, hashed(field, t.as_bytes())));
-    conditions.extend(text(Field::EventId, &query.event_id));
-    conditions.extend(text(Field::IdempotencyKey, &query.idempotency_key));
-    for (pointer, value) in &query.declared {
-        let t = declared_text(pointer, value);
-        conditions.push((Field::Declared, hashed(Field::Declared, &t)));
-    }
-    if let Some(status) = query.status {
-        conditions.push((Field::Status, status_value(status)));
-    }
-    // One outcome state is in the index; live states and a choice of several are not.
-    if let [state @ (SearchState::Dead | SearchState::Delivered)] = query.states.as_slice() {
-        conditions.push((Field::State, state_value(*state)));
-    }
-    conditions.extend(text(Field::EventType, &query.event_type));
-    conditions.extend(text(Field::Destination, &query.destination));
-    let (driver, rest) = match conditions.split_first() {
-        Some((first, rest)) => (*first, rest.to_vec()),
-        None => ((Field::All, [0; 16]), Vec::new()),
-    };
-    // A message's own id is its event id too (an Enqueue to one destination).
-    let own_id = query
-        .event_id
-        .as_deref()
-        .and_then(|t| t.parse::<MessageId>().ok());
-
-    // Every message that carries an event id hookd made (a publish's, or a replay copy's
-    // original) was made in that id's millisecond or after it: the walk starts there.
-    let low = (u128::from(query.after_ms) << 80).max(own_id.map_or(0, |own| own.0 >> 80 << 80));
-    let mut high = match query.before_ms {
-        Some(ms) => (u128::from(ms) << 80).saturating_sub(1),
-        None => u128::MAX,
-    };
+    let Plan {
+        conditions,
+        driver,
+        rest,
+        own_id,
+        low,
+        high,
+    } = Plan::of(query);
+    let mut high = high;
     if let Some(cursor) = cursor {
         high = high.min(cursor.0.saturating_sub(1));
     }
@@ -774,36 +1058,17 @@ pub(crate) fn run(
     }
     let keep =
         |id: u128, page: &mut Page, rest: &[(Field, [u8; 16])]| -> Result<bool, StoreError> {
-            if !holds(&rows, query.tenant, id, rest)? {
-                return Ok(false);
+            match matching(&rows, lookup, query, id, rest)? {
+                Some(hit) => {
+                    page.hits.push(hit);
+                    Ok(true)
+                }
+                None => Ok(false),
             }
-            let Some(now) = lookup.now(MessageId(id))? else {
-                return Ok(false);
-            };
-            if !query.states.is_empty() && !query.states.contains(&now.state) {
-                return Ok(false);
-            }
-            if query.status.is_some_and(|s| s != now.hit.last_status) {
-                return Ok(false);
-            }
-            if query
-                .destination
-                .as_ref()
-                .is_some_and(|d| *d != now.hit.destination)
-                || Destination::tenant_of_key(&now.hit.destination) != Some(query.tenant)
-            {
-                return Ok(false);
-            }
-            page.hits.push(now.hit);
-            Ok(true)
         };
     // A message's own id has no event id row: it is looked at in its place among the
     // driver's ids (newest first), checked against everything but the event id.
-    let own_rest: Vec<_> = conditions
-        .iter()
-        .copied()
-        .filter(|(f, _)| *f != Field::EventId)
-        .collect();
+    let own_rest = own_rest(&conditions);
     let mut own = own_id.filter(|id| (low..=high).contains(&id.0));
     let (field, value) = driver;
     let first_hour = hour_of(low);

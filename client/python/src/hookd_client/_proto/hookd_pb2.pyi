@@ -461,7 +461,7 @@ class GetMessageRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class SearchMessagesRequest(_message.Message):
-    __slots__ = ("destination", "event_type", "event_id", "idempotency_key", "states", "last_status", "created_after_unix_ms", "created_before_unix_ms", "payload", "page_size", "page_token")
+    __slots__ = ("destination", "event_type", "event_id", "idempotency_key", "states", "last_status", "created_after_unix_ms", "created_before_unix_ms", "payload", "page_size", "page_token", "count")
     class PayloadEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -480,6 +480,7 @@ class SearchMessagesRequest(_message.Message):
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
     destination: Destination
     event_type: str
     event_id: str
@@ -491,7 +492,8 @@ class SearchMessagesRequest(_message.Message):
     payload: _containers.ScalarMap[str, str]
     page_size: int
     page_token: str
-    def __init__(self, destination: _Optional[_Union[Destination, _Mapping]] = ..., event_type: _Optional[str] = ..., event_id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., states: _Optional[_Iterable[_Union[MessageState, str]]] = ..., last_status: _Optional[int] = ..., created_after_unix_ms: _Optional[int] = ..., created_before_unix_ms: _Optional[int] = ..., payload: _Optional[_Mapping[str, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    count: bool
+    def __init__(self, destination: _Optional[_Union[Destination, _Mapping]] = ..., event_type: _Optional[str] = ..., event_id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., states: _Optional[_Iterable[_Union[MessageState, str]]] = ..., last_status: _Optional[int] = ..., created_after_unix_ms: _Optional[int] = ..., created_before_unix_ms: _Optional[int] = ..., payload: _Optional[_Mapping[str, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., count: _Optional[bool] = ...) -> None: ...
 
 class MessageSummary(_message.Message):
     __slots__ = ("id", "destination", "state", "event_type", "event_id", "idempotency_key", "attempts", "last_status", "enqueued_unix_ms", "completed_unix_ms", "payload_size", "last_error", "last_latency_us")
@@ -524,14 +526,18 @@ class MessageSummary(_message.Message):
     def __init__(self, id: _Optional[str] = ..., destination: _Optional[_Union[Destination, _Mapping]] = ..., state: _Optional[_Union[MessageState, str]] = ..., event_type: _Optional[str] = ..., event_id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., attempts: _Optional[int] = ..., last_status: _Optional[int] = ..., enqueued_unix_ms: _Optional[int] = ..., completed_unix_ms: _Optional[int] = ..., payload_size: _Optional[int] = ..., last_error: _Optional[str] = ..., last_latency_us: _Optional[int] = ...) -> None: ...
 
 class SearchMessagesResponse(_message.Message):
-    __slots__ = ("messages", "next_page_token", "scanned")
+    __slots__ = ("messages", "next_page_token", "scanned", "total", "total_exact")
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     SCANNED_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_EXACT_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedCompositeFieldContainer[MessageSummary]
     next_page_token: str
     scanned: int
-    def __init__(self, messages: _Optional[_Iterable[_Union[MessageSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., scanned: _Optional[int] = ...) -> None: ...
+    total: int
+    total_exact: bool
+    def __init__(self, messages: _Optional[_Iterable[_Union[MessageSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., scanned: _Optional[int] = ..., total: _Optional[int] = ..., total_exact: _Optional[bool] = ...) -> None: ...
 
 class ReplayRecovery(_message.Message):
     __slots__ = ("destination", "since_unix_ms", "delivered_statuses")
