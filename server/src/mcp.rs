@@ -234,7 +234,8 @@ pub(crate) struct SearchArgs {
     event_id: Option<String>,
     #[serde(default)]
     idempotency_key: Option<String>,
-    /// Any of these states: pending, retrying, in_flight, dead, delivered.
+    /// Any of these states: pending, retrying, in_flight, dead, delivered (payload kept),
+    /// expired (delivered, payload past retention).
     #[serde(default)]
     states: Vec<String>,
     /// The last attempt's HTTP status.
@@ -432,9 +433,10 @@ impl HookdMcp {
                 "in_flight" => pb::MessageState::InFlight,
                 "dead" => pb::MessageState::DeadLetter,
                 "delivered" => pb::MessageState::Delivered,
+                "expired" => pb::MessageState::Expired,
                 _ => {
                     return Ok(invalid_argument(format!(
-                        "states[{i}]: {s:?} is not pending, retrying, in_flight, dead or delivered"
+                        "states[{i}]: {s:?} is not pending, retrying, in_flight, dead, delivered or expired"
                     )));
                 }
             };

@@ -408,6 +408,40 @@ async fn a_format_v5_data_directory_opens_its_inline_records_read_and_new_ones_l
     let m = c.get_message(ids["done"]).await.unwrap();
     assert_eq!(state(&m), pb::MessageState::Delivered);
     assert!(m.payload_expired && m.payload.is_empty());
+    // Search says so in its state: EXPIRED, not DELIVERED (found by its own id: messages
+    // stored before format 11 have no index rows).
+    let by_state = |states: Vec<pb::MessageState>| pb::SearchMessagesRequest {
+        event_id: ids["done"].to_owned(),
+        states: states.into_iter().map(|s| s as i32).collect(),
+        count: true,
+        ..Default::default()
+    };
+    let found = c
+        .raw()
+        .search_messages(by_state(vec![]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(found.messages.len(), 1);
+    assert_eq!(found.messages[0].state, pb::MessageState::Expired as i32);
+    assert_eq!((found.total, found.total_exact), (1, true));
+    for (states, n) in [
+        (vec![pb::MessageState::Expired], 1),
+        (vec![pb::MessageState::Delivered], 0),
+        (
+            vec![pb::MessageState::Delivered, pb::MessageState::Expired],
+            1,
+        ),
+    ] {
+        let page = c
+            .raw()
+            .search_messages(by_state(states.clone()))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(page.messages.len(), n, "{states:?}");
+        assert_eq!(page.total, n as u64, "{states:?}");
+    }
     let got = c.receive("fixture-q", 10, VIS, None).await.unwrap();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].payload, b"pending");
@@ -428,6 +462,25 @@ async fn a_format_v5_data_directory_opens_its_inline_records_read_and_new_ones_l
         (m.payload.as_slice(), m.payload_expired),
         (&b"in the log"[..], false)
     );
+    // Its payload kept: DELIVERED in a search, and not EXPIRED.
+    for (state, n) in [
+        (pb::MessageState::Delivered, 1),
+        (pb::MessageState::Expired, 0),
+    ] {
+        let page = c
+            .raw()
+            .search_messages(pb::SearchMessagesRequest {
+                destination: Some(pb::Destination {
+                    kind: Some(pb::destination::Kind::Queue("fixture-new".into())),
+                }),
+                states: vec![state as i32],
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(page.messages.len(), n, "{state:?}");
+    }
     assert_eq!(m.headers.get("x-new").map(String::as_str), Some("1"));
     server.stop().await;
 

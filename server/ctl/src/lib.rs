@@ -367,8 +367,8 @@ pub struct SearchArgs {
     /// The idempotency key it was enqueued with.
     #[arg(long)]
     pub idempotency_key: Option<String>,
-    /// Any of these states: pending, retrying, in-flight, dead, delivered (repeat, or
-    /// comma-separated).
+    /// Any of these states: pending, retrying, in-flight, dead, delivered (its payload
+    /// kept), expired (delivered, its payload past retention); repeat, or comma-separated.
     #[arg(long = "state", value_delimiter = ',', value_parser = parse_state)]
     pub states: Vec<i32>,
     /// Its last attempt's HTTP status.
@@ -401,9 +401,10 @@ fn parse_state(s: &str) -> Result<i32, String> {
         "in-flight" | "leased" => pb::MessageState::InFlight,
         "dead" | "dead-letter" => pb::MessageState::DeadLetter,
         "delivered" => pb::MessageState::Delivered,
+        "expired" => pb::MessageState::Expired,
         _ => {
             return Err(format!(
-                "{s:?}: one of pending, retrying, in-flight, dead, delivered"
+                "{s:?}: one of pending, retrying, in-flight, dead, delivered, expired"
             ));
         }
     };
@@ -424,6 +425,7 @@ fn state_name(state: i32) -> &'static str {
         Ok(pb::MessageState::InFlight) => "in flight",
         Ok(pb::MessageState::DeadLetter) => "dead",
         Ok(pb::MessageState::Delivered) => "delivered",
+        Ok(pb::MessageState::Expired) => "expired",
         _ => "?",
     }
 }

@@ -457,6 +457,7 @@ pub(crate) fn search_state(s: hookd_storage::store::search::SearchState) -> pb::
         SearchState::InFlight => pb::MessageState::InFlight,
         SearchState::Dead => pb::MessageState::DeadLetter,
         SearchState::Delivered => pb::MessageState::Delivered,
+        SearchState::Expired => pb::MessageState::Expired,
     }
 }
 

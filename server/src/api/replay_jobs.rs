@@ -289,6 +289,7 @@ pub(super) struct Found {
     dead: u64,
     delivered: u64,
     live: u64,
+    expired: u64,
     truncated: bool,
 }
 
@@ -449,6 +450,11 @@ impl HookdService {
                     }
                 }
             }
+            // A delivered message whose payload is gone cannot be sent again: counted, not
+            // selected.
+            let before = hits.len();
+            hits.retain(|h| h.state != SearchState::Expired);
+            found.expired = (before - hits.len()) as u64;
             // Oldest first: the order the job replays in.
             hits.sort_by_key(|h| h.id);
             if hits.len() > limit {
@@ -524,6 +530,7 @@ impl HookdService {
             dead_letters: found.dead,
             delivered: found.delivered,
             live: found.live,
+            expired: found.expired,
             bytes: found.bytes,
             seconds: found.ids.len() as f64 / per_s,
             per_s,

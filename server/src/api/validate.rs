@@ -1256,9 +1256,10 @@ pub fn search(tenant: TenantId, req: pb::SearchMessagesRequest) -> Result<Search
             Ok(pb::MessageState::InFlight) => SearchState::InFlight,
             Ok(pb::MessageState::DeadLetter) => SearchState::Dead,
             Ok(pb::MessageState::Delivered) => SearchState::Delivered,
+            Ok(pb::MessageState::Expired) => SearchState::Expired,
             Ok(pb::MessageState::Unspecified) | Err(_) => {
                 return Err(invalid(format!(
-                    "states[{i}]: {raw} is not a message state (PENDING, AWAITING_RETRY, IN_FLIGHT, DEAD_LETTER or DELIVERED)"
+                    "states[{i}]: {raw} is not a message state (PENDING, AWAITING_RETRY, IN_FLIGHT, DEAD_LETTER, DELIVERED or EXPIRED)"
                 )));
             }
         };

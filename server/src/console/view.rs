@@ -312,6 +312,7 @@ pub(super) fn state_label(state: hookd_storage::store::search::SearchState) -> &
         SearchState::InFlight => "in flight",
         SearchState::Dead => "dead letter",
         SearchState::Delivered => "delivered",
+        SearchState::Expired => "delivered, payload expired",
     }
 }
 

@@ -57,7 +57,7 @@ pub(crate) struct SearchForm {
 /// Messages a search page lists.
 const SEARCH_PAGE: u32 = 50;
 
-const STATES: [(&str, &str, pb::MessageState); 5] = [
+const STATES: [(&str, &str, pb::MessageState); 6] = [
     ("pending", "pending", pb::MessageState::Pending),
     (
         "retrying",
@@ -67,6 +67,11 @@ const STATES: [(&str, &str, pb::MessageState); 5] = [
     ("in-flight", "in flight", pb::MessageState::InFlight),
     ("dead", "dead letter", pb::MessageState::DeadLetter),
     ("delivered", "delivered", pb::MessageState::Delivered),
+    (
+        "expired",
+        "delivered, payload expired",
+        pb::MessageState::Expired,
+    ),
 ];
 
 impl SearchForm {

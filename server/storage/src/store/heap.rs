@@ -222,6 +222,23 @@ impl Heap {
         Ok(Some(bytes))
     }
 
+    /// Whether the record a `messages` value holds or points to is still kept (its segment
+    /// exists), without reading it.
+    pub(crate) fn keeps(&self, value: &[u8]) -> Result<bool, StoreError> {
+        let p = match Stored::of(value)? {
+            Stored::Inline(_) => return Ok(true),
+            Stored::At(p) | Stored::Shared(p, _) => p,
+        };
+        let dir = self.dir.get().ok_or_else(|| {
+            StoreError::Corrupt("a payload looked for before the log was opened".into())
+        })?;
+        match dir.size(&segment_name(p.segment)) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// The record a `messages` value holds or points to (`None`: its segment is gone).
     pub(crate) fn resolve(&self, value: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         match Stored::of(value)? {

@@ -1407,10 +1407,12 @@ impl Store {
             messages: txn.open_table(MESSAGES)?,
             attempts: txn.open_table(ATTEMPTS)?,
             dead: txn.open_table(DEAD)?,
+            retained: txn.open_table(RETAINED)?,
         });
 
         struct Tables<'a> {
             heap: &'a Heap,
+            retained: redb::ReadOnlyTable<u128, &'static [u8]>,
             schedule: redb::ReadOnlyTable<u128, &'static [u8]>,
             done: redb::ReadOnlyTable<u128, &'static [u8]>,
             messages: redb::ReadOnlyTable<u128, &'static [u8]>,
@@ -1429,6 +1431,14 @@ impl Store {
                     |value| match self.heap.resolve(value)? {
                         Some(bytes) => Ok(Some(MessageRecord::decode(bytes.as_slice())?)),
                         None => Ok(None),
+                    },
+                    |id| {
+                        let Some(value) = self.retained.get(id.0)? else {
+                            return Ok(false);
+                        };
+                        let value =
+                            seal::open(TableId::Retained, &id.0.to_be_bytes(), value.value())?;
+                        self.heap.keeps(value)
                     },
                 )
             }

@@ -343,7 +343,10 @@ pub enum SearchState {
     Retrying = 2,
     InFlight = 3,
     Dead = 4,
+    /// Delivered (or acknowledged), its payload still kept.
     Delivered = 5,
+    /// Delivered, its payload past retention: its summary and attempts are what is left.
+    Expired = 6,
 }
 
 impl SearchState {
@@ -740,8 +743,17 @@ impl Plan {
             conditions.push((Field::Status, status_value(status)));
         }
         // One outcome state is in the index; live states and a choice of several are not.
-        if let [state @ (SearchState::Dead | SearchState::Delivered)] = query.states.as_slice() {
-            conditions.push((Field::State, state_value(*state)));
+        // An expired message was delivered: its row says so.
+        match query.states.as_slice() {
+            [state @ (SearchState::Dead | SearchState::Delivered)] => {
+                conditions.push((Field::State, state_value(*state)));
+            }
+            [SearchState::Expired]
+            | [SearchState::Delivered, SearchState::Expired]
+            | [SearchState::Expired, SearchState::Delivered] => {
+                conditions.push((Field::State, state_value(SearchState::Delivered)));
+            }
+            _ => {}
         }
         conditions.extend(text(Field::EventType, &query.event_type));
         conditions.extend(text(Field::Destination, &query.destination));
@@ -774,12 +786,19 @@ impl Plan {
 }
 
 /// A message's own id has no event id row: it is checked against every condition but the
-/// event id.
+/// event id, and in the index only for what the message as it is now cannot say (its
+/// state, last status and destination are checked there: a message stored before the
+/// index, found by its id, has no rows).
 fn own_rest(conditions: &[(Field, [u8; 16])]) -> Vec<(Field, [u8; 16])> {
     conditions
         .iter()
         .copied()
-        .filter(|(f, _)| *f != Field::EventId)
+        .filter(|(f, _)| {
+            !matches!(
+                f,
+                Field::EventId | Field::State | Field::Status | Field::Destination
+            )
+        })
         .collect()
 }
 
@@ -1158,7 +1177,9 @@ pub(crate) fn after_in(
 }
 
 /// What the store holds of message `id` now, from its rows in `txn`; `record` resolves a
-/// live or dead message's `messages` value to its record's metadata.
+/// live or dead message's `messages` value to its record's metadata, and `kept` says
+/// whether the log still keeps a completed message's record (else it is expired).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn now_of(
     schedule: &impl ReadableTable<u128, &'static [u8]>,
     done: &impl ReadableTable<u128, &'static [u8]>,
@@ -1167,6 +1188,7 @@ pub(crate) fn now_of(
     dead: &impl ReadableTable<&'static [u8], &'static [u8]>,
     id: MessageId,
     record: impl Fn(&[u8]) -> Result<Option<super::MessageRecord>, StoreError>,
+    kept: impl Fn(MessageId) -> Result<bool, StoreError>,
 ) -> Result<Option<Now>, StoreError> {
     let key = id.0.to_be_bytes();
     let created_ms = (id.0 >> 80) as u64;
@@ -1176,15 +1198,20 @@ pub(crate) fn now_of(
         let last_status = last.map_or(0, |a| a.http_status);
         let last_error = hit_error(last);
         let last_latency_us = last.map_or(0, |a| a.latency_us);
+        let state = if kept(id)? {
+            SearchState::Delivered
+        } else {
+            SearchState::Expired
+        };
         return Ok(Some(Now {
-            state: SearchState::Delivered,
+            state,
             hit: Hit {
                 id,
                 destination: d.destination,
                 event_type: d.event_type,
                 event_id: d.event_id,
                 idempotency_key: d.idempotency_key,
-                state: SearchState::Delivered,
+                state,
                 attempts: d.attempts,
                 last_status,
                 created_ms: if d.created_ms > 0 {

@@ -30,6 +30,7 @@ class MessageState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MESSAGE_STATE_IN_FLIGHT: _ClassVar[MessageState]
     MESSAGE_STATE_DEAD_LETTER: _ClassVar[MessageState]
     MESSAGE_STATE_DELIVERED: _ClassVar[MessageState]
+    MESSAGE_STATE_EXPIRED: _ClassVar[MessageState]
 
 class ReplayJobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -65,6 +66,7 @@ MESSAGE_STATE_AWAITING_RETRY: MessageState
 MESSAGE_STATE_IN_FLIGHT: MessageState
 MESSAGE_STATE_DEAD_LETTER: MessageState
 MESSAGE_STATE_DELIVERED: MessageState
+MESSAGE_STATE_EXPIRED: MessageState
 REPLAY_JOB_STATE_UNSPECIFIED: ReplayJobState
 REPLAY_JOB_STATE_RUNNING: ReplayJobState
 REPLAY_JOB_STATE_PAUSED: ReplayJobState
@@ -615,7 +617,7 @@ class ListEndpointEventsResponse(_message.Message):
     def __init__(self, events: _Optional[_Iterable[_Union[EndpointEvent, _Mapping]]] = ..., next_cursor: _Optional[str] = ..., more: _Optional[bool] = ...) -> None: ...
 
 class ReplayEstimate(_message.Message):
-    __slots__ = ("count", "dead_letters", "delivered", "live", "bytes", "seconds", "per_s", "truncated")
+    __slots__ = ("count", "dead_letters", "delivered", "live", "bytes", "seconds", "per_s", "truncated", "expired")
     COUNT_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTERS_FIELD_NUMBER: _ClassVar[int]
     DELIVERED_FIELD_NUMBER: _ClassVar[int]
@@ -624,6 +626,7 @@ class ReplayEstimate(_message.Message):
     SECONDS_FIELD_NUMBER: _ClassVar[int]
     PER_S_FIELD_NUMBER: _ClassVar[int]
     TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    EXPIRED_FIELD_NUMBER: _ClassVar[int]
     count: int
     dead_letters: int
     delivered: int
@@ -632,7 +635,8 @@ class ReplayEstimate(_message.Message):
     seconds: float
     per_s: float
     truncated: bool
-    def __init__(self, count: _Optional[int] = ..., dead_letters: _Optional[int] = ..., delivered: _Optional[int] = ..., live: _Optional[int] = ..., bytes: _Optional[int] = ..., seconds: _Optional[float] = ..., per_s: _Optional[float] = ..., truncated: _Optional[bool] = ...) -> None: ...
+    expired: int
+    def __init__(self, count: _Optional[int] = ..., dead_letters: _Optional[int] = ..., delivered: _Optional[int] = ..., live: _Optional[int] = ..., bytes: _Optional[int] = ..., seconds: _Optional[float] = ..., per_s: _Optional[float] = ..., truncated: _Optional[bool] = ..., expired: _Optional[int] = ...) -> None: ...
 
 class ReplayJob(_message.Message):
     __slots__ = ("id", "state", "selection", "created_unix_ms", "updated_unix_ms", "finished_unix_ms", "per_s", "total", "replayed", "skipped", "failed", "remaining", "bytes", "last_failure", "eta_unix_ms", "created_by")
