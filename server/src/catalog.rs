@@ -142,36 +142,54 @@ pub fn indexed_value(value: &serde_json::Value) -> Option<String> {
     (text.len() <= MAX_INDEXED_VALUE).then_some(text)
 }
 
+/// The texts the search index keeps of a payload (`value`, parsed) under `keys`: each
+/// key's value (`hookd_storage::store::search::declared_text`), for the keys the payload
+/// has with a scalar value.
+pub fn indexed_by(keys: &[String], value: &serde_json::Value) -> Vec<String> {
+    keys.iter()
+        .filter_map(|key| {
+            let text = indexed_value(value.pointer(key)?)?;
+            let bytes = hookd_storage::store::search::declared_text(key, &text);
+            String::from_utf8(bytes).ok()
+        })
+        .collect()
+}
+
+/// Checks declared search keys (an event type's or a source's): at most
+/// [`MAX_SEARCH_KEYS`] RFC 6901 pointers, none twice. The error follows `search_keys`
+/// (`": 9 keys is over..."`, `"[2]: ..."`).
+pub fn check_search_keys(keys: &[String]) -> Result<(), String> {
+    if keys.len() > MAX_SEARCH_KEYS {
+        return Err(format!(
+            ": {} keys is over the limit of {MAX_SEARCH_KEYS}",
+            keys.len()
+        ));
+    }
+    for (i, key) in keys.iter().enumerate() {
+        check_pointer(key).map_err(|why| format!("[{i}]: {why}"))?;
+        if keys[..i].contains(key) {
+            return Err(format!("[{i}]: {key:?} is given twice"));
+        }
+    }
+    Ok(())
+}
+
 impl EventType {
-    /// The texts the search index keeps of a payload (`value`, parsed) of this type: each
-    /// search key's value (`hookd_storage::store::search::declared_text`), for the keys
-    /// the payload has with a scalar value.
+    /// The texts the search index keeps of a payload (`value`, parsed) of this type (see
+    /// [`indexed_by`]).
     pub fn indexed(&self, value: &serde_json::Value) -> Vec<String> {
-        self.search_keys
-            .iter()
-            .filter_map(|key| {
-                let text = indexed_value(value.pointer(key)?)?;
-                let bytes = hookd_storage::store::search::declared_text(key, &text);
-                String::from_utf8(bytes).ok()
-            })
-            .collect()
+        indexed_by(&self.search_keys, value)
     }
 
     /// Declares the JSON pointers whose values the search index keeps; the error names
     /// the field (`search_keys`).
     pub fn with_search_keys(mut self, keys: &[String]) -> Result<Self, (&'static str, String)> {
-        if keys.len() > MAX_SEARCH_KEYS {
-            return Err((
+        check_search_keys(keys).map_err(|why| {
+            (
                 "search_keys",
-                format!("{} keys is over the limit of {MAX_SEARCH_KEYS}", keys.len()),
-            ));
-        }
-        for (i, key) in keys.iter().enumerate() {
-            check_pointer(key).map_err(|why| ("search_keys", format!("[{i}]: {why}")))?;
-            if keys[..i].contains(key) {
-                return Err(("search_keys", format!("[{i}]: {key:?} is given twice")));
-            }
-        }
+                why.strip_prefix(": ").map(str::to_owned).unwrap_or(why),
+            )
+        })?;
         self.search_keys = keys.to_vec();
         Ok(self)
     }

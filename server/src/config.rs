@@ -911,6 +911,7 @@ mod tests {
                     mask: text(),
                     detectors: vec![hookd_core::source::Detector::Email],
                 },
+                search_keys: text(),
             })
             .unwrap(),
         );

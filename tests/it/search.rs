@@ -382,7 +382,8 @@ async fn an_event_types_search_keys_are_declared_checked_and_shown() {
 }
 
 /// A webhook received on the ingest listener is indexed under its event type's search
-/// keys, after its source's redaction (a masked value is not searchable).
+/// keys and its source's, after its source's redaction (a masked value is not
+/// searchable).
 #[tokio::test]
 async fn an_ingested_event_is_found_by_its_types_search_keys_after_redaction() {
     use crate::ingest::{SW_KEY, now_s, post, sw_headers, sw_source};
@@ -390,6 +391,8 @@ async fn an_ingested_event_is_found_by_its_types_search_keys_after_redaction() {
     let mut config = test_config(dir.path());
     let mut source = sw_source("agents", "inbox");
     source.redact.remove = vec!["/data/email".into()];
+    // The source's own key, and one its event type declares too (indexed once).
+    source.search_keys = vec!["/data/agent".into(), "/data/run".into()];
     config.sources = vec![source];
     config.event_types = vec![hookd::catalog::EventTypeSpec {
         name: "run.finished".into(),
@@ -400,7 +403,7 @@ async fn an_ingested_event_is_found_by_its_types_search_keys_after_redaction() {
     }];
     let server = TestServer::start_with(config, ManualClock::new(SystemClock.now_ms())).await;
     let mut c = server.client().await;
-    let body = br#"{"type": "run.finished", "data": {"run": 7, "email": "a@example.com"}}"#;
+    let body = br#"{"type": "run.finished", "data": {"run": 7, "agent": "triage", "email": "a@example.com"}}"#;
     let sent = post(
         server.ingest,
         "agents",
@@ -414,7 +417,38 @@ async fn an_ingested_event_is_found_by_its_types_search_keys_after_redaction() {
         payload: [(pointer.to_owned(), value.to_owned())].into(),
         ..Default::default()
     };
-    assert_eq!(all_ids(&mut c, by("/data/run", "7")).await, vec![id]);
+    assert_eq!(
+        all_ids(&mut c, by("/data/run", "7")).await,
+        vec![id.clone()]
+    );
+    assert_eq!(all_ids(&mut c, by("/data/agent", "triage")).await, vec![id]);
+    assert!(
+        all_ids(&mut c, by("/data/agent", "other")).await.is_empty(),
+        "another value is not found"
+    );
+    // The source shows its keys, and a bad one is refused by name.
+    let shown = c
+        .raw()
+        .get_source(pb::GetSourceRequest {
+            name: "agents".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .source
+        .unwrap();
+    assert_eq!(shown.search_keys, vec!["/data/agent", "/data/run"]);
+    let mut bad = shown.clone();
+    bad.name = "agents-2".into();
+    bad.secrets = vec![crate::ingest::sw_secret(SW_KEY)];
+    bad.search_keys = vec!["/data/agent".into(), "data/run".into()];
+    let e = c
+        .raw()
+        .put_source(pb::PutSourceRequest { source: Some(bad) })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    assert!(e.message().starts_with("source.search_keys[1]: "), "{e:?}");
     assert!(
         all_ids(&mut c, by("/data/email", "a@example.com"))
             .await

@@ -149,6 +149,10 @@ pub struct SourceSpec {
     /// Payload sanitisation before the event is stored.
     #[serde(default, skip_serializing_if = "RedactSpec::is_empty")]
     pub redact: RedactSpec,
+    /// JSON pointers into the (redacted) payload whose values the search index keeps for
+    /// this source's events, beside their event type's `search_keys`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub search_keys: Vec<String>,
 }
 
 fn default_tolerance() -> u64 {
@@ -184,6 +188,7 @@ impl SourceSpec {
             bearer_sha256: Vec::new(),
             basic: Vec::new(),
             redact: RedactSpec::default(),
+            search_keys: Vec::new(),
         }
     }
 }

@@ -64,5 +64,6 @@ pub fn source(s: &SourceSpec) -> pb::Source {
         secret_summaries: Vec::new(),
         from_config: false,
         path: format!("/in/{}", s.name),
+        search_keys: s.search_keys.clone(),
     }
 }

@@ -120,6 +120,7 @@ pub fn spec(source: Option<pb::Source>) -> Result<SourceSpec, ApiError> {
         bearer_sha256: s.bearer_sha256,
         basic: s.basic,
         redact,
+        search_keys: s.search_keys,
     })
 }
 

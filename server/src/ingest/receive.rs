@@ -640,8 +640,17 @@ async fn handle(
             None => return Err(invalid("topic: this source does not publish")),
         },
     };
+    // Indexed under its event type's search keys and its source's.
     let indexed = match json.as_ref() {
-        Some(value) => ingest.catalog.indexed(source.tenant, &event_type, value),
+        Some(value) => {
+            let mut texts = ingest.catalog.indexed(source.tenant, &event_type, value);
+            for text in crate::catalog::indexed_by(&source.spec.search_keys, value) {
+                if !texts.contains(&text) {
+                    texts.push(text);
+                }
+            }
+            texts
+        }
         None => Vec::new(),
     };
     let event = hookd_engine::NewEvent {

@@ -185,6 +185,8 @@ impl Source {
         limits: Limits,
     ) -> Result<Self, String> {
         hookd_core::names::check_name(&spec.name, "name")?;
+        crate::catalog::check_search_keys(&spec.search_keys)
+            .map_err(|why| format!("search_keys{why}"))?;
         if secrets.len() > MAX_CREDENTIALS
             || spec.bearer_sha256.len() > MAX_CREDENTIALS
             || spec.basic.len() > MAX_CREDENTIALS

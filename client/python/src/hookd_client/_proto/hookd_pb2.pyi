@@ -1219,7 +1219,7 @@ class WatchEvent(_message.Message):
     def __init__(self, unix_ms: _Optional[int] = ..., kind: _Optional[str] = ..., destination: _Optional[str] = ..., message_id: _Optional[str] = ..., attempt: _Optional[int] = ..., http_status: _Optional[int] = ..., latency_us: _Optional[int] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class Source(_message.Message):
-    __slots__ = ("name", "scheme", "hmac", "secrets", "tolerance_secs", "max_body_bytes", "content_types", "json_schema", "event_type", "dedup_id", "queue", "endpoint", "topic", "bearer_sha256", "basic", "redact", "secret_summaries", "from_config", "path")
+    __slots__ = ("name", "scheme", "hmac", "secrets", "tolerance_secs", "max_body_bytes", "content_types", "json_schema", "event_type", "dedup_id", "queue", "endpoint", "topic", "bearer_sha256", "basic", "redact", "secret_summaries", "from_config", "path", "search_keys")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SCHEME_FIELD_NUMBER: _ClassVar[int]
     HMAC_FIELD_NUMBER: _ClassVar[int]
@@ -1239,6 +1239,7 @@ class Source(_message.Message):
     SECRET_SUMMARIES_FIELD_NUMBER: _ClassVar[int]
     FROM_CONFIG_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_KEYS_FIELD_NUMBER: _ClassVar[int]
     name: str
     scheme: str
     hmac: HmacSettings
@@ -1258,7 +1259,8 @@ class Source(_message.Message):
     secret_summaries: _containers.RepeatedCompositeFieldContainer[SecretSummary]
     from_config: bool
     path: str
-    def __init__(self, name: _Optional[str] = ..., scheme: _Optional[str] = ..., hmac: _Optional[_Union[HmacSettings, _Mapping]] = ..., secrets: _Optional[_Iterable[str]] = ..., tolerance_secs: _Optional[int] = ..., max_body_bytes: _Optional[int] = ..., content_types: _Optional[_Iterable[str]] = ..., json_schema: _Optional[str] = ..., event_type: _Optional[str] = ..., dedup_id: _Optional[str] = ..., queue: _Optional[str] = ..., endpoint: _Optional[str] = ..., topic: _Optional[str] = ..., bearer_sha256: _Optional[_Iterable[str]] = ..., basic: _Optional[_Iterable[str]] = ..., redact: _Optional[_Union[Redaction, _Mapping]] = ..., secret_summaries: _Optional[_Iterable[_Union[SecretSummary, _Mapping]]] = ..., from_config: _Optional[bool] = ..., path: _Optional[str] = ...) -> None: ...
+    search_keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., scheme: _Optional[str] = ..., hmac: _Optional[_Union[HmacSettings, _Mapping]] = ..., secrets: _Optional[_Iterable[str]] = ..., tolerance_secs: _Optional[int] = ..., max_body_bytes: _Optional[int] = ..., content_types: _Optional[_Iterable[str]] = ..., json_schema: _Optional[str] = ..., event_type: _Optional[str] = ..., dedup_id: _Optional[str] = ..., queue: _Optional[str] = ..., endpoint: _Optional[str] = ..., topic: _Optional[str] = ..., bearer_sha256: _Optional[_Iterable[str]] = ..., basic: _Optional[_Iterable[str]] = ..., redact: _Optional[_Union[Redaction, _Mapping]] = ..., secret_summaries: _Optional[_Iterable[_Union[SecretSummary, _Mapping]]] = ..., from_config: _Optional[bool] = ..., path: _Optional[str] = ..., search_keys: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class HmacSettings(_message.Message):
     __slots__ = ("header", "algorithm", "encoding", "prefix", "timestamp_header", "separator")
