@@ -1308,6 +1308,15 @@ async fn console_switches_tenant_and_shows_and_acts_on_that_tenants_objects_only
         "{}",
         tenants.body
     );
+    // The list's search box: names containing the text.
+    let filtered = http.get("/ui/tenants?q=acm", &cookie).await;
+    assert!(
+        filtered.body.contains("<td>acme")
+            && !filtered.body.contains("<td>default")
+            && filtered.body.contains(r#"value="acm""#),
+        "{}",
+        filtered.body
+    );
     let csrf = tenants.field("csrf");
     // A tenant that does not exist: 404, the view unchanged.
     let missing = http

@@ -164,6 +164,12 @@ async fn a_payload_that_fails_its_types_schema_is_refused_naming_where_and_nothi
             && page.contains("Not strict"),
         "{page}"
     );
+    // Its search box: names containing the text.
+    let page = server.http_get("/ui/event-types?q=classified").await;
+    assert!(
+        page.contains("<code>ticket.classified</code>") && !page.contains("A ticket was closed."),
+        "{page}"
+    );
     // ...and by the CLI (a child process: the server shares this test's runtime).
     let grpc = server.grpc.clone();
     let out = tokio::task::spawn_blocking(move || {

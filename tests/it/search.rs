@@ -438,6 +438,13 @@ async fn an_ingested_event_is_found_by_its_types_search_keys_after_redaction() {
         .source
         .unwrap();
     assert_eq!(shown.search_keys, vec!["/data/agent", "/data/run"]);
+    let page = server.http_get("/ui/sources?q=agen").await;
+    assert!(
+        page.starts_with("HTTP/1.1 200") && page.contains("<code>/data/agent</code>"),
+        "{page}"
+    );
+    let page = server.http_get("/ui/sources?q=nothing").await;
+    assert!(page.contains("None of the 1 sources matches."), "{page}");
     let mut bad = shown.clone();
     bad.name = "agents-2".into();
     bad.secrets = vec![crate::ingest::sw_secret(SW_KEY)];

@@ -6,11 +6,15 @@ use super::*;
 pub(crate) async fn event_types(
     State(c): Shared,
     Extension(s): Extension<Session>,
-    Query(n): Query<Notice>,
+    Query(n): Query<super::endpoints::ListQuery>,
 ) -> Page {
     let strict = c.api.catalog().strict();
     let catalog = c.api.catalog().of(s.tenant());
-    let types: Vec<_> = catalog.types().collect();
+    let every = catalog.types().count();
+    let types: Vec<_> = catalog
+        .types()
+        .filter(|t| n.q.is_empty() || t.name.contains(n.q.as_str()))
+        .collect();
     html_page(page(
         "Event types",
         Nav::EventTypes,
@@ -20,9 +24,10 @@ pub(crate) async fn event_types(
             p.hint { "Declared with " code { "hookd event-types put" } " (PutEventType), and for " code { "default" } " in the config file (" code { "[[event_types]]" } "). Enqueue refuses a payload that fails its type's JSON Schema. "
                 @if strict { "Strict: an event type not listed here, or none, is refused." }
                 @else { "Not strict: event types not listed here are accepted unchecked." } }
-            @if types.is_empty() { p { "No event type is declared." } } @else {
+            (super::name_filter("/ui/event-types", &n.q))
+            @if types.is_empty() { p { @if every == 0 { "No event type is declared." } @else { "None of the " (every) " event types matches." } } } @else {
                 table.list {
-                    thead { tr { th { "name" } th { "description" } th { "JSON Schema" } th { "defined in" } } }
+                    thead { tr { th { "name" } th { "description" } th { "JSON Schema" } th { "search keys" } th { "defined in" } } }
                     tbody {
                         @for t in &types {
                             tr {
@@ -32,6 +37,7 @@ pub(crate) async fn event_types(
                                     Some(text) => { details { summary { "yes" } pre { (text) } } }
                                     None => { "none" }
                                 } }
+                                td { @for (i, k) in t.search_keys.iter().enumerate() { @if i > 0 { ", " } code { (k) } } }
                                 td { @if t.from_config { "config" } @else { "api" } }
                             }
                         }

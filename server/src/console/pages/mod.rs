@@ -149,6 +149,17 @@ pub(crate) struct Notice {
 }
 
 /// Percent-encodes a path segment (an endpoint's name, a message id).
+/// A list's search box: names containing `q` (GET `action?q=`).
+fn name_filter(action: &str, q: &str) -> Markup {
+    html! {
+        form.filters method="get" action=(action) role="search" {
+            label { "Name contains " input type="search" name="q" value=(q); }
+            button type="submit" { "Filter" }
+            @if !q.is_empty() { " " a href=(action) { "clear" } }
+        }
+    }
+}
+
 fn segment(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {

@@ -5,9 +5,13 @@ use super::*;
 pub(crate) async fn sources(
     State(c): Shared,
     Extension(s): Extension<Session>,
-    Query(n): Query<Notice>,
+    Query(n): Query<super::endpoints::ListQuery>,
 ) -> Page {
-    let sources = c.api.sources().list(s.tenant());
+    let every = c.api.sources().list(s.tenant());
+    let sources: Vec<_> = every
+        .iter()
+        .filter(|src| n.q.is_empty() || src.spec.name.contains(n.q.as_str()))
+        .collect();
     html_page(page(
         "Sources",
         Nav::Sources,
@@ -16,10 +20,11 @@ pub(crate) async fn sources(
         html! {
             p.hint { "Webhooks hookd receives on the ingest listener (" code { "POST /in/{source}" } "). "
                 "A source routes to one queue or endpoint." }
-            @if sources.is_empty() { p { "No source is defined." } } @else {
+            (super::name_filter("/ui/sources", &n.q))
+            @if sources.is_empty() { p { @if every.is_empty() { "No source is defined." } @else { "None of the " (every.len()) " sources matches." } } } @else {
                 table.list {
                     thead { tr { th { "name" } th { "path" } th { "scheme" } th { "route" } th { "secrets" }
-                                 th { "tolerance" } th { "max body" } th { "schema" } th { "event type" } th { "dedup id" } th { "redaction" } th { "defined in" } } }
+                                 th { "tolerance" } th { "max body" } th { "schema" } th { "event type" } th { "dedup id" } th { "redaction" } th { "search keys" } th { "defined in" } } }
                     tbody {
                         @for src in &sources {
                             @let spec = &src.spec;
@@ -49,6 +54,7 @@ pub(crate) async fn sources(
                                         ", " (spec.redact.detectors.iter().map(|d| d.name()).collect::<Vec<_>>().join(", "))
                                     }
                                 } @else { "none" } }
+                                td { @for (i, k) in spec.search_keys.iter().enumerate() { @if i > 0 { ", " } code { (k) } } }
                                 td { @if src.from_config { "config file" } @else { "API" } }
                             }
                         }

@@ -43,15 +43,23 @@ pub(crate) async fn switch_tenant(
 pub(crate) async fn tenants(
     State(c): Shared,
     Extension(s): Extension<Session>,
-    Query(n): Query<Notice>,
+    Query(n): Query<super::endpoints::ListQuery>,
 ) -> Page {
     let directory = c.engine.tenants();
-    let all = directory.list();
+    let everyone = directory.list();
+    let all: Vec<_> = everyone
+        .iter()
+        .filter(|t| {
+            n.q.is_empty()
+                || t.record.name.contains(n.q.as_str())
+                || t.record.display_name.contains(n.q.as_str())
+        })
+        .collect();
     let viewed = s.tenant();
     let mut rows = Vec::new();
     for t in all.iter().take(TENANTS_SHOWN) {
         let stats = c.engine.stats(Some(t.id), None, 0).await?;
-        rows.push((*t, stats.total, stats.quotas));
+        rows.push((**t, stats.total, stats.quotas));
     }
     html_page(page(
         "Tenants",
@@ -61,6 +69,8 @@ pub(crate) async fn tenants(
         html! {
             p.hint { "Every tenant, in name order. Switch to one to see and manage its endpoints, subscriptions, messages and dead letters; under "
                 code { "default" } " the overview and destinations show every tenant's figures." }
+            (super::name_filter("/ui/tenants", &n.q))
+            p.hint { (all.len()) " of " (everyone.len()) " tenants." }
             table.list {
                 thead { tr {
                     th { "tenant" } th { "display name" } th { "pending" } th { "retrying" }
@@ -92,7 +102,7 @@ pub(crate) async fn tenants(
                 }
             }
             @if all.len() > TENANTS_SHOWN {
-                p.hint { (all.len() - TENANTS_SHOWN) " more tenants: switch to one by name in the header." }
+                p.hint { (all.len() - TENANTS_SHOWN) " more tenants: narrow the filter, or switch to one by name in the header." }
             }
         },
     ))

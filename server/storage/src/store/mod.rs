@@ -1475,40 +1475,79 @@ impl Store {
         after: Option<MessageId>,
         limit: usize,
     ) -> Result<(Vec<Caught>, Option<MessageId>, bool), StoreError> {
-        let (ids, more) = {
-            let (pending, txn) = self.read_index()?;
-            match txn.open_table(search::SEARCH) {
-                Ok(table) => search::after_in(
-                    &search::Rows { table, pending },
-                    tenant,
-                    destination,
-                    after.map_or(0, |a| a.0),
-                    limit,
-                    // Index rows looked at, at most, for one page.
-                    10_000,
-                )?,
-                Err(redb::TableError::TableDoesNotExist(_)) => (Vec::new(), false),
-                Err(e) => return Err(e.into()),
-            }
+        // One snapshot for the page: its index rows and its messages' rows.
+        let (pending, txn) = self.read_index()?;
+        let (ids, more) = match txn.open_table(search::SEARCH) {
+            Ok(table) => search::after_in(
+                &search::Rows { table, pending },
+                tenant,
+                destination,
+                after.map_or(0, |a| a.0),
+                limit,
+                // Index rows looked at, at most, for one page.
+                10_000,
+            )?,
+            Err(redb::TableError::TableDoesNotExist(_)) => (Vec::new(), false),
+            Err(e) => return Err(e.into()),
         };
+        let (messages, schedule, dead) = (
+            txn.open_table(MESSAGES)?,
+            txn.open_table(SCHEDULE)?,
+            txn.open_table(DEAD)?,
+        );
+        let (done, retained) = (txn.open_table(DONE)?, txn.open_table(RETAINED)?);
         let mut out = Vec::with_capacity(ids.len());
         for &id in &ids {
-            if let Some(m) = self.message(id)? {
-                out.push(Caught {
-                    id,
-                    state: search::SearchState::of(m.entry.state),
-                    attempts: m.entry.attempts,
-                    record: Some(m.record),
-                });
-            } else if let Some(done) = self.done(id)? {
-                let record = match self.completed_record(id)? {
-                    Kept::Record(r) => Some(*r),
-                    Kept::Expired => None,
+            let key = id.0.to_be_bytes();
+            if let Some(value) = messages.get(id.0)? {
+                let record =
+                    self.resolve(id, seal::open(TableId::Messages, &key, value.value())?)?;
+                let entry = match schedule.get(id.0)? {
+                    Some(e) => Some(ScheduleEntry::decode(seal::open(
+                        TableId::Schedule,
+                        &key,
+                        e.value(),
+                    )?)?),
+                    None => {
+                        let dk = dead_key(&dest_key_of(&record.destination)?, id);
+                        match dead.get(dk.as_slice())? {
+                            Some(e) => Some(ScheduleEntry::decode(seal::open(
+                                TableId::Dead,
+                                &dk,
+                                e.value(),
+                            )?)?),
+                            None => None,
+                        }
+                    }
+                };
+                if let Some(entry) = entry {
+                    out.push(Caught {
+                        id,
+                        state: search::SearchState::of(entry.state),
+                        attempts: entry.attempts,
+                        record: Some(record),
+                    });
+                }
+            } else if let Some(v) = done.get(id.0)? {
+                let summary = DoneRecord::decode(seal::open(TableId::Done, &key, v.value())?)?;
+                let record = match retained.get(id.0)? {
+                    Some(value) => {
+                        let value = seal::open(TableId::Retained, &key, value.value())?;
+                        self.heap
+                            .resolve(value)?
+                            .map(|bytes| MessageRecord::decode(bytes.as_slice()))
+                            .transpose()?
+                    }
+                    None => None,
                 };
                 out.push(Caught {
                     id,
-                    state: search::SearchState::Delivered,
-                    attempts: done.attempts,
+                    state: if record.is_some() {
+                        search::SearchState::Delivered
+                    } else {
+                        search::SearchState::Expired
+                    },
+                    attempts: summary.attempts,
                     record,
                 });
             }
