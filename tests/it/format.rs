@@ -442,6 +442,52 @@ async fn a_format_v5_data_directory_opens_its_inline_records_read_and_new_ones_l
         assert_eq!(page.messages.len(), n, "{states:?}");
         assert_eq!(page.total, n as u64, "{states:?}");
     }
+    // The search index's backfill (the apply stage's reclaims, as the clock moves)
+    // indexes what format 5 stored: found by their queue, key and state, not only by id.
+    let search = |r: pb::SearchMessagesRequest| {
+        let mut c = c.clone();
+        async move {
+            c.raw()
+                .search_messages(r)
+                .await
+                .unwrap()
+                .into_inner()
+                .messages
+                .into_iter()
+                .map(|m| m.id)
+                .collect::<Vec<_>>()
+        }
+    };
+    let queue = |name: &str| {
+        Some(pb::Destination {
+            kind: Some(pb::destination::Kind::Queue(name.into())),
+        })
+    };
+    let by_key = pb::SearchMessagesRequest {
+        idempotency_key: "fixture-key-a".into(),
+        ..Default::default()
+    };
+    let expired = pb::SearchMessagesRequest {
+        destination: queue("fixture-done"),
+        states: vec![pb::MessageState::Expired as i32],
+        ..Default::default()
+    };
+    // `messages` is walked at one reclaim, `done` at a later one.
+    let mut rounds = 0;
+    while search(by_key.clone()).await.is_empty() || search(expired.clone()).await.is_empty() {
+        rounds += 1;
+        assert!(rounds < 200, "the backfill never indexed the fixture");
+        server.advance(11_000).await;
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(search(by_key).await, vec![ids["pending"].to_owned()]);
+    assert_eq!(search(expired).await, vec![ids["done"].to_owned()]);
+    let dead = pb::SearchMessagesRequest {
+        destination: queue("fixture-dead"),
+        states: vec![pb::MessageState::DeadLetter as i32],
+        ..Default::default()
+    };
+    assert_eq!(search(dead).await, vec![ids["dead"].to_owned()]);
     let got = c.receive("fixture-q", 10, VIS, None).await.unwrap();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].payload, b"pending");

@@ -117,6 +117,9 @@ pub struct Applier {
     history_ms: u64,
     /// When the last reclaim ran.
     reclaim_at_ms: u64,
+    /// The search index's backfill has run to its end; messages it indexed so far.
+    backfilled: bool,
+    backfill_count: u64,
     metrics: Arc<Metrics>,
 }
 
@@ -154,6 +157,8 @@ impl Applier {
             retention: config.retention,
             history_ms: config.history_ms,
             reclaim_at_ms: 0,
+            backfilled: false,
+            backfill_count: 0,
             metrics: config.metrics,
         };
         (applier, progress)
@@ -239,6 +244,28 @@ impl Applier {
                 return self.fail(e);
             }
         }
+        // Messages stored before the search index, a slice per reclaim until done.
+        if !self.backfilled {
+            match self.store.backfill_search(
+                now.saturating_sub(self.history_ms),
+                SEARCH_BACKFILL_MESSAGES,
+            ) {
+                Ok(None) => {
+                    self.backfilled = true;
+                    if self.backfill_count > 0 {
+                        tracing::info!(
+                            messages = self.backfill_count,
+                            "the search index holds the messages stored before it"
+                        );
+                    }
+                }
+                Ok(Some(n)) => self.backfill_count += n as u64,
+                Err(e) => {
+                    self.metrics.storage_failed("apply");
+                    return self.fail(e);
+                }
+            }
+        }
         // Rows first: a segment without a row is one nothing points into, so if the
         // deletion does not happen (a crash), the next reclaim deletes it.
         let forget: Vec<Lsn> = plan
@@ -316,6 +343,9 @@ impl Applier {
 
 /// Rows of the search index one reclaim deletes at most (a few milliseconds of work).
 const SEARCH_SWEEP_ROWS: usize = 20_000;
+/// Messages stored before the search index that one reclaim indexes at most (each a read
+/// of its record: tens of milliseconds).
+const SEARCH_BACKFILL_MESSAGES: usize = 2_000;
 
 /// Records gathered for one redb transaction: at most this long after the first (less
 /// when a reader waits).

@@ -151,6 +151,13 @@ pub const OPEN_MARKER: &str = "hookd.redb.open";
 /// The write-ahead log position up to which this file holds every change (the last
 /// checkpoint's); recovery replays the log from there.
 const APPLIED_KEY: &str = "log_applied";
+/// The search index's backfill of messages stored before it (format 10 and older): absent
+/// until it has run to its end, then 1 (a new file has it from the start). While it runs,
+/// where it is: the table it walks (0: `messages`, 1: `done`) and the last id it indexed.
+const BACKFILLED_KEY: &str = "search_backfilled";
+const BACKFILL_TABLE_KEY: &str = "search_backfill_table";
+const BACKFILL_HI_KEY: &str = "search_backfill_after_hi";
+const BACKFILL_LO_KEY: &str = "search_backfill_after_lo";
 
 /// The version of the on-disk layout this hookd writes (see "Format versions" above).
 /// Bump it with any change an older hookd would misread, and add the migration.
@@ -970,6 +977,158 @@ impl Store {
         };
         txn.commit()?;
         Ok(swept)
+    }
+
+    /// One step of the search index's backfill: the rows of up to `limit` messages stored
+    /// before the index (a file of format 10 or older, or one upgraded to 11 or 12 before
+    /// the backfill existed), created at or after `horizon_ms` (older ones are past the
+    /// history). Walks `messages` (live and dead), then `done` (completed: from its kept
+    /// record, or its summary once the payload expired), in id order, from where the last
+    /// step ended (kept in `meta`, in the same transaction as the rows). Rows are blind
+    /// inserts: a message indexed already gets the same rows again. `None` once it has
+    /// run to its end; else how many messages this step indexed.
+    pub fn backfill_search(
+        &self,
+        horizon_ms: u64,
+        limit: usize,
+    ) -> Result<Option<usize>, StoreError> {
+        let txn = self.begin_round()?;
+        let done_count = {
+            let mut meta = txn.open_table(META)?;
+            if meta.get(BACKFILLED_KEY)?.is_some() {
+                return Ok(None);
+            }
+            let table = meta.get(BACKFILL_TABLE_KEY)?.map_or(0, |v| v.value());
+            let after = (u128::from(meta.get(BACKFILL_HI_KEY)?.map_or(0, |v| v.value())) << 64)
+                | u128::from(meta.get(BACKFILL_LO_KEY)?.map_or(0, |v| v.value()));
+            let start = after.max((u128::from(horizon_ms) << 80).saturating_sub(1));
+            let mut index = search::Indexer {
+                table: Some(txn.open_table(search::SEARCH)?),
+                rows: Vec::new(),
+            };
+            let attempts = txn.open_table(ATTEMPTS)?;
+            let mut last = None;
+            let mut count = 0usize;
+            if table == 0 {
+                let messages = txn.open_table(MESSAGES)?;
+                let (schedule, dead) = (txn.open_table(SCHEDULE)?, txn.open_table(DEAD)?);
+                for row in messages.range((start.saturating_add(1))..)? {
+                    let (k, v) = row?;
+                    let id = k.value();
+                    last = Some(id);
+                    count += 1;
+                    if let Err(e) =
+                        self.backfill_live(&mut index, &schedule, &dead, &attempts, id, v.value())
+                    {
+                        tracing::warn!(id = %MessageId(id), error = %e, "a stored message the search index's backfill cannot read; not indexed");
+                    }
+                    if count >= limit {
+                        break;
+                    }
+                }
+            } else {
+                let done = txn.open_table(DONE)?;
+                let retained = txn.open_table(RETAINED)?;
+                for row in done.range((start.saturating_add(1))..)? {
+                    let (k, v) = row?;
+                    let id = k.value();
+                    last = Some(id);
+                    count += 1;
+                    if let Err(e) = self.backfill_done(&mut index, &retained, id, v.value()) {
+                        tracing::warn!(id = %MessageId(id), error = %e, "a completed message the search index's backfill cannot read; not indexed");
+                    }
+                    if count >= limit {
+                        break;
+                    }
+                }
+            }
+            index.finish()?;
+            match last.filter(|_| count >= limit) {
+                Some(id) => {
+                    meta.insert(BACKFILL_HI_KEY, (id >> 64) as u64)?;
+                    meta.insert(BACKFILL_LO_KEY, id as u64)?;
+                }
+                None if table == 0 => {
+                    // `messages` walked: `done` next, from its start.
+                    meta.insert(BACKFILL_TABLE_KEY, 1)?;
+                    meta.insert(BACKFILL_HI_KEY, 0)?;
+                    meta.insert(BACKFILL_LO_KEY, 0)?;
+                }
+                None => {
+                    meta.insert(BACKFILLED_KEY, 1)?;
+                    meta.remove(BACKFILL_TABLE_KEY)?;
+                    meta.remove(BACKFILL_HI_KEY)?;
+                    meta.remove(BACKFILL_LO_KEY)?;
+                }
+            }
+            count
+        };
+        txn.commit()?;
+        Ok(Some(done_count))
+    }
+
+    /// The index rows of a live or dead message (its `messages` value).
+    fn backfill_live(
+        &self,
+        index: &mut search::Indexer<'_>,
+        schedule: &impl ReadableTable<u128, &'static [u8]>,
+        dead: &impl ReadableTable<&'static [u8], &'static [u8]>,
+        attempts: &impl ReadableTable<&'static [u8], &'static [u8]>,
+        id: u128,
+        value: &[u8],
+    ) -> Result<(), StoreError> {
+        let key = id.to_be_bytes();
+        let Some(bytes) = self
+            .heap
+            .resolve(seal::open(TableId::Messages, &key, value)?)?
+        else {
+            return Ok(());
+        };
+        index.message(id, &bytes, None)?;
+        if schedule.get(id)?.is_none() {
+            let record = MessageRecord::decode(bytes.as_slice())?;
+            let dk = dead_key(&dest_key_of(&record.destination)?, MessageId(id));
+            if dead.get(dk.as_slice())?.is_some() {
+                index.dead(&dk, attempts)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The index rows of a completed message (its `done` value): its record's while the
+    /// log keeps it, else its summary's (destination, event type, event id, idempotency
+    /// key), and its outcome.
+    fn backfill_done(
+        &self,
+        index: &mut search::Indexer<'_>,
+        retained: &impl ReadableTable<u128, &'static [u8]>,
+        id: u128,
+        value: &[u8],
+    ) -> Result<(), StoreError> {
+        let key = id.to_be_bytes();
+        let opened = seal::open(TableId::Done, &key, value)?;
+        let kept = match retained.get(id)? {
+            Some(v) => self
+                .heap
+                .resolve(seal::open(TableId::Retained, &key, v.value())?)?,
+            None => None,
+        };
+        let record = match kept {
+            Some(bytes) => bytes,
+            None => {
+                let summary = DoneRecord::decode(opened)?;
+                MessageRecord {
+                    destination: summary.destination,
+                    event_type: summary.event_type,
+                    event_id: summary.event_id,
+                    idempotency_key: summary.idempotency_key,
+                    ..Default::default()
+                }
+                .encode_to_vec()
+            }
+        };
+        index.message(id, &record, None)?;
+        index.done(id, opened)
     }
 
     /// How many rows the search index holds.
@@ -2156,6 +2315,8 @@ fn check_format(txn: &WriteTransaction) -> Result<(), StoreError> {
             }
             meta.insert(APPLIED_KEY, 0)?;
             meta.insert(FORMAT_KEY, FORMAT_VERSION)?;
+            // Nothing stored before the index: nothing to backfill.
+            meta.insert(BACKFILLED_KEY, 1)?;
             Ok(())
         }
     }
@@ -2399,22 +2560,105 @@ mod tests {
     }
 
     /// A format-10 file (no `search` table) opens as format 11 with the table made, and
-    /// what the log performs from then on is indexed.
+    /// what the log performs from then on is indexed; the backfill indexes what it held
+    /// (live, dead and completed messages), a slice at a time, and then says it is done.
     #[test]
-    fn a_format_10_file_gets_the_search_table() {
+    fn a_format_10_file_gets_the_search_table_and_its_messages_backfilled() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
+        // What a format-10 hookd stored: a live message, a dead letter, a delivered one
+        // whose record is gone (only its summary).
+        let live = MessageRecord {
+            destination: "qjobs".into(),
+            event_type: "order.paid".into(),
+            ..Default::default()
+        };
+        let mut log = rowlog::RowLog::default();
+        for id in [3u128, 4] {
+            log.put(TableId::Messages, &id.to_be_bytes(), &live.encode_to_vec());
+        }
+        let entry = |state| ScheduleEntry {
+            due_ms: 0,
+            state,
+            attempts: 0,
+            max_attempts: 3,
+            since_ms: 0,
+            destination: "qjobs".into(),
+            lane: None,
+            replayed: false,
+        };
+        log.put(
+            TableId::Schedule,
+            &3u128.to_be_bytes(),
+            &entry(State::Pending).encode(),
+        );
+        let dk = dead_key(&dest_key_of("qjobs").unwrap(), MessageId(4));
+        log.put(TableId::Dead, &dk, &entry(State::Dead).encode());
+        let done = DoneRecord {
+            destination: "qjobs".into(),
+            idempotency_key: "k-5".into(),
+            ..Default::default()
+        };
+        log.put(TableId::Done, &5u128.to_be_bytes(), &done.encode_to_vec());
+        store.replay_records([log.into_bytes().as_slice()]).unwrap();
         let txn = store.db.begin_write().unwrap();
-        txn.open_table(META)
-            .unwrap()
-            .insert(FORMAT_KEY, 10)
-            .unwrap();
+        {
+            let mut meta = txn.open_table(META).unwrap();
+            meta.insert(FORMAT_KEY, 10).unwrap();
+            meta.remove(BACKFILLED_KEY).unwrap();
+        }
         assert!(txn.delete_table(search::SEARCH).unwrap());
         txn.commit().unwrap();
         drop(store);
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(store.format_version().unwrap(), Some(FORMAT_VERSION));
         assert_eq!(store.search_rows().unwrap(), 0);
+        // One message a step: 3, then 4 (and `messages` ends), then 5, then the end.
+        let steps: Vec<_> = std::iter::from_fn(|| store.backfill_search(0, 1).unwrap())
+            .take(10)
+            .collect();
+        assert_eq!(steps, vec![1, 1, 0, 1, 0]);
+        assert_eq!(store.backfill_search(0, 1).unwrap(), None);
+        // 3: All, destination, event type. 4: the same and Dead. 5: All, destination,
+        // idempotency key, Delivered.
+        assert_eq!(store.search_rows().unwrap(), 3 + 4 + 4);
+        let found = |query: search::Query| -> Vec<u128> {
+            store
+                .search(&query, None, 10, 100)
+                .unwrap()
+                .hits
+                .iter()
+                .map(|h| h.id.0)
+                .collect()
+        };
+        let tenant = hookd_core::scope::TenantId::DEFAULT;
+        let by_state = |state| search::Query {
+            tenant,
+            states: vec![state],
+            ..Default::default()
+        };
+        assert_eq!(found(by_state(search::SearchState::Dead)), vec![4]);
+        assert_eq!(found(by_state(search::SearchState::Pending)), vec![3]);
+        assert_eq!(
+            found(search::Query {
+                tenant,
+                idempotency_key: Some("k-5".into()),
+                ..Default::default()
+            }),
+            vec![5]
+        );
+        // A new file has nothing to backfill.
+        let fresh = tempfile::tempdir().unwrap();
+        assert_eq!(
+            Store::open(fresh.path())
+                .unwrap()
+                .backfill_search(0, 1)
+                .unwrap(),
+            None
+        );
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.search_rows().unwrap(), 11);
         let record = MessageRecord {
             destination: "qjobs".into(),
             ..Default::default()
@@ -2426,8 +2670,8 @@ mod tests {
             &record.encode_to_vec(),
         );
         store.replay_records([log.into_bytes().as_slice()]).unwrap();
-        // All and the destination's row.
-        assert_eq!(store.search_rows().unwrap(), 2);
+        // What the log performs now is indexed as it is: All and the destination's row.
+        assert_eq!(store.search_rows().unwrap(), 11 + 2);
     }
 
     /// The apply stage's gather sleeps until its deadline, but a reader that starts waiting
