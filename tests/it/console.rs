@@ -787,6 +787,23 @@ async fn console_makes_lists_and_deletes_subscriptions_naming_a_bad_field() {
         "escaped: {}",
         page.body
     );
+    // The search box: by an event type, by the destination, and nothing.
+    for (q, found) in [("reopened", true), ("crm", true), ("billing", false)] {
+        let page = http.get(&format!("/ui/subscriptions?q={q}"), &cookie).await;
+        assert_eq!(
+            page.body.contains("<code>ticket.reopened</code>"),
+            found,
+            "{q}: {}",
+            page.body
+        );
+    }
+    assert!(
+        http.get("/ui/subscriptions?q=billing", &cookie)
+            .await
+            .body
+            .contains("None of the 1 subscriptions matches."),
+        "the list says what it filtered"
+    );
     let gone = http
         .post(
             "/ui/subscriptions/urgent/delete",

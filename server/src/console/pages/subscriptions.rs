@@ -84,8 +84,24 @@ fn subscription_form(s: &Session, f: &SubscriptionForm) -> Markup {
     }
 }
 
-fn subscriptions_page(s: &Session, notice: &str, form: &SubscriptionForm, c: &Console) -> Markup {
-    let subscriptions = c.api.subscriptions().list(s.tenant());
+fn subscriptions_page(
+    s: &Session,
+    notice: &str,
+    form: &SubscriptionForm,
+    c: &Console,
+    q: &str,
+) -> Markup {
+    let every = c.api.subscriptions().list(s.tenant());
+    // The search box: a name, destination or event type containing the text.
+    let subscriptions: Vec<_> = every
+        .iter()
+        .filter(|sub| {
+            q.is_empty()
+                || sub.spec.name.contains(q)
+                || sub.destination.local_key().contains(q)
+                || sub.spec.event_types.iter().any(|t| t.contains(q))
+        })
+        .collect();
     page(
         "Subscriptions",
         Nav::Subscriptions,
@@ -93,7 +109,12 @@ fn subscriptions_page(s: &Session, notice: &str, form: &SubscriptionForm, c: &Co
         notice,
         html! {
             p.hint { "An event published to a topic (" code { "Enqueue" } " with " code { "topic" } ") gets one delivery per endpoint or queue a subscription here takes it for, each with its own retries and dead letters, all sharing the event's id (" code { "hookd-event-id" } ")." }
-            @if subscriptions.is_empty() { p { "No subscription is defined." } } @else {
+            form.filters method="get" action="/ui/subscriptions" role="search" {
+                label { "Name, destination or event type contains " input type="search" name="q" value=(q); }
+                button type="submit" { "Filter" }
+                @if !q.is_empty() { " " a href="/ui/subscriptions" { "clear" } }
+            }
+            @if subscriptions.is_empty() { p { @if every.is_empty() { "No subscription is defined." } @else { "None of the " (every.len()) " subscriptions matches." } } } @else {
                 table.list {
                     thead { tr { th { "name" } th { "to" } th { "event types" } th { "filter" } th { "description" } th { "updated" } th {} } }
                     tbody {
@@ -127,7 +148,7 @@ fn subscriptions_page(s: &Session, notice: &str, form: &SubscriptionForm, c: &Co
 pub(crate) async fn subscriptions(
     State(c): Shared,
     Extension(s): Extension<Session>,
-    Query(n): Query<Notice>,
+    Query(n): Query<super::endpoints::ListQuery>,
 ) -> Page {
     spans_destinations(&s)?;
     html_page(subscriptions_page(
@@ -135,6 +156,7 @@ pub(crate) async fn subscriptions(
         &n.notice,
         &SubscriptionForm::default(),
         &c,
+        &n.q,
     ))
 }
 
