@@ -586,6 +586,16 @@ async fn console_refuses_posts_without_the_csrf_token_and_escapes_what_it_shows(
         "{}",
         jobs.body
     );
+    // The search box: by the selection's text, and one that matches nothing.
+    let found = http.get("/ui/replays?q=orders", &cookie).await;
+    assert!(found.body.contains("<progress"), "{}", found.body);
+    let none = http.get("/ui/replays?q=billing", &cookie).await;
+    assert!(
+        !none.body.contains("<progress")
+            && none.body.contains("None of the 1 replay jobs matches."),
+        "{}",
+        none.body
+    );
     let unknown = http
         .post("/ui/replays/nope/cancel", &cookie, &[("csrf", &csrf)])
         .await;

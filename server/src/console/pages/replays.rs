@@ -10,6 +10,9 @@ use super::*;
 pub(crate) struct ReplaysQuery {
     #[serde(default)]
     notice: String,
+    /// Only jobs whose id, selection, state or maker contains this.
+    #[serde(default)]
+    q: String,
 }
 
 use hookd_ctl::replay::state_text;
@@ -25,6 +28,19 @@ pub(crate) async fn replays(
         .await?
         .into_inner()
         .jobs;
+    let every = jobs.len();
+    let wanted = q.q.trim().to_owned();
+    let jobs: Vec<_> = jobs
+        .into_iter()
+        .filter(|j| {
+            let q = &wanted;
+            q.is_empty()
+                || j.id.contains(q.as_str())
+                || j.selection.contains(q.as_str())
+                || j.created_by.contains(q.as_str())
+                || state_text(j.state).contains(q.as_str())
+        })
+        .collect();
     html_page(page(
         "Replay jobs",
         Nav::Replays,
@@ -34,8 +50,13 @@ pub(crate) async fn replays(
             p.hint { "A replay job resends a selection at its pace: dead letters are made ready again, delivered messages are sent again as copies with their original "
                 code { "webhook-id" } " and " code { "hookd-replay" } ", live ones are skipped. Its progress is durable: a restart resumes it where it was. Make one from a search on the "
                 a href="/ui/messages" { "Messages" } " page." }
+            form.filters method="get" action="/ui/replays" role="search" {
+                label { "Id, selection, state or maker contains " input type="search" name="q" value=(wanted); }
+                button type="submit" { "Filter" }
+                @if !wanted.is_empty() { " " a href="/ui/replays" { "clear" } }
+            }
             @if jobs.is_empty() {
-                p { "No replay job yet." }
+                p { @if every == 0 { "No replay job yet." } @else { "None of the " (every) " replay jobs matches." } }
             } @else {
                 table.list {
                     thead { tr { th { "job" } th { "state" } th { "selection" } th { "progress" } th { "replayed" } th { "skipped" } th { "failed" } th { "remaining" } th { "pace" } th { "ETA" } th { "made" } th {} } }
