@@ -1510,19 +1510,16 @@ impl Store {
         };
         let key = id.0.to_be_bytes();
         let record = self.resolve(id, seal::open(TableId::Messages, &key, record.value())?)?;
-        let entry = match txn.open_table(SCHEDULE)?.get(id.0)? {
-            Some(e) => ScheduleEntry::decode(seal::open(TableId::Schedule, &key, e.value())?)?,
-            None => {
-                let key = dead_key(&dest_key_of(&record.destination)?, id);
-                match txn.open_table(DEAD)?.get(key.as_slice())? {
-                    Some(e) => ScheduleEntry::decode(seal::open(TableId::Dead, &key, e.value())?)?,
-                    None => {
-                        return Err(StoreError::Corrupt(format!(
-                            "message {id} has neither schedule nor dead row"
-                        )));
-                    }
-                }
-            }
+        let Some(entry) = entry_of(
+            &txn.open_table(SCHEDULE)?,
+            &txn.open_table(DEAD)?,
+            id,
+            &record.destination,
+        )?
+        else {
+            return Err(StoreError::Corrupt(format!(
+                "message {id} has neither schedule nor dead row"
+            )));
         };
         let history = history_of(&txn.open_table(HISTORY)?, &txn.open_table(ATTEMPTS)?, id)?;
         Ok(Some(StoredMessage {
@@ -1661,25 +1658,7 @@ impl Store {
             if let Some(value) = messages.get(id.0)? {
                 let record =
                     self.resolve(id, seal::open(TableId::Messages, &key, value.value())?)?;
-                let entry = match schedule.get(id.0)? {
-                    Some(e) => Some(ScheduleEntry::decode(seal::open(
-                        TableId::Schedule,
-                        &key,
-                        e.value(),
-                    )?)?),
-                    None => {
-                        let dk = dead_key(&dest_key_of(&record.destination)?, id);
-                        match dead.get(dk.as_slice())? {
-                            Some(e) => Some(ScheduleEntry::decode(seal::open(
-                                TableId::Dead,
-                                &dk,
-                                e.value(),
-                            )?)?),
-                            None => None,
-                        }
-                    }
-                };
-                if let Some(entry) = entry {
+                if let Some(entry) = entry_of(&schedule, &dead, id, &record.destination)? {
                     out.push(Caught {
                         id,
                         state: search::SearchState::of(entry.state),
@@ -2495,6 +2474,33 @@ fn into_catalog(txn: &WriteTransaction) -> Result<(), StoreError> {
 }
 
 /// The destination key of an encoded destination.
+/// A stored message's state: its schedule row while it is live, else its dead-letter row
+/// (`destination` is its record's, encoded); `None`: neither.
+pub(crate) fn entry_of(
+    schedule: &impl ReadableTable<u128, &'static [u8]>,
+    dead: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    id: MessageId,
+    destination: &str,
+) -> Result<Option<ScheduleEntry>, StoreError> {
+    if let Some(e) = schedule.get(id.0)? {
+        let key = id.0.to_be_bytes();
+        return Ok(Some(ScheduleEntry::decode(seal::open(
+            TableId::Schedule,
+            &key,
+            e.value(),
+        )?)?));
+    }
+    let dk = dead_key(&dest_key_of(destination)?, id);
+    match dead.get(dk.as_slice())? {
+        Some(e) => Ok(Some(ScheduleEntry::decode(seal::open(
+            TableId::Dead,
+            &dk,
+            e.value(),
+        )?)?)),
+        None => Ok(None),
+    }
+}
+
 fn dest_key_of(encoded: &str) -> Result<String, StoreError> {
     Destination::decode(encoded)
         .map(|d| d.key())

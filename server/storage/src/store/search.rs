@@ -49,7 +49,7 @@ use hookd_core::destination::Destination;
 use hookd_core::ids::MessageId;
 use hookd_core::scope::TenantId;
 
-use super::records::{AttemptRecord, DoneRecord, ScheduleEntry, State};
+use super::records::{AttemptRecord, DoneRecord, State};
 use super::rowlog::TableId;
 use super::{StoreError, seal};
 
@@ -1233,25 +1233,7 @@ pub(crate) fn now_of(
     let Some(r) = record(seal::open(TableId::Messages, &key, v.value())?)? else {
         return Ok(None);
     };
-    let entry = match schedule.get(id.0)? {
-        Some(e) => Some(ScheduleEntry::decode(seal::open(
-            TableId::Schedule,
-            &key,
-            e.value(),
-        )?)?),
-        None => {
-            let dest = super::dest_key_of(&r.destination)?;
-            let dk = super::dead_key(&dest, id);
-            match dead.get(dk.as_slice())? {
-                Some(e) => Some(ScheduleEntry::decode(seal::open(
-                    TableId::Dead,
-                    &dk,
-                    e.value(),
-                )?)?),
-                None => None,
-            }
-        }
-    };
+    let entry = super::entry_of(schedule, dead, id, &r.destination)?;
     let Some(entry) = entry else {
         return Ok(None);
     };
