@@ -206,6 +206,15 @@ async fn an_operator_runs_the_dead_letter_workflow_from_the_shell() {
     assert!(stats["storage"]["liveMessages"].is_string(), "{stats}");
     let table = hookd(s, &["stats"], None).await;
     assert!(table.stdout.contains("endpoint:orders"), "{}", table.stdout);
+    // What the history keeps, on a line of its own.
+    assert!(
+        table
+            .stdout
+            .contains("history: delivered payloads readable since ")
+            && table.stdout.contains(" log segments, "),
+        "{}",
+        table.stdout
+    );
     // Two latencies, each labelled, with units: end to end (enqueue to completion) and
     // one attempt (the endpoint's own); a destination with none shows "-".
     assert!(

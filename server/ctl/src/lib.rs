@@ -1772,6 +1772,19 @@ fn print_stats(s: &pb::StatsResponse) {
             st.disk_available_bytes as f64 / 1_048_576.0,
             st.disk_reserve_bytes as f64 / 1_048_576.0,
         );
+        // What the history keeps: delivered payloads from when (the log's retention),
+        // in how many segments, and how much of it is live messages' records.
+        outln!(
+            "history: delivered payloads readable since {} · {} log segments, {:.1} MiB of them live records · {:.1} MiB reclaimable",
+            if st.log_retained_from_unix_ms > 0 {
+                when(st.log_retained_from_unix_ms)
+            } else {
+                "the start of the log".to_owned()
+            },
+            st.log_segments,
+            st.log_live_bytes as f64 / 1_048_576.0,
+            st.log_reclaimable_bytes as f64 / 1_048_576.0,
+        );
     }
     let row = |d: &pb::DestinationStats| {
         // End to end: enqueue to completion (after a replay, the time it lay dead too).
