@@ -1107,13 +1107,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let key = id.to_be_bytes();
         let opened = seal::open(TableId::Done, &key, value)?;
-        let kept = match retained.get(id)? {
-            Some(v) => self
-                .heap
-                .resolve(seal::open(TableId::Retained, &key, v.value())?)?,
-            None => None,
-        };
-        let record = match kept {
+        let record = match self.kept_bytes(retained, id)? {
             Some(bytes) => bytes,
             None => {
                 let summary = DoneRecord::decode(opened)?;
@@ -1134,7 +1128,7 @@ impl Store {
     /// How many rows the search index holds.
     pub fn search_rows(&self) -> Result<u64, StoreError> {
         let txn = self.read()?;
-        // The current generation of rows in memory is not in redb; the one before it is.
+        // The rows in memory are not in redb.
         let pending = self.pending.len() as u64;
         match txn.open_table(search::SEARCH) {
             Ok(t) => Ok(redb::ReadableTableMetadata::len(&t)? + pending),
@@ -1668,16 +1662,10 @@ impl Store {
                 }
             } else if let Some(v) = done.get(id.0)? {
                 let summary = DoneRecord::decode(seal::open(TableId::Done, &key, v.value())?)?;
-                let record = match retained.get(id.0)? {
-                    Some(value) => {
-                        let value = seal::open(TableId::Retained, &key, value.value())?;
-                        self.heap
-                            .resolve(value)?
-                            .map(|bytes| MessageRecord::decode(bytes.as_slice()))
-                            .transpose()?
-                    }
-                    None => None,
-                };
+                let record = self
+                    .kept_bytes(&retained, id.0)?
+                    .map(|bytes| MessageRecord::decode(bytes.as_slice()))
+                    .transpose()?;
                 out.push(Caught {
                     id,
                     state: if record.is_some() {
@@ -1720,17 +1708,28 @@ impl Store {
         let retained = txn.open_table(RETAINED)?;
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
-            let Some(value) = retained.get(id.0)? else {
-                out.push(Kept::Expired);
-                continue;
-            };
-            let value = seal::open(TableId::Retained, &id.0.to_be_bytes(), value.value())?;
-            out.push(match self.heap.resolve(value)? {
+            out.push(match self.kept_bytes(&retained, id.0)? {
                 Some(bytes) => Kept::Record(Box::new(MessageRecord::decode(bytes.as_slice())?)),
                 None => Kept::Expired,
             });
         }
         Ok(out)
+    }
+
+    /// A completed message's record while the log keeps it (from its `retained` row).
+    fn kept_bytes(
+        &self,
+        retained: &impl ReadableTable<u128, &'static [u8]>,
+        id: u128,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let Some(value) = retained.get(id)? else {
+            return Ok(None);
+        };
+        self.heap.resolve(seal::open(
+            TableId::Retained,
+            &id.to_be_bytes(),
+            value.value(),
+        )?)
     }
 
     /// One object's stored record, if the catalog holds it.
@@ -2473,7 +2472,6 @@ fn into_catalog(txn: &WriteTransaction) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The destination key of an encoded destination.
 /// A stored message's state: its schedule row while it is live, else its dead-letter row
 /// (`destination` is its record's, encoded); `None`: neither.
 pub(crate) fn entry_of(
@@ -2501,6 +2499,7 @@ pub(crate) fn entry_of(
     }
 }
 
+/// The destination key of an encoded destination.
 fn dest_key_of(encoded: &str) -> Result<String, StoreError> {
     Destination::decode(encoded)
         .map(|d| d.key())

@@ -66,26 +66,25 @@ pub(crate) type Row = [u8; KEY_LEN];
 /// most about 12 MB.
 pub(crate) const FLUSH_ROWS: usize = 256 * 1024;
 
-/// One generation of rows not yet in redb (or written by the last flush).
+/// The rows not yet in redb.
 pub(crate) type Generation = RwLock<BTreeSet<Row>>;
 
 fn read_gen(g: &Generation) -> std::sync::RwLockReadGuard<'_, BTreeSet<Row>> {
     g.read().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Rows the apply stage made that redb may not hold yet: the current generation, which
-/// it adds to, and the one its last flush wrote. A reader takes both (cheap: two `Arc`s)
-/// *before* it opens its redb snapshot, then reads the three together:
-/// - a row added before the reader took them is in one of the two, or was written to redb
-///   by a flush that ended (committed) before the older of the two became current, so
-///   before the snapshot;
-/// - a flush commits its generation to redb before it drops the one before it from here.
+/// Rows the apply stage made that redb does not hold yet: one generation, which it adds
+/// to until a flush writes it. A reader takes it (an `Arc`) *before* it opens its redb
+/// snapshot, then reads the two together. A flush drops its generation from here only
+/// after the transaction that wrote it committed, so a row added before the reader took
+/// the generation is in it, or was committed before the snapshot was opened.
 ///
 /// Only the apply stage adds and flushes (one thread), so a flush's generation does not
 /// change while it is written.
 #[derive(Debug)]
 pub(crate) struct Pending {
-    /// The current generation first.
+    /// The generation being added to, if rows were added since the last flush (at most
+    /// one).
     gens: Mutex<Vec<Arc<Generation>>>,
     /// Rows the current generation holds before it is written.
     pub(crate) flush_rows: std::sync::atomic::AtomicUsize,
@@ -150,11 +149,11 @@ impl Pending {
         Ok(Some(current))
     }
 
-    /// `written` (what [`Pending::write`] answered) is in redb, committed: a new
-    /// generation becomes current, and the one before `written` goes.
+    /// `written` (what [`Pending::write`] answered) is in redb, committed: it goes, and
+    /// the next [`Pending::add`] starts a new generation.
     pub(crate) fn flushed(&self, written: Option<Arc<Generation>>) {
         if let Some(written) = written {
-            *self.gens() = vec![Arc::default(), written];
+            self.gens().retain(|g| !Arc::ptr_eq(g, &written));
         }
     }
 }
