@@ -304,6 +304,74 @@ impl Engine {
         Ok(purged)
     }
 
+    /// [`Command::Erase`]: each of `tenant`'s messages among `ids` that is a dead letter or
+    /// completed loses its rows (a dead letter that blocks its FIFO lane is skipped past,
+    /// as a purge of it does) and is erased (`Tx::erase`: its record's bytes are
+    /// overwritten once checkpointed).
+    pub(super) fn erase(
+        &mut self,
+        t: Tx<'_, '_>,
+        now: u64,
+        tenant: TenantId,
+        ids: Vec<MessageId>,
+    ) -> Result<super::Erased, StoreError> {
+        let mut out = super::Erased::default();
+        let mut seen = HashSet::new();
+        for id in ids {
+            if !seen.insert(id) {
+                continue;
+            }
+            if self.index.live.contains_key(&id) {
+                out.live += 1;
+                continue;
+            }
+            // A dead letter: its record is still a `messages` row.
+            if let Some(record) = t.record(id)? {
+                let Some(destination) = Destination::decode(&record.destination) else {
+                    return Err(StoreError::Corrupt(format!("destination of {id}")));
+                };
+                let key = destination.key();
+                if destination.tenant != tenant || t.unbury(id, &key)?.is_none() {
+                    // Another tenant's, or a row without a dead letter (not ours to judge).
+                    out.missing += 1;
+                    continue;
+                }
+                t.remove_message(id)?;
+                t.erase(id);
+                if let Some(d) = self.index.find(&key) {
+                    self.index.one_dead_less(d);
+                    if self.skip_blocker(d, id, now) {
+                        tracing::info!(%id, destination = %key, "FIFO lane unblocked: its dead letter was purged (skipped)");
+                    }
+                }
+                out.erased += 1;
+                out.dead += 1;
+                continue;
+            }
+            // Completed: its summary, and its record's retained pointer.
+            let Some(done) = t.done(id)? else {
+                out.missing += 1;
+                continue;
+            };
+            if Destination::decode(&done.destination).map(|d| d.tenant) != Some(tenant) {
+                out.missing += 1;
+                continue;
+            }
+            t.remove_done(id);
+            t.erase(id);
+            out.erased += 1;
+        }
+        if out.erased > 0 {
+            tracing::info!(
+                erased = out.erased,
+                dead = out.dead,
+                live_skipped = out.live,
+                "messages purged; their records are overwritten in the log after the next checkpoint"
+            );
+        }
+        Ok(out)
+    }
+
     /// An operator's pause of an endpoint (`Some(reason)`), or its end (`None`): durable;
     /// its messages wait meanwhile, attempts in flight finish.
     /// [`Command::Reseal`]: every endpoint's secrets through `reseal`; the changed ones are

@@ -112,6 +112,14 @@ impl Engine {
                 let outcome = self.purge(t, now, tenant, ids).map(Ok);
                 settle(done, reply, outcome)?;
             }
+            Command::Erase { tenant, ids, reply } => {
+                let outcome = self.erase(t, now, tenant, ids).map(Ok);
+                settle(done, reply, outcome)?;
+            }
+            Command::ScrubProgress { reply } => {
+                let progress = self.pipeline.syncer.scrub_progress();
+                reply_after(done, reply, Ok(progress));
+            }
             Command::Pause {
                 tenant,
                 name,

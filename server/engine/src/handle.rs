@@ -213,6 +213,40 @@ impl EngineHandle {
             .await?
     }
 
+    /// Erases `tenant`'s messages among `ids` that are no longer live (see
+    /// [`Command::Erase`]); durable when answered (their bytes are overwritten later: see
+    /// [`EngineHandle::wait_scrubbed`]).
+    pub async fn erase(
+        &self,
+        tenant: TenantId,
+        ids: Vec<MessageId>,
+    ) -> Result<super::Erased, Refusal> {
+        self.call(|reply| Command::Erase { tenant, ids, reply })
+            .await?
+    }
+
+    /// How far the overwriting of purged records is.
+    pub async fn scrub_progress(&self) -> Result<super::ScrubProgress, Refusal> {
+        self.call(|reply| Command::ScrubProgress { reply }).await?
+    }
+
+    /// Waits until every purge answered before this call has its records overwritten and
+    /// synced (after the next checkpoint), at most `timeout`; whether they are.
+    pub async fn wait_scrubbed(&self, timeout: std::time::Duration) -> Result<bool, Refusal> {
+        let target = self.scrub_progress().await?.appended;
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let now = self.scrub_progress().await?;
+            if now.scrubbed_through >= target {
+                return Ok(true);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(false);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     /// Pauses (`Some(reason)`) or resumes (`None`) an endpoint; its record after.
     pub async fn pause_endpoint(
         &self,

@@ -184,6 +184,22 @@ impl Subscriber {
     }
 }
 
+/// What an erasure did (see [`Command::Erase`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Erased {
+    /// Messages erased: dead letters and completed ones.
+    pub erased: u32,
+    /// Of those, dead letters.
+    pub dead: u32,
+    /// Skipped: still live (pending, retrying, in flight, leased).
+    pub live: u32,
+    /// Skipped: not found (never, no longer, or another tenant's).
+    pub missing: u32,
+}
+
+/// The overwriting of purged records (see `hookd_storage::store::scrub`).
+pub use hookd_storage::pipeline::applier::ScrubProgress;
+
 /// What one more subscriber of a publish writes to the log, about: its copy of the record
 /// and its schedule row, with their keys and destination (100 bytes measured, see
 /// `docs/performance.md`).
@@ -492,6 +508,17 @@ pub(crate) enum Command {
         ids: Vec<MessageId>,
         reply: Reply<u32>,
     },
+    /// Erases these messages of `tenant`'s that are no longer live (a purge, issue #53 4):
+    /// dead letters and completed messages lose every row and their records' bytes are
+    /// overwritten in the log once checkpointed (`hookd_storage::store::scrub`). Live
+    /// ones (on their way) and ones not found are counted, not touched.
+    Erase {
+        tenant: TenantId,
+        ids: Vec<MessageId>,
+        reply: Reply<Erased>,
+    },
+    /// How far the overwriting of purged records is: see [`ScrubProgress`].
+    ScrubProgress { reply: Reply<ScrubProgress> },
     /// Pauses (`Some(reason)`) or resumes (`None`) an endpoint.
     Pause {
         tenant: TenantId,
@@ -1727,6 +1754,12 @@ fn answer_failed(command: Command, err: Refusal) {
             let _ = reply.send(Err(err));
         }
         Command::Purge { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::Erase { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Command::ScrubProgress { reply } => {
             let _ = reply.send(Err(err));
         }
         Command::Pause { reply, .. } => {

@@ -1346,3 +1346,151 @@ fn a_deleted_tenants_replay_job_is_not_written_back() {
     let storage = open_with(&fs, 1 << 20).unwrap();
     assert_eq!(storage.store.object(&job).unwrap(), None);
 }
+
+/// Whether any file of `image` holds `needle`.
+fn holds(image: &Image, needle: &[u8]) -> Option<String> {
+    image
+        .iter()
+        .find(|(_, bytes)| bytes.windows(needle.len()).any(|w| w == needle))
+        .map(|(name, _)| name.clone())
+}
+
+/// A purge (issue #53, 4) takes its payloads' bytes off the disk, and keeps everything
+/// else: after it is answered, a power cut at any sync (synced bytes only, or with some of
+/// the rest, torn) or a failed fsync whose pages are then evicted leaves a store that,
+/// once started, overwrites what is left to overwrite; the durable image then holds none
+/// of the purged payloads' bytes, while every other payload reads back. Run with records
+/// in closed segments, and all in the current one (overwritten before the checkpoint's
+/// position, inside the segment the log appends to).
+#[test]
+fn a_purge_takes_its_payloads_off_the_disk_across_power_cuts_and_failed_syncs() {
+    use hookd_storage::store::Kept;
+    let mut cfg = config(17);
+    // Nothing leaves by retention: only the purge can take the bytes away.
+    cfg.log_retention = hookd_storage::pipeline::Retention {
+        ms: 3_600_000,
+        bytes: u64::MAX,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let tenant = TenantId::DEFAULT;
+    let wait = Duration::from_secs(30);
+    let secret = |i: usize| format!("SECRET-{i:02}-{}", "s".repeat(40)).into_bytes();
+    let kept = |i: usize| format!("KEEPME-{i:02}-{}", "k".repeat(40)).into_bytes();
+    let mut checked = 0;
+    for (segment, fail) in [(SEGMENT, false), (1 << 20, false), (1 << 20, true)] {
+        let label = format!("segments of {segment} bytes, failed sync {fail}");
+        let fs = PowerLossFs::with_file(DB);
+        let start = |storage| super::start(storage, cfg.clone(), Arc::new(SystemClock), None);
+        let (engine, thread) = start(open_with(&fs, segment).unwrap()).unwrap();
+        // Twelve to purge and twelve to keep, one attempt each; of the first, six acked
+        // (completed) and six refused (dead letters); every one to keep acked.
+        let queue = Destination::queue(tenant, "q");
+        let messages: Vec<NewMessage> = (0..24)
+            .map(|i| {
+                let now = SystemClock.now_ms();
+                NewMessage::from_record(
+                    MessageId::generate(now),
+                    queue.clone(),
+                    MessageRecord {
+                        payload: if i < 12 { secret(i) } else { kept(i) },
+                        created_ms: now,
+                        ..Default::default()
+                    },
+                    0,
+                    1,
+                )
+            })
+            .collect();
+        let ids: Vec<MessageId> = runtime
+            .block_on(engine.enqueue(messages))
+            .unwrap()
+            .into_iter()
+            .map(|r| r.unwrap().id)
+            .collect();
+        let leased = runtime
+            .block_on(engine.receive(queue.clone(), 24, 60_000, 0))
+            .unwrap();
+        assert_eq!(leased.len(), 24, "{label}");
+        for l in leased {
+            let i = ids.iter().position(|id| *id == l.id).unwrap();
+            if (6..12).contains(&i) {
+                runtime
+                    .block_on(engine.nack(tenant, l.lease, 0, "refused".into()))
+                    .unwrap();
+            } else {
+                runtime.block_on(engine.ack(tenant, vec![l.lease])).unwrap();
+            }
+        }
+        // Cut images from the moment the purge is answered.
+        let answered = Arc::new(AtomicBool::new(false));
+        let images: Arc<Mutex<Vec<(u64, bool, Image)>>> = Arc::default();
+        fs.observe({
+            let (answered, images) = (answered.clone(), images.clone());
+            let mut rng = StdRng::seed_from_u64(segment);
+            move |cut| {
+                if answered.load(Ordering::Acquire) {
+                    let torn = cut.sync % 2 == 0;
+                    let image = cut.image(torn.then_some(&mut rng));
+                    lock(&images).push((cut.sync, torn, image));
+                }
+            }
+        });
+        let erased = runtime
+            .block_on(engine.erase(tenant, ids[..12].to_vec()))
+            .unwrap();
+        answered.store(true, Ordering::Release);
+        assert_eq!((erased.erased, erased.dead), (12, 6), "{label}");
+        let after = if fail {
+            // The checkpoint's sync (or the overwrite's) fails: the store stops writing,
+            // and the kernel then drops the pages the failed syncs left readable.
+            fs.fail_syncs(true);
+            let scrubbed = runtime.block_on(engine.wait_scrubbed(Duration::from_millis(300)));
+            assert!(!matches!(scrubbed, Ok(true)), "{label}: {scrubbed:?}");
+            fs.fail_syncs(false);
+            fs.evict();
+            let image = fs.snapshot();
+            drop(engine);
+            thread.shutdown();
+            vec![(0, false, image)]
+        } else {
+            let scrubbed = runtime.block_on(engine.wait_scrubbed(wait));
+            assert_eq!(scrubbed, Ok(true), "{label}");
+            let found = holds(&fs.crash_image(), b"SECRET-");
+            assert_eq!(found, None, "{label}: a purged payload is still on disk");
+            drop(engine);
+            thread.shutdown();
+            std::mem::take(&mut *lock(&images))
+        };
+        assert!(!after.is_empty(), "{label}: no sync after the purge");
+        for (sync, torn, image) in after {
+            let label = format!("{label}, power cut at sync {sync} (torn {torn})");
+            let fs = PowerLossFs::with_image(image);
+            let storage = open_with(&fs, segment).unwrap_or_else(|e| panic!("{label}: {e}"));
+            for (i, id) in ids.iter().enumerate() {
+                let store = &storage.store;
+                if i < 12 {
+                    assert!(store.message(*id).unwrap().is_none(), "{label}: {i}");
+                    assert!(store.done(*id).unwrap().is_none(), "{label}: {i}");
+                } else {
+                    match store.completed_record(*id).unwrap() {
+                        Kept::Record(r) => assert_eq!(r.payload, kept(i), "{label}"),
+                        Kept::Expired => panic!("{label}: payload {i} is gone"),
+                    }
+                }
+            }
+            let (engine, thread) = start(storage).unwrap();
+            let scrubbed = runtime.block_on(engine.wait_scrubbed(wait));
+            assert_eq!(scrubbed, Ok(true), "{label}");
+            drop(engine);
+            thread.shutdown();
+            let durable = fs.crash_image();
+            assert_eq!(holds(&durable, b"SECRET-"), None, "{label}");
+            assert!(holds(&durable, b"KEEPME-").is_some(), "{label}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 5, "{checked} images checked");
+}

@@ -75,6 +75,27 @@ pub struct Progress {
     /// Log bytes applied since the last checkpoint (what a restart now would replay, at
     /// least).
     pub(crate) since_checkpoint: AtomicU64,
+    /// Every purge in the log before this position has its records overwritten on disk
+    /// (see `store::scrub`): set by a reclaim that left none to do.
+    pub scrubbed_through: AtomicU64,
+    /// Purged records still to overwrite, as the last reclaim left them.
+    pub scrubs_pending: AtomicU64,
+    /// Purged records overwritten since start, and their bytes.
+    pub scrubbed_records: AtomicU64,
+    pub scrubbed_bytes: AtomicU64,
+}
+
+/// The overwriting of purged records (see `store::scrub`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScrubProgress {
+    /// The log's end as handed to the writer (every round answered so far ends before).
+    pub appended: u64,
+    /// Every purge before this log position has its records overwritten and synced.
+    pub scrubbed_through: u64,
+    /// Purged records still to overwrite, and those overwritten since start (and bytes).
+    pub pending: u64,
+    pub records: u64,
+    pub bytes: u64,
 }
 
 /// The log as the last reclaim saw it (Stats, /metrics, the console).
@@ -264,6 +285,25 @@ impl Applier {
                     self.metrics.storage_failed("apply");
                     return self.fail(e);
                 }
+            }
+        }
+        // Purged records before the checkpoint: overwritten in their segments (the ones
+        // this reclaim deletes are found gone, or overwritten just before they go).
+        match self.store.scrub(self.checkpointed) {
+            Ok(done) => {
+                let p = &self.progress;
+                p.scrubbed_records
+                    .fetch_add(done.records, Ordering::Relaxed);
+                p.scrubbed_bytes.fetch_add(done.bytes, Ordering::Relaxed);
+                p.scrubs_pending.store(done.pending, Ordering::Relaxed);
+                if done.pending == 0 {
+                    p.scrubbed_through
+                        .fetch_max(self.checkpointed, Ordering::Release);
+                }
+            }
+            Err(e) => {
+                self.metrics.storage_failed("apply");
+                return self.fail(e);
             }
         }
         // Rows first: a segment without a row is one nothing points into, so if the

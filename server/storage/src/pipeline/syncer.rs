@@ -322,6 +322,18 @@ impl Syncer {
         applier::lock(&self.progress.compact).clone()
     }
 
+    /// How far the overwriting of purged records is (see `store::scrub`).
+    pub fn scrub_progress(&self) -> applier::ScrubProgress {
+        let p = &self.progress;
+        applier::ScrubProgress {
+            appended: self.appended,
+            scrubbed_through: p.scrubbed_through.load(Ordering::Acquire),
+            pending: p.scrubs_pending.load(Ordering::Relaxed),
+            records: p.scrubbed_records.load(Ordering::Relaxed),
+            bytes: p.scrubbed_bytes.load(Ordering::Relaxed),
+        }
+    }
+
     /// The log's figures as the last reclaim saw them.
     pub fn log_figures(&self) -> applier::LogFigures {
         applier::lock(&self.progress.reclaimed).clone()

@@ -26,6 +26,7 @@
 //! | `catalog` | tenant (u32 BE), kind (u8), name ([`keys::catalog_key`]) | every object of every tenant (format 10): a tenant's [`TenantRecord`], an [`EndpointRecord`] (protobuf), an ingest source made over the API (`hookd_core::source::SourceSpec` as JSON, secrets sealed when `[secrets]` has keys), a subscription (JSON) |
 //! | `lanes` | encoded destination (u16 length first), ordering key | [`LaneRow`]: a FIFO lane's last sequence number (format 8) and when a message last joined it (format 9; the lanes sweep removes rows idle past `fifo_lane_retention_secs`) |
 //! | `search` | hour, tenant, field, value, id ([`search`]) | nothing (a seal): the search index, derived by the apply stage (format 11) |
+//! | `scrubs` | segment (u64 BE), offset (u64 BE) | length (u32 BE), CRC-32C (u32 BE): a purged record whose bytes in the log are to be overwritten ([`scrub`]; format 13) |
 //! | `meta` | `"format_version"` | [`FORMAT_VERSION`] of the layout above (u64) |
 //!
 //! # Format versions
@@ -49,6 +50,7 @@ pub mod power_loss;
 pub mod records;
 pub mod rowlog;
 pub mod salvage;
+pub mod scrub;
 pub mod seal;
 pub mod search;
 mod tables;
@@ -135,6 +137,8 @@ const LANES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("lanes");
 const RETAINED: TableDefinition<u128, &[u8]> = TableDefinition::new("retained");
 /// Per log segment (its first position, 8 bytes big-endian): [`SegmentRow`] (format 6).
 const SEGMENTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("segments");
+/// Purged records to overwrite in the log (format 13): see [`scrub`].
+const SCRUBS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("scrubs");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const FORMAT_KEY: &str = "format_version";
 /// The rows of `meta` that hold the installation's fingerprint key (see
@@ -206,7 +210,12 @@ const BACKFILL_LO_KEY: &str = "search_backfill_after_lo";
 ///   message's summary keeps its FIFO lane (`DoneRecord::ordering_key`, `sequence`).
 ///   Nothing is converted. A format-11 hookd must not open a format-12 file (it would
 ///   refuse those rows as corrupt), and it does not: it refuses a newer version.
-pub const FORMAT_VERSION: u64 = 12;
+/// - 13: purges (issue #53, 4): a log record may put `TableId::Erased` (a message whose
+///   record's bytes are to be overwritten), and the `scrubs` table (created by
+///   `Apply::open`) holds those records until the overwrite is synced. Nothing is
+///   converted. A format-12 hookd must not open a format-13 file (it would refuse the log's
+///   erasures as an unknown table), and it does not: it refuses a newer version.
+pub const FORMAT_VERSION: u64 = 13;
 
 /// A storage failure. Never answered as success; mapped to UNAVAILABLE.
 #[derive(Debug, thiserror::Error)]
@@ -2205,9 +2214,10 @@ fn check_format(txn: &WriteTransaction) -> Result<(), StoreError> {
             found,
             supported: FORMAT_VERSION,
         }),
-        Some(found @ (10 | 11)) => {
+        Some(found @ 10..=12) => {
             // 10 -> 11: the `search` table, made by `Apply::open`; nothing converted.
             // 11 -> 12: new kinds of objects and a new bit in new rows; nothing converted.
+            // 12 -> 13: the `scrubs` table, made by `Apply::open`; nothing converted.
             meta.insert(FORMAT_KEY, FORMAT_VERSION)?;
             tracing::info!(
                 from = found,

@@ -50,6 +50,14 @@ pub enum TableId {
     /// The search index (format 11): derived by the apply stage, never named by a log
     /// record (see `search`).
     Search = 15,
+    /// "Erase this message's record" (format 13, a purge): the apply stage removes its
+    /// `messages` and `retained` rows and puts each pointer they held into
+    /// [`TableId::Scrubs`]. Only ever put (with an empty value), never stored as a table.
+    Erased = 16,
+    /// Records whose bytes are to be overwritten in their log segment (format 13): derived
+    /// by the apply stage from [`TableId::Erased`], removed once the overwrite is synced
+    /// (see `scrub`); never named by a log record.
+    Scrubs = 17,
 }
 
 impl TableId {
@@ -71,6 +79,8 @@ impl TableId {
             Self::Lanes => "lanes",
             Self::Catalog => "catalog",
             Self::Search => "search",
+            Self::Erased => "erased",
+            Self::Scrubs => "scrubs",
         }
     }
 
@@ -89,6 +99,7 @@ impl TableId {
             12 => Self::Subscriptions,
             13 => Self::Lanes,
             14 => Self::Catalog,
+            16 => Self::Erased,
             _ => return None,
         })
     }

@@ -13,8 +13,8 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use super::rowlog::TableId;
 use super::{
     APPLIED_KEY, ATTEMPTS, CATALOG, DEAD, DONE, DamagedRow, HISTORY, IDEMPOTENCY, LANES,
-    LEGACY_OBJECTS, MESSAGES, META, RETAINED, SCHEDULE, SEGMENTS, Store, StoreError, catalog_key,
-    seal,
+    LEGACY_OBJECTS, MESSAGES, META, RETAINED, SCHEDULE, SCRUBS, SEGMENTS, Store, StoreError,
+    catalog_key, seal,
 };
 use hookd_core::ids::MessageId;
 use hookd_core::scope::{ObjectRef, TenantId};
@@ -129,6 +129,7 @@ pub fn salvage(dir: &Path, dry_run: bool) -> Result<Salvage, StoreError> {
         read_rows(&db, super::search::SEARCH, bytes_key),
     );
     take(TableId::Lanes, read_rows(&db, LANES, bytes_key));
+    take(TableId::Scrubs, read_rows(&db, SCRUBS, bytes_key));
     let applied = std::panic::catch_unwind(AssertUnwindSafe(|| -> Result<u64, StoreError> {
         let txn = db.begin_read()?;
         let meta = txn.open_table(META)?;
@@ -206,10 +207,12 @@ pub fn salvage(dir: &Path, dry_run: bool) -> Result<Salvage, StoreError> {
                 | TableId::Idempotency
                 | TableId::Segments
                 | TableId::Search
+                | TableId::Scrubs
                 | TableId::Lanes
                 | TableId::Catalog => {
                     let def = match id {
                         TableId::Search => super::search::SEARCH,
+                        TableId::Scrubs => SCRUBS,
                         TableId::Attempts => ATTEMPTS,
                         TableId::Dead => DEAD,
                         TableId::Segments => SEGMENTS,
@@ -222,8 +225,11 @@ pub fn salvage(dir: &Path, dry_run: bool) -> Result<Salvage, StoreError> {
                         table.insert(k.as_slice(), v.as_slice())?;
                     }
                 }
-                // Read into the catalog above: never in `tables`.
-                TableId::Endpoints | TableId::Sources | TableId::Subscriptions => {}
+                // Read into the catalog above, or never a table: never in `tables`.
+                TableId::Endpoints
+                | TableId::Sources
+                | TableId::Subscriptions
+                | TableId::Erased => {}
             }
         }
         txn.open_table(META)?.insert(APPLIED_KEY, applied)?;

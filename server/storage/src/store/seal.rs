@@ -60,7 +60,8 @@ pub(crate) fn message_of(table: TableId, key: &[u8]) -> Option<hookd_core::ids::
         | TableId::Schedule
         | TableId::History
         | TableId::Done
-        | TableId::Retained => id(key),
+        | TableId::Retained
+        | TableId::Erased => id(key),
         TableId::Attempts => key.get(..16).and_then(id),
         TableId::Search => key
             .len()
@@ -74,6 +75,7 @@ pub(crate) fn message_of(table: TableId, key: &[u8]) -> Option<hookd_core::ids::
         | TableId::Catalog
         | TableId::Idempotency
         | TableId::Segments
+        | TableId::Scrubs
         | TableId::Lanes => None,
     }
 }

@@ -24,7 +24,7 @@ use super::rowlog::{Change, RowLog, TableId};
 use super::seal::open;
 use super::{
     ATTEMPTS, CATALOG, DEAD, DONE, HISTORY, IDEMPOTENCY, LANES, MESSAGES, RETAINED, SCHEDULE,
-    SEGMENTS, StoreError, catalog_key, dead_key, dead_key_id, dead_prefix,
+    SCRUBS, SEGMENTS, StoreError, catalog_key, dead_key, dead_key_id, dead_prefix,
 };
 use crate::wal::Lsn;
 use hookd_core::ids::MessageId;
@@ -454,6 +454,23 @@ impl<'a> Tables<'a> {
             self.remove(TableId::Attempts, key);
         }
         Ok(())
+    }
+
+    /// Erases a message that is no longer live (a purge, issue #53 4): its record's bytes
+    /// are overwritten in the log once it is checkpointed (the apply stage turns this into
+    /// a `scrubs` row, see `scrub`), and its retained pointer goes now. Call after its
+    /// other rows are removed (`messages` first: the apply stage moves that pointer to
+    /// `retained`, where this finds it).
+    pub fn erase(&mut self, id: MessageId) {
+        let key = id_key(id);
+        // Only in the log: the overlay never holds an `erased` row.
+        self.log.put(TableId::Erased, &key, &[]);
+        self.remove(TableId::Retained, &key);
+    }
+
+    /// Removes a completed message's summary (its `done` row).
+    pub fn remove_done(&mut self, id: MessageId) {
+        self.remove(TableId::Done, &id_key(id));
     }
 
     /// Removes a completed message entirely (its idempotency key stays until it expires).
@@ -889,6 +906,7 @@ pub(crate) struct Apply<'txn> {
     lanes: Table<'txn, &'static [u8], &'static [u8]>,
     retained: Table<'txn, u128, &'static [u8]>,
     segments: Table<'txn, &'static [u8], &'static [u8]>,
+    scrubs: Table<'txn, &'static [u8], &'static [u8]>,
     /// The search index's rows of what is performed (see `search`).
     index: super::search::Indexer<'txn>,
     /// Changes to the segments' rows made by the records performed so far, written by
@@ -947,6 +965,7 @@ impl<'txn> Apply<'txn> {
             lanes: txn.open_table(LANES)?,
             retained: txn.open_table(RETAINED)?,
             segments: txn.open_table(SEGMENTS)?,
+            scrubs: txn.open_table(SCRUBS)?,
             index: super::search::Indexer {
                 table: index_rows.then_some(search),
                 rows: Vec::new(),
@@ -1023,6 +1042,7 @@ impl<'txn> Apply<'txn> {
                     self.put_message(id(key)?, key, value, pointer)?;
                 }
                 Change::Remove(TableId::Messages, key) => self.remove_message(id(key)?, key)?,
+                Change::Put(TableId::Erased, key, _) => self.erase(id(key)?, key)?,
                 Change::Put(table, key, value) => {
                     let unsealed = value;
                     let sealed = super::seal::seal(table, key, value);
@@ -1047,7 +1067,9 @@ impl<'txn> Apply<'txn> {
                         }
                         TableId::Retained => drop(self.retained.insert(id(key)?, value)?),
                         TableId::Lanes => drop(self.lanes.insert(key, value)?),
-                        TableId::Segments | TableId::Search => unreachable_table()?,
+                        TableId::Segments | TableId::Search | TableId::Erased | TableId::Scrubs => {
+                            unreachable_table()?
+                        }
                     }
                 }
                 Change::Remove(table, key) => match table {
@@ -1064,7 +1086,9 @@ impl<'txn> Apply<'txn> {
                     }
                     TableId::Retained => drop(self.retained.remove(id(key)?)?),
                     TableId::Lanes => drop(self.lanes.remove(key)?),
-                    TableId::Segments | TableId::Search => unreachable_table()?,
+                    TableId::Segments | TableId::Search | TableId::Erased | TableId::Scrubs => {
+                        unreachable_table()?;
+                    }
                 },
             }
         }
@@ -1139,6 +1163,35 @@ impl<'txn> Apply<'txn> {
         }
         let sealed = super::seal::seal(TableId::Retained, key, &value);
         self.retained.insert(id, sealed.as_slice())?;
+        Ok(())
+    }
+
+    /// A purge's erasure of message `id` (see [`Tables::erase`]): its `messages` row (if a
+    /// replay finds it still there) and its `retained` row go, and each pointer they held
+    /// becomes a `scrubs` row (segment and offset, big-endian -> length and CRC-32C), so
+    /// the record's bytes are overwritten once a checkpoint covers this (see `scrub`).
+    /// Blind like every change here: a second replay finds no rows and adds nothing.
+    fn erase(&mut self, id: u128, key: &[u8]) -> Result<(), StoreError> {
+        let mut pointers = Vec::new();
+        if let Some(old) = self.messages.remove(id)?
+            && let Some(p) = Self::pointer_of(key, old.value())
+        {
+            pointers.push(p);
+        }
+        if let Some(p) = pointers.first().copied() {
+            self.count(p.segment, -1, -i64::from(p.len), 0);
+        }
+        if let Some(old) = self.retained.remove(id)? {
+            let value = super::seal::open(TableId::Retained, key, old.value())?;
+            if let Some(p) = Stored::of(value)?.pointer() {
+                pointers.push(p);
+            }
+        }
+        for p in pointers {
+            let (key, value) = super::scrub::row(&p);
+            let sealed = super::seal::seal(TableId::Scrubs, &key, &value);
+            self.scrubs.insert(key.as_slice(), sealed.as_slice())?;
+        }
         Ok(())
     }
 
