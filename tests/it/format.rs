@@ -227,14 +227,14 @@ async fn a_format_v1_database_opens_with_everything_in_it() {
     // `sources` table; 5: every row sealed, and every row read above passed its seal; 6:
     // payloads in the log; 7: the `subscriptions` table and shared records; 8: FIFO lanes;
     // 9: lanes' rows with their time of use; 10: tenants' catalog; 11: the search index;
-    // 12: replay jobs; none of 6 to 9 nor 11 or 12 converting anything), whose
+    // 12: replay jobs; 13: purges; none of 6 to 9 nor 11 to 13 converting anything), whose
     // writes went through the log since.
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(
         store.format_version().unwrap(),
         Some(hookd_storage::store::FORMAT_VERSION)
     );
-    assert_eq!(hookd_storage::store::FORMAT_VERSION, 12);
+    assert_eq!(hookd_storage::store::FORMAT_VERSION, 13);
     assert_eq!(
         store.damaged_rows().unwrap(),
         Vec::new(),
@@ -531,8 +531,8 @@ async fn a_format_v5_data_directory_opens_its_inline_records_read_and_new_ones_l
     server.stop().await;
 
     let store = Store::open(dir.path()).unwrap();
-    assert_eq!(store.format_version().unwrap(), Some(12));
-    assert_eq!(hookd_storage::store::FORMAT_VERSION, 12);
+    assert_eq!(store.format_version().unwrap(), Some(13));
+    assert_eq!(hookd_storage::store::FORMAT_VERSION, 13);
     assert_eq!(store.damaged_rows().unwrap(), Vec::new());
 }
 
@@ -637,7 +637,7 @@ async fn a_format_v6_data_directory_opens_and_takes_a_fan_out() {
 
     // With its log: the live deliveries' shared pointers resolve and pass their checksums.
     let storage = hookd_storage::store::Storage::open_dir(dir.path(), 1 << 20, 16 << 20).unwrap();
-    assert_eq!(storage.store.format_version().unwrap(), Some(12));
+    assert_eq!(storage.store.format_version().unwrap(), Some(13));
     assert_eq!(storage.store.damaged_rows().unwrap(), Vec::new());
 }
 
@@ -691,7 +691,7 @@ async fn a_format_v7_data_directory_opens_and_takes_fifo_lanes() {
 
     // With its log (the messages' pointers resolve there): every row passes its checksum.
     let storage = hookd_storage::store::Storage::open_dir(dir.path(), 1 << 20, 16 << 20).unwrap();
-    assert_eq!(storage.store.format_version().unwrap(), Some(12));
+    assert_eq!(storage.store.format_version().unwrap(), Some(13));
     assert_eq!(storage.store.damaged_rows().unwrap(), Vec::new());
 }
 
@@ -759,7 +759,7 @@ async fn a_format_v8_data_directory_opens_and_its_lanes_go_on_numbering() {
     );
     server.stop().await;
     let storage = hookd_storage::store::Storage::open_dir(dir.path(), 1 << 20, 16 << 20).unwrap();
-    assert_eq!(storage.store.format_version().unwrap(), Some(12));
+    assert_eq!(storage.store.format_version().unwrap(), Some(13));
     assert_eq!(storage.store.damaged_rows().unwrap(), Vec::new());
     let row = storage.store.lane("queue:fixture-ordered", "k").unwrap();
     assert_eq!(row.last_seq, 4);
@@ -944,7 +944,7 @@ async fn a_format_v9_data_directory_moves_into_the_default_tenant() {
     assert_eq!((got.len(), got[0].sequence), (1, 2));
     server.stop().await;
     let storage = hookd_storage::store::Storage::open_dir(dir.path(), 1 << 20, 16 << 20).unwrap();
-    assert_eq!(storage.store.format_version().unwrap(), Some(12));
+    assert_eq!(storage.store.format_version().unwrap(), Some(13));
     assert_eq!(storage.store.damaged_rows().unwrap(), Vec::new());
     use hookd_core::scope::{Kind, ObjectRef, TenantId};
     let names = |kind| -> Vec<String> {

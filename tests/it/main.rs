@@ -37,6 +37,7 @@ mod metrics;
 mod node;
 mod otel;
 mod portal;
+mod purge;
 mod push;
 mod python;
 mod queue;

@@ -577,7 +577,42 @@ async fn a_tenants_token_never_reaches_another_tenants_objects() {
         .unwrap()
         .into_inner();
     assert_eq!(of_b.messages.len(), 1, "B's own search finds it");
+    // A purge of A's takes none of B's messages, by id or by a search for its id.
+    for request in [
+        pb::PurgeMessagesRequest {
+            ids: vec![b.message.clone()],
+            ..Default::default()
+        },
+        pb::PurgeMessagesRequest {
+            search: Some(pb::SearchMessagesRequest {
+                event_id: b.message.clone(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    ] {
+        let purged = api
+            .purge_messages(call(a, None, request))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!((purged.matched, purged.purged), (0, 0), "{purged:?}");
+    }
+    let still = api
+        .search_messages(call(
+            OPS,
+            Some("b"),
+            pb::SearchMessagesRequest {
+                event_id: b.message.clone(),
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(still.messages.len(), 1, "B's message is still there");
     checked.extend([
+        "PurgeMessages",
         "SearchMessages",
         "Receive",
         "ListEndpoints",

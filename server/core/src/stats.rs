@@ -563,6 +563,11 @@ pub struct StorageSnapshot {
     /// Segments deleted, and their bytes, since start.
     pub log_deleted_segments: u64,
     pub log_freed_bytes: u64,
+    /// Purged records whose bytes are still to be overwritten in the log, and records and
+    /// bytes overwritten since start.
+    pub purge_pending_records: u64,
+    pub purged_records: u64,
+    pub purged_bytes: u64,
     /// Since the last checkpoint (or the start, if none yet).
     pub checkpoint_age_ms: u64,
     /// Log applied to redb since the last checkpoint: what a restart would replay.

@@ -139,6 +139,23 @@ pub enum Ctl {
     /// Retained messages that match every condition given, newest first (SearchMessages):
     /// `hookd search --destination endpoint:acme --state dead --since 6h`.
     Search(SearchArgs),
+    /// Delete, for good, the messages a search finds (the search's flags) or these ids
+    /// (--id), with every delivery of their events: their payloads are overwritten on disk
+    /// (PurgeMessages; a GDPR erasure). Prints the counts first; purges only with --yes.
+    /// Messages still on their way are left (counted): purge again once delivered.
+    Purge {
+        #[command(flatten)]
+        search: SearchArgs,
+        /// A message id; repeat (instead of the search's flags).
+        #[arg(long = "id")]
+        ids: Vec<String>,
+        /// Purge (without it: only the counts, nothing changes).
+        #[arg(long)]
+        yes: bool,
+        /// Messages one call purges at most (calls repeat until the search is done).
+        #[arg(long = "max", default_value_t = 10_000)]
+        max: u32,
+    },
     /// Replay jobs: resend what an endpoint missed (`missed`), a search's results or ids
     /// (`create`), durably and paced; `status`, `list`, `pause`, `resume`, `cancel`.
     #[command(subcommand)]
@@ -451,6 +468,99 @@ fn search_request(args: &SearchArgs) -> Result<pb::SearchMessagesRequest, Failur
         page_size: args.limit.clamp(1, 1_000),
         page_token: String::new(),
         count: args.count,
+    })
+}
+
+/// `hookd purge`: the counts (a dry run); with `yes`, calls until the selection is done.
+async fn purge(
+    api: &mut Api,
+    json: bool,
+    args: &SearchArgs,
+    ids: Vec<String>,
+    yes: bool,
+    max: u32,
+    server: &str,
+) -> Result<(), Failure> {
+    let fail = |s: tonic::Status| Failure::status(server, &s);
+    let request = pb::PurgeMessagesRequest {
+        search: match ids.is_empty() {
+            true => Some(search_request(args)?),
+            false => None,
+        },
+        ids,
+        dry_run: !yes,
+        limit: max,
+        wait_ms: 0,
+    };
+    let mut all = pb::PurgeMessagesResponse {
+        overwritten: true,
+        ..Default::default()
+    };
+    // A call purges at most `max`; the next finds what is left. Bounded: a selection that
+    // keeps growing (live traffic matching it) is not chased forever.
+    for _ in 0..1_000 {
+        let r = api
+            .purge_messages(request.clone())
+            .await
+            .map_err(fail)?
+            .into_inner();
+        all.matched += r.matched;
+        all.purged += r.purged;
+        all.dead += r.dead;
+        all.live = r.live;
+        all.missing += r.missing;
+        all.bytes += r.bytes;
+        all.more = r.more;
+        all.overwritten &= r.overwritten;
+        if request.dry_run || !r.more || r.purged == 0 {
+            break;
+        }
+    }
+    if request.dry_run {
+        all.overwritten = false;
+    }
+    show(json, &all, |r| {
+        if request.dry_run {
+            outln!(
+                "would purge {} message(s) ({} dead letters, {} delivered), {} of payload; {} still on their way are left{}",
+                r.purged,
+                r.dead,
+                r.purged - r.dead,
+                mib(r.bytes),
+                r.live,
+                if r.more {
+                    "; more match past --max"
+                } else {
+                    ""
+                }
+            );
+            if r.missing > 0 {
+                outln!("{} id(s) are not kept", r.missing);
+            }
+            outln!("nothing changed: add --yes to purge");
+            return;
+        }
+        outln!(
+            "purged {} message(s) ({} dead letters, {} delivered), {} of payload; {}",
+            r.purged,
+            r.dead,
+            r.purged - r.dead,
+            mib(r.bytes),
+            if r.overwritten {
+                "their bytes are overwritten on disk"
+            } else {
+                "their bytes are overwritten at the next checkpoint (hookd stats shows what is left)"
+            }
+        );
+        if r.live > 0 {
+            outln!(
+                "{} still on their way are left: purge again once they are delivered or dead",
+                r.live
+            );
+        }
+        if r.missing > 0 {
+            outln!("{} id(s) are not kept", r.missing);
+        }
     })
 }
 
@@ -1064,6 +1174,12 @@ async fn execute(conn: &Connection, cmd: Ctl) -> Result<(), Failure> {
             })
         }
         Ctl::Search(args) => search(&mut api, json, args, server).await,
+        Ctl::Purge {
+            search,
+            ids,
+            yes,
+            max,
+        } => purge(&mut api, json, &search, ids, yes, max, server).await,
         Ctl::Replay(cmd) => replay::replay(&mut api, json, cmd, server).await,
         Ctl::Message { id } => {
             let m = api
@@ -1754,6 +1870,11 @@ fn breaker_text(p: &pb::PushStats) -> String {
     }
 }
 
+/// Bytes as MiB, one decimal.
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / 1_048_576.0)
+}
+
 fn print_stats(s: &pb::StatsResponse) {
     if let Some(st) = &s.storage {
         let p99 = st
@@ -1785,6 +1906,14 @@ fn print_stats(s: &pb::StatsResponse) {
             st.log_live_bytes as f64 / 1_048_576.0,
             st.log_reclaimable_bytes as f64 / 1_048_576.0,
         );
+        if st.purged_records > 0 || st.purge_pending_records > 0 {
+            outln!(
+                "purges: {} purged records ({}) overwritten on disk since start · {} still to overwrite",
+                st.purged_records,
+                mib(st.purged_bytes),
+                st.purge_pending_records,
+            );
+        }
     }
     let row = |d: &pb::DestinationStats| {
         // End to end: enqueue to completion (after a replay, the time it lay dead too).

@@ -325,15 +325,20 @@ impl Engine {
                 out.live += 1;
                 continue;
             }
-            // A dead letter: its record is still a `messages` row.
+            // A dead letter (or a message waiting in a pull queue): its record is still a
+            // `messages` row.
             if let Some(record) = t.record(id)? {
                 let Some(destination) = Destination::decode(&record.destination) else {
                     return Err(StoreError::Corrupt(format!("destination of {id}")));
                 };
                 let key = destination.key();
-                if destination.tenant != tenant || t.unbury(id, &key)?.is_none() {
-                    // Another tenant's, or a row without a dead letter (not ours to judge).
+                if destination.tenant != tenant {
                     out.missing += 1;
+                    continue;
+                }
+                if t.unbury(id, &key)?.is_none() {
+                    // Not dead: it has a schedule row, it is on its way.
+                    out.live += 1;
                     continue;
                 }
                 t.remove_message(id)?;

@@ -118,6 +118,10 @@ impl Engine {
             }
             Command::ScrubProgress { reply } => {
                 let progress = self.pipeline.syncer.scrub_progress();
+                if progress.scrubbed_through < progress.appended || progress.pending > 0 {
+                    // Someone waits for an overwrite: checkpoint now, not at the interval.
+                    self.pipeline.syncer.urge_checkpoint();
+                }
                 reply_after(done, reply, Ok(progress));
             }
             Command::Pause {

@@ -307,6 +307,9 @@ fn storage(s: StorageSnapshot) -> pb::StorageStats {
         log_compacted_records: s.log_compacted_records,
         log_deleted_segments: s.log_deleted_segments,
         log_freed_bytes: s.log_freed_bytes,
+        purge_pending_records: s.purge_pending_records,
+        purged_records: s.purged_records,
+        purged_bytes: s.purged_bytes,
     }
 }
 

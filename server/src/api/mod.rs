@@ -7,6 +7,7 @@ pub(crate) mod catch_up;
 pub mod convert;
 pub(crate) mod event_types;
 mod portal;
+pub(crate) mod purge;
 pub(crate) mod queues;
 pub(crate) mod replay_jobs;
 pub mod sources;
@@ -773,6 +774,13 @@ impl Hookd for HookdService {
             total: total.map_or(0, |t| t.count),
             total_exact: total.is_some_and(|t| t.exact),
         }))
+    }
+
+    async fn purge_messages(
+        &self,
+        request: Request<pb::PurgeMessagesRequest>,
+    ) -> Result<Response<pb::PurgeMessagesResponse>, Status> {
+        self.purge_messages_in(request).await.map(Response::new)
     }
 
     async fn list_endpoint_events(

@@ -94,6 +94,7 @@ pub(crate) const RPC_SCOPES: &[(&str, Scope)] = &[
     ("ListEndpointEvents", Scope::Read),
     ("ListReplayJobs", Scope::Read),
     ("PurgeDeadLetters", Scope::Admin),
+    ("PurgeMessages", Scope::Admin),
     ("PauseEndpoint", Scope::Admin),
     ("ResumeEndpoint", Scope::Admin),
     ("PutSource", Scope::Admin),

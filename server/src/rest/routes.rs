@@ -94,6 +94,15 @@ pub(crate) const ROUTES: &[Route] = &[
         "Retained messages matching every condition given, newest first (paged)",
     ),
     route(
+        "PurgeMessages",
+        Method::POST,
+        "/v1/messages/purge",
+        &[],
+        Body::Whole,
+        "messages",
+        "Delete a search's (or ids') messages for good, their payloads overwritten on disk (dryRun: the counts only)",
+    ),
+    route(
         "ListEndpointEvents",
         Method::GET,
         "/v1/endpoints/{endpoint}/events",

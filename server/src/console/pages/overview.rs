@@ -124,6 +124,9 @@ pub(crate) async fn overview(
                         @if storage.log_compacting_segments > 0 { "compacting " (storage.log_compacting_segments) " segments (" (view::bytes(storage.log_reclaimable_bytes)) " to free); " }
                         (storage.log_compacted_records) " records compacted, " (storage.log_deleted_segments) " segments (" (view::bytes(storage.log_freed_bytes)) ") deleted since start"
                     } }
+                    @if storage.purged_records > 0 || storage.purge_pending_records > 0 {
+                        tr { th { "purges" } td { (storage.purged_records) " purged records (" (view::bytes(storage.purged_bytes)) ") overwritten on disk since start; " (storage.purge_pending_records) " still to overwrite" } }
+                    }
                     tr { th { "last start" } td { "replayed " (view::bytes(storage.replayed_bytes)) " in " (storage.replay_ms) " ms" } }
                     tr { th { "disk" } td { (view::bytes(storage.disk_available_bytes)) " available; new events are refused below " (view::bytes(storage.disk_reserve_bytes)) } }
                     tr { th { "destinations in memory" } td { (storage.destinations) } }

@@ -83,6 +83,9 @@ pub struct Progress {
     /// Purged records overwritten since start, and their bytes.
     pub scrubbed_records: AtomicU64,
     pub scrubbed_bytes: AtomicU64,
+    /// Set by a purge that waits for its overwrite: the next look checkpoints (or
+    /// reclaims) at once instead of at the interval.
+    pub(crate) urge: std::sync::atomic::AtomicBool,
 }
 
 /// The overwriting of purged records (see `store::scrub`).
@@ -224,12 +227,16 @@ impl Applier {
     fn checkpoint_if_due(&mut self) {
         let since = self.applied - self.checkpointed;
         let now = self.clock.now_ms();
+        let urged = self.progress.urge.swap(false, Ordering::AcqRel);
         if since > 0
-            && (since >= self.log_bytes
+            && (urged
+                || since >= self.log_bytes
                 || now.saturating_sub(self.checkpoint_at_ms) >= self.interval_ms)
         {
             self.checkpoint();
-        } else if since == 0 && now.saturating_sub(self.reclaim_at_ms) >= self.interval_ms {
+        } else if since == 0
+            && (urged || now.saturating_sub(self.reclaim_at_ms) >= self.interval_ms)
+        {
             // Retention runs out while nothing is written too. Only on a checkpointed
             // state: the rows a reclaim reads are then those a restart starts from.
             self.reclaim();

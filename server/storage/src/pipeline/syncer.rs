@@ -322,6 +322,12 @@ impl Syncer {
         applier::lock(&self.progress.compact).clone()
     }
 
+    /// Asks the apply stage for a checkpoint (or a reclaim) at its next look, not at the
+    /// interval: a purge waits for the overwrite that follows it.
+    pub fn urge_checkpoint(&self) {
+        self.progress.urge.store(true, Ordering::Release);
+    }
+
     /// How far the overwriting of purged records is (see `store::scrub`).
     pub fn scrub_progress(&self) -> applier::ScrubProgress {
         let p = &self.progress;
@@ -422,6 +428,10 @@ impl Syncer {
         out.log_compacting_segments = f.compacting;
         out.log_deleted_segments = f.deleted_segments;
         out.log_freed_bytes = f.freed_bytes;
+        let scrubs = self.scrub_progress();
+        out.purge_pending_records = scrubs.pending;
+        out.purged_records = scrubs.records;
+        out.purged_bytes = scrubs.bytes;
     }
 
     /// Lets the writer and the apply stage finish every round handed over (with a last

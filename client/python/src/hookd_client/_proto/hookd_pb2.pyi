@@ -361,7 +361,7 @@ class PushStats(_message.Message):
     def __init__(self, disabled: _Optional[bool] = ..., disabled_reason: _Optional[str] = ..., breaker: _Optional[_Union[BreakerState, str]] = ..., breaker_open_until_unix_ms: _Optional[int] = ..., breaker_cooldown_ms: _Optional[int] = ..., breaker_openings: _Optional[int] = ..., consecutive_failures: _Optional[int] = ..., paused_until_unix_ms: _Optional[int] = ..., in_flight: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., rate_limit_per_s: _Optional[float] = ..., slow: _Optional[bool] = ..., attempts_last_hour: _Optional[int] = ..., success_rate_last_hour: _Optional[float] = ..., attempt_latency_last_hour: _Optional[_Union[LatencyStats, _Mapping]] = ..., attempt_latency_last_24h: _Optional[_Union[LatencyStats, _Mapping]] = ...) -> None: ...
 
 class StorageStats(_message.Message):
-    __slots__ = ("commits_per_s", "requests_per_commit", "commit_latency_last_hour", "live_messages", "queued_write_bytes", "destinations", "log_bytes", "checkpoint_age_ms", "last_checkpoint_ms", "replay_ms", "replayed_bytes", "log_since_checkpoint_bytes", "disk_available_bytes", "disk_reserve_bytes", "log_segments", "log_live_bytes", "log_retained_from_unix_ms", "log_reclaimable_bytes", "log_compacting_segments", "log_compacted_records", "log_deleted_segments", "log_freed_bytes")
+    __slots__ = ("commits_per_s", "requests_per_commit", "commit_latency_last_hour", "live_messages", "queued_write_bytes", "destinations", "log_bytes", "checkpoint_age_ms", "last_checkpoint_ms", "replay_ms", "replayed_bytes", "log_since_checkpoint_bytes", "disk_available_bytes", "disk_reserve_bytes", "log_segments", "log_live_bytes", "log_retained_from_unix_ms", "log_reclaimable_bytes", "log_compacting_segments", "log_compacted_records", "log_deleted_segments", "log_freed_bytes", "purge_pending_records", "purged_records", "purged_bytes")
     COMMITS_PER_S_FIELD_NUMBER: _ClassVar[int]
     REQUESTS_PER_COMMIT_FIELD_NUMBER: _ClassVar[int]
     COMMIT_LATENCY_LAST_HOUR_FIELD_NUMBER: _ClassVar[int]
@@ -384,6 +384,9 @@ class StorageStats(_message.Message):
     LOG_COMPACTED_RECORDS_FIELD_NUMBER: _ClassVar[int]
     LOG_DELETED_SEGMENTS_FIELD_NUMBER: _ClassVar[int]
     LOG_FREED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PURGE_PENDING_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    PURGED_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    PURGED_BYTES_FIELD_NUMBER: _ClassVar[int]
     commits_per_s: float
     requests_per_commit: float
     commit_latency_last_hour: LatencyStats
@@ -406,7 +409,10 @@ class StorageStats(_message.Message):
     log_compacted_records: int
     log_deleted_segments: int
     log_freed_bytes: int
-    def __init__(self, commits_per_s: _Optional[float] = ..., requests_per_commit: _Optional[float] = ..., commit_latency_last_hour: _Optional[_Union[LatencyStats, _Mapping]] = ..., live_messages: _Optional[int] = ..., queued_write_bytes: _Optional[int] = ..., destinations: _Optional[int] = ..., log_bytes: _Optional[int] = ..., checkpoint_age_ms: _Optional[int] = ..., last_checkpoint_ms: _Optional[int] = ..., replay_ms: _Optional[int] = ..., replayed_bytes: _Optional[int] = ..., log_since_checkpoint_bytes: _Optional[int] = ..., disk_available_bytes: _Optional[int] = ..., disk_reserve_bytes: _Optional[int] = ..., log_segments: _Optional[int] = ..., log_live_bytes: _Optional[int] = ..., log_retained_from_unix_ms: _Optional[int] = ..., log_reclaimable_bytes: _Optional[int] = ..., log_compacting_segments: _Optional[int] = ..., log_compacted_records: _Optional[int] = ..., log_deleted_segments: _Optional[int] = ..., log_freed_bytes: _Optional[int] = ...) -> None: ...
+    purge_pending_records: int
+    purged_records: int
+    purged_bytes: int
+    def __init__(self, commits_per_s: _Optional[float] = ..., requests_per_commit: _Optional[float] = ..., commit_latency_last_hour: _Optional[_Union[LatencyStats, _Mapping]] = ..., live_messages: _Optional[int] = ..., queued_write_bytes: _Optional[int] = ..., destinations: _Optional[int] = ..., log_bytes: _Optional[int] = ..., checkpoint_age_ms: _Optional[int] = ..., last_checkpoint_ms: _Optional[int] = ..., replay_ms: _Optional[int] = ..., replayed_bytes: _Optional[int] = ..., log_since_checkpoint_bytes: _Optional[int] = ..., disk_available_bytes: _Optional[int] = ..., disk_reserve_bytes: _Optional[int] = ..., log_segments: _Optional[int] = ..., log_live_bytes: _Optional[int] = ..., log_retained_from_unix_ms: _Optional[int] = ..., log_reclaimable_bytes: _Optional[int] = ..., log_compacting_segments: _Optional[int] = ..., log_compacted_records: _Optional[int] = ..., log_deleted_segments: _Optional[int] = ..., log_freed_bytes: _Optional[int] = ..., purge_pending_records: _Optional[int] = ..., purged_records: _Optional[int] = ..., purged_bytes: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
     __slots__ = ("total", "destinations", "uptime_ms", "storage", "next_page_token", "alerts", "quotas", "replay_jobs")
@@ -540,6 +546,40 @@ class SearchMessagesResponse(_message.Message):
     total: int
     total_exact: bool
     def __init__(self, messages: _Optional[_Iterable[_Union[MessageSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., scanned: _Optional[int] = ..., total: _Optional[int] = ..., total_exact: _Optional[bool] = ...) -> None: ...
+
+class PurgeMessagesRequest(_message.Message):
+    __slots__ = ("search", "ids", "dry_run", "limit", "wait_ms")
+    SEARCH_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    search: SearchMessagesRequest
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    dry_run: bool
+    limit: int
+    wait_ms: int
+    def __init__(self, search: _Optional[_Union[SearchMessagesRequest, _Mapping]] = ..., ids: _Optional[_Iterable[str]] = ..., dry_run: _Optional[bool] = ..., limit: _Optional[int] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+
+class PurgeMessagesResponse(_message.Message):
+    __slots__ = ("matched", "purged", "dead", "live", "missing", "more", "overwritten", "bytes")
+    MATCHED_FIELD_NUMBER: _ClassVar[int]
+    PURGED_FIELD_NUMBER: _ClassVar[int]
+    DEAD_FIELD_NUMBER: _ClassVar[int]
+    LIVE_FIELD_NUMBER: _ClassVar[int]
+    MISSING_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    OVERWRITTEN_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    matched: int
+    purged: int
+    dead: int
+    live: int
+    missing: int
+    more: bool
+    overwritten: bool
+    bytes: int
+    def __init__(self, matched: _Optional[int] = ..., purged: _Optional[int] = ..., dead: _Optional[int] = ..., live: _Optional[int] = ..., missing: _Optional[int] = ..., more: _Optional[bool] = ..., overwritten: _Optional[bool] = ..., bytes: _Optional[int] = ...) -> None: ...
 
 class ReplayRecovery(_message.Message):
     __slots__ = ("destination", "since_unix_ms", "delivered_statuses")

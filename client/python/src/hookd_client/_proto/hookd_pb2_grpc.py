@@ -74,6 +74,11 @@ class HookdStub:
                 request_serializer=hookd_dot_v1_dot_hookd__pb2.SearchMessagesRequest.SerializeToString,
                 response_deserializer=hookd_dot_v1_dot_hookd__pb2.SearchMessagesResponse.FromString,
                 _registered_method=True)
+        self.PurgeMessages = channel.unary_unary(
+                '/hookd.v1.Hookd/PurgeMessages',
+                request_serializer=hookd_dot_v1_dot_hookd__pb2.PurgeMessagesRequest.SerializeToString,
+                response_deserializer=hookd_dot_v1_dot_hookd__pb2.PurgeMessagesResponse.FromString,
+                _registered_method=True)
         self.CreateReplayJob = channel.unary_unary(
                 '/hookd.v1.Hookd/CreateReplayJob',
                 request_serializer=hookd_dot_v1_dot_hookd__pb2.CreateReplayJobRequest.SerializeToString,
@@ -351,6 +356,19 @@ class HookdServicer:
         completed_retention_secs keeps them) that match every condition given, newest first,
         a page at a time. Messages stored before hookd kept the search index (disk format 11)
         are not found here; GetMessage finds them by id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PurgeMessages(self, request, context):
+        """Deletes the caller's tenant's messages that a search (or a list of ids) selects, with
+        every delivery of their events, for good: a GDPR erasure. Dead letters and delivered
+        messages lose every row (summary, attempts, index entry), and their payloads' bytes
+        are overwritten with zeros in the log's segments on disk and synced; the answer says
+        whether that was done before it (`overwritten`). A message still on its way
+        (pending, retrying, in flight, leased) is not touched, only counted in `live`: purge
+        again once it is delivered or dead. With dry_run, only the counts.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -723,6 +741,11 @@ def add_HookdServicer_to_server(servicer, server):
                     servicer.SearchMessages,
                     request_deserializer=hookd_dot_v1_dot_hookd__pb2.SearchMessagesRequest.FromString,
                     response_serializer=hookd_dot_v1_dot_hookd__pb2.SearchMessagesResponse.SerializeToString,
+            ),
+            'PurgeMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.PurgeMessages,
+                    request_deserializer=hookd_dot_v1_dot_hookd__pb2.PurgeMessagesRequest.FromString,
+                    response_serializer=hookd_dot_v1_dot_hookd__pb2.PurgeMessagesResponse.SerializeToString,
             ),
             'CreateReplayJob': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateReplayJob,
@@ -1151,6 +1174,33 @@ class Hookd:
             '/hookd.v1.Hookd/SearchMessages',
             hookd_dot_v1_dot_hookd__pb2.SearchMessagesRequest.SerializeToString,
             hookd_dot_v1_dot_hookd__pb2.SearchMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PurgeMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookd.v1.Hookd/PurgeMessages',
+            hookd_dot_v1_dot_hookd__pb2.PurgeMessagesRequest.SerializeToString,
+            hookd_dot_v1_dot_hookd__pb2.PurgeMessagesResponse.FromString,
             options,
             channel_credentials,
             insecure,
