@@ -47,6 +47,7 @@ mod readme;
 mod replay_jobs;
 mod rest;
 mod restart;
+mod retention;
 mod retry;
 mod search;
 mod secrets;

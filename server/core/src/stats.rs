@@ -600,6 +600,23 @@ pub struct StatsSnapshot {
     pub failed_by_minute: Vec<u64>,
     /// A tenant's Stats: what it uses of each quota it has.
     pub quotas: Vec<QuotaUse>,
+    /// What the history keeps, and since when (issue #53, 4).
+    pub retention: RetentionSnapshot,
+}
+
+/// How long a tenant's completed messages are kept (see the engine's `retention`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RetentionSnapshot {
+    /// The tenant's setting (ms; 0: the server's).
+    pub tenant_ms: u64,
+    /// The server's: summaries, payloads, and the log's disk budget.
+    pub completed_ms: u64,
+    pub log_ms: u64,
+    pub budget_bytes: u64,
+    /// Its payloads (at destinations without a setting) created since are readable.
+    pub kept_since_ms: u64,
+    /// Destinations that set their own: key, setting (ms), readable since.
+    pub destinations: Vec<(String, u64, u64)>,
 }
 
 /// What a tenant uses of one of its quotas (`hookd_core::quota`), against its limit.

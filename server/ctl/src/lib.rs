@@ -338,6 +338,10 @@ pub enum EndpointsCmd {
         /// Let its receiver pull its retained events (catch-up, `hookd` README).
         #[arg(long)]
         catch_up: bool,
+        /// How long its completed messages are kept (90m, 7d; without: its tenant's, else
+        /// the server's).
+        #[arg(long, value_parser = parse_age)]
+        retention: Option<u64>,
     },
     Delete {
         name: String,
@@ -1516,6 +1520,7 @@ async fn endpoints(
             oauth2_audience,
             fifo,
             catch_up,
+            retention,
         } => {
             let read = |path: Option<std::path::PathBuf>, flag: &str| {
                 path.map_or(Ok(String::new()), |p| {
@@ -1546,6 +1551,7 @@ async fn endpoints(
                 rate_limit_per_s: rate_limit_per_s.unwrap_or(0.0),
                 fifo: fifo.wire() as i32,
                 catch_up,
+                retention_secs: retention.map_or(0, |ms| ms / 1_000),
                 ..Default::default()
             };
             let r = api
@@ -1906,6 +1912,38 @@ fn print_stats(s: &pb::StatsResponse) {
             st.log_live_bytes as f64 / 1_048_576.0,
             st.log_reclaimable_bytes as f64 / 1_048_576.0,
         );
+        if let Some(r) = &s.retention {
+            let secs = |s: u64| age(s.saturating_mul(1_000));
+            let mut line = format!(
+                "retention: completed messages kept {} ({}) · payloads readable since {} · server: summaries {}, payloads {}, log budget {}",
+                if r.retention_secs > 0 {
+                    secs(r.retention_secs)
+                } else {
+                    secs(
+                        r.server_completed_retention_secs
+                            .min(r.server_log_retention_secs),
+                    )
+                },
+                if r.retention_secs > 0 {
+                    "the tenant's"
+                } else {
+                    "the server's"
+                },
+                when(r.payloads_kept_since_unix_ms),
+                secs(r.server_completed_retention_secs),
+                secs(r.server_log_retention_secs),
+                mib(r.disk_budget_bytes),
+            );
+            for d in &r.destinations {
+                line.push_str(&format!(
+                    " · {} {} (since {})",
+                    d.destination,
+                    secs(d.retention_secs),
+                    when(d.payloads_kept_since_unix_ms)
+                ));
+            }
+            outln!("{line}");
+        }
         if st.purged_records > 0 || st.purge_pending_records > 0 {
             outln!(
                 "purges: {} purged records ({}) overwritten on disk since start · {} still to overwrite",

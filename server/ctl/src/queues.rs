@@ -20,6 +20,10 @@ pub enum QueuesCmd {
         fifo: Option<String>,
         #[arg(long)]
         description: Option<String>,
+        /// How long its completed messages are kept (90m, 7d; without: its tenant's, else
+        /// the server's).
+        #[arg(long, value_parser = super::parse_age)]
+        retention: Option<u64>,
     },
     /// Delete a queue's settings (its messages stay, unordered).
     Delete {
@@ -55,6 +59,7 @@ pub(super) async fn queues(
             name,
             fifo,
             description,
+            retention,
         } => {
             let r = api
                 .put_queue(pb::PutQueueRequest {
@@ -62,6 +67,7 @@ pub(super) async fn queues(
                         name,
                         fifo: fifo.unwrap_or_default(),
                         description: description.unwrap_or_default(),
+                        retention_secs: retention.map_or(0, |ms| ms / 1_000),
                         ..Default::default()
                     }),
                 })

@@ -29,6 +29,9 @@ pub enum TenantsCmd {
         /// Its share of delivery against other tenants' (1 to 1000; default 1).
         #[arg(long)]
         weight: Option<u32>,
+        /// How long its completed messages are kept (90m, 7d; without: the server's).
+        #[arg(long, value_parser = super::parse_age)]
+        retention: Option<u64>,
         #[command(flatten)]
         portal: PortalArgs,
     },
@@ -45,6 +48,9 @@ pub enum TenantsCmd {
         /// Its share of delivery (1 to 1000); without it the weight stays.
         #[arg(long)]
         weight: Option<u32>,
+        /// How long its completed messages are kept (90m, 7d); without it the setting stays.
+        #[arg(long, value_parser = super::parse_age)]
+        retention: Option<u64>,
         /// Any of these replaces the tenant's portal settings (those not named: none);
         /// without them they stay.
         #[command(flatten)]
@@ -265,11 +271,17 @@ pub(super) async fn tenants(
             metadata,
             quota,
             weight,
+            retention,
             portal,
         } => {
             let r = api
                 .create_tenant(pb::CreateTenantRequest {
-                    tenant: tenant(name, display_name, metadata, quota, weight, portal),
+                    tenant: tenant(name, display_name, metadata, quota, weight, portal).map(
+                        |mut t| {
+                            t.retention_secs = retention.map_or(0, |ms| ms / 1_000);
+                            t
+                        },
+                    ),
                 })
                 .await
                 .map_err(fail)?
@@ -285,11 +297,17 @@ pub(super) async fn tenants(
             metadata,
             quota,
             weight,
+            retention,
             portal,
         } => {
             let r = api
                 .update_tenant(pb::UpdateTenantRequest {
-                    tenant: tenant(name, display_name, metadata, quota, weight, portal),
+                    tenant: tenant(name, display_name, metadata, quota, weight, portal).map(
+                        |mut t| {
+                            t.retention_secs = retention.map_or(0, |ms| ms / 1_000);
+                            t
+                        },
+                    ),
                 })
                 .await
                 .map_err(fail)?

@@ -235,6 +235,10 @@ impl Engine {
                 if whole && let Some(tenant) = tenant {
                     response.quotas = self.quota_use(t, tenant, now)?;
                 }
+                if whole {
+                    let of = tenant.unwrap_or(hookd_core::scope::TenantId::DEFAULT);
+                    response.retention = self.retention_snapshot(now, of);
+                }
                 reply_after(done, reply, Ok(response));
             }
             Command::Detail {

@@ -39,6 +39,13 @@ impl Endpoints {
         Some(removed)
     }
 
+    /// Every endpoint's retention setting (seconds; 0: none).
+    pub(crate) fn retentions(&self) -> impl Iterator<Item = u64> + '_ {
+        self.by_tenant
+            .values()
+            .flat_map(|names| names.values().map(|e| e.retention_secs))
+    }
+
     /// A tenant's endpoint names.
     pub(crate) fn names_of(&self, tenant: TenantId) -> Vec<String> {
         self.by_tenant
@@ -101,6 +108,8 @@ pub struct EndpointDef {
     pub signing_public_keys: Vec<Vec<u8>>,
     /// Its receiver may pull its retained events.
     pub catch_up: bool,
+    /// How long its completed messages are kept (0: its tenant's, else the server's).
+    pub retention_secs: u64,
 }
 
 /// OAuth2 client credentials, as an endpoint's definition carries them.
@@ -143,6 +152,7 @@ impl EndpointDef {
             }),
             fifo: self.fifo.map_or(0, crate::FifoPolicy::code),
             catch_up: self.catch_up,
+            retention_secs: self.retention_secs,
             signing_keys: self
                 .signing_public_keys
                 .into_iter()

@@ -63,6 +63,9 @@ mod quota;
 mod quota_tests;
 mod refusal;
 mod replay_jobs;
+mod retention;
+#[cfg(test)]
+mod retention_tests;
 #[cfg(test)]
 mod search_tests;
 mod tenants;
@@ -818,6 +821,8 @@ struct Housekeeping {
     compact_cursor: Option<MessageId>,
     /// Records copied forward by compaction since start.
     compacted: u64,
+    /// Retention per tenant and destination (see `retention`).
+    retention: retention::RetentionPass,
 }
 
 /// What a round produces besides its log record: push attempts and events, some sent as
@@ -1012,6 +1017,7 @@ impl Engine {
                 compacting: Vec::new(),
                 compact_cursor: None,
                 compacted: 0,
+                retention: Default::default(),
             },
             pipeline: Pipeline {
                 syncer,
@@ -1131,6 +1137,9 @@ impl Engine {
         }
         engine.review_destinations();
         engine.tenants.publish();
+        // Before the apply stage's first reclaim: segments a tenant's or destination's
+        // longer retention needs are held from the start.
+        engine.refresh_retention();
         tracing::info!(
             live,
             endpoints = engine.endpoints.len(),
@@ -1510,8 +1519,12 @@ impl Engine {
             }
             self.evaluate_alerts(tables, now)?;
         }
-        if self.config.completed_retention_ms > 0 {
-            let before = now.saturating_sub(self.config.completed_retention_ms);
+        // Summaries and payload pointers kept past the server's retention for a tenant or
+        // destination that asks (see `retention`): the range sweeps stop at the longest.
+        self.refresh_retention();
+        let kept_ms = self.kept_ms();
+        if self.config.completed_retention_ms > 0 || kept_ms > 0 {
+            let before = now.saturating_sub(kept_ms);
             // Ids are time-ordered, so this is a range from the start of the table.
             while tables.sweep_done(before, SWEEP_CHUNK)? == SWEEP_CHUNK {
                 if spent() {
@@ -1522,13 +1535,14 @@ impl Engine {
         }
         // Completed messages' pointers into the log go with their summaries (at once when
         // none are kept).
-        let before = now.saturating_sub(self.config.completed_retention_ms);
+        let before = now.saturating_sub(kept_ms);
         while tables.sweep_retained(before, SWEEP_CHUNK)? == SWEEP_CHUNK {
             if spent() {
                 behind = true;
                 break;
             }
         }
+        behind |= self.sweep_retention(tables, now, &spent)?;
         behind |= self.compact(tables, &spent)?;
         Ok(behind)
     }

@@ -23,6 +23,13 @@ impl<R> ByTenant<R> {
         self.by_tenant.get(&tenant)?.get(name)
     }
 
+    /// Every object, with its tenant.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (TenantId, &R)> + '_ {
+        self.by_tenant
+            .iter()
+            .flat_map(|(t, names)| names.values().map(move |r| (*t, r)))
+    }
+
     pub(crate) fn insert(&mut self, tenant: TenantId, name: String, record: R) {
         self.by_tenant
             .entry(tenant)

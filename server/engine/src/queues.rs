@@ -24,6 +24,8 @@ pub struct QueueDef {
     /// FIFO lanes, or none (unordered).
     pub fifo: Option<FifoPolicy>,
     pub description: String,
+    /// How long its completed messages are kept (0: its tenant's, else the server's).
+    pub retention_secs: u64,
 }
 
 impl Engine {
@@ -54,6 +56,7 @@ impl Engine {
             description: def.description,
             created_ms: existing.map_or(now, |q| q.created_ms),
             updated_ms: now,
+            retention_secs: def.retention_secs,
         };
         t.put_object(
             &ObjectRef::new(tenant, Kind::Queue, &name),

@@ -63,6 +63,9 @@ pub struct TenantDef {
     pub weight: u32,
     /// None: an update keeps the tenant's.
     pub portal: Option<hookd_storage::store::TenantPortalRecord>,
+    /// How long its completed messages are kept (0: the server's when made, its own on
+    /// an update).
+    pub retention_secs: u64,
 }
 
 impl TenantDef {
@@ -74,6 +77,7 @@ impl TenantDef {
             quota: self.quota.map(Into::into),
             weight: self.weight,
             portal: self.portal,
+            retention_secs: self.retention_secs,
             ..Default::default()
         }
     }
@@ -196,6 +200,22 @@ impl Tenants {
     /// Was tenant `id` deleted (its record a tombstone)?
     pub(crate) fn deleted(&self, id: TenantId) -> bool {
         self.records.get(&id).is_some_and(|r| r.deleted_ms != 0)
+    }
+
+    /// Tenant `id`'s retention setting (seconds; 0: none, or it is gone).
+    pub(crate) fn retention_secs(&self, id: TenantId) -> u64 {
+        self.records
+            .get(&id)
+            .filter(|r| r.deleted_ms == 0)
+            .map_or(0, |r| r.retention_secs)
+    }
+
+    /// Every live tenant's retention setting (seconds; 0: none).
+    pub(crate) fn retentions(&self) -> impl Iterator<Item = u64> + '_ {
+        self.records
+            .values()
+            .filter(|r| r.deleted_ms == 0)
+            .map(|r| r.retention_secs)
     }
 
     /// Tenant `id`'s weight: 1 if it sets none or is gone.
@@ -407,6 +427,9 @@ impl Engine {
                 }
                 if record.weight == 0 {
                     record.weight = old.weight;
+                }
+                if record.retention_secs == 0 {
+                    record.retention_secs = old.retention_secs;
                 }
                 if record.portal.is_none() {
                     record.portal.clone_from(&old.portal);

@@ -138,6 +138,7 @@ pub fn endpoint(e: EndpointRecord, clear: &[String], reveal: bool) -> pb::Endpoi
         }),
         fifo: i32::try_from(e.fifo).unwrap_or(0),
         catch_up: e.catch_up,
+        retention_secs: e.retention_secs,
     }
 }
 
@@ -211,6 +212,7 @@ pub(crate) fn endpoint_from_proto(e: pb::Endpoint) -> hookd_engine::EndpointDef 
             .and_then(hookd_engine::FifoPolicy::from_code),
         signing_public_keys: Vec::new(),
         catch_up: e.catch_up,
+        retention_secs: e.retention_secs,
     }
 }
 
@@ -343,6 +345,23 @@ pub fn stats(s: StatsSnapshot) -> pb::StatsResponse {
             })
             .collect(),
         replay_jobs: Vec::new(),
+        retention: Some(pb::RetentionStats {
+            retention_secs: s.retention.tenant_ms / 1_000,
+            server_completed_retention_secs: s.retention.completed_ms / 1_000,
+            server_log_retention_secs: s.retention.log_ms / 1_000,
+            disk_budget_bytes: s.retention.budget_bytes,
+            payloads_kept_since_unix_ms: s.retention.kept_since_ms,
+            destinations: s
+                .retention
+                .destinations
+                .into_iter()
+                .map(|(destination, ms, since)| pb::DestinationRetention {
+                    destination,
+                    retention_secs: ms / 1_000,
+                    payloads_kept_since_unix_ms: since,
+                })
+                .collect(),
+        }),
     }
 }
 
@@ -526,6 +545,7 @@ mod tests {
             }),
             fifo: 2,
             catch_up: true,
+            retention_secs: 7 * 86_400,
             // hookd's own (the API derives the current ones from the secrets).
             signing_keys: Vec::new(),
         };
@@ -576,6 +596,7 @@ mod tests {
                 fifo: Some(hookd_engine::FifoPolicy::Park),
                 signing_public_keys: Vec::new(),
                 catch_up: true,
+                retention_secs: 7 * 86_400,
             }
         );
         // Format version 1 stored the wire type itself: its bytes decode as the record.

@@ -43,6 +43,7 @@ fn shown(r: &QueueRecord) -> pb::Queue {
         from_config: false,
         created_unix_ms: r.created_ms,
         updated_unix_ms: r.updated_ms,
+        retention_secs: r.retention_secs,
     }
 }
 
@@ -104,6 +105,7 @@ impl HookdService {
             .into());
         }
         let def = QueueDef {
+            retention_secs: validate::retention(q.retention_secs, "queue.retention_secs")?,
             name: q.name,
             fifo: fifo_policy(&q.fifo)?,
             description: q.description,

@@ -244,6 +244,7 @@ fn tenant_def(tenant: Option<pb::Tenant>) -> Result<TenantDef, ApiError> {
     }
     let portal = t.portal.map(portal_settings).transpose()?;
     Ok(TenantDef {
+        retention_secs: super::validate::retention(t.retention_secs, "tenant.retention_secs")?,
         portal,
         weight: t.weight,
         name: t.name,
@@ -286,6 +287,7 @@ fn shown(r: &TenantRecord) -> pb::Tenant {
             max_sources: q.max_sources,
         }),
         weight: r.weight.max(1),
+        retention_secs: r.retention_secs,
         portal: r.portal.as_ref().map(|p| pb::TenantPortal {
             frame_ancestors: p.frame_ancestors.clone(),
             title: p.title.clone(),

@@ -359,9 +359,25 @@ fn static_headers(
     Ok(out)
 }
 
+/// The shortest and longest retention a tenant or destination may set (issue #53, 4).
+pub const MIN_RETENTION_SECS: u64 = 60;
+pub const MAX_RETENTION_SECS: u64 = 400 * 86_400;
+
+/// A retention setting: 0 (inherit), or within [`MIN_RETENTION_SECS`] and
+/// [`MAX_RETENTION_SECS`].
+pub fn retention(secs: u64, field: &str) -> Result<u64, ApiError> {
+    if secs != 0 && !(MIN_RETENTION_SECS..=MAX_RETENTION_SECS).contains(&secs) {
+        return Err(invalid(format!(
+            "{field}: {secs} is not 0 (inherit) or within {MIN_RETENTION_SECS}..={MAX_RETENTION_SECS} seconds"
+        )));
+    }
+    Ok(secs)
+}
+
 pub fn endpoint(e: Option<pb::Endpoint>) -> Result<hookd_engine::EndpointDef, ApiError> {
     let e = e.ok_or_else(|| invalid("endpoint: required".into()))?;
     validate_name(&e.name, "endpoint.name")?;
+    retention(e.retention_secs, "endpoint.retention_secs")?;
     let mut e = e;
     e.url = validate_url(&e.url, "endpoint.url")?;
     if e.description.len() > 1_024 {

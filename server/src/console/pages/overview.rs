@@ -111,6 +111,21 @@ pub(crate) async fn overview(
                     }
                 }
             }
+            section {
+                h2 { "History" }
+                @let r = &stats.retention;
+                table.kv {
+                    tr { th { "completed messages kept" } td {
+                        @if r.tenant_ms > 0 { (view::duration(r.tenant_ms)) " (the tenant's setting)" }
+                        @else { (view::duration(r.completed_ms.min(r.log_ms))) " (the server's)" }
+                        "; payloads readable since " (view::time(r.kept_since_ms))
+                    } }
+                    @for (key, ms, since) in &r.destinations {
+                        tr { th { (key) } td { (view::duration(*ms)) " (its own setting); payloads readable since " (view::time(*since)) } }
+                    }
+                    tr { th { "server" } td { "summaries " (view::duration(r.completed_ms)) ", payloads " (view::duration(r.log_ms)) ", within a log budget of " (view::bytes(r.budget_bytes)) " (the oldest go first past it)" } }
+                }
+            }
             @if operator { section {
                 h2 { "Storage" }
                 table.kv {

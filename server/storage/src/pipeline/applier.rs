@@ -86,6 +86,14 @@ pub struct Progress {
     /// Set by a purge that waits for its overwrite: the next look checkpoints (or
     /// reclaims) at once instead of at the interval.
     pub(crate) urge: std::sync::atomic::AtomicBool,
+    /// The longest retention a tenant or destination sets (ms; 0: none): segments are kept
+    /// at least that long, within the disk budget.
+    pub(crate) hold_ms: AtomicU64,
+    /// How much longer than the server's retentions the search index keeps rows (ms).
+    pub(crate) hold_index_ms: AtomicU64,
+    /// The engine told the two above (after its recovery): no reclaim before, so a
+    /// segment a longer retention needs is never deleted in between.
+    pub(crate) hold_told: std::sync::atomic::AtomicBool,
 }
 
 /// The overwriting of purged records (see `store::scrub`).
@@ -246,7 +254,7 @@ impl Applier {
     /// Decides which segments go and which are compacted (see `reclaim`): the log writer
     /// deletes the first, the engine copies the live records of the second forward.
     pub fn reclaim(&mut self) {
-        if self.mark.failed().is_some() {
+        if self.mark.failed().is_some() || !self.progress.hold_told.load(Ordering::Acquire) {
             return;
         }
         let now = self.clock.now_ms();
@@ -259,11 +267,23 @@ impl Applier {
             }
         };
         let segments = lock(&self.progress.segments).clone();
-        let plan = reclaim::plan(&segments, &rows, self.checkpointed, now, self.retention);
+        // Kept for the longest retention a tenant or destination asks for, within the
+        // disk budget (see the engine's `retention`).
+        let retention = Retention {
+            ms: self
+                .retention
+                .ms
+                .max(self.progress.hold_ms.load(Ordering::Relaxed)),
+            ..self.retention
+        };
+        let plan = reclaim::plan(&segments, &rows, self.checkpointed, now, retention);
+        let history_ms = self
+            .history_ms
+            .saturating_add(self.progress.hold_index_ms.load(Ordering::Relaxed));
         // The search index's rows past the history's horizon, a slice per reclaim.
         match self
             .store
-            .sweep_search(now.saturating_sub(self.history_ms), SEARCH_SWEEP_ROWS)
+            .sweep_search(now.saturating_sub(history_ms), SEARCH_SWEEP_ROWS)
         {
             Ok(0) => {}
             Ok(rows) => tracing::debug!(rows, "search index rows past the horizon swept"),

@@ -322,6 +322,17 @@ impl Syncer {
         applier::lock(&self.progress.compact).clone()
     }
 
+    /// How long the reclaim keeps segments beyond `log_retention_secs`, and the search
+    /// index its rows: the longest retention a tenant or destination sets (ms; 0: none),
+    /// with the server's `completed_retention_ms` (see the engine's `retention`).
+    pub fn hold_retention(&self, longest_ms: u64, completed_ms: u64) {
+        self.progress.hold_ms.store(longest_ms, Ordering::Relaxed);
+        self.progress
+            .hold_index_ms
+            .store(longest_ms.saturating_sub(completed_ms), Ordering::Relaxed);
+        self.progress.hold_told.store(true, Ordering::Release);
+    }
+
     /// Asks the apply stage for a checkpoint (or a reclaim) at its next look, not at the
     /// interval: a purge waits for the overwrite that follows it.
     pub fn urge_checkpoint(&self) {

@@ -266,6 +266,10 @@ pub struct EndpointRecord {
     /// Its receiver may pull its retained events (issue #53, 3).
     #[prost(bool, tag = "30")]
     pub catch_up: bool,
+    /// How long its completed messages (summary and payload) are kept (issue #53, 4; 0:
+    /// its tenant's, else the server's).
+    #[prost(uint64, tag = "31")]
+    pub retention_secs: u64,
 }
 
 /// A tenant, as stored: its own catalog object (`ObjectRef::tenant`, format 10). Its
@@ -307,6 +311,10 @@ pub struct TenantRecord {
     /// only from `[portal] frame_ancestors`).
     #[prost(message, optional, tag = "11")]
     pub portal: Option<TenantPortalRecord>,
+    /// How long its completed messages (summary and payload) are kept (issue #53, 4; 0:
+    /// the server's), unless a destination sets its own.
+    #[prost(uint64, tag = "12")]
+    pub retention_secs: u64,
 }
 
 /// A tenant's portal settings, as stored (`Tenant.portal` on the wire).
@@ -362,6 +370,10 @@ pub struct QueueRecord {
     pub created_ms: u64,
     #[prost(uint64, tag = "5")]
     pub updated_ms: u64,
+    /// How long its completed messages are kept (issue #53, 4; 0: its tenant's, else the
+    /// server's).
+    #[prost(uint64, tag = "6")]
+    pub retention_secs: u64,
 }
 
 /// A replay job, as stored: a catalog object of kind `ReplayJob` (issue #53). The server's

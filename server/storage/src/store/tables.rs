@@ -468,6 +468,48 @@ impl<'a> Tables<'a> {
         self.remove(TableId::Retained, &key);
     }
 
+    /// Up to `limit` completed messages (id, summary) after `cursor`, created before
+    /// `before_ms`, in id order (rows this round removed are left out).
+    pub fn done_after(
+        &self,
+        cursor: Option<MessageId>,
+        before_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<(MessageId, DoneRecord)>, StoreError> {
+        let lower = cursor.map_or(Bound::Unbounded, |c| Bound::Excluded(c.0));
+        let upper = Bound::Excluded(u128::from(before_ms) << 80);
+        let mut out = Vec::new();
+        for row in self.done.range::<u128>((lower, upper))? {
+            let (k, v) = row?;
+            let id = MessageId(k.value());
+            let key = id_key(id);
+            let value = match self.overlay.get(TableId::Done, &key) {
+                Seen::Removed => continue,
+                Seen::Put(v) => v.to_vec(),
+                Seen::Unknown => open(TableId::Done, &key, v.value())?.to_vec(),
+            };
+            out.push((id, DoneRecord::decode(value.as_slice())?));
+            if out.len() >= limit {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Forgets a completed message's payload pointer (its `retained` row), if it has one.
+    pub fn forget_retained(&mut self, id: MessageId) -> Result<(), StoreError> {
+        let key = id_key(id);
+        let present = match self.overlay.get(TableId::Retained, &key) {
+            Seen::Removed => false,
+            Seen::Put(_) => true,
+            Seen::Unknown => self.retained.get(id.0)?.is_some(),
+        };
+        if present {
+            self.remove(TableId::Retained, &key);
+        }
+        Ok(())
+    }
+
     /// Removes a completed message's summary (its `done` row).
     pub fn remove_done(&mut self, id: MessageId) {
         self.remove(TableId::Done, &id_key(id));

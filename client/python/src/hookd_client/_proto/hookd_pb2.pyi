@@ -415,7 +415,7 @@ class StorageStats(_message.Message):
     def __init__(self, commits_per_s: _Optional[float] = ..., requests_per_commit: _Optional[float] = ..., commit_latency_last_hour: _Optional[_Union[LatencyStats, _Mapping]] = ..., live_messages: _Optional[int] = ..., queued_write_bytes: _Optional[int] = ..., destinations: _Optional[int] = ..., log_bytes: _Optional[int] = ..., checkpoint_age_ms: _Optional[int] = ..., last_checkpoint_ms: _Optional[int] = ..., replay_ms: _Optional[int] = ..., replayed_bytes: _Optional[int] = ..., log_since_checkpoint_bytes: _Optional[int] = ..., disk_available_bytes: _Optional[int] = ..., disk_reserve_bytes: _Optional[int] = ..., log_segments: _Optional[int] = ..., log_live_bytes: _Optional[int] = ..., log_retained_from_unix_ms: _Optional[int] = ..., log_reclaimable_bytes: _Optional[int] = ..., log_compacting_segments: _Optional[int] = ..., log_compacted_records: _Optional[int] = ..., log_deleted_segments: _Optional[int] = ..., log_freed_bytes: _Optional[int] = ..., purge_pending_records: _Optional[int] = ..., purged_records: _Optional[int] = ..., purged_bytes: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("total", "destinations", "uptime_ms", "storage", "next_page_token", "alerts", "quotas", "replay_jobs")
+    __slots__ = ("total", "destinations", "uptime_ms", "storage", "next_page_token", "alerts", "quotas", "replay_jobs", "retention")
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     DESTINATIONS_FIELD_NUMBER: _ClassVar[int]
     UPTIME_MS_FIELD_NUMBER: _ClassVar[int]
@@ -424,6 +424,7 @@ class StatsResponse(_message.Message):
     ALERTS_FIELD_NUMBER: _ClassVar[int]
     QUOTAS_FIELD_NUMBER: _ClassVar[int]
     REPLAY_JOBS_FIELD_NUMBER: _ClassVar[int]
+    RETENTION_FIELD_NUMBER: _ClassVar[int]
     total: DestinationStats
     destinations: _containers.RepeatedCompositeFieldContainer[DestinationStats]
     uptime_ms: int
@@ -432,7 +433,34 @@ class StatsResponse(_message.Message):
     alerts: _containers.RepeatedCompositeFieldContainer[AlertState]
     quotas: _containers.RepeatedCompositeFieldContainer[QuotaUse]
     replay_jobs: _containers.RepeatedCompositeFieldContainer[ReplayJob]
-    def __init__(self, total: _Optional[_Union[DestinationStats, _Mapping]] = ..., destinations: _Optional[_Iterable[_Union[DestinationStats, _Mapping]]] = ..., uptime_ms: _Optional[int] = ..., storage: _Optional[_Union[StorageStats, _Mapping]] = ..., next_page_token: _Optional[str] = ..., alerts: _Optional[_Iterable[_Union[AlertState, _Mapping]]] = ..., quotas: _Optional[_Iterable[_Union[QuotaUse, _Mapping]]] = ..., replay_jobs: _Optional[_Iterable[_Union[ReplayJob, _Mapping]]] = ...) -> None: ...
+    retention: RetentionStats
+    def __init__(self, total: _Optional[_Union[DestinationStats, _Mapping]] = ..., destinations: _Optional[_Iterable[_Union[DestinationStats, _Mapping]]] = ..., uptime_ms: _Optional[int] = ..., storage: _Optional[_Union[StorageStats, _Mapping]] = ..., next_page_token: _Optional[str] = ..., alerts: _Optional[_Iterable[_Union[AlertState, _Mapping]]] = ..., quotas: _Optional[_Iterable[_Union[QuotaUse, _Mapping]]] = ..., replay_jobs: _Optional[_Iterable[_Union[ReplayJob, _Mapping]]] = ..., retention: _Optional[_Union[RetentionStats, _Mapping]] = ...) -> None: ...
+
+class RetentionStats(_message.Message):
+    __slots__ = ("retention_secs", "server_completed_retention_secs", "server_log_retention_secs", "disk_budget_bytes", "payloads_kept_since_unix_ms", "destinations")
+    RETENTION_SECS_FIELD_NUMBER: _ClassVar[int]
+    SERVER_COMPLETED_RETENTION_SECS_FIELD_NUMBER: _ClassVar[int]
+    SERVER_LOG_RETENTION_SECS_FIELD_NUMBER: _ClassVar[int]
+    DISK_BUDGET_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PAYLOADS_KEPT_SINCE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    DESTINATIONS_FIELD_NUMBER: _ClassVar[int]
+    retention_secs: int
+    server_completed_retention_secs: int
+    server_log_retention_secs: int
+    disk_budget_bytes: int
+    payloads_kept_since_unix_ms: int
+    destinations: _containers.RepeatedCompositeFieldContainer[DestinationRetention]
+    def __init__(self, retention_secs: _Optional[int] = ..., server_completed_retention_secs: _Optional[int] = ..., server_log_retention_secs: _Optional[int] = ..., disk_budget_bytes: _Optional[int] = ..., payloads_kept_since_unix_ms: _Optional[int] = ..., destinations: _Optional[_Iterable[_Union[DestinationRetention, _Mapping]]] = ...) -> None: ...
+
+class DestinationRetention(_message.Message):
+    __slots__ = ("destination", "retention_secs", "payloads_kept_since_unix_ms")
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    RETENTION_SECS_FIELD_NUMBER: _ClassVar[int]
+    PAYLOADS_KEPT_SINCE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    destination: str
+    retention_secs: int
+    payloads_kept_since_unix_ms: int
+    def __init__(self, destination: _Optional[str] = ..., retention_secs: _Optional[int] = ..., payloads_kept_since_unix_ms: _Optional[int] = ...) -> None: ...
 
 class QuotaUse(_message.Message):
     __slots__ = ("quota", "used", "limit")
@@ -834,7 +862,7 @@ class GetMessageResponse(_message.Message):
     def __init__(self, id: _Optional[str] = ..., destination: _Optional[_Union[Destination, _Mapping]] = ..., state: _Optional[_Union[MessageState, str]] = ..., attempts: _Optional[int] = ..., max_attempts: _Optional[int] = ..., enqueued_unix_ms: _Optional[int] = ..., next_attempt_unix_ms: _Optional[int] = ..., history: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., last_error: _Optional[str] = ..., event_type: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., payload_size: _Optional[int] = ..., completed_unix_ms: _Optional[int] = ..., payload: _Optional[bytes] = ..., headers: _Optional[_Mapping[str, str]] = ..., payload_expired: _Optional[bool] = ..., event_id: _Optional[str] = ..., ordering_key: _Optional[str] = ..., sequence: _Optional[int] = ..., out_of_order: _Optional[bool] = ..., blocks_lane: _Optional[bool] = ..., replays: _Optional[int] = ..., attempts_before_replay: _Optional[int] = ...) -> None: ...
 
 class Endpoint(_message.Message):
-    __slots__ = ("name", "url", "description", "max_attempts", "retry_base_ms", "retry_cap_ms", "disabled", "created_unix_ms", "updated_unix_ms", "secrets", "connect_timeout_ms", "timeout_ms", "max_in_flight", "rate_limit_per_s", "rate_limit_burst", "disabled_reason", "disabled_unix_ms", "paused", "paused_reason", "paused_unix_ms", "secret_summaries", "headers", "proxy_url", "client_certificate_pem", "client_key_pem", "client_certificate_summary", "oauth2", "fifo", "catch_up")
+    __slots__ = ("name", "url", "description", "max_attempts", "retry_base_ms", "retry_cap_ms", "disabled", "created_unix_ms", "updated_unix_ms", "secrets", "connect_timeout_ms", "timeout_ms", "max_in_flight", "rate_limit_per_s", "rate_limit_burst", "disabled_reason", "disabled_unix_ms", "paused", "paused_reason", "paused_unix_ms", "secret_summaries", "headers", "proxy_url", "client_certificate_pem", "client_key_pem", "client_certificate_summary", "oauth2", "fifo", "catch_up", "retention_secs")
     class HeadersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -871,6 +899,7 @@ class Endpoint(_message.Message):
     OAUTH2_FIELD_NUMBER: _ClassVar[int]
     FIFO_FIELD_NUMBER: _ClassVar[int]
     CATCH_UP_FIELD_NUMBER: _ClassVar[int]
+    RETENTION_SECS_FIELD_NUMBER: _ClassVar[int]
     name: str
     url: str
     description: str
@@ -900,7 +929,8 @@ class Endpoint(_message.Message):
     oauth2: OAuth2
     fifo: Fifo
     catch_up: bool
-    def __init__(self, name: _Optional[str] = ..., url: _Optional[str] = ..., description: _Optional[str] = ..., max_attempts: _Optional[int] = ..., retry_base_ms: _Optional[int] = ..., retry_cap_ms: _Optional[int] = ..., disabled: _Optional[bool] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ..., secrets: _Optional[_Iterable[str]] = ..., connect_timeout_ms: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., rate_limit_per_s: _Optional[float] = ..., rate_limit_burst: _Optional[int] = ..., disabled_reason: _Optional[str] = ..., disabled_unix_ms: _Optional[int] = ..., paused: _Optional[bool] = ..., paused_reason: _Optional[str] = ..., paused_unix_ms: _Optional[int] = ..., secret_summaries: _Optional[_Iterable[_Union[SecretSummary, _Mapping]]] = ..., headers: _Optional[_Mapping[str, str]] = ..., proxy_url: _Optional[str] = ..., client_certificate_pem: _Optional[str] = ..., client_key_pem: _Optional[str] = ..., client_certificate_summary: _Optional[str] = ..., oauth2: _Optional[_Union[OAuth2, _Mapping]] = ..., fifo: _Optional[_Union[Fifo, str]] = ..., catch_up: _Optional[bool] = ...) -> None: ...
+    retention_secs: int
+    def __init__(self, name: _Optional[str] = ..., url: _Optional[str] = ..., description: _Optional[str] = ..., max_attempts: _Optional[int] = ..., retry_base_ms: _Optional[int] = ..., retry_cap_ms: _Optional[int] = ..., disabled: _Optional[bool] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ..., secrets: _Optional[_Iterable[str]] = ..., connect_timeout_ms: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., rate_limit_per_s: _Optional[float] = ..., rate_limit_burst: _Optional[int] = ..., disabled_reason: _Optional[str] = ..., disabled_unix_ms: _Optional[int] = ..., paused: _Optional[bool] = ..., paused_reason: _Optional[str] = ..., paused_unix_ms: _Optional[int] = ..., secret_summaries: _Optional[_Iterable[_Union[SecretSummary, _Mapping]]] = ..., headers: _Optional[_Mapping[str, str]] = ..., proxy_url: _Optional[str] = ..., client_certificate_pem: _Optional[str] = ..., client_key_pem: _Optional[str] = ..., client_certificate_summary: _Optional[str] = ..., oauth2: _Optional[_Union[OAuth2, _Mapping]] = ..., fifo: _Optional[_Union[Fifo, str]] = ..., catch_up: _Optional[bool] = ..., retention_secs: _Optional[int] = ...) -> None: ...
 
 class OAuth2(_message.Message):
     __slots__ = ("token_url", "client_id", "client_secret", "scopes", "audience")
@@ -967,20 +997,22 @@ class ListEndpointsResponse(_message.Message):
     def __init__(self, endpoints: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ...) -> None: ...
 
 class Queue(_message.Message):
-    __slots__ = ("name", "fifo", "description", "from_config", "created_unix_ms", "updated_unix_ms")
+    __slots__ = ("name", "fifo", "description", "from_config", "created_unix_ms", "updated_unix_ms", "retention_secs")
     NAME_FIELD_NUMBER: _ClassVar[int]
     FIFO_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     FROM_CONFIG_FIELD_NUMBER: _ClassVar[int]
     CREATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     UPDATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    RETENTION_SECS_FIELD_NUMBER: _ClassVar[int]
     name: str
     fifo: str
     description: str
     from_config: bool
     created_unix_ms: int
     updated_unix_ms: int
-    def __init__(self, name: _Optional[str] = ..., fifo: _Optional[str] = ..., description: _Optional[str] = ..., from_config: _Optional[bool] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ...) -> None: ...
+    retention_secs: int
+    def __init__(self, name: _Optional[str] = ..., fifo: _Optional[str] = ..., description: _Optional[str] = ..., from_config: _Optional[bool] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ..., retention_secs: _Optional[int] = ...) -> None: ...
 
 class PutQueueRequest(_message.Message):
     __slots__ = ("queue",)
@@ -1513,7 +1545,7 @@ class DeleteSubscriptionResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class Tenant(_message.Message):
-    __slots__ = ("name", "display_name", "metadata", "created_unix_ms", "updated_unix_ms", "quota", "weight", "portal")
+    __slots__ = ("name", "display_name", "metadata", "created_unix_ms", "updated_unix_ms", "quota", "weight", "portal", "retention_secs")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1529,6 +1561,7 @@ class Tenant(_message.Message):
     QUOTA_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
     PORTAL_FIELD_NUMBER: _ClassVar[int]
+    RETENTION_SECS_FIELD_NUMBER: _ClassVar[int]
     name: str
     display_name: str
     metadata: _containers.ScalarMap[str, str]
@@ -1537,7 +1570,8 @@ class Tenant(_message.Message):
     quota: TenantQuota
     weight: int
     portal: TenantPortal
-    def __init__(self, name: _Optional[str] = ..., display_name: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ..., quota: _Optional[_Union[TenantQuota, _Mapping]] = ..., weight: _Optional[int] = ..., portal: _Optional[_Union[TenantPortal, _Mapping]] = ...) -> None: ...
+    retention_secs: int
+    def __init__(self, name: _Optional[str] = ..., display_name: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., created_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ..., quota: _Optional[_Union[TenantQuota, _Mapping]] = ..., weight: _Optional[int] = ..., portal: _Optional[_Union[TenantPortal, _Mapping]] = ..., retention_secs: _Optional[int] = ...) -> None: ...
 
 class TenantPortal(_message.Message):
     __slots__ = ("frame_ancestors", "title", "logo_url", "accent_color")
