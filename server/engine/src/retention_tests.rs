@@ -110,3 +110,53 @@ fn a_tenants_retention_applies_where_its_destination_sets_none() {
     pass(&mut h, 2 * HOUR);
     assert_eq!(kept(&h, own), (false, false));
 }
+
+/// A purge (issue #53, 4) deletes the search index's rows that carry the event's values
+/// (its event id, its idempotency key) with its bytes, and leaves another message's.
+#[test]
+fn a_purge_takes_the_index_rows_that_carry_the_events_values() {
+    use hookd_core::destination::Destination;
+    use hookd_storage::store::MessageRecord;
+    let mut h = Harness::new();
+    let mut ids = Vec::new();
+    for n in 0..2 {
+        let now = h.now();
+        let record = MessageRecord {
+            payload: format!("payload {n}").into_bytes(),
+            created_ms: now,
+            event_id: format!("evt-customer-{n}"),
+            idempotency_key: format!("key-customer-{n}"),
+            ..Default::default()
+        };
+        let m = super::NewMessage::from_record(
+            hookd_core::ids::MessageId::generate(now),
+            Destination::queue(TenantId::DEFAULT, "q"),
+            record,
+            0,
+            0,
+        );
+        ids.push(h.enqueue_message(m).expect("enqueued").id);
+    }
+    let leased = h.receive("q", 2, 30_000);
+    let leases: Vec<_> = leased.iter().map(|l| l.lease).collect();
+    h.ack(&leases).expect("ack");
+    // A checkpoint, so the index rows are in redb.
+    h.advance(20_000);
+    let before = h.engine.store.search_rows().expect("rows");
+    let erased = h.call(|reply| Command::Erase {
+        tenant: TenantId::DEFAULT,
+        ids: vec![ids[0]],
+        reply,
+    });
+    assert_eq!(erased.expect("erase").erased, 1);
+    // The next checkpoint, then its reclaim overwrites the record and drops its rows.
+    h.advance(20_000);
+    h.advance(20_000);
+    let after = h.engine.store.search_rows().expect("rows");
+    assert_eq!(
+        before - after,
+        2,
+        "its event id's and its key's rows: {before} -> {after}"
+    );
+    assert_eq!(h.engine.pipeline.syncer.scrub_progress().records, 1);
+}

@@ -38,30 +38,38 @@ use super::rowlog::TableId;
 use super::{MESSAGES, SCRUBS, Store, StoreError, seal};
 use crate::wal::{HEADER, Lsn, segment_name};
 
-/// A `scrubs` row for the record `p` points to: key, value.
-pub(crate) fn row(p: &Pointer) -> ([u8; 16], [u8; 8]) {
+/// A `scrubs` row for the record `p` points to, message `id`'s: key, value.
+pub(crate) fn row(p: &Pointer, id: u128) -> ([u8; 16], [u8; 24]) {
     let mut key = [0u8; 16];
     key[..8].copy_from_slice(&p.segment.to_be_bytes());
     key[8..].copy_from_slice(&p.offset.to_be_bytes());
-    let mut value = [0u8; 8];
+    let mut value = [0u8; 24];
     value[..4].copy_from_slice(&p.len.to_be_bytes());
-    value[4..].copy_from_slice(&p.crc.to_be_bytes());
+    value[4..8].copy_from_slice(&p.crc.to_be_bytes());
+    value[8..].copy_from_slice(&id.to_be_bytes());
     (key, value)
 }
 
-fn parse(key: &[u8], value: &[u8]) -> Option<Pointer> {
+fn parse(key: &[u8], value: &[u8]) -> Option<(Pointer, u128)> {
     let be8 = |b: &[u8]| <[u8; 8]>::try_from(b).ok().map(u64::from_be_bytes);
     let be4 = |b: &[u8]| <[u8; 4]>::try_from(b).ok().map(u32::from_be_bytes);
-    if key.len() != 16 || value.len() != 8 {
+    if key.len() != 16 || value.len() != 24 {
         return None;
     }
-    Some(Pointer {
+    let pointer = Pointer {
         segment: be8(&key[..8])?,
         offset: be8(&key[8..])?,
         len: be4(&value[..4])?,
-        crc: be4(&value[4..])?,
-    })
+        crc: be4(&value[4..8])?,
+    };
+    let id = <[u8; 16]>::try_from(&value[8..])
+        .ok()
+        .map(u128::from_be_bytes)?;
+    Some((pointer, id))
 }
+
+/// A record due for overwriting: its `scrubs` key, where it lies, and its message.
+type Due = ([u8; 16], Pointer, u128);
 
 /// What one scrub did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -86,7 +94,7 @@ impl Store {
     /// failure of redb is returned.
     pub fn scrub(&self, checkpointed: Lsn) -> Result<Scrubbed, StoreError> {
         let mut out = Scrubbed::default();
-        let mut due: BTreeMap<Lsn, Vec<([u8; 16], Pointer)>> = BTreeMap::new();
+        let mut due: BTreeMap<Lsn, Vec<Due>> = BTreeMap::new();
         let mut bad_rows = Vec::new();
         {
             let txn = self.db.begin_read()?;
@@ -105,7 +113,7 @@ impl Store {
                 let p = seal::open(TableId::Scrubs, key, v.value())
                     .ok()
                     .and_then(|value| parse(key, value));
-                let Some(p) = p else {
+                let Some((p, id)) = p else {
                     tracing::warn!(
                         key = %hex(key),
                         "a scrubs row fails its seal; dropped (its record's bytes stay until its segment goes)"
@@ -117,7 +125,7 @@ impl Store {
                     out.pending += 1;
                     continue;
                 }
-                due.entry(p.segment).or_default().push((key16, p));
+                due.entry(p.segment).or_default().push((key16, p, id));
             }
         }
         if due.is_empty() && bad_rows.is_empty() {
@@ -129,24 +137,24 @@ impl Store {
         let mut done: Vec<Vec<u8>> = bad_rows;
         if let Some(dir) = self.heap.dir() {
             for (segment, rows) in &due {
-                let (keep, share): (Vec<&([u8; 16], Pointer)>, Vec<_>) = rows
+                let (keep, share): (Vec<&Due>, Vec<_>) = rows
                     .iter()
-                    .partition(|(_, p)| !live.contains(&(p.segment, p.offset)));
+                    .partition(|(_, p, _)| !live.contains(&(p.segment, p.offset)));
                 out.shared_live += share.len() as u64;
-                done.extend(share.iter().map(|(k, _)| k.to_vec()));
+                done.extend(share.iter().map(|(k, _, _)| k.to_vec()));
                 if keep.is_empty() {
                     continue;
                 }
                 let name = segment_name(*segment);
-                match overwrite(dir.as_ref(), &name, &keep) {
+                match self.overwrite(dir.as_ref(), &name, &keep) {
                     Ok(Some(bytes)) => {
                         out.records += keep.len() as u64;
                         out.bytes += bytes;
-                        done.extend(keep.iter().map(|(k, _)| k.to_vec()));
+                        done.extend(keep.iter().map(|(k, _, _)| k.to_vec()));
                     }
                     Ok(None) => {
                         out.gone += keep.len() as u64;
-                        done.extend(keep.iter().map(|(k, _)| k.to_vec()));
+                        done.extend(keep.iter().map(|(k, _, _)| k.to_vec()));
                     }
                     Err(e) => {
                         tracing::warn!(
@@ -187,12 +195,12 @@ impl Store {
     /// Of the records in `due`, those a live message's row points to.
     fn live_pointers(
         &self,
-        due: &BTreeMap<Lsn, Vec<([u8; 16], Pointer)>>,
+        due: &BTreeMap<Lsn, Vec<Due>>,
     ) -> Result<HashSet<(Lsn, u64)>, StoreError> {
         let wanted: HashSet<(Lsn, u64)> = due
             .values()
             .flatten()
-            .map(|(_, p)| (p.segment, p.offset))
+            .map(|(_, p, _)| (p.segment, p.offset))
             .collect();
         let mut out = HashSet::new();
         let txn = self.db.begin_read()?;
@@ -227,95 +235,122 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Overwrites `records` (all in segment `name`) with zeros, recomputes the checksum of
-/// each frame that holds one, writes those frames back and syncs the file. The bytes
-/// overwritten, or `None` if the segment is gone.
-fn overwrite(
-    dir: &dyn crate::wal::LogDir,
-    name: &str,
-    records: &[&([u8; 16], Pointer)],
-) -> std::io::Result<Option<u64>> {
-    let mut bytes = match dir.read(name) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let mut ranges: Vec<(usize, usize, u32)> = records
-        .iter()
-        .filter_map(|(_, p)| {
-            let at = usize::try_from(p.offset).ok()?;
-            Some((at, at.checked_add(p.len as usize)?, p.crc))
-        })
-        .collect();
-    ranges.sort_unstable();
-    let Some(last_end) = ranges.iter().map(|r| r.1).max() else {
-        return Ok(Some(0));
-    };
-    // Walk the frames by their lengths up to the last record; note each one that holds a
-    // record (a frame's checksum may already fail: a torn earlier overwrite of it).
-    let mut frames: Vec<(usize, usize)> = Vec::new();
-    let mut at = 0usize;
-    let mut next = 0usize;
-    let mut overwritten = 0u64;
-    while at < last_end && next < ranges.len() {
-        let Some(header) = bytes
-            .get(at..at + HEADER)
-            .and_then(|h| <[u8; HEADER]>::try_from(h).ok())
-        else {
-            break;
+impl Store {
+    /// Overwrites `records` (all in segment `name`) with zeros, recomputes the checksum of
+    /// each frame that holds one, writes those frames back and syncs the file. First, the
+    /// search index's rows that carry the event's values (`search::event_rows`) are
+    /// deleted, durably, from the records still intact: once their bytes are zeros they
+    /// could not be computed again. The bytes overwritten, or `None` if the segment is
+    /// gone.
+    fn overwrite(
+        &self,
+        dir: &dyn crate::wal::LogDir,
+        name: &str,
+        records: &[&Due],
+    ) -> Result<Option<u64>, StoreError> {
+        let mut bytes = match dir.read(name) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.into()),
         };
-        let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
-        let (start, end) = (at + HEADER, at + HEADER + len);
-        if len == 0 || end > bytes.len() {
-            break;
+        let mut ranges: Vec<(usize, usize, u32, u128)> = records
+            .iter()
+            .filter_map(|(_, p, id)| {
+                let at = usize::try_from(p.offset).ok()?;
+                Some((at, at.checked_add(p.len as usize)?, p.crc, *id))
+            })
+            .collect();
+        ranges.sort_unstable();
+        // The index rows of the records still as logged.
+        let rows: Vec<super::search::Row> = ranges
+            .iter()
+            .filter_map(|&(from, to, crc, id)| {
+                let record = bytes.get(from..to)?;
+                (crc32c::crc32c(record) == crc).then(|| super::search::event_rows(id, record))
+            })
+            .flatten()
+            .collect();
+        if !rows.is_empty() {
+            self.pending.remove(&rows);
+            let txn = self.begin_write()?;
+            {
+                let mut table = txn.open_table(super::search::SEARCH)?;
+                for row in &rows {
+                    table.remove(row.as_slice())?;
+                }
+            }
+            // Durable (an `Immediate` commit) before the bytes it was computed from go.
+            txn.commit()?;
         }
-        let mut touched = false;
-        while let Some(&(from, to, crc)) = ranges.get(next) {
-            if from >= end {
+        let Some(last_end) = ranges.iter().map(|r| r.1).max() else {
+            return Ok(Some(0));
+        };
+        // Walk the frames by their lengths up to the last record; note each one that holds
+        // a record (a frame's checksum may already fail: a torn earlier overwrite of it).
+        let mut frames: Vec<(usize, usize)> = Vec::new();
+        let mut at = 0usize;
+        let mut next = 0usize;
+        let mut overwritten = 0u64;
+        while at < last_end && next < ranges.len() {
+            let Some(header) = bytes
+                .get(at..at + HEADER)
+                .and_then(|h| <[u8; HEADER]>::try_from(h).ok())
+            else {
+                break;
+            };
+            let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
+            let (start, end) = (at + HEADER, at + HEADER + len);
+            if len == 0 || end > bytes.len() {
                 break;
             }
-            next += 1;
-            if from < start || to > end {
-                tracing::warn!(segment = %name, offset = from, "a purged record does not lie inside one frame; left as it is");
-                continue;
+            let mut touched = false;
+            while let Some(&(from, to, crc, _)) = ranges.get(next) {
+                if from >= end {
+                    break;
+                }
+                next += 1;
+                if from < start || to > end {
+                    tracing::warn!(segment = %name, offset = from, "a purged record does not lie inside one frame; left as it is");
+                    continue;
+                }
+                let region = &mut bytes[from..to];
+                // The record as logged, or zeros already (an earlier overwrite whose
+                // removal of the row did not commit). Anything else is not this record.
+                if crc32c::crc32c(region) != crc && region.iter().any(|b| *b != 0) {
+                    tracing::warn!(segment = %name, offset = from, "a purged record's bytes are not the ones logged; left as they are");
+                    continue;
+                }
+                region.fill(0);
+                overwritten += (to - from) as u64;
+                touched = true;
             }
-            let region = &mut bytes[from..to];
-            // The record as logged, or zeros already (an earlier overwrite whose removal
-            // of the row did not commit). Anything else is not this record: left alone.
-            if crc32c::crc32c(region) != crc && region.iter().any(|b| *b != 0) {
-                tracing::warn!(segment = %name, offset = from, "a purged record's bytes are not the ones logged; left as they are");
-                continue;
+            if touched {
+                let len_bytes = [header[0], header[1], header[2], header[3]];
+                let crc = crc32c::crc32c_append(crc32c::crc32c(&len_bytes), &bytes[start..end]);
+                bytes[at + 4..at + 8].copy_from_slice(&crc.to_le_bytes());
+                frames.push((at, end));
             }
-            region.fill(0);
-            overwritten += (to - from) as u64;
-            touched = true;
+            at = end;
         }
-        if touched {
-            let len_bytes = [header[0], header[1], header[2], header[3]];
-            let crc = crc32c::crc32c_append(crc32c::crc32c(&len_bytes), &bytes[start..end]);
-            bytes[at + 4..at + 8].copy_from_slice(&crc.to_le_bytes());
-            frames.push((at, end));
+        if next < ranges.len() {
+            tracing::warn!(
+                segment = %name,
+                records = ranges.len() - next,
+                "purged records past the segment's whole frames; left as they are"
+            );
         }
-        at = end;
+        if frames.is_empty() {
+            return Ok(Some(0));
+        }
+        let mut file = match dir.open(name, false) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        for (from, to) in frames {
+            file.write_at(from as u64, &bytes[from..to])?;
+        }
+        file.sync_data()?;
+        Ok(Some(overwritten))
     }
-    if next < ranges.len() {
-        tracing::warn!(
-            segment = %name,
-            records = ranges.len() - next,
-            "purged records past the segment's whole frames; left as they are"
-        );
-    }
-    if frames.is_empty() {
-        return Ok(Some(0));
-    }
-    let mut file = match dir.open(name, false) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    for (from, to) in frames {
-        file.write_at(from as u64, &bytes[from..to])?;
-    }
-    file.sync_data()?;
-    Ok(Some(overwritten))
 }

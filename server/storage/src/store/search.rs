@@ -128,6 +128,16 @@ impl Pending {
         set.len()
     }
 
+    /// Takes `rows` out of every generation (a purge: see `scrub`).
+    pub(crate) fn remove(&self, rows: &[Row]) {
+        for g in self.gens().iter() {
+            let mut set = g.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+            for row in rows {
+                set.remove(row);
+            }
+        }
+    }
+
     /// Rows of the current generation.
     pub(crate) fn len(&self) -> usize {
         self.gens().first().map_or(0, |g| read_gen(g).len())
@@ -156,6 +166,23 @@ impl Pending {
             self.gens().retain(|g| !Arc::ptr_eq(g, &written));
         }
     }
+}
+
+/// The rows of message `id` (its record `record`) that carry values of the event itself:
+/// its event id, its idempotency key and its declared keys' values. A purge deletes them
+/// with the record's bytes (`scrub`); the rows of its destination, type, state and status
+/// say nothing of the customer, and go with the history's horizon.
+pub(crate) fn event_rows(id: u128, record: &[u8]) -> Vec<Row> {
+    let mut index = Indexer {
+        table: None,
+        rows: Vec::new(),
+    };
+    if index.message(id, record, None).is_err() {
+        return Vec::new();
+    }
+    let carries = [Field::EventId, Field::IdempotencyKey, Field::Declared].map(|f| f as u8);
+    index.rows.retain(|row| carries.contains(&row[8]));
+    index.rows
 }
 
 /// The index as a reader sees it: redb's table at its snapshot and the rows not yet in it.

@@ -1230,7 +1230,7 @@ impl<'txn> Apply<'txn> {
             }
         }
         for p in pointers {
-            let (key, value) = super::scrub::row(&p);
+            let (key, value) = super::scrub::row(&p, id);
             let sealed = super::seal::seal(TableId::Scrubs, &key, &value);
             self.scrubs.insert(key.as_slice(), sealed.as_slice())?;
         }
