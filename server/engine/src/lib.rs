@@ -1139,7 +1139,7 @@ impl Engine {
         engine.tenants.publish();
         // Before the apply stage's first reclaim: segments a tenant's or destination's
         // longer retention needs are held from the start.
-        engine.refresh_retention();
+        engine.refresh_retention(now);
         tracing::info!(
             live,
             endpoints = engine.endpoints.len(),
@@ -1521,7 +1521,7 @@ impl Engine {
         }
         // Summaries and payload pointers kept past the server's retention for a tenant or
         // destination that asks (see `retention`): the range sweeps stop at the longest.
-        self.refresh_retention();
+        self.refresh_retention(now);
         let kept_ms = self.kept_ms();
         if self.config.completed_retention_ms > 0 || kept_ms > 0 {
             let before = now.saturating_sub(kept_ms);

@@ -29,8 +29,10 @@ use hookd_storage::store::StoreError;
 
 use super::{Engine, SWEEP_CHUNK};
 
-/// How often a per-message pass starts (and the bounds are read again).
+/// How often a per-message pass starts.
 const PASS_EVERY_MS: u64 = 60_000;
+/// How often the sweep reads the settings' bounds again.
+const REFRESH_EVERY_MS: u64 = 1_000;
 
 /// The per-message pass and the settings it last read.
 #[derive(Debug, Default)]
@@ -43,8 +45,9 @@ pub(crate) struct RetentionPass {
     /// Where the pass in progress continues (`None`: none in progress).
     cursor: Option<MessageId>,
     in_pass: bool,
-    /// The apply stage was told the bounds at least once.
+    /// The apply stage was told the bounds at least once, and when they were read.
     told: bool,
+    refreshed_ms: u64,
 }
 
 impl Engine {
@@ -139,9 +142,16 @@ impl Engine {
             .map(|s| s.saturating_mul(1_000))
     }
 
-    /// Reads the settings' bounds again (at every sweep step: a tenant's longer retention
-    /// holds from its next step on), and tells the apply stage how long to keep segments.
-    pub(crate) fn refresh_retention(&mut self) {
+    /// Reads the settings' bounds again (at most once a second from the sweep, and at
+    /// start: a tenant's longer retention holds within a second of being set), and tells
+    /// the apply stage how long to keep segments. A walk of every tenant, endpoint and
+    /// queue: kept out of most sweep steps' budget.
+    pub(crate) fn refresh_retention(&mut self, now: u64) {
+        let pass = &self.housekeeping.retention;
+        if pass.told && now < pass.refreshed_ms.saturating_add(REFRESH_EVERY_MS) {
+            return;
+        }
+        self.housekeeping.retention.refreshed_ms = now;
         let (shortest, longest) =
             self.retentions()
                 .fold((None::<u64>, None::<u64>), |(lo, hi), r| {
