@@ -160,39 +160,11 @@ impl HookdService {
         if usize::from(req.search.is_some()) + usize::from(!req.ids.is_empty()) != 1 {
             return Err(invalid("search: give exactly one of search or ids".into()));
         }
-        let limit = match req.limit {
-            0 => DEFAULT_LIMIT,
-            n if n > MAX_LIMIT => {
-                return Err(invalid(format!(
-                    "limit: {n} is over the limit of {MAX_LIMIT}"
-                )));
-            }
-            n => n,
-        } as usize;
-        let wait_ms = match req.wait_ms {
-            0 => DEFAULT_WAIT_MS,
-            n if n > MAX_WAIT_MS => {
-                return Err(invalid(format!(
-                    "wait_ms: {n} is over the limit of {MAX_WAIT_MS}"
-                )));
-            }
-            n => n,
-        };
-        if req.ids.len() > limit {
-            return Err(invalid(format!(
-                "ids: {} ids is over the limit of {limit}",
-                req.ids.len()
-            )));
-        }
-        let ids = req
-            .ids
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                s.parse::<MessageId>()
-                    .map_err(|e| invalid(format!("ids[{i}]: {e}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let limit =
+            validate::count_or_default(req.limit, DEFAULT_LIMIT, MAX_LIMIT, "limit")? as usize;
+        let wait_ms =
+            validate::count_or_default(req.wait_ms, DEFAULT_WAIT_MS, MAX_WAIT_MS, "wait_ms")?;
+        let ids = validate::message_ids(&req.ids, limit)?;
         let query = match req.search {
             Some(search) => Some(
                 validate::search(tenant, search)

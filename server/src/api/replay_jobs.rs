@@ -98,21 +98,7 @@ fn plan(tenant: TenantId, req: &pb::CreateReplayJobRequest) -> Result<Plan, Stat
         });
     }
     if !req.ids.is_empty() {
-        if req.ids.len() > MAX_SELECTED {
-            return Err(invalid(format!(
-                "ids: {} ids is over the limit of {MAX_SELECTED}",
-                req.ids.len()
-            )));
-        }
-        let ids = req
-            .ids
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                s.parse::<MessageId>()
-                    .map_err(|e| invalid(format!("ids[{i}]: {e}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let ids = validate::message_ids(&req.ids, MAX_SELECTED)?;
         return Ok(Plan {
             selection: format!("{} message(s) by id", ids.len()),
             queries: Vec::new(),

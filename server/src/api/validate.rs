@@ -811,15 +811,7 @@ pub fn replay(tenant: TenantId, req: pb::ReplayDeadLettersRequest) -> Result<Rep
     }
     let limit = count_or_default(req.limit, DEFAULT_REPLAY_LIMIT, MAX_REPLAY_LIMIT, "limit")?;
     let per_s = pace(req.max_per_s)?;
-    let ids = req
-        .ids
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            s.parse::<MessageId>()
-                .map_err(|e| invalid(format!("ids[{i}]: {e}")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let ids = message_ids(&req.ids, usize::MAX)?;
     Ok(Replay {
         ids,
         destination,
@@ -847,18 +839,7 @@ pub fn purge(tenant: TenantId, req: pb::PurgeDeadLettersRequest) -> Result<Purge
             return Err(invalid("ids: give either ids or a filter, not both".into()));
         }
         let limit = count_or_default(req.limit, DEFAULT_REPLAY_LIMIT, MAX_REPLAY_LIMIT, "limit")?;
-        if req.ids.len() > limit as usize {
-            return Err(invalid(format!(
-                "ids: {} ids is over the limit of {limit}",
-                req.ids.len()
-            )));
-        }
-        let ids = req
-            .ids
-            .iter()
-            .enumerate()
-            .map(|(i, id)| message_id(id, &format!("ids[{i}]")))
-            .collect::<Result<Vec<_>, _>>()?;
+        let ids = message_ids(&req.ids, limit as usize)?;
         return Ok(Purge {
             filter: hookd_core::deadletters::Filter {
                 tenant,
@@ -945,6 +926,20 @@ pub fn stats_page(req: pb::StatsRequest) -> Result<(Option<String>, usize), ApiE
 /// A message id given as `field`.
 pub fn message_id(raw: &str, field: &str) -> Result<MessageId, ApiError> {
     raw.parse().map_err(|e| invalid(format!("{field}: {e}")))
+}
+
+/// A request's `ids`: at most `limit`, each a message id (a refusal names `ids[i]`).
+pub(crate) fn message_ids(ids: &[String], limit: usize) -> Result<Vec<MessageId>, ApiError> {
+    if ids.len() > limit {
+        return Err(invalid(format!(
+            "ids: {} ids is over the limit of {limit}",
+            ids.len()
+        )));
+    }
+    ids.iter()
+        .enumerate()
+        .map(|(i, id)| message_id(id, &format!("ids[{i}]")))
+        .collect()
 }
 
 /// Signing secrets per endpoint (two are enough to rotate; a few more for staged rollouts).
