@@ -1492,5 +1492,6 @@ fn a_purge_takes_its_payloads_off_the_disk_across_power_cuts_and_failed_syncs() 
             checked += 1;
         }
     }
+    eprintln!("purge power-loss: {checked} images checked");
     assert!(checked >= 5, "{checked} images checked");
 }
