@@ -171,9 +171,14 @@ struct Args {
     /// ...searches of each kind timed...
     #[arg(long, default_value_t = 200)]
     search_samples: u64,
-    /// ...and events each write leg (with and without declared keys) stores.
+    /// ...and events each EnqueueBatch leg (with and without declared keys) stores...
     #[arg(long, default_value_t = 300_000)]
     search_write_events: u64,
+    /// ...and each one-a-call leg (unary, publish, push), with this many calls in flight.
+    #[arg(long, default_value_t = 60_000)]
+    search_path_events: u64,
+    #[arg(long, default_value_t = 64)]
+    search_path_concurrency: usize,
     /// The replay run (`--only replay`): delivered events a job resends...
     #[arg(long, default_value_t = 20_000)]
     replay_events: u64,
@@ -621,44 +626,71 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         let (batch, tasks) = (args.batch_size as u64, args.batch_concurrency);
         println!(
             "
-search, write path: EnqueueBatch of {} events ({batch} a call, {tasks} calls in flight, {} B padding), event types with and without declared search keys, alternated",
-            args.search_write_events, args.payload
+search, write paths: EnqueueBatch of {} events ({batch} a call, {tasks} calls in flight), and Enqueue of {} events one a call ({} in flight) to queues, to a topic (one subscription) and to an endpoint (a 200 sink), {} B padding; event types with and without declared search keys, alternated",
+            args.search_write_events, args.search_path_events, args.search_path_concurrency, args.payload
         );
         probe("before")?;
-        let mut ratios = Vec::new();
-        for round in 1..=usize::from(args.rounds) {
-            let order = if round % 2 == 1 {
-                [false, true]
-            } else {
-                [true, false]
-            };
-            let mut rates = [0.0; 2];
-            for keys in order {
-                let data = dir.path().join(format!("search-w{round}-{keys}"));
-                let hookd = Hookd::start_configured(data.clone(), |c| {
-                    c.event_types = search::event_types(keys);
-                    marks(c, args.search_write_events);
-                })
-                .await?;
-                let ch = channels(hookd.addr, args.connections).await?;
-                let rate =
-                    search::fill(&ch, args.search_write_events, batch, tasks, args.payload).await?;
-                drop(ch);
-                hookd.stop().await?;
-                let _ = std::fs::remove_dir_all(&data);
-                rates[usize::from(keys)] = rate;
+        let sink = hookd_testkit::Receiver::start(hookd_testkit::Reply::Status(200)).await?;
+        for path in search::Path::ALL {
+            let mut ratios = Vec::new();
+            for round in 1..=usize::from(args.rounds) {
+                let order = if round % 2 == 1 {
+                    [false, true]
+                } else {
+                    [true, false]
+                };
+                let mut rates = [0.0; 2];
+                for keys in order {
+                    let data = dir
+                        .path()
+                        .join(format!("search-{}-{round}-{keys}", path.name()));
+                    let events = match path {
+                        search::Path::Batch => args.search_write_events,
+                        _ => args.search_path_events,
+                    };
+                    let hookd = Hookd::start_configured(data.clone(), |c| {
+                        c.event_types = search::event_types(keys);
+                        marks(c, events);
+                    })
+                    .await?;
+                    let ch = channels(hookd.addr, args.connections).await?;
+                    let mut client = hookd_client::Client::from_channel(ch[0].clone());
+                    search::prepare(&mut client, path, &sink.url("/hook")).await?;
+                    let rate = match path {
+                        search::Path::Batch => {
+                            search::fill(&ch, events, batch, tasks, args.payload).await?
+                        }
+                        _ => {
+                            search::fill_one_by_one(
+                                &ch,
+                                path,
+                                events,
+                                args.search_path_concurrency,
+                                args.payload,
+                            )
+                            .await?
+                        }
+                    };
+                    drop((ch, client));
+                    hookd.stop().await?;
+                    let _ = std::fs::remove_dir_all(&data);
+                    rates[usize::from(keys)] = rate;
+                }
+                let ratio = rates[1] / rates[0];
+                println!(
+                    " {} round {round}: without keys {:.0} events/s, with keys {:.0} events/s: {ratio:.3}",
+                    path.name(),
+                    rates[0],
+                    rates[1]
+                );
+                ratios.push(ratio);
             }
-            let ratio = rates[1] / rates[0];
             println!(
-                " round {round}: without keys {:.0} events/s, with keys {:.0} events/s: {ratio:.3}",
-                rates[0], rates[1]
+                "  {}: with / without declared keys, median: {:.3}",
+                path.name(),
+                median(ratios)
             );
-            ratios.push(ratio);
         }
-        println!(
-            "  with / without declared keys, median: {:.3}",
-            median(ratios)
-        );
         probe("after")?;
         let n = args.search_events;
         println!(

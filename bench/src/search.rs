@@ -33,7 +33,71 @@ pub(crate) fn event_types(keys: bool) -> Vec<hookd::catalog::EventTypeSpec> {
         .collect()
 }
 
+/// A write path the declared keys' cost is measured on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Path {
+    /// EnqueueBatch to pull queues.
+    Batch,
+    /// Enqueue, one event a call, to pull queues.
+    Unary,
+    /// Enqueue to a topic (`order.N`) whose subscription takes it into a queue.
+    Publish,
+    /// Enqueue, one event a call, to an endpoint that answers 200 (delivered as it goes).
+    Push,
+}
+
+impl Path {
+    pub(crate) const ALL: [Path; 4] = [Path::Batch, Path::Unary, Path::Publish, Path::Push];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Path::Batch => "batch",
+            Path::Unary => "unary",
+            Path::Publish => "publish",
+            Path::Push => "push",
+        }
+    }
+}
+
+/// What a leg of `path` needs before it starts: a subscription for a publish, an endpoint
+/// (at `sink`) for a push.
+pub(crate) async fn prepare(client: &mut Client, path: Path, sink: &str) -> anyhow::Result<()> {
+    match path {
+        Path::Batch | Path::Unary => {}
+        Path::Publish => {
+            client
+                .raw()
+                .put_subscription(pb::PutSubscriptionRequest {
+                    subscription: Some(pb::Subscription {
+                        name: "ledger".into(),
+                        destination: Some(pb::subscription::Destination::Queue("ledger".into())),
+                        event_types: vec!["order.*".into()],
+                        ..Default::default()
+                    }),
+                })
+                .await?;
+        }
+        Path::Push => {
+            client
+                .raw()
+                .put_endpoint(pb::PutEndpointRequest {
+                    endpoint: Some(pb::Endpoint {
+                        name: "sink".into(),
+                        url: sink.to_owned(),
+                        ..Default::default()
+                    }),
+                })
+                .await?;
+        }
+    }
+    Ok(())
+}
+
 fn event(n: u64, payload: &[u8]) -> pb::EnqueueRequest {
+    event_on(Path::Batch, n, payload)
+}
+
+fn event_on(path: Path, n: u64, payload: &[u8]) -> pb::EnqueueRequest {
     let mut body = format!(
         r#"{{"customer":"c{}","region":"r{}","n":{n},"pad":""#,
         n.wrapping_mul(7_919) % CUSTOMERS,
@@ -42,15 +106,60 @@ fn event(n: u64, payload: &[u8]) -> pb::EnqueueRequest {
     .into_bytes();
     body.extend_from_slice(payload);
     body.extend_from_slice(b"\"}");
+    let event_type = format!("order.{}", n % TYPES);
+    use pb::enqueue_request::Destination;
+    let destination = match path {
+        Path::Batch | Path::Unary => Destination::Queue(format!("q{}", n % QUEUES)),
+        Path::Publish => Destination::Topic(event_type.clone()),
+        Path::Push => Destination::Endpoint("sink".into()),
+    };
     pb::EnqueueRequest {
-        destination: Some(pb::enqueue_request::Destination::Queue(format!(
-            "q{}",
-            n % QUEUES
-        ))),
-        event_type: format!("order.{}", n % TYPES),
+        destination: Some(destination),
+        event_type,
         payload: body,
         ..Default::default()
     }
+}
+
+/// Stores `events` events of `path` (one a call; `tasks` calls in flight); the rate.
+pub(crate) async fn fill_one_by_one(
+    channels: &[Channel],
+    path: Path,
+    events: u64,
+    tasks: usize,
+    payload: usize,
+) -> anyhow::Result<f64> {
+    let t = Instant::now();
+    let pad = vec![b'x'; payload];
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut handles = Vec::new();
+    for task in 0..tasks {
+        let mut client = Client::from_channel(channels[task % channels.len()].clone());
+        let (next, pad) = (next.clone(), pad.clone());
+        handles.push(tokio::spawn(async move {
+            loop {
+                let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if n >= events {
+                    return anyhow::Ok(());
+                }
+                let request = event_on(path, n, &pad);
+                // At the write queue's mark hookd asks for a pause: wait and send again.
+                loop {
+                    match client.raw().enqueue(request.clone()).await {
+                        Ok(_) => break,
+                        Err(s) if s.code() == tonic::Code::ResourceExhausted => {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                        Err(s) => anyhow::bail!("Enqueue ({}): {s}", path.name()),
+                    }
+                }
+            }
+        }));
+    }
+    for h in handles {
+        h.await??;
+    }
+    Ok(events as f64 / t.elapsed().as_secs_f64())
 }
 
 /// Stores `events` events through `tasks` EnqueueBatch callers of `batch` events each;
