@@ -201,6 +201,12 @@ async fn a_customers_data_is_purged_from_every_api_and_every_file() {
         .messages;
     assert_eq!(left.len(), 1, "only the pending delivery is left");
     assert_eq!(left[0].state, pb::MessageState::Pending as i32);
+    // Its payload, shared with the purged delivery of the same publish, is intact.
+    let pending = c.get_message(&left[0].id).await.unwrap();
+    assert!(
+        String::from_utf8_lossy(&pending.payload).contains("c_42-secret-3@"),
+        "{pending:?}"
+    );
     for id in &c42[..3] {
         let got = c.get_message(id).await.map(|_| ()).map_err(|e| code(&e));
         assert_eq!(got, Err(tonic::Code::NotFound), "{id}");

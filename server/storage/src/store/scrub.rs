@@ -192,17 +192,29 @@ impl Store {
         Ok(out)
     }
 
-    /// Of the records in `due`, those a live message's row points to.
+    /// Of the records in `due`, those a live message's row points to. The walk of the
+    /// live set is skipped when no segment of `due` holds a live message's record (its
+    /// `segments` row counts none), as after most purges of delivered messages.
     fn live_pointers(
         &self,
         due: &BTreeMap<Lsn, Vec<Due>>,
     ) -> Result<HashSet<(Lsn, u64)>, StoreError> {
+        let mut out = HashSet::new();
+        let holding_live: HashSet<Lsn> = self
+            .segment_rows()?
+            .into_iter()
+            .filter(|(start, row)| row.live > 0 && due.contains_key(start))
+            .map(|(start, _)| start)
+            .collect();
+        if holding_live.is_empty() {
+            return Ok(out);
+        }
         let wanted: HashSet<(Lsn, u64)> = due
             .values()
             .flatten()
+            .filter(|(_, p, _)| holding_live.contains(&p.segment))
             .map(|(_, p, _)| (p.segment, p.offset))
             .collect();
-        let mut out = HashSet::new();
         let txn = self.db.begin_read()?;
         let table = txn.open_table(MESSAGES)?;
         for row in table.iter()? {
