@@ -656,21 +656,11 @@ search, write paths: EnqueueBatch of {} events ({batch} a call, {tasks} calls in
                     let ch = channels(hookd.addr, args.connections).await?;
                     let mut client = hookd_client::Client::from_channel(ch[0].clone());
                     search::prepare(&mut client, path, &sink.url("/hook")).await?;
-                    let rate = match path {
-                        search::Path::Batch => {
-                            search::fill(&ch, events, batch, tasks, args.payload).await?
-                        }
-                        _ => {
-                            search::fill_one_by_one(
-                                &ch,
-                                path,
-                                events,
-                                args.search_path_concurrency,
-                                args.payload,
-                            )
-                            .await?
-                        }
+                    let calls = match path {
+                        search::Path::Batch => tasks,
+                        _ => args.search_path_concurrency,
                     };
+                    let rate = search::fill(&ch, path, events, batch, calls, args.payload).await?;
                     drop((ch, client));
                     hookd.stop().await?;
                     let _ = std::fs::remove_dir_all(&data);
@@ -706,7 +696,7 @@ search at scale: {n} retained events in {QUEUES} queues, then {} searches of eac
         })
         .await?;
         let ch = channels(hookd.addr, args.connections).await?;
-        let rate = search::fill(&ch, n, batch, tasks, args.payload).await?;
+        let rate = search::fill(&ch, search::Path::Batch, n, batch, tasks, args.payload).await?;
         let mut client = hookd_client::Client::from_channel(ch[0].clone());
         println!("  stored at {rate:.0} events/s");
         search::measure(&mut client, args.search_samples, n).await?;

@@ -93,10 +93,6 @@ pub(crate) async fn prepare(client: &mut Client, path: Path, sink: &str) -> anyh
     Ok(())
 }
 
-fn event(n: u64, payload: &[u8]) -> pb::EnqueueRequest {
-    event_on(Path::Batch, n, payload)
-}
-
 fn event_on(path: Path, n: u64, payload: &[u8]) -> pb::EnqueueRequest {
     let mut body = format!(
         r#"{{"customer":"c{}","region":"r{}","n":{n},"pad":""#,
@@ -121,56 +117,17 @@ fn event_on(path: Path, n: u64, payload: &[u8]) -> pb::EnqueueRequest {
     }
 }
 
-/// Stores `events` events of `path` (one a call; `tasks` calls in flight); the rate.
-pub(crate) async fn fill_one_by_one(
-    channels: &[Channel],
-    path: Path,
-    events: u64,
-    tasks: usize,
-    payload: usize,
-) -> anyhow::Result<f64> {
-    let t = Instant::now();
-    let pad = vec![b'x'; payload];
-    let next = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let mut handles = Vec::new();
-    for task in 0..tasks {
-        let mut client = Client::from_channel(channels[task % channels.len()].clone());
-        let (next, pad) = (next.clone(), pad.clone());
-        handles.push(tokio::spawn(async move {
-            loop {
-                let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if n >= events {
-                    return anyhow::Ok(());
-                }
-                let request = event_on(path, n, &pad);
-                // At the write queue's mark hookd asks for a pause: wait and send again.
-                loop {
-                    match client.raw().enqueue(request.clone()).await {
-                        Ok(_) => break,
-                        Err(s) if s.code() == tonic::Code::ResourceExhausted => {
-                            tokio::time::sleep(Duration::from_millis(20)).await;
-                        }
-                        Err(s) => anyhow::bail!("Enqueue ({}): {s}", path.name()),
-                    }
-                }
-            }
-        }));
-    }
-    for h in handles {
-        h.await??;
-    }
-    Ok(events as f64 / t.elapsed().as_secs_f64())
-}
-
-/// Stores `events` events through `tasks` EnqueueBatch callers of `batch` events each;
-/// the rate.
+/// Stores `events` events of `path` with `tasks` calls in flight: EnqueueBatch calls of
+/// `batch` events for [`Path::Batch`], else one Enqueue a call; the rate.
 pub(crate) async fn fill(
     channels: &[Channel],
+    path: Path,
     events: u64,
     batch: u64,
     tasks: usize,
     payload: usize,
 ) -> anyhow::Result<f64> {
+    let per_call = if path == Path::Batch { batch.max(1) } else { 1 };
     let t = Instant::now();
     let pad = vec![b'x'; payload];
     let next = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -180,33 +137,41 @@ pub(crate) async fn fill(
         let (next, pad) = (next.clone(), pad.clone());
         handles.push(tokio::spawn(async move {
             loop {
-                let first = next.fetch_add(batch, std::sync::atomic::Ordering::Relaxed);
+                let first = next.fetch_add(per_call, std::sync::atomic::Ordering::Relaxed);
                 if first >= events {
                     return anyhow::Ok(());
                 }
-                let last = (first + batch).min(events);
-                let request = pb::EnqueueBatchRequest {
-                    events: (first..last).map(|n| event(n, &pad)).collect(),
+                let last = (first + per_call).min(events);
+                let batch = pb::EnqueueBatchRequest {
+                    events: (first..last).map(|n| event_on(path, n, &pad)).collect(),
                 };
                 // At the write queue's mark hookd asks for a pause: wait and send again.
                 loop {
-                    match client.raw().enqueue_batch(request.clone()).await {
-                        Ok(r) => {
-                            let failed = r
-                                .into_inner()
+                    let sent = match path {
+                        Path::Batch => client.raw().enqueue_batch(batch.clone()).await.map(|r| {
+                            r.into_inner()
                                 .results
                                 .iter()
                                 .filter(|x| {
                                     !matches!(x.result, Some(pb::enqueue_result::Result::Ok(_)))
                                 })
-                                .count();
+                                .count()
+                        }),
+                        _ => client
+                            .raw()
+                            .enqueue(batch.events[0].clone())
+                            .await
+                            .map(|_| 0),
+                    };
+                    match sent {
+                        Ok(failed) => {
                             anyhow::ensure!(failed == 0, "{failed} events refused");
                             break;
                         }
                         Err(s) if s.code() == tonic::Code::ResourceExhausted => {
                             tokio::time::sleep(Duration::from_millis(20)).await;
                         }
-                        Err(s) => anyhow::bail!("EnqueueBatch: {s}"),
+                        Err(s) => anyhow::bail!("{} leg: {s}", path.name()),
                     }
                 }
             }

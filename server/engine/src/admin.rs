@@ -275,33 +275,48 @@ impl Engine {
             if !seen.insert(id) || self.index.live.contains_key(&id) {
                 continue;
             }
-            let Some(record) = t.record(id)? else {
-                continue;
-            };
-            let Some(destination) = Destination::decode(&record.destination) else {
-                return Err(StoreError::Corrupt(format!("destination of {id}")));
-            };
-            if destination.tenant != tenant {
-                continue;
+            if self.delete_dead(t, now, tenant, id)? == DeadDelete::Deleted {
+                purged += 1;
             }
-            let key = destination.key();
-            if t.unbury(id, &key)?.is_none() {
-                continue;
-            }
-            t.remove_message(id)?;
-            if let Some(d) = self.index.find(&key) {
-                self.index.one_dead_less(d);
-                // Purging the dead letter that blocks its lane skips it: the lane moves on.
-                if self.skip_blocker(d, id, now) {
-                    tracing::info!(%id, destination = %key, "FIFO lane unblocked: its dead letter was purged (skipped)");
-                }
-            }
-            purged += 1;
         }
         if purged > 0 {
             tracing::info!(purged, "dead letters purged");
         }
         Ok(purged)
+    }
+
+    /// Deletes message `id` if it is one of `tenant`'s dead letters: its rows go, its
+    /// destination counts one dead letter less, and a FIFO lane it blocks moves on (it is
+    /// skipped). What it found.
+    fn delete_dead(
+        &mut self,
+        t: Tx<'_, '_>,
+        now: u64,
+        tenant: TenantId,
+        id: MessageId,
+    ) -> Result<DeadDelete, StoreError> {
+        let Some(record) = t.record(id)? else {
+            return Ok(DeadDelete::NoRecord);
+        };
+        let Some(destination) = Destination::decode(&record.destination) else {
+            return Err(StoreError::Corrupt(format!("destination of {id}")));
+        };
+        if destination.tenant != tenant {
+            return Ok(DeadDelete::NotOurs);
+        }
+        let key = destination.key();
+        if t.unbury(id, &key)?.is_none() {
+            return Ok(DeadDelete::NotDead);
+        }
+        t.remove_message(id)?;
+        if let Some(d) = self.index.find(&key) {
+            self.index.one_dead_less(d);
+            // Deleting the dead letter that blocks its lane skips it: the lane moves on.
+            if self.skip_blocker(d, id, now) {
+                tracing::info!(%id, destination = %key, "FIFO lane unblocked: its dead letter was purged (skipped)");
+            }
+        }
+        Ok(DeadDelete::Deleted)
     }
 
     /// [`Command::Erase`]: each of `tenant`'s messages among `ids` that is a dead letter or
@@ -327,31 +342,23 @@ impl Engine {
             }
             // A dead letter (or a message waiting in a pull queue): its record is still a
             // `messages` row.
-            if let Some(record) = t.record(id)? {
-                let Some(destination) = Destination::decode(&record.destination) else {
-                    return Err(StoreError::Corrupt(format!("destination of {id}")));
-                };
-                let key = destination.key();
-                if destination.tenant != tenant {
+            match self.delete_dead(t, now, tenant, id)? {
+                DeadDelete::Deleted => {
+                    t.erase(id);
+                    out.erased += 1;
+                    out.dead += 1;
+                    continue;
+                }
+                DeadDelete::NotOurs => {
                     out.missing += 1;
                     continue;
                 }
-                if t.unbury(id, &key)?.is_none() {
-                    // Not dead: it has a schedule row, it is on its way.
+                // Not dead: it has a schedule row, it is on its way.
+                DeadDelete::NotDead => {
                     out.live += 1;
                     continue;
                 }
-                t.remove_message(id)?;
-                t.erase(id);
-                if let Some(d) = self.index.find(&key) {
-                    self.index.one_dead_less(d);
-                    if self.skip_blocker(d, id, now) {
-                        tracing::info!(%id, destination = %key, "FIFO lane unblocked: its dead letter was purged (skipped)");
-                    }
-                }
-                out.erased += 1;
-                out.dead += 1;
-                continue;
+                DeadDelete::NoRecord => {}
             }
             // Completed: its summary, and its record's retained pointer.
             let Some(done) = t.done(id)? else {
@@ -820,4 +827,17 @@ mod signing_key_tests {
         assert_eq!(capped.len(), MAX_RETIRED_KEYS);
         assert_eq!(capped[0].retired_ms, 40);
     }
+}
+
+/// What [`Engine::delete_dead`] found of a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DeadDelete {
+    /// One of the tenant's dead letters: deleted.
+    Deleted,
+    /// A stored message of another tenant's.
+    NotOurs,
+    /// The tenant's, stored, but not a dead letter (on its way).
+    NotDead,
+    /// No stored record (completed, or never).
+    NoRecord,
 }

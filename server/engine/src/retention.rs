@@ -65,11 +65,10 @@ impl Engine {
                 .map_or(0, |q| q.retention_secs),
             To::Url(_) => 0,
         };
-        let secs = match own {
-            0 => self.tenants.retention_secs(destination.tenant),
-            s => s,
-        };
-        (secs > 0).then(|| secs.saturating_mul(1_000))
+        match own {
+            0 => self.tenant_retention_ms(destination.tenant),
+            s => Some(s.saturating_mul(1_000)),
+        }
     }
 
     /// The retention (ms) a tenant's messages get unless their destination sets one.

@@ -31,7 +31,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
+use redb::{ReadableDatabase, ReadableTable};
 
 use super::heap::{Pointer, Stored};
 use super::rowlog::TableId;
@@ -230,16 +230,6 @@ impl Store {
             }
         }
         Ok(out)
-    }
-
-    /// Purged records waiting to be overwritten (Stats).
-    pub fn scrubs_pending(&self) -> Result<u64, StoreError> {
-        let txn = self.db.begin_read()?;
-        match txn.open_table(SCRUBS) {
-            Ok(table) => Ok(table.len()?),
-            Err(redb::TableError::TableDoesNotExist(_)) => Ok(0),
-            Err(e) => Err(e.into()),
-        }
     }
 }
 

@@ -1215,13 +1215,13 @@ impl<'txn> Apply<'txn> {
     /// Blind like every change here: a second replay finds no rows and adds nothing.
     fn erase(&mut self, id: u128, key: &[u8]) -> Result<(), StoreError> {
         let mut pointers = Vec::new();
-        if let Some(old) = self.messages.remove(id)?
-            && let Some(p) = Self::pointer_of(key, old.value())
-        {
-            pointers.push(p);
-        }
-        if let Some(p) = pointers.first().copied() {
+        let live = self
+            .messages
+            .remove(id)?
+            .and_then(|old| Self::pointer_of(key, old.value()));
+        if let Some(p) = live {
             self.count(p.segment, -1, -i64::from(p.len), 0);
+            pointers.push(p);
         }
         if let Some(old) = self.retained.remove(id)? {
             let value = super::seal::open(TableId::Retained, key, old.value())?;
